@@ -1,0 +1,103 @@
+//! CUDA through cudarc's `result` layer. cudarc's own event tracking is disabled on every
+//! context this crate opens: the tracker owns ordering, and cudarc's single read event per
+//! slice cannot express "wait for every reader".
+
+use crate::error::{DriverResultExt, Error, Result};
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, DriverError};
+use std::sync::Arc;
+
+/// Loads the driver and opens the primary context of `ordinal` with event tracking disabled.
+pub(crate) fn open(ordinal: usize) -> Result<Arc<CudaContext>> {
+    // SAFETY: `is_culib_present` only tries to dlopen the driver library by name and drops the
+    // handle; it has no preconditions. Probing first matters because cudarc panics when its
+    // lazily loaded library is missing.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::LibraryUnavailable {
+            library: "the CUDA driver (libcuda)",
+            hint: "install the NVIDIA driver, or use Device::sim for the CPU simulation",
+        });
+    }
+    match result::init() {
+        Ok(()) => {}
+        Err(DriverError(sys::CUresult::CUDA_ERROR_NO_DEVICE)) => return Err(Error::NoDevice { ordinal, count: 0 }),
+        Err(e) => return Err(Error::driver("cuInit", e)),
+    }
+    let count = result::device::get_count().call("cuDeviceGetCount")?.max(0) as usize;
+    if ordinal >= count {
+        return Err(Error::NoDevice { ordinal, count });
+    }
+    let ctx = CudaContext::new(ordinal).call("cuDevicePrimaryCtxRetain")?;
+    // SAFETY: the flag only affects slices allocated through this `CudaContext` object after the
+    // call, and every such slice is owned by a `GpuRef` whose uses the tracker fences (a first
+    // use on another stream waits for the allocation, frees wait for every outstanding use,
+    // writes wait for every read). Other `CudaContext` objects in the process keep their own
+    // flag.
+    unsafe { ctx.disable_event_tracking() };
+    Ok(ctx)
+}
+
+/// Makes `ctx` current on the calling thread if it is not already.
+pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
+    if result::ctx::get_current().call("cuCtxGetCurrent")? != Some(ctx.cu_ctx()) {
+        // SAFETY: `ctx.cu_ctx()` is a live context: `ctx` holds a retain on it.
+        unsafe { result::ctx::set_current(ctx.cu_ctx()) }.call("cuCtxSetCurrent")?;
+    }
+    Ok(())
+}
+
+pub(crate) fn new_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
+    ctx.new_stream().call("cuStreamCreate")
+}
+
+pub(crate) fn new_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
+    ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).call("cuEventCreate")
+}
+
+pub(crate) fn wait(s: &CudaStream, e: &CudaEvent) -> Result<()> {
+    bind(s.context())?;
+    // SAFETY: both handles are live (owned by `s` and `e`) and belong to the bound context.
+    unsafe { result::stream::wait_event(s.cu_stream(), e.cu_event(), sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
+        .call("cuStreamWaitEvent")
+}
+
+pub(crate) fn record(s: &CudaStream, e: &CudaEvent) -> Result<()> {
+    bind(s.context())?;
+    // SAFETY: both handles are live and of the bound context.
+    unsafe { result::event::record(e.cu_event(), s.cu_stream()) }.call("cuEventRecord")
+}
+
+#[allow(dead_code)] // TEMP
+pub(crate) fn query(e: &CudaEvent) -> Result<bool> {
+    bind(e.context())?;
+    // SAFETY: the event is live (owned by `e`).
+    match unsafe { result::event::query(e.cu_event()) } {
+        Ok(()) => Ok(true),
+        Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+        Err(err) => Err(Error::driver("cuEventQuery", err)),
+    }
+}
+
+pub(crate) fn synchronize(e: &CudaEvent) -> Result<()> {
+    bind(e.context())?;
+    // SAFETY: the event is live (owned by `e`).
+    unsafe { result::event::synchronize(e.cu_event()) }.call("cuEventSynchronize")
+}
+
+/// Bytes of free device memory, for out-of-memory errors.
+pub(crate) fn free_memory(ctx: &CudaContext) -> usize {
+    bind(ctx).ok().and_then(|_| result::mem_get_info().ok()).map_or(0, |(free, _)| free)
+}
+
+/// Maps an allocation failure to `OutOfMemory` with the free byte count.
+pub(crate) fn alloc_error(ctx: &CudaContext, call: &'static str, requested: usize, e: DriverError) -> Error {
+    if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory { requested, free: free_memory(ctx) }
+    } else {
+        Error::driver(call, e)
+    }
+}
+
+/// The `sm_XY` architecture string of the context's device.
+pub(crate) fn arch(ctx: &CudaContext) -> Result<(i32, i32)> {
+    ctx.compute_capability().call("cuDeviceGetAttribute(COMPUTE_CAPABILITY)")
+}

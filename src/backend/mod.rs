@@ -1,0 +1,100 @@
+//! The seam to the driver: streams, events and host-visible completion, on CUDA or simulated.
+//!
+//! The rest of the crate calls only the methods here; `cuda.rs` is the only file that touches
+//! `cudarc::driver::{result, sys}`.
+
+pub(crate) mod cuda;
+pub(crate) mod sim;
+
+use crate::error::Result;
+use std::sync::Arc;
+
+/// A backend context: what streams and events are created from.
+#[derive(Clone)]
+pub(crate) enum BackendCtx {
+    Cuda(Arc<cudarc::driver::CudaContext>),
+    Sim(Arc<sim::SimShared>),
+}
+
+/// A stream handle.
+pub(crate) enum RawStream {
+    Cuda(Arc<cudarc::driver::CudaStream>),
+    Sim(sim::SimStream),
+}
+
+/// An event handle.
+pub(crate) enum RawEvent {
+    Cuda(cudarc::driver::CudaEvent),
+    Sim(sim::SimEvent),
+}
+
+impl BackendCtx {
+    pub(crate) fn new_stream(&self, index: u32) -> Result<RawStream> {
+        match self {
+            BackendCtx::Cuda(ctx) => cuda::new_stream(ctx).map(RawStream::Cuda),
+            BackendCtx::Sim(s) => Ok(RawStream::Sim(sim::SimStream::spawn(s.clone(), index))),
+        }
+    }
+
+    pub(crate) fn new_event(&self) -> Result<RawEvent> {
+        match self {
+            BackendCtx::Cuda(ctx) => cuda::new_event(ctx).map(RawEvent::Cuda),
+            BackendCtx::Sim(_) => Ok(RawEvent::Sim(sim::SimEvent::default())),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            BackendCtx::Cuda(_) => "cuda",
+            BackendCtx::Sim(_) => "sim",
+        }
+    }
+}
+
+impl RawStream {
+    /// Queues a wait: later work on this stream starts after `ev`'s recorded work.
+    pub(crate) fn wait(&self, ev: &RawEvent) -> Result<()> {
+        match (self, ev) {
+            (RawStream::Cuda(s), RawEvent::Cuda(e)) => cuda::wait(s, e),
+            (RawStream::Sim(s), RawEvent::Sim(e)) => {
+                s.wait(e);
+                Ok(())
+            }
+            _ => unreachable!("streams and events of one device share a backend"),
+        }
+    }
+
+    /// Records `ev` at the current end of this stream.
+    pub(crate) fn record(&self, ev: &RawEvent) -> Result<()> {
+        match (self, ev) {
+            (RawStream::Cuda(s), RawEvent::Cuda(e)) => cuda::record(s, e),
+            (RawStream::Sim(s), RawEvent::Sim(e)) => {
+                s.record(e);
+                Ok(())
+            }
+            _ => unreachable!("streams and events of one device share a backend"),
+        }
+    }
+}
+
+impl RawEvent {
+    #[allow(dead_code)] // TEMP
+    /// Whether the recorded work has finished (an event never recorded counts as finished).
+    pub(crate) fn query(&self) -> Result<bool> {
+        match self {
+            RawEvent::Cuda(e) => cuda::query(e),
+            RawEvent::Sim(e) => Ok(e.is_done()),
+        }
+    }
+
+    /// Blocks until the recorded work has finished.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        match self {
+            RawEvent::Cuda(e) => cuda::synchronize(e),
+            RawEvent::Sim(e) => {
+                e.synchronize();
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,310 @@
+//! The CPU simulation backend: one thread per stream, virtual events, host closures as
+//! kernels with random delays, and a shadow happens-before checker.
+//!
+//! # The checker
+//!
+//! Independently of the tracker, every simulated stream thread keeps the *actual* vector clock
+//! of its execution: it ticks its own entry for every kernel it runs, snapshots the clock into
+//! an event when it executes a record, and joins the snapshot when it executes a wait on that
+//! record. Before running a kernel, the thread checks the kernel's declared uses against each
+//! buffer's history (last write, reads since): a conflicting earlier use whose position the
+//! current clock does not cover is a hazard, i.e. a pair of conflicting uses left unordered.
+//! Because clocks, not timing, decide, a missing fence is found whatever the interleaving.
+
+use crate::track::Access;
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Settings of a simulated device.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// Shortest time a simulated kernel takes before it runs.
+    pub min_delay: Duration,
+    /// Longest time a simulated kernel takes; each takes a uniform random time in between.
+    pub max_delay: Duration,
+    /// Seed of the delay generator, for reproducible interleavings.
+    pub seed: u64,
+    /// Test switch: `false` makes the tracker skip every fence, so that tests can prove the
+    /// hazard checker reports the races that result. Leave it `true` everywhere else.
+    pub fencing: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(50), seed: 0x5eed, fencing: true }
+    }
+}
+
+/// Which ordering rule a hazard broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HazardKind {
+    /// A read not ordered after the write before it.
+    ReadAfterWrite,
+    /// A write not ordered after a read before it.
+    WriteAfterRead,
+    /// A write not ordered after the write before it.
+    WriteAfterWrite,
+}
+
+/// A simulated operation: the `op`-th kernel run by stream index `stream`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimOp {
+    /// Stream index on its device.
+    pub stream: u32,
+    /// 1-based count of kernels that stream had run.
+    pub op: u64,
+}
+
+/// Two conflicting uses of one buffer that nothing ordered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hazard {
+    /// The buffer's id (`buffer #N` in errors).
+    pub buffer: u64,
+    /// The rule broken.
+    pub kind: HazardKind,
+    /// The use that ran first.
+    pub earlier: SimOp,
+    /// The use that ran second without waiting for it.
+    pub later: SimOp,
+}
+
+#[derive(Default)]
+struct History {
+    last_write: Option<SimOp>,
+    reads: Vec<SimOp>,
+}
+
+#[derive(Default)]
+struct Checker {
+    histories: HashMap<u64, History>,
+    hazards: Vec<Hazard>,
+    kernels: u64,
+}
+
+/// State shared by all streams of one simulated device.
+pub(crate) struct SimShared {
+    pub config: SimConfig,
+    checker: Mutex<Checker>,
+}
+
+type Vc = Vec<u64>;
+
+fn covers(vc: &Vc, op: SimOp) -> bool {
+    vc.get(op.stream as usize).copied().unwrap_or(0) >= op.op
+}
+
+impl SimShared {
+    pub(crate) fn new(config: SimConfig) -> Arc<Self> {
+        Arc::new(SimShared { config, checker: Mutex::new(Checker::default()) })
+    }
+
+    pub(crate) fn hazards(&self) -> Vec<Hazard> {
+        crate::sync::lock(&self.checker).hazards.clone()
+    }
+
+    pub(crate) fn kernels_run(&self) -> u64 {
+        crate::sync::lock(&self.checker).kernels
+    }
+
+    fn check(&self, me: SimOp, vc: &Vc, uses: &[(u64, Access)]) {
+        let mut ck = crate::sync::lock(&self.checker);
+        ck.kernels += 1;
+        let Checker { histories, hazards, .. } = &mut *ck;
+        for &(buffer, access) in uses {
+            let h = histories.entry(buffer).or_default();
+            let mut flag = |kind, earlier: SimOp| {
+                if !covers(vc, earlier) {
+                    hazards.push(Hazard { buffer, kind, earlier, later: me });
+                }
+            };
+            if let Some(w) = h.last_write {
+                flag(if access.writes() { HazardKind::WriteAfterWrite } else { HazardKind::ReadAfterWrite }, w);
+            }
+            if access.writes() {
+                for &r in &h.reads {
+                    flag(HazardKind::WriteAfterRead, r);
+                }
+                h.last_write = Some(me);
+                h.reads.clear();
+            } else {
+                h.reads.retain(|r| r.stream != me.stream);
+                h.reads.push(me);
+            }
+        }
+    }
+}
+
+/// One recording of a simulated event; completed with the recording stream's clock.
+#[derive(Default)]
+struct Record {
+    done: Mutex<Option<Arc<Vc>>>,
+    cv: Condvar,
+}
+
+impl Record {
+    fn complete(&self, vc: Vc) {
+        *crate::sync::lock(&self.done) = Some(Arc::new(vc));
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) -> Arc<Vc> {
+        let mut g = crate::sync::lock(&self.done);
+        loop {
+            if let Some(vc) = g.as_ref() {
+                return vc.clone();
+            }
+            g = crate::sync::wait(&self.cv, g);
+        }
+    }
+}
+
+/// A virtual event. Like a CUDA event, it refers to its most recent recording; a wait captures
+/// the recording current when it is enqueued, so re-recording never changes earlier waits.
+#[derive(Default)]
+pub(crate) struct SimEvent {
+    current: Mutex<Option<Arc<Record>>>,
+}
+
+impl SimEvent {
+    fn current(&self) -> Option<Arc<Record>> {
+        crate::sync::lock(&self.current).clone()
+    }
+
+    #[allow(dead_code)] // TEMP
+    pub(crate) fn is_done(&self) -> bool {
+        self.current().is_none_or(|r| crate::sync::lock(&r.done).is_some())
+    }
+
+    pub(crate) fn synchronize(&self) {
+        if let Some(r) = self.current() {
+            r.wait();
+        }
+    }
+}
+
+/// What a simulated kernel is: a host closure.
+pub(crate) type SimKernel = Box<dyn FnOnce() + Send>;
+
+enum Cmd {
+    Run { uses: SmallVec<[(u64, Access); 4]>, f: SimKernel },
+    Record(Arc<Record>),
+    Wait(Arc<Record>),
+}
+
+/// A simulated stream: a thread executing commands in order.
+pub(crate) struct SimStream {
+    tx: Option<Sender<Cmd>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SimStream {
+    pub(crate) fn spawn(shared: Arc<SimShared>, index: u32) -> Self {
+        let (tx, rx) = unbounded();
+        let thread = std::thread::Builder::new()
+            .name(format!("cusched-sim-stream-{index}"))
+            .spawn(move || run_stream(shared, index, rx));
+        match thread {
+            Ok(t) => SimStream { tx: Some(tx), thread: Some(t) },
+            // Without a thread nothing would ever execute; commands sent to a dropped receiver
+            // are discarded, so fail loudly in the log and let waits hang-proof via is_done.
+            Err(e) => {
+                log::error!("cusched: could not spawn a simulated stream thread: {e}");
+                SimStream { tx: None, thread: None }
+            }
+        }
+    }
+
+    fn send(&self, cmd: Cmd) {
+        if let Some(tx) = &self.tx {
+            // The receiver lives until this SimStream drops, so the send cannot fail.
+            let _ = tx.send(cmd);
+        }
+    }
+
+    pub(crate) fn record(&self, ev: &SimEvent) {
+        let rec = Arc::new(Record::default());
+        *crate::sync::lock(&ev.current) = Some(rec.clone());
+        self.send(Cmd::Record(rec));
+    }
+
+    pub(crate) fn wait(&self, ev: &SimEvent) {
+        if let Some(rec) = ev.current() {
+            self.send(Cmd::Wait(rec));
+        }
+    }
+
+    /// Enqueues a simulated kernel that declares `uses` to the checker.
+    pub(crate) fn run(&self, uses: SmallVec<[(u64, Access); 4]>, f: SimKernel) {
+        self.send(Cmd::Run { uses, f });
+    }
+}
+
+impl Drop for SimStream {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            // A kernel closure may hold the last reference to its own device; joining from the
+            // stream's own thread would wait forever, so that thread is left to finish alone.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
+    let mut vc: Vc = vec![0; index as usize + 1];
+    let mut rng = shared.config.seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    while let Ok(cmd) = rx.recv() {
+        match cmd {
+            Cmd::Run { uses, f } => {
+                delay(&shared.config, &mut rng);
+                vc[index as usize] += 1;
+                shared.check(SimOp { stream: index, op: vc[index as usize] }, &vc, &uses);
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+                    log::error!("cusched: a simulated kernel on stream {index} panicked");
+                }
+            }
+            Cmd::Record(rec) => rec.complete(vc.clone()),
+            Cmd::Wait(rec) => {
+                let theirs = rec.wait();
+                if vc.len() < theirs.len() {
+                    vc.resize(theirs.len(), 0);
+                }
+                for (m, t) in vc.iter_mut().zip(theirs.iter()) {
+                    *m = (*m).max(*t);
+                }
+            }
+        }
+    }
+}
+
+fn delay(cfg: &SimConfig, rng: &mut u64) {
+    let span = cfg.max_delay.saturating_sub(cfg.min_delay).as_nanos() as u64;
+    let extra = if span == 0 { 0 } else { splitmix(rng) % (span + 1) };
+    let d = cfg.min_delay + Duration::from_nanos(extra);
+    if d.is_zero() {
+        return;
+    }
+    if d >= Duration::from_micros(200) {
+        std::thread::sleep(d);
+        return;
+    }
+    // Short delays: sleeping would round up to the timer slack, so yield until the deadline.
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::thread::yield_now();
+    }
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

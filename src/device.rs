@@ -1,0 +1,292 @@
+//! `Device`: a context (CUDA or simulated), its streams, configuration and generation.
+
+use crate::backend::sim::{Hazard, SimConfig, SimShared};
+use crate::backend::{cuda, BackendCtx};
+use crate::error::{Error, Result};
+use crate::track::{EventPool, EventRef, StreamSlot, StreamStats};
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Settings shared by both backends.
+#[derive(Clone, Debug)]
+pub struct DeviceConfig {
+    /// Most streams the device will create (each is one entry of every vector clock).
+    pub max_streams: usize,
+    /// Longest a preflight waits for another thread's uncommitted launch on the same buffer
+    /// before failing with [`Error::BufferBusy`].
+    pub preflight_timeout: Duration,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig { max_streams: 64, preflight_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// A stream of one device. Only [`Device::new_stream`] and [`Device::default_stream`] make
+/// them, and every use checks that the id belongs to the device it is used with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId {
+    pub(crate) device: u32,
+    pub(crate) index: u32,
+}
+
+impl StreamId {
+    /// The stream's dense index on its device (0 is the default stream).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stream {} of device #{}", self.index, self.device)
+    }
+}
+
+/// State shared by a device's handles, buffers, recorders and (later) threads.
+pub(crate) struct DeviceShared {
+    pub uid: u32,
+    pub ordinal: usize,
+    pub backend: BackendCtx,
+    pub config: DeviceConfig,
+    generation: AtomicU64,
+    streams: Box<[OnceLock<StreamSlot>]>,
+    stream_count: AtomicUsize,
+    stream_create: Mutex<()>,
+    pub events: Arc<EventPool>,
+    fencing: bool,
+}
+
+impl DeviceShared {
+    fn new(ordinal: usize, backend: BackendCtx, config: DeviceConfig, fencing: bool) -> Result<Arc<Self>> {
+        static NEXT_UID: AtomicU32 = AtomicU32::new(1);
+        if config.max_streams == 0 {
+            return Err(Error::invalid("DeviceConfig::max_streams", "must be at least 1"));
+        }
+        let streams = (0..config.max_streams).map(|_| OnceLock::new()).collect();
+        let shared = Arc::new(DeviceShared {
+            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            ordinal,
+            events: Arc::new(EventPool::new(backend.clone())),
+            backend,
+            config,
+            generation: AtomicU64::new(1),
+            streams,
+            stream_count: AtomicUsize::new(0),
+            stream_create: Mutex::new(()),
+            fencing,
+        });
+        shared.create_stream()?;
+        Ok(shared)
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn advance_generation(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    pub(crate) fn label(&self) -> String {
+        format!("#{} ({} {})", self.uid, self.backend.name(), self.ordinal)
+    }
+
+    fn create_stream(&self) -> Result<StreamId> {
+        let _guard = crate::sync::lock(&self.stream_create);
+        let index = self.stream_count.load(Ordering::Acquire);
+        if index >= self.streams.len() {
+            return Err(Error::invalid(
+                "new_stream",
+                format!("the device already has DeviceConfig::max_streams = {} streams", self.streams.len()),
+            ));
+        }
+        let id = StreamId { device: self.uid, index: index as u32 };
+        let raw = self.backend.new_stream(id.index)?;
+        // The slot is empty: indices are handed out once, under `stream_create`.
+        let _ = self.streams[index].set(StreamSlot::new(id, raw, self.fencing));
+        self.stream_count.store(index + 1, Ordering::Release);
+        Ok(id)
+    }
+
+    /// The slot of `id`, after checking the id belongs to this device.
+    pub(crate) fn stream(&self, id: StreamId) -> Result<&StreamSlot> {
+        if id.device != self.uid {
+            return Err(Error::ForeignDevice {
+                what: id.to_string(),
+                expected: self.label(),
+                found: format!("#{}", id.device),
+            });
+        }
+        self.streams
+            .get(id.index as usize)
+            .and_then(|s| s.get())
+            .ok_or_else(|| Error::UnknownStream { stream: id.to_string(), device: self.label() })
+    }
+
+    pub(crate) fn slot_by_index(&self, index: u32) -> Option<&StreamSlot> {
+        self.streams.get(index as usize).and_then(|s| s.get())
+    }
+
+    pub(crate) fn slots(&self) -> impl Iterator<Item = &StreamSlot> {
+        self.streams.iter().map_while(|s| s.get())
+    }
+
+    /// Records an event on `stream` covering all work enqueued there so far.
+    pub(crate) fn record(&self, stream: StreamId) -> Result<EventRef> {
+        self.stream(stream)?.record(&self.events)
+    }
+
+    pub(crate) fn cuda_ctx(&self, what: &'static str) -> Result<&Arc<cudarc::driver::CudaContext>> {
+        match &self.backend {
+            BackendCtx::Cuda(ctx) => Ok(ctx),
+            BackendCtx::Sim(_) => Err(Error::WrongBackend { what, needed: "cuda", actual: "sim" }),
+        }
+    }
+}
+
+/// A GPU (or its CPU simulation): the context, its streams and the tracker state.
+///
+/// Cheap to clone; all clones share one context.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let s = device.new_stream()?;
+/// let buf = device.upload(s, &[1.0f32, 2.0, 3.0])?;
+/// assert_eq!(buf.download(device.default_stream())?, vec![1.0, 2.0, 3.0]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) shared: Arc<DeviceShared>,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device{}", self.shared.label())
+    }
+}
+
+impl Device {
+    /// Opens CUDA device `ordinal` with the default configuration.
+    ///
+    /// Without a driver this returns [`Error::LibraryUnavailable`], without such a device
+    /// [`Error::NoDevice`]; it never panics.
+    pub fn open(ordinal: usize) -> Result<Device> {
+        Device::open_with(ordinal, DeviceConfig::default())
+    }
+
+    /// Opens CUDA device `ordinal` with `config`.
+    pub fn open_with(ordinal: usize, config: DeviceConfig) -> Result<Device> {
+        let ctx = cuda::open(ordinal)?;
+        Ok(Device { shared: DeviceShared::new(ordinal, BackendCtx::Cuda(ctx), config, true)? })
+    }
+
+    /// A simulated device: streams are CPU threads, kernels are host closures.
+    pub fn sim(sim: SimConfig) -> Result<Device> {
+        Device::sim_with(sim, DeviceConfig::default())
+    }
+
+    /// A simulated device with a device configuration.
+    pub fn sim_with(sim: SimConfig, config: DeviceConfig) -> Result<Device> {
+        let fencing = sim.fencing;
+        Ok(Device { shared: DeviceShared::new(0, BackendCtx::Sim(SimShared::new(sim)), config, fencing)? })
+    }
+
+    /// Whether this device is the CPU simulation.
+    pub fn is_simulated(&self) -> bool {
+        matches!(self.shared.backend, BackendCtx::Sim(_))
+    }
+
+    /// The device ordinal (0 for simulated devices).
+    pub fn ordinal(&self) -> usize {
+        self.shared.ordinal
+    }
+
+    /// The current context generation; buffers made in an earlier one are stale.
+    pub fn generation(&self) -> u64 {
+        self.shared.generation()
+    }
+
+    /// Makes every handle made so far (buffers, compiled kernels) stale: using one afterwards
+    /// returns [`Error::Stale`] instead of touching its memory. Their memory is still freed,
+    /// fenced, when their last handle drops.
+    pub fn advance_generation(&self) -> u64 {
+        self.shared.advance_generation()
+    }
+
+    /// The stream every device starts with (a created, non-blocking stream, not CUDA's legacy
+    /// default stream).
+    pub fn default_stream(&self) -> StreamId {
+        StreamId { device: self.shared.uid, index: 0 }
+    }
+
+    /// Creates another stream.
+    pub fn new_stream(&self) -> Result<StreamId> {
+        self.shared.create_stream()
+    }
+
+    /// The cudarc context, for calls this crate does not wrap.
+    pub fn cuda_context(&self) -> Result<&Arc<cudarc::driver::CudaContext>> {
+        self.shared.cuda_ctx("Device::cuda_context")
+    }
+
+    /// The cudarc stream behind `stream`, for raw launches. Declare the launch's uses on a
+    /// [`crate::LaunchRecorder`] around it.
+    pub fn cuda_stream(&self, stream: StreamId) -> Result<Arc<cudarc::driver::CudaStream>> {
+        match &self.shared.stream(stream)?.raw {
+            crate::backend::RawStream::Cuda(s) => Ok(s.clone()),
+            crate::backend::RawStream::Sim(_) => {
+                Err(Error::WrongBackend { what: "Device::cuda_stream", needed: "cuda", actual: "sim" })
+            }
+        }
+    }
+
+    /// Blocks until all work enqueued on `stream` so far has finished.
+    pub fn synchronize(&self, stream: StreamId) -> Result<()> {
+        self.shared.record(stream)?.synchronize()
+    }
+
+    /// Fences and events the tracker has issued on all streams.
+    pub fn stats(&self) -> StreamStats {
+        let mut total = StreamStats::default();
+        for s in self.shared.slots() {
+            total += s.stats();
+        }
+        total
+    }
+
+    /// Fences and events the tracker has issued on one stream.
+    pub fn stream_stats(&self, stream: StreamId) -> Result<StreamStats> {
+        Ok(self.shared.stream(stream)?.stats())
+    }
+
+    /// Backend events created so far; constant in steady state, since events are pooled.
+    pub fn events_created(&self) -> u64 {
+        self.shared.events.created()
+    }
+
+    /// On a simulated device, every pair of conflicting uses the checker found unordered.
+    pub fn sim_hazards(&self) -> Result<Vec<Hazard>> {
+        match &self.shared.backend {
+            BackendCtx::Sim(s) => Ok(s.hazards()),
+            BackendCtx::Cuda(_) => {
+                Err(Error::WrongBackend { what: "Device::sim_hazards", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+
+    /// On a simulated device, how many simulated kernels (copies, frees and user closures) ran.
+    pub fn sim_kernels_run(&self) -> Result<u64> {
+        match &self.shared.backend {
+            BackendCtx::Sim(s) => Ok(s.kernels_run()),
+            BackendCtx::Cuda(_) => {
+                Err(Error::WrongBackend { what: "Device::sim_kernels_run", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+}

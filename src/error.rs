@@ -1,0 +1,189 @@
+//! The crate's error type.
+//!
+//! Every error names what failed (the driver call, the argument, the buffer) and, where there
+//! is one, what the caller can do about it. Errors are `Clone` so that one failure can resolve
+//! several waiters (every completion pending when a context is poisoned, say).
+
+use cudarc::driver::DriverError;
+use std::time::Duration;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in cusched.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A CUDA shared library could not be loaded (no driver, or the library is not installed).
+    #[error("{library} is not available on this machine: {hint}")]
+    LibraryUnavailable {
+        /// The library that failed to load (`"CUDA driver"`, `"NVRTC"`, ...).
+        library: &'static str,
+        /// What to install or set to make it available.
+        hint: &'static str,
+    },
+
+    /// The CUDA driver loaded but there is no device with the requested ordinal.
+    #[error("no CUDA device with ordinal {ordinal} ({count} present); pick an ordinal below {count}")]
+    NoDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+
+    /// A driver call returned an error status.
+    #[error("{call} failed: {status:?}")]
+    Driver {
+        /// The driver entry point, e.g. `"cuEventRecord"`.
+        call: &'static str,
+        /// The status it returned.
+        status: DriverError,
+    },
+
+    /// A handle from an earlier device generation was used after a context rebuild.
+    #[error("{what} is stale: it was made in device generation {made}, the device is now at {current}; make it again")]
+    Stale {
+        /// The handle, e.g. `"buffer #12"`.
+        what: String,
+        /// The generation the handle was made in.
+        made: u64,
+        /// The device's current generation.
+        current: u64,
+    },
+
+    /// A buffer or stream of one device was used with another device.
+    #[error("{what} belongs to device {found}, but was used on device {expected}")]
+    ForeignDevice {
+        /// The buffer or stream.
+        what: String,
+        /// The device it was used with.
+        expected: String,
+        /// The device it belongs to.
+        found: String,
+    },
+
+    /// A stream id that this device did not create.
+    #[error("stream {stream} was not created by device {device}; use Device::new_stream on this device")]
+    UnknownStream {
+        /// The stream id as displayed.
+        stream: String,
+        /// The device it was used with.
+        device: String,
+    },
+
+    /// A strict recorder was given memory that cusched does not track.
+    #[error("{what} is not tracked by cusched, so its uses cannot be fenced; adopt it with Device::adopt or use a permissive recorder")]
+    Untracked {
+        /// The memory, e.g. `"external pointer 0x7f00..."`.
+        what: String,
+    },
+
+    /// A recorder was used out of order (commit before preflight, recording after preflight...).
+    #[error("recorder misuse: {what}")]
+    RecorderMisuse {
+        /// What was done wrong and what to do instead.
+        what: &'static str,
+    },
+
+    /// A preflight found the buffer held by an uncommitted launch of the same thread: waiting for
+    /// it would never end.
+    #[error("{buffer} is held by an uncommitted launch on this same thread; commit that recorder before preflighting another that uses it")]
+    WouldDeadlock {
+        /// The buffer.
+        buffer: String,
+    },
+
+    /// A preflight waited too long for another thread's launch on the same buffer to commit.
+    #[error("{buffer} stayed held by another thread's uncommitted launch for {waited:?}; that thread must commit its recorder (DeviceConfig::preflight_timeout bounds this wait)")]
+    BufferBusy {
+        /// The buffer.
+        buffer: String,
+        /// How long the preflight waited.
+        waited: Duration,
+    },
+
+    /// An argument was rejected before anything was enqueued.
+    #[error("invalid argument `{arg}`: {reason}")]
+    InvalidArgument {
+        /// The argument's name.
+        arg: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+
+    /// An operation needs the other backend (a raw CUDA stream on the simulator, say).
+    #[error("{what} needs the {needed} backend, but this device runs on the {actual} backend")]
+    WrongBackend {
+        /// The operation.
+        what: &'static str,
+        /// The backend it needs.
+        needed: &'static str,
+        /// The device's backend.
+        actual: &'static str,
+    },
+
+    /// An allocation did not fit in device memory.
+    #[error("out of device memory: {requested} bytes requested, {free} bytes free")]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: usize,
+        /// Bytes the driver reported free.
+        free: usize,
+    },
+
+    /// The device, lane or completion thread has shut down.
+    #[error("the device has shut down; the job never ran")]
+    Shutdown,
+
+    /// `try_submit` found the lane's queue full.
+    #[error("the lane's queue is full; retry later or use submit, which blocks")]
+    QueueFull,
+
+    /// A bounded wait expired.
+    #[error("timed out after {waited:?}")]
+    Timeout {
+        /// How long was waited.
+        waited: Duration,
+    },
+
+    /// A job closure panicked; the lane kept running.
+    #[error("job panicked: {message}")]
+    JobPanicked {
+        /// The panic payload, if it was a string.
+        message: String,
+    },
+
+    /// A sticky CUDA error poisoned the context.
+    #[error(
+        "the CUDA context was poisoned by {call} ({status:?}); the device rebuilds it, handles made before are stale"
+    )]
+    ContextPoisoned {
+        /// The first call that failed.
+        call: &'static str,
+        /// Its status.
+        status: DriverError,
+    },
+}
+
+impl Error {
+    /// Wraps a driver status with the name of the call that returned it.
+    pub(crate) fn driver(call: &'static str, status: DriverError) -> Self {
+        Error::Driver { call, status }
+    }
+
+    pub(crate) fn invalid(arg: &'static str, reason: impl Into<String>) -> Self {
+        Error::InvalidArgument { arg, reason: reason.into() }
+    }
+}
+
+/// Adds `.call("cuXxx")` to driver results so every error names its call.
+pub(crate) trait DriverResultExt<T> {
+    fn call(self, call: &'static str) -> Result<T>;
+}
+
+impl<T> DriverResultExt<T> for std::result::Result<T, DriverError> {
+    fn call(self, call: &'static str) -> Result<T> {
+        self.map_err(|status| Error::driver(call, status))
+    }
+}

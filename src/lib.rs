@@ -1,0 +1,36 @@
+//! # cusched
+//!
+//! Synchronous CUDA stream scheduling for Rust: no actors, no async runtime.
+//!
+//! Every launch declares what it reads and writes on a [`LaunchRecorder`].
+//! [`LaunchRecorder::preflight`] queues the `cuStreamWaitEvent` fences those uses need (the
+//! fewest, computed with vector clocks over streams), and [`LaunchRecorder::commit`] records the
+//! one pooled event that later uses wait on. Buffers ([`GpuRef`]) are allocated, copied and
+//! freed through the same tracker, so multi-stream execution always equals program order.
+//!
+//! A [`Device`] runs on CUDA ([`Device::open`]) or on a CPU simulation ([`Device::sim`]) whose
+//! streams are threads and whose hazard checker reports any conflicting pair of uses left
+//! unordered.
+
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub, unsafe_op_in_unsafe_fn)]
+
+mod backend;
+mod device;
+mod error;
+mod libs;
+mod memory;
+mod recorder;
+mod sync;
+mod track;
+
+pub use backend::sim::{Hazard, HazardKind, SimConfig, SimOp};
+pub use device::{Device, DeviceConfig, StreamId};
+pub use error::{Error, Result};
+#[cfg(feature = "nvrtc")]
+pub use libs::rtc::{Kernel, Module};
+pub use memory::{Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem};
+pub use recorder::{External, LaunchRecorder, LaunchScope, Resource};
+pub use track::{Access, StreamStats};
+
+/// Re-export of the cudarc version this crate is built on, for raw launches beside it.
+pub use cudarc;

@@ -1,0 +1,399 @@
+//! `LaunchRecorder`: declare a launch's buffer uses, `preflight` (queue the fences), enqueue,
+//! `commit` (record the event later uses wait on).
+//!
+//! The shape is reserve-then-commit: `preflight` reserves every buffer (a conflicting
+//! preflight on another thread waits for this recorder's commit) and fences the stream; the
+//! caller enqueues; `commit` publishes the launch's event to every buffer at once. A recorder
+//! dropped between the two commits anyway and logs an error, so no enqueued work is ever left
+//! unfenced.
+
+use crate::backend::sim::SimKernel;
+use crate::backend::RawStream;
+use crate::device::{Device, DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::track::{Access, BufferTrack, EventRef, HolderId, StreamSlot};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// The tracking side of a buffer, type-erased so that one recorder holds buffers of any
+/// element type and keeps them alive until it commits.
+pub(crate) trait Tracked: Send + Sync {
+    fn track(&self) -> &BufferTrack;
+}
+
+/// What a recorder is given for one use: tracked memory, or memory cusched does not track.
+pub(crate) enum ResourceKind {
+    Tracked(Arc<dyn Tracked>),
+    External(String),
+}
+
+mod sealed {
+    /// Opaque token a [`super::Resource`] hands to recorders; only this crate can build one.
+    #[allow(unreachable_pub, missing_debug_implementations)]
+    pub struct ResourceRef(pub(crate) super::ResourceKind);
+
+    pub trait Sealed {
+        fn resource(&self) -> ResourceRef;
+    }
+}
+pub(crate) use sealed::ResourceRef;
+
+/// Memory a [`LaunchRecorder`] can be told about: [`crate::GpuRef`], [`crate::HostBuffer`]
+/// and [`External`]. Sealed: tracking state lives only in this crate's types.
+pub trait Resource: sealed::Sealed {}
+
+impl<R: Resource + ?Sized> sealed::Sealed for &R {
+    fn resource(&self) -> ResourceRef {
+        (**self).resource()
+    }
+}
+impl<R: Resource + ?Sized> Resource for &R {}
+pub(crate) use sealed::Sealed as ResourceSealed;
+
+/// Memory that cusched does not track: a pointer from another library (a TensorRT binding, a
+/// framework's tensor). Strict recorders reject it; permissive recorders skip it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct External {
+    /// Device address.
+    pub ptr: u64,
+    /// Size in bytes.
+    pub bytes: usize,
+}
+
+impl sealed::Sealed for External {
+    fn resource(&self) -> ResourceRef {
+        ResourceRef(ResourceKind::External(format!("external memory at {:#x} ({} bytes)", self.ptr, self.bytes)))
+    }
+}
+impl Resource for External {}
+
+struct Use {
+    buf: Arc<dyn Tracked>,
+    access: Access,
+}
+
+impl Use {
+    fn track(&self) -> &BufferTrack {
+        self.buf.track()
+    }
+}
+
+enum Phase {
+    Recording,
+    Preflighted { device: Arc<DeviceShared>, holder: HolderId },
+    Done,
+}
+
+/// Records the buffer uses of one launch (kernel, copy or library call) on one stream.
+///
+/// ```
+/// use cusched::{Device, LaunchRecorder, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let (s1, s2) = (device.new_stream()?, device.new_stream()?);
+/// let a = device.upload(s1, &[1u32, 2, 3])?;
+/// let b = device.alloc_zeros::<u32>(s2, 3)?;
+/// let mut rec = LaunchRecorder::new_strict(s2);
+/// rec.read(&a)?.write(&b)?;
+/// let (src, dst) = (a.sim_data()?, b.sim_data()?);
+/// // preflight makes s2 wait for a's upload on s1; commit records the event later users need.
+/// rec.launch(&device, |scope| {
+///     scope.sim_kernel(move || {
+///         let src = src.lock();
+///         for (d, s) in dst.lock().iter_mut().zip(src.iter()) { *d = s * 10; }
+///     })
+/// })?;
+/// assert_eq!(b.download(s1)?, vec![10, 20, 30]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct LaunchRecorder {
+    stream: StreamId,
+    strict: bool,
+    uses: SmallVec<[Use; 4]>,
+    phase: Phase,
+}
+
+impl std::fmt::Debug for LaunchRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchRecorder")
+            .field("stream", &self.stream)
+            .field("strict", &self.strict)
+            .field("uses", &self.uses.iter().map(|u| (u.track().name(), u.access)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl LaunchRecorder {
+    /// A recorder that rejects untracked, foreign-device and stale memory with an error naming it.
+    pub fn new_strict(stream: StreamId) -> Self {
+        LaunchRecorder { stream, strict: true, uses: SmallVec::new(), phase: Phase::Recording }
+    }
+
+    /// A recorder that skips untracked, foreign-device and stale memory (with a debug log).
+    pub fn new_permissive(stream: StreamId) -> Self {
+        LaunchRecorder { stream, strict: false, uses: SmallVec::new(), phase: Phase::Recording }
+    }
+
+    /// The stream the launch runs on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// Whether this recorder is strict.
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
+    /// Number of distinct tracked buffers recorded.
+    pub fn recorded_count(&self) -> usize {
+        self.uses.len()
+    }
+
+    /// Declares that the launch reads `buf`.
+    pub fn read(&mut self, buf: &impl Resource) -> Result<&mut Self> {
+        self.record(buf.resource(), Access::Read)
+    }
+
+    /// Declares that the launch writes `buf` without reading it.
+    pub fn write(&mut self, buf: &impl Resource) -> Result<&mut Self> {
+        self.record(buf.resource(), Access::Write)
+    }
+
+    /// Declares that the launch reads and writes `buf`.
+    pub fn read_write(&mut self, buf: &impl Resource) -> Result<&mut Self> {
+        self.record(buf.resource(), Access::ReadWrite)
+    }
+
+    /// Declares a use with an explicit [`Access`].
+    pub fn access(&mut self, buf: &impl Resource, access: Access) -> Result<&mut Self> {
+        self.record(buf.resource(), access)
+    }
+
+    fn reject(&self, err: Error) -> Result<()> {
+        if self.strict {
+            return Err(err);
+        }
+        log::debug!("cusched: permissive recorder on {} skips a use: {err}", self.stream);
+        Ok(())
+    }
+
+    fn record(&mut self, res: ResourceRef, access: Access) -> Result<&mut Self> {
+        let ResourceRef(res) = res;
+        if !matches!(self.phase, Phase::Recording) {
+            return Err(Error::RecorderMisuse {
+                what: "a use was recorded after preflight; declare every use before preflight",
+            });
+        }
+        let buf = match res {
+            ResourceKind::External(what) => {
+                self.reject(Error::Untracked { what })?;
+                return Ok(self);
+            }
+            ResourceKind::Tracked(buf) => buf,
+        };
+        let t = buf.track();
+        if t.device.uid != self.stream.device {
+            self.reject(Error::ForeignDevice {
+                what: t.name(),
+                expected: format!("#{}", self.stream.device),
+                found: t.device.label(),
+            })?;
+            return Ok(self);
+        }
+        if let Err(stale) = t.check_fresh() {
+            self.reject(stale)?;
+            return Ok(self);
+        }
+        match self.uses.iter_mut().find(|u| u.track().id == t.id) {
+            Some(u) => u.access = u.access.merge(access),
+            None => self.uses.push(Use { buf, access }),
+        }
+        Ok(self)
+    }
+
+    /// Validates the recorder against `device` and queues every wait its uses need on its
+    /// stream. Call before enqueueing the launch. On error nothing is reserved and the
+    /// recorder can be dropped.
+    pub fn preflight(&mut self, device: &Device) -> Result<()> {
+        match self.phase {
+            Phase::Recording => {}
+            Phase::Preflighted { .. } => {
+                return Err(Error::RecorderMisuse { what: "preflight was called twice; commit the recorder instead" })
+            }
+            Phase::Done => return Err(Error::RecorderMisuse { what: "the recorder was already committed" }),
+        }
+        let shared = &device.shared;
+        let slot = shared.stream(self.stream)?;
+        // The generation may have advanced since the uses were recorded.
+        let mut i = 0;
+        while i < self.uses.len() {
+            match self.uses[i].track().check_fresh() {
+                Ok(()) => i += 1,
+                Err(e) if self.strict => return Err(e),
+                Err(e) => {
+                    log::debug!("cusched: permissive recorder skips a use: {e}");
+                    self.uses.remove(i);
+                }
+            }
+        }
+        // Reserving in one global order means two preflights never hold-and-wait in a cycle.
+        self.uses.sort_unstable_by_key(|u| u.track().id);
+        let holder = HolderId::current();
+        let timeout = shared.config.preflight_timeout;
+        let mut candidates = SmallVec::<[EventRef; 8]>::new();
+        for (n, u) in self.uses.iter().enumerate() {
+            if let Err(e) = u.track().acquire(u.access, holder, timeout, &mut candidates) {
+                release(&self.uses[..n], holder);
+                return Err(e);
+            }
+        }
+        if let Err(e) = slot.fence(&candidates) {
+            release(&self.uses, holder);
+            return Err(e);
+        }
+        self.phase = Phase::Preflighted { device: shared.clone(), holder };
+        Ok(())
+    }
+
+    /// Records the launch's event on its stream and publishes it to every recorded buffer.
+    /// Call after enqueueing. `device` must be the one given to preflight.
+    pub fn commit(mut self, device: &Device) -> Result<()> {
+        if let Phase::Preflighted { device: d, .. } = &self.phase {
+            if d.uid != device.shared.uid {
+                let found = d.label();
+                self.finish()?;
+                return Err(Error::ForeignDevice {
+                    what: "the recorder's commit".into(),
+                    expected: device.shared.label(),
+                    found,
+                });
+            }
+        }
+        self.finish().map(drop)
+    }
+
+    /// Preflights, runs `enqueue` with the launch's scope, and commits, even if `enqueue`
+    /// fails (it may have enqueued part of its work). Returns `enqueue`'s result.
+    pub fn launch<R>(mut self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
+        self.launch_event(device, enqueue).map(|(r, _)| r)
+    }
+
+    pub(crate) fn launch_event<R>(
+        &mut self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<(R, Option<EventRef>)> {
+        self.preflight(device)?;
+        let out = enqueue(&self.scope()?);
+        let ev = self.finish();
+        let r = out?;
+        Ok((r, ev?))
+    }
+
+    /// The scope of a preflighted recorder, for enqueueing between `preflight` and `commit`.
+    pub fn scope(&self) -> Result<LaunchScope<'_>> {
+        match &self.phase {
+            Phase::Preflighted { device, .. } => Ok(LaunchScope { rec: self, slot: device.stream(self.stream)? }),
+            _ => Err(Error::RecorderMisuse { what: "the recorder has no scope before preflight or after commit" }),
+        }
+    }
+
+    fn finish(&mut self) -> Result<Option<EventRef>> {
+        let (device, holder) = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Preflighted { device, holder } => (device, holder),
+            Phase::Recording if self.uses.is_empty() => return Ok(None),
+            Phase::Recording => {
+                return Err(Error::RecorderMisuse {
+                    what: "commit without preflight; preflight before enqueueing so the launch is fenced",
+                })
+            }
+            Phase::Done => return Err(Error::RecorderMisuse { what: "the recorder was already committed" }),
+        };
+        if self.uses.is_empty() {
+            return Ok(None);
+        }
+        let recorded = device.stream(self.stream).and_then(|slot| slot.record(&device.events));
+        match recorded {
+            Ok(ev) => {
+                for u in &self.uses {
+                    u.track().publish(u.access, holder, Some(&ev));
+                }
+                Ok(Some(ev))
+            }
+            Err(e) => {
+                release(&self.uses, holder);
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
+        self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
+    }
+}
+
+fn release(uses: &[Use], holder: HolderId) {
+    for u in uses {
+        u.track().publish(u.access, holder, None);
+    }
+}
+
+impl Drop for LaunchRecorder {
+    fn drop(&mut self) {
+        if matches!(self.phase, Phase::Preflighted { .. }) {
+            log::error!(
+                "cusched: a LaunchRecorder on {} was dropped after preflight without commit; committing it so its work stays fenced",
+                self.stream
+            );
+            if let Err(e) = self.finish() {
+                log::error!("cusched: committing the dropped recorder failed: {e}");
+            }
+        }
+    }
+}
+
+/// What an enqueue closure gets between preflight and commit: the stream to enqueue on.
+pub struct LaunchScope<'a> {
+    rec: &'a LaunchRecorder,
+    slot: &'a StreamSlot,
+}
+
+impl std::fmt::Debug for LaunchScope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LaunchScope({})", self.slot.id)
+    }
+}
+
+impl LaunchScope<'_> {
+    /// The launch's stream.
+    pub fn stream(&self) -> StreamId {
+        self.slot.id
+    }
+
+    /// The cudarc stream to enqueue on (CUDA devices).
+    pub fn cuda_stream(&self) -> Result<&Arc<cudarc::driver::CudaStream>> {
+        match &self.slot.raw {
+            RawStream::Cuda(s) => Ok(s),
+            RawStream::Sim(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::cuda_stream", needed: "cuda", actual: "sim" })
+            }
+        }
+    }
+
+    /// Enqueues a host closure as the launch's kernel (simulated devices). The hazard checker
+    /// sees it use exactly the buffers the recorder declared.
+    pub fn sim_kernel(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
+        self.sim_kernel_boxed(Box::new(f))
+    }
+
+    pub(crate) fn sim_kernel_boxed(&self, f: SimKernel) -> Result<()> {
+        match &self.slot.raw {
+            RawStream::Sim(s) => {
+                s.run(self.rec.checker_uses(), f);
+                Ok(())
+            }
+            RawStream::Cuda(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::sim_kernel", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Per-buffer use state and the pending marks that make preflight-to-commit atomic.
+
+use super::EventRef;
+use crate::device::DeviceShared;
+use crate::error::{Error, Result};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How a launch uses a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// The launch only reads the buffer.
+    Read,
+    /// The launch overwrites the buffer without reading it.
+    Write,
+    /// The launch reads and writes the buffer.
+    ReadWrite,
+}
+
+impl Access {
+    /// Whether the use modifies the buffer (and so must wait for earlier reads).
+    pub fn writes(self) -> bool {
+        !matches!(self, Access::Read)
+    }
+
+    /// The strongest of two uses of one buffer by one launch.
+    pub fn merge(self, other: Access) -> Access {
+        if self == other {
+            self
+        } else {
+            Access::ReadWrite
+        }
+    }
+}
+
+/// Process-unique buffer identity, shown in errors as `buffer #N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct BufferId(pub u64);
+
+impl BufferId {
+    pub(crate) fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        BufferId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// Identifies the thread holding a pending mark, so that a thread that would wait for itself
+/// gets an error at once instead of a timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HolderId(u64);
+
+impl HolderId {
+    pub(crate) fn current() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+        HolderId(ID.with(|id| *id))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    last_write: Option<EventRef>,
+    /// Newest read per stream since `last_write`.
+    reads: SmallVec<[EventRef; 2]>,
+    pending_writer: Option<HolderId>,
+    pending_readers: SmallVec<[HolderId; 2]>,
+    /// Preflights blocked on a pending mark; `publish` notifies only when non-zero.
+    waiters: u32,
+}
+
+/// The tracking half of a buffer (device or pinned host memory).
+pub(crate) struct BufferTrack {
+    pub id: BufferId,
+    /// `"buffer"` or `"host buffer"`, for messages.
+    pub kind: &'static str,
+    pub device: Arc<DeviceShared>,
+    pub generation: u64,
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl BufferTrack {
+    pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>) -> Self {
+        let generation = device.generation();
+        BufferTrack {
+            id: BufferId::next(),
+            kind,
+            device,
+            generation,
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn name(&self) -> String {
+        format!("{} #{}", self.kind, self.id.0)
+    }
+
+    pub(crate) fn check_fresh(&self) -> Result<()> {
+        let current = self.device.generation();
+        if current != self.generation {
+            return Err(Error::Stale { what: self.name(), made: self.generation, current });
+        }
+        Ok(())
+    }
+
+    /// Waits until no conflicting recorder is pending, marks `holder` pending with `access`, and
+    /// appends the events this use must follow to `out`.
+    pub(crate) fn acquire(
+        &self,
+        access: Access,
+        holder: HolderId,
+        timeout: Duration,
+        out: &mut SmallVec<[EventRef; 8]>,
+    ) -> Result<()> {
+        let mut st = crate::sync::lock(&self.state);
+        let mut deadline = None;
+        loop {
+            let conflict = st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty());
+            if !conflict {
+                break;
+            }
+            if st.pending_writer == Some(holder) || st.pending_readers.contains(&holder) {
+                return Err(Error::WouldDeadlock { buffer: self.name() });
+            }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::BufferBusy { buffer: self.name(), waited: timeout });
+            }
+            st.waiters += 1;
+            st = crate::sync::wait_timeout(&self.cv, st, left);
+            st.waiters -= 1;
+        }
+        if access.writes() {
+            st.pending_writer = Some(holder);
+            out.extend(st.reads.iter().cloned());
+        } else {
+            st.pending_readers.push(holder);
+        }
+        out.extend(st.last_write.iter().cloned());
+        Ok(())
+    }
+
+    /// Clears `holder`'s pending mark; with `event`, first folds the committed use into the
+    /// state.
+    pub(crate) fn publish(&self, access: Access, holder: HolderId, event: Option<&EventRef>) {
+        let mut st = crate::sync::lock(&self.state);
+        if access.writes() {
+            debug_assert_eq!(st.pending_writer, Some(holder));
+            st.pending_writer = None;
+        } else if let Some(i) = st.pending_readers.iter().position(|h| *h == holder) {
+            st.pending_readers.swap_remove(i);
+        }
+        if let Some(ev) = event {
+            fold(&mut st, access, ev);
+        }
+        if st.waiters > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Events a host access must wait for: the last write, plus every read if the host writes.
+    /// Waits out conflicting pending recorders first, like a preflight.
+    pub(crate) fn host_dependencies(&self, access: Access, timeout: Duration) -> Result<SmallVec<[EventRef; 8]>> {
+        let holder = HolderId::current();
+        let mut out = SmallVec::new();
+        self.acquire(access, holder, timeout, &mut out)?;
+        self.publish(access, holder, None);
+        Ok(out)
+    }
+
+    /// Every use still outstanding, for a free: last write and all reads. Needs no pending
+    /// check: a recorder holding the buffer also holds a reference, so it cannot be freed then.
+    pub(crate) fn all_uses(&self) -> SmallVec<[EventRef; 8]> {
+        let st = crate::sync::lock(&self.state);
+        st.last_write.iter().chain(st.reads.iter()).cloned().collect()
+    }
+}
+
+fn fold(st: &mut State, access: Access, ev: &EventRef) {
+    use super::plan::FencePoint;
+    if access.writes() {
+        st.last_write = Some(ev.clone());
+        st.reads.clear();
+        return;
+    }
+    // Two reads on one stream can commit out of sequence order when two threads share the
+    // stream; keep the newer, which covers the older by stream order.
+    let stream = ev.pos().stream;
+    match st.reads.iter_mut().find(|r| r.pos().stream == stream) {
+        Some(r) if r.pos().seq < ev.pos().seq => *r = ev.clone(),
+        Some(_) => {}
+        None => st.reads.push(ev.clone()),
+    }
+}

@@ -1,0 +1,61 @@
+//! Use tracking: how declared buffer uses become the fewest `cuStreamWaitEvent` fences.
+//!
+//! # Design
+//!
+//! Every stream `S` of a device carries a sequence counter and a **vector clock**. A committed
+//! launch on `S` takes the next sequence number `k` and records one pooled event; that event is a
+//! **position** `(S, k)` plus a snapshot of `S`'s clock at that moment. A clock entry `C[T] = j`
+//! means "everything stream `T` did up to and including its `j`-th commit is known to have
+//! happened before this point". Waiting on an event joins (element-wise max) its clock into the
+//! waiting stream's clock, so coverage is transitive: a stream that waited on `(T, k)` covers
+//! every `(T, j <= k)` and everything `(T, k)` itself covered.
+//!
+//! Every buffer keeps, under its own lock:
+//!
+//! ```text
+//!   last_write : Option<event>          the most recent committed write
+//!   reads      : [event; <= 1 per stream] reads committed since that write (newest per stream)
+//!   pending    : writer | readers        recorders preflighted but not yet committed
+//! ```
+//!
+//! Four operations combine them:
+//!
+//! ```text
+//!   acquire (preflight, per buffer, in buffer-id order)
+//!       wait until no conflicting recorder is pending, mark this one pending,
+//!       collect candidates: last_write, plus every read if this use writes
+//!   fence   (preflight, once per recorder, under the stream lock)
+//!       plan = plan_waits(stream, stream clock, candidates)    -- pure, see `plan`
+//!       for each planned event: cuStreamWaitEvent, join its clock
+//!   record  (commit, once per recorder, under the stream lock)
+//!       seq += 1; record a pooled event; snapshot the clock
+//!   publish (commit, per buffer)
+//!       writes replace last_write and clear reads; reads replace their stream's entry
+//!       if newer; clear the pending mark; wake conflicting preflights
+//! ```
+//!
+//! A read-after-write thus waits on the last write; a write waits on the last write and on
+//! the newest read of *every* stream since it (not only the latest reader); reads never wait
+//! on reads. The pending marks make preflight-to-commit atomic per buffer: a conflicting
+//! preflight on another thread blocks (bounded by `DeviceConfig::preflight_timeout`) until
+//! the holder commits, so no committed use is ever missing from the state it reads.
+//!
+//! # Lock order
+//!
+//! Buffer locks in increasing buffer id (never two at once in practice: each is released before
+//! the next is taken), then at most one stream lock, then the event pool lock. Nothing takes a
+//! buffer lock while holding a stream lock.
+
+mod buffer;
+mod clock;
+mod event;
+mod plan;
+mod stream;
+
+pub use buffer::Access;
+pub(crate) use buffer::{BufferTrack, HolderId};
+pub(crate) use clock::{Clock, Pos};
+pub(crate) use event::{EventPool, EventRef};
+pub(crate) use plan::plan_waits;
+pub(crate) use stream::StreamSlot;
+pub use stream::StreamStats;

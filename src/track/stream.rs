@@ -1,0 +1,92 @@
+//! Per-stream clock state, and the one place that issues `cuStreamWaitEvent` and
+//! `cuEventRecord` for tracked work.
+
+use super::event::FenceEvent;
+use super::{plan_waits, Clock, EventPool, EventRef, Pos};
+use crate::backend::RawStream;
+use crate::device::StreamId;
+use crate::error::Result;
+use std::sync::{Arc, Mutex};
+
+/// Driver calls the tracker issued on one stream (or summed over a device).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// `cuStreamWaitEvent` calls queued by preflights and frees.
+    pub waits: u64,
+    /// Events recorded by commits.
+    pub events: u64,
+}
+
+impl std::ops::AddAssign for StreamStats {
+    fn add_assign(&mut self, o: StreamStats) {
+        self.waits += o.waits;
+        self.events += o.events;
+    }
+}
+
+struct State {
+    clock: Clock,
+    seq: u64,
+    stats: StreamStats,
+}
+
+/// One stream of a device: its backend handle and its clock, under one lock.
+pub(crate) struct StreamSlot {
+    pub id: StreamId,
+    pub raw: RawStream,
+    /// Off only on simulated devices built with fencing switched off, to prove the hazard
+    /// checker can fail.
+    fencing: bool,
+    state: Mutex<State>,
+}
+
+impl StreamSlot {
+    pub(crate) fn new(id: StreamId, raw: RawStream, fencing: bool) -> Self {
+        StreamSlot {
+            id,
+            raw,
+            fencing,
+            state: Mutex::new(State { clock: Clock::default(), seq: 0, stats: StreamStats::default() }),
+        }
+    }
+
+    fn index(&self) -> u32 {
+        self.id.index
+    }
+
+    /// Queues the minimal waits so that every candidate happens before the stream's next work.
+    pub(crate) fn fence(&self, candidates: &[EventRef]) -> Result<()> {
+        if candidates.is_empty() || !self.fencing {
+            return Ok(());
+        }
+        let mut st = crate::sync::lock(&self.state);
+        let plan = plan_waits(self.index(), &st.clock, candidates);
+        for ev in plan {
+            self.raw.wait(ev.raw())?;
+            use super::plan::FencePoint;
+            st.clock.join(ev.clock());
+            st.stats.waits += 1;
+        }
+        Ok(())
+    }
+
+    /// Records the next pooled event on the stream: a new position covering all work so far.
+    pub(crate) fn record(&self, pool: &Arc<EventPool>) -> Result<EventRef> {
+        let raw = pool.take()?;
+        let mut st = crate::sync::lock(&self.state);
+        if let Err(e) = self.raw.record(&raw) {
+            drop(st);
+            pool.put(raw);
+            return Err(e);
+        }
+        st.seq += 1;
+        let seq = st.seq;
+        st.clock.set(self.index(), seq);
+        st.stats.events += 1;
+        Ok(FenceEvent::new(Pos { stream: self.index(), seq }, st.clock.clone(), raw, pool.clone()))
+    }
+
+    pub(crate) fn stats(&self) -> StreamStats {
+        crate::sync::lock(&self.state).stats
+    }
+}

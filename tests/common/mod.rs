@@ -1,0 +1,85 @@
+//! Helpers shared by the test suites.
+#![allow(dead_code)]
+
+use cusched::{Device, SimConfig};
+use std::time::Duration;
+
+/// The CUDA device for GPU tests. Without one, prints a skip notice and returns `None`, unless
+/// `CUSCHED_REQUIRE_GPU=1`, where the test fails instead.
+pub fn gpu() -> Option<Device> {
+    match Device::open(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var("CUSCHED_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("CUSCHED_REQUIRE_GPU=1 but no usable GPU: {e}");
+            }
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
+/// A simulated device with short random delays.
+pub fn sim() -> Device {
+    sim_with(true)
+}
+
+pub fn sim_with(fencing: bool) -> Device {
+    Device::sim(SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(30), seed: 7, fencing })
+        .expect("sim device")
+}
+
+/// Small deterministic generator (splitmix64), seeded per test from the clock unless
+/// `CUSCHED_SEED` is set; the seed is printed so a failure can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new() -> Self {
+        let seed = std::env::var("CUSCHED_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        });
+        eprintln!("rng seed {seed} (set CUSCHED_SEED to replay)");
+        Rng(seed)
+    }
+    pub fn seeded(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn f32(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+/// Runs `f` on a thread and fails if it has not finished within `limit`, so that a hang fails
+/// the test instead of stalling CI.
+pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => {
+            let _ = h.join();
+            v
+        }
+        Err(_) => {
+            if h.is_finished() {
+                // The closure panicked: re-raise its panic.
+                match h.join() {
+                    Err(p) => std::panic::resume_unwind(p),
+                    Ok(()) => unreachable!(),
+                }
+            }
+            panic!("test body did not finish within {limit:?}")
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Hazards on a real GPU: slow kernels on several streams, so that a missing fence shows up as
+//! wrong data. Skipped without a GPU unless `CUSCHED_REQUIRE_GPU=1`.
+
+mod common;
+use common::*;
+use cusched::cudarc::driver::{LaunchConfig, PushKernelArg};
+use cusched::{Device, Error, GpuRef, Kernel, LaunchRecorder, Result, StreamId};
+
+const SRC: &str = r#"
+__device__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+extern "C" __global__ void fill(float* out, float v, unsigned n, long long cycles) {
+    spin(cycles);
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = v;
+}
+extern "C" __global__ void copy(float* out, const float* in, unsigned n, long long cycles) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    // Read first, then spin, then write: a writer that does not wait for this reader
+    // overwrites `in` before it is read only if it runs before the read; spinning before the
+    // read makes that window wide.
+    spin(cycles);
+    if (i < n) out[i] = in[i];
+}
+"#;
+
+/// About 10 ms on an H100 at ~2 GHz.
+const SLOW: i64 = 20_000_000;
+const N: usize = 1 << 16;
+
+struct Kernels {
+    fill: Kernel,
+    copy: Kernel,
+}
+
+fn kernels(d: &Device) -> Kernels {
+    let m = d.compile(SRC, &[]).unwrap();
+    Kernels { fill: m.kernel("fill").unwrap(), copy: m.kernel("copy").unwrap() }
+}
+
+fn fill(d: &Device, k: &Kernels, s: StreamId, out: &GpuRef<f32>, v: f32, cycles: i64) -> Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.write(out)?;
+    rec.launch(d, |scope| {
+        let n = out.len() as u32;
+        let mut b = scope.cuda_stream()?.launch_builder(k.fill.function()?);
+        b.arg(out.cuda_slice()?).arg(&v).arg(&n).arg(&cycles);
+        // SAFETY: arguments match `fill`'s signature; `out` holds `n` floats.
+        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
+            .map(drop)
+            .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })
+    })
+}
+
+fn copy(d: &Device, k: &Kernels, s: StreamId, out: &GpuRef<f32>, input: &GpuRef<f32>, cycles: i64) -> Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(input)?.write(out)?;
+    rec.launch(d, |scope| {
+        let n = out.len() as u32;
+        let mut b = scope.cuda_stream()?.launch_builder(k.copy.function()?);
+        b.arg(out.cuda_slice()?).arg(input.cuda_slice()?).arg(&n).arg(&cycles);
+        // SAFETY: arguments match `copy`'s signature; both buffers hold `n` floats.
+        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
+            .map(drop)
+            .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })
+    })
+}
+
+fn all_eq(v: &[f32], x: f32) -> bool {
+    v.iter().all(|&e| e == x)
+}
+
+#[test]
+fn gpu_read_after_write_across_streams() {
+    let Some(d) = gpu() else { return };
+    let k = kernels(&d);
+    let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    for trial in 0..5 {
+        let x = d.alloc_zeros::<f32>(s1, N).unwrap();
+        let y = d.alloc_zeros::<f32>(s2, N).unwrap();
+        d.synchronize(s1).unwrap();
+        d.synchronize(s2).unwrap();
+        fill(&d, &k, s1, &x, 7.0, SLOW).unwrap();
+        copy(&d, &k, s2, &y, &x, 0).unwrap();
+        assert!(all_eq(&y.download(s2).unwrap(), 7.0), "trial {trial}: the read ran before the slow write");
+    }
+}
+
+#[test]
+fn gpu_write_after_write_across_streams() {
+    let Some(d) = gpu() else { return };
+    let k = kernels(&d);
+    let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    for trial in 0..5 {
+        let x = d.alloc_zeros::<f32>(s1, N).unwrap();
+        fill(&d, &k, s1, &x, 1.0, SLOW).unwrap();
+        fill(&d, &k, s2, &x, 2.0, 0).unwrap();
+        assert!(all_eq(&x.download(s1).unwrap(), 2.0), "trial {trial}: the slow first write landed last");
+    }
+}
+
+/// Two readers on two streams, then a writer on a third: the writer must wait for both, not
+/// only the latest reader (cudarc's single read event per slice waits for the fast one only).
+#[test]
+fn gpu_write_after_two_readers_on_two_streams() {
+    let Some(d) = gpu() else { return };
+    let k = kernels(&d);
+    let (s1, s2, s3) = (d.new_stream().unwrap(), d.new_stream().unwrap(), d.new_stream().unwrap());
+    for trial in 0..5 {
+        let x = d.upload(s3, &vec![5.0f32; N]).unwrap();
+        let slow_out = d.alloc_zeros::<f32>(s1, N).unwrap();
+        let fast_out = d.alloc_zeros::<f32>(s2, N).unwrap();
+        for s in [s1, s2, s3] {
+            d.synchronize(s).unwrap();
+        }
+        copy(&d, &k, s1, &slow_out, &x, SLOW).unwrap();
+        copy(&d, &k, s2, &fast_out, &x, 0).unwrap();
+        fill(&d, &k, s3, &x, 9.0, 0).unwrap();
+        assert!(all_eq(&fast_out.download(s2).unwrap(), 5.0), "trial {trial}: fast reader saw the later write");
+        assert!(all_eq(&slow_out.download(s1).unwrap(), 5.0), "trial {trial}: slow reader saw the later write");
+        assert!(all_eq(&x.download(s3).unwrap(), 9.0));
+    }
+}
+
+/// A buffer dropped while a slow kernel on another stream still reads it: the free waits on
+/// the device timeline, the memory is reused at once by a new allocation that is overwritten,
+/// and the slow reader still sees the old data.
+#[test]
+fn gpu_free_while_a_slow_kernel_reads() {
+    let Some(d) = gpu() else { return };
+    let k = kernels(&d);
+    let (home, reader) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    for trial in 0..5 {
+        let a = d.upload(home, &vec![3.0f32; N]).unwrap();
+        let out = d.alloc_zeros::<f32>(reader, N).unwrap();
+        d.synchronize(home).unwrap();
+        d.synchronize(reader).unwrap();
+        copy(&d, &k, reader, &out, &a, SLOW).unwrap();
+        let t = std::time::Instant::now();
+        drop(a);
+        assert!(t.elapsed() < std::time::Duration::from_millis(5), "dropping blocked the host");
+        // Same size, same stream: the stream-ordered pool hands back the freed block.
+        let b = d.alloc::<f32>(home, N).unwrap();
+        fill(&d, &k, home, &b, -1.0, 0).unwrap();
+        assert!(all_eq(&out.download(reader).unwrap(), 3.0), "trial {trial}: the slow reader saw reused memory");
+        assert!(all_eq(&b.download(home).unwrap(), -1.0));
+    }
+}
+
+#[test]
+fn gpu_upload_download_round_trip() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut rng = Rng::new();
+    let data: Vec<f32> = (0..100_000).map(|_| rng.f32()).collect();
+    let a = d.upload(s, &data).unwrap();
+    assert_eq!(a.download(d.default_stream()).unwrap(), data);
+}
+
+#[test]
+fn gpu_host_buffer_copies_are_asynchronous_and_fenced() {
+    let Some(d) = gpu() else { return };
+    let k = kernels(&d);
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let src = d.host_from_slice(&vec![4.0f32; N]).unwrap();
+    let a = d.alloc_zeros::<f32>(s0, N).unwrap();
+    a.copy_from_host(s0, &src).unwrap();
+    let b = d.alloc_zeros::<f32>(s1, N).unwrap();
+    copy(&d, &k, s1, &b, &a, SLOW).unwrap();
+    let mut dst = d.alloc_host::<f32>(N).unwrap();
+    b.copy_to_host(s0, &mut dst).unwrap();
+    assert!(all_eq(&dst.read().unwrap(), 4.0), "host read did not wait for the copy");
+}
+
+#[test]
+fn gpu_device_to_device_copy_and_adopt() {
+    let Some(d) = gpu() else { return };
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.upload(s0, &[1.0f64, 2.0, 3.0]).unwrap();
+    let b = d.alloc_zeros::<f64>(s1, 3).unwrap();
+    b.copy_from(s1, &a).unwrap();
+    assert_eq!(b.download(s0).unwrap(), vec![1.0, 2.0, 3.0]);
+
+    let raw = d.cuda_stream(s1).unwrap().clone_htod(&[7u32, 8, 9]).unwrap();
+    let adopted = d.adopt(s0, raw).unwrap();
+    assert_eq!(adopted.download(s0).unwrap(), vec![7, 8, 9]);
+    assert!(adopted.raw_device_ptr().unwrap() != 0);
+}
+
+#[test]
+fn gpu_stale_buffer_is_rejected_and_new_work_succeeds() {
+    let Some(d) = gpu() else { return };
+    let s = d.default_stream();
+    let a = d.upload(s, &[1u32]).unwrap();
+    d.advance_generation();
+    assert!(matches!(a.download(s), Err(Error::Stale { .. })));
+    assert!(matches!(a.cuda_slice(), Err(Error::Stale { .. })));
+    assert_eq!(d.upload(s, &[2u32]).unwrap().download(s).unwrap(), vec![2]);
+}
+
+#[test]
+fn gpu_compile_error_returns_the_log() {
+    let Some(d) = gpu() else { return };
+    let err = d.compile("extern \"C\" __global__ void k() { this is not cuda; }", &[]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { arg: "src", .. }));
+    assert!(err.to_string().contains("error"), "{err}");
+}

@@ -1,0 +1,211 @@
+//! Recorder rules on the simulated backend: dedup, every misuse error, strict and permissive
+//! handling of untracked, foreign and stale memory, drop after preflight, atomic
+//! preflight-to-commit across threads.
+
+mod common;
+use common::*;
+use cusched::{Device, DeviceConfig, Error, External, LaunchRecorder, SimConfig};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+#[test]
+fn duplicate_uses_merge_to_the_strongest_access() {
+    let d = sim();
+    let s = d.default_stream();
+    let a = d.alloc_zeros::<f32>(s, 4).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(&a).unwrap().read(&a).unwrap();
+    assert_eq!(rec.recorded_count(), 1);
+    rec.write(&a).unwrap();
+    assert_eq!(rec.recorded_count(), 1);
+    rec.launch(&d, |_| Ok(())).unwrap();
+
+    // The merged use was a write: a read on another stream must now wait for it, and a later
+    // write on a third stream must wait for that read.
+    let s2 = d.new_stream().unwrap();
+    let before = d.stats().waits;
+    let mut r = LaunchRecorder::new_strict(s2);
+    r.read(&a).unwrap();
+    r.launch(&d, |_| Ok(())).unwrap();
+    assert_eq!(d.stats().waits - before, 1);
+}
+
+#[test]
+fn commit_without_preflight_is_an_error() {
+    let d = sim();
+    let a = d.alloc_zeros::<u32>(d.default_stream(), 1).unwrap();
+    let mut rec = LaunchRecorder::new_strict(d.default_stream());
+    rec.write(&a).unwrap();
+    assert!(matches!(rec.commit(&d), Err(Error::RecorderMisuse { .. })));
+}
+
+#[test]
+fn recording_after_preflight_is_an_error() {
+    let d = sim();
+    let s = d.default_stream();
+    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let b = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(&a).unwrap();
+    rec.preflight(&d).unwrap();
+    assert!(matches!(rec.write(&b), Err(Error::RecorderMisuse { .. })));
+    assert!(matches!(rec.preflight(&d), Err(Error::RecorderMisuse { .. })), "second preflight");
+    rec.commit(&d).unwrap();
+}
+
+#[test]
+fn buffer_of_another_device_is_rejected_strict_and_skipped_permissive() {
+    let d1 = sim();
+    let d2 = sim();
+    let foreign = d2.alloc_zeros::<u32>(d2.default_stream(), 1).unwrap();
+    let mut strict = LaunchRecorder::new_strict(d1.default_stream());
+    let err = strict.read(&foreign).unwrap_err();
+    assert!(matches!(err, Error::ForeignDevice { .. }), "{err}");
+    assert!(err.to_string().contains(&format!("buffer #{}", foreign.id())), "names the buffer: {err}");
+
+    let mut permissive = LaunchRecorder::new_permissive(d1.default_stream());
+    permissive.read(&foreign).unwrap();
+    assert_eq!(permissive.recorded_count(), 0);
+    permissive.launch(&d1, |_| Ok(())).unwrap();
+}
+
+#[test]
+fn stream_of_another_device_is_rejected_at_preflight() {
+    let d1 = sim();
+    let d2 = sim();
+    let mut rec = LaunchRecorder::new_strict(d2.default_stream());
+    assert!(matches!(rec.preflight(&d1), Err(Error::ForeignDevice { .. })));
+}
+
+#[test]
+fn untracked_memory_is_rejected_strict_and_skipped_permissive() {
+    let d = sim();
+    let ext = External { ptr: 0x7f00_0000, bytes: 256 };
+    let mut strict = LaunchRecorder::new_strict(d.default_stream());
+    let err = strict.read(&ext).unwrap_err();
+    assert!(matches!(err, Error::Untracked { .. }), "{err}");
+    assert!(err.to_string().contains("0x7f000000"), "names the memory: {err}");
+    let mut permissive = LaunchRecorder::new_permissive(d.default_stream());
+    permissive.write(&ext).unwrap();
+    assert_eq!(permissive.recorded_count(), 0);
+}
+
+#[test]
+fn stale_buffer_is_rejected_strict_and_skipped_permissive() {
+    let d = sim();
+    let s = d.default_stream();
+    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
+    d.advance_generation();
+    let err = LaunchRecorder::new_strict(s).read(&a).map(|_| ()).unwrap_err();
+    assert!(matches!(err, Error::Stale { .. }), "{err}");
+    assert!(matches!(a.download(s), Err(Error::Stale { .. })));
+    let mut p = LaunchRecorder::new_permissive(s);
+    p.read(&a).unwrap();
+    assert_eq!(p.recorded_count(), 0);
+    // New work succeeds after the generation advanced.
+    let b = d.upload(s, &[5u32]).unwrap();
+    assert_eq!(b.download(s).unwrap(), vec![5]);
+}
+
+#[test]
+fn buffer_going_stale_between_record_and_preflight_is_rejected() {
+    let d = sim();
+    let s = d.default_stream();
+    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(&a).unwrap();
+    d.advance_generation();
+    assert!(matches!(rec.preflight(&d), Err(Error::Stale { .. })));
+}
+
+#[test]
+fn dropped_after_preflight_commits_anyway() {
+    let d = sim();
+    let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.alloc_zeros::<u32>(s1, 1).unwrap();
+    let events = d.stats().events;
+    {
+        let mut rec = LaunchRecorder::new_strict(s1);
+        rec.write(&a).unwrap();
+        rec.preflight(&d).unwrap();
+        // Dropped here without commit.
+    }
+    assert_eq!(d.stats().events, events + 1, "the drop recorded the launch's event");
+    // The buffer is not left reserved, and a reader on another stream waits for that write.
+    let waits = d.stats().waits;
+    let mut r = LaunchRecorder::new_strict(s2);
+    r.read(&a).unwrap();
+    r.launch(&d, |_| Ok(())).unwrap();
+    assert_eq!(d.stats().waits, waits + 1);
+}
+
+#[test]
+fn same_thread_conflicting_preflight_fails_at_once() {
+    let d = sim();
+    let s = d.default_stream();
+    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let mut w = LaunchRecorder::new_strict(s);
+    w.write(&a).unwrap();
+    w.preflight(&d).unwrap();
+    let mut r = LaunchRecorder::new_strict(s);
+    r.read(&a).unwrap();
+    let t = std::time::Instant::now();
+    assert!(matches!(r.preflight(&d), Err(Error::WouldDeadlock { .. })));
+    assert!(t.elapsed() < Duration::from_secs(1));
+    w.commit(&d).unwrap();
+    r.preflight(&d).unwrap();
+    r.commit(&d).unwrap();
+}
+
+#[test]
+fn conflicting_preflight_times_out_with_a_typed_error() {
+    let cfg = DeviceConfig { preflight_timeout: Duration::from_millis(50), ..Default::default() };
+    let d = Device::sim_with(SimConfig::default(), cfg).unwrap();
+    let s = d.default_stream();
+    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let mut w = LaunchRecorder::new_strict(s);
+    w.write(&a).unwrap();
+    w.preflight(&d).unwrap();
+    let (d2, a2) = (d.clone(), a.clone());
+    let err = bounded(Duration::from_secs(10), move || {
+        let mut r = LaunchRecorder::new_strict(d2.default_stream());
+        r.read(&a2).unwrap();
+        r.preflight(&d2).map(|_| ())
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::BufferBusy { .. }), "{err}");
+    w.commit(&d).unwrap();
+}
+
+/// A read preflighted on one thread and committed late must not be missed by a write
+/// preflighted on another thread in between: the write waits for the commit, then fences
+/// after the read.
+#[test]
+fn preflight_to_commit_is_atomic_per_buffer() {
+    let d = sim();
+    let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.alloc_zeros::<u32>(s1, 1).unwrap();
+    d.synchronize(s1).unwrap();
+    let mut reader = LaunchRecorder::new_strict(s2);
+    reader.read(&a).unwrap();
+    reader.preflight(&d).unwrap();
+
+    let barrier = Arc::new(Barrier::new(2));
+    let (d2, a2, b2) = (d.clone(), a.clone(), barrier.clone());
+    let writer = std::thread::spawn(move || {
+        let mut w = LaunchRecorder::new_strict(d2.default_stream());
+        w.write(&a2).unwrap();
+        b2.wait();
+        let waits = d2.stream_stats(d2.default_stream()).unwrap().waits;
+        w.preflight(&d2).unwrap();
+        let issued = d2.stream_stats(d2.default_stream()).unwrap().waits - waits;
+        w.commit(&d2).unwrap();
+        issued
+    });
+    barrier.wait();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!writer.is_finished(), "the writer's preflight must wait for the reader's commit");
+    reader.commit(&d).unwrap();
+    assert_eq!(writer.join().unwrap(), 1, "the writer fenced after the late-committed read");
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
