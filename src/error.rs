@@ -154,6 +154,10 @@ pub enum Error {
         message: String,
     },
 
+    /// The completion's value was already taken (by `try_take`, `wait_timeout` or a poll).
+    #[error("the completion's value was already taken")]
+    AlreadyTaken,
+
     /// A sticky CUDA error poisoned the context.
     #[error(
         "the CUDA context was poisoned by {call} ({status:?}); the device rebuilds it, handles made before are stale"

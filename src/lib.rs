@@ -15,8 +15,10 @@
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
 mod backend;
+mod completion;
 mod device;
 mod error;
+mod lane;
 mod libs;
 mod memory;
 mod recorder;
@@ -24,8 +26,10 @@ mod sync;
 mod track;
 
 pub use backend::sim::{Hazard, HazardKind, SimConfig, SimOp};
+pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId};
 pub use error::{Error, Result};
+pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, Module};
 pub use memory::{Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem};

@@ -286,7 +286,7 @@ impl<T: Element> GpuRef<T> {
     }
 
     fn device(&self) -> Device {
-        Device { shared: self.inner.track.device.clone() }
+        Device::from_shared(&self.inner.track.device)
     }
 
     fn enqueue_zero(&self, scope: &LaunchScope<'_>) -> Result<()> {

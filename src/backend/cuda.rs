@@ -66,7 +66,6 @@ pub(crate) fn record(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     unsafe { result::event::record(e.cu_event(), s.cu_stream()) }.call("cuEventRecord")
 }
 
-#[allow(dead_code)] // TEMP
 pub(crate) fn query(e: &CudaEvent) -> Result<bool> {
     bind(e.context())?;
     // SAFETY: the event is live (owned by `e`).

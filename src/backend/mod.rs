@@ -78,7 +78,6 @@ impl RawStream {
 }
 
 impl RawEvent {
-    #[allow(dead_code)] // TEMP
     /// Whether the recorded work has finished (an event never recorded counts as finished).
     pub(crate) fn query(&self) -> Result<bool> {
         match self {

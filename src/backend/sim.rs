@@ -174,7 +174,6 @@ impl SimEvent {
         crate::sync::lock(&self.current).clone()
     }
 
-    #[allow(dead_code)] // TEMP
     pub(crate) fn is_done(&self) -> bool {
         self.current().is_none_or(|r| crate::sync::lock(&r.done).is_some())
     }

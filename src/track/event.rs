@@ -67,12 +67,10 @@ impl FenceEvent {
         }
     }
 
-    #[allow(dead_code)] // TEMP
     pub(crate) fn pos(&self) -> Pos {
         self.pos
     }
 
-    #[allow(dead_code)] // TEMP
     /// Whether the GPU has passed this event.
     pub(crate) fn is_done(&self) -> Result<bool> {
         self.raw().query()

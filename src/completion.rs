@@ -1,0 +1,502 @@
+//! `Completion<T>`: the result of GPU work, delivered by blocking, polling, callback or future;
+//! and the device's completion thread.
+//!
+//! # Protocol
+//!
+//! A completion moves through three states, published in `status` (for spinning readers) and
+//! authoritative under `state`'s lock:
+//!
+//! ```text
+//!   QUEUED    the job has not run yet (lanes); nothing to wait on
+//!   ENQUEUED  the job ran: its value and keep-alives are stored, with the event recorded after
+//!             its GPU work; the completion thread has it queued under the job's stream
+//!   READY     the GPU passed the event: keep-alives dropped, value available
+//! ```
+//!
+//! Whoever first observes the event done moves ENQUEUED to READY: `wait` (which synchronizes
+//! on the event from its own thread, no hop through another thread), `is_ready`, or the
+//! completion thread (which queries only the oldest pending event per stream, since one
+//! stream's events complete in order). The move happens under the lock, and takes the
+//! keep-alives, callback and waker out with it, so each runs exactly once, outside the lock.
+//!
+//! Lost wake-ups: a future registers its waker under the lock and re-checks the state in the
+//! same critical section; the resolver takes the waker in the critical section that sets
+//! READY. Blocking waiters re-check the state under the lock before every condvar wait.
+
+use crate::device::DeviceShared;
+use crate::error::{Error, Result};
+use crate::track::EventRef;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const QUEUED: u8 = 0;
+const ENQUEUED: u8 = 1;
+const READY: u8 = 2;
+
+/// Anything kept alive until the GPU has finished a job.
+pub(crate) type KeepAlive = Box<dyn Any + Send>;
+type Callback<T> = Box<dyn FnOnce(Result<T>) + Send>;
+
+struct State<T> {
+    value: Option<Result<T>>,
+    event: Option<EventRef>,
+    keep: Vec<KeepAlive>,
+    callback: Option<Callback<T>>,
+    waker: Option<Waker>,
+    taken: bool,
+}
+
+pub(crate) struct Shared<T> {
+    status: AtomicU8,
+    state: Mutex<State<T>>,
+    cv: Condvar,
+    device: Arc<DeviceShared>,
+}
+
+/// What the completion thread holds of a pending job, whatever its `T`.
+pub(crate) trait Pending: Send + Sync {
+    /// The GPU passed the job's event (`Ok`), or querying it failed.
+    fn resolve(&self, outcome: Result<()>);
+}
+
+impl<T: Send + 'static> Shared<T> {
+    fn new(device: &Arc<DeviceShared>) -> Arc<Self> {
+        Arc::new(Shared {
+            status: AtomicU8::new(QUEUED),
+            state: Mutex::new(State {
+                value: None,
+                event: None,
+                keep: Vec::new(),
+                callback: None,
+                waker: None,
+                taken: false,
+            }),
+            cv: Condvar::new(),
+            device: device.clone(),
+        })
+    }
+
+    /// The job ran: store its value and keep-alives, and hand it to the completion thread to
+    /// watch `event` (or resolve at once when there is no GPU work to wait for).
+    pub(crate) fn enqueued(self: &Arc<Self>, value: Result<T>, event: Option<EventRef>, keep: Vec<KeepAlive>) {
+        let Some(event) = event else {
+            {
+                let mut st = crate::sync::lock(&self.state);
+                st.value = Some(value);
+                st.keep = keep;
+            }
+            self.resolve(Ok(()));
+            return;
+        };
+        let stream = event.pos().stream;
+        {
+            let mut st = crate::sync::lock(&self.state);
+            st.value = Some(value);
+            st.event = Some(event.clone());
+            st.keep = keep;
+            self.status.store(ENQUEUED, Ordering::Release);
+        }
+        self.cv.notify_all();
+        let pending: Arc<dyn Pending> = self.clone();
+        if let Err(pending) = self.device.completions().register(stream, event, pending) {
+            // No completion thread any more (the device shut down): finish here.
+            let outcome = pending.1.synchronize();
+            pending.2.resolve(outcome);
+        }
+    }
+
+    fn resolve_in(&self, outcome: Result<()>, run_callback_here: bool) {
+        let (keep, callback, waker, value);
+        {
+            let mut st = crate::sync::lock(&self.state);
+            if self.status.load(Ordering::Acquire) == READY {
+                return;
+            }
+            if let Err(e) = outcome {
+                st.value = Some(Err(e));
+            }
+            keep = std::mem::take(&mut st.keep);
+            st.event = None;
+            waker = st.waker.take();
+            callback = st.callback.take();
+            value = if callback.is_some() { st.value.take() } else { None };
+            if callback.is_some() {
+                st.taken = true;
+            }
+            self.status.store(READY, Ordering::Release);
+        }
+        self.cv.notify_all();
+        // Keep-alives drop only now that the GPU is done with them.
+        drop(keep);
+        if let (Some(cb), Some(v)) = (callback, value) {
+            if run_callback_here {
+                run_callback(cb, v);
+            } else {
+                let job: Box<dyn FnOnce() + Send> = Box::new(move || run_callback(cb, v));
+                self.device.completions().run_callback(job);
+            }
+        }
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+fn run_callback<T>(cb: Callback<T>, v: Result<T>) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || cb(v))).is_err() {
+        log::error!("cusched: an on_complete callback panicked");
+    }
+}
+
+impl<T: Send + 'static> Pending for Shared<T> {
+    fn resolve(&self, outcome: Result<()>) {
+        let on_thread = self.device.completions().is_current_thread();
+        self.resolve_in(outcome, on_thread);
+    }
+}
+
+/// The outcome of GPU work: `T` once every kernel and copy the job enqueued has finished.
+///
+/// Dropping a completion never cancels the work and never releases its keep-alives early.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let lane = device.lane("compute")?;
+/// let done = lane.submit(|cx| {
+///     let buf = cx.device().upload(cx.stream(), &[1u32, 2, 3])?;
+///     cx.keep(buf.clone());
+///     Ok(buf.len())
+/// });
+/// assert_eq!(done.wait()?, 3);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+#[must_use = "a completion does nothing unless waited on, polled or given a callback; dropping it does not cancel the work"]
+pub struct Completion<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> std::fmt::Debug for Completion<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self.shared.status.load(Ordering::Acquire) {
+            QUEUED => "queued",
+            ENQUEUED => "enqueued",
+            _ => "ready",
+        };
+        write!(f, "Completion({s})")
+    }
+}
+
+impl<T: Send + 'static> Completion<T> {
+    pub(crate) fn queued(device: &Arc<DeviceShared>) -> (Completion<T>, Arc<Shared<T>>) {
+        let shared = Shared::new(device);
+        (Completion { shared: shared.clone() }, shared)
+    }
+
+    fn spin(&self) -> Duration {
+        self.shared.device.config.spin
+    }
+
+    /// Blocks until the status reaches `at_least` or `deadline` passes; spins briefly first.
+    fn wait_status(&self, at_least: u8, deadline: Option<Instant>) -> bool {
+        let spin_end = Instant::now() + self.spin();
+        while Instant::now() < spin_end {
+            if self.shared.status.load(Ordering::Acquire) >= at_least {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        let mut st = crate::sync::lock(&self.shared.state);
+        loop {
+            if self.shared.status.load(Ordering::Acquire) >= at_least {
+                return true;
+            }
+            st = match deadline {
+                None => crate::sync::wait(&self.shared.cv, st),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    crate::sync::wait_timeout(&self.shared.cv, st, left)
+                }
+            };
+        }
+    }
+
+    fn take(&self) -> Result<T> {
+        let mut st = crate::sync::lock(&self.shared.state);
+        if st.taken {
+            return Err(Error::AlreadyTaken);
+        }
+        st.taken = true;
+        st.value.take().unwrap_or(Err(Error::AlreadyTaken))
+    }
+
+    /// Blocks until the job's GPU work has finished and returns its value. Synchronizes on the
+    /// job's event from this thread.
+    pub fn wait(self) -> Result<T> {
+        self.wait_status(ENQUEUED, None);
+        let event = crate::sync::lock(&self.shared.state).event.clone();
+        if let Some(ev) = event {
+            let outcome = ev.synchronize();
+            drop(ev);
+            self.shared.resolve_in(outcome, false);
+        }
+        self.wait_status(READY, None);
+        self.take()
+    }
+
+    /// Like [`wait`](Self::wait), but gives up after `timeout` with [`Error::Timeout`]; the
+    /// completion stays usable.
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        if !self.wait_status(READY, Some(deadline)) {
+            return Err(Error::Timeout { waited: timeout });
+        }
+        self.take()
+    }
+
+    /// Blocks until the job has run and its work is enqueued and committed (its uses are
+    /// ordered before any later recorder's), without waiting for the GPU. Use it to order a
+    /// job on one lane before a job on another.
+    pub fn wait_committed(&self) {
+        self.wait_status(ENQUEUED, None);
+    }
+
+    /// Whether the value is available (the GPU work has finished). Never blocks.
+    pub fn is_ready(&self) -> bool {
+        match self.shared.status.load(Ordering::Acquire) {
+            READY => true,
+            QUEUED => false,
+            _ => {
+                let event = crate::sync::lock(&self.shared.state).event.clone();
+                match event.map(|e| e.is_done()) {
+                    Some(Ok(false)) => false,
+                    Some(Ok(true)) | None => {
+                        self.shared.resolve_in(Ok(()), false);
+                        true
+                    }
+                    Some(Err(e)) => {
+                        self.shared.resolve_in(Err(e), false);
+                        true
+                    }
+                }
+            }
+        }
+    }
+
+    /// The value if it is available, once; `None` while the work is pending.
+    pub fn try_take(&self) -> Option<Result<T>> {
+        self.is_ready().then(|| self.take())
+    }
+
+    /// Runs `callback` with the value on the device's completion thread once the GPU work has
+    /// finished (never on CUDA's driver thread). Keep callbacks short: they delay other
+    /// completions.
+    pub fn on_complete(self, callback: impl FnOnce(Result<T>) + Send + 'static) {
+        let mut st = crate::sync::lock(&self.shared.state);
+        if self.shared.status.load(Ordering::Acquire) != READY {
+            st.callback = Some(Box::new(callback));
+            return;
+        }
+        st.taken = true;
+        let value = st.value.take().unwrap_or(Err(Error::AlreadyTaken));
+        drop(st);
+        let job: Box<dyn FnOnce() + Send> = Box::new(move || run_callback(Box::new(callback), value));
+        self.shared.device.completions().run_callback(job);
+    }
+}
+
+impl<T: Send + 'static> Future for Completion<T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        if self.shared.status.load(Ordering::Acquire) != READY {
+            let mut st = crate::sync::lock(&self.shared.state);
+            // Re-checked under the lock the resolver takes the waker in: no lost wake-up.
+            if self.shared.status.load(Ordering::Acquire) != READY {
+                st.waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(self.take())
+    }
+}
+
+/// Waits for every completion, in order, and returns their results.
+pub fn wait_all<T: Send + 'static>(completions: impl IntoIterator<Item = Completion<T>>) -> Vec<Result<T>> {
+    completions.into_iter().map(Completion::wait).collect()
+}
+
+enum Msg {
+    Register { stream: u32, event: EventRef, job: Arc<dyn Pending> },
+    Callback(Box<dyn FnOnce() + Send>),
+    Shutdown,
+}
+
+type Rejected = (u32, EventRef, Arc<dyn Pending>);
+
+/// The device's completion thread, started on first use.
+pub(crate) struct Completions {
+    spin: Duration,
+    thread: std::sync::OnceLock<(Sender<Msg>, std::thread::ThreadId)>,
+    join: Mutex<Option<JoinHandle<()>>>,
+    start: Mutex<()>,
+}
+
+impl Completions {
+    pub(crate) fn new(spin: Duration) -> Self {
+        Completions { spin, thread: std::sync::OnceLock::new(), join: Mutex::new(None), start: Mutex::new(()) }
+    }
+
+    fn sender(&self) -> Option<&Sender<Msg>> {
+        if let Some((tx, _)) = self.thread.get() {
+            return Some(tx);
+        }
+        let _g = crate::sync::lock(&self.start);
+        if self.thread.get().is_none() {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let spin = self.spin;
+            let spawned =
+                std::thread::Builder::new().name("cusched-completion".into()).spawn(move || completion_loop(rx, spin));
+            match spawned {
+                Ok(h) => {
+                    let _ = self.thread.set((tx, h.thread().id()));
+                    *crate::sync::lock(&self.join) = Some(h);
+                }
+                Err(e) => {
+                    log::error!("cusched: could not start the completion thread: {e}");
+                    return None;
+                }
+            }
+        }
+        self.thread.get().map(|(tx, _)| tx)
+    }
+
+    pub(crate) fn is_current_thread(&self) -> bool {
+        self.thread.get().is_some_and(|(_, id)| *id == std::thread::current().id())
+    }
+
+    fn register(&self, stream: u32, event: EventRef, job: Arc<dyn Pending>) -> std::result::Result<(), Rejected> {
+        match self.sender() {
+            Some(tx) => tx.send(Msg::Register { stream, event, job }).map_err(|e| match e.0 {
+                Msg::Register { stream, event, job } => (stream, event, job),
+                _ => unreachable!("the message sent is returned"),
+            }),
+            None => Err((stream, event, job)),
+        }
+    }
+
+    fn run_callback(&self, f: Box<dyn FnOnce() + Send>) {
+        if self.is_current_thread() {
+            return f();
+        }
+        if let Some(tx) = self.sender() {
+            if let Err(e) = tx.send(Msg::Callback(f)) {
+                if let Msg::Callback(f) = e.0 {
+                    log::warn!("cusched: the completion thread has stopped; running a callback on the caller's thread");
+                    f();
+                }
+            }
+        }
+    }
+
+    /// Resolves everything pending (waiting for the GPU) and joins the thread.
+    pub(crate) fn shutdown(&self) {
+        if let Some((tx, id)) = self.thread.get() {
+            let _ = tx.send(Msg::Shutdown);
+            if *id == std::thread::current().id() {
+                return;
+            }
+        }
+        if let Some(h) = crate::sync::lock(&self.join).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Polls the oldest pending event of each stream; spins for `spin` after progress, then backs
+/// off exponentially (50 µs to 1 ms) while new registrations can still wake it at once.
+fn completion_loop(rx: Receiver<Msg>, spin: Duration) {
+    let mut queues: Vec<VecDeque<(EventRef, Arc<dyn Pending>)>> = Vec::new();
+    let mut pending = 0usize;
+    let mut idle_since = Instant::now();
+    let mut backoff = Duration::from_micros(50);
+    let mut shutting_down = false;
+    loop {
+        let msg = if pending == 0 && !shutting_down {
+            rx.recv().map_err(|_| TryRecvError::Disconnected)
+        } else if shutting_down || idle_since.elapsed() < spin {
+            rx.try_recv()
+        } else {
+            let m = rx.recv_timeout(backoff).map_err(|e| match e {
+                RecvTimeoutError::Timeout => TryRecvError::Empty,
+                RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+            });
+            backoff = (backoff * 2).min(Duration::from_millis(1));
+            m
+        };
+        match msg {
+            Ok(Msg::Register { stream, event, job }) => {
+                let i = stream as usize;
+                if queues.len() <= i {
+                    queues.resize_with(i + 1, VecDeque::new);
+                }
+                queues[i].push_back((event, job));
+                pending += 1;
+                continue;
+            }
+            Ok(Msg::Callback(f)) => {
+                f();
+                continue;
+            }
+            Ok(Msg::Shutdown) | Err(TryRecvError::Disconnected) => shutting_down = true,
+            Err(TryRecvError::Empty) => {}
+        }
+        let mut progressed = false;
+        for q in &mut queues {
+            while let Some((ev, _)) = q.front() {
+                let outcome = if shutting_down { ev.synchronize().map(|_| true) } else { ev.is_done() };
+                match outcome {
+                    Ok(false) => break,
+                    Ok(true) => {
+                        if let Some((_, job)) = q.pop_front() {
+                            job.resolve(Ok(()));
+                        }
+                    }
+                    Err(e) => {
+                        if let Some((_, job)) = q.pop_front() {
+                            job.resolve(Err(e));
+                        }
+                    }
+                }
+                pending -= 1;
+                progressed = true;
+            }
+        }
+        if progressed {
+            idle_since = Instant::now();
+            backoff = Duration::from_micros(50);
+        }
+        if shutting_down && pending == 0 {
+            // Deliver callbacks that resolutions queued, then stop.
+            while let Ok(m) = rx.try_recv() {
+                match m {
+                    Msg::Callback(f) => f(),
+                    Msg::Register { event, job, .. } => job.resolve(event.synchronize()),
+                    Msg::Shutdown => {}
+                }
+            }
+            return;
+        }
+    }
+}

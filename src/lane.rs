@@ -1,0 +1,314 @@
+//! `Lane`: a worker thread that owns one stream, a bounded job queue and the library handles it
+//! creates lazily; and `Handles`, the same per-stream context for the caller's own thread.
+
+use crate::completion::{Completion, KeepAlive, Shared};
+use crate::device::{Device, DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::recorder::LaunchRecorder;
+use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// A stream and what work on it needs: recorders bound to it, keep-alives, and (with the
+/// library features) the library handles, created on first use and owned by this value's
+/// thread.
+///
+/// A lane's jobs receive its `Handles` as [`LaneCtx`]; on the caller's own thread, make one
+/// with [`Handles::new`] and use [`Handles::run`].
+pub struct Handles {
+    device: Device,
+    stream: StreamId,
+    keep: Vec<KeepAlive>,
+}
+
+/// What a lane job receives: the lane's [`Handles`].
+pub type LaneCtx = Handles;
+
+impl std::fmt::Debug for Handles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Handles({})", self.stream)
+    }
+}
+
+impl Handles {
+    /// Handles for `stream` of `device`, used from the calling thread.
+    pub fn new(device: &Device, stream: StreamId) -> Result<Handles> {
+        device.shared.stream(stream)?;
+        Ok(Handles { device: device.internal(), stream, keep: Vec::new() })
+    }
+
+    /// The device. (Clones of it do not keep the device from shutting down.)
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The stream this context enqueues on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// A strict recorder on this stream.
+    pub fn recorder(&self) -> LaunchRecorder {
+        LaunchRecorder::new_strict(self.stream)
+    }
+
+    /// A permissive recorder on this stream.
+    pub fn recorder_permissive(&self) -> LaunchRecorder {
+        LaunchRecorder::new_permissive(self.stream)
+    }
+
+    /// Keeps `x` alive until the GPU has finished the current job (or, inline, the current
+    /// [`run`](Self::run)).
+    pub fn keep(&mut self, x: impl Send + 'static) {
+        self.keep.push(Box::new(x));
+    }
+
+    /// Runs `f` now, on this thread, and returns a completion that resolves once the GPU work
+    /// it enqueued on this stream has finished.
+    pub fn run<T: Send + 'static>(&mut self, f: impl FnOnce(&mut Handles) -> Result<T>) -> Completion<T> {
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        self.finish_job(&shared, f);
+        completion
+    }
+
+    /// Runs a job body and hands its outcome, its end event and its keep-alives to `shared`.
+    fn finish_job<T: Send + 'static>(&mut self, shared: &Arc<Shared<T>>, f: impl FnOnce(&mut Handles) -> Result<T>) {
+        self.keep.clear();
+        let value = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
+            Ok(v) => v,
+            Err(payload) => Err(Error::JobPanicked { message: panic_message(payload.as_ref()) }),
+        };
+        let keep = std::mem::take(&mut self.keep);
+        // One event after the job covers every kernel and copy it enqueued on this stream,
+        // including any it enqueued before failing.
+        match self.device.shared.record(self.stream) {
+            Ok(ev) => shared.enqueued(value, Some(ev), keep),
+            Err(e) => {
+                // Nothing to wait on: the stream is unusable. Keep-alives are leaked rather than
+                // freed under work that may still run.
+                log::error!("cusched: recording the end of a job on {} failed: {e}", self.stream);
+                std::mem::forget(keep);
+                shared.enqueued(value.and(Err(e)), None, Vec::new());
+            }
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}
+
+enum Call<'a> {
+    Run(&'a mut Handles),
+    Cancel,
+}
+
+type Job = Box<dyn FnOnce(Call<'_>) + Send>;
+
+/// Per-lane options.
+#[derive(Clone, Debug)]
+pub struct LaneOptions {
+    /// Jobs the queue holds before `submit` blocks and `try_submit` fails.
+    pub capacity: usize,
+}
+
+impl Default for LaneOptions {
+    fn default() -> Self {
+        LaneOptions { capacity: 1024 }
+    }
+}
+
+struct LaneInner {
+    name: String,
+    stream: StreamId,
+    device: Arc<DeviceShared>,
+    tx: Option<Sender<Job>>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// A worker thread owning one stream. Cheap to clone; the last clone dropped runs the jobs
+/// still queued and joins the thread.
+#[derive(Clone)]
+pub struct Lane {
+    inner: Arc<LaneInner>,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lane({}, {})", self.inner.name, self.inner.stream)
+    }
+}
+
+impl Device {
+    /// Starts a lane named `name` on a new stream.
+    pub fn lane(&self, name: &str) -> Result<Lane> {
+        self.lane_with(name, LaneOptions::default())
+    }
+
+    /// Starts a lane with options.
+    pub fn lane_with(&self, name: &str, options: LaneOptions) -> Result<Lane> {
+        if options.capacity == 0 {
+            return Err(Error::invalid("LaneOptions::capacity", "must be at least 1"));
+        }
+        let shutdown = self.shared.shutdown_signal().ok_or(Error::Shutdown)?;
+        let stream = self.new_stream()?;
+        let (tx, rx) = bounded::<Job>(options.capacity);
+        let handles = Handles::new(self, stream)?;
+        let spin = self.shared.config.spin;
+        let thread = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || lane_loop(handles, rx, shutdown, spin))
+            .map_err(|e| Error::invalid("name", format!("could not spawn the lane thread: {e}")))?;
+        let thread = Arc::new(Mutex::new(Some(thread)));
+        self.shared.register_lane(thread.clone());
+        Ok(Lane {
+            inner: Arc::new(LaneInner {
+                name: name.to_string(),
+                stream,
+                device: self.shared.clone(),
+                tx: Some(tx),
+                thread,
+            }),
+        })
+    }
+}
+
+fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, spin: std::time::Duration) {
+    loop {
+        // Spin briefly before parking: waking a parked thread costs far more than a short spin.
+        let spin_end = Instant::now() + spin;
+        let mut job = None;
+        while Instant::now() < spin_end {
+            match jobs.try_recv() {
+                Ok(j) => {
+                    job = Some(Ok(j));
+                    break;
+                }
+                Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
+        let next = match job {
+            Some(j) => j,
+            None => select! {
+                recv(jobs) -> j => j.map_err(|_| ()),
+                recv(shutdown) -> _ => Err(()),
+            },
+        };
+        match next {
+            Ok(job) if !handles.device.shared.is_shut_down() => job(Call::Run(&mut handles)),
+            Ok(job) => {
+                job(Call::Cancel);
+                drain(&jobs);
+                return;
+            }
+            Err(()) if handles.device.shared.is_shut_down() => {
+                drain(&jobs);
+                return;
+            }
+            Err(()) => return,
+        }
+    }
+}
+
+fn drain(jobs: &Receiver<Job>) {
+    while let Ok(job) = jobs.try_recv() {
+        job(Call::Cancel);
+    }
+}
+
+impl Lane {
+    /// The lane's stream.
+    pub fn stream(&self) -> StreamId {
+        self.inner.stream
+    }
+
+    /// The lane's name (also its thread's name).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    fn job<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> (Completion<T>, Job) {
+        let (completion, shared) = Completion::queued(&self.inner.device);
+        let guard = CancelOnDrop(Some(shared));
+        let job: Job = Box::new(move |call| {
+            let mut guard = guard;
+            let Some(shared) = guard.0.take() else { return };
+            match call {
+                Call::Run(h) => h.finish_job(&shared, f),
+                Call::Cancel => shared.enqueued(Err(Error::Shutdown), None, Vec::new()),
+            }
+        });
+        (completion, job)
+    }
+
+    /// Queues `f` to run on the lane's thread, blocking while the queue is full. The
+    /// completion resolves with `f`'s value once the GPU work `f` enqueued has finished, with
+    /// `f`'s error, with [`Error::JobPanicked`] if it panicked, or with [`Error::Shutdown`] if the
+    /// device shut down before it ran.
+    pub fn submit<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Completion<T> {
+        let (completion, job) = self.job(f);
+        if self.inner.device.is_shut_down() {
+            job(Call::Cancel);
+            return completion;
+        }
+        if let Some(tx) = &self.inner.tx {
+            if let Err(e) = tx.send(job) {
+                (e.0)(Call::Cancel);
+            }
+        }
+        completion
+    }
+
+    /// Like [`submit`](Self::submit) but fails with [`Error::QueueFull`] instead of blocking.
+    pub fn try_submit<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Result<Completion<T>> {
+        if self.inner.device.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
+        let (completion, job) = self.job(f);
+        match self.inner.tx.as_ref().map(|tx| tx.try_send(job)) {
+            Some(Ok(())) => Ok(completion),
+            Some(Err(TrySendError::Full(_))) => Err(Error::QueueFull),
+            Some(Err(TrySendError::Disconnected(_))) | None => Err(Error::Shutdown),
+        }
+    }
+}
+
+/// Resolves a job's completion with [`Error::Shutdown`] if the job is dropped unrun (a queue
+/// torn down with jobs still in it), so that no waiter hangs.
+struct CancelOnDrop<T: Send + 'static>(Option<Arc<Shared<T>>>);
+
+impl<T: Send + 'static> Drop for CancelOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            shared.enqueued(Err(Error::Shutdown), None, Vec::new());
+        }
+    }
+}
+
+impl Drop for LaneInner {
+    fn drop(&mut self) {
+        // Disconnecting the queue lets the worker run what is queued, then exit.
+        drop(self.tx.take());
+        let handle = crate::sync::lock(&self.thread).take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}
