@@ -93,7 +93,9 @@ fn gpu_pipeline_over_three_lanes() {
     let n = 1 << 18;
     let mut rng = Rng::new();
     let mut results = Vec::new();
-    for _ in 0..32 {
+    // CUSCHED_PIPELINE_CHUNKS scales the run down for sanitizer runs.
+    let chunks: usize = std::env::var("CUSCHED_PIPELINE_CHUNKS").ok().and_then(|v| v.parse().ok()).unwrap_or(32);
+    for _ in 0..chunks {
         let input: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
         let host_in = d.host_from_slice(&input).unwrap();
         let x = d.alloc::<f32>(d.default_stream(), n).unwrap();
