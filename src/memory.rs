@@ -198,6 +198,16 @@ impl Device {
     }
 }
 
+/// A simulated copy kernel. The source is copied out before the destination is locked, so a
+/// copy never holds two buffer locks at once.
+fn sim_copy<T: Element>(from: &SimMem<T>, to: &SimMem<T>) -> impl FnOnce() + Send + 'static {
+    let (from, to) = (from.clone(), to.clone());
+    move || {
+        let v = from.lock().clone();
+        to.lock().copy_from_slice(&v)
+    }
+}
+
 /// Enqueues a no-op simulated kernel so the checker sees the use; nothing on CUDA.
 fn sim_only(scope: &LaunchScope<'_>, f: impl FnOnce() + Send + 'static) -> Result<()> {
     match scope.cuda_stream() {
@@ -395,13 +405,7 @@ impl<T: Element> GpuRef<T> {
                 // fenced after this copy, and distinct allocations (checked above).
                 unsafe { result::memcpy_dtod_async(d, f, bytes, s.cu_stream()) }.call("cuMemcpyDtoDAsync")
             }
-            (DevStorage::Sim(dst), DevStorage::Sim(from)) => {
-                let (dst, from) = (dst.clone(), from.clone());
-                scope.sim_kernel(move || {
-                    let v = from.lock().clone();
-                    dst.lock().copy_from_slice(&v)
-                })
-            }
+            (DevStorage::Sim(dst), DevStorage::Sim(from)) => scope.sim_kernel(sim_copy(from, dst)),
             _ => unreachable!("the recorder rejected buffers of another device"),
         })
     }
@@ -423,13 +427,7 @@ impl<T: Element> GpuRef<T> {
                 // SAFETY: equal lengths (checked), live allocations, pinned source.
                 unsafe { result::memcpy_htod_async(d, host, s.cu_stream()) }.call("cuMemcpyHtoDAsync")
             }
-            (DevStorage::Sim(dst), HostStorage::Sim(from)) => {
-                let (dst, from) = (dst.clone(), from.clone());
-                scope.sim_kernel(move || {
-                    let v = from.lock().clone();
-                    dst.lock().copy_from_slice(&v)
-                })
-            }
+            (DevStorage::Sim(dst), HostStorage::Sim(from)) => scope.sim_kernel(sim_copy(from, dst)),
             _ => unreachable!("the recorder rejected buffers of another device"),
         })
     }
@@ -452,13 +450,7 @@ impl<T: Element> GpuRef<T> {
                 // SAFETY: equal lengths (checked), live allocations, pinned destination.
                 unsafe { result::memcpy_dtoh_async(host, f, s.cu_stream()) }.call("cuMemcpyDtoHAsync")
             }
-            (DevStorage::Sim(from), HostStorage::Sim(to)) => {
-                let (from, to) = (from.clone(), to.clone());
-                scope.sim_kernel(move || {
-                    let v = from.lock().clone();
-                    to.lock().copy_from_slice(&v)
-                })
-            }
+            (DevStorage::Sim(from), HostStorage::Sim(to)) => scope.sim_kernel(sim_copy(from, to)),
             _ => unreachable!("the recorder rejected buffers of another device"),
         })
     }
