@@ -44,9 +44,13 @@ const READY: u8 = 2;
 /// Anything kept alive until the GPU has finished a job.
 pub(crate) type KeepAlive = Box<dyn Any + Send>;
 type Callback<T> = Box<dyn FnOnce(Result<T>) + Send>;
+/// Produces a value once the GPU has passed the job's event (reading a result the GPU wrote to
+/// pinned memory, say).
+pub(crate) type Deferred<T> = Box<dyn FnOnce() -> Result<T> + Send>;
 
 struct State<T> {
     value: Option<Result<T>>,
+    deferred: Option<Deferred<T>>,
     event: Option<EventRef>,
     keep: Vec<KeepAlive>,
     callback: Option<Callback<T>>,
@@ -73,6 +77,7 @@ impl<T: Send + 'static> Shared<T> {
             status: AtomicU8::new(QUEUED),
             state: Mutex::new(State {
                 value: None,
+                deferred: None,
                 event: None,
                 keep: Vec::new(),
                 callback: None,
@@ -87,10 +92,30 @@ impl<T: Send + 'static> Shared<T> {
     /// The job ran: store its value and keep-alives, and hand it to the completion thread to
     /// watch `event` (or resolve at once when there is no GPU work to wait for).
     pub(crate) fn enqueued(self: &Arc<Self>, value: Result<T>, event: Option<EventRef>, keep: Vec<KeepAlive>) {
+        self.enqueued_value(Ok(value), event, keep)
+    }
+
+    /// Like [`enqueued`](Self::enqueued), but the value is computed by `deferred` once the GPU
+    /// has passed `event` (by whichever thread resolves the completion).
+    #[cfg(feature = "cublas")]
+    pub(crate) fn enqueued_deferred(self: &Arc<Self>, deferred: Deferred<T>, event: EventRef, keep: Vec<KeepAlive>) {
+        self.enqueued_value(Err(deferred), Some(event), keep)
+    }
+
+    fn enqueued_value(
+        self: &Arc<Self>,
+        value: std::result::Result<Result<T>, Deferred<T>>,
+        event: Option<EventRef>,
+        keep: Vec<KeepAlive>,
+    ) {
+        let store = |st: &mut State<T>| match value {
+            Ok(v) => st.value = Some(v),
+            Err(d) => st.deferred = Some(d),
+        };
         let Some(event) = event else {
             {
                 let mut st = crate::sync::lock(&self.state);
-                st.value = Some(value);
+                store(&mut st);
                 st.keep = keep;
             }
             self.resolve(Ok(()));
@@ -99,7 +124,7 @@ impl<T: Send + 'static> Shared<T> {
         let stream = event.pos().stream;
         {
             let mut st = crate::sync::lock(&self.state);
-            st.value = Some(value);
+            store(&mut st);
             st.event = Some(event.clone());
             st.keep = keep;
             self.status.store(ENQUEUED, Ordering::Release);
@@ -120,8 +145,15 @@ impl<T: Send + 'static> Shared<T> {
             if self.status.load(Ordering::Acquire) == READY {
                 return;
             }
-            if let Err(e) = outcome {
-                st.value = Some(Err(e));
+            let deferred = st.deferred.take();
+            match outcome {
+                Err(e) => st.value = Some(Err(e)),
+                // The GPU is past the event, so what the deferred reads is final.
+                Ok(()) => {
+                    if let Some(d) = deferred {
+                        st.value = Some(d());
+                    }
+                }
             }
             keep = std::mem::take(&mut st.keep);
             st.event = None;
@@ -165,7 +197,9 @@ impl<T: Send + 'static> Pending for Shared<T> {
 
 /// The outcome of GPU work: `T` once every kernel and copy the job enqueued has finished.
 ///
-/// Dropping a completion never cancels the work and never releases its keep-alives early.
+/// Dropping a completion never cancels the work and never releases its keep-alives early, so
+/// ignoring one is fine: library ops return one each, and inside a lane job the job's own
+/// completion already covers them.
 ///
 /// ```
 /// use cusched::{Device, SimConfig};
@@ -179,7 +213,6 @@ impl<T: Send + 'static> Pending for Shared<T> {
 /// assert_eq!(done.wait()?, 3);
 /// # Ok::<(), cusched::Error>(())
 /// ```
-#[must_use = "a completion does nothing unless waited on, polled or given a callback; dropping it does not cancel the work"]
 pub struct Completion<T> {
     shared: Arc<Shared<T>>,
 }

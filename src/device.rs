@@ -23,11 +23,21 @@ pub struct DeviceConfig {
     /// park. Waking a parked thread costs far more than a short spin (about 15 µs on an H100
     /// host), so back-to-back work stays fast; zero parks at once and saves CPU.
     pub spin: Duration,
+    /// A directory where compiled kernels persist across runs (keyed on source, options, name
+    /// expressions, architecture and NVRTC version; written atomically). `None`: memory only.
+    #[cfg(feature = "nvrtc")]
+    pub kernel_cache_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for DeviceConfig {
     fn default() -> Self {
-        DeviceConfig { max_streams: 64, preflight_timeout: Duration::from_secs(10), spin: Duration::from_micros(50) }
+        DeviceConfig {
+            max_streams: 64,
+            preflight_timeout: Duration::from_secs(10),
+            spin: Duration::from_micros(50),
+            #[cfg(feature = "nvrtc")]
+            kernel_cache_dir: None,
+        }
     }
 }
 
@@ -70,6 +80,8 @@ pub(crate) struct DeviceShared {
     shutdown_rx: Receiver<()>,
     shut_down: AtomicBool,
     lanes: Mutex<Vec<LaneThread>>,
+    #[cfg(feature = "nvrtc")]
+    pub kernels: crate::libs::rtc::ModuleCache,
 }
 
 type LaneThread = Arc<Mutex<Option<std::thread::JoinHandle<()>>>>;
@@ -99,6 +111,8 @@ impl DeviceShared {
             shutdown_rx,
             shut_down: AtomicBool::new(false),
             lanes: Mutex::new(Vec::new()),
+            #[cfg(feature = "nvrtc")]
+            kernels: Default::default(),
         });
         shared.create_stream()?;
         Ok(shared)

@@ -158,6 +158,24 @@ pub enum Error {
     #[error("the completion's value was already taken")]
     AlreadyTaken,
 
+    /// A CUDA library call (cuBLAS, cuRAND, cuFFT, NVRTC...) returned an error status.
+    #[error("{call} failed: {status}")]
+    Library {
+        /// The library entry point, e.g. `"cublasGemmEx"`.
+        call: &'static str,
+        /// The status it returned, as the library names it.
+        status: String,
+    },
+
+    /// NVRTC rejected the source.
+    #[error("NVRTC compile failed ({status}); the compiler's log:\n{log}")]
+    CompileFailed {
+        /// NVRTC's status.
+        status: String,
+        /// The compiler's log: the errors with their source lines.
+        log: String,
+    },
+
     /// A sticky CUDA error poisoned the context.
     #[error(
         "the CUDA context was poisoned by {call} ({status:?}); the device rebuilds it, handles made before are stale"
@@ -174,6 +192,12 @@ impl Error {
     /// Wraps a driver status with the name of the call that returned it.
     pub(crate) fn driver(call: &'static str, status: DriverError) -> Self {
         Error::Driver { call, status }
+    }
+
+    /// Wraps a library status (anything that prints as the library's status name).
+    #[allow(dead_code)]
+    pub(crate) fn library(call: &'static str, status: impl std::fmt::Debug) -> Self {
+        Error::Library { call, status: format!("{status:?}") }
     }
 
     pub(crate) fn invalid(arg: &'static str, reason: impl Into<String>) -> Self {

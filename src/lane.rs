@@ -20,6 +20,12 @@ pub struct Handles {
     device: Device,
     stream: StreamId,
     keep: Vec<KeepAlive>,
+    #[cfg(feature = "cublas")]
+    blas: Option<crate::libs::blas::Blas>,
+    #[cfg(feature = "curand")]
+    rng: Option<crate::libs::rng::Rng>,
+    #[cfg(feature = "cufft")]
+    fft: Option<crate::libs::fft::Fft>,
 }
 
 /// What a lane job receives: the lane's [`Handles`].
@@ -35,7 +41,47 @@ impl Handles {
     /// Handles for `stream` of `device`, used from the calling thread.
     pub fn new(device: &Device, stream: StreamId) -> Result<Handles> {
         device.shared.stream(stream)?;
-        Ok(Handles { device: device.internal(), stream, keep: Vec::new() })
+        Ok(Handles {
+            device: device.internal(),
+            stream,
+            keep: Vec::new(),
+            #[cfg(feature = "cublas")]
+            blas: None,
+            #[cfg(feature = "curand")]
+            rng: None,
+            #[cfg(feature = "cufft")]
+            fft: None,
+        })
+    }
+
+    /// This stream's cuBLAS handle, created on first use and owned by this value.
+    #[cfg(feature = "cublas")]
+    pub fn blas(&mut self) -> Result<&mut crate::libs::blas::Blas> {
+        let made = match self.blas.take() {
+            Some(h) => h,
+            None => crate::libs::blas::Blas::new(&self.device, self.stream)?,
+        };
+        Ok(self.blas.insert(made))
+    }
+
+    /// This stream's cuRAND generators, created on first use and owned by this value.
+    #[cfg(feature = "curand")]
+    pub fn rng(&mut self) -> Result<&mut crate::libs::rng::Rng> {
+        let made = match self.rng.take() {
+            Some(h) => h,
+            None => crate::libs::rng::Rng::new(&self.device, self.stream)?,
+        };
+        Ok(self.rng.insert(made))
+    }
+
+    /// This stream's cuFFT plans and work area, created on first use and owned by this value.
+    #[cfg(feature = "cufft")]
+    pub fn fft(&mut self) -> Result<&mut crate::libs::fft::Fft> {
+        let made = match self.fft.take() {
+            Some(h) => h,
+            None => crate::libs::fft::Fft::new(&self.device, self.stream)?,
+        };
+        Ok(self.fft.insert(made))
     }
 
     /// The device. (Clones of it do not keep the device from shutting down.)

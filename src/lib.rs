@@ -31,10 +31,20 @@ pub use device::{Device, DeviceConfig, StreamId};
 pub use error::{Error, Result};
 pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
-pub use libs::rtc::{Kernel, Module};
-pub use memory::{Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem};
+pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
+pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem};
 pub use recorder::{External, LaunchRecorder, LaunchScope, Resource};
 pub use track::{Access, StreamStats};
+
+/// Re-export of the `half` crate whose `f16` and `bf16` are GEMM element types.
+#[cfg(feature = "cublas")]
+pub use half;
+#[cfg(feature = "cublas")]
+pub use libs::blas;
+#[cfg(feature = "cufft")]
+pub use libs::fft;
+#[cfg(feature = "curand")]
+pub use libs::rng;
 
 /// Re-export of the cudarc version this crate is built on, for raw launches beside it.
 pub use cudarc;

@@ -97,6 +97,7 @@ pub(crate) fn alloc_error(ctx: &CudaContext, call: &'static str, requested: usiz
 }
 
 /// The `sm_XY` architecture string of the context's device.
+#[cfg(feature = "nvrtc")]
 pub(crate) fn arch(ctx: &CudaContext) -> Result<(i32, i32)> {
     ctx.compute_capability().call("cuDeviceGetAttribute(COMPUTE_CAPABILITY)")
 }

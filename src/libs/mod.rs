@@ -1,4 +1,135 @@
-//! One module per CUDA library, each behind its cargo feature.
+//! One module per CUDA library, each behind its cargo feature, and the one path every library
+//! op takes: validate every argument, record the uses on a strict [`LaunchRecorder`],
+//! preflight, enqueue, commit.
+//!
+//! Validation happens in the op before [`OpStream::run`] is reached, so a rejected op has
+//! neither recorded nor enqueued anything. The simulated backend has no NVIDIA libraries: ops
+//! validate there too (so bad input is testable without a GPU), then return
+//! [`Error::LibraryUnavailable`] before preflight.
 
+#![cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+
+#[cfg(feature = "curand")]
+pub(crate) mod affine;
+#[cfg(feature = "cublas")]
+pub mod blas;
+#[cfg(feature = "cufft")]
+pub mod fft;
+#[cfg(feature = "curand")]
+pub mod rng;
 #[cfg(feature = "nvrtc")]
 pub(crate) mod rtc;
+#[cfg(feature = "cublas")]
+pub(crate) mod scalars;
+pub(crate) mod validate;
+
+use crate::backend::cuda;
+use crate::completion::{Completion, KeepAlive};
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::memory::{Element, GpuRef};
+use crate::recorder::LaunchRecorder;
+use crate::track::Access;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// The stream a library handle enqueues on, and the op path shared by every library.
+pub(crate) struct OpStream {
+    pub device: Device,
+    pub stream: StreamId,
+    /// The library's display name, for errors (`"cuBLAS"`).
+    pub library: &'static str,
+}
+
+impl OpStream {
+    pub(crate) fn new(device: &Device, stream: StreamId, library: &'static str) -> Self {
+        OpStream { device: device.internal(), stream, library }
+    }
+
+    /// A strict recorder on this stream, for the op's uses.
+    pub(crate) fn recorder(&self) -> LaunchRecorder {
+        LaunchRecorder::new_strict(self.stream)
+    }
+
+    /// The raw stream when the device runs on CUDA, else the error a library op gives on the
+    /// simulator.
+    pub(crate) fn cuda_stream(&self) -> Result<Arc<CudaStream>> {
+        if self.device.is_simulated() {
+            return Err(self.unavailable_on_sim());
+        }
+        self.device.cuda_stream(self.stream)
+    }
+
+    pub(crate) fn unavailable_on_sim(&self) -> Error {
+        Error::LibraryUnavailable {
+            library: self.library,
+            hint: "the simulated backend has no NVIDIA libraries; open a CUDA device with Device::open",
+        }
+    }
+
+    /// Preflights `rec`, runs `enqueue` on the stream, commits, and returns a completion for
+    /// the op whose value is `enqueue`'s result. `keep` stays alive until the GPU is done.
+    pub(crate) fn run<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        keep: Vec<KeepAlive>,
+        enqueue: impl FnOnce() -> Result<R>,
+    ) -> Result<Completion<R>> {
+        let (value, event) = self.launch(rec, enqueue)?;
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        shared.enqueued(Ok(value), event, keep);
+        Ok(completion)
+    }
+
+    #[cfg(feature = "cublas")]
+    /// Like [`run`](Self::run), for ops whose value the GPU writes: `enqueue` returns how to
+    /// read it, and the completion reads it once the GPU has passed the op's event.
+    pub(crate) fn run_deferred<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        keep: Vec<KeepAlive>,
+        enqueue: impl FnOnce() -> Result<crate::completion::Deferred<R>>,
+    ) -> Result<Completion<R>> {
+        let (read, event) = self.launch(rec, enqueue)?;
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        match event {
+            Some(ev) => shared.enqueued_deferred(read, ev, keep),
+            None => shared.enqueued(read(), None, keep),
+        }
+        Ok(completion)
+    }
+
+    fn launch<R>(
+        &self,
+        mut rec: LaunchRecorder,
+        enqueue: impl FnOnce() -> Result<R>,
+    ) -> Result<(R, Option<crate::track::EventRef>)> {
+        let stream = self.cuda_stream()?;
+        cuda::bind(stream.context())?;
+        let device = &self.device;
+        rec.launch_event(device, |_scope| enqueue())
+    }
+}
+
+/// Records `buf` as argument `arg` of an op; a rejection names the argument.
+pub(crate) fn record<T: Element>(
+    rec: &mut LaunchRecorder,
+    arg: &'static str,
+    buf: &GpuRef<T>,
+    access: Access,
+) -> Result<()> {
+    rec.access(buf, access).map(drop).map_err(|e| match e {
+        Error::ForeignDevice { what, expected, found } => {
+            Error::ForeignDevice { what: format!("argument `{arg}` ({what})"), expected, found }
+        }
+        Error::Stale { what, made, current } => {
+            Error::Stale { what: format!("argument `{arg}` ({what})"), made, current }
+        }
+        other => other,
+    })
+}
+
+/// The device address of `buf` as a typed pointer for a library call.
+pub(crate) fn dptr<T: Element, P>(buf: &GpuRef<T>) -> Result<*mut P> {
+    Ok(buf.raw_device_ptr()? as *mut P)
+}

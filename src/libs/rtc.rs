@@ -1,16 +1,97 @@
-//! NVRTC: compile CUDA C++ at run time for the device's own architecture.
+//! NVRTC: compile CUDA C++ at run time to a CUBIN for the device's own architecture (`sm_90`
+//! on an H100), with a per-device module cache keyed on source, options, name expressions and
+//! architecture, an optional on-disk cache ([`crate::DeviceConfig::kernel_cache_dir`]), lowered
+//! names for templated kernels, and a typed launch API that builds the recorder from the
+//! declared reads and writes.
 
-use crate::backend::cuda;
-use crate::device::{Device, DeviceShared};
+use crate::completion::Completion;
+use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{DriverResultExt, Error, Result};
-use cudarc::driver::{CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
-use std::sync::Arc;
+use crate::libs::OpStream;
+use crate::memory::{Element, GpuRef};
+use crate::recorder::LaunchRecorder;
+use crate::track::Access;
+use cudarc::driver::{result as dresult, sys as dsys, CudaFunction, CudaModule, LaunchConfig};
+use cudarc::nvrtc::{sys, Ptx};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What to compile: source, NVRTC options and the name expressions (templated kernels) whose
+/// lowered names the module should know.
+///
+/// ```no_run
+/// # use cusched::{Device, Program};
+/// # let device = Device::open(0)?;
+/// let src = r#"template <typename T> __global__ void scale(T* x, T a, unsigned n) {
+///     unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }"#;
+/// let module = device.compile_program(&Program::new(src).name_expression("scale<float>"))?;
+/// let kernel = module.kernel("scale<float>")?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Program {
+    /// CUDA C++ source.
+    pub source: String,
+    /// NVRTC options (`-DN=4`, `--use_fast_math`...). The architecture is added from the device.
+    pub options: Vec<String>,
+    /// Name expressions (`"scale<float>"`) to lower; look them up with [`Module::kernel`].
+    pub name_expressions: Vec<String>,
+}
+
+impl Program {
+    /// A program with no options.
+    pub fn new(source: impl Into<String>) -> Self {
+        Program { source: source.into(), ..Default::default() }
+    }
+
+    /// Adds an NVRTC option.
+    pub fn option(mut self, option: impl Into<String>) -> Self {
+        self.options.push(option.into());
+        self
+    }
+
+    /// Adds a name expression to lower (a templated kernel's instantiation).
+    pub fn name_expression(mut self, expr: impl Into<String>) -> Self {
+        self.name_expressions.push(expr.into());
+        self
+    }
+}
+
+/// Where a [`Device::compile_program`] result came from, counted per device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCacheStats {
+    /// Served from the in-memory module cache.
+    pub memory_hits: u64,
+    /// Loaded from the on-disk cache (no compile).
+    pub disk_hits: u64,
+    /// Compiled by NVRTC.
+    pub compiles: u64,
+}
+
+struct CachedModule {
+    module: Arc<CudaModule>,
+    generation: u64,
+    lowered: Arc<HashMap<String, String>>,
+}
+
+/// The per-device module cache. Holds no reference to the device (modules are rebuilt into
+/// [`Module`]s on a hit), so it makes no cycle.
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    modules: Mutex<HashMap<String, CachedModule>>,
+    memory_hits: AtomicU64,
+    disk_hits: AtomicU64,
+    compiles: AtomicU64,
+}
 
 /// A module compiled for one device and generation.
 #[derive(Clone)]
 pub struct Module {
     module: Arc<CudaModule>,
+    lowered: Arc<HashMap<String, String>>,
     device: Arc<DeviceShared>,
     generation: u64,
 }
@@ -26,6 +107,7 @@ impl std::fmt::Debug for Module {
 pub struct Kernel {
     function: CudaFunction,
     name: String,
+    params: Arc<[usize]>,
     device: Arc<DeviceShared>,
     generation: u64,
 }
@@ -36,64 +118,285 @@ impl std::fmt::Debug for Kernel {
     }
 }
 
-/// The virtual architecture string for compute capability `(major, minor)`.
-fn arch_name(cc: (i32, i32)) -> &'static str {
-    match cc {
-        (7, 0) => "compute_70",
-        (7, 5) => "compute_75",
-        (8, 0) => "compute_80",
-        (8, 6) => "compute_86",
-        (8, 9) => "compute_89",
-        (9, 0) => "compute_90",
-        (10, 0) => "compute_100",
-        (12, 0) => "compute_120",
-        // An unknown newer device still runs the newest PTX this list knows, JIT-compiled.
-        _ => "compute_90",
+/// Bumped whenever the on-disk format or the key's contents change.
+const DISK_FORMAT: &str = "cusched-kernel-cache-v1";
+
+fn nvrtc_status(call: &'static str, r: sys::nvrtcResult) -> Result<()> {
+    if r == sys::nvrtcResult::NVRTC_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::library(call, r))
     }
 }
 
+fn nvrtc_version() -> Result<(i32, i32)> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out-pointers.
+    nvrtc_status("nvrtcVersion", unsafe { sys::nvrtcVersion(&mut major, &mut minor) })?;
+    Ok((major, minor))
+}
+
+/// FNV-1a, 64-bit: a stable hash for cache file names (the full key is stored in the file and
+/// compared, so a collision only costs a recompile).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+fn cstring(arg: &'static str, s: &str) -> Result<CString> {
+    CString::new(s).map_err(|_| Error::invalid(arg, format!("{s:?} contains a NUL byte")))
+}
+
 impl Device {
-    /// Compiles CUDA C++ `src` for this device's architecture (`compute_90` on an H100) with
-    /// extra NVRTC `options`, and loads it. A compile error carries the compiler's log.
+    /// Compiles CUDA C++ `src` for this device's architecture with extra NVRTC `options`, and
+    /// loads it. Same as [`compile_program`](Self::compile_program) with no name expressions.
     pub fn compile(&self, src: &str, options: &[&str]) -> Result<Module> {
+        let mut p = Program::new(src);
+        p.options = options.iter().map(|s| s.to_string()).collect();
+        self.compile_program(&p)
+    }
+
+    /// Compiles `program` to a CUBIN for this device's architecture (`sm_90` on an H100) and
+    /// loads it, or returns the module cached for the same source, options, name expressions
+    /// and architecture. With [`crate::DeviceConfig::kernel_cache_dir`] set, CUBINs also persist
+    /// on disk across runs. A compile error is [`Error::CompileFailed`] with NVRTC's log.
+    pub fn compile_program(&self, program: &Program) -> Result<Module> {
         let ctx = self.shared.cuda_ctx("Device::compile")?;
         // SAFETY: only tries to dlopen NVRTC by name; cudarc panics if it is missing later.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if !unsafe { sys::is_culib_present() } {
             return Err(Error::LibraryUnavailable {
                 library: "NVRTC (libnvrtc)",
                 hint: "install the CUDA toolkit's NVRTC library",
             });
         }
-        if src.contains('\0') {
-            return Err(Error::invalid("src", "contains a NUL byte"));
-        }
-        let opts = CompileOptions {
-            arch: Some(arch_name(cuda::arch(ctx)?)),
-            options: options.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(src, opts).map_err(|e| match e {
-            CompileError::CompileError { log, .. } => {
-                Error::invalid("src", format!("NVRTC compile failed:\n{}", log.to_string_lossy()))
+        let src = cstring("source", &program.source)?;
+        let options = program.options.iter().map(|o| cstring("options", o)).collect::<Result<Vec<_>>>()?;
+        let exprs =
+            program.name_expressions.iter().map(|e| cstring("name_expressions", e)).collect::<Result<Vec<_>>>()?;
+        let (major, minor) = crate::backend::cuda::arch(ctx)?;
+        let arch = format!("-arch=sm_{major}{minor}");
+        let (vmaj, vmin) = nvrtc_version()?;
+        let key = cache_key(program, &arch, (vmaj, vmin));
+        let cache = &self.shared.kernels;
+        let generation = self.shared.generation();
+        if let Some(hit) = crate::sync::lock(&cache.modules).get(&key) {
+            if hit.generation == generation {
+                cache.memory_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Module {
+                    module: hit.module.clone(),
+                    lowered: hit.lowered.clone(),
+                    device: self.shared.clone(),
+                    generation,
+                });
             }
-            other => Error::invalid("src", format!("NVRTC failed: {other:?}")),
-        })?;
-        let module = ctx.load_module(ptx).call("cuModuleLoadData")?;
-        Ok(Module { module, device: self.shared.clone(), generation: self.shared.generation() })
+        }
+        let disk = self.shared.config.kernel_cache_dir.as_deref();
+        let (cubin, lowered) = match disk.and_then(|dir| read_cached(dir, &key)) {
+            Some(found) => {
+                cache.disk_hits.fetch_add(1, Ordering::Relaxed);
+                found
+            }
+            None => {
+                let built = nvrtc_compile(&src, &options, &exprs, &arch, program)?;
+                cache.compiles.fetch_add(1, Ordering::Relaxed);
+                if let Some(dir) = disk {
+                    if let Err(e) = write_cached(dir, &key, &built.0, &built.1) {
+                        log::warn!("cusched: could not write the kernel cache in {}: {e}", dir.display());
+                    }
+                }
+                built
+            }
+        };
+        let module = ctx.load_module(Ptx::from_binary(cubin)).call("cuModuleLoadData")?;
+        let lowered = Arc::new(lowered);
+        crate::sync::lock(&cache.modules)
+            .insert(key, CachedModule { module: module.clone(), generation, lowered: lowered.clone() });
+        Ok(Module { module, lowered, device: self.shared.clone(), generation })
+    }
+
+    /// Counters of the module caches.
+    pub fn kernel_cache_stats(&self) -> KernelCacheStats {
+        let c = &self.shared.kernels;
+        KernelCacheStats {
+            memory_hits: c.memory_hits.load(Ordering::Relaxed),
+            disk_hits: c.disk_hits.load(Ordering::Relaxed),
+            compiles: c.compiles.load(Ordering::Relaxed),
+        }
     }
 }
 
+fn cache_key(p: &Program, arch: &str, version: (i32, i32)) -> String {
+    let mut k = format!("{DISK_FORMAT}\0nvrtc {}.{}\0{arch}\0", version.0, version.1);
+    for o in &p.options {
+        k.push_str(o);
+        k.push('\0');
+    }
+    k.push('\u{1}');
+    for e in &p.name_expressions {
+        k.push_str(e);
+        k.push('\0');
+    }
+    k.push('\u{1}');
+    k.push_str(&p.source);
+    k
+}
+
+/// Runs NVRTC; returns the CUBIN and the lowered name of every name expression.
+fn nvrtc_compile(
+    src: &CStr,
+    options: &[CString],
+    exprs: &[CString],
+    arch: &str,
+    program: &Program,
+) -> Result<(Vec<u8>, HashMap<String, String>)> {
+    let prog =
+        cudarc::nvrtc::result::create_program(src, None).map_err(|e| Error::library("nvrtcCreateProgram", e.0))?;
+    struct Guard(sys::nvrtcProgram);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            // SAFETY: created above, destroyed once.
+            let _ = unsafe { cudarc::nvrtc::result::destroy_program(self.0) };
+        }
+    }
+    let guard = Guard(prog);
+    for e in exprs {
+        // SAFETY: live program; NUL-terminated expression.
+        nvrtc_status("nvrtcAddNameExpression", unsafe { sys::nvrtcAddNameExpression(guard.0, e.as_ptr()) })?;
+    }
+    let arch_c = cstring("arch", arch)?;
+    let mut opts: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+    opts.push(arch_c.as_ptr());
+    // SAFETY: live program; `opts` holds NUL-terminated strings that outlive the call.
+    let r = unsafe { sys::nvrtcCompileProgram(guard.0, opts.len() as i32, opts.as_ptr()) };
+    if r != sys::nvrtcResult::NVRTC_SUCCESS {
+        // SAFETY: live program.
+        let log = unsafe { cudarc::nvrtc::result::get_program_log(guard.0) }
+            .map(|l| {
+                let bytes: Vec<u8> = l.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_else(|e| format!("(the log could not be read: {e:?})"));
+        return Err(Error::CompileFailed { status: format!("{r:?}"), log });
+    }
+    let mut size = 0usize;
+    // SAFETY: live, compiled program; valid out-pointer.
+    nvrtc_status("nvrtcGetCUBINSize", unsafe { sys::nvrtcGetCUBINSize(guard.0, &mut size) })?;
+    let mut cubin = vec![0u8; size];
+    // SAFETY: `cubin` has the size NVRTC reported.
+    nvrtc_status("nvrtcGetCUBIN", unsafe { sys::nvrtcGetCUBIN(guard.0, cubin.as_mut_ptr().cast()) })?;
+    let mut lowered = HashMap::new();
+    for (e, name) in exprs.iter().zip(&program.name_expressions) {
+        let mut out: *const c_char = std::ptr::null();
+        // SAFETY: live, compiled program; `e` was added before compiling; the returned string
+        // lives until the program is destroyed, and is copied before that.
+        nvrtc_status("nvrtcGetLoweredName", unsafe { sys::nvrtcGetLoweredName(guard.0, e.as_ptr(), &mut out) })?;
+        if out.is_null() {
+            return Err(Error::invalid("name_expressions", format!("NVRTC did not lower {name:?}")));
+        }
+        // SAFETY: non-null, NUL-terminated, alive until `guard` drops below.
+        let s = unsafe { CStr::from_ptr(out) }.to_string_lossy().into_owned();
+        lowered.insert(name.clone(), s);
+    }
+    drop(guard);
+    Ok((cubin, lowered))
+}
+
+fn cache_path(dir: &Path, key: &str) -> PathBuf {
+    dir.join(format!("{:016x}.cubin", fnv1a(key.as_bytes())))
+}
+
+/// File layout: the key (length-prefixed, u64 LE), the lowered-name count (u64 LE), each name
+/// pair as two length-prefixed strings, then the CUBIN.
+fn read_cached(dir: &Path, key: &str) -> Option<(Vec<u8>, HashMap<String, String>)> {
+    let bytes = std::fs::read(cache_path(dir, key)).ok()?;
+    let mut r = Cursor { bytes: &bytes, at: 0 };
+    if r.chunk()? != key.as_bytes() {
+        return None;
+    }
+    let count = r.len()?;
+    let mut lowered = HashMap::new();
+    for _ in 0..count {
+        let name = String::from_utf8(r.chunk()?.to_vec()).ok()?;
+        let low = String::from_utf8(r.chunk()?.to_vec()).ok()?;
+        lowered.insert(name, low);
+    }
+    Some((bytes.get(r.at..)?.to_vec(), lowered))
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+
+    fn len(&mut self) -> Option<usize> {
+        usize::try_from(u64::from_le_bytes(self.take(8)?.try_into().ok()?)).ok()
+    }
+
+    fn chunk(&mut self) -> Option<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+}
+
+/// Writes the entry to a temporary file in `dir` and renames it into place, so a reader never
+/// sees a partial file and concurrent writers of one key leave one whole copy.
+fn write_cached(dir: &Path, key: &str, cubin: &[u8], lowered: &HashMap<String, String>) -> std::io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    std::fs::create_dir_all(dir)?;
+    let mut out = Vec::with_capacity(key.len() + cubin.len() + 64);
+    let put = |out: &mut Vec<u8>, b: &[u8]| {
+        out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        out.extend_from_slice(b);
+    };
+    put(&mut out, key.as_bytes());
+    let mut names: Vec<_> = lowered.iter().collect();
+    names.sort();
+    out.extend_from_slice(&(names.len() as u64).to_le_bytes());
+    for (name, low) in names {
+        put(&mut out, name.as_bytes());
+        put(&mut out, low.as_bytes());
+    }
+    out.extend_from_slice(cubin);
+    let final_path = cache_path(dir, key);
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        final_path.file_name().and_then(|n| n.to_str()).unwrap_or("entry"),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::write(&tmp, &out)?;
+    std::fs::rename(&tmp, &final_path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 impl Module {
-    /// Looks up the `extern "C"` kernel `name`.
+    /// Looks up a kernel: a name expression given to the [`Program`] (`"scale<float>"`), or an
+    /// `extern "C"` name.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
         self.check()?;
-        let function = self.module.load_function(name).map_err(|e| match e.0 {
-            cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_FOUND => {
-                Error::invalid("name", format!("no kernel `{name}` in the module (declare it extern \"C\")"))
-            }
+        let symbol = self.lowered.get(name).map(String::as_str).unwrap_or(name);
+        let function = self.module.load_function(symbol).map_err(|e| match e.0 {
+            dsys::CUresult::CUDA_ERROR_NOT_FOUND => Error::invalid(
+                "name",
+                format!("no kernel `{name}` in the module (declare it extern \"C\", or add it as a name expression)"),
+            ),
             _ => Error::driver("cuModuleGetFunction", e),
         })?;
-        Ok(Kernel { function, name: name.to_string(), device: self.device.clone(), generation: self.generation })
+        let params = param_sizes(&function)?;
+        Ok(Kernel {
+            function,
+            name: name.to_string(),
+            params,
+            device: self.device.clone(),
+            generation: self.generation,
+        })
     }
 
     fn check(&self) -> Result<()> {
@@ -105,18 +408,235 @@ impl Module {
     }
 }
 
+/// The byte size of each of the function's parameters, from `cuFuncGetParamInfo`. CUDA 13.0
+/// has no parameter count call (`cuFuncGetParamCount` is 13.2), so the end is found by the
+/// documented `CUDA_ERROR_INVALID_VALUE` for the index one past the last parameter; sanitizers
+/// report that as an API error unless run with `--report-api-errors no`.
+fn param_sizes(f: &CudaFunction) -> Result<Arc<[usize]>> {
+    use cudarc::driver::sys::CUresult as R;
+    let raw = f.cu_function();
+    let mut sizes = Vec::new();
+    loop {
+        let (mut offset, mut size) = (0usize, 0usize);
+        // SAFETY: a live function handle (`f` keeps its module loaded) and two valid
+        // out-pointers; an index past the last parameter only returns an error.
+        match unsafe { dsys::cuFuncGetParamInfo(raw, sizes.len(), &mut offset, &mut size) } {
+            R::CUDA_SUCCESS => sizes.push(size),
+            R::CUDA_ERROR_INVALID_VALUE => return Ok(sizes.into()),
+            other => return Err(Error::driver("cuFuncGetParamInfo", cudarc::driver::DriverError(other))),
+        }
+    }
+}
+
 impl Kernel {
     /// The cudarc function, for `CudaStream::launch_builder` (validated: not stale).
     pub fn function(&self) -> Result<&CudaFunction> {
+        self.check()?;
+        Ok(&self.function)
+    }
+
+    /// The kernel's name as looked up.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The byte size of each parameter, as the driver reports them.
+    pub fn param_sizes(&self) -> &[usize] {
+        &self.params
+    }
+
+    fn check(&self) -> Result<()> {
         let current = self.device.generation();
         if current != self.generation {
             return Err(Error::Stale { what: format!("kernel `{}`", self.name), made: self.generation, current });
         }
-        Ok(&self.function)
+        Ok(())
     }
 
-    /// The kernel's name.
-    pub fn name(&self) -> &str {
-        &self.name
+    /// Starts a typed launch on `stream` of `device`: declare each parameter in order with
+    /// [`KernelLaunch::read`], [`write`](KernelLaunch::write),
+    /// [`read_write`](KernelLaunch::read_write) or [`scalar`](KernelLaunch::scalar), then
+    /// [`enqueue`](KernelLaunch::enqueue). The recorder is built from the declarations.
+    pub fn launch(&self, device: &Device, stream: StreamId, config: LaunchConfig) -> KernelLaunch<'_> {
+        KernelLaunch {
+            kernel: self,
+            op: OpStream::new(device, stream, "NVRTC (libnvrtc)"),
+            config,
+            rec: LaunchRecorder::new_strict(stream),
+            args: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+/// One parameter's bytes (large enough for every [`Element`], pointers included).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct ArgSlot([u8; 16]);
+
+/// A kernel launch being declared. Errors are remembered and returned by `enqueue`, so the
+/// declarations chain.
+///
+/// ```no_run
+/// # use cusched::{Device, cudarc::driver::LaunchConfig};
+/// # let device = Device::open(0)?; let s = device.new_stream()?;
+/// # let module = device.compile(r#"extern "C" __global__ void add(const float* a, const float* b, float* c, unsigned n) {
+/// #   unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }"#, &[])?;
+/// # let (a, b, c) = (device.alloc_zeros::<f32>(s, 4)?, device.alloc_zeros::<f32>(s, 4)?, device.alloc_zeros::<f32>(s, 4)?);
+/// let add = module.kernel("add")?;
+/// add.launch(&device, s, LaunchConfig::for_num_elems(4))
+///     .read(&a).read(&b).write(&c).scalar(4u32)
+///     .enqueue()?
+///     .wait()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct KernelLaunch<'k> {
+    kernel: &'k Kernel,
+    op: OpStream,
+    config: LaunchConfig,
+    rec: LaunchRecorder,
+    args: Vec<(ArgSlot, usize, &'static str)>,
+    error: Option<Error>,
+}
+
+impl std::fmt::Debug for KernelLaunch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelLaunch({}, {} args)", self.kernel.name, self.args.len())
+    }
+}
+
+impl KernelLaunch<'_> {
+    fn buffer<T: Element>(mut self, buf: &GpuRef<T>, access: Access) -> Self {
+        if self.error.is_some() {
+            return self;
+        }
+        let index = self.args.len();
+        let declared = self
+            .rec
+            .access(buf, access)
+            .map(drop)
+            .map_err(|e| Error::invalid("args", format!("parameter {index}: {e}")))
+            .and_then(|()| buf.raw_device_ptr());
+        match declared {
+            Ok(ptr) => self.push(&ptr, "a device pointer"),
+            Err(e) => self.error = Some(e),
+        }
+        self
+    }
+
+    fn push<T: Copy>(&mut self, v: &T, what: &'static str) {
+        let mut slot = ArgSlot([0; 16]);
+        let n = std::mem::size_of::<T>();
+        // SAFETY: `T` is at most 16 bytes (every Element and u64 are), so the copy stays inside
+        // `slot`; source and destination do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), slot.0.as_mut_ptr(), n.min(16)) };
+        self.args.push((slot, n, what));
+    }
+
+    /// The next parameter is a pointer to `buf`, which the kernel only reads.
+    pub fn read<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.buffer(buf, Access::Read)
+    }
+
+    /// The next parameter is a pointer to `buf`, which the kernel only writes.
+    pub fn write<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.buffer(buf, Access::Write)
+    }
+
+    /// The next parameter is a pointer to `buf`, which the kernel reads and writes.
+    pub fn read_write<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.buffer(buf, Access::ReadWrite)
+    }
+
+    /// The next parameter is the value `v`.
+    pub fn scalar<T: Element>(mut self, v: T) -> Self {
+        if self.error.is_none() {
+            self.push(&v, std::any::type_name::<T>());
+        }
+        self
+    }
+
+    /// Validates the declarations against the kernel's parameters and the launch
+    /// configuration, then preflights, launches and commits. Returns a completion for the
+    /// launch.
+    pub fn enqueue(self) -> Result<Completion<()>> {
+        let KernelLaunch { kernel, op, config, rec, mut args, error } = self;
+        if let Some(e) = error {
+            return Err(e);
+        }
+        kernel.check()?;
+        if kernel.device.uid != op.device.shared.uid {
+            return Err(Error::ForeignDevice {
+                what: format!("kernel `{}`", kernel.name),
+                expected: op.device.shared.label(),
+                found: kernel.device.label(),
+            });
+        }
+        if args.len() != kernel.params.len() {
+            return Err(Error::invalid(
+                "args",
+                format!(
+                    "kernel `{}` takes {} parameters, {} were declared",
+                    kernel.name,
+                    kernel.params.len(),
+                    args.len()
+                ),
+            ));
+        }
+        for (i, ((_, size, what), want)) in args.iter().zip(kernel.params.iter()).enumerate() {
+            if size != want {
+                return Err(Error::invalid(
+                    "args",
+                    format!(
+                        "parameter {i} of `{}` is {want} bytes, but {what} ({size} bytes) was declared",
+                        kernel.name
+                    ),
+                ));
+            }
+        }
+        check_config(&config)?;
+        let stream = op.cuda_stream()?;
+        let function = kernel.function.clone();
+        op.run(rec, Vec::new(), move || {
+            let mut params: Vec<*mut c_void> = args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
+            // SAFETY: the function is live and of this device and generation (checked); each
+            // parameter slot matches the size the driver reports for it; buffer parameters are
+            // live device pointers whose uses the recorder fenced; the config was validated.
+            unsafe {
+                dresult::launch_kernel(
+                    function.cu_function(),
+                    config.grid_dim,
+                    config.block_dim,
+                    config.shared_mem_bytes,
+                    stream.cu_stream(),
+                    &mut params,
+                )
+            }
+            .call("cuLaunchKernel")
+        })
+    }
+}
+
+fn check_config(c: &LaunchConfig) -> Result<()> {
+    let (gx, gy, gz) = c.grid_dim;
+    let (bx, by, bz) = c.block_dim;
+    if gx == 0 || gy == 0 || gz == 0 {
+        return Err(Error::invalid("config.grid_dim", format!("{:?} has a zero dimension", c.grid_dim)));
+    }
+    if gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
+        return Err(Error::invalid("config.grid_dim", format!("{:?} exceeds (2^31-1, 65535, 65535)", c.grid_dim)));
+    }
+    let threads = bx as u64 * by as u64 * bz as u64;
+    if threads == 0 || threads > 1024 || bz > 64 {
+        return Err(Error::invalid("config.block_dim", format!("{:?}: 1 to 1024 threads, z at most 64", c.block_dim)));
+    }
+    Ok(())
+}
+
+/// Launches from a lane job or inline.
+impl crate::lane::Handles {
+    /// Starts a typed launch of `kernel` on this stream (see [`Kernel::launch`]).
+    pub fn launch<'k>(&self, kernel: &'k Kernel, config: LaunchConfig) -> KernelLaunch<'k> {
+        kernel.launch(self.device(), self.stream(), config)
     }
 }

@@ -1,0 +1,392 @@
+//! cuRAND: every host-API generator, and the uniform (with bounds), normal, log-normal and
+//! Poisson distributions.
+//!
+//! Each call names its generator, seed and offset ([`Seed`]) and the generator is reset to
+//! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
+//! To draw a continuing sequence, advance `offset` by the count drawn.
+
+use super::affine::Affine;
+use super::validate as check;
+use super::{dptr, record, OpStream};
+use crate::completion::Completion;
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::memory::{Element, GpuRef};
+use crate::track::Access;
+use cudarc::curand::sys;
+use std::collections::HashMap;
+
+/// The cuRAND generators.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Generator {
+    /// cuRAND's default pseudo-random generator (XORWOW today).
+    #[default]
+    Default,
+    /// XORWOW.
+    Xorwow,
+    /// MRG32k3a.
+    Mrg32k3a,
+    /// MTGP32 (Mersenne Twister for GPUs); offsets are not supported, and each call restarts
+    /// the sequence with a new generator (so it is the slowest to start).
+    Mtgp32,
+    /// Philox4x32-10 (counter-based; cheapest to seed).
+    Philox4x32_10,
+    /// Sobol32 quasi-random.
+    Sobol32,
+    /// Scrambled Sobol32 quasi-random.
+    ScrambledSobol32,
+    /// Sobol64 quasi-random.
+    Sobol64,
+    /// Scrambled Sobol64 quasi-random.
+    ScrambledSobol64,
+}
+
+impl Generator {
+    /// Every generator, for tests and sweeps.
+    pub const ALL: [Generator; 9] = [
+        Generator::Default,
+        Generator::Xorwow,
+        Generator::Mrg32k3a,
+        Generator::Mtgp32,
+        Generator::Philox4x32_10,
+        Generator::Sobol32,
+        Generator::ScrambledSobol32,
+        Generator::Sobol64,
+        Generator::ScrambledSobol64,
+    ];
+
+    /// Whether this is a quasi-random (low-discrepancy) generator.
+    pub fn is_quasi(self) -> bool {
+        matches!(
+            self,
+            Generator::Sobol32 | Generator::ScrambledSobol32 | Generator::Sobol64 | Generator::ScrambledSobol64
+        )
+    }
+
+    fn raw(self) -> sys::curandRngType_t {
+        use sys::curandRngType_t as R;
+        match self {
+            Generator::Default => R::CURAND_RNG_PSEUDO_DEFAULT,
+            Generator::Xorwow => R::CURAND_RNG_PSEUDO_XORWOW,
+            Generator::Mrg32k3a => R::CURAND_RNG_PSEUDO_MRG32K3A,
+            Generator::Mtgp32 => R::CURAND_RNG_PSEUDO_MTGP32,
+            Generator::Philox4x32_10 => R::CURAND_RNG_PSEUDO_PHILOX4_32_10,
+            Generator::Sobol32 => R::CURAND_RNG_QUASI_SOBOL32,
+            Generator::ScrambledSobol32 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL32,
+            Generator::Sobol64 => R::CURAND_RNG_QUASI_SOBOL64,
+            Generator::ScrambledSobol64 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL64,
+        }
+    }
+}
+
+/// Which generator a call draws from and where in its sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seed {
+    /// The generator.
+    pub generator: Generator,
+    /// The seed (pseudo-random generators; quasi-random ones have none and ignore it).
+    pub seed: u64,
+    /// How many values of the sequence to skip (must be 0 for MTGP32).
+    pub offset: u64,
+    /// Dimensions of a quasi-random sequence (at least 1; the output length must be a multiple).
+    /// Pseudo-random generators ignore it.
+    pub dimensions: u32,
+}
+
+impl Seed {
+    /// `generator` at `seed`, offset 0, one dimension.
+    pub fn new(generator: Generator, seed: u64) -> Self {
+        Seed { generator, seed, offset: 0, dimensions: 1 }
+    }
+
+    /// The same seed at `offset`.
+    pub fn at(mut self, offset: u64) -> Self {
+        self.offset = offset;
+        self
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The float types cuRAND draws: `f32` and `f64`.
+pub trait RandomFloat: Element + Into<f64> + sealed::Sealed {
+    #[doc(hidden)]
+    const KIND: FloatKind;
+}
+impl RandomFloat for f32 {
+    const KIND: FloatKind = FloatKind::F32;
+}
+impl RandomFloat for f64 {
+    const KIND: FloatKind = FloatKind::F64;
+}
+
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub enum FloatKind {
+    F32,
+    F64,
+}
+
+#[derive(Clone, Copy)]
+enum Draw {
+    Uniform,
+    Normal { mean: f64, stddev: f64 },
+    LogNormal { mean: f64, stddev: f64 },
+}
+
+struct RawGenerator(sys::curandGenerator_t);
+
+// SAFETY: a cuRAND generator may be used from any thread, one at a time; `Rng` methods take
+// `&mut self`.
+unsafe impl Send for RawGenerator {}
+
+impl Drop for RawGenerator {
+    fn drop(&mut self) {
+        // SAFETY: created by `curandCreateGenerator`, destroyed once here.
+        let s = unsafe { sys::curandDestroyGenerator(self.0) };
+        if s != sys::curandStatus_t::CURAND_STATUS_SUCCESS {
+            log::error!("cusched: curandDestroyGenerator failed: {s:?}");
+        }
+    }
+}
+
+/// A stream's cuRAND generators (one per [`Generator`] kind, made on first use). Get it from
+/// [`crate::Handles::rng`].
+pub struct Rng {
+    op: OpStream,
+    generators: HashMap<Generator, RawGenerator>,
+    affine: Option<Affine>,
+}
+
+impl std::fmt::Debug for Rng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rng({}, {} generators)", self.op.stream, self.generators.len())
+    }
+}
+
+fn status(call: &'static str, s: sys::curandStatus_t) -> Result<()> {
+    if s == sys::curandStatus_t::CURAND_STATUS_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::library(call, s))
+    }
+}
+
+impl Rng {
+    pub(crate) fn new(device: &Device, stream: StreamId) -> Result<Rng> {
+        // SAFETY: only tries to dlopen cuRAND by name; cudarc panics later if it is missing.
+        if !device.is_simulated() && !unsafe { sys::is_culib_present() } {
+            return Err(Error::LibraryUnavailable {
+                library: "cuRAND (libcurand)",
+                hint: "install the CUDA toolkit's cuRAND library (libcurand.so.10)",
+            });
+        }
+        Ok(Rng { op: OpStream::new(device, stream, "cuRAND (libcurand)"), generators: HashMap::new(), affine: None })
+    }
+
+    /// The stream this handle enqueues on.
+    pub fn stream(&self) -> StreamId {
+        self.op.stream
+    }
+
+    /// Fills `out` with uniform values in `(0, 1]`.
+    pub fn uniform<T: RandomFloat>(&mut self, seed: &Seed, out: &GpuRef<T>) -> Result<Completion<()>> {
+        self.draw(seed, out, Draw::Uniform, None)
+    }
+
+    /// Fills `out` with uniform values in `(low, high]`.
+    pub fn uniform_range<T: RandomFloat>(
+        &mut self,
+        seed: &Seed,
+        out: &GpuRef<T>,
+        low: T,
+        high: T,
+    ) -> Result<Completion<()>> {
+        let (lo, hi) = (low.into(), high.into());
+        if !(lo.is_finite() && hi.is_finite() && lo < hi) {
+            return Err(Error::invalid("high", format!("the range ({lo}, {hi}] must be finite and non-empty")));
+        }
+        self.draw(seed, out, Draw::Uniform, Some((low, high)))
+    }
+
+    /// Fills `out` with normal values of `mean` and `stddev`.
+    pub fn normal<T: RandomFloat>(
+        &mut self,
+        seed: &Seed,
+        out: &GpuRef<T>,
+        mean: T,
+        stddev: T,
+    ) -> Result<Completion<()>> {
+        let (mean, stddev) = (mean.into(), stddev.into());
+        check_moments(mean, stddev)?;
+        self.draw(seed, out, Draw::Normal { mean, stddev }, None)
+    }
+
+    /// Fills `out` with log-normal values whose logarithm has `mean` and `stddev`.
+    pub fn log_normal<T: RandomFloat>(
+        &mut self,
+        seed: &Seed,
+        out: &GpuRef<T>,
+        mean: T,
+        stddev: T,
+    ) -> Result<Completion<()>> {
+        let (mean, stddev) = (mean.into(), stddev.into());
+        check_moments(mean, stddev)?;
+        self.draw(seed, out, Draw::LogNormal { mean, stddev }, None)
+    }
+
+    /// Fills `out` with Poisson counts of mean `lambda`.
+    pub fn poisson(&mut self, seed: &Seed, out: &GpuRef<u32>, lambda: f64) -> Result<Completion<()>> {
+        if !(lambda.is_finite() && lambda > 0.0) {
+            return Err(Error::invalid("lambda", format!("{lambda} must be finite and positive")));
+        }
+        let n = check_seed(seed, out.len(), false)?;
+        let mut rec = self.op.recorder();
+        record(&mut rec, "out", out, Access::Write)?;
+        let stream = self.op.cuda_stream()?;
+        crate::backend::cuda::bind(stream.context())?;
+        let g = self.generator(seed, stream.cu_stream())?;
+        self.op.run(rec, Vec::new(), || {
+            // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
+            // generator is set to this stream.
+            status("curandGeneratePoisson", unsafe { sys::curandGeneratePoisson(g, dptr(out)?, n, lambda) })
+        })
+    }
+
+    fn draw<T: RandomFloat>(
+        &mut self,
+        seed: &Seed,
+        out: &GpuRef<T>,
+        draw: Draw,
+        range: Option<(T, T)>,
+    ) -> Result<Completion<()>> {
+        let n = check_seed(seed, out.len(), !matches!(draw, Draw::Uniform))?;
+        let mut rec = self.op.recorder();
+        record(&mut rec, "out", out, Access::Write)?;
+        let stream = self.op.cuda_stream()?;
+        crate::backend::cuda::bind(stream.context())?;
+        let g = self.generator(seed, stream.cu_stream())?;
+        if range.is_some() && self.affine.is_none() {
+            self.affine = Some(Affine::load()?);
+        }
+        let affine = self.affine.as_ref();
+        self.op.run(rec, Vec::new(), || {
+            let p = out.raw_device_ptr()?;
+            // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by preflight; the
+            // generator runs on this op's stream.
+            let s = unsafe {
+                match (T::KIND, draw) {
+                    (FloatKind::F32, Draw::Uniform) => sys::curandGenerateUniform(g, p as *mut f32, n),
+                    (FloatKind::F64, Draw::Uniform) => sys::curandGenerateUniformDouble(g, p as *mut f64, n),
+                    (FloatKind::F32, Draw::Normal { mean, stddev }) => {
+                        sys::curandGenerateNormal(g, p as *mut f32, n, mean as f32, stddev as f32)
+                    }
+                    (FloatKind::F64, Draw::Normal { mean, stddev }) => {
+                        sys::curandGenerateNormalDouble(g, p as *mut f64, n, mean, stddev)
+                    }
+                    (FloatKind::F32, Draw::LogNormal { mean, stddev }) => {
+                        sys::curandGenerateLogNormal(g, p as *mut f32, n, mean as f32, stddev as f32)
+                    }
+                    (FloatKind::F64, Draw::LogNormal { mean, stddev }) => {
+                        sys::curandGenerateLogNormalDouble(g, p as *mut f64, n, mean, stddev)
+                    }
+                }
+            };
+            status("curandGenerate", s)?;
+            if let (Some((low, high)), Some(affine)) = (range, affine) {
+                let (scale, shift): (f64, f64) = (high.into() - low.into(), low.into());
+                // SAFETY: the same `n` elements, just written on the same stream.
+                unsafe {
+                    match T::KIND {
+                        FloatKind::F32 => affine.launch::<f32>(stream.cu_stream(), p, n, scale as f32, shift as f32),
+                        FloatKind::F64 => affine.launch::<f64>(stream.cu_stream(), p, n, scale, shift),
+                    }
+                }?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The generator of `seed.generator`, set to this stream, `seed` and offset.
+    fn generator(&mut self, seed: &Seed, stream: cudarc::driver::sys::CUstream) -> Result<sys::curandGenerator_t> {
+        if seed.generator == Generator::Mtgp32 {
+            // MTGP32 keeps its state across a re-seed with the same value, and has no offsets:
+            // a fresh generator is the only way to restart its sequence.
+            self.generators.remove(&Generator::Mtgp32);
+        }
+        let g = match self.generators.get(&seed.generator) {
+            Some(g) => g.0,
+            None => {
+                let mut g = std::ptr::null_mut();
+                // SAFETY: `g` is a valid out-pointer.
+                status("curandCreateGenerator", unsafe { sys::curandCreateGenerator(&mut g, seed.generator.raw()) })?;
+                let raw = RawGenerator(g);
+                // SAFETY: a live generator and a live stream of the bound context.
+                status("curandSetStream", unsafe { sys::curandSetStream(g, stream as _) })?;
+                self.generators.insert(seed.generator, raw);
+                g
+            }
+        };
+        // SAFETY: `g` is live; these calls only set generator state (applied at the next
+        // generate call, on the generator's stream).
+        unsafe {
+            if seed.generator.is_quasi() {
+                status(
+                    "curandSetQuasiRandomGeneratorDimensions",
+                    sys::curandSetQuasiRandomGeneratorDimensions(g, seed.dimensions),
+                )?;
+            } else {
+                status("curandSetPseudoRandomGeneratorSeed", sys::curandSetPseudoRandomGeneratorSeed(g, seed.seed))?;
+            }
+            if seed.generator != Generator::Mtgp32 {
+                status("curandSetGeneratorOffset", sys::curandSetGeneratorOffset(g, seed.offset))?;
+            }
+        }
+        Ok(g)
+    }
+}
+
+fn check_moments(mean: f64, stddev: f64) -> Result<()> {
+    if !mean.is_finite() {
+        return Err(Error::invalid("mean", format!("{mean} must be finite")));
+    }
+    if !(stddev.is_finite() && stddev > 0.0) {
+        return Err(Error::invalid("stddev", format!("{stddev} must be finite and positive")));
+    }
+    Ok(())
+}
+
+/// Checks the seed against an output of `len` elements and returns the count to draw.
+fn check_seed(seed: &Seed, len: usize, pairs: bool) -> Result<usize> {
+    if len == 0 {
+        return Err(Error::invalid("out", "is empty: there is nothing to draw"));
+    }
+    if seed.generator == Generator::Mtgp32 && seed.offset != 0 {
+        return Err(Error::invalid("seed.offset", "MTGP32 does not support offsets; use 0 or another generator"));
+    }
+    if seed.generator.is_quasi() {
+        check::dim("seed.dimensions", seed.dimensions as usize, false)?;
+        if seed.dimensions > 20_000 {
+            return Err(Error::invalid("seed.dimensions", "cuRAND supports at most 20,000 quasi-random dimensions"));
+        }
+        if len % seed.dimensions as usize != 0 {
+            return Err(Error::invalid(
+                "out",
+                format!("{len} elements are not a multiple of the {} quasi-random dimensions", seed.dimensions),
+            ));
+        }
+    } else if pairs && len % 2 != 0 {
+        // Box-Muller makes values in pairs.
+        return Err(Error::invalid("out", format!("{len} elements: pseudo-random normals need an even count")));
+    }
+    Ok(len)
+}
+
+const _: fn() = || {
+    fn is_send<T: Send>() {}
+    is_send::<Rng>();
+};

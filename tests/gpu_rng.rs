@@ -1,0 +1,151 @@
+//! cuRAND on a real GPU: every generator, moments of every distribution, bounds, and
+//! reproducibility (same seed and offset, same numbers). Outputs are poisoned first.
+
+#![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
+
+mod common;
+use common::*;
+use cusched::rng::{Generator, Seed};
+use cusched::{Device, Handles};
+
+const N: usize = 1 << 20;
+
+fn moments(v: &[f64]) -> (f64, f64) {
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64;
+    (mean, var)
+}
+
+fn seed_for(g: Generator, seed: u64) -> Seed {
+    Seed::new(g, seed)
+}
+
+#[test]
+fn every_generator_draws_uniforms_with_the_right_moments() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let seed = Rng::new().next();
+    for g in Generator::ALL {
+        let out = d.upload(s, &vec![f32::NAN; N]).unwrap();
+        h.rng().unwrap().uniform(&seed_for(g, seed), &out).unwrap().wait().unwrap();
+        let v: Vec<f64> = out.download(s).unwrap().iter().map(|&x| x as f64).collect();
+        assert!(v.iter().all(|&x| x > 0.0 && x <= 1.0), "{g:?}: a value outside (0, 1]");
+        let (mean, var) = moments(&v);
+        assert!((mean - 0.5).abs() < 0.005, "{g:?}: mean {mean}");
+        assert!((var - 1.0 / 12.0).abs() < 0.003, "{g:?}: variance {var}");
+
+        let out64 = d.upload(s, &vec![f64::NAN; N]).unwrap();
+        h.rng().unwrap().uniform(&seed_for(g, seed), &out64).unwrap().wait().unwrap();
+        let v = out64.download(s).unwrap();
+        assert!(v.iter().all(|&x| x > 0.0 && x <= 1.0), "{g:?} f64: a value outside (0, 1]");
+        assert!((moments(&v).0 - 0.5).abs() < 0.005, "{g:?} f64 mean");
+    }
+}
+
+#[test]
+fn same_seed_and_offset_give_the_same_numbers() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let seed = Rng::new().next();
+    for g in Generator::ALL {
+        let draw = |h: &mut Handles, sd: Seed| {
+            let out = d.upload(s, &vec![f32::NAN; 4096]).unwrap();
+            h.rng().unwrap().uniform(&sd, &out).unwrap().wait().unwrap();
+            out.download(s).unwrap()
+        };
+        let a = draw(&mut h, seed_for(g, seed));
+        // Something else in between must not matter.
+        let _ = draw(&mut h, seed_for(g, seed ^ 0xdead).at(if g == Generator::Mtgp32 { 0 } else { 77 }));
+        let b = draw(&mut h, seed_for(g, seed));
+        assert_eq!(a, b, "{g:?}: same seed and offset, different numbers");
+        if !g.is_quasi() {
+            let c = draw(&mut h, seed_for(g, seed.wrapping_add(1)));
+            assert_ne!(a, c, "{g:?}: different seeds, same numbers");
+        }
+        if g != Generator::Mtgp32 {
+            let e = draw(&mut h, seed_for(g, seed).at(1000));
+            assert_ne!(a, e, "{g:?}: the offset changed nothing");
+            assert_eq!(e, draw(&mut h, seed_for(g, seed).at(1000)), "{g:?}: offset not reproducible");
+        }
+    }
+}
+
+#[test]
+fn distributions_have_their_moments() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let seed = Seed::new(Generator::Philox4x32_10, Rng::new().next());
+
+    let out = d.upload(s, &vec![f32::NAN; N]).unwrap();
+    h.rng().unwrap().uniform_range(&seed, &out, -3.0, 5.0).unwrap().wait().unwrap();
+    let v: Vec<f64> = out.download(s).unwrap().iter().map(|&x| x as f64).collect();
+    assert!(v.iter().all(|&x| (-3.0..=5.0).contains(&x)), "uniform_range out of bounds");
+    let (m, var) = moments(&v);
+    assert!((m - 1.0).abs() < 0.02 && (var - 64.0 / 12.0).abs() < 0.05, "uniform_range f32: {m} {var}");
+
+    let out = d.upload(s, &vec![f64::NAN; N]).unwrap();
+    h.rng().unwrap().uniform_range(&seed, &out, 10.0, 10.5).unwrap().wait().unwrap();
+    let v = out.download(s).unwrap();
+    assert!(v.iter().all(|&x| x > 10.0 && x <= 10.5), "uniform_range f64 out of bounds");
+    assert!((moments(&v).0 - 10.25).abs() < 0.002);
+
+    let out = d.upload(s, &vec![f32::NAN; N]).unwrap();
+    h.rng().unwrap().normal(&seed, &out, 2.0, 3.0).unwrap().wait().unwrap();
+    let (m, var) = moments(&out.download(s).unwrap().iter().map(|&x| x as f64).collect::<Vec<_>>());
+    assert!((m - 2.0).abs() < 0.02 && (var.sqrt() - 3.0).abs() < 0.02, "normal f32: {m} {var}");
+
+    let out = d.upload(s, &vec![f64::NAN; N]).unwrap();
+    h.rng().unwrap().normal(&seed, &out, -1.0, 0.5).unwrap().wait().unwrap();
+    let (m, var) = moments(&out.download(s).unwrap());
+    assert!((m + 1.0).abs() < 0.005 && (var.sqrt() - 0.5).abs() < 0.005, "normal f64: {m} {var}");
+
+    for (mu, sigma) in [(0.0f64, 0.5f64), (1.0, 0.25)] {
+        let want = (mu + sigma * sigma / 2.0).exp();
+        let out = d.upload(s, &vec![f32::NAN; N]).unwrap();
+        h.rng().unwrap().log_normal(&seed, &out, mu as f32, sigma as f32).unwrap().wait().unwrap();
+        let v: Vec<f64> = out.download(s).unwrap().iter().map(|&x| x as f64).collect();
+        assert!(v.iter().all(|&x| x > 0.0));
+        assert!((moments(&v).0 / want - 1.0).abs() < 0.01, "log-normal f32 mean");
+        let out = d.upload(s, &vec![f64::NAN; N]).unwrap();
+        h.rng().unwrap().log_normal(&seed, &out, mu, sigma).unwrap().wait().unwrap();
+        assert!((moments(&out.download(s).unwrap()).0 / want - 1.0).abs() < 0.01, "log-normal f64 mean");
+    }
+
+    for lambda in [0.5, 4.0, 250.0] {
+        let out = d.upload(s, &vec![u32::MAX; N]).unwrap();
+        h.rng().unwrap().poisson(&seed, &out, lambda).unwrap().wait().unwrap();
+        let v: Vec<f64> = out.download(s).unwrap().iter().map(|&x| x as f64).collect();
+        assert!(v.iter().all(|&x| x < 1e6), "poisson left poison");
+        let (m, var) = moments(&v);
+        assert!((m / lambda - 1.0).abs() < 0.02 && (var / lambda - 1.0).abs() < 0.05, "poisson {lambda}: {m} {var}");
+    }
+}
+
+#[test]
+fn quasi_random_dimensions_and_lane_path() {
+    let Some(d) = gpu() else { return };
+    let lane = d.lane("rng").unwrap();
+    let dd: Device = d.clone();
+    let v = lane
+        .submit(move |cx| {
+            let out = dd.upload(cx.stream(), &vec![f64::NAN; 3 * 4096])?;
+            let mut seed = Seed::new(Generator::ScrambledSobol64, 0);
+            seed.dimensions = 3;
+            cx.rng()?.uniform(&seed, &out)?;
+            cx.keep(out.clone());
+            Ok(out)
+        })
+        .wait()
+        .unwrap();
+    let host = v.download(d.default_stream()).unwrap();
+    // Sobol fills dimension by dimension: each block of 4096 is one dimension, evenly spread.
+    for dim in 0..3 {
+        let block = &host[dim * 4096..(dim + 1) * 4096];
+        assert!(block.iter().all(|&x| x > 0.0 && x <= 1.0));
+        let below_half = block.iter().filter(|&&x| x <= 0.5).count();
+        assert!((below_half as i64 - 2048).abs() <= 8, "dimension {dim}: {below_half} of 4096 below 0.5");
+    }
+}
