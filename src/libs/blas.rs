@@ -836,6 +836,28 @@ fn forward_vector<T: Element>(arg: &'static str, inc_arg: &'static str, v: Vecto
 
 /// Level 1, f32 and f64.
 impl Blas {
+    /// Validates the `n`-element vectors `x` and `y` (distinct buffers when `distinct`) and
+    /// records them; returns `n` and both increments as the library's ints.
+    fn pair<T: BlasReal>(
+        &self,
+        n: usize,
+        x: Vector<'_, T>,
+        y: Vector<'_, T>,
+        x_access: Access,
+        y_access: Access,
+        distinct: bool,
+    ) -> Result<(c_int, c_int, c_int, crate::recorder::LaunchRecorder)> {
+        let ni = check::dim("n", n, false)?;
+        let (incx, incy) = (vector("x", "x.inc", x, n)?, vector("y", "y.inc", y, n)?);
+        if distinct {
+            check::distinct("y", x.buf, y.buf)?;
+        }
+        let mut rec = self.op.recorder();
+        record(&mut rec, "x", x.buf, x_access)?;
+        record(&mut rec, "y", y.buf, y_access)?;
+        Ok((ni, incx, incy, rec))
+    }
+
     /// `y = alpha x + y` over `n` elements.
     pub fn axpy<T: BlasReal>(
         &mut self,
@@ -844,12 +866,7 @@ impl Blas {
         x: Vector<'_, T>,
         y: Vector<'_, T>,
     ) -> Result<Completion<()>> {
-        let ni = check::dim("n", n, false)?;
-        let (incx, incy) = (vector("x", "x.inc", x, n)?, vector("y", "y.inc", y, n)?);
-        check::distinct("y", x.buf, y.buf)?;
-        let mut rec = self.op.recorder();
-        record(&mut rec, "x", x.buf, Access::Read)?;
-        record(&mut rec, "y", y.buf, Access::ReadWrite)?;
+        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::Read, Access::ReadWrite, true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y are live device buffers covering n elements at their increments
@@ -873,12 +890,7 @@ impl Blas {
 
     /// `y = x` over `n` elements.
     pub fn copy<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<()>> {
-        let ni = check::dim("n", n, false)?;
-        let (incx, incy) = (vector("x", "x.inc", x, n)?, vector("y", "y.inc", y, n)?);
-        check::distinct("y", x.buf, y.buf)?;
-        let mut rec = self.op.recorder();
-        record(&mut rec, "x", x.buf, Access::Read)?;
-        record(&mut rec, "y", y.buf, Access::Write)?;
+        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::Read, Access::Write, true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y cover n elements at their increments and are distinct buffers.
@@ -888,12 +900,7 @@ impl Blas {
 
     /// Exchanges `x` and `y` over `n` elements.
     pub fn swap<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<()>> {
-        let ni = check::dim("n", n, false)?;
-        let (incx, incy) = (vector("x", "x.inc", x, n)?, vector("y", "y.inc", y, n)?);
-        check::distinct("y", x.buf, y.buf)?;
-        let mut rec = self.op.recorder();
-        record(&mut rec, "x", x.buf, Access::ReadWrite)?;
-        record(&mut rec, "y", y.buf, Access::ReadWrite)?;
+        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::ReadWrite, Access::ReadWrite, true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y cover n elements at their increments and are distinct buffers.
@@ -910,12 +917,7 @@ impl Blas {
         c: T,
         s: T,
     ) -> Result<Completion<()>> {
-        let ni = check::dim("n", n, false)?;
-        let (incx, incy) = (vector("x", "x.inc", x, n)?, vector("y", "y.inc", y, n)?);
-        check::distinct("y", x.buf, y.buf)?;
-        let mut rec = self.op.recorder();
-        record(&mut rec, "x", x.buf, Access::ReadWrite)?;
-        record(&mut rec, "y", y.buf, Access::ReadWrite)?;
+        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::ReadWrite, Access::ReadWrite, true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y cover n elements at their increments and are distinct; c and s are
@@ -926,11 +928,7 @@ impl Blas {
 
     /// `xᵀ y` over `n` elements, delivered by the completion.
     pub fn dot<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<T>> {
-        let ni = check::dim("n", n, false)?;
-        let (incx, incy) = (vector("x", "x.inc", x, n)?, vector("y", "y.inc", y, n)?);
-        let mut rec = self.op.recorder();
-        record(&mut rec, "x", x.buf, Access::Read)?;
-        record(&mut rec, "y", y.buf, Access::Read)?;
+        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::Read, Access::Read, false)?;
         self.scalar_op(
             rec,
             "cublas<t>dot",
