@@ -2,10 +2,11 @@
 //! chunks, ordered by the tracker alone, with the result checked and the stage overlap printed.
 //!
 //! `cargo run --release --example quickstart` uses GPU 0, or the CPU simulation when there is
-//! none (and says so).
+//! none (and says so). `-- --trace out.json` also writes the pipelined run's timeline as
+//! Chrome-trace JSON (open it in Perfetto or chrome://tracing).
 
 use cusched::cudarc::driver::{LaunchConfig, PushKernelArg};
-use cusched::{Completion, Device, Error, GpuRef, HostBuffer, Kernel, Lane, Result, SimConfig};
+use cusched::{Completion, Device, Error, GpuRef, HostBuffer, Kernel, Lane, Result, SimConfig, Timeline, TraceOptions};
 use std::time::{Duration, Instant};
 
 const SRC: &str = r#"
@@ -22,7 +23,7 @@ fn expected(v: f32) -> f32 {
 /// `y = poly(x)` on the lane's stream: a raw kernel launch on CUDA, a host closure on the
 /// simulator, declared on a recorder either way.
 fn compute(cx: &mut cusched::LaneCtx, kernel: Option<&Kernel>, x: &GpuRef<f32>, y: &GpuRef<f32>) -> Result<()> {
-    let mut rec = cx.recorder();
+    let mut rec = cx.recorder().named("poly");
     rec.read(x)?.write(y)?;
     rec.launch(cx.device(), |scope| match kernel {
         Some(k) => {
@@ -106,6 +107,19 @@ fn run(device: &Device, stages: &Stages, kernel: Option<&Kernel>, chunks: usize,
 }
 
 fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let trace_path = match args.iter().position(|a| a == "--trace") {
+        Some(i) => match args.get(i + 1) {
+            Some(p) => Some(p.clone()),
+            None => {
+                return Err(Error::InvalidArgument {
+                    arg: "--trace",
+                    reason: "needs a file name: --trace out.json".into(),
+                })
+            }
+        },
+        None => None,
+    };
     let device = match Device::open(0) {
         Ok(d) => {
             println!("running on CUDA device 0");
@@ -123,7 +137,12 @@ fn main() -> Result<()> {
     let serial = Stages { up: one.clone(), mid: one.clone(), down: one };
 
     run(&device, &pipelined, kernel.as_ref(), 4, n)?; // warm-up: module load, pools
+    let timeline = trace_path.as_ref().map(|_| Timeline::new());
+    if let Some(t) = &timeline {
+        device.set_trace(t.clone(), TraceOptions { gpu_timing: true })?;
+    }
     let t_pipe = run(&device, &pipelined, kernel.as_ref(), chunks, n)?;
+    device.clear_trace();
     let t_one = run(&device, &serial, kernel.as_ref(), chunks, n)?;
     let stats = device.stats();
     println!(
@@ -136,5 +155,15 @@ fn main() -> Result<()> {
         stats.events,
         device.events_created()
     );
+    if let (Some(t), Some(path)) = (&timeline, &trace_path) {
+        // The completion thread may still be delivering the last ops' completion hooks.
+        let mut seen = usize::MAX;
+        while seen != t.spans().len() {
+            seen = t.spans().len();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        t.write_chrome_trace(path)?;
+        println!("wrote a timeline of the pipelined run ({seen} spans) to {path}");
+    }
     Ok(())
 }

@@ -25,13 +25,14 @@
 
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
+use crate::trace::TraceTicket;
 use crate::track::EventRef;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
@@ -56,10 +57,17 @@ struct State<T> {
     callback: Option<Callback<T>>,
     waker: Option<Waker>,
     taken: bool,
+    trace: Option<TraceTicket>,
+    /// Whether the completion thread watches this completion's event.
+    registered: bool,
+    /// A waiter relies on the completion thread (a bounded wait): register once enqueued.
+    watched: bool,
 }
 
 pub(crate) struct Shared<T> {
     status: AtomicU8,
+    /// Set when a trace ticket rides along, so untraced resolves skip a lock.
+    traced: AtomicBool,
     state: Mutex<State<T>>,
     cv: Condvar,
     device: Arc<DeviceShared>,
@@ -75,6 +83,7 @@ impl<T: Send + 'static> Shared<T> {
     fn new(device: &Arc<DeviceShared>) -> Arc<Self> {
         Arc::new(Shared {
             status: AtomicU8::new(QUEUED),
+            traced: AtomicBool::new(false),
             state: Mutex::new(State {
                 value: None,
                 deferred: None,
@@ -83,10 +92,19 @@ impl<T: Send + 'static> Shared<T> {
                 callback: None,
                 waker: None,
                 taken: false,
+                trace: None,
+                registered: false,
+                watched: false,
             }),
             cv: Condvar::new(),
             device: device.clone(),
         })
+    }
+
+    /// Attaches an op's trace ticket: its completion hooks run when this resolves.
+    pub(crate) fn set_trace(&self, ticket: TraceTicket) {
+        crate::sync::lock(&self.state).trace = Some(ticket);
+        self.traced.store(true, Ordering::Release);
     }
 
     /// The job ran: store its value and keep-alives, and hand it to the completion thread to
@@ -122,14 +140,33 @@ impl<T: Send + 'static> Shared<T> {
             return;
         };
         let stream = event.pos().stream;
+        let register;
         {
             let mut st = crate::sync::lock(&self.state);
             store(&mut st);
+            // Only a completion that must act when the GPU finishes needs the completion
+            // thread: one with keep-alives, a deferred value, a trace ticket, a callback or a
+            // waker. Any other is resolved by whoever waits or polls it, or simply dropped, which
+            // saves the completion thread a registration and an event query per op.
+            register = st.watched
+                || !keep.is_empty()
+                || st.deferred.is_some()
+                || st.trace.is_some()
+                || st.callback.is_some()
+                || st.waker.is_some();
+            st.registered = register;
             st.event = Some(event.clone());
             st.keep = keep;
             self.status.store(ENQUEUED, Ordering::Release);
         }
         self.cv.notify_all();
+        if register {
+            self.register(stream, event);
+        }
+    }
+
+    /// Hands the completion to the completion thread to watch `event`.
+    fn register(self: &Arc<Self>, stream: u32, event: EventRef) {
         let pending: Arc<dyn Pending> = self.clone();
         if let Err(pending) = self.device.completions().register(stream, event, pending) {
             // No completion thread any more (the device shut down): finish here.
@@ -138,7 +175,28 @@ impl<T: Send + 'static> Shared<T> {
         }
     }
 
+    /// Called under the state lock by a caller that now needs the completion thread (it set a
+    /// callback or a waker): returns what to register, if nobody has yet.
+    fn needs_registration(&self, st: &mut State<T>) -> Option<(u32, EventRef)> {
+        if self.status.load(Ordering::Acquire) != ENQUEUED || st.registered {
+            return None;
+        }
+        let event = st.event.clone()?;
+        st.registered = true;
+        Some((event.pos().stream, event))
+    }
+
     fn resolve_in(&self, outcome: Result<()>, run_callback_here: bool) {
+        let ticket =
+            if self.traced.load(Ordering::Acquire) { crate::sync::lock(&self.state).trace.take() } else { None };
+        let span = ticket.as_ref().and_then(|t| t.completing(outcome.is_ok()));
+        self.publish(outcome, run_callback_here);
+        if let Some(t) = ticket {
+            t.completed(span);
+        }
+    }
+
+    fn publish(&self, outcome: Result<()>, run_callback_here: bool) {
         let (keep, callback, waker, value);
         {
             let mut st = crate::sync::lock(&self.state);
@@ -292,6 +350,15 @@ impl<T: Send + 'static> Completion<T> {
     /// completion stays usable.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<T> {
         let deadline = Instant::now() + timeout;
+        {
+            let mut st = crate::sync::lock(&self.shared.state);
+            st.watched = true;
+            let register = self.shared.needs_registration(&mut st);
+            drop(st);
+            if let Some((stream, event)) = register {
+                self.shared.register(stream, event);
+            }
+        }
         if !self.wait_status(READY, Some(deadline)) {
             return Err(Error::Timeout { waited: timeout });
         }
@@ -339,6 +406,11 @@ impl<T: Send + 'static> Completion<T> {
         let mut st = crate::sync::lock(&self.shared.state);
         if self.shared.status.load(Ordering::Acquire) != READY {
             st.callback = Some(Box::new(callback));
+            let register = self.shared.needs_registration(&mut st);
+            drop(st);
+            if let Some((stream, event)) = register {
+                self.shared.register(stream, event);
+            }
             return;
         }
         st.taken = true;
@@ -358,6 +430,11 @@ impl<T: Send + 'static> Future for Completion<T> {
             // Re-checked under the lock the resolver takes the waker in: no lost wake-up.
             if self.shared.status.load(Ordering::Acquire) != READY {
                 st.waker = Some(cx.waker().clone());
+                let register = self.shared.needs_registration(&mut st);
+                drop(st);
+                if let Some((stream, event)) = register {
+                    self.shared.register(stream, event);
+                }
                 return Poll::Pending;
             }
         }

@@ -82,6 +82,7 @@ pub(crate) struct DeviceShared {
     lanes: Mutex<Vec<LaneThread>>,
     #[cfg(feature = "nvrtc")]
     pub kernels: crate::libs::rtc::ModuleCache,
+    pub tracer: crate::trace::Tracer,
 }
 
 type LaneThread = Arc<Mutex<Option<std::thread::JoinHandle<()>>>>;
@@ -113,6 +114,7 @@ impl DeviceShared {
             lanes: Mutex::new(Vec::new()),
             #[cfg(feature = "nvrtc")]
             kernels: Default::default(),
+            tracer: Default::default(),
         });
         shared.create_stream()?;
         Ok(shared)
@@ -198,6 +200,11 @@ impl DeviceShared {
             .get(id.index as usize)
             .and_then(|s| s.get())
             .ok_or_else(|| Error::UnknownStream { stream: id.to_string(), device: self.label() })
+    }
+
+    /// The name of the lane that owns `stream`, if a lane does.
+    pub(crate) fn lane_name(&self, stream: StreamId) -> Option<Arc<str>> {
+        self.stream(stream).ok()?.lane.get().cloned()
     }
 
     pub(crate) fn slot_by_index(&self, index: u32) -> Option<&StreamSlot> {
@@ -349,6 +356,21 @@ impl Device {
                 Err(Error::WrongBackend { what: "Device::cuda_stream", needed: "cuda", actual: "sim" })
             }
         }
+    }
+
+    /// Calls `hook` around every op from now on (see [`KernelTrace`](crate::KernelTrace)),
+    /// replacing any hook set before. With [`TraceOptions::gpu_timing`](crate::TraceOptions)
+    /// this records a reference event and waits for it once, so that GPU times map to host
+    /// time.
+    pub fn set_trace(&self, hook: std::sync::Arc<dyn crate::KernelTrace>, options: crate::TraceOptions) -> Result<()> {
+        let slot = self.shared.stream(self.default_stream())?;
+        self.shared.tracer.set(hook, options, &self.shared.backend, &slot.raw)
+    }
+
+    /// Stops tracing: the op path goes back to one relaxed load per op. Ops already traced
+    /// still get their completion hooks.
+    pub fn clear_trace(&self) {
+        self.shared.tracer.clear();
     }
 
     /// Blocks until all work enqueued on `stream` so far has finished.

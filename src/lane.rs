@@ -203,6 +203,9 @@ impl Device {
         }
         let shutdown = self.shared.shutdown_signal().ok_or(Error::Shutdown)?;
         let stream = self.new_stream()?;
+        if let Ok(slot) = self.shared.stream(stream) {
+            let _ = slot.lane.set(Arc::from(name));
+        }
         let (tx, rx) = bounded::<Job>(options.capacity);
         let handles = Handles::new(self, stream)?;
         let spin = self.shared.config.spin;

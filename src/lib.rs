@@ -23,6 +23,7 @@ mod libs;
 mod memory;
 mod recorder;
 mod sync;
+mod trace;
 mod track;
 
 pub use backend::sim::{Hazard, HazardKind, SimConfig, SimOp};
@@ -34,6 +35,7 @@ pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem};
 pub use recorder::{External, LaunchRecorder, LaunchScope, Resource};
+pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptions, TrackKind};
 pub use track::{Access, StreamStats};
 
 /// Re-export of the `half` crate whose `f16` and `bf16` are GEMM element types.

@@ -5,6 +5,7 @@ use crate::backend::{cuda, RawStream};
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{DriverResultExt, Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
+use crate::trace::OpLabel;
 use crate::track::{Access, BufferTrack};
 use cudarc::driver::{result, CudaSlice, DeviceRepr, ValidAsZeroBits};
 use std::fmt;
@@ -176,7 +177,7 @@ impl Device {
             RawStream::Sim(_) => DevStorage::Sim(SimMem::new(vec![T::default(); len])),
         };
         let buf = GpuRef::from_storage(&self.shared, storage, len, stream.index);
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
         rec.write(&buf)?;
         let target = buf.clone();
         rec.launch(self, move |scope| match init {
@@ -211,7 +212,7 @@ impl Device {
         // valid `T`.
         let slice = unsafe { ours.upgrade_device_ptr::<T>(ptr, len) };
         let buf = GpuRef::from_storage(&self.shared, DevStorage::Cuda(slice), len, stream.index);
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "adopt"));
         rec.write(&buf)?;
         rec.launch(self, |_| Ok(()))?;
         Ok(buf)
@@ -375,7 +376,7 @@ impl<T: Element> GpuRef<T> {
     /// Copies `data` into the buffer on `stream`; `data` may be reused when this returns.
     pub fn copy_from_slice(&self, stream: StreamId, data: &[T]) -> Result<()> {
         self.check_len("data", data.len())?;
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_slice"));
         rec.write(self)?;
         rec.launch(&self.device(), |scope| self.enqueue_from_slice(scope, data))
     }
@@ -384,19 +385,21 @@ impl<T: Element> GpuRef<T> {
     /// follow) has finished.
     pub fn download(&self, stream: StreamId) -> Result<Vec<T>> {
         let device = self.device();
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "download"));
         rec.read(self)?;
         match self.storage() {
             DevStorage::Cuda(slice) => {
                 let mut out = vec![T::default(); self.len()];
-                let (_, ev) = rec.launch_event(&device, |scope| {
-                    let s = scope.cuda_stream()?;
-                    cuda::bind(s.context())?;
-                    let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(slice, s);
-                    // SAFETY: `out` has exactly `len` elements and is not touched until the
-                    // event recorded after the copy has been synchronized below.
-                    unsafe { result::memcpy_dtoh_async(&mut out, ptr, s.cu_stream()) }.call("cuMemcpyDtoHAsync")
-                })?;
+                let (_, ev) = rec
+                    .launch_event(&device, |scope| {
+                        let s = scope.cuda_stream()?;
+                        cuda::bind(s.context())?;
+                        let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(slice, s);
+                        // SAFETY: `out` has exactly `len` elements and is not touched until the
+                        // event recorded after the copy has been synchronized below.
+                        unsafe { result::memcpy_dtoh_async(&mut out, ptr, s.cu_stream()) }.call("cuMemcpyDtoHAsync")
+                    })?
+                    .untracked(&device);
                 if let Some(ev) = ev {
                     ev.synchronize()?;
                 }
@@ -405,8 +408,9 @@ impl<T: Element> GpuRef<T> {
             DevStorage::Sim(m) => {
                 let (src, slot) = (m.clone(), SimMem::new(Vec::new()));
                 let out = slot.clone();
-                let (_, ev) =
-                    rec.launch_event(&device, |scope| scope.sim_kernel(move || *out.lock() = src.lock().clone()))?;
+                let (_, ev) = rec
+                    .launch_event(&device, |scope| scope.sim_kernel(move || *out.lock() = src.lock().clone()))?
+                    .untracked(&device);
                 if let Some(ev) = ev {
                     ev.synchronize()?;
                 }
@@ -422,7 +426,7 @@ impl<T: Element> GpuRef<T> {
         if self.same_buffer(src) {
             return Err(Error::invalid("src", "is the destination buffer itself"));
         }
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from"));
         rec.read(src)?.write(self)?;
         rec.launch(&self.device(), |scope| match (self.storage(), src.storage()) {
             (DevStorage::Cuda(dst), DevStorage::Cuda(from)) => {
@@ -444,7 +448,7 @@ impl<T: Element> GpuRef<T> {
     /// writing it through [`HostBuffer::write`] waits for this copy.
     pub fn copy_from_host(&self, stream: StreamId, src: &HostBuffer<T>) -> Result<()> {
         self.check_len("src", src.len())?;
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_host"));
         rec.read(src)?.write(self)?;
         rec.launch(&self.device(), |scope| match (self.storage(), &src.inner.storage) {
             (DevStorage::Cuda(dst), HostStorage::Pinned(p)) => {
@@ -466,7 +470,7 @@ impl<T: Element> GpuRef<T> {
     /// [`HostBuffer::read`] waits for the copy.
     pub fn copy_to_host(&self, stream: StreamId, dst: &mut HostBuffer<T>) -> Result<()> {
         self.check_len("dst", dst.len())?;
-        let mut rec = LaunchRecorder::new_strict(stream);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_to_host"));
         rec.read(self)?.write(&*dst)?;
         rec.launch(&self.device(), |scope| match (self.storage(), &dst.inner.storage) {
             (DevStorage::Cuda(from), HostStorage::Pinned(p)) => {

@@ -11,7 +11,10 @@ use crate::backend::sim::SimKernel;
 use crate::backend::RawStream;
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
+use crate::trace::{NvtxRange, OpLabel, TraceTicket};
 use crate::track::{Access, BufferTrack, EventRef, HolderId, StreamSlot};
+
+const USER_LAUNCH: OpLabel = OpLabel::new("user", "launch");
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -110,6 +113,28 @@ pub struct LaunchRecorder {
     strict: bool,
     uses: SmallVec<[Use; 4]>,
     phase: Phase,
+    label: OpLabel,
+}
+
+/// What [`LaunchRecorder::launch_event`] hands back: the enqueue closure's value, the commit
+/// event (none when nothing was recorded), and the op's trace ticket when a hook is set.
+pub(crate) struct Launched<R> {
+    pub value: R,
+    pub event: Option<EventRef>,
+    pub trace: Option<TraceTicket>,
+}
+
+impl<R> Launched<R> {
+    /// For ops that return no [`crate::Completion`]: hands the trace ticket (if any) to a
+    /// completion of its own, so the completion hooks still run when the GPU finishes.
+    pub(crate) fn untracked(self, device: &Device) -> (R, Option<EventRef>) {
+        if let Some(ticket) = self.trace {
+            let (_completion, shared) = crate::completion::Completion::<()>::queued(&device.shared);
+            shared.set_trace(ticket);
+            shared.enqueued(Ok(()), self.event.clone(), Vec::new());
+        }
+        (self.value, self.event)
+    }
 }
 
 impl std::fmt::Debug for LaunchRecorder {
@@ -125,12 +150,24 @@ impl std::fmt::Debug for LaunchRecorder {
 impl LaunchRecorder {
     /// A recorder that rejects untracked, foreign-device and stale memory with an error naming it.
     pub fn new_strict(stream: StreamId) -> Self {
-        LaunchRecorder { stream, strict: true, uses: SmallVec::new(), phase: Phase::Recording }
+        LaunchRecorder { stream, strict: true, uses: SmallVec::new(), phase: Phase::Recording, label: USER_LAUNCH }
     }
 
     /// A recorder that skips untracked, foreign-device and stale memory (with a debug log).
     pub fn new_permissive(stream: StreamId) -> Self {
-        LaunchRecorder { stream, strict: false, uses: SmallVec::new(), phase: Phase::Recording }
+        LaunchRecorder { stream, strict: false, uses: SmallVec::new(), phase: Phase::Recording, label: USER_LAUNCH }
+    }
+
+    /// Names the launch for [`crate::KernelTrace`] hooks, the timeline and NVTX (library
+    /// `"user"`; unnamed launches are `"launch"`).
+    pub fn named(mut self, op: &'static str) -> Self {
+        self.label = OpLabel::new("user", op);
+        self
+    }
+
+    pub(crate) fn labelled(mut self, label: OpLabel) -> Self {
+        self.label = label;
+        self
     }
 
     /// The stream the launch runs on.
@@ -273,17 +310,63 @@ impl LaunchRecorder {
 
     /// Preflights, runs `enqueue` with the launch's scope, and commits, even if `enqueue`
     /// fails (it may have enqueued part of its work). Returns `enqueue`'s result.
+    ///
+    /// This is the traced path: [`crate::KernelTrace`] hooks and NVTX ranges see launches made
+    /// here (and every library op), not hand-paired `preflight`/`commit` calls.
     pub fn launch<R>(mut self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
-        self.launch_event(device, enqueue).map(|(r, _)| r)
+        self.launch_event(device, enqueue).map(|l| l.untracked(device).0)
     }
 
+    /// The one launch path under every op: trace, preflight, enqueue, commit.
     pub(crate) fn launch_event<R>(
         &mut self,
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        let _nvtx = NvtxRange::push(self.label.library, self.label.op());
+        let shared = &device.shared;
+        let mut trace = shared.tracer.begin(|| shared.lane_name(self.stream), self.stream, &self.label);
+        let result = self.launch_traced(device, enqueue, &mut trace);
+        match result {
+            Ok((value, mut event)) => {
+                if let Some(t) = &trace {
+                    t.enqueued();
+                    if event.is_none() {
+                        // The completion hooks need a point on the stream to wait for.
+                        event = shared.record(self.stream).ok();
+                    }
+                }
+                Ok(Launched { value, event, trace })
+            }
+            Err(e) => {
+                if let Some(t) = trace {
+                    t.enqueued();
+                    let span = t.completing(false);
+                    t.completed(span);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn launch_traced<R>(
+        &mut self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+        trace: &mut Option<TraceTicket>,
     ) -> Result<(R, Option<EventRef>)> {
         self.preflight(device)?;
-        let out = enqueue(&self.scope()?);
+        let out = {
+            let scope = self.scope()?;
+            if let Some(t) = trace.as_mut() {
+                t.gpu_start(&scope.slot.raw);
+            }
+            let out = enqueue(&scope);
+            if let Some(t) = trace.as_mut() {
+                t.gpu_end(&scope.slot.raw);
+            }
+            out
+        };
         let ev = self.finish();
         let r = out?;
         Ok((r, ev?))

@@ -53,6 +53,18 @@ pub(crate) fn new_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
     ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).call("cuEventCreate")
 }
 
+pub(crate) fn new_timing_event(ctx: &Arc<CudaContext>) -> Result<CudaEvent> {
+    ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)).call("cuEventCreate")
+}
+
+/// GPU time between two completed timing events (resolution about 0.5 µs).
+pub(crate) fn elapsed(start: &CudaEvent, end: &CudaEvent) -> Result<std::time::Duration> {
+    bind(start.context())?;
+    // SAFETY: both events are live (owned by their `CudaEvent`s) and of the bound context.
+    let ms = unsafe { result::event::elapsed(start.cu_event(), end.cu_event()) }.call("cuEventElapsedTime")?;
+    Ok(std::time::Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+}
+
 pub(crate) fn wait(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     bind(s.context())?;
     // SAFETY: both handles are live (owned by `s` and `e`) and belong to the bound context.

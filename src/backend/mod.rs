@@ -43,6 +43,15 @@ impl BackendCtx {
         }
     }
 
+    /// An event that records timestamps, for GPU durations (tracing only: timing events cost
+    /// more to record than the fence events the tracker pools).
+    pub(crate) fn new_timing_event(&self) -> Result<RawEvent> {
+        match self {
+            BackendCtx::Cuda(ctx) => cuda::new_timing_event(ctx).map(RawEvent::Cuda),
+            BackendCtx::Sim(_) => Ok(RawEvent::Sim(sim::SimEvent::default())),
+        }
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         match self {
             BackendCtx::Cuda(_) => "cuda",
@@ -83,6 +92,18 @@ impl RawEvent {
         match self {
             RawEvent::Cuda(e) => cuda::query(e),
             RawEvent::Sim(e) => Ok(e.is_done()),
+        }
+    }
+
+    /// GPU time from `start`'s recording to this event's. Both must have completed and, on
+    /// CUDA, be timing events ([`BackendCtx::new_timing_event`]).
+    pub(crate) fn elapsed_since(&self, start: &RawEvent) -> Result<std::time::Duration> {
+        match (self, start) {
+            (RawEvent::Cuda(end), RawEvent::Cuda(start)) => cuda::elapsed(start, end),
+            (RawEvent::Sim(end), RawEvent::Sim(start)) => {
+                Ok(end.completed_at().saturating_duration_since(start.completed_at()))
+            }
+            _ => unreachable!("events of one device share a backend"),
         }
     }
 

@@ -141,21 +141,26 @@ impl SimShared {
 /// One recording of a simulated event; completed with the recording stream's clock.
 #[derive(Default)]
 struct Record {
-    done: Mutex<Option<Arc<Vc>>>,
+    /// The recording stream's clock and the host time when the stream passed the record.
+    done: Mutex<Option<(Arc<Vc>, Instant)>>,
     cv: Condvar,
 }
 
 impl Record {
     fn complete(&self, vc: Vc) {
-        *crate::sync::lock(&self.done) = Some(Arc::new(vc));
+        *crate::sync::lock(&self.done) = Some((Arc::new(vc), Instant::now()));
         self.cv.notify_all();
     }
 
     fn wait(&self) -> Arc<Vc> {
+        self.wait_done().0
+    }
+
+    fn wait_done(&self) -> (Arc<Vc>, Instant) {
         let mut g = crate::sync::lock(&self.done);
         loop {
-            if let Some(vc) = g.as_ref() {
-                return vc.clone();
+            if let Some(done) = g.as_ref() {
+                return done.clone();
             }
             g = crate::sync::wait(&self.cv, g);
         }
@@ -182,6 +187,12 @@ impl SimEvent {
         if let Some(r) = self.current() {
             r.wait();
         }
+    }
+
+    /// When the simulated stream passed the latest recording (waits for it); the simulation's
+    /// stand-in for a CUDA timing event's timestamp.
+    pub(crate) fn completed_at(&self) -> Instant {
+        self.current().map_or_else(Instant::now, |r| r.wait_done().1)
     }
 }
 

@@ -352,8 +352,8 @@ impl<T: GemmElement> Gemm<'_, T> {
     }
 
     /// A recorder with the GEMM's three uses.
-    fn recorder(&self, op: &OpStream) -> Result<crate::recorder::LaunchRecorder> {
-        let mut rec = op.recorder();
+    fn recorder(&self, op: &OpStream, name: &'static str) -> Result<crate::recorder::LaunchRecorder> {
+        let mut rec = op.recorder(name);
         record(&mut rec, "a", self.a, Access::Read)?;
         record(&mut rec, "b", self.b, Access::Read)?;
         record(&mut rec, "c", self.c, gemm_c_access(self.beta))?;
@@ -620,7 +620,7 @@ impl Blas {
     pub fn gemm<T: GemmElement>(&mut self, g: &Gemm<'_, T>) -> Result<Completion<()>> {
         let d = g.dims()?;
         g.check_buffers(d.spans, "")?;
-        let rec = g.recorder(&self.op)?;
+        let rec = g.recorder(&self.op, "gemm")?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (a, b, c) = (dptr::<T, c_void>(g.a)?, dptr::<T, c_void>(g.b)?, dptr::<T, c_void>(g.c)?);
@@ -684,7 +684,7 @@ impl Blas {
             [total("batch.a", sa, d.spans[0])?, total("batch.b", sb, d.spans[1])?, total("batch.c", sc, d.spans[2])?];
         g.check_buffers(spans, &format!(" x {} strided", batch.count))?;
         let strides = [sa, sb, sc].map(|s| s as i64);
-        let rec = g.recorder(&self.op)?;
+        let rec = g.recorder(&self.op, "gemm_strided_batched")?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (a, b, c) = (dptr::<T, c_void>(g.a)?, dptr::<T, c_void>(g.b)?, dptr::<T, c_void>(g.c)?);
@@ -746,7 +746,7 @@ impl Blas {
             ldc: None,
         };
         let d = first.dims()?;
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("gemm_batched");
         for i in 0..g.a.len() {
             let one = Gemm { a: &g.a[i], b: &g.b[i], c: &g.c[i], ..first };
             one.check_buffers(d.spans, &format!(" (entry {i})"))?;
@@ -840,11 +840,11 @@ impl Blas {
     /// records them; returns `n` and both increments as the library's ints.
     fn pair<T: BlasReal>(
         &self,
+        name: &'static str,
         n: usize,
         x: Vector<'_, T>,
         y: Vector<'_, T>,
-        x_access: Access,
-        y_access: Access,
+        [x_access, y_access]: [Access; 2],
         distinct: bool,
     ) -> Result<(c_int, c_int, c_int, crate::recorder::LaunchRecorder)> {
         let ni = check::dim("n", n, false)?;
@@ -852,7 +852,7 @@ impl Blas {
         if distinct {
             check::distinct("y", x.buf, y.buf)?;
         }
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder(name);
         record(&mut rec, "x", x.buf, x_access)?;
         record(&mut rec, "y", y.buf, y_access)?;
         Ok((ni, incx, incy, rec))
@@ -866,7 +866,7 @@ impl Blas {
         x: Vector<'_, T>,
         y: Vector<'_, T>,
     ) -> Result<Completion<()>> {
-        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::Read, Access::ReadWrite, true)?;
+        let (ni, incx, incy, rec) = self.pair("axpy", n, x, y, [Access::Read, Access::ReadWrite], true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y are live device buffers covering n elements at their increments
@@ -879,7 +879,7 @@ impl Blas {
     pub fn scal<T: BlasReal>(&mut self, n: usize, alpha: T, x: Vector<'_, T>) -> Result<Completion<()>> {
         let ni = check::dim("n", n, false)?;
         let incx = forward_vector("x", "x.inc", x, n)?;
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("scal");
         record(&mut rec, "x", x.buf, Access::ReadWrite)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
@@ -890,7 +890,7 @@ impl Blas {
 
     /// `y = x` over `n` elements.
     pub fn copy<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<()>> {
-        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::Read, Access::Write, true)?;
+        let (ni, incx, incy, rec) = self.pair("copy", n, x, y, [Access::Read, Access::Write], true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y cover n elements at their increments and are distinct buffers.
@@ -900,7 +900,7 @@ impl Blas {
 
     /// Exchanges `x` and `y` over `n` elements.
     pub fn swap<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<()>> {
-        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::ReadWrite, Access::ReadWrite, true)?;
+        let (ni, incx, incy, rec) = self.pair("swap", n, x, y, [Access::ReadWrite, Access::ReadWrite], true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y cover n elements at their increments and are distinct buffers.
@@ -917,7 +917,7 @@ impl Blas {
         c: T,
         s: T,
     ) -> Result<Completion<()>> {
-        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::ReadWrite, Access::ReadWrite, true)?;
+        let (ni, incx, incy, rec) = self.pair("rot", n, x, y, [Access::ReadWrite, Access::ReadWrite], true)?;
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: x and y cover n elements at their increments and are distinct; c and s are
@@ -928,7 +928,7 @@ impl Blas {
 
     /// `xᵀ y` over `n` elements, delivered by the completion.
     pub fn dot<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<T>> {
-        let (ni, incx, incy, rec) = self.pair(n, x, y, Access::Read, Access::Read, false)?;
+        let (ni, incx, incy, rec) = self.pair("dot", n, x, y, [Access::Read, Access::Read], false)?;
         self.scalar_op(
             rec,
             "cublas<t>dot",
@@ -971,7 +971,7 @@ impl Blas {
     ) -> Result<Completion<T>> {
         let ni = check::dim("n", n, false)?;
         let incx = forward_vector("x", "x.inc", x, n)?;
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder(call);
         record(&mut rec, "x", x.buf, Access::Read)?;
         self.scalar_op(
             rec,
@@ -994,7 +994,7 @@ impl Blas {
     ) -> Result<Completion<usize>> {
         let ni = check::dim("n", n, false)?;
         let incx = forward_vector("x", "x.inc", x, n)?;
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder(call);
         record(&mut rec, "x", x.buf, Access::Read)?;
         // cuBLAS counts from 1 (and returns 0 only for an empty vector, rejected above).
         self.scalar_op(
@@ -1057,7 +1057,7 @@ impl Blas {
         if g.y.buf.same_buffer(g.a) || g.y.buf.same_buffer(g.x.buf) {
             return Err(Error::invalid("y", "must not be the same buffer as `a` or `x`"));
         }
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("gemv");
         record(&mut rec, "a", g.a, Access::Read)?;
         record(&mut rec, "x", g.x.buf, Access::Read)?;
         record(&mut rec, "y", g.y.buf, gemm_c_access(g.beta))?;
@@ -1104,7 +1104,7 @@ impl Blas {
         if a.same_buffer(x.buf) || a.same_buffer(y.buf) {
             return Err(Error::invalid("a", "must not be the same buffer as `x` or `y`"));
         }
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("ger");
         record(&mut rec, "x", x.buf, Access::Read)?;
         record(&mut rec, "y", y.buf, Access::Read)?;
         record(&mut rec, "a", a, Access::ReadWrite)?;
@@ -1131,7 +1131,7 @@ impl Blas {
         if g.c.same_buffer(g.a) || g.c.same_buffer(g.b) {
             return Err(Error::invalid("c", "must not be the same buffer as `a` or `b`"));
         }
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("geam");
         record(&mut rec, "a", g.a, Access::Read)?;
         record(&mut rec, "b", g.b, Access::Read)?;
         record(&mut rec, "c", g.c, Access::Write)?;
@@ -1168,7 +1168,7 @@ impl Blas {
         check::covers("a", s.a, check::matrix_span(ar, ac, lda), &format!("op(A) {}x{}", s.n, s.k))?;
         check::covers("c", s.c, check::matrix_span(s.n, s.n, ldc), &format!("C {}x{}", s.n, s.n))?;
         check::distinct("c", s.a, s.c)?;
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("syrk");
         record(&mut rec, "a", s.a, Access::Read)?;
         // Only one triangle is written: the other keeps its contents, so C is read-write.
         record(&mut rec, "c", s.c, Access::ReadWrite)?;
@@ -1213,7 +1213,7 @@ impl Blas {
             Diag::NonUnit => sys::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT,
             Diag::Unit => sys::cublasDiagType_t::CUBLAS_DIAG_UNIT,
         };
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("trsm");
         record(&mut rec, "a", t.a, Access::Read)?;
         record(&mut rec, "b", t.b, Access::ReadWrite)?;
         let h = self.handle()?;

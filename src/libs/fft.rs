@@ -316,7 +316,7 @@ impl Fft {
             Direction::Forward => -1,
             Direction::Inverse => 1,
         };
-        self.exec(key, input, output, Access::Read, move |plan, i, o| {
+        self.exec(key, input, output, Access::Read, "c2c", move |plan, i, o| {
             // SAFETY: see `exec`: the plan matches the buffers' validated layout.
             unsafe {
                 if T::DOUBLE {
@@ -341,7 +341,7 @@ impl Fft {
     {
         let kind = if T::DOUBLE { Kind::D2Z } else { Kind::R2C };
         let key = self.key(kind, layout, input.len(), output.len())?;
-        self.exec(key, input, output, Access::Read, move |plan, i, o| {
+        self.exec(key, input, output, Access::Read, "r2c", move |plan, i, o| {
             // SAFETY: see `exec`.
             unsafe {
                 if T::DOUBLE {
@@ -366,7 +366,7 @@ impl Fft {
     {
         let kind = if T::DOUBLE { Kind::Z2D } else { Kind::C2R };
         let key = self.key(kind, layout, input.len(), output.len())?;
-        self.exec(key, input, output, Access::ReadWrite, move |plan, i, o| {
+        self.exec(key, input, output, Access::ReadWrite, "c2r", move |plan, i, o| {
             // SAFETY: see `exec`.
             unsafe {
                 if T::DOUBLE {
@@ -425,9 +425,10 @@ impl Fft {
         input: &GpuRef<I>,
         output: &GpuRef<O>,
         input_access: Access,
+        name: &'static str,
         run: impl FnOnce(sys::cufftHandle, *mut c_void, *mut c_void) -> Result<()>,
     ) -> Result<Completion<()>> {
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder(name);
         record(&mut rec, "input", input, input_access)?;
         record(&mut rec, "output", output, Access::Write)?;
         let stream = self.op.cuda_stream()?;

@@ -28,7 +28,8 @@ use crate::completion::{Completion, KeepAlive};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
-use crate::recorder::LaunchRecorder;
+use crate::recorder::{LaunchRecorder, Launched};
+use crate::trace::OpLabel;
 use crate::track::Access;
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
@@ -46,9 +47,11 @@ impl OpStream {
         OpStream { device: device.internal(), stream, library }
     }
 
-    /// A strict recorder on this stream, for the op's uses.
-    pub(crate) fn recorder(&self) -> LaunchRecorder {
-        LaunchRecorder::new_strict(self.stream)
+    /// A strict recorder on this stream for op `op`, for its uses.
+    pub(crate) fn recorder(&self, op: &'static str) -> LaunchRecorder {
+        // Traces name the library without the file name errors add (`cuBLAS (libcublas)`).
+        let library = self.library.split(" (").next().unwrap_or(self.library);
+        LaunchRecorder::new_strict(self.stream).labelled(OpLabel::new(library, op))
     }
 
     /// The raw stream when the device runs on CUDA, else the error a library op gives on the
@@ -75,8 +78,11 @@ impl OpStream {
         keep: Vec<KeepAlive>,
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<Completion<R>> {
-        let (value, event) = self.launch(rec, enqueue)?;
+        let Launched { value, event, trace } = self.launch(rec, enqueue)?;
         let (completion, shared) = Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
         shared.enqueued(Ok(value), event, keep);
         Ok(completion)
     }
@@ -90,8 +96,11 @@ impl OpStream {
         keep: Vec<KeepAlive>,
         enqueue: impl FnOnce() -> Result<crate::completion::Deferred<R>>,
     ) -> Result<Completion<R>> {
-        let (read, event) = self.launch(rec, enqueue)?;
+        let Launched { value: read, event, trace } = self.launch(rec, enqueue)?;
         let (completion, shared) = Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
         match event {
             Some(ev) => shared.enqueued_deferred(read, ev, keep),
             None => shared.enqueued(read(), None, keep),
@@ -99,11 +108,7 @@ impl OpStream {
         Ok(completion)
     }
 
-    fn launch<R>(
-        &self,
-        mut rec: LaunchRecorder,
-        enqueue: impl FnOnce() -> Result<R>,
-    ) -> Result<(R, Option<crate::track::EventRef>)> {
+    fn launch<R>(&self, mut rec: LaunchRecorder, enqueue: impl FnOnce() -> Result<R>) -> Result<Launched<R>> {
         let stream = self.cuda_stream()?;
         cuda::bind(stream.context())?;
         let device = &self.device;

@@ -245,7 +245,7 @@ impl Rng {
             return Err(Error::invalid("lambda", format!("{lambda} must be finite and positive")));
         }
         let n = check_seed(seed, out.len(), false)?;
-        let mut rec = self.op.recorder();
+        let mut rec = self.op.recorder("poisson");
         record(&mut rec, "out", out, Access::Write)?;
         let stream = self.op.cuda_stream()?;
         crate::backend::cuda::bind(stream.context())?;
@@ -265,7 +265,13 @@ impl Rng {
         range: Option<(T, T)>,
     ) -> Result<Completion<()>> {
         let n = check_seed(seed, out.len(), !matches!(draw, Draw::Uniform))?;
-        let mut rec = self.op.recorder();
+        let name = match (draw, range.is_some()) {
+            (Draw::Uniform, false) => "uniform",
+            (Draw::Uniform, true) => "uniform_range",
+            (Draw::Normal { .. }, _) => "normal",
+            (Draw::LogNormal { .. }, _) => "log_normal",
+        };
+        let mut rec = self.op.recorder(name);
         record(&mut rec, "out", out, Access::Write)?;
         let stream = self.op.cuda_stream()?;
         crate::backend::cuda::bind(stream.context())?;

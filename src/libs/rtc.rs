@@ -10,6 +10,7 @@ use crate::error::{DriverResultExt, Error, Result};
 use crate::libs::OpStream;
 use crate::memory::{Element, GpuRef};
 use crate::recorder::LaunchRecorder;
+use crate::trace::{OpLabel, OpName};
 use crate::track::Access;
 use cudarc::driver::{result as dresult, sys as dsys, CudaFunction, CudaModule, LaunchConfig};
 use cudarc::nvrtc::{sys, Ptx};
@@ -106,7 +107,7 @@ impl std::fmt::Debug for Module {
 #[derive(Clone)]
 pub struct Kernel {
     function: CudaFunction,
-    name: String,
+    name: Arc<str>,
     params: Arc<[usize]>,
     device: Arc<DeviceShared>,
     generation: u64,
@@ -390,13 +391,7 @@ impl Module {
             _ => Error::driver("cuModuleGetFunction", e),
         })?;
         let params = param_sizes(&function)?;
-        Ok(Kernel {
-            function,
-            name: name.to_string(),
-            params,
-            device: self.device.clone(),
-            generation: self.generation,
-        })
+        Ok(Kernel { function, name: Arc::from(name), params, device: self.device.clone(), generation: self.generation })
     }
 
     fn check(&self) -> Result<()> {
@@ -462,7 +457,8 @@ impl Kernel {
             kernel: self,
             op: OpStream::new(device, stream, "NVRTC (libnvrtc)"),
             config,
-            rec: LaunchRecorder::new_strict(stream),
+            rec: LaunchRecorder::new_strict(stream)
+                .labelled(OpLabel { library: "kernel", op: OpName::Shared(self.name.clone()) }),
             args: Vec::new(),
             error: None,
         }

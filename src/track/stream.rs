@@ -38,6 +38,8 @@ pub(crate) struct StreamSlot {
     /// checker can fail.
     fencing: bool,
     state: Mutex<State>,
+    /// The lane that owns the stream, for traces.
+    pub lane: std::sync::OnceLock<Arc<str>>,
 }
 
 impl StreamSlot {
@@ -47,6 +49,7 @@ impl StreamSlot {
             raw,
             fencing,
             state: Mutex::new(State { clock: Clock::default(), seq: 0, stats: StreamStats::default() }),
+            lane: std::sync::OnceLock::new(),
         }
     }
 

@@ -1,12 +1,15 @@
-//! Library passthrough: large GEMMs through cusched next to the same GEMMs through cudarc's own
-//! cuBLAS wrapper, in one process on one context, plus the host round trip of a small GEMM.
+//! Library passthrough: large GEMMs and a large FFT through cusched next to the same calls
+//! through cudarc's own cuBLAS and cuFFT wrappers, in one process on one context, plus the host
+//! round trip of a small GEMM.
 //!
-//! Run from the GPU bundle: `target/gpu-bundle/bin/bench-gemm [size] [iterations]`.
+//! Run from the GPU bundle: `target/gpu-bundle/bin/bench-passthrough [size] [iterations]`.
 
 use cusched::blas::Gemm;
 use cusched::cudarc::cublas::{sys, CudaBlas, Gemm as _, GemmConfig};
+use cusched::cudarc::cufft::{sys as cufft_sys, CudaFft, FftDirection};
+use cusched::fft::{Direction, FftLayout};
 use cusched::half::bf16;
-use cusched::{Device, Handles};
+use cusched::{Complex, Device, Handles};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = match Device::open(0) {
         Ok(d) => d,
         Err(e) => {
-            println!("bench-gemm needs a GPU: {e}");
+            println!("bench-passthrough needs a GPU: {e}");
             return Ok(());
         }
     };
@@ -138,5 +141,49 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (o, t) = (median(&mut ours), median(&mut theirs));
     println!("| 64³ f32 GEMM, op to wake (median of {reps}) | {:.1} µs | {:.1} µs | {:.3}x |", o * 1e6, t * 1e6, t / o);
+
+    // A large single-precision complex FFT, 2^26 points, forward, out of place.
+    let points = 1usize << 26;
+    let x = device.alloc_zeros::<Complex<f32>>(s, points)?;
+    let y = device.alloc_zeros::<Complex<f32>>(s, points)?;
+    let layout = FftLayout::d1(points);
+    let run_ours = |h: &mut Handles| -> cusched::Result<f64> {
+        for _ in 0..2 {
+            h.fft()?.c2c(&layout, &x, &y, Direction::Forward)?;
+        }
+        device.synchronize(s)?;
+        let t = Instant::now();
+        for _ in 0..iters {
+            h.fft()?.c2c(&layout, &x, &y, Direction::Forward)?;
+        }
+        device.synchronize(s)?;
+        Ok(t.elapsed().as_secs_f64() / iters as f64)
+    };
+    let plan = CudaFft::plan_1d(points as i32, cufft_sys::cufftType::CUFFT_C2C, 1, stream.clone())?;
+    let (mut rx, mut ry) =
+        (stream.alloc_zeros::<cufft_sys::float2>(points)?, stream.alloc_zeros::<cufft_sys::float2>(points)?);
+    let mut run_raw = || -> Result<f64, Box<dyn std::error::Error>> {
+        for _ in 0..2 {
+            plan.exec_c2c(&mut rx, &mut ry, FftDirection::Forward)?;
+        }
+        stream.synchronize()?;
+        let t = Instant::now();
+        for _ in 0..iters {
+            plan.exec_c2c(&mut rx, &mut ry, FftDirection::Forward)?;
+        }
+        stream.synchronize()?;
+        Ok(t.elapsed().as_secs_f64() / iters as f64)
+    };
+    let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        best_ours = best_ours.min(run_ours(&mut h)?);
+        best_raw = best_raw.min(run_raw()?);
+    }
+    println!(
+        "| 2^26-point c2c f32 FFT | {:.3} ms | {:.3} ms | {:.3}x |",
+        best_ours * 1e3,
+        best_raw * 1e3,
+        best_raw / best_ours
+    );
     Ok(())
 }

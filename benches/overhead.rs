@@ -1,0 +1,254 @@
+//! Host overhead per op: one small kernel with three buffer arguments (`c = a + b`), enqueued
+//! back to back on one stream and alternating over two, through
+//!
+//! - (a) raw cudarc with its event tracking off (no ordering at all: the floor),
+//! - (b) raw cudarc with its tracking on (two streams exist, so it manages synchronization),
+//! - (c) cusched inline: a strict recorder around the same cudarc launch,
+//! - (c') cusched inline through the typed launch (`Kernel::launch`, returns a completion),
+//! - (d) cusched on a lane (one job per op),
+//! - (e) (c) with a no-op `KernelTrace` hook set.
+//!
+//! Host time is the enqueue loop only: batches of 256 ops (below the driver's queue depth, so a
+//! launch never blocks on the GPU), synchronized between batches, median over batches.
+//!
+//! Run from the GPU bundle: `target/gpu-bundle/bin/bench-overhead [batches]`.
+
+mod common;
+
+use common::*;
+use cusched::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cusched::{Device, GpuRef, KernelTrace, LaunchRecorder, StreamId, TraceOptions};
+use std::sync::Arc;
+use std::time::Instant;
+
+const N: u32 = 256;
+const BATCH: usize = 256;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+struct Raw {
+    ev: cusched::cudarc::driver::CudaEvent,
+    s: [Arc<CudaStream>; 2],
+    f: CudaFunction,
+    a: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    c: CudaSlice<f32>,
+}
+
+impl Raw {
+    fn new(tracking: bool) -> Res<Raw> {
+        let ctx = CudaContext::new(0)?;
+        if !tracking {
+            // SAFETY: this context object's slices are only used by this bench's own launches;
+            // with tracking off nothing orders them, which is the point of the baseline.
+            unsafe { ctx.disable_event_tracking() };
+        }
+        let s = [ctx.new_stream()?, ctx.new_stream()?];
+        let module = ctx.load_module(cusched::cudarc::nvrtc::compile_ptx(ADD_SRC)?)?;
+        let f = module.load_function("add3")?;
+        let (a, b, c) = (s[0].alloc_zeros(N as usize)?, s[0].alloc_zeros(N as usize)?, s[0].alloc_zeros(N as usize)?);
+        s[0].synchronize()?;
+        let ev = ctx.new_event(None)?;
+        Ok(Raw { ev, s, f, a, b, c })
+    }
+
+    /// Seconds per op of one batch.
+    /// `record`: also record one event after each launch, the one driver call cusched's
+    /// contract adds per op.
+    fn batch(&mut self, streams: usize, record: bool) -> Res<f64> {
+        let cfg = LaunchConfig::for_num_elems(N);
+        let t = Instant::now();
+        for i in 0..BATCH {
+            let s = &self.s[i % streams];
+            let mut l = s.launch_builder(&self.f);
+            l.arg(&self.a).arg(&self.b).arg(&mut self.c).arg(&N);
+            // SAFETY: `add3` takes three float pointers and a length; each slice holds N floats.
+            unsafe { l.launch(cfg) }?;
+            if record {
+                self.ev.record(s)?;
+            }
+        }
+        let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
+        for s in &self.s {
+            s.synchronize()?;
+        }
+        Ok(per_op)
+    }
+}
+
+struct Ours {
+    device: Device,
+    s: [StreamId; 2],
+    kernel: cusched::Kernel,
+    a: GpuRef<f32>,
+    b: GpuRef<f32>,
+    c: GpuRef<f32>,
+}
+
+fn recorder_launch(
+    device: &Device,
+    s: StreamId,
+    f: &CudaFunction,
+    a: &GpuRef<f32>,
+    b: &GpuRef<f32>,
+    c: &GpuRef<f32>,
+) -> cusched::Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(a)?.read(b)?.write(c)?;
+    rec.launch(device, |scope| {
+        let mut l = scope.cuda_stream()?.launch_builder(f);
+        l.arg(a.cuda_slice()?).arg(b.cuda_slice()?).arg(c.cuda_slice()?).arg(&N);
+        // SAFETY: as in the raw baseline; the recorder fenced the three buffers.
+        unsafe { l.launch(LaunchConfig::for_num_elems(N)) }
+            .map(drop)
+            .map_err(|status| cusched::Error::Driver { call: "cuLaunchKernel", status })
+    })
+}
+
+impl Ours {
+    fn batch(&self, streams: usize, typed: bool) -> Res<f64> {
+        let f = self.kernel.function()?;
+        let t = Instant::now();
+        for i in 0..BATCH {
+            let s = self.s[i % streams];
+            if typed {
+                self.kernel
+                    .launch(&self.device, s, LaunchConfig::for_num_elems(N))
+                    .read(&self.a)
+                    .read(&self.b)
+                    .write(&self.c)
+                    .scalar(N)
+                    .enqueue()?;
+            } else {
+                recorder_launch(&self.device, s, f, &self.a, &self.b, &self.c)?;
+            }
+        }
+        let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
+        for s in self.s {
+            self.device.synchronize(s)?;
+        }
+        Ok(per_op)
+    }
+
+    fn lane_batch(&self, lanes: &[cusched::Lane]) -> Res<f64> {
+        let t = Instant::now();
+        let mut last = None;
+        for i in 0..BATCH {
+            let lane = &lanes[i % lanes.len()];
+            let (k, a, b, c) = (self.kernel.clone(), self.a.clone(), self.b.clone(), self.c.clone());
+            last = Some(lane.submit(move |cx| recorder_launch(cx.device(), cx.stream(), k.function()?, &a, &b, &c)));
+        }
+        if let Some(done) = &last {
+            done.wait_committed();
+        }
+        let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
+        if let Some(done) = last {
+            done.wait()?;
+        }
+        for l in lanes {
+            self.device.synchronize(l.stream())?;
+        }
+        Ok(per_op)
+    }
+}
+
+struct Noop;
+impl KernelTrace for Noop {}
+
+fn main() -> Res<()> {
+    let batches: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(60);
+    let device = match Device::open(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("bench-overhead needs a GPU: {e}");
+            return Ok(());
+        }
+    };
+    let s = [device.new_stream()?, device.new_stream()?];
+    let kernel = device.compile(ADD_SRC, &[])?.kernel("add3")?;
+    let ours = Ours {
+        a: device.alloc_zeros(s[0], N as usize)?,
+        b: device.alloc_zeros(s[0], N as usize)?,
+        c: device.alloc_zeros(s[0], N as usize)?,
+        device: device.clone(),
+        s,
+        kernel,
+    };
+    let lanes1 = [device.lane("bench-1")?];
+    let lanes2 = [device.lane("bench-2a")?, device.lane("bench-2b")?];
+    let mut untracked = Raw::new(false)?;
+    let mut tracked = Raw::new(true)?;
+
+    // Rows: label, then per stream count: samples, and waits/events per op for cusched.
+    let labels = [
+        "(a) raw cudarc, tracking off",
+        "(a+) (a) plus one cuEventRecord per op",
+        "(b) raw cudarc, tracking on",
+        "(c) cusched inline (recorder)",
+        "(c') cusched inline (typed launch)",
+        "(d) cusched on a lane",
+        "(e) (c) with a KernelTrace hook",
+    ];
+    let mut samples = vec![[Vec::new(), Vec::new()]; labels.len()];
+    let mut calls = vec![[(0.0, 0.0); 2]; labels.len()];
+    for streams in [1usize, 2] {
+        let lanes: &[cusched::Lane] = if streams == 1 { &lanes1 } else { &lanes2 };
+        for round in 0..batches + 3 {
+            let warm = round < 3;
+            // Interleaved, so clocks and caches treat every variant alike.
+            for (row, label) in labels.iter().enumerate() {
+                let before = device.stats();
+                let t = match row {
+                    0 => untracked.batch(streams, false)?,
+                    1 => untracked.batch(streams, true)?,
+                    2 => tracked.batch(streams, false)?,
+                    3 => ours.batch(streams, false)?,
+                    4 => ours.batch(streams, true)?,
+                    5 => ours.lane_batch(lanes)?,
+                    _ => {
+                        device.set_trace(Arc::new(Noop), TraceOptions::default())?;
+                        let t = ours.batch(streams, false);
+                        device.clear_trace();
+                        t?
+                    }
+                };
+                let after = device.stats();
+                if !warm {
+                    samples[row][streams - 1].push(t);
+                    if row >= 3 {
+                        let n = BATCH as f64;
+                        calls[row][streams - 1] =
+                            ((after.events - before.events) as f64 / n, (after.waits - before.waits) as f64 / n);
+                    }
+                }
+                let _ = label;
+            }
+        }
+    }
+    // cudarc 0.19.10 with tracking on (see `DevicePtr`/`DevicePtrMut` for `CudaSlice`): each read
+    // argument waits on the slice's write event and records its read event; the written one
+    // waits on both events and records its write event. Same-stream waits are not skipped.
+    calls[2] = [(3.0, 4.0); 2];
+    calls[1] = [(1.0, 0.0); 2];
+    let base = [median(&mut samples[0][0].clone()), median(&mut samples[0][1].clone())];
+    println!("host time per op, median of {batches} batches of {BATCH} (events recorded / waits queued per op)\n");
+    println!("| path | 1 stream | vs (a) | 2 streams | vs (a) |");
+    println!("| --- | --- | --- | --- | --- |");
+    for (row, label) in labels.iter().enumerate() {
+        let m1 = median(&mut samples[row][0]);
+        let m2 = median(&mut samples[row][1]);
+        println!(
+            "| {label} | {} ({:.2} ev, {:.2} w) | {:+.0} ns | {} ({:.2} ev, {:.2} w) | {:+.0} ns |",
+            ns(m1),
+            calls[row][0].0,
+            calls[row][0].1,
+            (m1 - base[0]) * 1e9,
+            ns(m2),
+            calls[row][1].0,
+            calls[row][1].1,
+            (m2 - base[1]) * 1e9
+        );
+    }
+    println!("\nevents created by cusched in total: {} (pooled: constant in steady state)", device.events_created());
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! KernelTrace hooks and the Chrome-trace timeline on the simulator: every op gets its four
+//! calls in order with its lane, stream, library and name; failed ops still get all four; no
+//! hook means no calls; the timeline's JSON has one group per lane whose tracks never overlap.
+
+mod common;
+#[path = "common/timeline.rs"]
+mod timeline;
+
+use common::*;
+use cusched::{Device, Error, GpuSpan, KernelTrace, LaunchRecorder, OpInfo, SimConfig, Timeline, TraceOptions};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One hook call: op id, hook name, what the hook was given.
+type Call = (u64, &'static str, OpInfo, Option<GpuSpan>);
+
+#[derive(Default)]
+struct Calls(Mutex<Vec<Call>>);
+
+impl KernelTrace for Calls {
+    fn before_enqueue(&self, op: &OpInfo) {
+        self.0.lock().unwrap().push((op.id, "before_enqueue", op.clone(), None));
+    }
+    fn after_enqueue(&self, op: &OpInfo) {
+        self.0.lock().unwrap().push((op.id, "after_enqueue", op.clone(), None));
+    }
+    fn before_completion(&self, op: &OpInfo, gpu: Option<GpuSpan>) {
+        self.0.lock().unwrap().push((op.id, "before_completion", op.clone(), gpu));
+    }
+    fn after_completion(&self, op: &OpInfo, gpu: Option<GpuSpan>) {
+        self.0.lock().unwrap().push((op.id, "after_completion", op.clone(), gpu));
+    }
+}
+
+fn calls_settled(calls: &Calls, ops: usize) -> Vec<Call> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = calls.0.lock().unwrap().clone();
+        if v.len() >= ops * 4 || std::time::Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn hooks_see_every_op_in_order_with_its_lane_library_and_name() {
+    let device = sim();
+    let calls = Arc::new(Calls::default());
+    device.set_trace(calls.clone(), TraceOptions { gpu_timing: true }).unwrap();
+    let lane = device.lane("worker").unwrap();
+    let out = lane
+        .submit(|cx| {
+            let buf = cx.device().upload(cx.stream(), &[1u32, 2, 3])?;
+            let mut rec = cx.recorder().named("triple");
+            rec.read_write(&buf)?;
+            let data = buf.sim_data()?;
+            rec.launch(cx.device(), move |scope| {
+                scope.sim_kernel(move || data.lock().iter_mut().for_each(|x| *x *= 3))
+            })?;
+            buf.download(cx.stream())
+        })
+        .wait()
+        .unwrap();
+    assert_eq!(out, vec![3, 6, 9]);
+    let calls = calls_settled(&calls, 3);
+    assert_eq!(calls.len(), 12, "3 ops x 4 hooks: {:?}", calls.iter().map(|c| (c.0, c.1)).collect::<Vec<_>>());
+    let mut names = Vec::new();
+    for id in calls.iter().map(|c| c.0).collect::<std::collections::BTreeSet<_>>() {
+        let seq: Vec<_> = calls.iter().filter(|c| c.0 == id).collect();
+        let kinds: Vec<_> = seq.iter().map(|c| c.1).collect();
+        assert_eq!(kinds, ["before_enqueue", "after_enqueue", "before_completion", "after_completion"], "op {id}");
+        let info = &seq[0].2;
+        assert_eq!(info.lane.as_deref(), Some("worker"));
+        assert_eq!(info.stream, lane.stream());
+        names.push((info.library, info.op.to_string()));
+        let gpu = seq[3].3.expect("GPU timing on: the completion hooks get a span");
+        assert!(gpu.duration < Duration::from_secs(5));
+    }
+    assert_eq!(
+        names,
+        [("memory", "alloc".to_string()), ("user", "triple".to_string()), ("memory", "download".to_string())]
+    );
+}
+
+#[test]
+fn no_hook_no_calls_and_clear_stops_tracing() {
+    let device = sim();
+    let calls = Arc::new(Calls::default());
+    device.upload(device.default_stream(), &[1u8]).unwrap();
+    device.set_trace(calls.clone(), TraceOptions::default()).unwrap();
+    device.upload(device.default_stream(), &[1u8]).unwrap();
+    device.clear_trace();
+    device.upload(device.default_stream(), &[1u8]).unwrap();
+    let calls = calls_settled(&calls, 1);
+    assert_eq!(calls.len(), 4, "only the op made while the hook was set is traced");
+    assert!(calls.iter().all(|c| c.3.is_none()), "no GPU timing asked for, none given");
+}
+
+#[test]
+fn a_failed_op_still_gets_all_four_calls() {
+    let device = sim();
+    let calls = Arc::new(Calls::default());
+    device.set_trace(calls.clone(), TraceOptions::default()).unwrap();
+    let other = Device::sim(SimConfig::default()).unwrap();
+    let foreign = other.upload(other.default_stream(), &[1u8]).unwrap();
+    let mut rec = LaunchRecorder::new_permissive(device.default_stream()).named("fails");
+    rec.read(&foreign).unwrap();
+    let err = rec.launch(&device, |_| Err::<(), _>(Error::QueueFull)).unwrap_err();
+    assert!(matches!(err, Error::QueueFull));
+    let calls = calls_settled(&calls, 1);
+    let kinds: Vec<_> = calls.iter().map(|c| c.1).collect();
+    assert_eq!(kinds, ["before_enqueue", "after_enqueue", "before_completion", "after_completion"]);
+}
+
+#[test]
+fn timeline_json_has_one_group_per_lane_and_no_overlap_on_any_track() {
+    let device = Device::sim(SimConfig {
+        min_delay: Duration::from_micros(20),
+        max_delay: Duration::from_micros(200),
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let timeline = Timeline::new();
+    device.set_trace(timeline.clone(), TraceOptions { gpu_timing: true }).unwrap();
+    let names = ["upload", "compute", "download"];
+    let lanes: Vec<_> = names.iter().map(|n| device.lane(n).unwrap()).collect();
+    let mut done = Vec::new();
+    for round in 0..20u32 {
+        for lane in &lanes {
+            done.push(lane.submit(move |cx| {
+                let buf = cx.device().upload(cx.stream(), &[round; 64])?;
+                let mut rec = cx.recorder().named("bump");
+                rec.read_write(&buf)?;
+                let data = buf.sim_data()?;
+                rec.launch(cx.device(), move |s| s.sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1)))?;
+                cx.keep(buf);
+                Ok(())
+            }));
+        }
+    }
+    for d in done {
+        d.wait().unwrap();
+    }
+    // Completion hooks of the last ops may still be running on the completion thread.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while timeline.spans().len() < 3 * 20 * 2 * 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let path = std::env::temp_dir().join(format!("cusched-timeline-{}.json", std::process::id()));
+    timeline.write_chrome_trace(&path).unwrap();
+    let json = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let counts = timeline::check_chrome_trace(&json, &names);
+    for n in names {
+        assert_eq!(counts[&format!("lane {n}/GPU")], 40, "20 rounds x (alloc + bump) GPU spans on lane {n}");
+        assert_eq!(counts[&format!("lane {n}/host: {n}")], 40, "host spans on lane {n}'s thread");
+    }
+    assert_eq!(timeline.dropped(), 0);
+}
