@@ -77,6 +77,9 @@ pub(crate) struct Shared<T> {
 pub(crate) trait Pending: Send + Sync {
     /// The GPU passed the job's event (`Ok`), or querying it failed.
     fn resolve(&self, outcome: Result<()>);
+    /// The watchdog fired: resolve with [`Error::Timeout`] now, but keep the keep-alives until
+    /// [`resolve`](Self::resolve) reports the GPU really done.
+    fn expire(&self, waited: Duration);
 }
 
 impl<T: Send + 'static> Shared<T> {
@@ -149,6 +152,7 @@ impl<T: Send + 'static> Shared<T> {
             // waker. Any other is resolved by whoever waits or polls it, or simply dropped, which
             // saves the completion thread a registration and an event query per op.
             register = st.watched
+                || self.device.config.watchdog.is_some()
                 || !keep.is_empty()
                 || st.deferred.is_some()
                 || st.trace.is_some()
@@ -187,6 +191,11 @@ impl<T: Send + 'static> Shared<T> {
     }
 
     fn resolve_in(&self, outcome: Result<()>, run_callback_here: bool) {
+        let outcome = outcome.map_err(|e| {
+            let epoch =
+                crate::sync::lock(&self.state).event.as_ref().map_or_else(|| self.device.epoch(), |ev| ev.epoch());
+            self.device.classify(e, epoch)
+        });
         let ticket =
             if self.traced.load(Ordering::Acquire) { crate::sync::lock(&self.state).trace.take() } else { None };
         let span = ticket.as_ref().and_then(|t| t.completing(outcome.is_ok()));
@@ -197,15 +206,36 @@ impl<T: Send + 'static> Shared<T> {
     }
 
     fn publish(&self, outcome: Result<()>, run_callback_here: bool) {
+        self.publish_value(outcome, true, run_callback_here)
+    }
+
+    /// Makes the completion READY with `outcome`. `gpu_done`: the GPU is past the job's event,
+    /// so the keep-alives drop now; otherwise (the watchdog) they stay until a later call with
+    /// `gpu_done` releases them.
+    fn publish_value(&self, outcome: Result<()>, gpu_done: bool, run_callback_here: bool) {
         let (keep, callback, waker, value);
         {
             let mut st = crate::sync::lock(&self.state);
             if self.status.load(Ordering::Acquire) == READY {
+                // Expired by the watchdog earlier: only the keep-alives are left to release.
+                if gpu_done {
+                    let keep = std::mem::take(&mut st.keep);
+                    st.event = None;
+                    drop(st);
+                    drop(keep);
+                }
                 return;
             }
             let deferred = st.deferred.take();
             match outcome {
-                Err(e) => st.value = Some(Err(e)),
+                Err(e) => {
+                    st.value = Some(Err(e));
+                    // What the deferred reads may still be written by the GPU: keep it with
+                    // the other keep-alives.
+                    if let (Some(d), false) = (deferred, gpu_done) {
+                        st.keep.push(Box::new(d));
+                    }
+                }
                 // The GPU is past the event, so what the deferred reads is final.
                 Ok(()) => {
                     if let Some(d) = deferred {
@@ -213,8 +243,10 @@ impl<T: Send + 'static> Shared<T> {
                     }
                 }
             }
-            keep = std::mem::take(&mut st.keep);
-            st.event = None;
+            keep = if gpu_done { std::mem::take(&mut st.keep) } else { Vec::new() };
+            if gpu_done {
+                st.event = None;
+            }
             waker = st.waker.take();
             callback = st.callback.take();
             value = if callback.is_some() { st.value.take() } else { None };
@@ -250,6 +282,11 @@ impl<T: Send + 'static> Pending for Shared<T> {
     fn resolve(&self, outcome: Result<()>) {
         let on_thread = self.device.completions().is_current_thread();
         self.resolve_in(outcome, on_thread);
+    }
+
+    fn expire(&self, waited: Duration) {
+        let on_thread = self.device.completions().is_current_thread();
+        self.publish_value(Err(Error::Timeout { waited }), false, on_thread);
     }
 }
 
@@ -335,6 +372,11 @@ impl<T: Send + 'static> Completion<T> {
     /// Blocks until the job's GPU work has finished and returns its value. Synchronizes on the
     /// job's event from this thread.
     pub fn wait(self) -> Result<T> {
+        if self.shared.device.config.watchdog.is_some() {
+            // The completion thread enforces the watchdog; synchronizing here could outwait it.
+            self.wait_status(READY, None);
+            return self.take();
+        }
         self.wait_status(ENQUEUED, None);
         let event = crate::sync::lock(&self.shared.state).event.clone();
         if let Some(ev) = event {
@@ -458,14 +500,21 @@ type Rejected = (u32, EventRef, Arc<dyn Pending>);
 /// The device's completion thread, started on first use.
 pub(crate) struct Completions {
     spin: Duration,
+    watchdog: Option<Duration>,
     thread: std::sync::OnceLock<(Sender<Msg>, std::thread::ThreadId)>,
     join: Mutex<Option<JoinHandle<()>>>,
     start: Mutex<()>,
 }
 
 impl Completions {
-    pub(crate) fn new(spin: Duration) -> Self {
-        Completions { spin, thread: std::sync::OnceLock::new(), join: Mutex::new(None), start: Mutex::new(()) }
+    pub(crate) fn new(spin: Duration, watchdog: Option<Duration>) -> Self {
+        Completions {
+            spin,
+            watchdog,
+            thread: std::sync::OnceLock::new(),
+            join: Mutex::new(None),
+            start: Mutex::new(()),
+        }
     }
 
     fn sender(&self) -> Option<&Sender<Msg>> {
@@ -475,9 +524,10 @@ impl Completions {
         let _g = crate::sync::lock(&self.start);
         if self.thread.get().is_none() {
             let (tx, rx) = crossbeam_channel::unbounded();
-            let spin = self.spin;
-            let spawned =
-                std::thread::Builder::new().name("cusched-completion".into()).spawn(move || completion_loop(rx, spin));
+            let (spin, watchdog) = (self.spin, self.watchdog);
+            let spawned = std::thread::Builder::new()
+                .name("cusched-completion".into())
+                .spawn(move || completion_loop(rx, spin, watchdog));
             match spawned {
                 Ok(h) => {
                     let _ = self.thread.set((tx, h.thread().id()));
@@ -536,8 +586,17 @@ impl Completions {
 
 /// Polls the oldest pending event of each stream; spins for `spin` after progress, then backs
 /// off exponentially (50 µs to 1 ms) while new registrations can still wake it at once.
-fn completion_loop(rx: Receiver<Msg>, spin: Duration) {
-    let mut queues: Vec<VecDeque<(EventRef, Arc<dyn Pending>)>> = Vec::new();
+/// A registered completion: its event, itself, when it was registered, and whether the watchdog
+/// already resolved it.
+struct Watched {
+    event: EventRef,
+    job: Arc<dyn Pending>,
+    since: Instant,
+    expired: bool,
+}
+
+fn completion_loop(rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>) {
+    let mut queues: Vec<VecDeque<Watched>> = Vec::new();
     let mut pending = 0usize;
     let mut idle_since = Instant::now();
     let mut backoff = Duration::from_micros(50);
@@ -561,7 +620,7 @@ fn completion_loop(rx: Receiver<Msg>, spin: Duration) {
                 if queues.len() <= i {
                     queues.resize_with(i + 1, VecDeque::new);
                 }
-                queues[i].push_back((event, job));
+                queues[i].push_back(Watched { event, job, since: Instant::now(), expired: false });
                 pending += 1;
                 continue;
             }
@@ -574,23 +633,30 @@ fn completion_loop(rx: Receiver<Msg>, spin: Duration) {
         }
         let mut progressed = false;
         for q in &mut queues {
-            while let Some((ev, _)) = q.front() {
-                let outcome = if shutting_down { ev.synchronize().map(|_| true) } else { ev.is_done() };
+            while let Some(w) = q.front() {
+                let outcome = if shutting_down { w.event.synchronize().map(|_| true) } else { w.event.is_done() };
                 match outcome {
                     Ok(false) => break,
                     Ok(true) => {
-                        if let Some((_, job)) = q.pop_front() {
-                            job.resolve(Ok(()));
+                        if let Some(w) = q.pop_front() {
+                            w.job.resolve(Ok(()));
                         }
                     }
                     Err(e) => {
-                        if let Some((_, job)) = q.pop_front() {
-                            job.resolve(Err(e));
+                        if let Some(w) = q.pop_front() {
+                            w.job.resolve(Err(e));
                         }
                     }
                 }
                 pending -= 1;
                 progressed = true;
+            }
+            // One stream's events finish in order, so everything left is still running.
+            if let Some(limit) = watchdog {
+                for w in q.iter_mut().filter(|w| !w.expired && w.since.elapsed() >= limit) {
+                    w.expired = true;
+                    w.job.expire(limit);
+                }
             }
         }
         if progressed {

@@ -8,7 +8,7 @@ use crate::track::{EventPool, EventRef, StreamSlot, StreamStats};
 use crossbeam_channel::{Receiver, Sender};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 /// Settings shared by both backends.
@@ -27,6 +27,12 @@ pub struct DeviceConfig {
     /// expressions, architecture and NVRTC version; written atomically). `None`: memory only.
     #[cfg(feature = "nvrtc")]
     pub kernel_cache_dir: Option<std::path::PathBuf>,
+    /// A watchdog: a job or op whose GPU work has not finished this long after it was enqueued
+    /// resolves with [`Error::Timeout`]; its keep-alives stay held until the GPU really finishes.
+    /// `None` (the default): completions wait as long as the GPU takes. With a watchdog every
+    /// completion is watched by the completion thread, and `Completion::wait` waits for it
+    /// rather than synchronizing on the event itself.
+    pub watchdog: Option<Duration>,
 }
 
 impl Default for DeviceConfig {
@@ -37,6 +43,7 @@ impl Default for DeviceConfig {
             spin: Duration::from_micros(50),
             #[cfg(feature = "nvrtc")]
             kernel_cache_dir: None,
+            watchdog: None,
         }
     }
 }
@@ -66,9 +73,17 @@ impl fmt::Display for StreamId {
 pub(crate) struct DeviceShared {
     pub uid: u32,
     pub ordinal: usize,
-    pub backend: BackendCtx,
+    /// The context; replaced when a poisoned one is rebuilt.
+    backend: RwLock<BackendCtx>,
+    is_sim: bool,
     pub config: DeviceConfig,
     generation: AtomicU64,
+    /// Advances only when the context is rebuilt (the generation also advances on demand).
+    epoch: AtomicU64,
+    /// The first failure of the most recently poisoned context.
+    poison: Mutex<Option<Poison>>,
+    /// The context is poisoned and could not be rebuilt: every new op fails fast.
+    dead: AtomicBool,
     streams: Box<[OnceLock<StreamSlot>]>,
     stream_count: AtomicUsize,
     stream_create: Mutex<()>,
@@ -87,6 +102,32 @@ pub(crate) struct DeviceShared {
 
 type LaneThread = Arc<Mutex<Option<std::thread::JoinHandle<()>>>>;
 
+/// What poisoned a context: the first failing call, and the context's epoch.
+#[derive(Clone, Copy, Debug)]
+struct Poison {
+    call: &'static str,
+    status: cudarc::driver::DriverError,
+    epoch: u64,
+}
+
+/// Driver statuses after which a context is unusable: every later call in it fails.
+fn is_sticky(status: cudarc::driver::DriverError) -> bool {
+    use cudarc::driver::sys::CUresult as R;
+    matches!(
+        status.0,
+        R::CUDA_ERROR_ILLEGAL_ADDRESS
+            | R::CUDA_ERROR_LAUNCH_FAILED
+            | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | R::CUDA_ERROR_MISALIGNED_ADDRESS
+            | R::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | R::CUDA_ERROR_INVALID_PC
+            | R::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | R::CUDA_ERROR_ASSERT
+            | R::CUDA_ERROR_LAUNCH_TIMEOUT
+            | R::CUDA_ERROR_ECC_UNCORRECTABLE
+    )
+}
+
 impl DeviceShared {
     fn new(ordinal: usize, backend: BackendCtx, config: DeviceConfig, fencing: bool) -> Result<Arc<Self>> {
         static NEXT_UID: AtomicU32 = AtomicU32::new(1);
@@ -94,20 +135,24 @@ impl DeviceShared {
             return Err(Error::invalid("DeviceConfig::max_streams", "must be at least 1"));
         }
         let streams = (0..config.max_streams).map(|_| OnceLock::new()).collect();
-        let config_spin = config.spin;
+        let (config_spin, watchdog) = (config.spin, config.watchdog);
         let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded(0);
         let shared = Arc::new(DeviceShared {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             ordinal,
-            events: Arc::new(EventPool::new(backend.clone())),
-            backend,
+            events: Arc::new(EventPool::new(backend.clone(), 1)),
+            is_sim: matches!(backend, BackendCtx::Sim(_)),
+            backend: RwLock::new(backend),
             config,
             generation: AtomicU64::new(1),
+            epoch: AtomicU64::new(1),
+            poison: Mutex::new(None),
+            dead: AtomicBool::new(false),
             streams,
             stream_count: AtomicUsize::new(0),
             stream_create: Mutex::new(()),
             fencing,
-            completions: Completions::new(config_spin),
+            completions: Completions::new(config_spin, watchdog),
             shutdown_tx: Mutex::new(Some(shutdown_tx)),
             shutdown_rx,
             shut_down: AtomicBool::new(false),
@@ -124,6 +169,90 @@ impl DeviceShared {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// The context epoch: advances each time a poisoned context is rebuilt.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The current backend context.
+    pub(crate) fn backend(&self) -> BackendCtx {
+        crate::sync::read(&self.backend).clone()
+    }
+
+    /// Maps an error from work of context epoch `epoch`: a sticky driver status poisons that
+    /// context (rebuilding it, once) and becomes [`Error::ContextPoisoned`] naming the first
+    /// failing call; every other error passes through.
+    pub(crate) fn classify(&self, err: Error, epoch: u64) -> Error {
+        let (call, status) = match err {
+            Error::Driver { call, status } if is_sticky(status) => (call, status),
+            Error::ContextPoisoned { .. } => return err,
+            other => return other,
+        };
+        let mut poison = crate::sync::lock(&self.poison);
+        if let Some(p) = *poison {
+            if p.epoch >= epoch {
+                // That context was already poisoned (and rebuilt): report its first failure.
+                return Error::ContextPoisoned { call: p.call, status: p.status };
+            }
+        }
+        log::error!(
+            "cusched: {call} failed with {status:?}, which poisons the CUDA context of device {}; rebuilding it",
+            self.label()
+        );
+        *poison = Some(Poison { call, status, epoch });
+        if epoch == self.epoch() {
+            if let Err(e) = self.rebuild() {
+                // On current NVIDIA drivers an illegal-address fault is sticky for the whole
+                // process: no new context can be made on the device. The device stays poisoned
+                // and fails every new op at once instead of hanging or touching freed memory.
+                log::error!(
+                    "cusched: rebuilding the context of device {} failed ({e}); it stays poisoned, restart the process to use it again",
+                    self.label()
+                );
+                self.dead.store(true, Ordering::Release);
+            }
+        }
+        Error::ContextPoisoned { call, status }
+    }
+
+    /// `Some(ContextPoisoned)` while the context is poisoned and could not be rebuilt.
+    pub(crate) fn poisoned(&self) -> Option<Error> {
+        if !self.dead.load(Ordering::Acquire) {
+            return None;
+        }
+        let p = (*crate::sync::lock(&self.poison))?;
+        Some(Error::ContextPoisoned { call: p.call, status: p.status })
+    }
+
+    /// Replaces the context: a fresh one, the same streams made anew in it, the event pool and
+    /// tracer moved over, and every handle made before stale. Called under the poison lock.
+    ///
+    /// The poisoned context is not destroyed here: handles made in it (buffers, events, kernels,
+    /// library handles) still hold it, and their calls fail with errors instead of touching
+    /// freed memory. It is destroyed when the last of them drops.
+    fn rebuild(&self) -> Result<()> {
+        // Handles made so far are stale from here on, whether or not a new context can be made.
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let fresh = match &self.backend() {
+            BackendCtx::Cuda(_) => BackendCtx::Cuda(cuda::open_fresh(self.ordinal)?),
+            BackendCtx::Sim(old) => BackendCtx::Sim(SimShared::new(old.config.clone())),
+        };
+        let streams: Vec<crate::backend::RawStream> =
+            self.slots().map(|slot| fresh.new_stream(slot.id.index)).collect::<Result<_>>()?;
+        // The generation advanced first: a preflight that sees a new stream also sees its old
+        // buffers stale.
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        *crate::sync::write(&self.backend) = fresh.clone();
+        self.events.reset(fresh.clone(), epoch);
+        for (slot, raw) in self.slots().zip(streams) {
+            slot.replace(raw, epoch);
+        }
+        if let Some(slot) = self.slot_by_index(0) {
+            self.tracer.rebase(&fresh, &slot.raw());
+        }
+        log::warn!("cusched: device {} runs on a new context (epoch {epoch})", self.label());
+        Ok(())
+    }
     pub(crate) fn completions(&self) -> &Completions {
         &self.completions
     }
@@ -167,7 +296,7 @@ impl DeviceShared {
     }
 
     pub(crate) fn label(&self) -> String {
-        format!("#{} ({} {})", self.uid, self.backend.name(), self.ordinal)
+        format!("#{} ({} {})", self.uid, if self.is_sim { "sim" } else { "cuda" }, self.ordinal)
     }
 
     fn create_stream(&self) -> Result<StreamId> {
@@ -180,15 +309,21 @@ impl DeviceShared {
             ));
         }
         let id = StreamId { device: self.uid, index: index as u32 };
-        let raw = self.backend.new_stream(id.index)?;
+        let epoch = self.epoch();
+        let raw = self.backend().new_stream(id.index)?;
         // The slot is empty: indices are handed out once, under `stream_create`.
-        let _ = self.streams[index].set(StreamSlot::new(id, raw, self.fencing));
+        let _ = self.streams[index].set(StreamSlot::new(id, raw, epoch, self.fencing));
         self.stream_count.store(index + 1, Ordering::Release);
         Ok(id)
     }
 
     /// The slot of `id`, after checking the id belongs to this device.
     pub(crate) fn stream(&self, id: StreamId) -> Result<&StreamSlot> {
+        if self.dead.load(Ordering::Relaxed) {
+            if let Some(e) = self.poisoned() {
+                return Err(e);
+            }
+        }
         if id.device != self.uid {
             return Err(Error::ForeignDevice {
                 what: id.to_string(),
@@ -220,8 +355,8 @@ impl DeviceShared {
         self.stream(stream)?.record(&self.events)
     }
 
-    pub(crate) fn cuda_ctx(&self, what: &'static str) -> Result<&Arc<cudarc::driver::CudaContext>> {
-        match &self.backend {
+    pub(crate) fn cuda_ctx(&self, what: &'static str) -> Result<Arc<cudarc::driver::CudaContext>> {
+        match self.backend() {
             BackendCtx::Cuda(ctx) => Ok(ctx),
             BackendCtx::Sim(_) => Err(Error::WrongBackend { what, needed: "cuda", actual: "sim" }),
         }
@@ -311,12 +446,23 @@ impl Device {
 
     /// Whether this device is the CPU simulation.
     pub fn is_simulated(&self) -> bool {
-        matches!(self.shared.backend, BackendCtx::Sim(_))
+        self.shared.is_sim
     }
 
     /// The device ordinal (0 for simulated devices).
     pub fn ordinal(&self) -> usize {
         self.shared.ordinal
+    }
+
+    /// `Some(Error::ContextPoisoned)`, naming the first failing call, while the device's context
+    /// is poisoned and could not be rebuilt; every new op then fails with that error at once.
+    ///
+    /// A sticky fault (an illegal address, a trap) poisons the context; the device then makes a
+    /// new one and carries on (old handles become [`Error::Stale`]). Current NVIDIA drivers,
+    /// though, refuse every new context on the device for the rest of the process after such a
+    /// fault; then this returns `Some` and only a new process can use the GPU again.
+    pub fn poisoned(&self) -> Option<Error> {
+        self.shared.poisoned()
     }
 
     /// The current context generation; buffers made in an earlier one are stale.
@@ -342,15 +488,16 @@ impl Device {
         self.shared.create_stream()
     }
 
-    /// The cudarc context, for calls this crate does not wrap.
-    pub fn cuda_context(&self) -> Result<&Arc<cudarc::driver::CudaContext>> {
+    /// The cudarc context, for calls this crate does not wrap. After the device rebuilds a
+    /// poisoned context this is a new one: fetch it again rather than keeping it.
+    pub fn cuda_context(&self) -> Result<Arc<cudarc::driver::CudaContext>> {
         self.shared.cuda_ctx("Device::cuda_context")
     }
 
     /// The cudarc stream behind `stream`, for raw launches. Declare the launch's uses on a
     /// [`crate::LaunchRecorder`] around it.
     pub fn cuda_stream(&self, stream: StreamId) -> Result<Arc<cudarc::driver::CudaStream>> {
-        match &self.shared.stream(stream)?.raw {
+        match &*self.shared.stream(stream)?.raw() {
             crate::backend::RawStream::Cuda(s) => Ok(s.clone()),
             crate::backend::RawStream::Sim(_) => {
                 Err(Error::WrongBackend { what: "Device::cuda_stream", needed: "cuda", actual: "sim" })
@@ -364,7 +511,7 @@ impl Device {
     /// time.
     pub fn set_trace(&self, hook: std::sync::Arc<dyn crate::KernelTrace>, options: crate::TraceOptions) -> Result<()> {
         let slot = self.shared.stream(self.default_stream())?;
-        self.shared.tracer.set(hook, options, &self.shared.backend, &slot.raw)
+        self.shared.tracer.set(hook, options, &self.shared.backend(), &slot.raw())
     }
 
     /// Stops tracing: the op path goes back to one relaxed load per op. Ops already traced
@@ -375,7 +522,8 @@ impl Device {
 
     /// Blocks until all work enqueued on `stream` so far has finished.
     pub fn synchronize(&self, stream: StreamId) -> Result<()> {
-        self.shared.record(stream)?.synchronize()
+        let ev = self.shared.record(stream)?;
+        ev.synchronize().map_err(|e| self.shared.classify(e, ev.epoch()))
     }
 
     /// Fences and events the tracker has issued on all streams.
@@ -399,7 +547,7 @@ impl Device {
 
     /// On a simulated device, every pair of conflicting uses the checker found unordered.
     pub fn sim_hazards(&self) -> Result<Vec<Hazard>> {
-        match &self.shared.backend {
+        match self.shared.backend() {
             BackendCtx::Sim(s) => Ok(s.hazards()),
             BackendCtx::Cuda(_) => {
                 Err(Error::WrongBackend { what: "Device::sim_hazards", needed: "sim", actual: "cuda" })
@@ -409,7 +557,7 @@ impl Device {
 
     /// On a simulated device, how many simulated kernels (copies, frees and user closures) ran.
     pub fn sim_kernels_run(&self) -> Result<u64> {
-        match &self.shared.backend {
+        match self.shared.backend() {
             BackendCtx::Sim(s) => Ok(s.kernels_run()),
             BackendCtx::Cuda(_) => {
                 Err(Error::WrongBackend { what: "Device::sim_kernels_run", needed: "sim", actual: "cuda" })

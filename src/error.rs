@@ -178,7 +178,7 @@ pub enum Error {
 
     /// A sticky CUDA error poisoned the context.
     #[error(
-        "the CUDA context was poisoned by {call} ({status:?}); the device rebuilds it, handles made before are stale"
+        "the CUDA context was poisoned by {call} ({status:?}); handles made before are stale, and the device makes a new context if the driver allows one (Device::poisoned says when it does not: restart the process)"
     )]
     ContextPoisoned {
         /// The first call that failed.

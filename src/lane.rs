@@ -54,31 +54,49 @@ impl Handles {
         })
     }
 
-    /// This stream's cuBLAS handle, created on first use and owned by this value.
+    /// This stream's cuBLAS handle, created on first use (and again after the device rebuilt a
+    /// poisoned context) and owned by this value.
     #[cfg(feature = "cublas")]
     pub fn blas(&mut self) -> Result<&mut crate::libs::blas::Blas> {
         let made = match self.blas.take() {
-            Some(h) => h,
+            Some(h) if h.is_current() => h,
+            // Made in a context that was poisoned and replaced: make it anew.
+            Some(stale) => {
+                stale.abandon();
+                crate::libs::blas::Blas::new(&self.device, self.stream)?
+            }
             None => crate::libs::blas::Blas::new(&self.device, self.stream)?,
         };
         Ok(self.blas.insert(made))
     }
 
-    /// This stream's cuRAND generators, created on first use and owned by this value.
+    /// This stream's cuRAND generators, created on first use (and again after a context
+    /// rebuild) and owned by this value.
     #[cfg(feature = "curand")]
     pub fn rng(&mut self) -> Result<&mut crate::libs::rng::Rng> {
         let made = match self.rng.take() {
-            Some(h) => h,
+            Some(h) if h.is_current() => h,
+            // Made in a context that was poisoned and replaced: make it anew.
+            Some(stale) => {
+                stale.abandon();
+                crate::libs::rng::Rng::new(&self.device, self.stream)?
+            }
             None => crate::libs::rng::Rng::new(&self.device, self.stream)?,
         };
         Ok(self.rng.insert(made))
     }
 
-    /// This stream's cuFFT plans and work area, created on first use and owned by this value.
+    /// This stream's cuFFT plans and work area, created on first use (and again after a context
+    /// rebuild) and owned by this value.
     #[cfg(feature = "cufft")]
     pub fn fft(&mut self) -> Result<&mut crate::libs::fft::Fft> {
         let made = match self.fft.take() {
-            Some(h) => h,
+            Some(h) if h.is_current() => h,
+            // Made in a context that was poisoned and replaced: make it anew.
+            Some(stale) => {
+                stale.abandon();
+                crate::libs::fft::Fft::new(&self.device, self.stream)?
+            }
             None => crate::libs::fft::Fft::new(&self.device, self.stream)?,
         };
         Ok(self.fft.insert(made))

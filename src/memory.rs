@@ -165,7 +165,8 @@ impl Device {
     fn new_buffer<T: Element>(&self, stream: StreamId, len: usize, init: Init<'_, T>) -> Result<GpuRef<T>> {
         let slot = self.shared.stream(stream)?;
         let bytes = bytes_of::<T>(len)?;
-        let storage = match &slot.raw {
+        let (raw, epoch) = slot.current();
+        let storage = match &*raw {
             RawStream::Cuda(s) => {
                 // SAFETY: `Element` types are valid for every bit pattern, so unset memory is
                 // never an invalid `T`; the write recorded below orders the allocation before
@@ -176,7 +177,7 @@ impl Device {
             }
             RawStream::Sim(_) => DevStorage::Sim(SimMem::new(vec![T::default(); len])),
         };
-        let buf = GpuRef::from_storage(&self.shared, storage, len, stream.index);
+        let buf = GpuRef::from_storage(&self.shared, storage, len, stream.index, epoch);
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
         rec.write(&buf)?;
         let target = buf.clone();
@@ -192,7 +193,8 @@ impl Device {
     /// queued on the slice's own stream is waited for once; later frees happen on `stream`.
     pub fn adopt<T: Element>(&self, stream: StreamId, slice: CudaSlice<T>) -> Result<GpuRef<T>> {
         let slot = self.shared.stream(stream)?;
-        let RawStream::Cuda(ours) = &slot.raw else {
+        let (raw, epoch) = slot.current();
+        let RawStream::Cuda(ours) = &*raw else {
             return Err(Error::WrongBackend { what: "Device::adopt", needed: "cuda", actual: "sim" });
         };
         if slice.context().cu_ctx() != ours.context().cu_ctx() {
@@ -211,7 +213,7 @@ impl Device {
         // elements of `T` allocated in the same context as `ours`; every bit pattern is a
         // valid `T`.
         let slice = unsafe { ours.upgrade_device_ptr::<T>(ptr, len) };
-        let buf = GpuRef::from_storage(&self.shared, DevStorage::Cuda(slice), len, stream.index);
+        let buf = GpuRef::from_storage(&self.shared, DevStorage::Cuda(slice), len, stream.index, epoch);
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "adopt"));
         rec.write(&buf)?;
         rec.launch(self, |_| Ok(()))?;
@@ -248,10 +250,10 @@ fn sim_only(scope: &LaunchScope<'_>, f: impl FnOnce() + Send + 'static) -> Resul
 }
 
 impl<T: Element> GpuRef<T> {
-    fn from_storage(device: &Arc<DeviceShared>, storage: DevStorage<T>, len: usize, home: u32) -> Self {
+    fn from_storage(device: &Arc<DeviceShared>, storage: DevStorage<T>, len: usize, home: u32, epoch: u64) -> Self {
         GpuRef {
             inner: Arc::new(BufferInner {
-                track: BufferTrack::new("buffer", device.clone()),
+                track: BufferTrack::new("buffer", device.clone(), epoch),
                 len,
                 home,
                 storage: Some(storage),
@@ -451,7 +453,7 @@ impl<T: Element> GpuRef<T> {
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_host"));
         rec.read(src)?.write(self)?;
         rec.launch(&self.device(), |scope| match (self.storage(), &src.inner.storage) {
-            (DevStorage::Cuda(dst), HostStorage::Pinned(p)) => {
+            (DevStorage::Cuda(dst), HostStorage::Pinned(p, _)) => {
                 let s = scope.cuda_stream()?;
                 cuda::bind(s.context())?;
                 let (d, _a) = cudarc::driver::DevicePtr::device_ptr(dst, s);
@@ -473,7 +475,7 @@ impl<T: Element> GpuRef<T> {
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_to_host"));
         rec.read(self)?.write(&*dst)?;
         rec.launch(&self.device(), |scope| match (self.storage(), &dst.inner.storage) {
-            (DevStorage::Cuda(from), HostStorage::Pinned(p)) => {
+            (DevStorage::Cuda(from), HostStorage::Pinned(p, _)) => {
                 let s = scope.cuda_stream()?;
                 cuda::bind(s.context())?;
                 let (f, _a) = cudarc::driver::DevicePtr::device_ptr(from, s);
@@ -494,6 +496,13 @@ impl<T: Element> Drop for BufferInner<T> {
     fn drop(&mut self) {
         let Some(storage) = self.storage.take() else { return };
         let device = &self.track.device;
+        if self.track.epoch != device.epoch() {
+            // Memory of a poisoned context: no new work can reach it, and fencing its free on a
+            // stream of the new context is impossible. cudarc's drop queues the free in the old
+            // context, where it fails harmlessly; the context's teardown releases the memory.
+            drop(storage);
+            return;
+        }
         let Some(slot) = device.slot_by_index(self.home) else { return };
         // Free on the home stream after every outstanding use; the host never blocks.
         let uses = self.track.all_uses();
@@ -504,7 +513,7 @@ impl<T: Element> Drop for BufferInner<T> {
             std::mem::forget(storage);
             return;
         }
-        match (storage, &slot.raw) {
+        match (storage, &*slot.raw()) {
             // cudarc's drop enqueues cuMemFreeAsync on the slice's stream, which is `slot`'s.
             (DevStorage::Cuda(slice), _) => drop(slice),
             (DevStorage::Sim(mem), RawStream::Sim(s)) => {
@@ -516,7 +525,9 @@ impl<T: Element> Drop for BufferInner<T> {
 }
 
 enum HostStorage<T> {
-    Pinned(NonNull<T>),
+    /// Pinned memory and the context that allocated it: holding the context keeps the memory
+    /// mapped even after the device moved to a new context.
+    Pinned(NonNull<T>, Arc<cudarc::driver::CudaContext>),
     Sim(SimMem<T>),
 }
 
@@ -622,7 +633,9 @@ impl<T> DerefMut for HostWrite<'_, T> {
 impl<T: Element> HostBuffer<T> {
     fn new(device: &Arc<DeviceShared>, len: usize, init: Option<&[T]>) -> Result<Self> {
         let bytes = bytes_of::<T>(len)?;
-        let storage = match &device.backend {
+        let backend = device.backend();
+        let epoch = device.epoch();
+        let storage = match &backend {
             crate::backend::BackendCtx::Cuda(ctx) => {
                 let ptr = if bytes == 0 {
                     NonNull::dangling()
@@ -641,14 +654,14 @@ impl<T: Element> HostBuffer<T> {
                     }
                     ptr
                 };
-                HostStorage::Pinned(ptr)
+                HostStorage::Pinned(ptr, ctx.clone())
             }
             crate::backend::BackendCtx::Sim(_) => {
                 HostStorage::Sim(SimMem::new(init.map_or_else(|| vec![T::default(); len], <[T]>::to_vec)))
             }
         };
         Ok(HostBuffer {
-            inner: Arc::new(HostInner { track: BufferTrack::new("host buffer", device.clone()), len, storage }),
+            inner: Arc::new(HostInner { track: BufferTrack::new("host buffer", device.clone(), epoch), len, storage }),
         })
     }
 
@@ -672,7 +685,7 @@ impl<T: Element> HostBuffer<T> {
             // conflict with this access have finished (synchronized above), and no new one can
             // start while the guard borrows the buffer (`read` borrows `&self`, which copies
             // into the buffer cannot take; `write` borrows `&mut self`).
-            HostStorage::Pinned(p) => {
+            HostStorage::Pinned(p, _) => {
                 HostGuard::Pinned(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len()) })
             }
             HostStorage::Sim(m) => HostGuard::Sim(m.lock()),
@@ -692,18 +705,22 @@ impl<T: Element> HostBuffer<T> {
 
 impl<T> Drop for HostInner<T> {
     fn drop(&mut self) {
-        let HostStorage::Pinned(p) = self.storage else { return };
+        let HostStorage::Pinned(p, ctx) = &self.storage else { return };
         if self.len == 0 || std::mem::size_of::<T>() == 0 {
             return;
         }
-        // Pinned memory is freed at once, so wait for the copies that still use it.
-        for ev in self.track.all_uses() {
-            if let Err(e) = ev.synchronize() {
-                log::error!("cusched: waiting for the uses of {} failed: {e}; leaking it", self.track.name());
-                return;
+        // Pinned memory is freed at once, so wait for the copies that still use it. (In a
+        // poisoned context nothing runs any more, and its events only report the poison.)
+        if self.track.epoch == self.track.device.epoch() {
+            for ev in self.track.all_uses() {
+                if let Err(e) = ev.synchronize() {
+                    log::error!("cusched: waiting for the uses of {} failed: {e}; leaking it", self.track.name());
+                    return;
+                }
             }
         }
-        if let crate::backend::BackendCtx::Cuda(ctx) = &self.track.device.backend {
+        {
+            let p = *p;
             let freed = cuda::bind(ctx).and_then(|_| {
                 // SAFETY: `p` came from `malloc_host` in `new` and every GPU use has finished.
                 unsafe { result::free_host(p.as_ptr().cast()) }.call("cuMemFreeHost")

@@ -83,7 +83,7 @@ impl Use {
 
 enum Phase {
     Recording,
-    Preflighted { device: Arc<DeviceShared>, holder: HolderId },
+    Preflighted { device: Arc<DeviceShared>, holder: HolderId, raw: Arc<RawStream> },
     Done,
 }
 
@@ -287,7 +287,17 @@ impl LaunchRecorder {
             release(&self.uses, holder);
             return Err(e);
         }
-        self.phase = Phase::Preflighted { device: shared.clone(), holder };
+        // The stream and its context epoch, read together: if the device rebuilt its context
+        // since the uses were checked, their memory belongs to the old one and must not reach
+        // a stream of the new one.
+        let (raw, epoch) = slot.current();
+        if let Some(u) = self.uses.iter().find(|u| u.track().epoch != epoch) {
+            let t = u.track();
+            let err = Error::Stale { what: t.name(), made: t.generation, current: shared.generation() };
+            release(&self.uses, holder);
+            return Err(err);
+        }
+        self.phase = Phase::Preflighted { device: shared.clone(), holder, raw };
         Ok(())
     }
 
@@ -325,6 +335,7 @@ impl LaunchRecorder {
     ) -> Result<Launched<R>> {
         let _nvtx = NvtxRange::push(self.label.library, self.label.op());
         let shared = &device.shared;
+        let epoch = shared.epoch();
         let mut trace = shared.tracer.begin(|| shared.lane_name(self.stream), self.stream, &self.label);
         let result = self.launch_traced(device, enqueue, &mut trace);
         match result {
@@ -344,7 +355,7 @@ impl LaunchRecorder {
                     let span = t.completing(false);
                     t.completed(span);
                 }
-                Err(e)
+                Err(shared.classify(e, epoch))
             }
         }
     }
@@ -359,11 +370,11 @@ impl LaunchRecorder {
         let out = {
             let scope = self.scope()?;
             if let Some(t) = trace.as_mut() {
-                t.gpu_start(&scope.slot.raw);
+                t.gpu_start(&scope.raw);
             }
             let out = enqueue(&scope);
             if let Some(t) = trace.as_mut() {
-                t.gpu_end(&scope.slot.raw);
+                t.gpu_end(&scope.raw);
             }
             out
         };
@@ -375,14 +386,16 @@ impl LaunchRecorder {
     /// The scope of a preflighted recorder, for enqueueing between `preflight` and `commit`.
     pub fn scope(&self) -> Result<LaunchScope<'_>> {
         match &self.phase {
-            Phase::Preflighted { device, .. } => Ok(LaunchScope { rec: self, slot: device.stream(self.stream)? }),
+            Phase::Preflighted { device, raw, .. } => {
+                Ok(LaunchScope { rec: self, slot: device.stream(self.stream)?, raw: raw.clone() })
+            }
             _ => Err(Error::RecorderMisuse { what: "the recorder has no scope before preflight or after commit" }),
         }
     }
 
     fn finish(&mut self) -> Result<Option<EventRef>> {
         let (device, holder) = match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Preflighted { device, holder } => (device, holder),
+            Phase::Preflighted { device, holder, .. } => (device, holder),
             Phase::Recording if self.uses.is_empty() => return Ok(None),
             Phase::Recording => {
                 return Err(Error::RecorderMisuse {
@@ -438,6 +451,7 @@ impl Drop for LaunchRecorder {
 pub struct LaunchScope<'a> {
     rec: &'a LaunchRecorder,
     slot: &'a StreamSlot,
+    raw: Arc<RawStream>,
 }
 
 impl std::fmt::Debug for LaunchScope<'_> {
@@ -454,7 +468,7 @@ impl LaunchScope<'_> {
 
     /// The cudarc stream to enqueue on (CUDA devices).
     pub fn cuda_stream(&self) -> Result<&Arc<cudarc::driver::CudaStream>> {
-        match &self.slot.raw {
+        match &*self.raw {
             RawStream::Cuda(s) => Ok(s),
             RawStream::Sim(_) => {
                 Err(Error::WrongBackend { what: "LaunchScope::cuda_stream", needed: "cuda", actual: "sim" })
@@ -468,8 +482,23 @@ impl LaunchScope<'_> {
         self.sim_kernel_boxed(Box::new(f))
     }
 
+    /// Enqueues a simulated kernel that faults like an out-of-bounds write on a GPU
+    /// (`CUDA_ERROR_ILLEGAL_ADDRESS`): the simulated context is poisoned, no later kernel in it
+    /// runs, and its events report the error, so that recovery can be exercised without a GPU.
+    pub fn sim_fault(&self) -> Result<()> {
+        match &*self.raw {
+            RawStream::Sim(s) => {
+                s.fault();
+                Ok(())
+            }
+            RawStream::Cuda(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::sim_fault", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+
     pub(crate) fn sim_kernel_boxed(&self, f: SimKernel) -> Result<()> {
-        match &self.slot.raw {
+        match &*self.raw {
             RawStream::Sim(s) => {
                 s.run(self.rec.checker_uses(), f);
                 Ok(())

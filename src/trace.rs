@@ -117,6 +117,15 @@ struct Timing {
     pool: Mutex<Vec<RawEvent>>,
 }
 
+impl Timing {
+    fn new(backend: &BackendCtx, reference_stream: &RawStream) -> Result<Timing> {
+        let reference = backend.new_timing_event()?;
+        reference_stream.record(&reference)?;
+        reference.synchronize()?;
+        Ok(Timing { backend: backend.clone(), reference, at: Instant::now(), pool: Mutex::new(Vec::new()) })
+    }
+}
+
 /// The device's trace state. `on` is the only thing the op path reads when tracing is off.
 #[derive(Default)]
 pub(crate) struct Tracer {
@@ -133,17 +142,23 @@ impl Tracer {
         backend: &BackendCtx,
         reference_stream: &RawStream,
     ) -> Result<()> {
-        let timing = if options.gpu_timing {
-            let reference = backend.new_timing_event()?;
-            reference_stream.record(&reference)?;
-            reference.synchronize()?;
-            Some(Timing { backend: backend.clone(), reference, at: Instant::now(), pool: Mutex::new(Vec::new()) })
-        } else {
-            None
-        };
+        let timing = if options.gpu_timing { Some(Timing::new(backend, reference_stream)?) } else { None };
         *crate::sync::write(&self.active) = Some(Arc::new(Active { hook, timing }));
         self.on.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Moves GPU timing to a rebuilt context (its timing events and reference are new).
+    pub(crate) fn rebase(&self, backend: &BackendCtx, reference_stream: &RawStream) {
+        let mut active = crate::sync::write(&self.active);
+        let Some(old) = active.as_ref().filter(|a| a.timing.is_some()).cloned() else { return };
+        match Timing::new(backend, reference_stream) {
+            Ok(t) => *active = Some(Arc::new(Active { hook: old.hook.clone(), timing: Some(t) })),
+            Err(e) => {
+                log::warn!("cusched: GPU timing is off after the context rebuild: {e}");
+                *active = Some(Arc::new(Active { hook: old.hook.clone(), timing: None }));
+            }
+        }
     }
 
     pub(crate) fn clear(&self) {

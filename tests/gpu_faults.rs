@@ -1,9 +1,21 @@
-//! Faults on a real GPU: out-of-memory is a typed error and the device keeps working. Skipped
-//! without a GPU unless `CUSCHED_REQUIRE_GPU=1`.
+//! Faults on a real GPU: out-of-memory is a typed error and the device keeps working; the
+//! watchdog times out long work but holds its keep-alives until the GPU is done. Skipped without
+//! a GPU unless `CUSCHED_REQUIRE_GPU=1`.
 
 mod common;
 use common::*;
-use cusched::Error;
+use cusched::cudarc::driver::LaunchConfig;
+use cusched::{Device, DeviceConfig, Error};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SLOW: &str = r#"
+extern "C" __global__ void slow(float* p, unsigned long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < (long long)cycles) {}
+    p[threadIdx.x] += 1.0f;
+}
+"#;
 
 #[test]
 fn gpu_allocation_beyond_device_memory_is_out_of_memory_and_the_device_keeps_working() {
@@ -24,4 +36,37 @@ fn gpu_allocation_beyond_device_memory_is_out_of_memory_and_the_device_keeps_wor
     let fresh = d.upload(s, &[1.5f32; 4096]).unwrap();
     assert_eq!(fresh.download(d.default_stream()).unwrap(), vec![1.5f32; 4096]);
     assert_eq!(d.generation(), 1, "an out-of-memory error does not poison the context");
+}
+
+#[test]
+fn gpu_watchdog_times_out_long_work_and_holds_keep_alives_until_it_ends() {
+    if gpu().is_none() {
+        return;
+    }
+    let d =
+        Device::open_with(0, DeviceConfig { watchdog: Some(Duration::from_millis(100)), ..DeviceConfig::default() })
+            .unwrap();
+    let k = d.compile(SLOW, &[]).unwrap().kernel("slow").unwrap();
+    let lane = d.lane("watchdog").unwrap();
+    let buf = d.alloc_zeros::<f32>(d.default_stream(), 32).unwrap();
+    let marker = Arc::new(());
+    let (m, b) = (marker.clone(), buf.clone());
+    let start = Instant::now();
+    let done = lane.submit(move |cx| {
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+        cx.launch(&k, cfg).read_write(&b).scalar(1_500_000_000u64).enqueue()?;
+        cx.keep(m);
+        Ok(())
+    });
+    assert!(matches!(done.wait(), Err(Error::Timeout { .. })));
+    let fired = start.elapsed();
+    assert!(fired < Duration::from_millis(500), "fired after {fired:?}");
+    assert_eq!(Arc::strong_count(&marker), 2, "held while the kernel still runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Arc::strong_count(&marker) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(Arc::strong_count(&marker), 1, "released when the kernel ended");
+    eprintln!("watchdog fired after {fired:?}; keep-alive released after {:?}", start.elapsed());
+    assert_eq!(buf.download(d.default_stream()).unwrap(), vec![1.0f32; 32]);
 }

@@ -36,6 +36,16 @@ pub(crate) fn open(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(ctx)
 }
 
+/// A new, non-primary context on `ordinal`, with event tracking disabled: what a device moves
+/// to when its context is poisoned (the primary context stays poisoned until every handle in it
+/// is released, so it cannot be reused).
+pub(crate) fn open_fresh(ordinal: usize) -> Result<Arc<CudaContext>> {
+    let ctx = CudaContext::new_non_primary(ordinal, 0).call("cuCtxCreate")?;
+    // SAFETY: as in `open`: every slice allocated through this context object is tracked.
+    unsafe { ctx.disable_event_tracking() };
+    Ok(ctx)
+}
+
 /// Makes `ctx` current on the calling thread if it is not already.
 pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
     if result::ctx::get_current().call("cuCtxGetCurrent")? != Some(ctx.cu_ctx()) {

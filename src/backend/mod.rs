@@ -51,13 +51,6 @@ impl BackendCtx {
             BackendCtx::Sim(_) => Ok(RawEvent::Sim(sim::SimEvent::default())),
         }
     }
-
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            BackendCtx::Cuda(_) => "cuda",
-            BackendCtx::Sim(_) => "sim",
-        }
-    }
 }
 
 impl RawStream {
@@ -91,7 +84,7 @@ impl RawEvent {
     pub(crate) fn query(&self) -> Result<bool> {
         match self {
             RawEvent::Cuda(e) => cuda::query(e),
-            RawEvent::Sim(e) => Ok(e.is_done()),
+            RawEvent::Sim(e) => e.query(),
         }
     }
 
@@ -111,10 +104,7 @@ impl RawEvent {
     pub(crate) fn synchronize(&self) -> Result<()> {
         match self {
             RawEvent::Cuda(e) => cuda::synchronize(e),
-            RawEvent::Sim(e) => {
-                e.synchronize();
-                Ok(())
-            }
+            RawEvent::Sim(e) => e.synchronize(),
         }
     }
 }

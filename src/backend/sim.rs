@@ -89,6 +89,9 @@ struct Checker {
 pub(crate) struct SimShared {
     pub config: SimConfig,
     checker: Mutex<Checker>,
+    /// Set when a simulated kernel faulted: like a sticky CUDA error, every later event of this
+    /// simulated context reports it and no later kernel runs.
+    faulted: std::sync::atomic::AtomicBool,
 }
 
 type Vc = Vec<u64>;
@@ -99,7 +102,7 @@ fn covers(vc: &Vc, op: SimOp) -> bool {
 
 impl SimShared {
     pub(crate) fn new(config: SimConfig) -> Arc<Self> {
-        Arc::new(SimShared { config, checker: Mutex::new(Checker::default()) })
+        Arc::new(SimShared { config, checker: Mutex::new(Checker::default()), faulted: Default::default() })
     }
 
     pub(crate) fn hazards(&self) -> Vec<Hazard> {
@@ -143,13 +146,26 @@ impl SimShared {
 struct Record {
     /// The recording stream's clock and the host time when the stream passed the record.
     done: Mutex<Option<(Arc<Vc>, Instant)>>,
+    /// The simulated context had faulted when the stream passed the record.
+    failed: std::sync::atomic::AtomicBool,
     cv: Condvar,
 }
 
 impl Record {
-    fn complete(&self, vc: Vc) {
+    fn complete(&self, vc: Vc, failed: bool) {
+        self.failed.store(failed, std::sync::atomic::Ordering::Release);
         *crate::sync::lock(&self.done) = Some((Arc::new(vc), Instant::now()));
         self.cv.notify_all();
+    }
+
+    fn outcome(&self, call: &'static str) -> crate::error::Result<()> {
+        if self.failed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(crate::error::Error::Driver {
+                call,
+                status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+            });
+        }
+        Ok(())
     }
 
     fn wait(&self) -> Arc<Vc> {
@@ -179,13 +195,23 @@ impl SimEvent {
         crate::sync::lock(&self.current).clone()
     }
 
-    pub(crate) fn is_done(&self) -> bool {
-        self.current().is_none_or(|r| crate::sync::lock(&r.done).is_some())
+    /// Whether the stream passed the recording; an error if the simulated context had
+    /// faulted by then.
+    pub(crate) fn query(&self) -> crate::error::Result<bool> {
+        match self.current() {
+            None => Ok(true),
+            Some(r) if crate::sync::lock(&r.done).is_some() => r.outcome("cuEventQuery").map(|()| true),
+            Some(_) => Ok(false),
+        }
     }
 
-    pub(crate) fn synchronize(&self) {
-        if let Some(r) = self.current() {
-            r.wait();
+    pub(crate) fn synchronize(&self) -> crate::error::Result<()> {
+        match self.current() {
+            None => Ok(()),
+            Some(r) => {
+                r.wait();
+                r.outcome("cuEventSynchronize")
+            }
         }
     }
 
@@ -201,6 +227,7 @@ pub(crate) type SimKernel = Box<dyn FnOnce() + Send>;
 
 enum Cmd {
     Run { uses: SmallVec<[(u64, Access); 4]>, f: SimKernel },
+    Fault,
     Record(Arc<Record>),
     Wait(Arc<Record>),
 }
@@ -247,6 +274,11 @@ impl SimStream {
         }
     }
 
+    /// Enqueues a simulated kernel that faults, poisoning the simulated context.
+    pub(crate) fn fault(&self) {
+        self.send(Cmd::Fault);
+    }
+
     /// Enqueues a simulated kernel that declares `uses` to the checker.
     pub(crate) fn run(&self, uses: SmallVec<[(u64, Access); 4]>, f: SimKernel) {
         self.send(Cmd::Run { uses, f });
@@ -271,6 +303,9 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
     let mut rng = shared.config.seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     while let Ok(cmd) = rx.recv() {
         match cmd {
+            Cmd::Fault => shared.faulted.store(true, std::sync::atomic::Ordering::Release),
+            // A faulted context runs nothing more (the kernel is dropped unrun).
+            Cmd::Run { .. } if shared.faulted.load(std::sync::atomic::Ordering::Acquire) => {}
             Cmd::Run { uses, f } => {
                 delay(&shared.config, &mut rng);
                 vc[index as usize] += 1;
@@ -279,7 +314,7 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
                     log::error!("cusched: a simulated kernel on stream {index} panicked");
                 }
             }
-            Cmd::Record(rec) => rec.complete(vc.clone()),
+            Cmd::Record(rec) => rec.complete(vc.clone(), shared.faulted.load(std::sync::atomic::Ordering::Acquire)),
             Cmd::Wait(rec) => {
                 let theirs = rec.wait();
                 if vc.len() < theirs.len() {

@@ -541,6 +541,21 @@ struct RawHandle(sys::cublasHandle_t);
 // `Blas` methods take `&mut self` for every call that uses it.
 unsafe impl Send for RawHandle {}
 
+impl Blas {
+    /// Whether the handle belongs to the device's current context.
+    pub(crate) fn is_current(&self) -> bool {
+        self.op.is_current()
+    }
+
+    /// Drops a handle of a poisoned context without calling cuBLAS on it (its memory goes with
+    /// that context).
+    pub(crate) fn abandon(mut self) {
+        if let Some(h) = self.raw.take() {
+            std::mem::forget(h);
+        }
+    }
+}
+
 impl Drop for RawHandle {
     fn drop(&mut self) {
         // SAFETY: the handle came from `cublasCreate` and is destroyed once, here. Work already

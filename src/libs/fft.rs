@@ -169,6 +169,20 @@ impl Drop for Plan {
     }
 }
 
+impl Fft {
+    /// Whether the plans belong to the device's current context.
+    pub(crate) fn is_current(&self) -> bool {
+        self.op.is_current()
+    }
+
+    /// Drops plans of a poisoned context without calling cuFFT on them.
+    pub(crate) fn abandon(mut self) {
+        for p in self.plans.drain(..) {
+            std::mem::forget(p);
+        }
+    }
+}
+
 /// A stream's cuFFT plans and work area. Get it from [`crate::Handles::fft`].
 pub struct Fft {
     op: OpStream,

@@ -40,11 +40,18 @@ pub(crate) struct OpStream {
     pub stream: StreamId,
     /// The library's display name, for errors (`"cuBLAS"`).
     pub library: &'static str,
+    /// The context epoch the library's handles were made in.
+    pub epoch: u64,
 }
 
 impl OpStream {
     pub(crate) fn new(device: &Device, stream: StreamId, library: &'static str) -> Self {
-        OpStream { device: device.internal(), stream, library }
+        OpStream { device: device.internal(), stream, library, epoch: device.shared.epoch() }
+    }
+
+    /// Whether the device still runs on the context this library's handles were made in.
+    pub(crate) fn is_current(&self) -> bool {
+        self.epoch == self.device.shared.epoch()
     }
 
     /// A strict recorder on this stream for op `op`, for its uses.

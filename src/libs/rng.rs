@@ -154,6 +154,20 @@ impl Drop for RawGenerator {
     }
 }
 
+impl Rng {
+    /// Whether the generators belong to the device's current context.
+    pub(crate) fn is_current(&self) -> bool {
+        self.op.is_current()
+    }
+
+    /// Drops generators of a poisoned context without calling cuRAND on them.
+    pub(crate) fn abandon(mut self) {
+        for (_, g) in self.generators.drain() {
+            std::mem::forget(g);
+        }
+    }
+}
+
 /// A stream's cuRAND generators (one per [`Generator`] kind, made on first use). Get it from
 /// [`crate::Handles::rng`].
 pub struct Rng {

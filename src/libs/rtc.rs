@@ -173,7 +173,7 @@ impl Device {
         let options = program.options.iter().map(|o| cstring("options", o)).collect::<Result<Vec<_>>>()?;
         let exprs =
             program.name_expressions.iter().map(|e| cstring("name_expressions", e)).collect::<Result<Vec<_>>>()?;
-        let (major, minor) = crate::backend::cuda::arch(ctx)?;
+        let (major, minor) = crate::backend::cuda::arch(&ctx)?;
         let arch = format!("-arch=sm_{major}{minor}");
         let (vmaj, vmin) = nvrtc_version()?;
         let key = cache_key(program, &arch, (vmaj, vmin));

@@ -77,18 +77,23 @@ pub(crate) struct BufferTrack {
     pub kind: &'static str,
     pub device: Arc<DeviceShared>,
     pub generation: u64,
+    /// The context epoch the memory belongs to.
+    pub epoch: u64,
     state: Mutex<State>,
     cv: Condvar,
 }
 
 impl BufferTrack {
-    pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>) -> Self {
+    /// Tracking for memory of context epoch `epoch` (read from the stream or context the
+    /// memory came from, not from the device, which may have moved on meanwhile).
+    pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>, epoch: u64) -> Self {
         let generation = device.generation();
         BufferTrack {
             id: BufferId::next(),
             kind,
             device,
             generation,
+            epoch,
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
         }

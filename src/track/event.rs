@@ -13,29 +13,55 @@ use std::sync::{Arc, Mutex};
 /// `cuStreamWaitEvent` on it is still queued: a wait captures the event's state when it is
 /// enqueued, and re-recording the event later does not change waits enqueued before.
 pub(crate) struct EventPool {
-    backend: BackendCtx,
-    free: Mutex<Vec<RawEvent>>,
+    state: Mutex<PoolState>,
     /// Events ever created; read by tests and benches to prove steady state creates none.
     created: AtomicU64,
 }
 
+struct PoolState {
+    backend: BackendCtx,
+    /// The context epoch of `backend`; events of older epochs are not pooled again.
+    epoch: u64,
+    free: Vec<RawEvent>,
+}
+
 impl EventPool {
-    pub(crate) fn new(backend: BackendCtx) -> Self {
-        EventPool { backend, free: Mutex::new(Vec::new()), created: AtomicU64::new(0) }
+    pub(crate) fn new(backend: BackendCtx, epoch: u64) -> Self {
+        EventPool { state: Mutex::new(PoolState { backend, epoch, free: Vec::new() }), created: AtomicU64::new(0) }
     }
 
-    /// A free event, created only when the pool is empty.
-    pub(crate) fn take(&self) -> Result<RawEvent> {
-        if let Some(ev) = crate::sync::lock(&self.free).pop() {
-            return Ok(ev);
-        }
-        let ev = self.backend.new_event()?;
+    /// A free event and its context epoch, created only when the pool is empty.
+    pub(crate) fn take(&self) -> Result<(RawEvent, u64)> {
+        let (backend, epoch) = {
+            let mut st = crate::sync::lock(&self.state);
+            if let Some(ev) = st.free.pop() {
+                return Ok((ev, st.epoch));
+            }
+            (st.backend.clone(), st.epoch)
+        };
+        let ev = backend.new_event()?;
         self.created.fetch_add(1, Ordering::Relaxed);
-        Ok(ev)
+        Ok((ev, epoch))
     }
 
-    pub(crate) fn put(&self, ev: RawEvent) {
-        crate::sync::lock(&self.free).push(ev);
+    pub(crate) fn put(&self, ev: RawEvent, epoch: u64) {
+        let mut st = crate::sync::lock(&self.state);
+        if st.epoch == epoch {
+            st.free.push(ev);
+        }
+        // An event of a replaced context is dropped (destroyed in its own, still living,
+        // context), never handed to the new one.
+    }
+
+    /// Starts pooling events of a rebuilt context.
+    pub(crate) fn reset(&self, backend: BackendCtx, epoch: u64) {
+        let old = {
+            let mut st = crate::sync::lock(&self.state);
+            st.backend = backend;
+            st.epoch = epoch;
+            std::mem::take(&mut st.free)
+        };
+        drop(old);
     }
 
     pub(crate) fn created(&self) -> u64 {
@@ -48,6 +74,7 @@ pub(crate) struct FenceEvent {
     pos: Pos,
     clock: Clock,
     raw: Option<RawEvent>,
+    epoch: u64,
     pool: Arc<EventPool>,
 }
 
@@ -55,8 +82,13 @@ pub(crate) struct FenceEvent {
 pub(crate) type EventRef = Arc<FenceEvent>;
 
 impl FenceEvent {
-    pub(crate) fn new(pos: Pos, clock: Clock, raw: RawEvent, pool: Arc<EventPool>) -> EventRef {
-        Arc::new(FenceEvent { pos, clock, raw: Some(raw), pool })
+    pub(crate) fn new(pos: Pos, clock: Clock, raw: RawEvent, epoch: u64, pool: Arc<EventPool>) -> EventRef {
+        Arc::new(FenceEvent { pos, clock, raw: Some(raw), epoch, pool })
+    }
+
+    /// The context epoch the event was recorded in.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     pub(crate) fn raw(&self) -> &RawEvent {
@@ -94,7 +126,7 @@ impl FencePoint for EventRef {
 impl Drop for FenceEvent {
     fn drop(&mut self) {
         if let Some(raw) = self.raw.take() {
-            self.pool.put(raw);
+            self.pool.put(raw, self.epoch);
         }
     }
 }

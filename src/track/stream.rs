@@ -28,12 +28,15 @@ struct State {
     clock: Clock,
     seq: u64,
     stats: StreamStats,
+    /// The backend stream; replaced when the device rebuilds a poisoned context.
+    raw: Arc<RawStream>,
+    /// The context epoch `raw` belongs to.
+    epoch: u64,
 }
 
 /// One stream of a device: its backend handle and its clock, under one lock.
 pub(crate) struct StreamSlot {
     pub id: StreamId,
-    pub raw: RawStream,
     /// Off only on simulated devices built with fencing switched off, to prove the hazard
     /// checker can fail.
     fencing: bool,
@@ -43,18 +46,44 @@ pub(crate) struct StreamSlot {
 }
 
 impl StreamSlot {
-    pub(crate) fn new(id: StreamId, raw: RawStream, fencing: bool) -> Self {
+    pub(crate) fn new(id: StreamId, raw: RawStream, epoch: u64, fencing: bool) -> Self {
         StreamSlot {
             id,
-            raw,
             fencing,
-            state: Mutex::new(State { clock: Clock::default(), seq: 0, stats: StreamStats::default() }),
+            state: Mutex::new(State {
+                clock: Clock::default(),
+                seq: 0,
+                stats: StreamStats::default(),
+                raw: Arc::new(raw),
+                epoch,
+            }),
             lane: std::sync::OnceLock::new(),
         }
     }
 
     fn index(&self) -> u32 {
         self.id.index
+    }
+
+    /// The backend stream and the context epoch it belongs to, read together.
+    pub(crate) fn current(&self) -> (Arc<RawStream>, u64) {
+        let st = crate::sync::lock(&self.state);
+        (st.raw.clone(), st.epoch)
+    }
+
+    /// The backend stream.
+    pub(crate) fn raw(&self) -> Arc<RawStream> {
+        crate::sync::lock(&self.state).raw.clone()
+    }
+
+    /// Swaps in a stream of a rebuilt context. The clock restarts: nothing recorded in the old
+    /// context can be waited on from the new one. The sequence keeps counting, so positions
+    /// stay unique.
+    pub(crate) fn replace(&self, raw: RawStream, epoch: u64) {
+        let mut st = crate::sync::lock(&self.state);
+        st.raw = Arc::new(raw);
+        st.epoch = epoch;
+        st.clock = Clock::default();
     }
 
     /// Queues the minimal waits so that every candidate happens before the stream's next work.
@@ -65,7 +94,7 @@ impl StreamSlot {
         let mut st = crate::sync::lock(&self.state);
         let plan = plan_waits(self.index(), &st.clock, candidates);
         for ev in plan {
-            self.raw.wait(ev.raw())?;
+            st.raw.wait(ev.raw())?;
             use super::plan::FencePoint;
             st.clock.join(ev.clock());
             st.stats.waits += 1;
@@ -75,18 +104,18 @@ impl StreamSlot {
 
     /// Records the next pooled event on the stream: a new position covering all work so far.
     pub(crate) fn record(&self, pool: &Arc<EventPool>) -> Result<EventRef> {
-        let raw = pool.take()?;
+        let (raw, epoch) = pool.take()?;
         let mut st = crate::sync::lock(&self.state);
-        if let Err(e) = self.raw.record(&raw) {
+        if let Err(e) = st.raw.record(&raw) {
             drop(st);
-            pool.put(raw);
+            pool.put(raw, epoch);
             return Err(e);
         }
         st.seq += 1;
         let seq = st.seq;
         st.clock.set(self.index(), seq);
         st.stats.events += 1;
-        Ok(FenceEvent::new(Pos { stream: self.index(), seq }, st.clock.clone(), raw, pool.clone()))
+        Ok(FenceEvent::new(Pos { stream: self.index(), seq }, st.clock.clone(), raw, epoch, pool.clone()))
     }
 
     pub(crate) fn stats(&self) -> StreamStats {
