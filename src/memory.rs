@@ -506,14 +506,17 @@ impl<T: Element> Drop for BufferInner<T> {
         let Some(slot) = device.slot_by_index(self.home) else { return };
         // Free on the home stream after every outstanding use; the host never blocks.
         let uses = self.track.all_uses();
-        if let Err(e) = slot.fence(&uses) {
-            // Freeing now could hand the memory to a new owner while a kernel still uses it;
-            // leaking it is the safe failure.
-            log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.track.name());
-            std::mem::forget(storage);
-            return;
-        }
-        match (storage, &*slot.raw()) {
+        let raw = match slot.fence(&uses) {
+            Ok((raw, _)) => raw,
+            Err(e) => {
+                // Freeing now could hand the memory to a new owner while a kernel still uses
+                // it; leaking it is the safe failure.
+                log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.track.name());
+                std::mem::forget(storage);
+                return;
+            }
+        };
+        match (storage, &*raw) {
             // cudarc's drop enqueues cuMemFreeAsync on the slice's stream, which is `slot`'s.
             (DevStorage::Cuda(slice), _) => drop(slice),
             (DevStorage::Sim(mem), RawStream::Sim(s)) => {
@@ -677,6 +680,11 @@ impl<T: Element> HostBuffer<T> {
 
     fn guard(&self, access: Access) -> Result<HostGuard<'_, T>> {
         let t = &self.inner.track;
+        if t.epoch != t.device.epoch() {
+            // Pinned memory of a poisoned context: still mapped, but the copies that would have
+            // filled it never ran.
+            return Err(Error::Stale { what: t.name(), made: t.generation, current: t.device.generation() });
+        }
         for ev in t.host_dependencies(access, t.device.config.preflight_timeout)? {
             ev.synchronize()?;
         }

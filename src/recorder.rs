@@ -12,7 +12,7 @@ use crate::backend::RawStream;
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::trace::{NvtxRange, OpLabel, TraceTicket};
-use crate::track::{Access, BufferTrack, EventRef, HolderId, StreamSlot};
+use crate::track::{Access, BufferTrack, EventRef, HolderId};
 
 const USER_LAUNCH: OpLabel = OpLabel::new("user", "launch");
 use smallvec::SmallVec;
@@ -283,14 +283,16 @@ impl LaunchRecorder {
                 return Err(e);
             }
         }
-        if let Err(e) = slot.fence(&candidates) {
-            release(&self.uses, holder);
-            return Err(e);
-        }
-        // The stream and its context epoch, read together: if the device rebuilt its context
-        // since the uses were checked, their memory belongs to the old one and must not reach
-        // a stream of the new one.
-        let (raw, epoch) = slot.current();
+        // The stream and its context epoch come back read together with the fencing: if the
+        // device rebuilt its context since the uses were checked, their memory belongs to the
+        // old one and must not reach a stream of the new one.
+        let (raw, epoch) = match slot.fence(&candidates) {
+            Ok(current) => current,
+            Err(e) => {
+                release(&self.uses, holder);
+                return Err(e);
+            }
+        };
         if let Some(u) = self.uses.iter().find(|u| u.track().epoch != epoch) {
             let t = u.track();
             let err = Error::Stale { what: t.name(), made: t.generation, current: shared.generation() };
@@ -386,9 +388,7 @@ impl LaunchRecorder {
     /// The scope of a preflighted recorder, for enqueueing between `preflight` and `commit`.
     pub fn scope(&self) -> Result<LaunchScope<'_>> {
         match &self.phase {
-            Phase::Preflighted { device, raw, .. } => {
-                Ok(LaunchScope { rec: self, slot: device.stream(self.stream)?, raw: raw.clone() })
-            }
+            Phase::Preflighted { raw, .. } => Ok(LaunchScope { rec: self, raw: raw.clone() }),
             _ => Err(Error::RecorderMisuse { what: "the recorder has no scope before preflight or after commit" }),
         }
     }
@@ -450,20 +450,19 @@ impl Drop for LaunchRecorder {
 /// What an enqueue closure gets between preflight and commit: the stream to enqueue on.
 pub struct LaunchScope<'a> {
     rec: &'a LaunchRecorder,
-    slot: &'a StreamSlot,
     raw: Arc<RawStream>,
 }
 
 impl std::fmt::Debug for LaunchScope<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LaunchScope({})", self.slot.id)
+        write!(f, "LaunchScope({})", self.rec.stream)
     }
 }
 
 impl LaunchScope<'_> {
     /// The launch's stream.
     pub fn stream(&self) -> StreamId {
-        self.slot.id
+        self.rec.stream
     }
 
     /// The cudarc stream to enqueue on (CUDA devices).

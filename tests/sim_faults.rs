@@ -29,6 +29,7 @@ fn a_fault_poisons_pending_work_then_the_device_rebuilds_and_runs_new_work() {
     let d = sim();
     let lanes: Vec<_> = (0..3).map(|i| d.lane(&format!("l{i}")).unwrap()).collect();
     let bufs: Vec<_> = (0..2).map(|_| d.upload(d.default_stream(), &[1u32; 16]).unwrap()).collect();
+    let host = d.host_from_slice(&[3u32; 4]).unwrap();
     let generation = d.generation();
     // Work in flight on two lanes, each holding its buffer as a keep-alive.
     let pending: Vec<_> = (0..2)
@@ -62,6 +63,7 @@ fn a_fault_poisons_pending_work_then_the_device_rebuilds_and_runs_new_work() {
         Err(Error::Stale { made, current, .. }) => assert!(made < current),
         other => panic!("expected Stale, got {other:?}"),
     }
+    assert!(matches!(host.read(), Err(Error::Stale { .. })), "pinned memory of the old context is stale too");
     // New work succeeds, on the same lanes and on the default stream.
     for lane in &lanes {
         let out = lane

@@ -80,26 +80,30 @@ impl StreamSlot {
     /// context can be waited on from the new one. The sequence keeps counting, so positions
     /// stay unique.
     pub(crate) fn replace(&self, raw: RawStream, epoch: u64) {
-        let mut st = crate::sync::lock(&self.state);
-        st.raw = Arc::new(raw);
-        st.epoch = epoch;
-        st.clock = Clock::default();
+        let old = {
+            let mut st = crate::sync::lock(&self.state);
+            st.epoch = epoch;
+            st.clock = Clock::default();
+            std::mem::replace(&mut st.raw, Arc::new(raw))
+        };
+        // Dropped outside the lock: a simulated stream joins its thread on drop.
+        drop(old);
     }
 
-    /// Queues the minimal waits so that every candidate happens before the stream's next work.
-    pub(crate) fn fence(&self, candidates: &[EventRef]) -> Result<()> {
-        if candidates.is_empty() || !self.fencing {
-            return Ok(());
-        }
+    /// Queues the minimal waits so that every candidate happens before the stream's next work,
+    /// and returns the stream and its context epoch as they were under the same lock.
+    pub(crate) fn fence(&self, candidates: &[EventRef]) -> Result<(Arc<RawStream>, u64)> {
         let mut st = crate::sync::lock(&self.state);
-        let plan = plan_waits(self.index(), &st.clock, candidates);
-        for ev in plan {
-            st.raw.wait(ev.raw())?;
-            use super::plan::FencePoint;
-            st.clock.join(ev.clock());
-            st.stats.waits += 1;
+        if !candidates.is_empty() && self.fencing {
+            let plan = plan_waits(self.index(), &st.clock, candidates);
+            for ev in plan {
+                st.raw.wait(ev.raw())?;
+                use super::plan::FencePoint;
+                st.clock.join(ev.clock());
+                st.stats.waits += 1;
+            }
         }
-        Ok(())
+        Ok((st.raw.clone(), st.epoch))
     }
 
     /// Records the next pooled event on the stream: a new position covering all work so far.
