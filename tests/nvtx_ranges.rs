@@ -1,6 +1,8 @@
 //! The `nvtx` feature emits one balanced, named range per op. Runs the ops in a child process
 //! whose `LD_LIBRARY_PATH` holds a stand-in `libnvToolsExt.so.1` (tools/nvtx-probe) that logs
-//! every push and pop; the dynamic loader reads that path only at process start.
+//! every push and pop; the dynamic loader reads that path only at process start. It builds the
+//! stand-in with cargo, so it runs where the crate is built (CI runs it); the GPU bundle is built
+//! with default features, where this file is empty.
 #![cfg(all(feature = "nvtx", target_os = "linux"))]
 
 use cusched::{Device, LaunchRecorder, SimConfig};
