@@ -85,7 +85,7 @@ impl OpStream {
         keep: Vec<KeepAlive>,
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<Completion<R>> {
-        let Launched { value, event, trace } = self.launch(rec, enqueue)?;
+        let Launched { value, event, trace } = self.launch(rec, |_| enqueue())?;
         let (completion, shared) = Completion::queued(&self.device.shared);
         if let Some(t) = trace {
             shared.set_trace(t);
@@ -103,7 +103,7 @@ impl OpStream {
         keep: Vec<KeepAlive>,
         enqueue: impl FnOnce() -> Result<crate::completion::Deferred<R>>,
     ) -> Result<Completion<R>> {
-        let Launched { value: read, event, trace } = self.launch(rec, enqueue)?;
+        let Launched { value: read, event, trace } = self.launch(rec, |_| enqueue())?;
         let (completion, shared) = Completion::queued(&self.device.shared);
         if let Some(t) = trace {
             shared.set_trace(t);
@@ -115,11 +115,37 @@ impl OpStream {
         Ok(completion)
     }
 
-    fn launch<R>(&self, mut rec: LaunchRecorder, enqueue: impl FnOnce() -> Result<R>) -> Result<Launched<R>> {
-        let stream = self.cuda_stream()?;
-        cuda::bind(stream.context())?;
-        let device = &self.device;
-        rec.launch_event(device, |_scope| enqueue())
+    /// Like [`run`](Self::run), for ops that enqueue on the scope's stream themselves (kernel
+    /// launches) rather than through a library handle bound to it.
+    #[cfg(feature = "nvrtc")]
+    pub(crate) fn run_scoped<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
+    ) -> Result<Completion<R>> {
+        let Launched { value, event, trace } = self.launch(rec, enqueue)?;
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
+        shared.enqueued(Ok(value), event, Vec::new());
+        Ok(completion)
+    }
+
+    fn launch<R>(
+        &self,
+        mut rec: LaunchRecorder,
+        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        if self.device.is_simulated() {
+            return Err(self.unavailable_on_sim());
+        }
+        rec.launch_event(&self.device, |scope| {
+            let stream = scope.cuda_stream()?;
+            // Library calls go to the current context; the handle was given this stream.
+            cuda::bind(stream.context())?;
+            enqueue(stream)
+        })
     }
 }
 

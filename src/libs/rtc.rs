@@ -14,6 +14,7 @@ use crate::trace::{OpLabel, OpName};
 use crate::track::Access;
 use cudarc::driver::{result as dresult, sys as dsys, CudaFunction, CudaModule, LaunchConfig};
 use cudarc::nvrtc::{sys, Ptx};
+use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
@@ -459,7 +460,7 @@ impl Kernel {
             config,
             rec: LaunchRecorder::new_strict(stream)
                 .labelled(OpLabel { library: "kernel", op: OpName::Shared(self.name.clone()) }),
-            args: Vec::new(),
+            args: SmallVec::new(),
             error: None,
         }
     }
@@ -491,7 +492,7 @@ pub struct KernelLaunch<'k> {
     op: OpStream,
     config: LaunchConfig,
     rec: LaunchRecorder,
-    args: Vec<(ArgSlot, usize, &'static str)>,
+    args: SmallVec<[(ArgSlot, usize, &'static str); 8]>,
     error: Option<Error>,
 }
 
@@ -591,10 +592,10 @@ impl KernelLaunch<'_> {
             }
         }
         check_config(&config)?;
-        let stream = op.cuda_stream()?;
-        let function = kernel.function.clone();
-        op.run(rec, Vec::new(), move || {
-            let mut params: Vec<*mut c_void> = args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
+        let function = &kernel.function;
+        op.run_scoped(rec, move |stream| {
+            let mut params: SmallVec<[*mut c_void; 8]> =
+                args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
             // SAFETY: the function is live and of this device and generation (checked); each
             // parameter slot matches the size the driver reports for it; buffer parameters are
             // live device pointers whose uses the recorder fenced; the config was validated.
