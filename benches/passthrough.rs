@@ -12,7 +12,35 @@ use cusched::half::bf16;
 use cusched::{Complex, Device, Handles};
 use std::time::Instant;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+mod common;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
+fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
+    for _ in 0..2 {
+        call()?;
+    }
+    sync()?;
+    let t = Instant::now();
+    for _ in 0..iters {
+        call()?;
+    }
+    sync()?;
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// The best time of each over three interleaved rounds, so clocks and thermals treat both alike.
+fn best_of_3(mut ours: impl FnMut() -> Res<f64>, mut raw: impl FnMut() -> Res<f64>) -> Res<(f64, f64)> {
+    let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        best_ours = best_ours.min(ours()?);
+        best_raw = best_raw.min(raw()?);
+    }
+    Ok((best_ours, best_raw))
+}
+
+fn main() -> Res<()> {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(8192);
     let iters: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
@@ -39,18 +67,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 device.alloc_zeros::<$t>(s, n * n)?,
             );
             let g = Gemm::new(n, n, n, &a, &b, &c);
-            let run_ours = |h: &mut Handles| -> cusched::Result<f64> {
-                for _ in 0..2 {
-                    h.blas()?.gemm(&g)?;
-                }
-                device.synchronize(s)?;
-                let t = Instant::now();
-                for _ in 0..iters {
-                    h.blas()?.gemm(&g)?;
-                }
-                device.synchronize(s)?;
-                Ok(t.elapsed().as_secs_f64() / iters as f64)
-            };
             let (ra, rb, mut rc) =
                 (stream.alloc_zeros::<$t>(n * n)?, stream.alloc_zeros::<$t>(n * n)?, stream.alloc_zeros::<$t>(n * n)?);
             let cfg = GemmConfig {
@@ -65,27 +81,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 beta: $zero,
                 ldc: n as i32,
             };
-            let mut run_raw = || -> Result<f64, Box<dyn std::error::Error>> {
-                for _ in 0..2 {
-                    // SAFETY: three n x n buffers of this context, packed, on the blas stream.
-                    unsafe { raw.gemm(cfg, &ra, &rb, &mut rc) }?;
-                }
-                stream.synchronize()?;
-                let t = Instant::now();
-                for _ in 0..iters {
-                    // SAFETY: as above.
-                    unsafe { raw.gemm(cfg, &ra, &rb, &mut rc) }?;
-                }
-                stream.synchronize()?;
-                Ok(t.elapsed().as_secs_f64() / iters as f64)
-            };
-            // Interleave three rounds of each and keep the best, so clocks and thermals treat
-            // both alike.
-            let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
-            for _ in 0..3 {
-                best_ours = best_ours.min(run_ours(&mut h)?);
-                best_raw = best_raw.min(run_raw()?);
-            }
+            let (best_ours, best_raw) = best_of_3(
+                || {
+                    per_call(
+                        iters,
+                        || {
+                            h.blas()?.gemm(&g)?;
+                            Ok(())
+                        },
+                        || Ok(device.synchronize(s)?),
+                    )
+                },
+                || {
+                    per_call(
+                        iters,
+                        // SAFETY: three n x n buffers of this context, packed, on the blas stream.
+                        || Ok(unsafe { raw.gemm(cfg, &ra, &rb, &mut rc) }?),
+                        || Ok(stream.synchronize()?),
+                    )
+                },
+            )?;
             println!(
                 "| {n}³ {} GEMM | {:.1} TFLOP/s ({:.2} ms) | {:.1} TFLOP/s ({:.2} ms) | {:.3}x |",
                 $label,
@@ -135,11 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         stream.synchronize()?;
         theirs.push(t.elapsed().as_secs_f64());
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let (o, t) = (median(&mut ours), median(&mut theirs));
+    let (o, t) = (common::median(&mut ours), common::median(&mut theirs));
     println!("| 64³ f32 GEMM, op to wake (median of {reps}) | {:.1} µs | {:.1} µs | {:.3}x |", o * 1e6, t * 1e6, t / o);
 
     // A large single-precision complex FFT, 2^26 points, forward, out of place.
@@ -147,38 +158,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x = device.alloc_zeros::<Complex<f32>>(s, points)?;
     let y = device.alloc_zeros::<Complex<f32>>(s, points)?;
     let layout = FftLayout::d1(points);
-    let run_ours = |h: &mut Handles| -> cusched::Result<f64> {
-        for _ in 0..2 {
-            h.fft()?.c2c(&layout, &x, &y, Direction::Forward)?;
-        }
-        device.synchronize(s)?;
-        let t = Instant::now();
-        for _ in 0..iters {
-            h.fft()?.c2c(&layout, &x, &y, Direction::Forward)?;
-        }
-        device.synchronize(s)?;
-        Ok(t.elapsed().as_secs_f64() / iters as f64)
-    };
     let plan = CudaFft::plan_1d(points as i32, cufft_sys::cufftType::CUFFT_C2C, 1, stream.clone())?;
     let (mut rx, mut ry) =
         (stream.alloc_zeros::<cufft_sys::float2>(points)?, stream.alloc_zeros::<cufft_sys::float2>(points)?);
-    let mut run_raw = || -> Result<f64, Box<dyn std::error::Error>> {
-        for _ in 0..2 {
-            plan.exec_c2c(&mut rx, &mut ry, FftDirection::Forward)?;
-        }
-        stream.synchronize()?;
-        let t = Instant::now();
-        for _ in 0..iters {
-            plan.exec_c2c(&mut rx, &mut ry, FftDirection::Forward)?;
-        }
-        stream.synchronize()?;
-        Ok(t.elapsed().as_secs_f64() / iters as f64)
-    };
-    let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        best_ours = best_ours.min(run_ours(&mut h)?);
-        best_raw = best_raw.min(run_raw()?);
-    }
+    let (best_ours, best_raw) = best_of_3(
+        || {
+            per_call(
+                iters,
+                || {
+                    h.fft()?.c2c(&layout, &x, &y, Direction::Forward)?;
+                    Ok(())
+                },
+                || Ok(device.synchronize(s)?),
+            )
+        },
+        || {
+            per_call(
+                iters,
+                || Ok(plan.exec_c2c(&mut rx, &mut ry, FftDirection::Forward)?),
+                || Ok(stream.synchronize()?),
+            )
+        },
+    )?;
     println!(
         "| 2^26-point c2c f32 FFT | {:.3} ms | {:.3} ms | {:.3}x |",
         best_ours * 1e3,

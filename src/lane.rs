@@ -58,48 +58,21 @@ impl Handles {
     /// poisoned context) and owned by this value.
     #[cfg(feature = "cublas")]
     pub fn blas(&mut self) -> Result<&mut crate::libs::blas::Blas> {
-        let made = match self.blas.take() {
-            Some(h) if h.is_current() => h,
-            // Made in a context that was poisoned and replaced: make it anew.
-            Some(stale) => {
-                stale.abandon();
-                crate::libs::blas::Blas::new(&self.device, self.stream)?
-            }
-            None => crate::libs::blas::Blas::new(&self.device, self.stream)?,
-        };
-        Ok(self.blas.insert(made))
+        crate::libs::current(&mut self.blas, &self.device, self.stream)
     }
 
     /// This stream's cuRAND generators, created on first use (and again after a context
     /// rebuild) and owned by this value.
     #[cfg(feature = "curand")]
     pub fn rng(&mut self) -> Result<&mut crate::libs::rng::Rng> {
-        let made = match self.rng.take() {
-            Some(h) if h.is_current() => h,
-            // Made in a context that was poisoned and replaced: make it anew.
-            Some(stale) => {
-                stale.abandon();
-                crate::libs::rng::Rng::new(&self.device, self.stream)?
-            }
-            None => crate::libs::rng::Rng::new(&self.device, self.stream)?,
-        };
-        Ok(self.rng.insert(made))
+        crate::libs::current(&mut self.rng, &self.device, self.stream)
     }
 
     /// This stream's cuFFT plans and work area, created on first use (and again after a context
     /// rebuild) and owned by this value.
     #[cfg(feature = "cufft")]
     pub fn fft(&mut self) -> Result<&mut crate::libs::fft::Fft> {
-        let made = match self.fft.take() {
-            Some(h) if h.is_current() => h,
-            // Made in a context that was poisoned and replaced: make it anew.
-            Some(stale) => {
-                stale.abandon();
-                crate::libs::fft::Fft::new(&self.device, self.stream)?
-            }
-            None => crate::libs::fft::Fft::new(&self.device, self.stream)?,
-        };
-        Ok(self.fft.insert(made))
+        crate::libs::current(&mut self.fft, &self.device, self.stream)
     }
 
     /// The device. (Clones of it do not keep the device from shutting down.)

@@ -124,14 +124,25 @@ pub(crate) struct Launched<R> {
     pub trace: Option<TraceTicket>,
 }
 
+impl<R: Send + 'static> Launched<R> {
+    /// A completion carrying the value, resolved once the GPU passes the commit event; the
+    /// trace ticket (if any) rides along, and `keep` stays alive until then.
+    pub(crate) fn complete(self, device: &Device, keep: Vec<crate::completion::KeepAlive>) -> crate::Completion<R> {
+        let (completion, shared) = crate::completion::Completion::queued(&device.shared);
+        if let Some(t) = self.trace {
+            shared.set_trace(t);
+        }
+        shared.enqueued(Ok(self.value), self.event, keep);
+        completion
+    }
+}
+
 impl<R> Launched<R> {
     /// For ops that return no [`crate::Completion`]: hands the trace ticket (if any) to a
     /// completion of its own, so the completion hooks still run when the GPU finishes.
     pub(crate) fn untracked(self, device: &Device) -> (R, Option<EventRef>) {
-        if let Some(ticket) = self.trace {
-            let (_completion, shared) = crate::completion::Completion::<()>::queued(&device.shared);
-            shared.set_trace(ticket);
-            shared.enqueued(Ok(()), self.event.clone(), Vec::new());
+        if let Some(trace) = self.trace {
+            Launched { value: (), event: self.event.clone(), trace: Some(trace) }.complete(device, Vec::new());
         }
         (self.value, self.event)
     }

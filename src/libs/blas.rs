@@ -541,15 +541,18 @@ struct RawHandle(sys::cublasHandle_t);
 // `Blas` methods take `&mut self` for every call that uses it.
 unsafe impl Send for RawHandle {}
 
-impl Blas {
-    /// Whether the handle belongs to the device's current context.
-    pub(crate) fn is_current(&self) -> bool {
-        self.op.is_current()
+impl super::StreamLibrary for Blas {
+    fn create(device: &Device, stream: StreamId) -> Result<Self> {
+        Blas::new(device, stream)
+    }
+
+    fn op_stream(&self) -> &OpStream {
+        &self.op
     }
 
     /// Drops a handle of a poisoned context without calling cuBLAS on it (its memory goes with
     /// that context).
-    pub(crate) fn abandon(mut self) {
+    fn abandon(mut self) {
         if let Some(h) = self.raw.take() {
             std::mem::forget(h);
         }

@@ -169,14 +169,17 @@ impl Drop for Plan {
     }
 }
 
-impl Fft {
-    /// Whether the plans belong to the device's current context.
-    pub(crate) fn is_current(&self) -> bool {
-        self.op.is_current()
+impl super::StreamLibrary for Fft {
+    fn create(device: &Device, stream: StreamId) -> Result<Self> {
+        Fft::new(device, stream)
+    }
+
+    fn op_stream(&self) -> &OpStream {
+        &self.op
     }
 
     /// Drops plans of a poisoned context without calling cuFFT on them.
-    pub(crate) fn abandon(mut self) {
+    fn abandon(mut self) {
         for p in self.plans.drain(..) {
             std::mem::forget(p);
         }

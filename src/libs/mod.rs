@@ -85,13 +85,7 @@ impl OpStream {
         keep: Vec<KeepAlive>,
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<Completion<R>> {
-        let Launched { value, event, trace } = self.launch(rec, |_| enqueue())?;
-        let (completion, shared) = Completion::queued(&self.device.shared);
-        if let Some(t) = trace {
-            shared.set_trace(t);
-        }
-        shared.enqueued(Ok(value), event, keep);
-        Ok(completion)
+        Ok(self.launch(rec, |_| enqueue())?.complete(&self.device, keep))
     }
 
     #[cfg(feature = "cublas")]
@@ -123,13 +117,7 @@ impl OpStream {
         rec: LaunchRecorder,
         enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
     ) -> Result<Completion<R>> {
-        let Launched { value, event, trace } = self.launch(rec, enqueue)?;
-        let (completion, shared) = Completion::queued(&self.device.shared);
-        if let Some(t) = trace {
-            shared.set_trace(t);
-        }
-        shared.enqueued(Ok(value), event, Vec::new());
-        Ok(completion)
+        Ok(self.launch(rec, enqueue)?.complete(&self.device, Vec::new()))
     }
 
     fn launch<R>(
@@ -147,6 +135,34 @@ impl OpStream {
             enqueue(stream)
         })
     }
+}
+
+/// A library's per-stream state as [`crate::Handles`] keeps it: made on first use, and made
+/// anew once the device has rebuilt a poisoned context.
+pub(crate) trait StreamLibrary: Sized {
+    fn create(device: &Device, stream: StreamId) -> Result<Self>;
+    fn op_stream(&self) -> &OpStream;
+    /// Drops state of a poisoned context without calling the library on it (its memory goes
+    /// with that context).
+    fn abandon(self);
+}
+
+/// The library state in `slot`, made (or remade, after a context rebuild) as needed.
+#[cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+pub(crate) fn current<'a, L: StreamLibrary>(
+    slot: &'a mut Option<L>,
+    device: &Device,
+    stream: StreamId,
+) -> Result<&'a mut L> {
+    let made = match slot.take() {
+        Some(lib) if lib.op_stream().is_current() => lib,
+        Some(stale) => {
+            stale.abandon();
+            L::create(device, stream)?
+        }
+        None => L::create(device, stream)?,
+    };
+    Ok(slot.insert(made))
 }
 
 /// Records `buf` as argument `arg` of an op; a rejection names the argument.

@@ -154,14 +154,17 @@ impl Drop for RawGenerator {
     }
 }
 
-impl Rng {
-    /// Whether the generators belong to the device's current context.
-    pub(crate) fn is_current(&self) -> bool {
-        self.op.is_current()
+impl super::StreamLibrary for Rng {
+    fn create(device: &Device, stream: StreamId) -> Result<Self> {
+        Rng::new(device, stream)
+    }
+
+    fn op_stream(&self) -> &OpStream {
+        &self.op
     }
 
     /// Drops generators of a poisoned context without calling cuRAND on them.
-    pub(crate) fn abandon(mut self) {
+    fn abandon(mut self) {
         for (_, g) in self.generators.drain() {
             std::mem::forget(g);
         }
