@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+/// A hang guard, not a deadline: a loaded machine may be slow.
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// `acc[i] += v` as a simulated kernel that reads, waits, then writes: a read-modify-write that
@@ -186,22 +187,28 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 #[test]
 fn wait_timeout_try_take_and_is_ready() {
     bounded(LIMIT, || {
-        let d = Device::sim(SimConfig {
-            min_delay: Duration::from_millis(200),
-            max_delay: Duration::from_millis(200),
-            ..Default::default()
-        })
-        .unwrap();
+        let d = sim();
         let lane = d.lane("slow").unwrap();
-        let c = lane.submit(|cx| {
+        // The job's kernel blocks until released: the completion cannot be ready before that,
+        // however slowly this thread runs.
+        let (release, gate) = mpsc::channel::<()>();
+        let c = lane.submit(move |cx| {
             let b = cx.device().alloc_zeros::<u8>(cx.stream(), 1)?;
+            let mut rec = cx.recorder();
+            rec.write(&b)?;
+            rec.launch(cx.device(), move |s| {
+                s.sim_kernel(move || {
+                    gate.recv().ok();
+                })
+            })?;
             cx.keep(b);
             Ok(5)
         });
         assert!(matches!(c.wait_timeout(Duration::from_millis(10)), Err(Error::Timeout { .. })));
         assert!(!c.is_ready());
         assert!(c.try_take().is_none());
-        assert_eq!(c.wait_timeout(Duration::from_secs(10)).unwrap(), 5);
+        release.send(()).unwrap();
+        assert_eq!(c.wait_timeout(LIMIT).unwrap(), 5);
         assert!(matches!(c.try_take(), Some(Err(Error::AlreadyTaken))));
     });
 }
@@ -227,32 +234,36 @@ fn errors_and_panics_resolve_their_completion_and_the_lane_keeps_working() {
 #[test]
 fn keep_alives_are_held_until_the_gpu_finishes() {
     bounded(LIMIT, || {
-        let d = Device::sim(SimConfig {
-            min_delay: Duration::from_millis(100),
-            max_delay: Duration::from_millis(100),
-            ..Default::default()
-        })
-        .unwrap();
+        let d = sim();
         let lane = d.lane("keep").unwrap();
-        let dropped = Arc::new(AtomicUsize::new(0));
-        struct Flag(Arc<AtomicUsize>);
+        let (dropped_tx, dropped) = mpsc::channel::<()>();
+        struct Flag(mpsc::Sender<()>);
         impl Drop for Flag {
             fn drop(&mut self) {
-                self.0.fetch_add(1, Ordering::SeqCst);
+                let _ = self.0.send(());
             }
         }
-        let flag = Flag(dropped.clone());
+        let flag = Flag(dropped_tx);
+        // The job's kernel blocks until released, so its GPU work is unfinished until then.
+        let (release, gate) = mpsc::channel::<()>();
         let c = lane.submit(move |cx| {
             let b = cx.device().alloc_zeros::<u8>(cx.stream(), 1)?;
+            let mut rec = cx.recorder();
+            rec.write(&b)?;
+            rec.launch(cx.device(), move |s| {
+                s.sim_kernel(move || {
+                    gate.recv().ok();
+                })
+            })?;
             cx.keep(b);
             cx.keep(flag);
             Ok(())
         });
         c.wait_committed();
         drop(c); // dropping the completion must not release the keep-alives early
-        assert_eq!(dropped.load(Ordering::SeqCst), 0);
-        std::thread::sleep(Duration::from_millis(400));
-        assert_eq!(dropped.load(Ordering::SeqCst), 1, "released once the GPU work finished");
+        assert_eq!(dropped.try_recv(), Err(mpsc::TryRecvError::Empty), "released while the GPU work is unfinished");
+        release.send(()).unwrap();
+        dropped.recv_timeout(LIMIT).expect("released once the GPU work finished");
     });
 }
 
@@ -262,20 +273,24 @@ fn queue_full_and_blocking_submit() {
         let d = sim();
         let lane = d.lane_with("tiny", LaneOptions { capacity: 1 }).unwrap();
         let (tx, rx) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
         let blocker = lane.submit(move |_| {
+            started_tx.send(()).unwrap();
             rx.recv().ok();
             Ok(())
         });
-        // The worker is inside `blocker`; one more fills the queue.
+        // Once the worker is inside `blocker`, the queue is empty: exactly one more fills it.
+        started.recv().unwrap();
         let mut queued = Vec::new();
         let full = loop {
             match lane.try_submit(|_| Ok(())) {
                 Ok(c) => queued.push(c),
                 Err(e) => break e,
             }
-            assert!(queued.len() <= 2, "capacity 1 must fill");
+            assert!(queued.len() <= 1, "capacity 1 must fill");
         };
         assert!(matches!(full, Error::QueueFull));
+        assert_eq!(queued.len(), 1, "capacity 1 holds one job");
         tx.send(()).unwrap();
         blocker.wait().unwrap();
         for c in queued {
@@ -299,10 +314,14 @@ fn dropping_the_device_with_work_in_flight_resolves_everything() {
         .unwrap();
         let lanes: Vec<_> = (0..3).map(|i| d.lane(&format!("l{i}")).unwrap()).collect();
         let (tx, rx) = mpsc::channel::<()>();
+        let (started_tx, started) = mpsc::channel::<()>();
         let gate = lanes[0].submit(move |_| {
+            started_tx.send(()).unwrap();
             rx.recv().ok();
             Ok(0)
         });
+        // The gate is running before shutdown, so it must finish with its value.
+        started.recv().unwrap();
         let mut all = Vec::new();
         for i in 0..300 {
             let lane = &lanes[i % 3];
@@ -314,8 +333,13 @@ fn dropping_the_device_with_work_in_flight_resolves_everything() {
         }
         let lane0 = lanes[0].clone();
         drop(lanes);
+        // Opens the gate only once shutdown has begun (new submissions are refused), so the
+        // jobs queued behind it on lane 0 are still queued when it begins.
+        let probe = lane0.clone();
         let releaser = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
+            while !matches!(probe.try_submit(|_| Ok(())), Err(Error::Shutdown)) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             tx.send(()).ok();
         });
         drop(d); // shuts down: running jobs finish, queued ones resolve with Shutdown
@@ -330,7 +354,7 @@ fn dropping_the_device_with_work_in_flight_resolves_everything() {
             }
         }
         assert_eq!(ok + shut, 300);
-        assert!(shut > 0, "jobs queued behind the gate never started");
+        assert!(shut >= 100, "the 100 jobs queued behind the gate never started, yet only {shut} resolved Shutdown");
         // Submitting after shutdown resolves at once.
         assert!(matches!(lane0.submit(|_| Ok(())).wait(), Err(Error::Shutdown)));
         assert!(matches!(lane0.try_submit(|_| Ok(())), Err(Error::Shutdown)));

@@ -5,8 +5,12 @@
 mod common;
 use common::*;
 use cusched::{Device, DeviceConfig, Error, External, LaunchRecorder, SimConfig};
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
+
+/// A hang guard, not a deadline: a loaded machine may be slow.
+const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn duplicate_uses_merge_to_the_strongest_access() {
@@ -141,20 +145,23 @@ fn dropped_after_preflight_commits_anyway() {
 
 #[test]
 fn same_thread_conflicting_preflight_fails_at_once() {
-    let d = sim();
-    let s = d.default_stream();
-    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
-    let mut w = LaunchRecorder::new_strict(s);
-    w.write(&a).unwrap();
-    w.preflight(&d).unwrap();
-    let mut r = LaunchRecorder::new_strict(s);
-    r.read(&a).unwrap();
-    let t = std::time::Instant::now();
-    assert!(matches!(r.preflight(&d), Err(Error::WouldDeadlock { .. })));
-    assert!(t.elapsed() < Duration::from_secs(1));
-    w.commit(&d).unwrap();
-    r.preflight(&d).unwrap();
-    r.commit(&d).unwrap();
+    // Waiting for itself would last the whole preflight timeout, far beyond the hang guard;
+    // failing at once returns `WouldDeadlock`, whereas a timeout would be `BufferBusy`.
+    let cfg = DeviceConfig { preflight_timeout: Duration::from_secs(3600), ..Default::default() };
+    bounded(LIMIT, move || {
+        let d = Device::sim_with(SimConfig::default(), cfg).unwrap();
+        let s = d.default_stream();
+        let a = d.alloc_zeros::<u32>(s, 1).unwrap();
+        let mut w = LaunchRecorder::new_strict(s);
+        w.write(&a).unwrap();
+        w.preflight(&d).unwrap();
+        let mut r = LaunchRecorder::new_strict(s);
+        r.read(&a).unwrap();
+        assert!(matches!(r.preflight(&d), Err(Error::WouldDeadlock { .. })));
+        w.commit(&d).unwrap();
+        r.preflight(&d).unwrap();
+        r.commit(&d).unwrap();
+    });
 }
 
 #[test]
@@ -167,7 +174,7 @@ fn conflicting_preflight_times_out_with_a_typed_error() {
     w.write(&a).unwrap();
     w.preflight(&d).unwrap();
     let (d2, a2) = (d.clone(), a.clone());
-    let err = bounded(Duration::from_secs(10), move || {
+    let err = bounded(LIMIT, move || {
         let mut r = LaunchRecorder::new_strict(d2.default_stream());
         r.read(&a2).unwrap();
         r.preflight(&d2).map(|_| ())
@@ -179,33 +186,52 @@ fn conflicting_preflight_times_out_with_a_typed_error() {
 
 /// A read preflighted on one thread and committed late must not be missed by a write
 /// preflighted on another thread in between: the write waits for the commit, then fences
-/// after the read.
+/// after the read. Both launches run real simulated kernels, so a write that slipped in
+/// unfenced shows as a hazard (the checker orders by clocks, not timing) and in the data.
 #[test]
 fn preflight_to_commit_is_atomic_per_buffer() {
-    let d = sim();
-    let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
-    let a = d.alloc_zeros::<u32>(s1, 1).unwrap();
-    d.synchronize(s1).unwrap();
-    let mut reader = LaunchRecorder::new_strict(s2);
-    reader.read(&a).unwrap();
-    reader.preflight(&d).unwrap();
+    bounded(LIMIT, || {
+        let d = sim();
+        let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
+        let a = d.upload(s1, &[1u32]).unwrap();
+        d.synchronize(s1).unwrap();
 
-    let barrier = Arc::new(Barrier::new(2));
-    let (d2, a2, b2) = (d.clone(), a.clone(), barrier.clone());
-    let writer = std::thread::spawn(move || {
-        let mut w = LaunchRecorder::new_strict(d2.default_stream());
-        w.write(&a2).unwrap();
-        b2.wait();
-        let waits = d2.stream_stats(d2.default_stream()).unwrap().waits;
-        w.preflight(&d2).unwrap();
-        let issued = d2.stream_stats(d2.default_stream()).unwrap().waits - waits;
-        w.commit(&d2).unwrap();
-        issued
+        // The reader's kernel is enqueued inside its preflight-to-commit window.
+        let mut reader = LaunchRecorder::new_strict(s2);
+        reader.read(&a).unwrap();
+        reader.preflight(&d).unwrap();
+        let (seen_tx, seen) = mpsc::channel();
+        let data = a.sim_data().unwrap();
+        reader.scope().unwrap().sim_kernel(move || seen_tx.send(data.lock()[0]).unwrap()).unwrap();
+
+        let committing = Arc::new(AtomicBool::new(false));
+        let barrier = Arc::new(Barrier::new(2));
+        let (d2, a2, b2, c2) = (d.clone(), a.clone(), barrier.clone(), committing.clone());
+        let writer = std::thread::spawn(move || {
+            let mut w = LaunchRecorder::new_strict(d2.default_stream());
+            w.write(&a2).unwrap();
+            b2.wait();
+            let waits = d2.stream_stats(d2.default_stream()).unwrap().waits;
+            w.preflight(&d2).unwrap();
+            let returned_before_commit = !c2.load(Ordering::SeqCst);
+            let issued = d2.stream_stats(d2.default_stream()).unwrap().waits - waits;
+            let data = a2.sim_data().unwrap();
+            w.scope().unwrap().sim_kernel(move || data.lock()[0] = 2).unwrap();
+            w.commit(&d2).unwrap();
+            (returned_before_commit, issued)
+        });
+        barrier.wait();
+        // Gives a preflight that does not wait time to return early; a correct one waits for
+        // the commit below however long this takes, so passing never depends on it.
+        std::thread::sleep(Duration::from_millis(50));
+        committing.store(true, Ordering::SeqCst);
+        reader.commit(&d).unwrap();
+        let (returned_before_commit, issued) = writer.join().unwrap();
+        assert!(!returned_before_commit, "the writer's preflight returned before the reader's commit");
+        assert_eq!(issued, 1, "the writer fenced after the late-committed read");
+        assert_eq!(seen.recv().unwrap(), 1, "the read saw the value from before the write");
+        assert_eq!(a.download(s1).unwrap(), vec![2]);
+        let hazards = d.sim_hazards().unwrap();
+        assert!(hazards.is_empty(), "{hazards:?}");
     });
-    barrier.wait();
-    std::thread::sleep(Duration::from_millis(50));
-    assert!(!writer.is_finished(), "the writer's preflight must wait for the reader's commit");
-    reader.commit(&d).unwrap();
-    assert_eq!(writer.join().unwrap(), 1, "the writer fenced after the late-committed read");
-    assert!(d.sim_hazards().unwrap().is_empty());
 }

@@ -33,7 +33,7 @@ impl KernelTrace for Calls {
 }
 
 fn calls_settled(calls: &Calls, ops: usize) -> Vec<Call> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let v = calls.0.lock().unwrap().clone();
         if v.len() >= ops * 4 || std::time::Instant::now() > deadline {
@@ -75,7 +75,7 @@ fn hooks_see_every_op_in_order_with_its_lane_library_and_name() {
         assert_eq!(info.stream, lane.stream());
         names.push((info.library, info.op.to_string()));
         let gpu = seq[3].3.expect("GPU timing on: the completion hooks get a span");
-        assert!(gpu.duration < Duration::from_secs(5));
+        assert!(gpu.duration < Duration::from_secs(60), "a span of a kernel of microseconds: {gpu:?}");
     }
     assert_eq!(
         names,
@@ -143,7 +143,7 @@ fn timeline_json_has_one_group_per_lane_and_no_overlap_on_any_track() {
         d.wait().unwrap();
     }
     // Completion hooks of the last ops may still be running on the completion thread.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while timeline.spans().len() < 3 * 20 * 2 * 2 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }

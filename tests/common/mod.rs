@@ -60,7 +60,8 @@ impl Rng {
 }
 
 /// Runs `f` on a thread and fails if it has not finished within `limit`, so that a hang fails
-/// the test instead of stalling CI.
+/// the test instead of stalling CI. `limit` is a hang guard, not a deadline: give it a minute or
+/// more, since a loaded machine may be slow. A panic in `f` is re-raised as is.
 pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     let h = std::thread::spawn(move || {
@@ -71,15 +72,12 @@ pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send 
             let _ = h.join();
             v
         }
-        Err(_) => {
-            if h.is_finished() {
-                // The closure panicked: re-raise its panic.
-                match h.join() {
-                    Err(p) => std::panic::resume_unwind(p),
-                    Ok(()) => unreachable!(),
-                }
-            }
-            panic!("test body did not finish within {limit:?}")
-        }
+        // The sender was dropped unsent: the closure panicked (the thread may still be
+        // unwinding, so join it rather than asking whether it finished).
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => match h.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!("the closure returned without sending its value"),
+        },
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("test body did not finish within {limit:?}"),
     }
 }
