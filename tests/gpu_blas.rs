@@ -1,7 +1,7 @@
 //! cuBLAS ops on a real GPU against CPU references in f64, on fresh random inputs, with
 //! outputs poisoned (NaN) before each op so unwritten elements show. Both call paths: inline
 //! `Handles` and lane jobs.
-
+#![cfg(feature = "cublas")]
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 mod common;
@@ -120,6 +120,7 @@ fn check_gemm<T: Num>(d: &Device, h: &mut Handles, rng: &mut Rng) {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gemm_all_types_and_transposes_inline() {
     let Some(d) = gpu() else { return };
     let mut rng = Rng::new();
@@ -131,6 +132,7 @@ fn gemm_all_types_and_transposes_inline() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gemm_on_a_lane_and_tf32_math_mode() {
     let Some(d) = gpu() else { return };
     let lane = d.lane("blas").unwrap();
@@ -235,6 +237,7 @@ fn check_batched<T: Num>(d: &Device, h: &mut Handles, rng: &mut Rng) {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn strided_and_pointer_array_batches() {
     let Some(d) = gpu() else { return };
     let mut rng = Rng::new();
@@ -451,6 +454,7 @@ fn check_level23<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng) {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn level1_2_3_inline() {
     let Some(d) = gpu() else { return };
     let mut rng = Rng::new();
@@ -462,6 +466,7 @@ fn level1_2_3_inline() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn level1_2_3_on_a_lane_with_scalars_through_the_job() {
     let Some(d) = gpu() else { return };
     let lane = d.lane("blas").unwrap();
@@ -482,6 +487,7 @@ fn level1_2_3_on_a_lane_with_scalars_through_the_job() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_rejects_bad_input_without_recording() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();

@@ -1,6 +1,7 @@
 //! Faults on a real GPU: out-of-memory is a typed error and the device keeps working; the
 //! watchdog times out long work but holds its keep-alives until the GPU is done. Skipped without
 //! a GPU unless `CUSCHED_REQUIRE_GPU=1`.
+#![cfg(feature = "nvrtc")]
 
 mod common;
 use common::*;
@@ -18,6 +19,7 @@ extern "C" __global__ void slow(float* p, unsigned long long cycles) {
 "#;
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_allocation_beyond_device_memory_is_out_of_memory_and_the_device_keeps_working() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();
@@ -39,6 +41,7 @@ fn gpu_allocation_beyond_device_memory_is_out_of_memory_and_the_device_keeps_wor
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_watchdog_times_out_long_work_and_holds_keep_alives_until_it_ends() {
     if gpu().is_none() {
         return;

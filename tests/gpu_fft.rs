@@ -1,6 +1,6 @@
 //! cuFFT on a real GPU: a direct DFT reference, forward-then-inverse round trips for every
 //! kind in 1D, 2D, 3D and batched strided layouts, and the plan cache.
-
+#![cfg(feature = "cufft")]
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 mod common;
@@ -17,6 +17,7 @@ fn nan_c<T: Copy>(nan: T, n: usize) -> Vec<Complex<T>> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn c2c_matches_a_direct_dft() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();
@@ -72,6 +73,7 @@ fn touched_indices(layout: &FftLayout, len: usize) -> Vec<usize> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn round_trips_in_1d_2d_3d_and_strided_batches() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();
@@ -98,6 +100,7 @@ fn round_trips_in_1d_2d_3d_and_strided_batches() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn real_transforms_round_trip_in_both_precisions() {
     let Some(d) = gpu() else { return };
     let lane = d.lane("fft").unwrap();
@@ -142,6 +145,7 @@ fn real_transforms_round_trip_in_both_precisions() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn plans_are_cached_per_layout_and_bounded() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();

@@ -1,5 +1,6 @@
 //! Hazards on a real GPU: slow kernels on several streams, so that a missing fence shows up as
 //! wrong data. Skipped without a GPU unless `CUSCHED_REQUIRE_GPU=1`.
+#![cfg(feature = "nvrtc")]
 
 mod common;
 use common::*;
@@ -73,6 +74,7 @@ fn all_eq(v: &[f32], x: f32) -> bool {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_read_after_write_across_streams() {
     let Some(d) = gpu() else { return };
     let k = kernels(&d);
@@ -89,6 +91,7 @@ fn gpu_read_after_write_across_streams() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_write_after_write_across_streams() {
     let Some(d) = gpu() else { return };
     let k = kernels(&d);
@@ -104,6 +107,7 @@ fn gpu_write_after_write_across_streams() {
 /// Two readers on two streams, then a writer on a third: the writer must wait for both, not
 /// only the latest reader (cudarc's single read event per slice waits for the fast one only).
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_write_after_two_readers_on_two_streams() {
     let Some(d) = gpu() else { return };
     let k = kernels(&d);
@@ -128,6 +132,7 @@ fn gpu_write_after_two_readers_on_two_streams() {
 /// the device timeline, the memory is reused at once by a new allocation that is overwritten,
 /// and the slow reader still sees the old data.
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_free_while_a_slow_kernel_reads() {
     let Some(d) = gpu() else { return };
     let k = kernels(&d);
@@ -150,6 +155,7 @@ fn gpu_free_while_a_slow_kernel_reads() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_upload_download_round_trip() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();
@@ -160,6 +166,7 @@ fn gpu_upload_download_round_trip() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_host_buffer_copies_are_asynchronous_and_fenced() {
     let Some(d) = gpu() else { return };
     let k = kernels(&d);
@@ -175,6 +182,7 @@ fn gpu_host_buffer_copies_are_asynchronous_and_fenced() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_device_to_device_copy_and_adopt() {
     let Some(d) = gpu() else { return };
     let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
@@ -190,6 +198,7 @@ fn gpu_device_to_device_copy_and_adopt() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_stale_buffer_is_rejected_and_new_work_succeeds() {
     let Some(d) = gpu() else { return };
     let s = d.default_stream();
@@ -201,6 +210,7 @@ fn gpu_stale_buffer_is_rejected_and_new_work_succeeds() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_compile_error_returns_the_log() {
     let Some(d) = gpu() else { return };
     let err = d.compile("extern \"C\" __global__ void k() { this is not cuda; }", &[]).unwrap_err();

@@ -1,4 +1,5 @@
 //! Lanes and completions on a real GPU. Skipped without a GPU unless `CUSCHED_REQUIRE_GPU=1`.
+#![cfg(feature = "nvrtc")]
 
 mod common;
 use common::*;
@@ -33,6 +34,7 @@ fn add(cx: &mut LaneCtx, k: &Kernel, acc: &GpuRef<u64>, v: u64) -> Result<()> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_cross_lane_stress_100k_jobs_over_shared_buffers() {
     let Some(d) = gpu() else { return };
     let k = d.compile(SRC, &[]).unwrap().kernel("add").unwrap();
@@ -86,6 +88,7 @@ fn gpu_cross_lane_stress_100k_jobs_over_shared_buffers() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_pipeline_over_three_lanes() {
     let Some(d) = gpu() else { return };
     let k = d.compile(SRC, &[]).unwrap().kernel("square").unwrap();
@@ -141,6 +144,7 @@ fn gpu_pipeline_over_three_lanes() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_inline_handles_and_callbacks() {
     let Some(d) = gpu() else { return };
     let k = d.compile(SRC, &[]).unwrap().kernel("add").unwrap();

@@ -1,6 +1,6 @@
 //! NVRTC on a real GPU: architecture from the device, compile errors with the log, the module
 //! caches (memory and disk), lowered names for templates, and the typed launch API.
-
+#![cfg(feature = "nvrtc")]
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 mod common;
@@ -21,6 +21,7 @@ template <typename T> __global__ void scale(T* x, T a, unsigned n) {
 "#;
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn compiles_for_the_device_architecture() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();
@@ -46,6 +47,7 @@ fn compiles_for_the_device_architecture() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn compile_errors_carry_the_log() {
     let Some(d) = gpu() else { return };
     match d.compile("extern \"C\" __global__ void k() { undefined_thing(); }", &[]) {
@@ -57,6 +59,7 @@ fn compile_errors_carry_the_log() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn module_cache_in_memory_and_on_disk() {
     let Some(d) = gpu() else { return };
     let before = d.kernel_cache_stats();
@@ -103,6 +106,7 @@ fn module_cache_in_memory_and_on_disk() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn lowered_names_and_typed_launches_inline_and_on_a_lane() {
     let Some(d) = gpu() else { return };
     let p = Program::new(SRC).name_expression("scale<float>").name_expression("scale<double>");

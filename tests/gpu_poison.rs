@@ -7,6 +7,7 @@
 //!
 //! Its own binary: the fault poisons the GPU for the rest of the process, and sanitizer runs,
 //! where the fault is the point, leave it out.
+#![cfg(feature = "nvrtc")]
 
 mod common;
 use common::*;
@@ -34,6 +35,7 @@ fn slow(cx: &mut LaneCtx, k: &Kernel, buf: &GpuRef<f32>, cycles: u64) -> cusched
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_fault_poisons_in_flight_work_and_the_device_recovers() {
     let Some(d) = gpu() else { return };
     let module = d.compile(SRC, &[]).unwrap();

@@ -1,6 +1,7 @@
 //! Tracing on a real GPU: GPU spans from timing events, the Chrome-trace timeline of a
 //! three-lane pipeline, and the hooks' view of library ops. Skipped without a GPU unless
 //! `CUSCHED_REQUIRE_GPU=1`.
+#![cfg(feature = "nvrtc")]
 
 mod common;
 #[path = "common/timeline.rs"]
@@ -19,6 +20,7 @@ extern "C" __global__ void spin(float* y, const float* x, unsigned n, unsigned r
 "#;
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_timeline_of_three_lanes_is_well_formed_and_gpu_spans_are_plausible() {
     let Some(d) = gpu() else { return };
     let k = d.compile(SRC, &[]).unwrap().kernel("spin").unwrap();
@@ -71,6 +73,7 @@ fn gpu_timeline_of_three_lanes_is_well_formed_and_gpu_spans_are_plausible() {
 
 #[cfg(feature = "cublas")]
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn gpu_library_ops_reach_the_hooks_with_their_names() {
     let Some(d) = gpu() else { return };
     let timeline = Timeline::new();

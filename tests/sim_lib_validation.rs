@@ -2,16 +2,22 @@
 //! typed error naming the argument. Runs on the simulated backend (validation needs no GPU);
 //! valid input there reaches the backend check and fails with `LibraryUnavailable`, also
 //! without recording anything.
+#![cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]
 
 mod common;
 use common::*;
+#[cfg(feature = "cublas")]
 use cusched::blas::{BatchStrides, Fill, Geam, Gemm, GemmBatched, Gemv, Side, Syrk, Transpose, Trsm, Vector};
+#[cfg(feature = "cufft")]
 use cusched::fft::{DataLayout, Direction, FftLayout};
+#[cfg(feature = "curand")]
 use cusched::rng::{Generator, Seed};
-use cusched::{Complex, Device, Error, GpuRef, Handles, Result, StreamId};
+use cusched::{Device, Error, GpuRef, Handles, Result, StreamId};
 
 struct Fx {
     device: Device,
+    // Only the cuBLAS checks use a second device.
+    #[cfg_attr(not(feature = "cublas"), allow(dead_code))]
     other: Device,
     s: StreamId,
     h: Handles,
@@ -28,6 +34,7 @@ impl Fx {
     fn buf<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
         self.device.alloc_zeros::<T>(self.s, n).unwrap()
     }
+    #[cfg_attr(not(feature = "cublas"), allow(dead_code))]
     fn foreign<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
         let s = self.other.default_stream();
         self.other.alloc_zeros::<T>(s, n).unwrap()
@@ -52,6 +59,7 @@ fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) 
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn gemm_rejects_bad_shapes() {
     let mut fx = fx();
     let (a, b, c) = (fx.buf::<f32>(6), fx.buf::<f32>(12), fx.buf::<f32>(8));
@@ -72,6 +80,7 @@ fn gemm_rejects_bad_shapes() {
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn gemm_half_types_validate_too() {
     let mut fx = fx();
     let (a, b, c) =
@@ -82,6 +91,7 @@ fn gemm_half_types_validate_too() {
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn strided_batched_gemm_rejects_bad_batches() {
     let mut fx = fx();
     let (a, b, c) = (fx.buf::<f64>(4 * 3), fx.buf::<f64>(4 * 3), fx.buf::<f64>(4 * 3));
@@ -98,6 +108,7 @@ fn strided_batched_gemm_rejects_bad_batches() {
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn batched_gemm_rejects_mismatched_arrays() {
     let mut fx = fx();
     let m: Vec<GpuRef<f32>> = (0..3).map(|_| fx.buf::<f32>(4)).collect();
@@ -125,6 +136,7 @@ fn batched_gemm_rejects_mismatched_arrays() {
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn level1_rejects_bad_vectors() {
     let mut fx = fx();
     let (x, y) = (fx.buf::<f32>(8), fx.buf::<f32>(8));
@@ -167,6 +179,7 @@ fn level1_rejects_bad_vectors() {
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn level2_and_3_reject_bad_shapes() {
     let mut fx = fx();
     let (a, x, y) = (fx.buf::<f64>(12), fx.buf::<f64>(4), fx.buf::<f64>(3));
@@ -251,6 +264,7 @@ fn level2_and_3_reject_bad_shapes() {
 }
 
 #[test]
+#[cfg(feature = "curand")]
 fn rng_rejects_bad_requests() {
     let mut fx = fx();
     let (f, odd, d, u) = (fx.buf::<f32>(16), fx.buf::<f32>(15), fx.buf::<f64>(12), fx.buf::<u32>(8));
@@ -272,12 +286,13 @@ fn rng_rejects_bad_requests() {
 }
 
 #[test]
+#[cfg(feature = "cufft")]
 fn fft_rejects_layouts_the_buffers_do_not_fit() {
     let mut fx = fx();
-    let c = fx.buf::<Complex<f32>>(64);
-    let c2 = fx.buf::<Complex<f32>>(64);
+    let c = fx.buf::<cusched::Complex<f32>>(64);
+    let c2 = fx.buf::<cusched::Complex<f32>>(64);
     let r = fx.buf::<f32>(64);
-    let half = fx.buf::<Complex<f32>>(32);
+    let half = fx.buf::<cusched::Complex<f32>>(32);
     let fwd = Direction::Forward;
     rejects(&mut fx, "input", |fx| fx.h.fft()?.c2c(&FftLayout::d1(65), &c, &c2, fwd));
     rejects(&mut fx, "layout.dims", |fx| fx.h.fft()?.c2c(&FftLayout::d1(0), &c, &c2, fwd));
@@ -311,6 +326,7 @@ fn fft_rejects_layouts_the_buffers_do_not_fit() {
 }
 
 #[test]
+#[cfg(feature = "cublas")]
 fn lane_jobs_get_the_same_handles() {
     let device = sim();
     let lane = device.lane("libs").unwrap();
