@@ -12,16 +12,31 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 /// Settings shared by both backends.
+///
+/// The defaults: `max_streams` 64, `preflight_timeout` 10 s, `spin` 50 µs, no on-disk kernel
+/// cache, no watchdog.
+///
+/// ```
+/// use cusched::{Device, DeviceConfig, SimConfig};
+/// use std::time::Duration;
+///
+/// let config = DeviceConfig { watchdog: Some(Duration::from_secs(30)), ..DeviceConfig::default() };
+/// assert_eq!(config.max_streams, 64);
+/// let device = Device::sim_with(SimConfig::default(), config)?;
+/// # drop(device);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct DeviceConfig {
     /// Most streams the device will create (each is one entry of every vector clock).
+    /// Default 64; `Device::new_stream` fails past it.
     pub max_streams: usize,
     /// Longest a preflight waits for another thread's uncommitted launch on the same buffer
-    /// before failing with [`Error::BufferBusy`].
+    /// before failing with [`Error::BufferBusy`]. Default 10 s.
     pub preflight_timeout: Duration,
     /// How long lane workers, the completion thread and blocking waiters spin before they
     /// park. Waking a parked thread costs far more than a short spin (about 15 µs on an H100
-    /// host), so back-to-back work stays fast; zero parks at once and saves CPU.
+    /// host), so back-to-back work stays fast; zero parks at once and saves CPU. Default 50 µs.
     pub spin: Duration,
     /// A directory where compiled kernels persist across runs (keyed on source, options, name
     /// expressions, architecture and NVRTC version; written atomically). `None`: memory only.

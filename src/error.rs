@@ -11,6 +11,22 @@ use std::time::Duration;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong in cusched.
+///
+/// Each variant names what failed. Match on the variants a caller can act on:
+///
+/// ```
+/// use cusched::{Device, Error, LaunchRecorder, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let other = Device::sim(SimConfig::default())?;
+/// let foreign = other.alloc_zeros::<u32>(other.default_stream(), 4)?;
+/// // A strict recorder rejects a buffer of another device, naming it.
+/// match LaunchRecorder::new_strict(device.default_stream()).read(&foreign).map(|_| ()) {
+///     Err(e @ Error::ForeignDevice { .. }) => assert!(e.to_string().contains("buffer #")),
+///     other => panic!("expected ForeignDevice, got {other:?}"),
+/// }
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

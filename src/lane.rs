@@ -16,6 +16,24 @@ use std::time::Instant;
 ///
 /// A lane's jobs receive its `Handles` as [`LaneCtx`]; on the caller's own thread, make one
 /// with [`Handles::new`] and use [`Handles::run`].
+///
+/// ```
+/// use cusched::{Device, Handles, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let mut handles = Handles::new(&device, device.new_stream()?)?;
+/// let x = device.upload(device.default_stream(), &[1u32, 2, 3])?;
+/// // Runs on this thread; the completion resolves once the GPU work it enqueued is done.
+/// let copy = handles
+///     .run(|h| {
+///         let y = h.device().alloc_zeros::<u32>(h.stream(), 3)?;
+///         y.copy_from(h.stream(), &x)?;
+///         Ok(y)
+///     })
+///     .wait()?;
+/// assert_eq!(copy.download(device.default_stream())?, [1, 2, 3]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 pub struct Handles {
     device: Device,
     stream: StreamId,
@@ -170,6 +188,17 @@ struct LaneInner {
 
 /// A worker thread owning one stream. Cheap to clone; the last clone dropped runs the jobs
 /// still queued and joins the thread.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let lane = device.lane("upload")?;
+/// // The job runs on the lane's thread, with the lane's stream and handles.
+/// let buf = lane.submit(|cx| cx.device().upload(cx.stream(), &[7u8; 16])).wait()?;
+/// assert_eq!(buf.download(lane.stream())?, [7u8; 16]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Lane {
     inner: Arc<LaneInner>,

@@ -1,17 +1,5 @@
-//! # cusched
-//!
-//! Synchronous CUDA stream scheduling for Rust: no actors, no async runtime.
-//!
-//! Every launch declares what it reads and writes on a [`LaunchRecorder`].
-//! [`LaunchRecorder::preflight`] queues the `cuStreamWaitEvent` fences those uses need (the
-//! fewest, computed with vector clocks over streams), and [`LaunchRecorder::commit`] records the
-//! one pooled event that later uses wait on. Buffers ([`GpuRef`]) are allocated, copied and
-//! freed through the same tracker, so multi-stream execution always equals program order.
-//!
-//! A [`Device`] runs on CUDA ([`Device::open`]) or on a CPU simulation ([`Device::sim`]) whose
-//! streams are threads and whose hazard checker reports any conflicting pair of uses left
-//! unordered.
-
+// The crate docs are the README, so that its tour runs as doctests.
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
 mod backend;

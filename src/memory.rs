@@ -109,6 +109,19 @@ impl<T: Element> Tracked for BufferInner<T> {
 ///
 /// Clones share one allocation. Dropping the last handle frees the memory on the device
 /// timeline after every outstanding use, without blocking the host.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let (s1, s2) = (device.default_stream(), device.new_stream()?);
+/// let a = device.upload(s1, &[1.5f32, 2.5])?; // a write on s1
+/// let b = device.alloc_zeros::<f32>(s2, 2)?;
+/// b.copy_from(s2, &a)?; // s2 waits for the upload on s1 first
+/// assert_eq!(b.download(s1)?, [1.5, 2.5]); // and s1 for the copy on s2
+/// drop(a); // freed after the copy that reads it, without blocking
+/// # Ok::<(), cusched::Error>(())
+/// ```
 pub struct GpuRef<T: Element> {
     inner: Arc<BufferInner<T>>,
 }
@@ -555,6 +568,20 @@ impl<T: Element> Tracked for HostInner<T> {
 
 /// Pinned (page-locked) host memory for asynchronous copies. Host access waits for the GPU
 /// uses still pending: [`read`](Self::read) for writes, [`write`](Self::write) for all.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let s = device.default_stream();
+/// let src = device.host_from_slice(&[1u64, 2, 3])?;
+/// let gpu = device.alloc_zeros::<u64>(s, 3)?;
+/// gpu.copy_from_host(s, &src)?; // asynchronous: returns once enqueued
+/// let mut dst = device.alloc_host::<u64>(3)?;
+/// gpu.copy_to_host(s, &mut dst)?;
+/// assert_eq!(&*dst.read()?, &[1, 2, 3]); // waits for the copy into `dst`
+/// # Ok::<(), cusched::Error>(())
+/// ```
 pub struct HostBuffer<T: Element> {
     inner: Arc<HostInner<T>>,
 }

@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Runs every bundled test binary under one compute-sanitizer tool, on a GPU machine.
+# Runs every bundled test binary (tools/gpu-bundle) under one compute-sanitizer tool, on a GPU
+# machine, GPU tests included (`--include-ignored`).
 #   bash tools/sanitize.sh memcheck|racecheck|synccheck [binary to leave out]...
+# Run it from the repository (it finds target/gpu-bundle/bin) or as the bundle's own
+# sanitize.sh (it finds bin/ beside itself).
 # The fault-injection binary (test-gpu_poison) faults on purpose: leave it out.
 # `--report-api-errors no`: the kernel-parameter probe asks cuFuncGetParamInfo for one index
 # past the last (CUDA 13.0 has no cuFuncGetParamCount), and the out-of-memory test fails an
 # allocation on purpose; both are expected API errors, not memory errors.
 set -uo pipefail
 tool=$1; shift
-here=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/bin
+[[ -d $bin ]] || bin=$here/../target/gpu-bundle/bin
 logs=${OUT:-/tmp/gpu-logs}/$tool; mkdir -p "$logs"
 export CUSCHED_REQUIRE_GPU=1 CUSCHED_STRESS_JOBS=${CUSCHED_STRESS_JOBS:-4000} CUSCHED_PIPELINE_CHUNKS=${CUSCHED_PIPELINE_CHUNKS:-4}
 bad=0; n=0
-for t in "$here"/target/gpu-bundle/bin/test-*; do
+for t in "$bin"/test-*; do
   b=$(basename "$t")
   for skip in "$@"; do [[ "$b" == "$skip" ]] && continue 2; done
-  compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 "$t" --test-threads=1 >"$logs/$b.log" 2>&1
+  compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 "$t" --test-threads=1 --include-ignored >"$logs/$b.log" 2>&1
   rc=$?; n=$((n+1))
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$b.log" | tail -1)
   result=$(grep -E "^test result:" "$logs/$b.log" | tail -1)

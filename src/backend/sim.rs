@@ -20,13 +20,27 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Settings of a simulated device.
+///
+/// The defaults: delays uniform in 0..50 µs, a fixed seed, fencing on.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+/// use std::time::Duration;
+///
+/// // Slower simulated kernels widen the windows in which a missing fence would show.
+/// let config = SimConfig { max_delay: Duration::from_millis(1), ..SimConfig::default() };
+/// let device = Device::sim(config)?;
+/// assert!(device.is_simulated());
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct SimConfig {
-    /// Shortest time a simulated kernel takes before it runs.
+    /// Shortest time a simulated kernel takes before it runs. Default zero.
     pub min_delay: Duration,
     /// Longest time a simulated kernel takes; each takes a uniform random time in between.
+    /// Default 50 µs.
     pub max_delay: Duration,
-    /// Seed of the delay generator, for reproducible interleavings.
+    /// Seed of the delay generator, for reproducible interleavings. Default `0x5eed`.
     pub seed: u64,
     /// Test switch: `false` makes the tracker skip every fence, so that tests can prove the
     /// hazard checker reports the races that result. Leave it `true` everywhere else.
