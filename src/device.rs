@@ -87,6 +87,8 @@ pub(crate) struct DeviceShared {
     streams: Box<[OnceLock<StreamSlot>]>,
     stream_count: AtomicUsize,
     stream_create: Mutex<()>,
+    /// Streams that dropped lanes gave back, for the next lanes to take.
+    free_streams: Mutex<Vec<StreamId>>,
     pub events: Arc<EventPool>,
     fencing: bool,
     completions: Completions,
@@ -137,8 +139,9 @@ impl DeviceShared {
         let streams = (0..config.max_streams).map(|_| OnceLock::new()).collect();
         let (config_spin, watchdog) = (config.spin, config.watchdog);
         let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded(0);
+        let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(DeviceShared {
-            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            uid,
             ordinal,
             events: Arc::new(EventPool::new(backend.clone(), 1)),
             is_sim: matches!(backend, BackendCtx::Sim(_)),
@@ -151,8 +154,9 @@ impl DeviceShared {
             streams,
             stream_count: AtomicUsize::new(0),
             stream_create: Mutex::new(()),
+            free_streams: Mutex::new(Vec::new()),
             fencing,
-            completions: Completions::new(config_spin, watchdog),
+            completions: Completions::new(uid, config_spin, watchdog),
             shutdown_tx: Mutex::new(Some(shutdown_tx)),
             shutdown_rx,
             shut_down: AtomicBool::new(false),
@@ -274,21 +278,47 @@ impl DeviceShared {
 
     /// Stops every lane (jobs not yet started resolve with `Error::Shutdown`), waits for the
     /// GPU work of every pending completion, and joins the threads. Idempotent.
+    ///
+    /// Called on one of the device's own threads (in a lane job or a callback), it only starts
+    /// the shutdown: joining there could wait on this very thread, or on a lane waiting for a
+    /// job queued behind it. The threads then finish on their own; a later call from any
+    /// other thread (the last `Device` dropped, say) joins them.
     fn shutdown(&self) {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
+        if !self.shut_down.swap(true, Ordering::AcqRel) {
+            drop(crate::sync::lock(&self.shutdown_tx).take());
+        }
+        if crate::sync::role::on_device_thread() {
+            self.completions.stop();
             return;
         }
-        drop(crate::sync::lock(&self.shutdown_tx).take());
         let lanes = std::mem::take(&mut *crate::sync::lock(&self.lanes));
         for t in lanes {
             let handle = crate::sync::lock(&t).take();
             if let Some(h) = handle {
-                if h.thread().id() != std::thread::current().id() {
-                    let _ = h.join();
-                }
+                let _ = h.join();
             }
         }
         self.completions.shutdown();
+    }
+
+    /// A stream for a new lane named `lane`: one a dropped lane gave back, or a new one.
+    pub(crate) fn lane_stream(&self, lane: &str) -> Result<StreamId> {
+        let reused = crate::sync::lock(&self.free_streams).pop();
+        let id = match reused {
+            Some(id) => id,
+            None => self.create_stream()?,
+        };
+        self.stream(id)?.set_lane(Some(Arc::from(lane)));
+        Ok(id)
+    }
+
+    /// Gives back the stream of a lane whose thread has finished with it. Work it enqueued may
+    /// still run: the stream is in order, so the next owner's work follows it.
+    pub(crate) fn release_stream(&self, id: StreamId) {
+        if let Ok(slot) = self.stream(id) {
+            slot.set_lane(None);
+        }
+        crate::sync::lock(&self.free_streams).push(id);
     }
 
     pub(crate) fn advance_generation(&self) -> u64 {
@@ -339,7 +369,7 @@ impl DeviceShared {
 
     /// The name of the lane that owns `stream`, if a lane does.
     pub(crate) fn lane_name(&self, stream: StreamId) -> Option<Arc<str>> {
-        self.stream(stream).ok()?.lane.get().cloned()
+        self.stream(stream).ok()?.lane()
     }
 
     pub(crate) fn slot_by_index(&self, index: u32) -> Option<&StreamSlot> {

@@ -51,7 +51,7 @@ impl Drop for AfterGpu {
 #[test]
 fn registrations_racing_shutdown_are_all_delivered_after_the_gpu() {
     bounded(Duration::from_secs(120), || {
-        for round in 0..300 {
+        for round in 0..100 {
             let d = Device::sim(SimConfig {
                 min_delay: Duration::ZERO,
                 max_delay: Duration::from_micros(200),
