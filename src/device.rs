@@ -31,7 +31,8 @@ pub struct DeviceConfig {
     /// resolves with [`Error::Timeout`]; its keep-alives stay held until the GPU really finishes.
     /// `None` (the default): completions wait as long as the GPU takes. With a watchdog every
     /// completion is watched by the completion thread, and `Completion::wait` waits for it
-    /// rather than synchronizing on the event itself.
+    /// rather than synchronizing on the event itself. Shutdown, too, gives up on the GPU after
+    /// this long (see [`Device::shutdown`]).
     pub watchdog: Option<Duration>,
 }
 
@@ -279,8 +280,8 @@ impl DeviceShared {
     /// Stops every lane (jobs not yet started resolve with `Error::Shutdown`), waits for the
     /// GPU work of every pending completion, and joins the threads. Idempotent.
     ///
-    /// Called on one of the device's own threads (in a lane job or a callback), it only starts
-    /// the shutdown: joining there could wait on this very thread, or on a lane waiting for a
+    /// Called on a lane or completion thread (of any device: in a lane job or a callback), it
+    /// only starts the shutdown: joining there could wait on this very thread, or on a lane waiting for a
     /// job queued behind it. The threads then finish on their own; a later call from any
     /// other thread (the last `Device` dropped, say) joins them.
     fn shutdown(&self) {
@@ -469,7 +470,18 @@ impl Device {
 
     /// Shuts the device down now instead of when the last handle drops: lanes stop (jobs not
     /// yet started resolve with [`Error::Shutdown`]), pending completions resolve once their GPU
-    /// work finishes, and every thread is joined. Buffers stay valid until dropped.
+    /// work finishes, and every thread is joined. New work then fails with
+    /// [`Error::Shutdown`], on lanes and through [`Handles`](crate::Handles) alike. Buffers stay
+    /// valid until dropped.
+    ///
+    /// Shutdown waits for the GPU to finish the work of pending completions, as long as that
+    /// takes; with [`DeviceConfig::watchdog`] set it gives up after the watchdog's limit,
+    /// resolves what is left with [`Error::Timeout`] and leaks those jobs' keep-alives (logged)
+    /// rather than freeing memory the GPU may still use.
+    ///
+    /// Called from a lane job or an `on_complete` callback (of any device), it only starts the
+    /// shutdown and returns: joining there could wait on the calling thread itself. The threads
+    /// then finish on their own, and a later call from another thread joins them.
     pub fn shutdown(&self) {
         self.shared.shutdown();
     }

@@ -187,7 +187,9 @@ struct LaneInner {
 }
 
 /// A worker thread owning one stream. Cheap to clone; the last clone dropped runs the jobs
-/// still queued and joins the thread.
+/// still queued and joins the thread, and the stream passes to the next lane the device
+/// starts (a stream is in order, so that lane's work follows this one's), so that lanes can be
+/// started and dropped without running out of [`DeviceConfig::max_streams`](crate::DeviceConfig).
 #[derive(Clone)]
 pub struct Lane {
     inner: Arc<LaneInner>,
@@ -200,7 +202,8 @@ impl std::fmt::Debug for Lane {
 }
 
 impl Device {
-    /// Starts a lane named `name` on a new stream.
+    /// Starts a lane named `name` on a stream of its own: a new one, or one a dropped lane gave
+    /// back.
     pub fn lane(&self, name: &str) -> Result<Lane> {
         self.lane_with(name, LaneOptions::default())
     }
