@@ -22,6 +22,31 @@
 //! Lost wake-ups: a future registers its waker under the lock and re-checks the state in the
 //! same critical section; the resolver takes the waker in the critical section that sets
 //! READY. Blocking waiters re-check the state under the lock before every condvar wait.
+//!
+//! # Waiting from the device's own threads
+//!
+//! Some waits could never end: a lane job waiting on a job queued behind it on its own lane
+//! (only that lane runs it), a lane job submitting to its own full queue. These return
+//! [`Error::WouldDeadlock`] at once. A callback (or any user code on the completion thread)
+//! that waits on a completion does not wait for the completion thread, which is busy running
+//! it: it watches the job's event itself, polling it, so `wait`, `wait_timeout` and the
+//! watchdog all work there (other deliveries wait meanwhile, so keep such waits short).
+//!
+//! # Panics
+//!
+//! Every piece of user code the completion thread runs (callbacks, keep-alive drops, trace
+//! hooks, wakers) runs under `catch_unwind`; a panic is logged and later deliveries go on.
+//!
+//! # Shutdown
+//!
+//! Registration and shutdown meet at one atomic gate (see [`Completions`]): once shutdown has
+//! closed it, no registration can reach the thread, so the thread's last message is
+//! `Shutdown` and nothing sent before it is lost. Registrations refused by a closed gate are
+//! resolved by the caller, on its own thread, after synchronizing on the event. The thread is
+//! never started again after shutdown. At shutdown the thread waits for the GPU to pass every
+//! pending event; with a watchdog it gives up after the watchdog's limit, resolving what is
+//! left with [`Error::Timeout`] and leaking its keep-alives (logged) rather than freeing memory
+//! the GPU may still use. Without a watchdog, shutdown waits as long as the GPU takes.
 
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
@@ -32,7 +57,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
@@ -71,6 +96,9 @@ pub(crate) struct Shared<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
     device: Arc<DeviceShared>,
+    /// The lane that will run the job (0: none, or already run): waiting on it from that lane
+    /// while it is still queued could never end.
+    runner: u64,
 }
 
 /// What the completion thread holds of a pending job, whatever its `T`.
@@ -80,10 +108,13 @@ pub(crate) trait Pending: Send + Sync {
     /// The watchdog fired: resolve with [`Error::Timeout`] now, but keep the keep-alives until
     /// [`resolve`](Self::resolve) reports the GPU really done.
     fn expire(&self, waited: Duration);
+    /// Shutdown gave up on the GPU: resolve with [`Error::Timeout`] if not yet resolved, and
+    /// leak the keep-alives, which the GPU may still be using.
+    fn abandon(&self, waited: Duration);
 }
 
 impl<T: Send + 'static> Shared<T> {
-    fn new(device: &Arc<DeviceShared>) -> Arc<Self> {
+    fn new(device: &Arc<DeviceShared>, runner: u64) -> Arc<Self> {
         Arc::new(Shared {
             status: AtomicU8::new(QUEUED),
             traced: AtomicBool::new(false),
@@ -101,6 +132,7 @@ impl<T: Send + 'static> Shared<T> {
             }),
             cv: Condvar::new(),
             device: device.clone(),
+            runner,
         })
     }
 
@@ -198,10 +230,13 @@ impl<T: Send + 'static> Shared<T> {
         });
         let ticket =
             if self.traced.load(Ordering::Acquire) { crate::sync::lock(&self.state).trace.take() } else { None };
-        let span = ticket.as_ref().and_then(|t| t.completing(outcome.is_ok()));
+        let mut span = None;
+        if let Some(t) = &ticket {
+            crate::sync::guarded("a KernelTrace completion hook", || span = t.completing(outcome.is_ok()));
+        }
         self.publish(outcome, run_callback_here);
         if let Some(t) = ticket {
-            t.completed(span);
+            crate::sync::guarded("a KernelTrace completion hook", || t.completed(span));
         }
     }
 
@@ -222,7 +257,7 @@ impl<T: Send + 'static> Shared<T> {
                     let keep = std::mem::take(&mut st.keep);
                     st.event = None;
                     drop(st);
-                    drop(keep);
+                    crate::sync::guarded("a keep-alive's Drop", || drop(keep));
                 }
                 return;
             }
@@ -257,7 +292,9 @@ impl<T: Send + 'static> Shared<T> {
         }
         self.cv.notify_all();
         // Keep-alives drop only now that the GPU is done with them.
-        drop(keep);
+        if !keep.is_empty() {
+            crate::sync::guarded("a keep-alive's Drop", || drop(keep));
+        }
         if let (Some(cb), Some(v)) = (callback, value) {
             if run_callback_here {
                 run_callback(cb, v);
@@ -267,8 +304,27 @@ impl<T: Send + 'static> Shared<T> {
             }
         }
         if let Some(w) = waker {
-            w.wake();
+            crate::sync::guarded("a Waker", || w.wake());
         }
+    }
+
+    /// Leaks what the GPU may still use: the keep-alives, a deferred value's reader and the
+    /// event (which may still be pending on its stream).
+    fn leak_gpu_state(&self) {
+        let (keep, deferred, event) = {
+            let mut st = crate::sync::lock(&self.state);
+            (std::mem::take(&mut st.keep), st.deferred.take(), st.event.take())
+        };
+        if !keep.is_empty() || deferred.is_some() {
+            log::error!(
+                "cusched: device {} shut down while the GPU still ran a job past the watchdog; its {} keep-alive(s) are leaked rather than freed under running work",
+                self.device.label(),
+                keep.len() + usize::from(deferred.is_some())
+            );
+        }
+        std::mem::forget(keep);
+        std::mem::forget(deferred);
+        std::mem::forget(event);
     }
 }
 
@@ -287,6 +343,11 @@ impl<T: Send + 'static> Pending for Shared<T> {
     fn expire(&self, waited: Duration) {
         let on_thread = self.device.completions().is_current_thread();
         self.publish_value(Err(Error::Timeout { waited }), false, on_thread);
+    }
+
+    fn abandon(&self, waited: Duration) {
+        self.leak_gpu_state();
+        self.expire(waited);
     }
 }
 
@@ -325,7 +386,12 @@ impl<T> std::fmt::Debug for Completion<T> {
 
 impl<T: Send + 'static> Completion<T> {
     pub(crate) fn queued(device: &Arc<DeviceShared>) -> (Completion<T>, Arc<Shared<T>>) {
-        let shared = Shared::new(device);
+        Self::queued_on(device, 0)
+    }
+
+    /// A completion for a job queued on the lane with id `lane`.
+    pub(crate) fn queued_on(device: &Arc<DeviceShared>, lane: u64) -> (Completion<T>, Arc<Shared<T>>) {
+        let shared = Shared::new(device, lane);
         (Completion { shared: shared.clone() }, shared)
     }
 
@@ -333,10 +399,12 @@ impl<T: Send + 'static> Completion<T> {
         self.shared.device.config.spin
     }
 
-    /// Blocks until the status reaches `at_least` or `deadline` passes; spins briefly first.
+    /// Blocks until the status reaches `at_least` or `deadline` passes (`None`: no deadline);
+    /// spins briefly first.
     fn wait_status(&self, at_least: u8, deadline: Option<Instant>) -> bool {
-        let spin_end = Instant::now() + self.spin();
-        while Instant::now() < spin_end {
+        // Measured as elapsed time, so that any spin, however large, cannot overflow `Instant`.
+        let (start, spin) = (Instant::now(), self.spin());
+        while start.elapsed() < spin && deadline.is_none_or(|d| Instant::now() < d) {
             if self.shared.status.load(Ordering::Acquire) >= at_least {
                 return true;
             }
@@ -360,6 +428,63 @@ impl<T: Send + 'static> Completion<T> {
         }
     }
 
+    /// `Some(WouldDeadlock)` when waiting here could never end: the job is still queued on the
+    /// lane whose thread this is.
+    fn would_deadlock(&self) -> Option<Error> {
+        let runner = self.shared.runner;
+        (runner != 0
+            && self.shared.status.load(Ordering::Acquire) == QUEUED
+            && crate::sync::role::lane() == runner)
+            .then(|| Error::WouldDeadlock {
+                what: "a lane job waited on a job queued behind it on its own lane, which only runs after the waiting job returns; return the completion instead, or submit the second job to another lane".into(),
+            })
+    }
+
+    /// Whether this is the completion thread of the completion's device, which cannot both wait
+    /// and deliver.
+    fn on_completion_thread(&self) -> bool {
+        self.shared.device.completions().is_current_thread()
+    }
+
+    /// On the completion thread: resolves the completion by polling its event from here (the
+    /// thread cannot wait for itself), enforcing the watchdog too. `false` if `deadline` passed.
+    fn watch_here(&self, deadline: Option<Instant>) -> bool {
+        // The job runs on a lane or the caller's thread, neither of which needs this thread.
+        if !self.wait_status(ENQUEUED, deadline) {
+            return false;
+        }
+        let event = crate::sync::lock(&self.shared.state).event.clone();
+        if let Some(ev) = event {
+            let watchdog = self.shared.device.config.watchdog;
+            let expires = watchdog.and_then(|w| Instant::now().checked_add(w));
+            let mut backoff = Duration::from_micros(20);
+            loop {
+                match ev.is_done() {
+                    Ok(false) => {}
+                    done => {
+                        self.shared.resolve_in(done.map(drop), true);
+                        break;
+                    }
+                }
+                let now = Instant::now();
+                if let (Some(w), Some(e)) = (watchdog, expires) {
+                    if now >= e {
+                        // The completion thread resolves it again, releasing its keep-alives,
+                        // once the GPU is really done.
+                        self.shared.publish_value(Err(Error::Timeout { waited: w }), false, true);
+                        break;
+                    }
+                }
+                if deadline.is_some_and(|d| now >= d) {
+                    return false;
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(1));
+            }
+        }
+        self.wait_status(READY, deadline)
+    }
+
     fn take(&self) -> Result<T> {
         let mut st = crate::sync::lock(&self.shared.state);
         if st.taken {
@@ -371,10 +496,21 @@ impl<T: Send + 'static> Completion<T> {
 
     /// Blocks until the job's GPU work has finished and returns its value. Synchronizes on the
     /// job's event from this thread.
+    ///
+    /// Fails at once with [`Error::WouldDeadlock`] from a lane job, on a job still queued on that
+    /// same lane. Inside a callback (on the completion thread) it works: it watches the event
+    /// from there.
     pub fn wait(self) -> Result<T> {
+        if let Some(e) = self.would_deadlock() {
+            return Err(e);
+        }
         if self.shared.device.config.watchdog.is_some() {
             // The completion thread enforces the watchdog; synchronizing here could outwait it.
-            self.wait_status(READY, None);
+            if self.on_completion_thread() {
+                self.watch_here(None);
+            } else {
+                self.wait_status(READY, None);
+            }
             return self.take();
         }
         self.wait_status(ENQUEUED, None);
@@ -388,10 +524,21 @@ impl<T: Send + 'static> Completion<T> {
         self.take()
     }
 
-    /// Like [`wait`](Self::wait), but gives up after `timeout` with [`Error::Timeout`]; the
-    /// completion stays usable.
+    /// Like [`wait`](Self::wait), but gives up after `timeout` with [`Error::Timeout`]; after a
+    /// timeout the completion stays usable (wait again, poll it, or set a callback). A value
+    /// returned is taken: later calls return [`Error::AlreadyTaken`]. A timeout too large for
+    /// [`Instant`] means no limit.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<T> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
+        if let Some(e) = self.would_deadlock() {
+            return Err(e);
+        }
+        if self.on_completion_thread() {
+            if !self.watch_here(deadline) {
+                return Err(Error::Timeout { waited: timeout });
+            }
+            return self.take();
+        }
         {
             let mut st = crate::sync::lock(&self.shared.state);
             st.watched = true;
@@ -401,7 +548,7 @@ impl<T: Send + 'static> Completion<T> {
                 self.shared.register(stream, event);
             }
         }
-        if !self.wait_status(READY, Some(deadline)) {
+        if !self.wait_status(READY, deadline) {
             return Err(Error::Timeout { waited: timeout });
         }
         self.take()
@@ -497,40 +644,76 @@ enum Msg {
 
 type Rejected = (u32, EventRef, Arc<dyn Pending>);
 
-/// The device's completion thread, started on first use.
+/// Set in [`Completions::gate`] once shutdown has begun; the bits below count senders between
+/// their check of the gate and the end of their send.
+const STOPPED: usize = 1 << (usize::BITS - 1);
+
+/// The device's completion thread, started on first use and never again after shutdown.
+///
+/// # Memory ordering
+///
+/// `gate` orders registrations against shutdown. A sender increments it (AcqRel) and proceeds
+/// only if `STOPPED` was clear, then decrements it after its send. Shutdown sets `STOPPED`
+/// (AcqRel) and waits until the count reads zero (Acquire): every sender that saw the gate
+/// open has finished its send by then, and every later one sees `STOPPED` and backs off. So
+/// the `Shutdown` message, sent after that wait, is the last message the thread receives, and
+/// the thread is never started after it (starting happens only inside the gate).
 pub(crate) struct Completions {
+    device: u32,
     spin: Duration,
     watchdog: Option<Duration>,
-    thread: std::sync::OnceLock<(Sender<Msg>, std::thread::ThreadId)>,
+    thread: std::sync::OnceLock<Sender<Msg>>,
     join: Mutex<Option<JoinHandle<()>>>,
     start: Mutex<()>,
+    gate: AtomicUsize,
+}
+
+/// A sender inside the gate; leaving it decrements the count.
+struct Entered<'a>(&'a AtomicUsize);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Completions {
-    pub(crate) fn new(spin: Duration, watchdog: Option<Duration>) -> Self {
+    pub(crate) fn new(device: u32, spin: Duration, watchdog: Option<Duration>) -> Self {
         Completions {
+            device,
             spin,
             watchdog,
             thread: std::sync::OnceLock::new(),
             join: Mutex::new(None),
             start: Mutex::new(()),
+            gate: AtomicUsize::new(0),
         }
     }
 
-    fn sender(&self) -> Option<&Sender<Msg>> {
-        if let Some((tx, _)) = self.thread.get() {
+    /// Enters the gate, or `None` once shutdown has begun.
+    fn enter(&self) -> Option<Entered<'_>> {
+        if self.gate.fetch_add(1, Ordering::AcqRel) & STOPPED != 0 {
+            self.gate.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Entered(&self.gate))
+    }
+
+    /// The thread's sender, starting the thread on first use. Call only inside the gate.
+    fn sender(&self, _inside: &Entered<'_>) -> Option<&Sender<Msg>> {
+        if let Some(tx) = self.thread.get() {
             return Some(tx);
         }
         let _g = crate::sync::lock(&self.start);
         if self.thread.get().is_none() {
             let (tx, rx) = crossbeam_channel::unbounded();
-            let (spin, watchdog) = (self.spin, self.watchdog);
+            let (device, spin, watchdog) = (self.device, self.spin, self.watchdog);
             let spawned = std::thread::Builder::new()
                 .name("cusched-completion".into())
-                .spawn(move || completion_loop(rx, spin, watchdog));
+                .spawn(move || completion_loop(device, rx, spin, watchdog));
             match spawned {
                 Ok(h) => {
-                    let _ = self.thread.set((tx, h.thread().id()));
+                    let _ = self.thread.set(tx);
                     *crate::sync::lock(&self.join) = Some(h);
                 }
                 Err(e) => {
@@ -539,15 +722,16 @@ impl Completions {
                 }
             }
         }
-        self.thread.get().map(|(tx, _)| tx)
+        self.thread.get()
     }
 
     pub(crate) fn is_current_thread(&self) -> bool {
-        self.thread.get().is_some_and(|(_, id)| *id == std::thread::current().id())
+        crate::sync::role::completion_thread_of() == self.device
     }
 
     fn register(&self, stream: u32, event: EventRef, job: Arc<dyn Pending>) -> std::result::Result<(), Rejected> {
-        match self.sender() {
+        let Some(inside) = self.enter() else { return Err((stream, event, job)) };
+        match self.sender(&inside) {
             Some(tx) => tx.send(Msg::Register { stream, event, job }).map_err(|e| match e.0 {
                 Msg::Register { stream, event, job } => (stream, event, job),
                 _ => unreachable!("the message sent is returned"),
@@ -560,23 +744,46 @@ impl Completions {
         if self.is_current_thread() {
             return f();
         }
-        if let Some(tx) = self.sender() {
-            if let Err(e) = tx.send(Msg::Callback(f)) {
-                if let Msg::Callback(f) = e.0 {
-                    log::warn!("cusched: the completion thread has stopped; running a callback on the caller's thread");
-                    f();
+        let f = match self.enter() {
+            Some(inside) => match self.sender(&inside).map(|tx| tx.send(Msg::Callback(f))) {
+                Some(Ok(())) => return,
+                Some(Err(e)) => match e.0 {
+                    Msg::Callback(f) => f,
+                    _ => unreachable!("the message sent is returned"),
+                },
+                None => {
+                    log::error!("cusched: a callback could not reach the completion thread; it was dropped unrun");
+                    return;
                 }
-            }
+            },
+            None => f,
+        };
+        // The device has shut down: there is no completion thread to run it any more.
+        log::debug!("cusched: the completion thread has stopped; running a callback on the caller's thread");
+        f();
+    }
+
+    /// Closes the gate (once) and tells the thread to finish: it resolves everything pending
+    /// (waiting for the GPU, bounded by the watchdog if there is one), then exits.
+    pub(crate) fn stop(&self) {
+        if self.gate.fetch_or(STOPPED, Ordering::AcqRel) & STOPPED != 0 {
+            return;
+        }
+        // Senders inside the gate only start a thread and send; none waits on this one.
+        while self.gate.load(Ordering::Acquire) & !STOPPED != 0 {
+            std::thread::yield_now();
+        }
+        if let Some(tx) = self.thread.get() {
+            let _ = tx.send(Msg::Shutdown);
         }
     }
 
-    /// Resolves everything pending (waiting for the GPU) and joins the thread.
+    /// [`stop`](Self::stop)s the thread and joins it, unless called from the thread itself
+    /// (from a callback), which then finishes on its own once the callback returns.
     pub(crate) fn shutdown(&self) {
-        if let Some((tx, id)) = self.thread.get() {
-            let _ = tx.send(Msg::Shutdown);
-            if *id == std::thread::current().id() {
-                return;
-            }
+        self.stop();
+        if self.is_current_thread() {
+            return;
         }
         if let Some(h) = crate::sync::lock(&self.join).take() {
             let _ = h.join();
@@ -584,8 +791,6 @@ impl Completions {
     }
 }
 
-/// Polls the oldest pending event of each stream; spins for `spin` after progress, then backs
-/// off exponentially (50 µs to 1 ms) while new registrations can still wake it at once.
 /// A registered completion: its event, itself, when it was registered, and whether the watchdog
 /// already resolved it.
 struct Watched {
@@ -595,16 +800,50 @@ struct Watched {
     expired: bool,
 }
 
-fn completion_loop(rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>) {
+/// Queues `w` on its stream's queue in sequence order: registration is lazy, so a later op can
+/// register before an earlier one, and only the front of a queue is polled.
+fn insert_in_order(q: &mut VecDeque<Watched>, w: Watched) {
+    let seq = w.event.pos().seq;
+    let at = q.iter().rposition(|x| x.event.pos().seq <= seq).map_or(0, |i| i + 1);
+    q.insert(at, w);
+}
+
+/// Resolves a job and drops the thread's hold on it, catching any panic of user code in it (a
+/// value's `Drop`, say) so that later deliveries go on.
+fn deliver(w: Watched, outcome: Result<()>) {
+    crate::sync::guarded("delivering a completion", move || {
+        w.job.resolve(outcome);
+        drop(w);
+    });
+}
+
+/// Polls the oldest pending event of each stream; spins for `spin` after progress, then backs
+/// off exponentially (50 µs to 1 ms) while new registrations can still wake it at once.
+///
+/// After `Shutdown` (always the last message, see [`Completions`]) it resolves everything left
+/// and exits: waiting for the GPU, or with a watchdog polling until the watchdog's limit and
+/// then abandoning what is left.
+fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>) {
+    crate::sync::role::set_completion_thread(device);
     let mut queues: Vec<VecDeque<Watched>> = Vec::new();
     let mut pending = 0usize;
     let mut idle_since = Instant::now();
     let mut backoff = Duration::from_micros(50);
-    let mut shutting_down = false;
+    // Set once `Shutdown` arrived: when shutdown gives up on the GPU (`None`: never).
+    let mut shutting_down: Option<Option<Instant>> = None;
     loop {
-        let msg = if pending == 0 && !shutting_down {
+        let msg = if shutting_down.is_some() {
+            if pending == 0 {
+                return;
+            }
+            if watchdog.is_some() {
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(1));
+            }
+            Err(TryRecvError::Empty)
+        } else if pending == 0 {
             rx.recv().map_err(|_| TryRecvError::Disconnected)
-        } else if shutting_down || idle_since.elapsed() < spin {
+        } else if idle_since.elapsed() < spin {
             rx.try_recv()
         } else {
             let m = rx.recv_timeout(backoff).map_err(|e| match e {
@@ -620,33 +859,32 @@ fn completion_loop(rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>
                 if queues.len() <= i {
                     queues.resize_with(i + 1, VecDeque::new);
                 }
-                queues[i].push_back(Watched { event, job, since: Instant::now(), expired: false });
+                insert_in_order(&mut queues[i], Watched { event, job, since: Instant::now(), expired: false });
                 pending += 1;
                 continue;
             }
             Ok(Msg::Callback(f)) => {
-                f();
+                crate::sync::guarded("an on_complete callback", f);
                 continue;
             }
-            Ok(Msg::Shutdown) | Err(TryRecvError::Disconnected) => shutting_down = true,
+            Ok(Msg::Shutdown) | Err(TryRecvError::Disconnected) => {
+                shutting_down = Some(watchdog.and_then(|w| Instant::now().checked_add(w)));
+            }
             Err(TryRecvError::Empty) => {}
         }
+        // Without a watchdog, shutdown waits on each event as long as the GPU takes.
+        let block = shutting_down.is_some() && watchdog.is_none();
         let mut progressed = false;
         for q in &mut queues {
             while let Some(w) = q.front() {
-                let outcome = if shutting_down { w.event.synchronize().map(|_| true) } else { w.event.is_done() };
-                match outcome {
+                let outcome = if block { w.event.synchronize().map(|_| true) } else { w.event.is_done() };
+                let outcome = match outcome {
                     Ok(false) => break,
-                    Ok(true) => {
-                        if let Some(w) = q.pop_front() {
-                            w.job.resolve(Ok(()));
-                        }
-                    }
-                    Err(e) => {
-                        if let Some(w) = q.pop_front() {
-                            w.job.resolve(Err(e));
-                        }
-                    }
+                    Ok(true) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Some(w) = q.pop_front() {
+                    deliver(w, outcome);
                 }
                 pending -= 1;
                 progressed = true;
@@ -655,7 +893,8 @@ fn completion_loop(rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>
             if let Some(limit) = watchdog {
                 for w in q.iter_mut().filter(|w| !w.expired && w.since.elapsed() >= limit) {
                     w.expired = true;
-                    w.job.expire(limit);
+                    let job = w.job.clone();
+                    crate::sync::guarded("expiring a completion", move || job.expire(limit));
                 }
             }
         }
@@ -663,16 +902,16 @@ fn completion_loop(rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>
             idle_since = Instant::now();
             backoff = Duration::from_micros(50);
         }
-        if shutting_down && pending == 0 {
-            // Deliver callbacks that resolutions queued, then stop.
-            while let Ok(m) = rx.try_recv() {
-                match m {
-                    Msg::Callback(f) => f(),
-                    Msg::Register { event, job, .. } => job.resolve(event.synchronize()),
-                    Msg::Shutdown => {}
+        if let (Some(Some(give_up)), Some(limit)) = (shutting_down, watchdog) {
+            if Instant::now() >= give_up {
+                for w in queues.iter_mut().flat_map(std::mem::take) {
+                    let Watched { event, job, .. } = w;
+                    // The event may still be pending on its stream: leaked, not pooled again.
+                    std::mem::forget(event);
+                    crate::sync::guarded("abandoning a completion", move || job.abandon(limit));
                 }
+                return;
             }
-            return;
         }
     }
 }

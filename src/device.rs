@@ -46,7 +46,8 @@ pub struct DeviceConfig {
     /// resolves with [`Error::Timeout`]; its keep-alives stay held until the GPU really finishes.
     /// `None` (the default): completions wait as long as the GPU takes. With a watchdog every
     /// completion is watched by the completion thread, and `Completion::wait` waits for it
-    /// rather than synchronizing on the event itself.
+    /// rather than synchronizing on the event itself. Shutdown, too, gives up on the GPU after
+    /// this long (see [`Device::shutdown`]).
     pub watchdog: Option<Duration>,
 }
 
@@ -102,6 +103,8 @@ pub(crate) struct DeviceShared {
     streams: Box<[OnceLock<StreamSlot>]>,
     stream_count: AtomicUsize,
     stream_create: Mutex<()>,
+    /// Streams that dropped lanes gave back, for the next lanes to take.
+    free_streams: Mutex<Vec<StreamId>>,
     pub events: Arc<EventPool>,
     fencing: bool,
     completions: Completions,
@@ -152,8 +155,9 @@ impl DeviceShared {
         let streams = (0..config.max_streams).map(|_| OnceLock::new()).collect();
         let (config_spin, watchdog) = (config.spin, config.watchdog);
         let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded(0);
+        let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(DeviceShared {
-            uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            uid,
             ordinal,
             events: Arc::new(EventPool::new(backend.clone(), 1)),
             is_sim: matches!(backend, BackendCtx::Sim(_)),
@@ -166,8 +170,9 @@ impl DeviceShared {
             streams,
             stream_count: AtomicUsize::new(0),
             stream_create: Mutex::new(()),
+            free_streams: Mutex::new(Vec::new()),
             fencing,
-            completions: Completions::new(config_spin, watchdog),
+            completions: Completions::new(uid, config_spin, watchdog),
             shutdown_tx: Mutex::new(Some(shutdown_tx)),
             shutdown_rx,
             shut_down: AtomicBool::new(false),
@@ -289,21 +294,47 @@ impl DeviceShared {
 
     /// Stops every lane (jobs not yet started resolve with `Error::Shutdown`), waits for the
     /// GPU work of every pending completion, and joins the threads. Idempotent.
+    ///
+    /// Called on a lane or completion thread (of any device: in a lane job or a callback), it
+    /// only starts the shutdown: joining there could wait on this very thread, or on a lane waiting for a
+    /// job queued behind it. The threads then finish on their own; a later call from any
+    /// other thread (the last `Device` dropped, say) joins them.
     fn shutdown(&self) {
-        if self.shut_down.swap(true, Ordering::AcqRel) {
+        if !self.shut_down.swap(true, Ordering::AcqRel) {
+            drop(crate::sync::lock(&self.shutdown_tx).take());
+        }
+        if crate::sync::role::on_device_thread() {
+            self.completions.stop();
             return;
         }
-        drop(crate::sync::lock(&self.shutdown_tx).take());
         let lanes = std::mem::take(&mut *crate::sync::lock(&self.lanes));
         for t in lanes {
             let handle = crate::sync::lock(&t).take();
             if let Some(h) = handle {
-                if h.thread().id() != std::thread::current().id() {
-                    let _ = h.join();
-                }
+                let _ = h.join();
             }
         }
         self.completions.shutdown();
+    }
+
+    /// A stream for a new lane named `lane`: one a dropped lane gave back, or a new one.
+    pub(crate) fn lane_stream(&self, lane: &str) -> Result<StreamId> {
+        let reused = crate::sync::lock(&self.free_streams).pop();
+        let id = match reused {
+            Some(id) => id,
+            None => self.create_stream()?,
+        };
+        self.stream(id)?.set_lane(Some(Arc::from(lane)));
+        Ok(id)
+    }
+
+    /// Gives back the stream of a lane whose thread has finished with it. Work it enqueued may
+    /// still run: the stream is in order, so the next owner's work follows it.
+    pub(crate) fn release_stream(&self, id: StreamId) {
+        if let Ok(slot) = self.stream(id) {
+            slot.set_lane(None);
+        }
+        crate::sync::lock(&self.free_streams).push(id);
     }
 
     pub(crate) fn advance_generation(&self) -> u64 {
@@ -354,7 +385,7 @@ impl DeviceShared {
 
     /// The name of the lane that owns `stream`, if a lane does.
     pub(crate) fn lane_name(&self, stream: StreamId) -> Option<Arc<str>> {
-        self.stream(stream).ok()?.lane.get().cloned()
+        self.stream(stream).ok()?.lane()
     }
 
     pub(crate) fn slot_by_index(&self, index: u32) -> Option<&StreamSlot> {
@@ -454,7 +485,18 @@ impl Device {
 
     /// Shuts the device down now instead of when the last handle drops: lanes stop (jobs not
     /// yet started resolve with [`Error::Shutdown`]), pending completions resolve once their GPU
-    /// work finishes, and every thread is joined. Buffers stay valid until dropped.
+    /// work finishes, and every thread is joined. New work then fails with
+    /// [`Error::Shutdown`], on lanes and through [`Handles`](crate::Handles) alike. Buffers stay
+    /// valid until dropped.
+    ///
+    /// Shutdown waits for the GPU to finish the work of pending completions, as long as that
+    /// takes; with [`DeviceConfig::watchdog`] set it gives up after the watchdog's limit,
+    /// resolves what is left with [`Error::Timeout`] and leaks those jobs' keep-alives (logged)
+    /// rather than freeing memory the GPU may still use.
+    ///
+    /// Called from a lane job or an `on_complete` callback (of any device), it only starts the
+    /// shutdown and returns: joining there could wait on the calling thread itself. The threads
+    /// then finish on their own, and a later call from another thread joins them.
     pub fn shutdown(&self) {
         self.shared.shutdown();
     }

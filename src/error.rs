@@ -102,12 +102,12 @@ pub enum Error {
         what: &'static str,
     },
 
-    /// A preflight found the buffer held by an uncommitted launch of the same thread: waiting for
-    /// it would never end.
-    #[error("{buffer} is held by an uncommitted launch on this same thread; commit that recorder before preflighting another that uses it")]
+    /// A wait that could never end: on a buffer held by an uncommitted launch of the same
+    /// thread, on a job queued behind the current one on its own lane, on its own full queue.
+    #[error("{what}")]
     WouldDeadlock {
-        /// The buffer.
-        buffer: String,
+        /// What would never finish, and what to do instead.
+        what: String,
     },
 
     /// A preflight waited too long for another thread's launch on the same buffer to commit.

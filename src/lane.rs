@@ -6,6 +6,7 @@ use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::LaunchRecorder;
 use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError, TrySendError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -56,8 +57,12 @@ impl std::fmt::Debug for Handles {
 }
 
 impl Handles {
-    /// Handles for `stream` of `device`, used from the calling thread.
+    /// Handles for `stream` of `device`, used from the calling thread. Fails with
+    /// [`Error::Shutdown`] once the device has shut down.
     pub fn new(device: &Device, stream: StreamId) -> Result<Handles> {
+        if device.shared.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
         device.shared.stream(stream)?;
         Ok(Handles {
             device: device.internal(),
@@ -121,8 +126,17 @@ impl Handles {
 
     /// Runs `f` now, on this thread, and returns a completion that resolves once the GPU work
     /// it enqueued on this stream has finished.
+    ///
+    /// Like [`Lane::submit`], once the device has shut down this runs nothing and the
+    /// completion resolves with [`Error::Shutdown`]. (Buffers stay usable until dropped, so
+    /// their own methods, such as [`GpuRef::download`](crate::GpuRef::download), keep working
+    /// after shutdown; completions made then are resolved on the caller's thread.)
     pub fn run<T: Send + 'static>(&mut self, f: impl FnOnce(&mut Handles) -> Result<T>) -> Completion<T> {
         let (completion, shared) = Completion::queued(&self.device.shared);
+        if self.device.shared.is_shut_down() {
+            shared.enqueued(Err(Error::Shutdown), None, Vec::new());
+            return completion;
+        }
         self.finish_job(&shared, f);
         completion
     }
@@ -160,7 +174,8 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 
 enum Call<'a> {
     Run(&'a mut Handles),
-    Cancel,
+    /// Resolve the job's completion with this error, unrun.
+    Cancel(Error),
 }
 
 type Job = Box<dyn FnOnce(Call<'_>) + Send>;
@@ -179,6 +194,9 @@ impl Default for LaneOptions {
 }
 
 struct LaneInner {
+    /// Unique in the process, never 0: what the lane's thread records as its role, so that
+    /// waits that only this lane could end are refused on it.
+    id: u64,
     name: String,
     stream: StreamId,
     device: Arc<DeviceShared>,
@@ -187,7 +205,9 @@ struct LaneInner {
 }
 
 /// A worker thread owning one stream. Cheap to clone; the last clone dropped runs the jobs
-/// still queued and joins the thread.
+/// still queued and joins the thread, and the stream passes to the next lane the device
+/// starts (a stream is in order, so that lane's work follows this one's), so that lanes can be
+/// started and dropped without running out of [`DeviceConfig::max_streams`](crate::DeviceConfig).
 ///
 /// ```
 /// use cusched::{Device, SimConfig};
@@ -211,7 +231,8 @@ impl std::fmt::Debug for Lane {
 }
 
 impl Device {
-    /// Starts a lane named `name` on a new stream.
+    /// Starts a lane named `name` on a stream of its own: a new one, or one a dropped lane gave
+    /// back.
     pub fn lane(&self, name: &str) -> Result<Lane> {
         self.lane_with(name, LaneOptions::default())
     }
@@ -221,22 +242,40 @@ impl Device {
         if options.capacity == 0 {
             return Err(Error::invalid("LaneOptions::capacity", "must be at least 1"));
         }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let shutdown = self.shared.shutdown_signal().ok_or(Error::Shutdown)?;
-        let stream = self.new_stream()?;
-        if let Ok(slot) = self.shared.stream(stream) {
-            let _ = slot.lane.set(Arc::from(name));
-        }
+        // A stream a dropped lane gave back, or a new one.
+        let stream = self.shared.lane_stream(name)?;
+        let handles = match Handles::new(self, stream) {
+            Ok(h) => h,
+            Err(e) => {
+                self.shared.release_stream(stream);
+                return Err(e);
+            }
+        };
         let (tx, rx) = bounded::<Job>(options.capacity);
-        let handles = Handles::new(self, stream)?;
         let spin = self.shared.config.spin;
-        let thread = std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || lane_loop(handles, rx, shutdown, spin))
-            .map_err(|e| Error::invalid("name", format!("could not spawn the lane thread: {e}")))?;
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let device = self.shared.clone();
+        let spawned = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+            crate::sync::role::set_lane(id);
+            lane_loop(handles, rx, shutdown, spin);
+            // The lane's handles are gone and it enqueues nothing more: a later lane may take
+            // the stream (it is in order, so that lane's work follows this one's).
+            device.release_stream(stream);
+        });
+        let thread = match spawned {
+            Ok(t) => t,
+            Err(e) => {
+                self.shared.release_stream(stream);
+                return Err(Error::invalid("name", format!("could not spawn the lane thread: {e}")));
+            }
+        };
         let thread = Arc::new(Mutex::new(Some(thread)));
         self.shared.register_lane(thread.clone());
         Ok(Lane {
             inner: Arc::new(LaneInner {
+                id,
                 name: name.to_string(),
                 stream,
                 device: self.shared.clone(),
@@ -250,9 +289,10 @@ impl Device {
 fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, spin: std::time::Duration) {
     loop {
         // Spin briefly before parking: waking a parked thread costs far more than a short spin.
-        let spin_end = Instant::now() + spin;
+        // Measured as elapsed time, so that no spin overflows `Instant`; shutdown ends it.
+        let spin_start = Instant::now();
         let mut job = None;
-        while Instant::now() < spin_end {
+        while spin_start.elapsed() < spin && !handles.device.shared.is_shut_down() {
             match jobs.try_recv() {
                 Ok(j) => {
                     job = Some(Ok(j));
@@ -272,7 +312,7 @@ fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, 
         match next {
             Ok(job) if !handles.device.shared.is_shut_down() => job(Call::Run(&mut handles)),
             Ok(job) => {
-                job(Call::Cancel);
+                job(Call::Cancel(Error::Shutdown));
                 drain(&jobs);
                 return;
             }
@@ -287,7 +327,7 @@ fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, 
 
 fn drain(jobs: &Receiver<Job>) {
     while let Ok(job) = jobs.try_recv() {
-        job(Call::Cancel);
+        job(Call::Cancel(Error::Shutdown));
     }
 }
 
@@ -306,14 +346,14 @@ impl Lane {
         &self,
         f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
     ) -> (Completion<T>, Job) {
-        let (completion, shared) = Completion::queued(&self.inner.device);
+        let (completion, shared) = Completion::queued_on(&self.inner.device, self.inner.id);
         let guard = CancelOnDrop(Some(shared));
         let job: Job = Box::new(move |call| {
             let mut guard = guard;
             let Some(shared) = guard.0.take() else { return };
             match call {
                 Call::Run(h) => h.finish_job(&shared, f),
-                Call::Cancel => shared.enqueued(Err(Error::Shutdown), None, Vec::new()),
+                Call::Cancel(e) => shared.enqueued(Err(e), None, Vec::new()),
             }
         });
         (completion, job)
@@ -322,20 +362,34 @@ impl Lane {
     /// Queues `f` to run on the lane's thread, blocking while the queue is full. The
     /// completion resolves with `f`'s value once the GPU work `f` enqueued has finished, with
     /// `f`'s error, with [`Error::JobPanicked`] if it panicked, or with [`Error::Shutdown`] if the
-    /// device shut down before it ran.
+    /// device shut down before it ran. From a job on this same lane, a full queue could never
+    /// drain: the job is not queued and the completion resolves with [`Error::WouldDeadlock`].
     pub fn submit<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
     ) -> Completion<T> {
         let (completion, job) = self.job(f);
         if self.inner.device.is_shut_down() {
-            job(Call::Cancel);
+            job(Call::Cancel(Error::Shutdown));
             return completion;
         }
-        if let Some(tx) = &self.inner.tx {
-            if let Err(e) = tx.send(job) {
-                (e.0)(Call::Cancel);
+        let Some(tx) = &self.inner.tx else { return completion };
+        match tx.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(job)) if crate::sync::role::lane() == self.inner.id => {
+                job(Call::Cancel(Error::WouldDeadlock {
+                    what: format!(
+                        "a job on lane `{}` submitted to the lane's own full queue, which only drains after the job returns; use try_submit, a larger LaneOptions::capacity, or another lane",
+                        self.inner.name
+                    ),
+                }));
             }
+            Err(TrySendError::Full(job)) => {
+                if let Err(e) = tx.send(job) {
+                    (e.0)(Call::Cancel(Error::Shutdown));
+                }
+            }
+            Err(TrySendError::Disconnected(job)) => job(Call::Cancel(Error::Shutdown)),
         }
         completion
     }

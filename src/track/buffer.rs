@@ -128,10 +128,16 @@ impl BufferTrack {
                 break;
             }
             if st.pending_writer == Some(holder) || st.pending_readers.contains(&holder) {
-                return Err(Error::WouldDeadlock { buffer: self.name() });
+                return Err(Error::WouldDeadlock {
+                    what: format!(
+                        "{} is held by an uncommitted launch on this same thread; commit that recorder before preflighting another that uses it",
+                        self.name()
+                    ),
+                });
             }
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeout);
-            let left = deadline.saturating_duration_since(Instant::now());
+            // A timeout too large for `Instant` means no deadline: wait in long slices.
+            let left = (*deadline.get_or_insert_with(|| Instant::now().checked_add(timeout)))
+                .map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
             if left.is_zero() {
                 return Err(Error::BufferBusy { buffer: self.name(), waited: timeout });
             }

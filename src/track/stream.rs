@@ -41,8 +41,9 @@ pub(crate) struct StreamSlot {
     /// checker can fail.
     fencing: bool,
     state: Mutex<State>,
-    /// The lane that owns the stream, for traces.
-    pub lane: std::sync::OnceLock<Arc<str>>,
+    /// The lane that owns the stream, for traces; a dropped lane's stream passes to a later
+    /// lane. Read only while tracing.
+    lane: Mutex<Option<Arc<str>>>,
 }
 
 impl StreamSlot {
@@ -57,8 +58,17 @@ impl StreamSlot {
                 raw: Arc::new(raw),
                 epoch,
             }),
-            lane: std::sync::OnceLock::new(),
+            lane: Mutex::new(None),
         }
+    }
+
+    /// The lane that owns the stream now, if a lane does.
+    pub(crate) fn lane(&self) -> Option<Arc<str>> {
+        crate::sync::lock(&self.lane).clone()
+    }
+
+    pub(crate) fn set_lane(&self, lane: Option<Arc<str>>) {
+        *crate::sync::lock(&self.lane) = lane;
     }
 
     fn index(&self) -> u32 {
