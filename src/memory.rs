@@ -572,64 +572,71 @@ impl<T: Element> ResourceSealed for HostBuffer<T> {
 }
 impl<T: Element> Resource for HostBuffer<T> {}
 
-/// Read access to a [`HostBuffer`].
-pub struct HostRead<'a, T>(HostGuard<'a, T>);
-/// Write access to a [`HostBuffer`].
-pub struct HostWrite<'a, T>(HostGuard<'a, T>);
+/// Read access to a [`HostBuffer`]: a shared slice, so any number of read guards may be held
+/// at once, on any threads. It never hands out `&mut`:
+///
+/// ```compile_fail,E0596
+/// # use cusched::{Device, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// let host = device.alloc_host::<f32>(4)?;
+/// let mut g = host.read()?;
+/// g[0] = 1.0;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct HostRead<'a, T>(ReadView<'a, T>);
+/// Write access to a [`HostBuffer`]: the only reference to its contents while it lives.
+pub struct HostWrite<'a, T>(WriteView<'a, T>);
 
 impl<T: fmt::Debug> fmt::Debug for HostRead<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
 impl<T: fmt::Debug> fmt::Debug for HostWrite<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
-enum HostGuard<'a, T> {
+enum ReadView<'a, T> {
+    Pinned(&'a [T]),
+    /// A copy taken under the lock: holding the lock instead would make a second read guard
+    /// (or a simulated copy out of the buffer) wait for the first guard to drop.
+    Sim(Vec<T>),
+}
+
+enum WriteView<'a, T> {
     Pinned(&'a mut [T]),
     Sim(MutexGuard<'a, Vec<T>>),
-}
-
-impl<T> Deref for HostGuard<'_, T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        match self {
-            HostGuard::Pinned(s) => s,
-            HostGuard::Sim(g) => g,
-        }
-    }
-}
-
-impl<T> DerefMut for HostGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            HostGuard::Pinned(s) => s,
-            HostGuard::Sim(g) => g,
-        }
-    }
 }
 
 impl<T> Deref for HostRead<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        &self.0
+        match &self.0 {
+            ReadView::Pinned(s) => s,
+            ReadView::Sim(v) => v,
+        }
     }
 }
 
 impl<T> Deref for HostWrite<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        &self.0
+        match &self.0 {
+            WriteView::Pinned(s) => s,
+            WriteView::Sim(g) => g,
+        }
     }
 }
 
 impl<T> DerefMut for HostWrite<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.0
+        match &mut self.0 {
+            WriteView::Pinned(s) => s,
+            WriteView::Sim(g) => g,
+        }
     }
 }
 
@@ -678,36 +685,57 @@ impl<T: Element> HostBuffer<T> {
         self.inner.len == 0
     }
 
-    fn guard(&self, access: Access) -> Result<HostGuard<'_, T>> {
+    /// Checks that the buffer is of the current context and generation, then waits for the GPU
+    /// uses that conflict with a host `access`.
+    fn settle(&self, access: Access) -> Result<()> {
         let t = &self.inner.track;
         if t.epoch != t.device.epoch() {
             // Pinned memory of a poisoned context: still mapped, but the copies that would have
             // filled it never ran.
             return Err(Error::Stale { what: t.name(), made: t.generation, current: t.device.generation() });
         }
+        t.check_fresh()?;
         for ev in t.host_dependencies(access, t.device.config.preflight_timeout)? {
             ev.synchronize()?;
         }
-        Ok(match &self.inner.storage {
-            // SAFETY: the range is live and holds `len` initialised elements; the GPU uses that
-            // conflict with this access have finished (synchronized above), and no new one can
-            // start while the guard borrows the buffer (`read` borrows `&self`, which copies
-            // into the buffer cannot take; `write` borrows `&mut self`).
-            HostStorage::Pinned(p, _) => {
-                HostGuard::Pinned(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len()) })
-            }
-            HostStorage::Sim(m) => HostGuard::Sim(m.lock()),
-        })
+        Ok(())
     }
 
     /// Reads the contents, first waiting for pending GPU writes to this buffer.
+    ///
+    /// Fails with [`Error::Stale`] once the device's generation has advanced past the buffer's.
     pub fn read(&self) -> Result<HostRead<'_, T>> {
-        self.guard(Access::Read).map(HostRead)
+        self.settle(Access::Read)?;
+        Ok(HostRead(match &self.inner.storage {
+            // SAFETY: 1. the range is live (freed only when `inner` drops) and holds `len`
+            // initialised elements; 2. every tracked GPU write to it has finished (waited for
+            // above); 3. no tracked write can start while the slice lives: the safe writers
+            // (`copy_to_host`, `write`) take `&mut self`, which this `&self` borrow excludes,
+            // and a GPU write declared on a recorder comes from a user launch, whose `unsafe`
+            // contract forbids writing memory Rust holds a shared reference to; 4. the slice is
+            // shared, so read guards on several threads never alias a `&mut`.
+            HostStorage::Pinned(p, _) => {
+                ReadView::Pinned(unsafe { std::slice::from_raw_parts(p.as_ptr(), self.len()) })
+            }
+            HostStorage::Sim(m) => ReadView::Sim(m.lock().clone()),
+        }))
     }
 
     /// Writes the contents, first waiting for every pending GPU use of this buffer.
+    ///
+    /// Fails with [`Error::Stale`] once the device's generation has advanced past the buffer's.
     pub fn write(&mut self) -> Result<HostWrite<'_, T>> {
-        self.guard(Access::Write).map(HostWrite)
+        self.settle(Access::Write)?;
+        Ok(HostWrite(match &self.inner.storage {
+            // SAFETY: 1. the range is live and holds `len` initialised elements; 2. every tracked
+            // GPU use of it has finished (waited for above); 3. `&mut self` excludes every other
+            // Rust reference and every safe op that would queue a new GPU use, for as long as
+            // the slice lives.
+            HostStorage::Pinned(p, _) => {
+                WriteView::Pinned(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len()) })
+            }
+            HostStorage::Sim(m) => WriteView::Sim(m.lock()),
+        }))
     }
 }
 
