@@ -57,14 +57,25 @@ fn open_gate(flag: &mut HostBuffer<u32>) {
     flag.write().unwrap()[0] = 1;
 }
 
-fn setup() -> Option<(Device, StreamId, Kernel, HostBuffer<u32>, Vec<u32>, HostBuffer<u32>)> {
+/// A device, a stream, the gate kernel and its flag, and `N` numbered values both in a `Vec`
+/// and in pinned memory.
+struct Setup {
+    d: Device,
+    s: StreamId,
+    gate: Kernel,
+    flag: HostBuffer<u32>,
+    original: Vec<u32>,
+    host: HostBuffer<u32>,
+}
+
+fn setup() -> Option<Setup> {
     let d = gpu()?;
     let s = d.new_stream().unwrap();
     let gate = d.compile(GATE, &[]).unwrap().kernel("gate").unwrap();
     let flag = d.alloc_host::<u32>(1).unwrap();
     let original: Vec<u32> = (0..N as u32).collect();
     let host = d.host_from_slice(&original).unwrap();
-    Some((d, s, gate, flag, original, host))
+    Some(Setup { d, s, gate, flag, original, host })
 }
 
 fn overwrite(host: &mut HostBuffer<u32>) {
@@ -75,7 +86,7 @@ fn overwrite(host: &mut HostBuffer<u32>) {
 #[ignore = "needs a CUDA GPU"]
 fn upload_from_pinned_memory_has_read_it_on_return() {
     bounded(LIMIT, || {
-        let Some((d, s, gate, mut flag, original, mut host)) = setup() else { return };
+        let Some(Setup { d, s, gate, mut flag, original, mut host }) = setup() else { return };
         close_gate(&d, s, &gate, &mut flag);
         let buf = {
             let src = host.read().unwrap();
@@ -94,7 +105,7 @@ fn upload_from_pinned_memory_has_read_it_on_return() {
 #[ignore = "needs a CUDA GPU"]
 fn copy_from_slice_from_pinned_memory_has_read_it_on_return() {
     bounded(LIMIT, || {
-        let Some((d, s, gate, mut flag, original, mut host)) = setup() else { return };
+        let Some(Setup { d, s, gate, mut flag, original, mut host }) = setup() else { return };
         let buf = d.alloc_zeros::<u32>(s, N).unwrap();
         close_gate(&d, s, &gate, &mut flag);
         {
