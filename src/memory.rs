@@ -6,7 +6,7 @@ use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{DriverResultExt, Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
 use crate::trace::OpLabel;
-use crate::track::{Access, BufferTrack};
+use crate::track::{Access, BufferTrack, EventRef};
 use cudarc::driver::{result, CudaSlice, DeviceRepr, ValidAsZeroBits};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -158,6 +158,12 @@ impl Device {
 
     /// Allocates a buffer on `stream` and copies `data` into it. `data` may be reused as
     /// soon as this returns.
+    ///
+    /// From pageable memory (a `Vec`, say) the copy is queued and the call returns once the
+    /// driver has staged `data`. From memory the driver copies asynchronously, pinned,
+    /// registered or managed (a [`HostBuffer`] read guard, say), it waits for the copy to finish,
+    /// and so for the work queued on `stream` before it; [`GpuRef::copy_from_host`] is the
+    /// asynchronous path for pinned data.
     pub fn upload<T: Element>(&self, stream: StreamId, data: &[T]) -> Result<GpuRef<T>> {
         self.new_buffer(stream, data.len(), Init::Copy(data))
     }
@@ -181,11 +187,16 @@ impl Device {
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
         rec.write(&buf)?;
         let target = buf.clone();
-        rec.launch(self, move |scope| match init {
-            Init::Uninit => sim_only(scope, || {}),
-            Init::Zero => target.enqueue_zero(scope),
-            Init::Copy(data) => target.enqueue_from_slice(scope, data),
-        })?;
+        let (source_in_flight, ev) = rec
+            .launch_event(self, move |scope| match init {
+                Init::Uninit => sim_only(scope, || {}).map(|()| false),
+                Init::Zero => target.enqueue_zero(scope).map(|()| false),
+                Init::Copy(data) => target.enqueue_from_slice(scope, data),
+            })?
+            .untracked(self);
+        if source_in_flight {
+            finish_copy(self, ev)?;
+        }
         Ok(buf)
     }
 
@@ -238,6 +249,14 @@ fn sim_copy<T: Element>(from: &SimMem<T>, to: &SimMem<T>) -> impl FnOnce() + Sen
     move || {
         let v = from.lock().clone();
         to.lock().copy_from_slice(&v)
+    }
+}
+
+/// Blocks until a copy's commit event has passed, so that its host source may be reused.
+fn finish_copy(device: &Device, ev: Option<EventRef>) -> Result<()> {
+    match ev {
+        Some(ev) => ev.synchronize().map_err(|e| device.shared.classify(e, ev.epoch())),
+        None => Ok(()),
     }
 }
 
@@ -350,20 +369,28 @@ impl<T: Element> GpuRef<T> {
         }
     }
 
-    fn enqueue_from_slice(&self, scope: &LaunchScope<'_>, data: &[T]) -> Result<()> {
+    /// Queues the copy of `data` into the buffer. Returns whether the copy still reads `data`
+    /// after this returns (pinned, registered or managed memory): then the caller must wait for
+    /// the launch's event before `data` may be reused.
+    fn enqueue_from_slice(&self, scope: &LaunchScope<'_>, data: &[T]) -> Result<bool> {
         match self.storage() {
             DevStorage::Cuda(slice) => {
                 let s = scope.cuda_stream()?;
+                let in_flight =
+                    cuda::is_driver_host_memory(s.context(), data.as_ptr().cast(), std::mem::size_of_val(data))?;
                 cuda::bind(s.context())?;
                 let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(slice, s);
-                // SAFETY: `data.len() == self.len()` (checked by callers), so the copy stays in
-                // bounds; `data` is pageable, and a pageable host-to-device copy has consumed
-                // its source by the time the call returns, so `data` may be reused afterwards.
-                unsafe { result::memcpy_htod_async(ptr, data, s.cu_stream()) }.call("cuMemcpyHtoDAsync")
+                // SAFETY: 1. `data.len() == self.len()` (checked by callers), so the copy stays
+                // in bounds of a buffer whose free is fenced after it; 2. `data` stays readable
+                // for as long as the copy reads it: pageable memory is staged before the call
+                // returns, and for driver memory (`in_flight`) the callers wait for the copy's
+                // event before giving the borrow of `data` back.
+                unsafe { result::memcpy_htod_async(ptr, data, s.cu_stream()) }.call("cuMemcpyHtoDAsync")?;
+                Ok(in_flight)
             }
             DevStorage::Sim(m) => {
                 let (m, data) = (m.clone(), data.to_vec());
-                scope.sim_kernel(move || m.lock().copy_from_slice(&data))
+                scope.sim_kernel(move || m.lock().copy_from_slice(&data)).map(|()| false)
             }
         }
     }
@@ -376,11 +403,20 @@ impl<T: Element> GpuRef<T> {
     }
 
     /// Copies `data` into the buffer on `stream`; `data` may be reused when this returns.
+    ///
+    /// From pageable memory the call returns once the driver has staged `data`; from pinned,
+    /// registered or managed memory it waits for the copy to finish (see [`Device::upload`]).
     pub fn copy_from_slice(&self, stream: StreamId, data: &[T]) -> Result<()> {
         self.check_len("data", data.len())?;
+        let device = self.device();
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_slice"));
         rec.write(self)?;
-        rec.launch(&self.device(), |scope| self.enqueue_from_slice(scope, data))
+        let (source_in_flight, ev) =
+            rec.launch_event(&device, |scope| self.enqueue_from_slice(scope, data))?.untracked(&device);
+        if source_in_flight {
+            finish_copy(&device, ev)?;
+        }
+        Ok(())
     }
 
     /// Copies the buffer to a new `Vec`, blocking until the copy (and every write it must
