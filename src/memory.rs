@@ -679,8 +679,7 @@ impl<T> DerefMut for HostWrite<'_, T> {
 impl<T: Element> HostBuffer<T> {
     fn new(device: &Arc<DeviceShared>, len: usize, init: Option<&[T]>) -> Result<Self> {
         let bytes = bytes_of::<T>(len)?;
-        let backend = device.backend();
-        let epoch = device.epoch();
+        let (backend, epoch) = device.backend_epoch();
         let storage = match &backend {
             crate::backend::BackendCtx::Cuda(ctx) => {
                 let ptr = if bytes == 0 {
