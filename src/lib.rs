@@ -11,6 +11,10 @@
 //! A [`Device`] runs on CUDA ([`Device::open`]) or on a CPU simulation ([`Device::sim`]) whose
 //! streams are threads and whose hazard checker reports any conflicting pair of uses left
 //! unordered.
+//!
+//! Running user device code is unsafe. A typed launch (`KernelLaunch::enqueue`, with the
+//! `nvrtc` feature) or a raw cudarc launch can touch any memory the GPU can reach, pinned host
+//! memory included; library ops, copies and fills stay safe.
 
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
