@@ -45,10 +45,11 @@ fn close_gate(d: &Device, s: StreamId, gate: &Kernel, flag: &mut HostBuffer<u32>
     // addressing), so the host pointer is the kernel's pointer.
     let addr = flag.read().unwrap().as_ptr() as u64;
     let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
-    // SAFETY: 1. `gate` only reads the flag at `addr`, one live pinned `u32` that outlives the
-    // kernel (the test drops `flag` only after downloading, which waits for the stream);
-    // 2. it takes a pointer and a u64, the two declared 8-byte parameters; 3. it ends within
-    // five seconds even if the flag is never set.
+    // SAFETY: 1. `gate` writes nothing; it only reads the flag at `addr`, one pinned `u32` that
+    // stays allocated while it runs (the test drops `flag` only after downloading, which waits
+    // for the stream), and a read the host races with sees the old or the new value; 2. it
+    // takes a pointer and a u64, the two declared 8-byte parameters; 3. it ends within five
+    // seconds even if the flag is never set.
     let launched = unsafe { gate.launch(d, s, cfg).scalar(addr).scalar(5_000_000_000u64).enqueue() };
     launched.unwrap();
 }

@@ -580,10 +580,10 @@ impl KernelLaunch<'_> {
     ///    [`read_write`](Self::read_write), writes only buffers declared with
     ///    [`write`](Self::write) or [`read_write`](Self::read_write), and stays inside their
     ///    lengths under the launch configuration given;
-    /// 2. it touches no other memory the GPU can reach: other device buffers, pinned host memory
-    ///    (a [`crate::HostBuffer`] included, whose guards hand out Rust references) and addresses
-    ///    passed as [`scalar`](Self::scalar)s, unless the caller guarantees that memory is live,
-    ///    not referenced by Rust, and not used by other GPU work the tracker does not order;
+    /// 2. any other memory it touches (another device buffer, pinned host memory such as a
+    ///    [`crate::HostBuffer`]'s, an address passed as a [`scalar`](Self::scalar)) stays
+    ///    allocated while the kernel runs, and the kernel writes it only while no Rust reference
+    ///    to it exists and no GPU work the tracker does not order uses it;
     /// 3. each declared parameter has the type the kernel expects (only byte sizes are checked:
     ///    a `u64` declared where the kernel takes a pointer is accepted), and every value the
     ///    kernel reads is valid for its type.
