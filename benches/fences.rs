@@ -90,12 +90,16 @@ fn run_cusched(device: &Device, ops: &[Op]) -> Res<(f64, u64, Vec<Vec<f32>>)> {
         let s = streams[op.stream];
         match &kernel {
             Some(k) => {
-                k.launch(device, s, LaunchConfig::for_num_elems(N as u32))
+                let launch = k
+                    .launch(device, s, LaunchConfig::for_num_elems(N as u32))
                     .read(a)
                     .read(b)
                     .write(c)
-                    .scalar(N as u32)
-                    .enqueue()?;
+                    .scalar(N as u32);
+                // SAFETY: 1. add3 reads a and b and writes c, as declared; 2. it touches indices
+                // below N, the length of every buffer; 3. the parameters are three float pointers
+                // and an unsigned, as declared.
+                unsafe { launch.enqueue() }?;
             }
             None => {
                 let mut rec = LaunchRecorder::new_strict(s);

@@ -27,7 +27,13 @@ fn op(
     c: &GpuRef<f32>,
 ) -> CuResult<Completion<()>> {
     match kernel {
-        Some(k) => k.launch(device, s, LaunchConfig::for_num_elems(N)).read(a).read(a).write(c).scalar(N).enqueue(),
+        Some(k) => {
+            let launch = k.launch(device, s, LaunchConfig::for_num_elems(N)).read(a).read(a).write(c).scalar(N);
+            // SAFETY: 1. add3 reads its first two parameters (both `a`) and writes the third
+            // (`c`), as declared; 2. it touches indices below N, the length of both buffers;
+            // 3. the parameters are three float pointers and an unsigned, as declared.
+            unsafe { launch.enqueue() }
+        }
         // The recorder path returns no completion; a job on the stream covers the kernel.
         None => Ok(cusched::Handles::new(device, s)?.run(|cx| {
             let mut rec = cx.recorder();

@@ -41,7 +41,11 @@ struct OursChunk {
 
 fn launch_work(cx: &mut cusched::LaneCtx, k: &Kernel, x: &GpuRef<f32>, y: &GpuRef<f32>) -> cusched::Result<()> {
     let n = x.len() as u32;
-    cx.launch(k, LaunchConfig::for_num_elems(n)).write(y).read(x).scalar(n).enqueue().map(drop)
+    let launch = cx.launch(k, LaunchConfig::for_num_elems(n)).write(y).read(x).scalar(n);
+    // SAFETY: 1. `work` writes y and reads x, as declared; 2. it touches indices below n, the
+    // length of both (allocated together); 3. the parameters are two float pointers and an
+    // unsigned, as declared.
+    unsafe { launch.enqueue() }.map(drop)
 }
 
 /// All chunks through `up`, `mid`, `down` (the same lane three times for one stream).

@@ -37,15 +37,17 @@ fn main() -> cusched::Result<()> {
     let x = device.upload(s1, &vec![2.0f32; n])?;
     let y = device.upload(s2, &vec![1.0f32; n])?;
     // x was uploaded on s1 and y on s2: the launch on s2 waits for x's upload, nothing else.
-    module
-        .kernel("saxpy<float>")?
+    let saxpy = module.kernel("saxpy<float>")?;
+    let launch = saxpy
         .launch(&device, s2, LaunchConfig::for_num_elems(n as u32))
         .read(&x)
         .read_write(&y)
         .scalar(3.0f32)
-        .scalar(n as u32)
-        .enqueue()?
-        .wait()?;
+        .scalar(n as u32);
+    // SAFETY: 1. saxpy reads x and reads and writes y, as declared; 2. its loop stays below
+    // n, the length of both buffers; 3. the parameters are two float pointers, a float and an
+    // unsigned, as declared.
+    unsafe { launch.enqueue() }?.wait()?;
     let got = y.download(s1)?;
     let wrong = got.iter().filter(|&&v| v != 7.0).count();
     println!("saxpy<float> over {n} elements: {wrong} wrong; {} fence(s) queued", device.stats().waits);

@@ -199,6 +199,14 @@ impl DeviceShared {
         crate::sync::read(&self.backend).clone()
     }
 
+    /// The current backend context and its epoch, as one pair: `rebuild` replaces both under
+    /// the backend's write lock, so what is made from the context is never labelled with the
+    /// epoch of another one.
+    pub(crate) fn backend_epoch(&self) -> (BackendCtx, u64) {
+        let backend = crate::sync::read(&self.backend);
+        (backend.clone(), self.epoch())
+    }
+
     /// Maps an error from work of context epoch `epoch`: a sticky driver status poisons that
     /// context (rebuilding it, once) and becomes [`Error::ContextPoisoned`] naming the first
     /// failing call; every other error passes through.
@@ -245,7 +253,9 @@ impl DeviceShared {
     }
 
     /// Replaces the context: a fresh one, the same streams made anew in it, the event pool and
-    /// tracer moved over, and every handle made before stale. Called under the poison lock.
+    /// tracer moved over, and every handle made before stale. Called under the poison lock;
+    /// takes `stream_create`, so that a stream created meanwhile is either remade here or made
+    /// in the new context, then the backend's write lock.
     ///
     /// The poisoned context is not destroyed here: handles made in it (buffers, events, kernels,
     /// library handles) still hold it, and their calls fail with errors instead of touching
@@ -253,6 +263,7 @@ impl DeviceShared {
     fn rebuild(&self) -> Result<()> {
         // Handles made so far are stale from here on, whether or not a new context can be made.
         self.generation.fetch_add(1, Ordering::AcqRel);
+        let _creating = crate::sync::lock(&self.stream_create);
         let fresh = match &self.backend() {
             BackendCtx::Cuda(_) => BackendCtx::Cuda(cuda::open_fresh(self.ordinal)?),
             BackendCtx::Sim(old) => BackendCtx::Sim(SimShared::new(old.config.clone())),
@@ -260,9 +271,12 @@ impl DeviceShared {
         let streams: Vec<crate::backend::RawStream> =
             self.slots().map(|slot| fresh.new_stream(slot.id.index)).collect::<Result<_>>()?;
         // The generation advanced first: a preflight that sees a new stream also sees its old
-        // buffers stale.
-        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
-        *crate::sync::write(&self.backend) = fresh.clone();
+        // buffers stale. The epoch advances with the context, under its lock (`backend_epoch`).
+        let epoch = {
+            let mut backend = crate::sync::write(&self.backend);
+            *backend = fresh.clone();
+            self.epoch.fetch_add(1, Ordering::AcqRel) + 1
+        };
         self.events.reset(fresh.clone(), epoch);
         for (slot, raw) in self.slots().zip(streams) {
             slot.replace(raw, epoch);
@@ -355,8 +369,8 @@ impl DeviceShared {
             ));
         }
         let id = StreamId { device: self.uid, index: index as u32 };
-        let epoch = self.epoch();
-        let raw = self.backend().new_stream(id.index)?;
+        let (backend, epoch) = self.backend_epoch();
+        let raw = backend.new_stream(id.index)?;
         // The slot is empty: indices are handed out once, under `stream_create`.
         let _ = self.streams[index].set(StreamSlot::new(id, raw, epoch, self.fencing));
         self.stream_count.store(index + 1, Ordering::Release);

@@ -6,7 +6,7 @@ use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{DriverResultExt, Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
 use crate::trace::OpLabel;
-use crate::track::{Access, BufferTrack};
+use crate::track::{Access, BufferTrack, EventRef};
 use cudarc::driver::{result, CudaSlice, DeviceRepr, ValidAsZeroBits};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -171,6 +171,12 @@ impl Device {
 
     /// Allocates a buffer on `stream` and copies `data` into it. `data` may be reused as
     /// soon as this returns.
+    ///
+    /// From pageable memory (a `Vec`, say) the copy is queued and the call returns once the
+    /// driver has staged `data`. From memory the driver copies asynchronously, pinned,
+    /// registered or managed (a [`HostBuffer`] read guard, say), it waits for the copy to finish,
+    /// and so for the work queued on `stream` before it; [`GpuRef::copy_from_host`] is the
+    /// asynchronous path for pinned data.
     pub fn upload<T: Element>(&self, stream: StreamId, data: &[T]) -> Result<GpuRef<T>> {
         self.new_buffer(stream, data.len(), Init::Copy(data))
     }
@@ -194,11 +200,16 @@ impl Device {
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
         rec.write(&buf)?;
         let target = buf.clone();
-        rec.launch(self, move |scope| match init {
-            Init::Uninit => sim_only(scope, || {}),
-            Init::Zero => target.enqueue_zero(scope),
-            Init::Copy(data) => target.enqueue_from_slice(scope, data),
-        })?;
+        let (source_in_flight, ev) = rec
+            .launch_event(self, move |scope| match init {
+                Init::Uninit => sim_only(scope, || {}).map(|()| false),
+                Init::Zero => target.enqueue_zero(scope).map(|()| false),
+                Init::Copy(data) => target.enqueue_from_slice(scope, data),
+            })?
+            .untracked(self);
+        if source_in_flight {
+            finish_copy(self, ev)?;
+        }
         Ok(buf)
     }
 
@@ -251,6 +262,14 @@ fn sim_copy<T: Element>(from: &SimMem<T>, to: &SimMem<T>) -> impl FnOnce() + Sen
     move || {
         let v = from.lock().clone();
         to.lock().copy_from_slice(&v)
+    }
+}
+
+/// Blocks until a copy's commit event has passed, so that its host source may be reused.
+fn finish_copy(device: &Device, ev: Option<EventRef>) -> Result<()> {
+    match ev {
+        Some(ev) => ev.synchronize().map_err(|e| device.shared.classify(e, ev.epoch())),
+        None => Ok(()),
     }
 }
 
@@ -363,20 +382,28 @@ impl<T: Element> GpuRef<T> {
         }
     }
 
-    fn enqueue_from_slice(&self, scope: &LaunchScope<'_>, data: &[T]) -> Result<()> {
+    /// Queues the copy of `data` into the buffer. Returns whether the copy still reads `data`
+    /// after this returns (pinned, registered or managed memory): then the caller must wait for
+    /// the launch's event before `data` may be reused.
+    fn enqueue_from_slice(&self, scope: &LaunchScope<'_>, data: &[T]) -> Result<bool> {
         match self.storage() {
             DevStorage::Cuda(slice) => {
                 let s = scope.cuda_stream()?;
+                let in_flight =
+                    cuda::is_driver_host_memory(s.context(), data.as_ptr().cast(), std::mem::size_of_val(data))?;
                 cuda::bind(s.context())?;
                 let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(slice, s);
-                // SAFETY: `data.len() == self.len()` (checked by callers), so the copy stays in
-                // bounds; `data` is pageable, and a pageable host-to-device copy has consumed
-                // its source by the time the call returns, so `data` may be reused afterwards.
-                unsafe { result::memcpy_htod_async(ptr, data, s.cu_stream()) }.call("cuMemcpyHtoDAsync")
+                // SAFETY: 1. `data.len() == self.len()` (checked by callers), so the copy stays
+                // in bounds of a buffer whose free is fenced after it; 2. `data` stays readable
+                // for as long as the copy reads it: pageable memory is staged before the call
+                // returns, and for driver memory (`in_flight`) the callers wait for the copy's
+                // event before giving the borrow of `data` back.
+                unsafe { result::memcpy_htod_async(ptr, data, s.cu_stream()) }.call("cuMemcpyHtoDAsync")?;
+                Ok(in_flight)
             }
             DevStorage::Sim(m) => {
                 let (m, data) = (m.clone(), data.to_vec());
-                scope.sim_kernel(move || m.lock().copy_from_slice(&data))
+                scope.sim_kernel(move || m.lock().copy_from_slice(&data)).map(|()| false)
             }
         }
     }
@@ -389,11 +416,20 @@ impl<T: Element> GpuRef<T> {
     }
 
     /// Copies `data` into the buffer on `stream`; `data` may be reused when this returns.
+    ///
+    /// From pageable memory the call returns once the driver has staged `data`; from pinned,
+    /// registered or managed memory it waits for the copy to finish (see [`Device::upload`]).
     pub fn copy_from_slice(&self, stream: StreamId, data: &[T]) -> Result<()> {
         self.check_len("data", data.len())?;
+        let device = self.device();
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_slice"));
         rec.write(self)?;
-        rec.launch(&self.device(), |scope| self.enqueue_from_slice(scope, data))
+        let (source_in_flight, ev) =
+            rec.launch_event(&device, |scope| self.enqueue_from_slice(scope, data))?.untracked(&device);
+        if source_in_flight {
+            finish_copy(&device, ev)?;
+        }
+        Ok(())
     }
 
     /// Copies the buffer to a new `Vec`, blocking until the copy (and every write it must
@@ -599,72 +635,78 @@ impl<T: Element> ResourceSealed for HostBuffer<T> {
 }
 impl<T: Element> Resource for HostBuffer<T> {}
 
-/// Read access to a [`HostBuffer`].
-pub struct HostRead<'a, T>(HostGuard<'a, T>);
-/// Write access to a [`HostBuffer`].
-pub struct HostWrite<'a, T>(HostGuard<'a, T>);
+/// Read access to a [`HostBuffer`]: a shared slice, so any number of read guards may be held
+/// at once, on any threads. It never hands out `&mut`:
+///
+/// ```compile_fail,E0596
+/// # use cusched::{Device, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// let host = device.alloc_host::<f32>(4)?;
+/// let mut g = host.read()?;
+/// g[0] = 1.0;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct HostRead<'a, T>(ReadView<'a, T>);
+/// Write access to a [`HostBuffer`]: the only reference to its contents while it lives.
+pub struct HostWrite<'a, T>(WriteView<'a, T>);
 
 impl<T: fmt::Debug> fmt::Debug for HostRead<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
 impl<T: fmt::Debug> fmt::Debug for HostWrite<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
-enum HostGuard<'a, T> {
+enum ReadView<'a, T> {
+    Pinned(&'a [T]),
+    /// A copy taken under the lock: holding the lock instead would make a second read guard
+    /// (or a simulated copy out of the buffer) wait for the first guard to drop.
+    Sim(Vec<T>),
+}
+
+enum WriteView<'a, T> {
     Pinned(&'a mut [T]),
     Sim(MutexGuard<'a, Vec<T>>),
-}
-
-impl<T> Deref for HostGuard<'_, T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        match self {
-            HostGuard::Pinned(s) => s,
-            HostGuard::Sim(g) => g,
-        }
-    }
-}
-
-impl<T> DerefMut for HostGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        match self {
-            HostGuard::Pinned(s) => s,
-            HostGuard::Sim(g) => g,
-        }
-    }
 }
 
 impl<T> Deref for HostRead<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        &self.0
+        match &self.0 {
+            ReadView::Pinned(s) => s,
+            ReadView::Sim(v) => v,
+        }
     }
 }
 
 impl<T> Deref for HostWrite<'_, T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        &self.0
+        match &self.0 {
+            WriteView::Pinned(s) => s,
+            WriteView::Sim(g) => g,
+        }
     }
 }
 
 impl<T> DerefMut for HostWrite<'_, T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        &mut self.0
+        match &mut self.0 {
+            WriteView::Pinned(s) => s,
+            WriteView::Sim(g) => g,
+        }
     }
 }
 
 impl<T: Element> HostBuffer<T> {
     fn new(device: &Arc<DeviceShared>, len: usize, init: Option<&[T]>) -> Result<Self> {
         let bytes = bytes_of::<T>(len)?;
-        let backend = device.backend();
-        let epoch = device.epoch();
+        let (backend, epoch) = device.backend_epoch();
         let storage = match &backend {
             crate::backend::BackendCtx::Cuda(ctx) => {
                 let ptr = if bytes == 0 {
@@ -705,36 +747,57 @@ impl<T: Element> HostBuffer<T> {
         self.inner.len == 0
     }
 
-    fn guard(&self, access: Access) -> Result<HostGuard<'_, T>> {
+    /// Checks that the buffer is of the current context and generation, then waits for the GPU
+    /// uses that conflict with a host `access`.
+    fn settle(&self, access: Access) -> Result<()> {
         let t = &self.inner.track;
         if t.epoch != t.device.epoch() {
             // Pinned memory of a poisoned context: still mapped, but the copies that would have
             // filled it never ran.
             return Err(Error::Stale { what: t.name(), made: t.generation, current: t.device.generation() });
         }
+        t.check_fresh()?;
         for ev in t.host_dependencies(access, t.device.config.preflight_timeout)? {
             ev.synchronize()?;
         }
-        Ok(match &self.inner.storage {
-            // SAFETY: the range is live and holds `len` initialised elements; the GPU uses that
-            // conflict with this access have finished (synchronized above), and no new one can
-            // start while the guard borrows the buffer (`read` borrows `&self`, which copies
-            // into the buffer cannot take; `write` borrows `&mut self`).
-            HostStorage::Pinned(p, _) => {
-                HostGuard::Pinned(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len()) })
-            }
-            HostStorage::Sim(m) => HostGuard::Sim(m.lock()),
-        })
+        Ok(())
     }
 
     /// Reads the contents, first waiting for pending GPU writes to this buffer.
+    ///
+    /// Fails with [`Error::Stale`] once the device's generation has advanced past the buffer's.
     pub fn read(&self) -> Result<HostRead<'_, T>> {
-        self.guard(Access::Read).map(HostRead)
+        self.settle(Access::Read)?;
+        Ok(HostRead(match &self.inner.storage {
+            // SAFETY: 1. the range is live (freed only when `inner` drops) and holds `len`
+            // initialised elements; 2. every tracked GPU write to it has finished (waited for
+            // above); 3. no tracked write can start while the slice lives: the safe writers
+            // (`copy_to_host`, `write`) take `&mut self`, which this `&self` borrow excludes,
+            // and a GPU write declared on a recorder comes from a user launch, whose `unsafe`
+            // contract forbids writing memory Rust holds a shared reference to; 4. the slice is
+            // shared, so read guards on several threads never alias a `&mut`.
+            HostStorage::Pinned(p, _) => {
+                ReadView::Pinned(unsafe { std::slice::from_raw_parts(p.as_ptr(), self.len()) })
+            }
+            HostStorage::Sim(m) => ReadView::Sim(m.lock().clone()),
+        }))
     }
 
     /// Writes the contents, first waiting for every pending GPU use of this buffer.
+    ///
+    /// Fails with [`Error::Stale`] once the device's generation has advanced past the buffer's.
     pub fn write(&mut self) -> Result<HostWrite<'_, T>> {
-        self.guard(Access::Write).map(HostWrite)
+        self.settle(Access::Write)?;
+        Ok(HostWrite(match &self.inner.storage {
+            // SAFETY: 1. the range is live and holds `len` initialised elements; 2. every tracked
+            // GPU use of it has finished (waited for above); 3. `&mut self` excludes every other
+            // Rust reference and every safe op that would queue a new GPU use, for as long as
+            // the slice lives.
+            HostStorage::Pinned(p, _) => {
+                WriteView::Pinned(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), self.len()) })
+            }
+            HostStorage::Sim(m) => WriteView::Sim(m.lock()),
+        }))
     }
 }
 

@@ -57,7 +57,11 @@ fn gpu_watchdog_times_out_long_work_and_holds_keep_alives_until_it_ends() {
     let start = Instant::now();
     let done = lane.submit(move |cx| {
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-        cx.launch(&k, cfg).read_write(&b).scalar(1_500_000_000u64).enqueue()?;
+        let launch = cx.launch(&k, cfg).read_write(&b).scalar(1_500_000_000u64);
+        // SAFETY: 1. `slow` reads and writes b, as declared; 2. its 32 threads touch elements
+        // 0..32 of a 32-element buffer; 3. the parameters are a float pointer and a u64, as
+        // declared.
+        unsafe { launch.enqueue() }?;
         cx.keep(m);
         Ok(())
     });

@@ -27,14 +27,11 @@ fn compiles_for_the_device_architecture() {
     let s = d.new_stream().unwrap();
     let m = d.compile(SRC, &[]).unwrap();
     let out = d.upload(s, &[0i32]).unwrap();
-    m.kernel("arch")
-        .unwrap()
-        .launch(&d, s, LaunchConfig::for_num_elems(1))
-        .write(&out)
-        .enqueue()
-        .unwrap()
-        .wait()
-        .unwrap();
+    let arch = m.kernel("arch").unwrap();
+    let launch = arch.launch(&d, s, LaunchConfig::for_num_elems(1)).write(&out);
+    // SAFETY: 1. `arch` writes element 0 of `out`, as declared, which holds one int; 2. its one
+    // parameter is the declared int pointer.
+    unsafe { launch.enqueue() }.unwrap().wait().unwrap();
     let (major, minor) = {
         use cusched::cudarc::driver::sys::CUdevice_attribute as A;
         let ctx = d.cuda_context().unwrap();
@@ -87,14 +84,11 @@ fn module_cache_in_memory_and_on_disk() {
     assert_eq!(second.kernel_cache_stats(), cusched::KernelCacheStats { memory_hits: 0, disk_hits: 1, compiles: 0 });
     let s = second.new_stream().unwrap();
     let x = second.upload(s, &[1.0f32, 2.0, 3.0]).unwrap();
-    m.kernel("scale<float>")
-        .unwrap()
-        .launch(&second, s, LaunchConfig::for_num_elems(3))
-        .read_write(&x)
-        .scalar(2.0f32)
-        .scalar(3u32)
-        .enqueue()
-        .unwrap();
+    let scale = m.kernel("scale<float>").unwrap();
+    let launch = scale.launch(&second, s, LaunchConfig::for_num_elems(3)).read_write(&x).scalar(2.0f32).scalar(3u32);
+    // SAFETY: 1. `scale<float>` reads and writes x, as declared; 2. it touches indices below 3,
+    // x's length; 3. the parameters are a float pointer, a float and an unsigned, as declared.
+    unsafe { launch.enqueue() }.unwrap();
     assert_eq!(x.download(s).unwrap(), vec![2.0, 4.0, 6.0]);
     // A corrupt entry is recompiled, not trusted.
     std::fs::write(files[0].path(), b"garbage").unwrap();
@@ -121,8 +115,15 @@ fn lowered_names_and_typed_launches_inline_and_on_a_lane() {
     let b: Vec<f32> = (0..n).map(|_| rng.f32()).collect();
     let (da, db, dc) = (d.upload(s, &a).unwrap(), d.upload(s, &b).unwrap(), d.upload(s, &vec![f32::NAN; n]).unwrap());
     let cfg = LaunchConfig::for_num_elems(n as u32);
-    h.launch(&add, cfg).read(&da).read(&db).write(&dc).scalar(n as u32).enqueue().unwrap();
-    h.launch(&sf, cfg).read_write(&dc).scalar(0.5f32).scalar(n as u32).enqueue().unwrap().wait().unwrap();
+    let sum = h.launch(&add, cfg).read(&da).read(&db).write(&dc).scalar(n as u32);
+    let half = h.launch(&sf, cfg).read_write(&dc).scalar(0.5f32).scalar(n as u32);
+    // SAFETY: 1. `add` reads da and db and writes dc, and `scale<float>` reads and writes dc,
+    // as declared; 2. both touch indices below n, the length of every buffer; 3. the
+    // parameters match the kernels' signatures (float pointers, a float, unsigned lengths).
+    unsafe {
+        sum.enqueue().unwrap();
+        half.enqueue().unwrap().wait().unwrap();
+    }
     let got = dc.download(s).unwrap();
     assert!((0..n).all(|i| got[i] == (a[i] + b[i]) * 0.5));
 
@@ -131,46 +132,56 @@ fn lowered_names_and_typed_launches_inline_and_on_a_lane() {
     let dd = d.clone();
     let x = d.upload(s, &vec![3.0f64; n]).unwrap();
     let x2 = x.clone();
-    lane.submit(move |cx| cx.launch(&sd, cfg).read_write(&x2).scalar(-2.0f64).scalar(n as u32).enqueue().map(drop))
-        .wait()
-        .unwrap();
+    lane.submit(move |cx| {
+        let launch = cx.launch(&sd, cfg).read_write(&x2).scalar(-2.0f64).scalar(n as u32);
+        // SAFETY: 1. `scale<double>` reads and writes x2, as declared; 2. it touches indices
+        // below n, x2's length; 3. the parameters are a double pointer, a double and an
+        // unsigned, as declared.
+        unsafe { launch.enqueue() }.map(drop)
+    })
+    .wait()
+    .unwrap();
     assert!(x.download(s).unwrap().iter().all(|&v| v == -6.0));
     drop(dd);
 
     // Bad launches: rejected before anything is recorded.
     let before = d.stats();
-    let cases: Vec<(&str, cusched::Result<_>)> = vec![
-        ("args", h.launch(&add, cfg).read(&da).read(&db).write(&dc).enqueue()),
-        ("args", h.launch(&add, cfg).read(&da).read(&db).write(&dc).scalar(n as u64).enqueue()),
-        ("args", h.launch(&sf, cfg).read_write(&dc).scalar(0.5f64).scalar(n as u32).enqueue()),
-        (
-            "config.grid_dim",
-            h.launch(&add, LaunchConfig { grid_dim: (0, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 })
-                .read(&da)
-                .read(&db)
-                .write(&dc)
-                .scalar(n as u32)
-                .enqueue(),
-        ),
-        (
-            "config.block_dim",
-            h.launch(&add, LaunchConfig { grid_dim: (1, 1, 1), block_dim: (2048, 1, 1), shared_mem_bytes: 0 })
-                .read(&da)
-                .read(&db)
-                .write(&dc)
-                .scalar(n as u32)
-                .enqueue(),
-        ),
-    ];
+    // SAFETY: every launch below is refused by `enqueue`'s checks (parameter count and sizes,
+    // launch configuration) before anything is enqueued, which is what this asserts.
+    let cases: Vec<(&str, cusched::Result<_>)> = unsafe {
+        vec![
+            ("args", h.launch(&add, cfg).read(&da).read(&db).write(&dc).enqueue()),
+            ("args", h.launch(&add, cfg).read(&da).read(&db).write(&dc).scalar(n as u64).enqueue()),
+            ("args", h.launch(&sf, cfg).read_write(&dc).scalar(0.5f64).scalar(n as u32).enqueue()),
+            (
+                "config.grid_dim",
+                h.launch(&add, LaunchConfig { grid_dim: (0, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 })
+                    .read(&da)
+                    .read(&db)
+                    .write(&dc)
+                    .scalar(n as u32)
+                    .enqueue(),
+            ),
+            (
+                "config.block_dim",
+                h.launch(&add, LaunchConfig { grid_dim: (1, 1, 1), block_dim: (2048, 1, 1), shared_mem_bytes: 0 })
+                    .read(&da)
+                    .read(&db)
+                    .write(&dc)
+                    .scalar(n as u32)
+                    .enqueue(),
+            ),
+        ]
+    };
     for (arg, r) in cases {
         assert!(matches!(&r, Err(Error::InvalidArgument { arg: a, .. }) if *a == arg), "{arg}: {r:?}");
     }
     let after = d.stats();
     assert_eq!((before.events, before.waits), (after.events, after.waits), "a rejected launch recorded something");
     d.advance_generation();
-    assert!(matches!(
-        h.launch(&add, cfg).read(&da).enqueue(),
-        Err(Error::InvalidArgument { .. } | Error::Stale { .. })
-    ));
+    let stale = h.launch(&add, cfg).read(&da);
+    // SAFETY: nothing is launched: `da` is stale, which `enqueue` reports before launching.
+    let stale = unsafe { stale.enqueue() };
+    assert!(matches!(&stale, Err(Error::Stale { what, .. }) if what.contains("parameter 0")), "{stale:?}");
     assert!(matches!(m.kernel("add"), Err(Error::Stale { .. })));
 }

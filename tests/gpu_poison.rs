@@ -31,7 +31,11 @@ const LIMIT: Duration = Duration::from_secs(20);
 
 fn slow(cx: &mut LaneCtx, k: &Kernel, buf: &GpuRef<f32>, cycles: u64) -> cusched::Result<()> {
     let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-    cx.launch(k, cfg).read_write(buf).scalar(cycles).enqueue().map(drop)
+    let launch = cx.launch(k, cfg).read_write(buf).scalar(cycles);
+    // SAFETY: 1. `slow` reads and writes buf, as declared; 2. its 32 threads touch elements
+    // 0..32, and every buffer the tests pass holds 32; 3. the parameters are a float pointer and
+    // a u64, as declared.
+    unsafe { launch.enqueue() }.map(drop)
 }
 
 #[test]
@@ -65,7 +69,12 @@ fn gpu_fault_poisons_in_flight_work_and_the_device_recovers() {
     let start = Instant::now();
     let fault = lanes[2].submit(move |cx| {
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-        cx.launch(&k, cfg).write(&b).enqueue().map(drop)
+        let launch = cx.launch(&k, cfg).write(&b);
+        // SAFETY: the fault is the point: `oob` writes 1 TiB past `b`, where no allocation of
+        // this process is mapped (device memory here is a few hundred GiB at most), so the GPU
+        // traps it as an illegal address and no memory Rust holds is touched; its one parameter
+        // is the declared float pointer.
+        unsafe { launch.enqueue() }.map(drop)
     });
     match fault.wait_timeout(LIMIT) {
         Err(Error::ContextPoisoned { call, status }) => eprintln!("fault reported as poison by {call} ({status:?})"),
@@ -84,8 +93,10 @@ fn gpu_fault_poisons_in_flight_work_and_the_device_recovers() {
     // Old handles are stale and touch nothing.
     assert!(matches!(bufs[0].download(d.default_stream()), Err(Error::Stale { .. })));
     // The kernel is checked before anything else: stale, whatever its arguments.
-    let stale_launch =
-        slow_k.launch(&d, d.default_stream(), LaunchConfig::for_num_elems(32)).scalar(0u64).scalar(1u64).enqueue();
+    let launch = slow_k.launch(&d, d.default_stream(), LaunchConfig::for_num_elems(32)).scalar(0u64).scalar(1u64);
+    // SAFETY: nothing is launched: the kernel is stale, which `enqueue` checks before anything
+    // else (what this asserts).
+    let stale_launch = unsafe { launch.enqueue() };
     assert!(matches!(stale_launch, Err(Error::Stale { .. })), "{stale_launch:?}");
 
     if let Some(e) = d.poisoned() {

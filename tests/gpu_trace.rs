@@ -39,13 +39,16 @@ fn gpu_timeline_of_three_lanes_is_well_formed_and_gpu_spans_are_plausible() {
         let (k2, xm, ym) = (k.clone(), x.clone(), y.clone());
         lanes[1]
             .submit(move |cx| {
-                cx.launch(&k2, LaunchConfig::for_num_elems(n as u32))
+                let launch = cx
+                    .launch(&k2, LaunchConfig::for_num_elems(n as u32))
                     .write(&ym)
                     .read(&xm)
                     .scalar(n as u32)
-                    .scalar(2000u32)
-                    .enqueue()
-                    .map(drop)
+                    .scalar(2000u32);
+                // SAFETY: 1. `spin` writes y and reads x, as declared; 2. it touches indices
+                // below n, the length of both; 3. the parameters are two float pointers and two
+                // unsigned, as declared.
+                unsafe { launch.enqueue() }.map(drop)
             })
             .wait_committed();
         done.push(lanes[2].submit(move |cx| y.download(cx.stream())));

@@ -123,3 +123,36 @@ pub(crate) fn alloc_error(ctx: &CudaContext, call: &'static str, requested: usiz
 pub(crate) fn arch(ctx: &CudaContext) -> Result<(i32, i32)> {
     ctx.compute_capability().call("cuDeviceGetAttribute(COMPUTE_CAPABILITY)")
 }
+
+/// Whether the driver knows the host range `[ptr, ptr + bytes)` at either end: memory from
+/// `cuMemHostAlloc`, registered with `cuMemHostRegister`, or managed. A host-to-device copy from
+/// such memory reads its source asynchronously, after the call returns; one from plain pageable
+/// memory has staged its source by the time the call returns. A status other than "not a
+/// driver pointer" is returned as an error.
+pub(crate) fn is_driver_host_memory(ctx: &CudaContext, ptr: *const u8, bytes: usize) -> Result<bool> {
+    if bytes == 0 {
+        return Ok(false);
+    }
+    bind(ctx)?;
+    let last = ptr.wrapping_add(bytes - 1);
+    for p in [ptr, last] {
+        let mut memory_type: std::ffi::c_uint = 0;
+        // SAFETY: 1. `memory_type` is a valid out-pointer of the `unsigned int` this attribute
+        // writes; 2. the address is only looked up by the driver, never dereferenced; 3. a context
+        // is bound (above).
+        let status = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut memory_type as *mut std::ffi::c_uint).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                p as sys::CUdeviceptr,
+            )
+        };
+        match status {
+            sys::CUresult::CUDA_SUCCESS => return Ok(true),
+            // The documented answer for an address the driver did not allocate or register.
+            sys::CUresult::CUDA_ERROR_INVALID_VALUE => {}
+            other => return Err(Error::driver("cuPointerGetAttribute(MEMORY_TYPE)", DriverError(other))),
+        }
+    }
+    Ok(false)
+}

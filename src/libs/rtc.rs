@@ -452,7 +452,8 @@ impl Kernel {
     /// Starts a typed launch on `stream` of `device`: declare each parameter in order with
     /// [`KernelLaunch::read`], [`write`](KernelLaunch::write),
     /// [`read_write`](KernelLaunch::read_write) or [`scalar`](KernelLaunch::scalar), then
-    /// [`enqueue`](KernelLaunch::enqueue). The recorder is built from the declarations.
+    /// [`enqueue`](KernelLaunch::enqueue), which is `unsafe`: the caller vouches for what the
+    /// device code does. The recorder is built from the declarations.
     pub fn launch(&self, device: &Device, stream: StreamId, config: LaunchConfig) -> KernelLaunch<'_> {
         KernelLaunch {
             kernel: self,
@@ -472,7 +473,8 @@ impl Kernel {
 struct ArgSlot([u8; 16]);
 
 /// A kernel launch being declared. Errors are remembered and returned by `enqueue`, so the
-/// declarations chain.
+/// declarations chain. Launching is `unsafe` (see [`enqueue`](Self::enqueue)): device code can
+/// touch any memory the GPU can reach, pinned host memory included.
 ///
 /// ```no_run
 /// # use cusched::{Device, cudarc::driver::LaunchConfig};
@@ -481,10 +483,11 @@ struct ArgSlot([u8; 16]);
 /// #   unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }"#, &[])?;
 /// # let (a, b, c) = (device.alloc_zeros::<f32>(s, 4)?, device.alloc_zeros::<f32>(s, 4)?, device.alloc_zeros::<f32>(s, 4)?);
 /// let add = module.kernel("add")?;
-/// add.launch(&device, s, LaunchConfig::for_num_elems(4))
-///     .read(&a).read(&b).write(&c).scalar(4u32)
-///     .enqueue()?
-///     .wait()?;
+/// let launch = add.launch(&device, s, LaunchConfig::for_num_elems(4)).read(&a).read(&b).write(&c).scalar(4u32);
+/// // SAFETY: 1. `add` reads `a` and `b` and writes `c`, as declared; 2. with n = 4 it touches
+/// // elements 0..4 of buffers of 4 elements; 3. the parameters are three float pointers and
+/// // an unsigned, as declared.
+/// unsafe { launch.enqueue() }?.wait()?;
 /// # Ok::<(), cusched::Error>(())
 /// ```
 pub struct KernelLaunch<'k> {
@@ -512,8 +515,8 @@ impl KernelLaunch<'_> {
             .rec
             .access(buf, access)
             .map(drop)
-            .map_err(|e| Error::invalid("args", format!("parameter {index}: {e}")))
-            .and_then(|()| buf.raw_device_ptr());
+            .and_then(|()| buf.raw_device_ptr())
+            .map_err(|e| name_parameter(e, index));
         match declared {
             Ok(ptr) => self.push(&ptr, "a device pointer"),
             Err(e) => self.error = Some(e),
@@ -556,7 +559,35 @@ impl KernelLaunch<'_> {
     /// Validates the declarations against the kernel's parameters and the launch
     /// configuration, then preflights, launches and commits. Returns a completion for the
     /// launch.
-    pub fn enqueue(self) -> Result<Completion<()>> {
+    ///
+    /// Running user device code is unsafe: the checks cover the parameters' byte sizes and the
+    /// declared buffers' devices and generations, not what the kernel does with them.
+    ///
+    /// ```compile_fail,E0133
+    /// # use cusched::{cudarc::driver::LaunchConfig, Device, GpuRef, Kernel};
+    /// # fn f(device: &Device, kernel: &Kernel, x: &GpuRef<f32>) -> cusched::Result<()> {
+    /// let cfg = LaunchConfig::for_num_elems(4);
+    /// kernel.launch(device, device.default_stream(), cfg).write(x).enqueue()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The device code must keep to what was declared. For the launch's whole run:
+    ///
+    /// 1. it reads only buffers declared with [`read`](Self::read) or
+    ///    [`read_write`](Self::read_write), writes only buffers declared with
+    ///    [`write`](Self::write) or [`read_write`](Self::read_write), and stays inside their
+    ///    lengths under the launch configuration given;
+    /// 2. any other memory it touches (another device buffer, pinned host memory such as a
+    ///    [`crate::HostBuffer`]'s, an address passed as a [`scalar`](Self::scalar)) stays
+    ///    allocated while the kernel runs, and the kernel writes it only while no Rust reference
+    ///    to it exists and no GPU work the tracker does not order uses it;
+    /// 3. each declared parameter has the type the kernel expects (only byte sizes are checked:
+    ///    a `u64` declared where the kernel takes a pointer is accepted), and every value the
+    ///    kernel reads is valid for its type.
+    pub unsafe fn enqueue(self) -> Result<Completion<()>> {
         let KernelLaunch { kernel, op, config, rec, mut args, error } = self;
         if let Some(e) = error {
             return Err(e);
@@ -596,9 +627,11 @@ impl KernelLaunch<'_> {
         op.run_scoped(rec, move |stream| {
             let mut params: SmallVec<[*mut c_void; 8]> =
                 args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
-            // SAFETY: the function is live and of this device and generation (checked); each
-            // parameter slot matches the size the driver reports for it; buffer parameters are
-            // live device pointers whose uses the recorder fenced; the config was validated.
+            // SAFETY: 1. the function is live and of this device and generation (checked);
+            // 2. each parameter slot matches the size the driver reports for it; 3. buffer
+            // parameters are live device pointers whose declared uses the recorder fenced;
+            // 4. the config was validated; 5. what the device code does with its parameters is
+            // the caller's contract (`enqueue`'s `# Safety`).
             unsafe {
                 dresult::launch_kernel(
                     function.cu_function(),
@@ -611,6 +644,20 @@ impl KernelLaunch<'_> {
             }
             .call("cuLaunchKernel")
         })
+    }
+}
+
+/// Names the parameter in a rejected buffer's error, keeping the variant (a foreign or stale
+/// buffer is not an argument of the wrong shape, and callers match on the difference).
+fn name_parameter(e: Error, index: usize) -> Error {
+    match e {
+        Error::ForeignDevice { what, expected, found } => {
+            Error::ForeignDevice { what: format!("parameter {index} ({what})"), expected, found }
+        }
+        Error::Stale { what, made, current } => {
+            Error::Stale { what: format!("parameter {index} ({what})"), made, current }
+        }
+        other => other,
     }
 }
 
