@@ -403,7 +403,7 @@ impl<T: Element> GpuRef<T> {
                     })?
                     .untracked(&device);
                 if let Some(ev) = ev {
-                    ev.synchronize()?;
+                    device.shared.wait_event(&ev)?;
                 }
                 Ok(out)
             }
@@ -414,7 +414,7 @@ impl<T: Element> GpuRef<T> {
                     .launch_event(&device, |scope| scope.sim_kernel(move || *out.lock() = src.lock().clone()))?
                     .untracked(&device);
                 if let Some(ev) = ev {
-                    ev.synchronize()?;
+                    device.shared.wait_event(&ev)?;
                 }
                 let v = std::mem::take(&mut *slot.lock());
                 Ok(v)
@@ -497,17 +497,15 @@ impl<T: Element> Drop for BufferInner<T> {
         let Some(storage) = self.storage.take() else { return };
         let device = &self.track.device;
         if self.track.epoch != device.epoch() {
-            // Memory of a poisoned context: no new work can reach it, and fencing its free on a
-            // stream of the new context is impossible. cudarc's drop queues the free in the old
-            // context, where it fails harmlessly; the context's teardown releases the memory.
-            drop(storage);
-            return;
+            return free_in_old_context(storage, &self.track);
         }
         let Some(slot) = device.slot_by_index(self.home) else { return };
         // Free on the home stream after every outstanding use; the host never blocks.
         let uses = self.track.all_uses();
         let raw = match slot.fence(&uses) {
-            Ok((raw, _)) => raw,
+            Ok((raw, epoch)) if epoch == self.track.epoch => raw,
+            // The device rebuilt its context since the check above; nothing was queued.
+            Ok(_) | Err(Error::Stale { .. }) => return free_in_old_context(storage, &self.track),
             Err(e) => {
                 // Freeing now could hand the memory to a new owner while a kernel still uses
                 // it; leaking it is the safe failure.
@@ -517,13 +515,30 @@ impl<T: Element> Drop for BufferInner<T> {
             }
         };
         match (storage, &*raw) {
-            // cudarc's drop enqueues cuMemFreeAsync on the slice's stream, which is `slot`'s.
-            (DevStorage::Cuda(slice), _) => drop(slice),
+            // cudarc's drop enqueues cuMemFreeAsync on the slice's stream, which is `slot`'s,
+            // but on whatever context is current: bind the slice's own.
+            (DevStorage::Cuda(slice), _) => {
+                let ctx = slice.context().clone();
+                cuda::drop_bound(&ctx, &format_args!("{} #{}", self.track.kind, self.track.id.0), slice);
+            }
             (DevStorage::Sim(mem), RawStream::Sim(s)) => {
                 s.run(smallvec::smallvec![(self.track.id.0, Access::Write)], Box::new(move || drop(mem)))
             }
             (DevStorage::Sim(_), RawStream::Cuda(_)) => {}
         }
+    }
+}
+
+/// Memory of a poisoned context: no new work can reach it, and fencing its free on a stream of
+/// the new context is impossible. cudarc's drop queues the free in the old context (bound
+/// here), where it fails harmlessly; the context's teardown releases the memory.
+fn free_in_old_context<T: Element>(storage: DevStorage<T>, track: &BufferTrack) {
+    match storage {
+        DevStorage::Cuda(slice) => {
+            let ctx = slice.context().clone();
+            cuda::drop_bound(&ctx, &format_args!("{} #{}", track.kind, track.id.0), slice);
+        }
+        DevStorage::Sim(mem) => drop(mem),
     }
 }
 
@@ -686,7 +701,7 @@ impl<T: Element> HostBuffer<T> {
             return Err(Error::Stale { what: t.name(), made: t.generation, current: t.device.generation() });
         }
         for ev in t.host_dependencies(access, t.device.config.preflight_timeout)? {
-            ev.synchronize()?;
+            t.device.wait_event(&ev)?;
         }
         Ok(match &self.inner.storage {
             // SAFETY: the range is live and holds `len` initialised elements; the GPU uses that
