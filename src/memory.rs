@@ -732,25 +732,34 @@ impl<T> Drop for HostInner<T> {
         if self.len == 0 || std::mem::size_of::<T>() == 0 {
             return;
         }
-        // Pinned memory is freed at once, so wait for the copies that still use it. (In a
-        // poisoned context nothing runs any more, and its events only report the poison.)
-        if self.track.epoch == self.track.device.epoch() {
-            for ev in self.track.all_uses() {
-                if let Err(e) = ev.synchronize() {
-                    log::error!("cusched: waiting for the uses of {} failed: {e}; leaking it", self.track.name());
-                    return;
-                }
-            }
-        }
-        {
-            let p = *p;
-            let freed = cuda::bind(ctx).and_then(|_| {
-                // SAFETY: `p` came from `malloc_host` in `new` and every GPU use has finished.
-                unsafe { result::free_host(p.as_ptr().cast()) }.call("cuMemFreeHost")
-            });
-            if let Err(e) = freed {
-                log::error!("cusched: freeing {} failed: {e}", self.track.name());
-            }
+        // The free must follow every copy that still uses the memory: the reaper waits for
+        // them, so this thread never blocks. (In a poisoned context nothing runs any more, and
+        // its events only report the poison: there is nothing to wait for.)
+        let device = &self.track.device;
+        let after = if self.track.epoch == device.epoch() { self.track.all_uses().into_vec() } else { Vec::new() };
+        device.reaper.defer(crate::reaper::Retired {
+            what: "pinned host memory",
+            after,
+            ctx: Some(ctx.clone()),
+            object: Box::new(PinnedFree(p.cast::<u8>())),
+        });
+    }
+}
+
+/// A pinned allocation whose drop frees it; handed to the reaper, which binds its context.
+struct PinnedFree(NonNull<u8>);
+
+// SAFETY: the pointer is owned exclusively by this value (its `HostInner` is gone), and only
+// its drop uses it.
+unsafe impl Send for PinnedFree {}
+
+impl Drop for PinnedFree {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `malloc_host` in `HostBuffer::new` and is freed once,
+        // here; the reaper drops this only after every GPU use has finished, with the
+        // allocating context bound.
+        if let Err(e) = unsafe { result::free_host(self.0.as_ptr().cast()) } {
+            log::error!("cusched: cuMemFreeHost of pinned host memory failed: {:?}", e.0);
         }
     }
 }
