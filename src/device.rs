@@ -116,6 +116,8 @@ pub(crate) struct DeviceShared {
     #[cfg(feature = "nvrtc")]
     pub kernels: crate::libs::rtc::ModuleCache,
     pub tracer: crate::trace::Tracer,
+    /// Destroys library handles, plans and pinned memory after the GPU is done with them.
+    pub reaper: crate::reaper::Reaper,
 }
 
 type LaneThread = Arc<Mutex<Option<std::thread::JoinHandle<()>>>>;
@@ -180,6 +182,7 @@ impl DeviceShared {
             #[cfg(feature = "nvrtc")]
             kernels: Default::default(),
             tracer: Default::default(),
+            reaper: Default::default(),
         });
         shared.create_stream()?;
         Ok(shared)
@@ -224,7 +227,8 @@ impl DeviceShared {
             }
         }
         log::error!(
-            "cusched: {call} failed with {status:?}, which poisons the CUDA context of device {}; rebuilding it",
+            "cusched: {call} failed with {:?}, which poisons the CUDA context of device {}; rebuilding it",
+            status.0,
             self.label()
         );
         *poison = Some(Poison { call, status, epoch });
@@ -241,6 +245,18 @@ impl DeviceShared {
             }
         }
         Error::ContextPoisoned { call, status }
+    }
+
+    /// The one funnel for driver results of work on this device: `r` unchanged when it is `Ok`,
+    /// else its error through [`classify`](Self::classify) for context epoch `epoch` (the
+    /// epoch the work or handle belongs to, not the device's current one).
+    pub(crate) fn check<T>(&self, r: Result<T>, epoch: u64) -> Result<T> {
+        r.map_err(|e| self.classify(e, epoch))
+    }
+
+    /// Blocks until the GPU has passed `ev`; a failure is classified for the event's epoch.
+    pub(crate) fn wait_event(&self, ev: &EventRef) -> Result<()> {
+        self.check(ev.synchronize(), ev.epoch())
     }
 
     /// `Some(ContextPoisoned)` while the context is poisoned and could not be rebuilt.
@@ -329,6 +345,7 @@ impl DeviceShared {
             }
         }
         self.completions.shutdown();
+        self.reaper.shutdown();
     }
 
     /// A stream for a new lane named `lane`: one a dropped lane gave back, or a new one.
@@ -412,7 +429,10 @@ impl DeviceShared {
 
     /// Records an event on `stream` covering all work enqueued there so far.
     pub(crate) fn record(&self, stream: StreamId) -> Result<EventRef> {
-        self.stream(stream)?.record(&self.events)
+        // Read before the call: a rebuild racing with it makes this epoch the older one, which
+        // `classify` then reports as already poisoned instead of rebuilding twice.
+        let epoch = self.epoch();
+        self.check(self.stream(stream)?.record(&self.events), epoch)
     }
 
     pub(crate) fn cuda_ctx(&self, what: &'static str) -> Result<Arc<cudarc::driver::CudaContext>> {
@@ -594,7 +614,7 @@ impl Device {
     /// Blocks until all work enqueued on `stream` so far has finished.
     pub fn synchronize(&self, stream: StreamId) -> Result<()> {
         let ev = self.shared.record(stream)?;
-        ev.synchronize().map_err(|e| self.shared.classify(e, ev.epoch()))
+        self.shared.wait_event(&ev)
     }
 
     /// Fences and events the tracker has issued on all streams.

@@ -49,7 +49,7 @@ pub enum Error {
     },
 
     /// A driver call returned an error status.
-    #[error("{call} failed: {status:?}")]
+    #[error("{call} failed: {}", status_name(status))]
     Driver {
         /// The driver entry point, e.g. `"cuEventRecord"`.
         call: &'static str,
@@ -194,7 +194,8 @@ pub enum Error {
 
     /// A sticky CUDA error poisoned the context.
     #[error(
-        "the CUDA context was poisoned by {call} ({status:?}); handles made before are stale, and the device makes a new context if the driver allows one (Device::poisoned says when it does not: restart the process)"
+        "the CUDA context was poisoned by {call} ({}); handles made before are stale, and the device makes a new context if the driver allows one (Device::poisoned says when it does not: restart the process)",
+        status_name(status)
     )]
     ContextPoisoned {
         /// The first call that failed.
@@ -219,6 +220,13 @@ impl Error {
     pub(crate) fn invalid(arg: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidArgument { arg, reason: reason.into() }
     }
+}
+
+/// The status's name (`CUDA_ERROR_ILLEGAL_ADDRESS`). `DriverError`'s own `Debug` asks the driver
+/// for a description, and cudarc panics when no driver library can be loaded: formatting an
+/// error must work on the simulator too.
+fn status_name(status: &DriverError) -> String {
+    format!("{:?}", status.0)
 }
 
 /// Adds `.call("cuXxx")` to driver results so every error names its call.

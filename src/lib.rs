@@ -9,6 +9,7 @@ mod error;
 mod lane;
 mod libs;
 mod memory;
+mod reaper;
 mod recorder;
 mod sync;
 mod trace;

@@ -452,7 +452,7 @@ impl<T: Element> GpuRef<T> {
                     })?
                     .untracked(&device);
                 if let Some(ev) = ev {
-                    ev.synchronize()?;
+                    device.shared.wait_event(&ev)?;
                 }
                 Ok(out)
             }
@@ -463,7 +463,7 @@ impl<T: Element> GpuRef<T> {
                     .launch_event(&device, |scope| scope.sim_kernel(move || *out.lock() = src.lock().clone()))?
                     .untracked(&device);
                 if let Some(ev) = ev {
-                    ev.synchronize()?;
+                    device.shared.wait_event(&ev)?;
                 }
                 let v = std::mem::take(&mut *slot.lock());
                 Ok(v)
@@ -546,17 +546,15 @@ impl<T: Element> Drop for BufferInner<T> {
         let Some(storage) = self.storage.take() else { return };
         let device = &self.track.device;
         if self.track.epoch != device.epoch() {
-            // Memory of a poisoned context: no new work can reach it, and fencing its free on a
-            // stream of the new context is impossible. cudarc's drop queues the free in the old
-            // context, where it fails harmlessly; the context's teardown releases the memory.
-            drop(storage);
-            return;
+            return free_in_old_context(storage, &self.track);
         }
         let Some(slot) = device.slot_by_index(self.home) else { return };
         // Free on the home stream after every outstanding use; the host never blocks.
         let uses = self.track.all_uses();
         let raw = match slot.fence(&uses) {
-            Ok((raw, _)) => raw,
+            Ok((raw, epoch)) if epoch == self.track.epoch => raw,
+            // The device rebuilt its context since the check above; nothing was queued.
+            Ok(_) | Err(Error::Stale { .. }) => return free_in_old_context(storage, &self.track),
             Err(e) => {
                 // Freeing now could hand the memory to a new owner while a kernel still uses
                 // it; leaking it is the safe failure.
@@ -566,13 +564,30 @@ impl<T: Element> Drop for BufferInner<T> {
             }
         };
         match (storage, &*raw) {
-            // cudarc's drop enqueues cuMemFreeAsync on the slice's stream, which is `slot`'s.
-            (DevStorage::Cuda(slice), _) => drop(slice),
+            // cudarc's drop enqueues cuMemFreeAsync on the slice's stream, which is `slot`'s,
+            // but on whatever context is current: bind the slice's own.
+            (DevStorage::Cuda(slice), _) => {
+                let ctx = slice.context().clone();
+                cuda::drop_bound(&ctx, &format_args!("{} #{}", self.track.kind, self.track.id.0), slice);
+            }
             (DevStorage::Sim(mem), RawStream::Sim(s)) => {
                 s.run(smallvec::smallvec![(self.track.id.0, Access::Write)], Box::new(move || drop(mem)))
             }
             (DevStorage::Sim(_), RawStream::Cuda(_)) => {}
         }
+    }
+}
+
+/// Memory of a poisoned context: no new work can reach it, and fencing its free on a stream of
+/// the new context is impossible. cudarc's drop queues the free in the old context (bound
+/// here), where it fails harmlessly; the context's teardown releases the memory.
+fn free_in_old_context<T: Element>(storage: DevStorage<T>, track: &BufferTrack) {
+    match storage {
+        DevStorage::Cuda(slice) => {
+            let ctx = slice.context().clone();
+            cuda::drop_bound(&ctx, &format_args!("{} #{}", track.kind, track.id.0), slice);
+        }
+        DevStorage::Sim(mem) => drop(mem),
     }
 }
 
@@ -758,7 +773,7 @@ impl<T: Element> HostBuffer<T> {
         }
         t.check_fresh()?;
         for ev in t.host_dependencies(access, t.device.config.preflight_timeout)? {
-            ev.synchronize()?;
+            t.device.wait_event(&ev)?;
         }
         Ok(())
     }
@@ -807,25 +822,34 @@ impl<T> Drop for HostInner<T> {
         if self.len == 0 || std::mem::size_of::<T>() == 0 {
             return;
         }
-        // Pinned memory is freed at once, so wait for the copies that still use it. (In a
-        // poisoned context nothing runs any more, and its events only report the poison.)
-        if self.track.epoch == self.track.device.epoch() {
-            for ev in self.track.all_uses() {
-                if let Err(e) = ev.synchronize() {
-                    log::error!("cusched: waiting for the uses of {} failed: {e}; leaking it", self.track.name());
-                    return;
-                }
-            }
-        }
-        {
-            let p = *p;
-            let freed = cuda::bind(ctx).and_then(|_| {
-                // SAFETY: `p` came from `malloc_host` in `new` and every GPU use has finished.
-                unsafe { result::free_host(p.as_ptr().cast()) }.call("cuMemFreeHost")
-            });
-            if let Err(e) = freed {
-                log::error!("cusched: freeing {} failed: {e}", self.track.name());
-            }
+        // The free must follow every copy that still uses the memory: the reaper waits for
+        // them, so this thread never blocks. (In a poisoned context nothing runs any more, and
+        // its events only report the poison: there is nothing to wait for.)
+        let device = &self.track.device;
+        let after = if self.track.epoch == device.epoch() { self.track.all_uses().into_vec() } else { Vec::new() };
+        device.reaper.defer(crate::reaper::Retired {
+            what: "pinned host memory",
+            after,
+            ctx: Some(ctx.clone()),
+            object: Box::new(PinnedFree(p.cast::<u8>())),
+        });
+    }
+}
+
+/// A pinned allocation whose drop frees it; handed to the reaper, which binds its context.
+struct PinnedFree(NonNull<u8>);
+
+// SAFETY: the pointer is owned exclusively by this value (its `HostInner` is gone), and only
+// its drop uses it.
+unsafe impl Send for PinnedFree {}
+
+impl Drop for PinnedFree {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from `malloc_host` in `HostBuffer::new` and is freed once,
+        // here; the reaper drops this only after every GPU use has finished, with the
+        // allocating context bound.
+        if let Err(e) = unsafe { result::free_host(self.0.as_ptr().cast()) } {
+            log::error!("cusched: cuMemFreeHost of pinned host memory failed: {:?}", e.0);
         }
     }
 }

@@ -83,7 +83,13 @@ impl Use {
 
 enum Phase {
     Recording,
-    Preflighted { device: Arc<DeviceShared>, holder: HolderId, raw: Arc<RawStream> },
+    /// `epoch`: the context epoch of `raw`, which the enqueued work belongs to.
+    Preflighted {
+        device: Arc<DeviceShared>,
+        holder: HolderId,
+        raw: Arc<RawStream>,
+        epoch: u64,
+    },
     Done,
 }
 
@@ -299,6 +305,15 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
+            Err(Error::Stale { current: epoch, .. }) if self.uses.iter().any(|u| u.track().epoch != epoch) => {
+                // A candidate event belongs to an earlier context: its buffer is stale.
+                release(&self.uses, holder);
+                let t = self.uses.iter().map(|u| u.track()).find(|t| t.epoch != epoch);
+                return Err(t.map_or_else(
+                    || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
+                    |t| Error::Stale { what: t.name(), made: t.generation, current: shared.generation() },
+                ));
+            }
             Err(e) => {
                 release(&self.uses, holder);
                 return Err(e);
@@ -310,7 +325,7 @@ impl LaunchRecorder {
             release(&self.uses, holder);
             return Err(err);
         }
-        self.phase = Phase::Preflighted { device: shared.clone(), holder, raw };
+        self.phase = Phase::Preflighted { device: shared.clone(), holder, raw, epoch };
         Ok(())
     }
 
@@ -405,8 +420,8 @@ impl LaunchRecorder {
     }
 
     fn finish(&mut self) -> Result<Option<EventRef>> {
-        let (device, holder) = match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Preflighted { device, holder, .. } => (device, holder),
+        let (device, holder, raw, epoch) = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Preflighted { device, holder, raw, epoch } => (device, holder, raw, epoch),
             Phase::Recording if self.uses.is_empty() => return Ok(None),
             Phase::Recording => {
                 return Err(Error::RecorderMisuse {
@@ -415,9 +430,9 @@ impl LaunchRecorder {
             }
             Phase::Done => return Err(Error::RecorderMisuse { what: "the recorder was already committed" }),
         };
-        if self.uses.is_empty() {
-            return Ok(None);
-        }
+        // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
+        // on external memory): the op's completion and keep-alives need a point on the stream
+        // that covers its work.
         let recorded = device.stream(self.stream).and_then(|slot| slot.record(&device.events));
         match recorded {
             Ok(ev) => {
@@ -427,14 +442,36 @@ impl LaunchRecorder {
                 Ok(Some(ev))
             }
             Err(e) => {
+                let err = device.classify(e, epoch);
+                unfenced(&device, &raw, epoch);
                 release(&self.uses, holder);
-                Err(e)
+                Err(err)
             }
         }
     }
 
     pub(crate) fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
         self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
+    }
+}
+
+/// The record that would have fenced enqueued work failed, so nothing on the device marks where
+/// that work ends and later users of its buffers would have nothing to wait on. This is already
+/// an error path, so block until the stream has drained before the buffers are released. If
+/// even that fails, the work cannot be proven finished: a sticky status has poisoned the
+/// context (its buffers are stale), and any other makes every handle of the device stale, so
+/// that no buffer is ever used unfenced.
+fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
+    let Err(e) = raw.synchronize() else { return };
+    match device.classify(e, epoch) {
+        Error::ContextPoisoned { .. } => {}
+        e => {
+            log::error!(
+                "cusched: the work of a failed commit on device {} cannot be proven finished ({e}); every handle made so far becomes stale",
+                device.label()
+            );
+            device.advance_generation();
+        }
     }
 }
 
@@ -517,5 +554,56 @@ impl LaunchScope<'_> {
                 Err(Error::WrongBackend { what: "LaunchScope::sim_kernel", needed: "sim", actual: "cuda" })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::test_hooks::fail_next_record;
+    use crate::SimConfig;
+    use cudarc::driver::{sys::CUresult, DriverError};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    /// A recorder on `s` writing `buf`, preflighted, with a 150 ms kernel enqueued that sets the
+    /// returned flag when it finishes.
+    fn slow_write(d: &Device, buf: &crate::GpuRef<u32>) -> (LaunchRecorder, Arc<AtomicBool>) {
+        let mut rec = LaunchRecorder::new_strict(d.default_stream());
+        rec.write(buf).unwrap();
+        rec.preflight(d).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        rec.scope()
+            .unwrap()
+            .sim_kernel(move || {
+                std::thread::sleep(Duration::from_millis(150));
+                flag.store(true, Ordering::SeqCst);
+            })
+            .unwrap();
+        (rec, done)
+    }
+
+    #[test]
+    fn a_failed_commit_record_releases_the_buffers_only_after_the_work_is_done() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
+        let (rec, done) = slow_write(&d, &buf);
+        fail_next_record(DriverError(CUresult::CUDA_ERROR_INVALID_HANDLE));
+        let err = rec.commit(&d).expect_err("the record failed");
+        assert!(matches!(err, Error::Driver { call: "cuEventRecord", .. }), "{err}");
+        assert!(done.load(Ordering::SeqCst), "the buffer was released while the kernel using it still ran");
+    }
+
+    #[test]
+    fn a_sticky_failure_at_the_commit_record_is_context_poisoned() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
+        let (rec, _) = slow_write(&d, &buf);
+        fail_next_record(DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        let err = rec.commit(&d).expect_err("the record failed");
+        assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
+        let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");
+        assert!(matches!(err, Error::Stale { .. }), "{err}");
     }
 }

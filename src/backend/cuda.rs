@@ -55,6 +55,31 @@ pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
     Ok(())
 }
 
+/// Drops `object` (a cudarc value or a library handle whose `Drop` calls into `ctx`) with `ctx`
+/// bound, the one place every destroy goes through: cudarc's own `Drop`s do not all bind (a
+/// `CudaSlice` frees on whatever context is current), and library destroys never do. A panic
+/// in the `Drop` is caught and logged. Errors cudarc saved in the context during the drop are
+/// drained here and logged with `what`, instead of surfacing later on an unrelated call. If
+/// the context cannot be bound, the object is leaked: calling into it could only fail.
+pub(crate) fn drop_bound<T>(ctx: &CudaContext, what: &dyn std::fmt::Display, object: T) {
+    if let Err(e) = bind(ctx) {
+        log::error!("cusched: {what} is leaked: its context could not be bound ({e})");
+        std::mem::forget(object);
+        return;
+    }
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(object))).is_err() {
+        log::error!("cusched: destroying {what} panicked");
+    }
+    drain_saved_errors(ctx, what);
+}
+
+/// Logs (and clears) the error cudarc saved in `ctx` from a `Drop`, naming what was dropped.
+pub(crate) fn drain_saved_errors(ctx: &CudaContext, what: &dyn std::fmt::Display) {
+    if let Err(e) = ctx.check_err() {
+        log::error!("cusched: destroying {what} failed: {:?} (reported by the driver during the destroy)", e.0);
+    }
+}
+
 pub(crate) fn new_stream(ctx: &Arc<CudaContext>) -> Result<Arc<CudaStream>> {
     ctx.new_stream().call("cuStreamCreate")
 }
@@ -86,6 +111,12 @@ pub(crate) fn record(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     bind(s.context())?;
     // SAFETY: both handles are live and of the bound context.
     unsafe { result::event::record(e.cu_event(), s.cu_stream()) }.call("cuEventRecord")
+}
+
+pub(crate) fn stream_synchronize(s: &CudaStream) -> Result<()> {
+    bind(s.context())?;
+    // SAFETY: the stream is live (owned by `s`) and of the bound context.
+    unsafe { result::stream::synchronize(s.cu_stream()) }.call("cuStreamSynchronize")
 }
 
 pub(crate) fn query(e: &CudaEvent) -> Result<bool> {

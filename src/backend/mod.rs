@@ -68,6 +68,10 @@ impl RawStream {
 
     /// Records `ev` at the current end of this stream.
     pub(crate) fn record(&self, ev: &RawEvent) -> Result<()> {
+        #[cfg(test)]
+        if let Some(status) = test_hooks::take_record_failure() {
+            return Err(crate::error::Error::driver("cuEventRecord", status));
+        }
         match (self, ev) {
             (RawStream::Cuda(s), RawEvent::Cuda(e)) => cuda::record(s, e),
             (RawStream::Sim(s), RawEvent::Sim(e)) => {
@@ -75,6 +79,19 @@ impl RawStream {
                 Ok(())
             }
             _ => unreachable!("streams and events of one device share a backend"),
+        }
+    }
+
+    /// Blocks until every piece of work enqueued on this stream so far has finished. Only for
+    /// paths that are already failing: the op path never blocks the host.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        match self {
+            RawStream::Cuda(s) => cuda::stream_synchronize(s),
+            RawStream::Sim(s) => {
+                let ev = sim::SimEvent::default();
+                s.record(&ev);
+                ev.synchronize()
+            }
         }
     }
 }
@@ -106,5 +123,23 @@ impl RawEvent {
             RawEvent::Cuda(e) => cuda::synchronize(e),
             RawEvent::Sim(e) => e.synchronize(),
         }
+    }
+}
+
+/// Switches for unit tests that make backend calls fail on demand.
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use cudarc::driver::DriverError;
+    use std::cell::Cell;
+
+    thread_local!(static FAIL_RECORD: Cell<Option<DriverError>> = const { Cell::new(None) });
+
+    /// The next `RawStream::record` on this thread fails with `status`.
+    pub(crate) fn fail_next_record(status: DriverError) {
+        FAIL_RECORD.with(|f| f.set(Some(status)));
+    }
+
+    pub(super) fn take_record_failure() -> Option<DriverError> {
+        FAIL_RECORD.with(Cell::take)
     }
 }

@@ -559,10 +559,21 @@ impl super::StreamLibrary for Blas {
     }
 }
 
+impl Drop for Blas {
+    fn drop(&mut self) {
+        // cublasDestroy synchronizes the device: the reaper runs it once the stream's work is
+        // done, off this thread. The scalar slabs go with it (their free waits too).
+        if let Some(h) = self.raw.take() {
+            let slots = std::mem::take(&mut self.slots);
+            self.op.retire("a cuBLAS handle", (h, slots));
+        }
+    }
+}
+
 impl Drop for RawHandle {
     fn drop(&mut self) {
-        // SAFETY: the handle came from `cublasCreate` and is destroyed once, here. Work already
-        // enqueued with it stays valid: cuBLAS synchronizes the handle's stream on destroy.
+        // SAFETY: the handle came from `cublasCreate` and is destroyed once, here (on the
+        // reaper, with its context bound, after the work enqueued with it has finished).
         if let Err(e) = unsafe { raw::destroy_handle(self.0) } {
             log::error!("cusched: cublasDestroy failed: {e:?}");
         }
@@ -600,7 +611,8 @@ impl Blas {
             unsafe { raw::set_stream(h.0, s.cu_stream() as _) }.map_err(|e| Error::library("cublasSetStream", e.0))?;
             Some(h)
         };
-        Ok(Blas { op, raw, math: MathMode::Default, slots: ScalarSlots::default() })
+        let slots = ScalarSlots::new(device.cuda_context().ok());
+        Ok(Blas { op, raw, math: MathMode::Default, slots })
     }
 
     /// The raw cuBLAS handle, for calls cusched does not wrap. Declare their buffer uses on a

@@ -160,11 +160,22 @@ struct Plan {
 
 impl Drop for Plan {
     fn drop(&mut self) {
-        // SAFETY: created by `cufftCreate`, destroyed once. cuFFT frees the plan's device data
-        // with a synchronizing free, so transforms already enqueued with it finish first.
+        // SAFETY: created by `cufftCreate`, destroyed once (on the reaper, with its context
+        // bound, after the transforms enqueued with it have finished).
         let r = unsafe { sys::cufftDestroy(self.handle) };
         if r != sys::cufftResult::CUFFT_SUCCESS {
             log::error!("cusched: cufftDestroy failed: {r:?}");
+        }
+    }
+}
+
+impl Drop for Fft {
+    fn drop(&mut self) {
+        // cufftDestroy frees the plans' device data with a synchronizing free: the reaper runs
+        // it once the stream's work is done, off this thread.
+        if !self.plans.is_empty() {
+            let plans = std::mem::take(&mut self.plans);
+            self.op.retire("cuFFT plans", plans);
         }
     }
 }
@@ -307,7 +318,10 @@ impl Fft {
         }
         self.capacity = capacity;
         let excess = self.plans.len().saturating_sub(capacity);
-        self.plans.drain(..excess);
+        if excess > 0 {
+            let evicted: Vec<Plan> = self.plans.drain(..excess).collect();
+            self.op.retire("evicted cuFFT plans", evicted);
+        }
         Ok(())
     }
 
@@ -516,7 +530,9 @@ impl Fft {
         plan.work_bytes = work;
         self.plans_made += 1;
         if self.plans.len() >= self.capacity {
-            self.plans.remove(0);
+            // Inside an op: destroying here would synchronize the device on the op path.
+            let evicted = self.plans.remove(0);
+            self.op.retire("an evicted cuFFT plan", evicted);
         }
         self.plans.push(plan);
         Ok(self.plans.len() - 1)

@@ -70,6 +70,28 @@ impl OpStream {
         self.device.cuda_stream(self.stream)
     }
 
+    /// Hands `object` (a library handle or plan made for this stream) to the device's reaper,
+    /// which destroys it on the right context once the stream's work enqueued so far (which may
+    /// use it) has finished; the caller never blocks. An object of a context the device has
+    /// since replaced is abandoned: calling the library on it could only fail.
+    pub(crate) fn retire(&self, what: &'static str, object: impl Send + 'static) {
+        if !self.is_current() {
+            std::mem::forget(object);
+            return;
+        }
+        let shared = &self.device.shared;
+        let after = match shared.record(self.stream) {
+            Ok(ev) => ev,
+            Err(e) => {
+                log::error!("cusched: {what} on {} is abandoned: its stream failed ({e})", self.stream);
+                std::mem::forget(object);
+                return;
+            }
+        };
+        let ctx = shared.cuda_ctx(what).ok();
+        shared.reaper.defer(crate::reaper::Retired { what, after: vec![after], ctx, object: Box::new(object) });
+    }
+
     pub(crate) fn unavailable_on_sim(&self) -> Error {
         Error::LibraryUnavailable {
             library: self.library,

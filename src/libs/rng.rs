@@ -154,6 +154,17 @@ impl Drop for RawGenerator {
     }
 }
 
+impl Drop for Rng {
+    fn drop(&mut self) {
+        // Destroying a generator and unloading a module block: the reaper does both once the
+        // stream's work is done, off this thread.
+        if !self.generators.is_empty() || self.affine.is_some() {
+            let generators: Vec<RawGenerator> = self.generators.drain().map(|(_, g)| g).collect();
+            self.op.retire("cuRAND generators", (generators, self.affine.take()));
+        }
+    }
+}
+
 impl super::StreamLibrary for Rng {
     fn create(device: &Device, stream: StreamId) -> Result<Self> {
         Rng::new(device, stream)

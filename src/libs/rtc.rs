@@ -162,6 +162,14 @@ impl Device {
     /// and architecture. With [`crate::DeviceConfig::kernel_cache_dir`] set, CUBINs also persist
     /// on disk across runs. A compile error is [`Error::CompileFailed`] with NVRTC's log.
     pub fn compile_program(&self, program: &Program) -> Result<Module> {
+        if let Some(e) = self.shared.poisoned() {
+            return Err(e);
+        }
+        let epoch = self.shared.epoch();
+        self.shared.check(self.load_program(program), epoch)
+    }
+
+    fn load_program(&self, program: &Program) -> Result<Module> {
         let ctx = self.shared.cuda_ctx("Device::compile")?;
         // SAFETY: only tries to dlopen NVRTC by name; cudarc panics if it is missing later.
         if !unsafe { sys::is_culib_present() } {

@@ -3,7 +3,7 @@
 //! synchronization inside the op, and no allocation per op.
 
 use crate::error::{DriverResultExt, Error, Result};
-use cudarc::driver::{result, sys};
+use cudarc::driver::{result, sys, CudaContext};
 use std::sync::{Arc, Mutex};
 
 const SLOT_BYTES: usize = 8;
@@ -11,6 +11,8 @@ const SLAB_SLOTS: usize = 512;
 
 /// One page of pinned host memory mapped into the device's address space.
 struct Slab {
+    /// The context that allocated the slab, bound for its free.
+    ctx: Arc<CudaContext>,
     host: *mut u8,
     device: u64,
     free: Mutex<Vec<usize>>,
@@ -24,10 +26,14 @@ unsafe impl Sync for Slab {}
 
 impl Drop for Slab {
     fn drop(&mut self) {
+        if let Err(e) = crate::backend::cuda::bind(&self.ctx) {
+            log::error!("cusched: a scalar slab is leaked: its context could not be bound ({e})");
+            return;
+        }
         // SAFETY: every `Slot` holds an `Arc<Slab>`, so no slot (and no pending GPU write to one)
-        // outlives this; `host` came from `cuMemHostAlloc`.
+        // outlives this; `host` came from `cuMemHostAlloc` in the bound context.
         if let Err(e) = unsafe { result::free_host(self.host.cast()) } {
-            log::error!("cusched: cuMemFreeHost of a scalar slab failed: {e:?}");
+            log::error!("cusched: cuMemFreeHost of a scalar slab failed: {:?}", e.0);
         }
     }
 }
@@ -35,6 +41,8 @@ impl Drop for Slab {
 /// A handle's scalar slots. The context must be current on the calling thread.
 #[derive(Default)]
 pub(crate) struct ScalarSlots {
+    /// The context slabs are allocated in (`None` on the simulator, which has no cuBLAS).
+    ctx: Option<Arc<CudaContext>>,
     slabs: Vec<Arc<Slab>>,
 }
 
@@ -45,6 +53,10 @@ pub(crate) struct Slot {
 }
 
 impl ScalarSlots {
+    pub(crate) fn new(ctx: Option<Arc<CudaContext>>) -> Self {
+        ScalarSlots { ctx, slabs: Vec::new() }
+    }
+
     /// A free slot, from an existing slab or a new one.
     pub(crate) fn take(&mut self) -> Result<Slot> {
         for slab in &self.slabs {
@@ -52,6 +64,11 @@ impl ScalarSlots {
                 return Ok(Slot { slab: slab.clone(), index });
             }
         }
+        let ctx = self.ctx.clone().ok_or(Error::WrongBackend {
+            what: "scalar result slots",
+            needed: "cuda",
+            actual: "sim",
+        })?;
         let bytes = SLOT_BYTES * SLAB_SLOTS;
         // SAFETY: plain allocation call; the context is current (the caller bound it).
         let host = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }.call("cuMemHostAlloc")?;
@@ -63,7 +80,7 @@ impl ScalarSlots {
             let _ = unsafe { result::free_host(host) };
             return Err(Error::driver("cuMemHostGetDevicePointer", e));
         }
-        let slab = Arc::new(Slab { host: host.cast(), device, free: Mutex::new((1..SLAB_SLOTS).rev().collect()) });
+        let slab = Arc::new(Slab { ctx, host: host.cast(), device, free: Mutex::new((1..SLAB_SLOTS).rev().collect()) });
         self.slabs.push(slab.clone());
         Ok(Slot { slab, index: 0 })
     }

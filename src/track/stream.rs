@@ -5,7 +5,7 @@ use super::event::FenceEvent;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::RawStream;
 use crate::device::StreamId;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex};
 
 /// Driver calls the tracker issued on one stream (or summed over a device).
@@ -101,9 +101,22 @@ impl StreamSlot {
     }
 
     /// Queues the minimal waits so that every candidate happens before the stream's next work,
-    /// and returns the stream and its context epoch as they were under the same lock.
+    /// and returns the stream and its context epoch as they were under the same lock. A
+    /// candidate of another context epoch fails the whole fence with [`Error::Stale`] (whose
+    /// `current` is the stream's epoch) before anything is queued.
     pub(crate) fn fence(&self, candidates: &[EventRef]) -> Result<(Arc<RawStream>, u64)> {
         let mut st = crate::sync::lock(&self.state);
+        // A candidate of an earlier context was recorded on a stream that is gone (and may have
+        // faulted): waiting on it from this context could never be satisfied, and its buffer
+        // is stale. Checked under the lock that a rebuild takes to swap the stream, before any
+        // wait is queued.
+        if let Some(ev) = candidates.iter().find(|ev| ev.epoch() != st.epoch) {
+            return Err(Error::Stale {
+                what: format!("a use recorded in context epoch {}", ev.epoch()),
+                made: ev.epoch(),
+                current: st.epoch,
+            });
+        }
         if !candidates.is_empty() && self.fencing {
             let plan = plan_waits(self.index(), &st.clock, candidates);
             for ev in plan {
@@ -134,5 +147,27 @@ impl StreamSlot {
 
     pub(crate) fn stats(&self) -> StreamStats {
         crate::sync::lock(&self.state).stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimShared;
+    use crate::backend::BackendCtx;
+    use crate::SimConfig;
+
+    #[test]
+    fn a_fence_on_an_event_of_an_earlier_context_queues_nothing_and_fails() {
+        let old = BackendCtx::Sim(SimShared::new(SimConfig::default()));
+        let pool = Arc::new(EventPool::new(old.clone(), 1));
+        let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, true);
+        let ev = producer.record(&pool).unwrap();
+        // The consumer already runs on the rebuilt context (epoch 2).
+        let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
+        let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, true);
+        let r = consumer.fence(&[ev]);
+        assert!(matches!(r, Err(Error::Stale { current: 2, .. })), "a fence across contexts must fail");
+        assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");
     }
 }

@@ -1,0 +1,78 @@
+//! Edges of the fault and teardown paths on a real GPU: a completion of a launch with no
+//! tracked buffers must cover its kernel, and dropping library handles while a long kernel runs
+//! must not block the dropping thread.
+
+#![cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft"))]
+
+mod common;
+use common::*;
+use cusched::cudarc::driver::{sys, LaunchConfig};
+use cusched::fft::{Direction, FftLayout};
+use cusched::{Complex, Device, Handles, Kernel, StreamId};
+use std::time::{Duration, Instant};
+
+const SRC: &str = r#"
+extern "C" __global__ void spin(unsigned long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < (long long)cycles) {}
+}
+"#;
+
+/// About 200 ms at 2 GHz, more on slower clocks.
+const LONG: u64 = 400_000_000;
+
+fn spin_kernel(d: &Device) -> Kernel {
+    d.compile(SRC, &[]).unwrap().kernel("spin").unwrap()
+}
+
+/// Whether every kernel enqueued on `s` so far has finished (`cuStreamQuery`).
+fn stream_idle(d: &Device, s: StreamId) -> bool {
+    let raw = d.cuda_stream(s).unwrap();
+    raw.context().bind_to_thread().unwrap();
+    // SAFETY: a live stream of the bound context.
+    match unsafe { sys::cuStreamQuery(raw.cu_stream()) } {
+        sys::CUresult::CUDA_SUCCESS => true,
+        sys::CUresult::CUDA_ERROR_NOT_READY => false,
+        other => panic!("cuStreamQuery failed: {other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_scalar_only_launch_completes_only_after_its_kernel() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let spin = spin_kernel(&d);
+    // No tracked buffers: the launch's recorder has no uses.
+    spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG).enqueue().unwrap().wait().unwrap();
+    assert!(stream_idle(&d, s), "the completion resolved while its kernel was still running");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dropping_library_handles_while_a_kernel_runs_does_not_block() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let spin = spin_kernel(&d);
+    let mut h = Handles::new(&d, s).unwrap();
+    // Make a cuBLAS handle and a cuFFT plan on the stream.
+    h.blas().unwrap();
+    let n = 256;
+    let x = d.upload(s, &vec![Complex::new(1.0f32, 0.0); n]).unwrap();
+    let y = d.alloc_zeros::<Complex<f32>>(s, n).unwrap();
+    h.fft().unwrap().c2c(&FftLayout::d1(n), &x, &y, Direction::Forward).unwrap().wait().unwrap();
+    let running = spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG).enqueue().unwrap();
+    let kernel_start = Instant::now();
+    let t = Instant::now();
+    drop(h);
+    let dropped_in = t.elapsed();
+    let kernel_busy = !stream_idle(&d, s);
+    running.wait().unwrap();
+    d.synchronize(s).unwrap();
+    let kernel_took = kernel_start.elapsed();
+    assert!(kernel_busy || kernel_took > Duration::from_millis(50), "the kernel must still run during the drop");
+    assert!(
+        dropped_in < Duration::from_millis(5),
+        "dropping Handles took {dropped_in:?} while a {kernel_took:?} kernel ran: a destroy blocked the host"
+    );
+}
