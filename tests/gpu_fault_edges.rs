@@ -44,7 +44,9 @@ fn a_scalar_only_launch_completes_only_after_its_kernel() {
     let s = d.new_stream().unwrap();
     let spin = spin_kernel(&d);
     // No tracked buffers: the launch's recorder has no uses.
-    spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG).enqueue().unwrap().wait().unwrap();
+    let launch = spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG);
+    // SAFETY: 1. `spin` reads no memory and writes none; 2. its one parameter is a u64.
+    unsafe { launch.enqueue() }.unwrap().wait().unwrap();
     assert!(stream_idle(&d, s), "the completion resolved while its kernel was still running");
 }
 
@@ -61,7 +63,9 @@ fn dropping_library_handles_while_a_kernel_runs_does_not_block() {
     let x = d.upload(s, &vec![Complex::new(1.0f32, 0.0); n]).unwrap();
     let y = d.alloc_zeros::<Complex<f32>>(s, n).unwrap();
     h.fft().unwrap().c2c(&FftLayout::d1(n), &x, &y, Direction::Forward).unwrap().wait().unwrap();
-    let running = spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG).enqueue().unwrap();
+    let launch = spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG);
+    // SAFETY: 1. `spin` reads no memory and writes none; 2. its one parameter is a u64.
+    let running = unsafe { launch.enqueue() }.unwrap();
     let kernel_start = Instant::now();
     let t = Instant::now();
     drop(h);
