@@ -143,7 +143,7 @@ impl Ours {
             last = Some(lane.submit(move |cx| recorder_launch(cx.device(), cx.stream(), k.function()?, &a, &b, &c)));
         }
         if let Some(done) = &last {
-            done.wait_committed();
+            done.wait_committed()?;
         }
         let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
         if let Some(done) = last {

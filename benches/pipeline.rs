@@ -54,9 +54,9 @@ fn run_ours(chunks: &[OursChunk], k: &Kernel, up: &Lane, mid: &Lane, down: &Lane
     let mut last = Vec::with_capacity(chunks.len());
     for c in chunks {
         let (hi, x) = (c.host_in.clone(), c.x.clone());
-        up.submit(move |cx| x.copy_from_host(cx.stream(), &hi)).wait_committed();
+        up.submit(move |cx| x.copy_from_host(cx.stream(), &hi)).wait_committed()?;
         let (k, x, y) = (k.clone(), c.x.clone(), c.y.clone());
-        mid.submit(move |cx| launch_work(cx, &k, &x, &y)).wait_committed();
+        mid.submit(move |cx| launch_work(cx, &k, &x, &y)).wait_committed()?;
         let (ho, y) = (c.host_out.clone(), c.y.clone());
         last.push(down.submit(move |cx| {
             let mut out = ho.lock().map_err(|_| cusched::Error::Shutdown)?;

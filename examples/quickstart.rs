@@ -94,10 +94,10 @@ fn run(stages: &Stages, kernel: Option<&Kernel>, chunks: Vec<Chunk>) -> Result<D
                 cx.keep(host_in);
                 Ok(())
             })
-            .wait_committed();
+            .wait_committed()?;
         let kernel = kernel.cloned();
         let (xm, ym) = (x.clone(), y.clone());
-        stages.mid.submit(move |cx| compute(cx, kernel.as_ref(), &xm, &ym)).wait_committed();
+        stages.mid.submit(move |cx| compute(cx, kernel.as_ref(), &xm, &ym)).wait_committed()?;
         results.push((
             c,
             stages.down.submit(move |cx| {

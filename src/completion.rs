@@ -557,8 +557,16 @@ impl<T: Send + 'static> Completion<T> {
     /// Blocks until the job has run and its work is enqueued and committed (its uses are
     /// ordered before any later recorder's), without waiting for the GPU. Use it to order a
     /// job on one lane before a job on another.
-    pub fn wait_committed(&self) {
+    ///
+    /// Fails at once with [`Error::WouldDeadlock`] from a lane job, on a job still queued on that
+    /// same lane (it could only run after the waiting job returns). The job's own outcome is
+    /// not reported here: [`wait`](Self::wait) returns it.
+    pub fn wait_committed(&self) -> Result<()> {
+        if let Some(e) = self.would_deadlock() {
+            return Err(e);
+        }
         self.wait_status(ENQUEUED, None);
+        Ok(())
     }
 
     /// Whether the value is available (the GPU work has finished). Never blocks.

@@ -35,7 +35,7 @@ fn gpu_timeline_of_three_lanes_is_well_formed_and_gpu_spans_are_plausible() {
         let y = d.alloc_zeros::<f32>(d.default_stream(), n).unwrap();
         let host = d.host_from_slice(&vec![1.0f32; n]).unwrap();
         let xu = x.clone();
-        lanes[0].submit(move |cx| xu.copy_from_host(cx.stream(), &host)).wait_committed();
+        lanes[0].submit(move |cx| xu.copy_from_host(cx.stream(), &host)).wait_committed().unwrap();
         let (k2, xm, ym) = (k.clone(), x.clone(), y.clone());
         lanes[1]
             .submit(move |cx| {
@@ -50,7 +50,7 @@ fn gpu_timeline_of_three_lanes_is_well_formed_and_gpu_spans_are_plausible() {
                 // unsigned, as declared.
                 unsafe { launch.enqueue() }.map(drop)
             })
-            .wait_committed();
+            .wait_committed().unwrap();
         done.push(lanes[2].submit(move |cx| y.download(cx.stream())));
     }
     for c in done {

@@ -100,7 +100,7 @@ fn pipeline_across_lanes_in_commit_order() {
             let y = d.alloc::<u32>(d.default_stream(), 256).unwrap();
             let data: Vec<u32> = (0..256).map(|i| i * chunk).collect();
             let x1 = x.clone();
-            up.submit(move |cx| x1.copy_from_slice(cx.stream(), &data)).wait_committed();
+            up.submit(move |cx| x1.copy_from_slice(cx.stream(), &data)).wait_committed().unwrap();
             let (x2, y2) = (x.clone(), y.clone());
             mid.submit(move |cx| {
                 let mut rec = cx.recorder();
@@ -115,7 +115,7 @@ fn pipeline_across_lanes_in_commit_order() {
                     })
                 })
             })
-            .wait_committed();
+            .wait_committed().unwrap();
             outs.push((chunk, down.submit(move |cx| y.download(cx.stream()))));
         }
         for (chunk, c) in outs {
@@ -259,7 +259,7 @@ fn keep_alives_are_held_until_the_gpu_finishes() {
             cx.keep(flag);
             Ok(())
         });
-        c.wait_committed();
+        c.wait_committed().unwrap();
         drop(c); // dropping the completion must not release the keep-alives early
         assert_eq!(dropped.try_recv(), Err(mpsc::TryRecvError::Empty), "released while the GPU work is unfinished");
         release.send(()).unwrap();

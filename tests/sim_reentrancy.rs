@@ -71,6 +71,23 @@ fn a_lane_job_waiting_on_a_job_queued_behind_it_is_would_deadlock() {
 }
 
 #[test]
+fn a_lane_job_waiting_for_the_commit_of_a_job_queued_behind_it_is_would_deadlock() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("self-commit-wait").unwrap();
+        let (tx, rx) = mpsc::channel::<Completion<u32>>();
+        let first = lane.submit(move |_| {
+            let later = rx.recv().unwrap();
+            Ok(later.wait_committed().map(|()| later))
+        });
+        tx.send(lane.submit(|_| Ok(7))).unwrap();
+        let err = first.wait().unwrap().unwrap_err();
+        assert!(matches!(err, Error::WouldDeadlock { .. }), "{err}");
+        assert_eq!(lane.submit(|_| Ok(1)).wait().unwrap(), 1, "the lane keeps working");
+    });
+}
+
+#[test]
 fn submit_to_its_own_full_queue_is_would_deadlock() {
     bounded(LIMIT, || {
         let d = sim();

@@ -123,7 +123,7 @@ fn dropping_the_device_with_a_kernel_that_never_ends_returns_after_the_watchdog(
         cx.keep(m);
         Ok(())
     });
-    stuck.wait_committed();
+    stuck.wait_committed().unwrap();
     drop(lane);
     let start = Instant::now();
     let dropped = std::thread::spawn(move || drop(d));
