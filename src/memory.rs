@@ -191,7 +191,9 @@ impl Device {
                 // never an invalid `T`; the write recorded below orders the allocation before
                 // any use on another stream.
                 let slice = unsafe { s.alloc::<T>(len) }
-                    .map_err(|e| cuda::alloc_error(s.context(), "cuMemAllocAsync", bytes, e))?;
+                    .map_err(|e| cuda::alloc_error(s.context(), "cuMemAllocAsync", bytes, e));
+                // A sticky fault can surface first at an allocation: classify it like any other.
+                let slice = self.shared.check(slice, epoch)?;
                 DevStorage::Cuda(slice)
             }
             RawStream::Sim(_) => DevStorage::Sim(SimMem::new(vec![T::default(); len])),
@@ -721,15 +723,19 @@ impl<T> DerefMut for HostWrite<'_, T> {
 impl<T: Element> HostBuffer<T> {
     fn new(device: &Arc<DeviceShared>, len: usize, init: Option<&[T]>) -> Result<Self> {
         let bytes = bytes_of::<T>(len)?;
+        if let Some(poisoned) = device.poisoned() {
+            return Err(poisoned);
+        }
         let (backend, epoch) = device.backend_epoch();
         let storage = match &backend {
             crate::backend::BackendCtx::Cuda(ctx) => {
                 let ptr = if bytes == 0 {
                     NonNull::dangling()
                 } else {
-                    cuda::bind(ctx)?;
+                    device.check(cuda::bind(ctx), epoch)?;
                     // SAFETY: plain allocation call with a non-zero size; the context is bound.
-                    let raw = unsafe { result::malloc_host(bytes, 0) }.call("cuMemHostAlloc")?;
+                    let raw = unsafe { result::malloc_host(bytes, 0) }.call("cuMemHostAlloc");
+                    let raw = device.check(raw, epoch)?;
                     let ptr = NonNull::new(raw.cast::<T>()).ok_or(Error::OutOfMemory { requested: bytes, free: 0 })?;
                     // SAFETY: `ptr` points to `bytes` fresh bytes no one else references; zero
                     // is a valid `T`, and `init` (if any) has exactly `len` elements.
