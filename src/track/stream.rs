@@ -3,6 +3,7 @@
 
 use super::event::FenceEvent;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
+use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::device::StreamId;
 use crate::error::Result;
@@ -37,8 +38,8 @@ struct State {
 /// One stream of a device: its backend handle and its clock, under one lock.
 pub(crate) struct StreamSlot {
     pub id: StreamId,
-    /// Off only on simulated devices built with fencing switched off, to prove the hazard
-    /// checker can fail.
+    /// Off only on simulated devices built with [`FenceMutation::NoFences`], to prove the
+    /// hazard checker can fail.
     fencing: bool,
     state: Mutex<State>,
     /// The lane that owns the stream, for traces.
@@ -46,10 +47,10 @@ pub(crate) struct StreamSlot {
 }
 
 impl StreamSlot {
-    pub(crate) fn new(id: StreamId, raw: RawStream, epoch: u64, fencing: bool) -> Self {
+    pub(crate) fn new(id: StreamId, raw: RawStream, epoch: u64, mutation: Option<FenceMutation>) -> Self {
         StreamSlot {
             id,
-            fencing,
+            fencing: mutation != Some(FenceMutation::NoFences),
             state: Mutex::new(State {
                 clock: Clock::default(),
                 seq: 0,
