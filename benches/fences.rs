@@ -107,7 +107,7 @@ fn run_cusched(device: &Device, ops: &[Op]) -> Res<(f64, u64, Vec<Vec<f32>>)> {
                 let (xa, xb, xc) = (a.sim_data()?, b.sim_data()?, c.sim_data()?);
                 rec.launch(device, move |scope| {
                     scope.sim_kernel(move || {
-                        let v: Vec<f32> = xa.lock().iter().zip(xb.lock().iter()).map(|(x, y)| x + y).collect();
+                        let v: Vec<f32> = xa.read().iter().zip(xb.read().iter()).map(|(x, y)| x + y).collect();
                         *xc.lock() = v;
                     })
                 })?;

@@ -39,7 +39,7 @@ fn op(
             let mut rec = cx.recorder();
             rec.read(a)?.write(c)?;
             let (x, y) = (a.sim_data()?, c.sim_data()?);
-            rec.launch(cx.device(), move |scope| scope.sim_kernel(move || y.lock().copy_from_slice(&x.lock())))
+            rec.launch(cx.device(), move |scope| scope.sim_kernel(move || y.lock().copy_from_slice(&x.read())))
         })),
     }
 }
@@ -123,7 +123,7 @@ fn main() -> Res<()> {
                             let mut rec = LaunchRecorder::new_strict(s);
                             rec.read(&a)?.write(&c)?;
                             let (x, y) = (a.sim_data()?, c.sim_data()?);
-                            rec.launch(&device, move |sc| sc.sim_kernel(move || y.lock().copy_from_slice(&x.lock())))?;
+                            rec.launch(&device, move |sc| sc.sim_kernel(move || y.lock().copy_from_slice(&x.read())))?;
                             device.synchronize(s)?;
                         }
                     },

@@ -41,7 +41,7 @@ fn axpb(
         None => {
             let (o, i) = (out.sim_data()?, input.sim_data()?);
             scope.sim_kernel(move || {
-                let i = i.lock();
+                let i = i.read();
                 for (o, x) in o.lock().iter_mut().zip(i.iter()) {
                     *o = a * x + b;
                 }

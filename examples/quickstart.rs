@@ -38,7 +38,7 @@ fn compute(cx: &mut cusched::LaneCtx, kernel: Option<&Kernel>, x: &GpuRef<f32>, 
         None => {
             let (xs, ys) = (x.sim_data()?, y.sim_data()?);
             scope.sim_kernel(move || {
-                let xs = xs.lock().clone();
+                let xs = xs.read().to_vec();
                 for (o, v) in ys.lock().iter_mut().zip(xs) {
                     *o = expected(v);
                 }

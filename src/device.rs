@@ -1,6 +1,6 @@
 //! `Device`: a context (CUDA or simulated), its streams, configuration and generation.
 
-use crate::backend::sim::{Hazard, SimConfig, SimShared};
+use crate::backend::sim::{FenceMutation, Hazard, SimConfig, SimShared};
 use crate::backend::{cuda, BackendCtx};
 use crate::completion::Completions;
 use crate::error::{Error, Result};
@@ -106,7 +106,8 @@ pub(crate) struct DeviceShared {
     /// Streams that dropped lanes gave back, for the next lanes to take.
     free_streams: Mutex<Vec<StreamId>>,
     pub events: Arc<EventPool>,
-    fencing: bool,
+    /// The ordering rule the tracker breaks on purpose (simulated checker self-tests only).
+    pub fence_mutation: Option<FenceMutation>,
     completions: Completions,
     /// Dropped at shutdown: every lane selects on its receiver, so dropping it wakes them all.
     shutdown_tx: Mutex<Option<Sender<()>>>,
@@ -149,7 +150,12 @@ fn is_sticky(status: cudarc::driver::DriverError) -> bool {
 }
 
 impl DeviceShared {
-    fn new(ordinal: usize, backend: BackendCtx, config: DeviceConfig, fencing: bool) -> Result<Arc<Self>> {
+    fn new(
+        ordinal: usize,
+        backend: BackendCtx,
+        config: DeviceConfig,
+        fence_mutation: Option<FenceMutation>,
+    ) -> Result<Arc<Self>> {
         static NEXT_UID: AtomicU32 = AtomicU32::new(1);
         if config.max_streams == 0 {
             return Err(Error::invalid("DeviceConfig::max_streams", "must be at least 1"));
@@ -173,7 +179,7 @@ impl DeviceShared {
             stream_count: AtomicUsize::new(0),
             stream_create: Mutex::new(()),
             free_streams: Mutex::new(Vec::new()),
-            fencing,
+            fence_mutation,
             completions: Completions::new(uid, config_spin, watchdog),
             shutdown_tx: Mutex::new(Some(shutdown_tx)),
             shutdown_rx,
@@ -389,7 +395,7 @@ impl DeviceShared {
         let (backend, epoch) = self.backend_epoch();
         let raw = backend.new_stream(id.index)?;
         // The slot is empty: indices are handed out once, under `stream_create`.
-        let _ = self.streams[index].set(StreamSlot::new(id, raw, epoch, self.fencing));
+        let _ = self.streams[index].set(StreamSlot::new(id, raw, epoch, self.fence_mutation));
         self.stream_count.store(index + 1, Ordering::Release);
         Ok(id)
     }
@@ -490,7 +496,7 @@ impl Device {
     /// Opens CUDA device `ordinal` with `config`.
     pub fn open_with(ordinal: usize, config: DeviceConfig) -> Result<Device> {
         let ctx = cuda::open(ordinal)?;
-        Ok(Device::owned(DeviceShared::new(ordinal, BackendCtx::Cuda(ctx), config, true)?))
+        Ok(Device::owned(DeviceShared::new(ordinal, BackendCtx::Cuda(ctx), config, None)?))
     }
 
     /// A simulated device: streams are CPU threads, kernels are host closures.
@@ -500,8 +506,8 @@ impl Device {
 
     /// A simulated device with a device configuration.
     pub fn sim_with(sim: SimConfig, config: DeviceConfig) -> Result<Device> {
-        let fencing = sim.fencing;
-        Ok(Device::owned(DeviceShared::new(0, BackendCtx::Sim(SimShared::new(sim)), config, fencing)?))
+        let mutation = sim.fence_mutation;
+        Ok(Device::owned(DeviceShared::new(0, BackendCtx::Sim(SimShared::new(sim)), config, mutation)?))
     }
 
     fn owned(shared: Arc<DeviceShared>) -> Device {

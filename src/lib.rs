@@ -15,14 +15,14 @@ mod sync;
 mod trace;
 mod track;
 
-pub use backend::sim::{Hazard, HazardKind, SimConfig, SimOp};
+pub use backend::sim::{FenceMutation, Hazard, HazardKind, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId};
 pub use error::{Error, Result};
 pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
-pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem};
+pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};
 pub use recorder::{External, LaunchRecorder, LaunchScope, Resource};
 pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptions, TrackKind};
 pub use track::{Access, StreamStats};

@@ -11,7 +11,7 @@ use cudarc::driver::{result, CudaSlice, DeviceRepr, ValidAsZeroBits};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 mod sealed {
     pub trait Sealed {}
@@ -60,7 +60,18 @@ unsafe impl ValidAsZeroBits for Complex<f32> {}
 unsafe impl ValidAsZeroBits for Complex<f64> {}
 
 /// Host-side contents of a simulated buffer, shared with the simulated kernels that use it.
-pub struct SimMem<T>(Arc<Mutex<Vec<T>>>);
+///
+/// Accesses from inside a simulated kernel are reported to the hazard checker, which flags
+/// any the kernel's recorder did not declare ([`crate::HazardKind::Undeclared`]): use
+/// [`read`](Self::read) where the kernel only reads, [`lock`](Self::lock) where it writes.
+pub struct SimMem<T>(Arc<SimInner<T>>);
+
+struct SimInner<T> {
+    data: Mutex<Vec<T>>,
+    /// The id of the tracked buffer this memory belongs to, once it has one; scratch memory
+    /// that no recorder tracks has none, and its accesses are not checked.
+    buffer: OnceLock<u64>,
+}
 
 impl<T> Clone for SimMem<T> {
     fn clone(&self) -> Self {
@@ -70,19 +81,73 @@ impl<T> Clone for SimMem<T> {
 
 impl<T> fmt::Debug for SimMem<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SimMem")
+        match self.0.buffer.get() {
+            Some(id) => write!(f, "SimMem(buffer #{id})"),
+            None => f.write_str("SimMem"),
+        }
     }
 }
 
 impl<T> SimMem<T> {
     fn new(v: Vec<T>) -> Self {
-        SimMem(Arc::new(Mutex::new(v)))
+        SimMem(Arc::new(SimInner { data: Mutex::new(v), buffer: OnceLock::new() }))
     }
 
-    /// Locks the contents. Call it inside a simulated kernel, where the recorder's fences
-    /// order it against other uses.
+    /// `len` copies of `T::default()` (or `init`), failing with `OutOfMemory` instead of
+    /// aborting when the host cannot hold them.
+    fn try_new(len: usize, bytes: usize, init: Option<&[T]>) -> Result<Self>
+    where
+        T: Clone + Default,
+    {
+        let mut v = Vec::new();
+        v.try_reserve_exact(len).map_err(|_| Error::OutOfMemory { requested: bytes, free: 0 })?;
+        match init {
+            Some(data) => v.extend_from_slice(data),
+            None => v.resize(len, T::default()),
+        }
+        Ok(SimMem::new(v))
+    }
+
+    fn bind(&self, buffer: u64) {
+        // Bound once, right after the buffer's tracking is made.
+        let _ = self.0.buffer.set(buffer);
+    }
+
+    fn report(&self, access: Access) {
+        if let Some(&id) = self.0.buffer.get() {
+            crate::backend::sim::kernel_access(id, access);
+        }
+    }
+
+    /// Locks the contents for writing. Call it inside a simulated kernel whose recorder
+    /// declared a write (or read-write) of the buffer, where the recorder's fences order it
+    /// against other uses; the checker reports any other kernel access.
     pub fn lock(&self) -> MutexGuard<'_, Vec<T>> {
-        crate::sync::lock(&self.0)
+        self.report(Access::Write);
+        crate::sync::lock(&self.0.data)
+    }
+
+    /// Locks the contents for reading. Call it inside a simulated kernel whose recorder
+    /// declared any use of the buffer.
+    pub fn read(&self) -> SimRead<'_, T> {
+        self.report(Access::Read);
+        SimRead(crate::sync::lock(&self.0.data))
+    }
+}
+
+/// Read access to a [`SimMem`]'s contents, from [`SimMem::read`].
+pub struct SimRead<'a, T>(MutexGuard<'a, Vec<T>>);
+
+impl<T> Deref for SimRead<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        &self.0
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for SimRead<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
     }
 }
 
@@ -196,7 +261,7 @@ impl Device {
                 let slice = self.shared.check(slice, epoch)?;
                 DevStorage::Cuda(slice)
             }
-            RawStream::Sim(_) => DevStorage::Sim(SimMem::new(vec![T::default(); len])),
+            RawStream::Sim(_) => DevStorage::Sim(SimMem::try_new(len, bytes, None)?),
         };
         let buf = GpuRef::from_storage(&self.shared, storage, len, stream.index, epoch);
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
@@ -262,7 +327,7 @@ impl Device {
 fn sim_copy<T: Element>(from: &SimMem<T>, to: &SimMem<T>) -> impl FnOnce() + Send + 'static {
     let (from, to) = (from.clone(), to.clone());
     move || {
-        let v = from.lock().clone();
+        let v = from.read().to_vec();
         to.lock().copy_from_slice(&v)
     }
 }
@@ -285,14 +350,11 @@ fn sim_only(scope: &LaunchScope<'_>, f: impl FnOnce() + Send + 'static) -> Resul
 
 impl<T: Element> GpuRef<T> {
     fn from_storage(device: &Arc<DeviceShared>, storage: DevStorage<T>, len: usize, home: u32, epoch: u64) -> Self {
-        GpuRef {
-            inner: Arc::new(BufferInner {
-                track: BufferTrack::new("buffer", device.clone(), epoch),
-                len,
-                home,
-                storage: Some(storage),
-            }),
+        let track = BufferTrack::new("buffer", device.clone(), epoch);
+        if let DevStorage::Sim(m) = &storage {
+            m.bind(track.id.0);
         }
+        GpuRef { inner: Arc::new(BufferInner { track, len, home, storage: Some(storage) }) }
     }
 
     fn storage(&self) -> &DevStorage<T> {
@@ -462,7 +524,7 @@ impl<T: Element> GpuRef<T> {
                 let (src, slot) = (m.clone(), SimMem::new(Vec::new()));
                 let out = slot.clone();
                 let (_, ev) = rec
-                    .launch_event(&device, |scope| scope.sim_kernel(move || *out.lock() = src.lock().clone()))?
+                    .launch_event(&device, |scope| scope.sim_kernel(move || *out.lock() = src.read().to_vec()))?
                     .untracked(&device);
                 if let Some(ev) = ev {
                     device.shared.wait_event(&ev)?;
@@ -749,13 +811,13 @@ impl<T: Element> HostBuffer<T> {
                 };
                 HostStorage::Pinned(ptr, ctx.clone())
             }
-            crate::backend::BackendCtx::Sim(_) => {
-                HostStorage::Sim(SimMem::new(init.map_or_else(|| vec![T::default(); len], <[T]>::to_vec)))
-            }
+            crate::backend::BackendCtx::Sim(_) => HostStorage::Sim(SimMem::try_new(len, bytes, init)?),
         };
-        Ok(HostBuffer {
-            inner: Arc::new(HostInner { track: BufferTrack::new("host buffer", device.clone(), epoch), len, storage }),
-        })
+        let track = BufferTrack::new("host buffer", device.clone(), epoch);
+        if let HostStorage::Sim(m) = &storage {
+            m.bind(track.id.0);
+        }
+        Ok(HostBuffer { inner: Arc::new(HostInner { track, len, storage }) })
     }
 
     /// Number of elements.

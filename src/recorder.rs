@@ -107,7 +107,7 @@ enum Phase {
 /// // preflight makes s2 wait for a's upload on s1; commit records the event later users need.
 /// rec.launch(&device, |scope| {
 ///     scope.sim_kernel(move || {
-///         let src = src.lock();
+///         let src = src.read();
 ///         for (d, s) in dst.lock().iter_mut().zip(src.iter()) { *d = s * 10; }
 ///     })
 /// })?;

@@ -108,7 +108,7 @@ fn pipeline_across_lanes_in_commit_order() {
                 let (xs, ys) = (x2.sim_data()?, y2.sim_data()?);
                 rec.launch(cx.device(), move |s| {
                     s.sim_kernel(move || {
-                        let xs = xs.lock().clone();
+                        let xs = xs.read().to_vec();
                         for (o, i) in ys.lock().iter_mut().zip(xs) {
                             *o = i + 1;
                         }

@@ -98,7 +98,7 @@ fn free_waits_for_outstanding_uses_on_other_streams() {
         let mut rec = LaunchRecorder::new_strict(s1);
         rec.read(&a).unwrap();
         let data = a.sim_data().unwrap();
-        rec.launch(&d, move |scope| scope.sim_kernel(move || assert_eq!(data.lock()[0], 1))).unwrap();
+        rec.launch(&d, move |scope| scope.sim_kernel(move || assert_eq!(data.read()[0], 1))).unwrap();
         drop(a); // freed on s0 while s1's slow read is pending: the free must wait for it
     }
     d.synchronize(s0).unwrap();
@@ -111,7 +111,7 @@ fn unfenced_free_is_reported() {
     let d = Device::sim(cusched::SimConfig {
         min_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(2),
-        fencing: false,
+        fence_mutation: Some(cusched::FenceMutation::NoFences),
         ..Default::default()
     })
     .unwrap();

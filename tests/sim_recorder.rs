@@ -202,7 +202,7 @@ fn preflight_to_commit_is_atomic_per_buffer() {
         reader.preflight(&d).unwrap();
         let (seen_tx, seen) = mpsc::channel();
         let data = a.sim_data().unwrap();
-        reader.scope().unwrap().sim_kernel(move || seen_tx.send(data.lock()[0]).unwrap()).unwrap();
+        reader.scope().unwrap().sim_kernel(move || seen_tx.send(data.read()[0]).unwrap()).unwrap();
 
         let committing = Arc::new(AtomicBool::new(false));
         let barrier = Arc::new(Barrier::new(2));

@@ -10,10 +10,17 @@
 //! buffer's history (last write, reads since): a conflicting earlier use whose position the
 //! current clock does not cover is a hazard, i.e. a pair of conflicting uses left unordered.
 //! Because clocks, not timing, decide, a missing fence is found whatever the interleaving.
+//!
+//! Declared uses are only what the recorder was told. While a kernel closure runs, its stream
+//! thread also publishes the kernel (its op and declared uses) in a thread-local, and every
+//! [`SimMem`](crate::SimMem) access from inside it is compared with those declarations: a
+//! buffer touched without being declared, or written when declared read-only, is an
+//! [`HazardKind::Undeclared`] hazard, whatever the timing.
 
 use crate::track::Access;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -42,15 +49,41 @@ pub struct SimConfig {
     pub max_delay: Duration,
     /// Seed of the delay generator, for reproducible interleavings. Default `0x5eed`.
     pub seed: u64,
-    /// Test switch: `false` makes the tracker skip every fence, so that tests can prove the
-    /// hazard checker reports the races that result. Leave it `true` everywhere else.
-    pub fencing: bool,
+    /// Checker self-test switch: `Some` makes the tracker break one ordering rule on purpose,
+    /// so that tests can prove the hazard checker reports the races that result. Leave it
+    /// `None` everywhere else.
+    pub fence_mutation: Option<FenceMutation>,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(50), seed: 0x5eed, fencing: true }
+        SimConfig {
+            min_delay: Duration::ZERO,
+            max_delay: Duration::from_micros(50),
+            seed: 0x5eed,
+            fence_mutation: None,
+        }
     }
+}
+
+/// An ordering rule the tracker breaks on purpose ([`SimConfig::fence_mutation`]), to prove
+/// that the hazard checker catches each rule's violation with the expected [`HazardKind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FenceMutation {
+    /// No stream ever waits: every cross-stream pair of conflicting uses is left unordered.
+    NoFences,
+    /// A write waits only for the most recent read since the last write, not for the newest
+    /// read of every stream (a single read event per buffer). Breaks write-after-read.
+    LatestReaderOnly,
+    /// A buffer's allocation (or adoption) is not recorded as a write, so a first use on
+    /// another stream does not wait for it. Breaks read-after-write (and write-after-write).
+    NoAllocationWrite,
+    /// A free does not wait for the buffer's outstanding uses. Breaks write-after-read (and
+    /// write-after-write) against the free.
+    NoFreeFence,
+    /// A read does not wait for the last write when that write was on another stream.
+    /// Breaks read-after-write across streams.
+    NoCrossStreamRaw,
 }
 
 /// Which ordering rule a hazard broke.
@@ -62,6 +95,9 @@ pub enum HazardKind {
     WriteAfterRead,
     /// A write not ordered after the write before it.
     WriteAfterWrite,
+    /// A kernel accessed a buffer it did not declare, or wrote one it declared read-only.
+    /// Such an access is unfenced whatever the timing, since fences follow declarations.
+    Undeclared,
 }
 
 /// A simulated operation: the `op`-th kernel run by stream index `stream`.
@@ -80,9 +116,10 @@ pub struct Hazard {
     pub buffer: u64,
     /// The rule broken.
     pub kind: HazardKind,
-    /// The use that ran first.
+    /// The use that ran first. For [`HazardKind::Undeclared`], the offending kernel.
     pub earlier: SimOp,
-    /// The use that ran second without waiting for it.
+    /// The use that ran second without waiting for it. For [`HazardKind::Undeclared`], the
+    /// offending kernel.
     pub later: SimOp,
 }
 
@@ -125,6 +162,10 @@ impl SimShared {
 
     pub(crate) fn kernels_run(&self) -> u64 {
         crate::sync::lock(&self.checker).kernels
+    }
+
+    fn report(&self, hazard: Hazard) {
+        crate::sync::lock(&self.checker).hazards.push(hazard);
     }
 
     fn check(&self, me: SimOp, vc: &Vc, uses: &[(u64, Access)]) {
@@ -323,8 +364,14 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
             Cmd::Run { uses, f } => {
                 delay(&shared.config, &mut rng);
                 vc[index as usize] += 1;
-                shared.check(SimOp { stream: index, op: vc[index as usize] }, &vc, &uses);
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+                let op = SimOp { stream: index, op: vc[index as usize] };
+                shared.check(op, &vc, &uses);
+                RUNNING.with(|r| {
+                    *r.borrow_mut() = Some(Running { shared: shared.clone(), op, uses, reported: SmallVec::new() })
+                });
+                let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
+                RUNNING.with(|r| r.borrow_mut().take());
+                if panicked {
                     log::error!("cusched: a simulated kernel on stream {index} panicked");
                 }
             }
@@ -340,6 +387,43 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
             }
         }
     }
+}
+
+/// The kernel a simulated stream thread is running, for [`kernel_access`].
+struct Running {
+    shared: Arc<SimShared>,
+    op: SimOp,
+    uses: SmallVec<[(u64, Access); 4]>,
+    /// Undeclared (buffer, wrote) pairs already reported, so a kernel that touches a buffer
+    /// in a loop reports it once.
+    reported: SmallVec<[(u64, bool); 2]>,
+}
+
+thread_local! {
+    static RUNNING: RefCell<Option<Running>> = const { RefCell::new(None) };
+}
+
+/// Reports an actual access to simulated buffer `buffer`. Inside a simulated kernel, an access
+/// its recorder did not declare is an [`HazardKind::Undeclared`] hazard; a read is covered by
+/// any declared use, since a declared write is fenced at least as strictly as a read. Outside
+/// any kernel (host code) it is not a kernel access and is ignored.
+pub(crate) fn kernel_access(buffer: u64, access: Access) {
+    RUNNING.with(|r| {
+        // A guard dropped while the thread-local is being torn down, or a re-entrant access
+        // from within this function, has no kernel to blame.
+        let Ok(mut r) = r.try_borrow_mut() else { return };
+        let Some(k) = r.as_mut() else { return };
+        let declared = k.uses.iter().find(|(b, _)| *b == buffer).map(|&(_, a)| a);
+        if declared.is_some_and(|d| d.writes() || !access.writes()) {
+            return;
+        }
+        let key = (buffer, access.writes());
+        if k.reported.contains(&key) {
+            return;
+        }
+        k.reported.push(key);
+        k.shared.report(Hazard { buffer, kind: HazardKind::Undeclared, earlier: k.op, later: k.op });
+    });
 }
 
 fn delay(cfg: &SimConfig, rng: &mut u64) {

@@ -1,6 +1,7 @@
 //! Per-buffer use state and the pending marks that make preflight-to-commit atomic.
 
 use super::EventRef;
+use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
@@ -68,6 +69,10 @@ struct State {
     pending_readers: SmallVec<[HolderId; 2]>,
     /// Preflights blocked on a pending mark; `publish` notifies only when non-zero.
     waiters: u32,
+    /// The next committed use is the allocation's write (device buffers are allocated through
+    /// a recorder before anyone else can see them); only [`FenceMutation::NoAllocationWrite`]
+    /// reads it.
+    allocation_next: bool,
 }
 
 /// The tracking half of a buffer (device or pinned host memory).
@@ -88,13 +93,15 @@ impl BufferTrack {
     /// memory came from, not from the device, which may have moved on meanwhile).
     pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>, epoch: u64) -> Self {
         let generation = device.generation();
+        // Pinned host memory is filled by the host; only device memory has an allocation write.
+        let state = State { allocation_next: kind == "buffer", ..State::default() };
         BufferTrack {
             id: BufferId::next(),
             kind,
             device,
             generation,
             epoch,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(state),
             cv: Condvar::new(),
         }
     }
@@ -119,6 +126,19 @@ impl BufferTrack {
         holder: HolderId,
         timeout: Duration,
         out: &mut SmallVec<[EventRef; 8]>,
+    ) -> Result<()> {
+        self.acquire_as(access, holder, timeout, out, self.device.fence_mutation)
+    }
+
+    /// `acquire`, breaking `mutation`'s rule when one is given (stream uses only: the host's
+    /// own waits are not what the checker observes).
+    fn acquire_as(
+        &self,
+        access: Access,
+        holder: HolderId,
+        timeout: Duration,
+        out: &mut SmallVec<[EventRef; 8]>,
+        mutation: Option<FenceMutation>,
     ) -> Result<()> {
         let mut st = crate::sync::lock(&self.state);
         let mut deadline = None;
@@ -147,11 +167,19 @@ impl BufferTrack {
         }
         if access.writes() {
             st.pending_writer = Some(holder);
-            out.extend(st.reads.iter().cloned());
+            if mutation == Some(FenceMutation::LatestReaderOnly) {
+                // `fold` keeps the reads in commit order under this mutation.
+                out.extend(st.reads.last().cloned());
+            } else {
+                out.extend(st.reads.iter().cloned());
+            }
         } else {
             st.pending_readers.push(holder);
         }
-        out.extend(st.last_write.iter().cloned());
+        if access.writes() || mutation != Some(FenceMutation::NoCrossStreamRaw) {
+            // (A last write on the reader's own stream is ordered by stream order anyway.)
+            out.extend(st.last_write.iter().cloned());
+        }
         Ok(())
     }
 
@@ -166,7 +194,11 @@ impl BufferTrack {
             st.pending_readers.swap_remove(i);
         }
         if let Some(ev) = event {
-            fold(&mut st, access, ev);
+            let mutation = self.device.fence_mutation;
+            let allocation = std::mem::take(&mut st.allocation_next);
+            if !(allocation && mutation == Some(FenceMutation::NoAllocationWrite)) {
+                fold(&mut st, access, ev, mutation == Some(FenceMutation::LatestReaderOnly));
+            }
         }
         if st.waiters > 0 {
             self.cv.notify_all();
@@ -178,7 +210,7 @@ impl BufferTrack {
     pub(crate) fn host_dependencies(&self, access: Access, timeout: Duration) -> Result<SmallVec<[EventRef; 8]>> {
         let holder = HolderId::current();
         let mut out = SmallVec::new();
-        self.acquire(access, holder, timeout, &mut out)?;
+        self.acquire_as(access, holder, timeout, &mut out, None)?;
         self.publish(access, holder, None);
         Ok(out)
     }
@@ -186,12 +218,17 @@ impl BufferTrack {
     /// Every use still outstanding, for a free: last write and all reads. Needs no pending
     /// check: a recorder holding the buffer also holds a reference, so it cannot be freed then.
     pub(crate) fn all_uses(&self) -> SmallVec<[EventRef; 8]> {
+        if self.device.fence_mutation == Some(FenceMutation::NoFreeFence) {
+            return SmallVec::new();
+        }
         let st = crate::sync::lock(&self.state);
         st.last_write.iter().chain(st.reads.iter()).cloned().collect()
     }
 }
 
-fn fold(st: &mut State, access: Access, ev: &EventRef) {
+/// Folds a committed use into the state. `in_commit_order` keeps `reads` ordered by commit
+/// (newest last), for [`FenceMutation::LatestReaderOnly`].
+fn fold(st: &mut State, access: Access, ev: &EventRef, in_commit_order: bool) {
     use super::plan::FencePoint;
     if access.writes() {
         st.last_write = Some(ev.clone());
@@ -201,8 +238,15 @@ fn fold(st: &mut State, access: Access, ev: &EventRef) {
     // Two reads on one stream can commit out of sequence order when two threads share the
     // stream; keep the newer, which covers the older by stream order.
     let stream = ev.pos().stream;
-    match st.reads.iter_mut().find(|r| r.pos().stream == stream) {
-        Some(r) if r.pos().seq < ev.pos().seq => *r = ev.clone(),
+    match st.reads.iter().position(|r| r.pos().stream == stream) {
+        Some(i) if st.reads[i].pos().seq < ev.pos().seq => {
+            if in_commit_order {
+                st.reads.remove(i);
+                st.reads.push(ev.clone());
+            } else {
+                st.reads[i] = ev.clone();
+            }
+        }
         Some(_) => {}
         None => st.reads.push(ev.clone()),
     }

@@ -3,6 +3,7 @@
 
 use super::event::FenceEvent;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
+use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::device::StreamId;
 use crate::error::{Error, Result};
@@ -37,8 +38,8 @@ struct State {
 /// One stream of a device: its backend handle and its clock, under one lock.
 pub(crate) struct StreamSlot {
     pub id: StreamId,
-    /// Off only on simulated devices built with fencing switched off, to prove the hazard
-    /// checker can fail.
+    /// Off only on simulated devices built with [`FenceMutation::NoFences`], to prove the
+    /// hazard checker can fail.
     fencing: bool,
     state: Mutex<State>,
     /// The lane that owns the stream, for traces; a dropped lane's stream passes to a later
@@ -47,10 +48,10 @@ pub(crate) struct StreamSlot {
 }
 
 impl StreamSlot {
-    pub(crate) fn new(id: StreamId, raw: RawStream, epoch: u64, fencing: bool) -> Self {
+    pub(crate) fn new(id: StreamId, raw: RawStream, epoch: u64, mutation: Option<FenceMutation>) -> Self {
         StreamSlot {
             id,
-            fencing,
+            fencing: mutation != Some(FenceMutation::NoFences),
             state: Mutex::new(State {
                 clock: Clock::default(),
                 seq: 0,
@@ -161,11 +162,11 @@ mod tests {
     fn a_fence_on_an_event_of_an_earlier_context_queues_nothing_and_fails() {
         let old = BackendCtx::Sim(SimShared::new(SimConfig::default()));
         let pool = Arc::new(EventPool::new(old.clone(), 1));
-        let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, true);
+        let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, None);
         let ev = producer.record(&pool).unwrap();
         // The consumer already runs on the rebuilt context (epoch 2).
         let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
-        let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, true);
+        let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None);
         let r = consumer.fence(&[ev]);
         assert!(matches!(r, Err(Error::Stale { current: 2, .. })), "a fence across contexts must fail");
         assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");

@@ -1,7 +1,7 @@
 //! Helpers shared by the test suites.
 #![allow(dead_code)]
 
-use cusched::{Device, SimConfig};
+use cusched::{Device, FenceMutation, SimConfig};
 use std::time::Duration;
 
 /// The CUDA device for GPU tests. Without one, prints a skip notice and returns `None`, unless
@@ -24,9 +24,20 @@ pub fn sim() -> Device {
     sim_with(true)
 }
 
+/// A simulated device; `fencing: false` breaks every ordering rule ([`FenceMutation::NoFences`]).
 pub fn sim_with(fencing: bool) -> Device {
-    Device::sim(SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(30), seed: 7, fencing })
-        .expect("sim device")
+    sim_mutated((!fencing).then_some(FenceMutation::NoFences))
+}
+
+/// A simulated device whose tracker breaks `mutation`'s ordering rule (checker self-tests).
+pub fn sim_mutated(mutation: Option<FenceMutation>) -> Device {
+    Device::sim(SimConfig {
+        min_delay: Duration::ZERO,
+        max_delay: Duration::from_micros(30),
+        seed: 7,
+        fence_mutation: mutation,
+    })
+    .expect("sim device")
 }
 
 /// Small deterministic generator (splitmix64), seeded per test from the clock unless
