@@ -1,7 +1,6 @@
 //! Edges of the fault and teardown paths on a real GPU: a completion of a launch with no
-//! tracked buffers must cover its kernel, and dropping library handles while a long kernel runs
-//! must not block the dropping thread, nor
-//! must dropping the last handle of a compiled module.
+//! tracked buffers must cover its kernel, and dropping library handles or the last handles of
+//! a compiled module while a long kernel runs must not block the dropping thread.
 
 #![cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft"))]
 
