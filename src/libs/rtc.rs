@@ -139,8 +139,9 @@ impl Drop for LoadedModule {
     }
 }
 
-/// The per-device module cache. Holds no reference to the device (modules are rebuilt into
-/// [`Module`]s on a hit), so it makes no cycle.
+/// The per-device module cache. Holds no strong reference to the device (modules are rebuilt
+/// into [`Module`]s on a hit; a [`LoadedModule`] holds it weakly), so it makes no cycle. It
+/// keeps every module of the current generation loaded until the device drops.
 #[derive(Default)]
 pub(crate) struct ModuleCache {
     modules: Mutex<HashMap<String, CachedModule>>,
