@@ -1,6 +1,6 @@
 //! Edges of the fault and teardown paths on a real GPU: a completion of a launch with no
-//! tracked buffers must cover its kernel, and dropping library handles while a long kernel runs
-//! must not block the dropping thread.
+//! tracked buffers must cover its kernel, and dropping library handles or the last handles of
+//! a compiled module while a long kernel runs must not block the dropping thread.
 
 #![cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft"))]
 
@@ -79,4 +79,44 @@ fn dropping_library_handles_while_a_kernel_runs_does_not_block() {
         dropped_in < Duration::from_millis(5),
         "dropping Handles took {dropped_in:?} while a {kernel_took:?} kernel ran: a destroy blocked the host"
     );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dropping_the_last_module_handle_while_its_kernel_runs_does_not_block() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    // A source no other test compiles, so no other handle shares its module.
+    let src = format!("{SRC}\n// dropping_the_last_module_handle_while_its_kernel_runs_does_not_block\n");
+    let module = d.compile(&src, &[]).unwrap();
+    let spin = module.kernel("spin").unwrap();
+    // Long enough to outlast the recompile below, which happens while it runs.
+    let launch = spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(5 * LONG);
+    // SAFETY: 1. `spin` reads no memory and writes none; 2. its one parameter is a u64.
+    let running = unsafe { launch.enqueue() }.unwrap();
+    let kernel_start = Instant::now();
+    // The device's module cache holds the module too: advancing the generation and compiling
+    // the same source again replaces its entry, leaving `module` and `spin` the last holders.
+    d.advance_generation();
+    let fresh = d.compile(&src, &[]).unwrap();
+    let busy_before = !stream_idle(&d, s);
+    let t = Instant::now();
+    drop(spin);
+    drop(module);
+    let dropped_in = t.elapsed();
+    running.wait().unwrap();
+    d.synchronize(s).unwrap();
+    let kernel_took = kernel_start.elapsed();
+    assert!(busy_before, "the kernel finished before the drop ({kernel_took:?}): the test proves nothing");
+    assert!(
+        dropped_in < Duration::from_millis(5),
+        "dropping the last Kernel and Module took {dropped_in:?} while a {kernel_took:?} kernel ran: the module \
+         unload blocked the host"
+    );
+    // The device still works: the recompiled module launches and completes.
+    assert!(d.poisoned().is_none());
+    let fresh_spin = fresh.kernel("spin").unwrap();
+    let again = fresh_spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(1000u64);
+    // SAFETY: 1. `spin` reads no memory and writes none; 2. its one parameter is a u64.
+    unsafe { again.enqueue() }.unwrap().wait().unwrap();
 }

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// What to compile: source, NVRTC options and the name expressions (templated kernels) whose
 /// lowered names the module should know.
@@ -74,13 +74,74 @@ pub struct KernelCacheStats {
 }
 
 struct CachedModule {
-    module: Arc<CudaModule>,
+    module: Arc<LoadedModule>,
     generation: u64,
     lowered: Arc<HashMap<String, String>>,
 }
 
-/// The per-device module cache. Holds no reference to the device (modules are rebuilt into
-/// [`Module`]s on a hit), so it makes no cycle.
+/// The one owner of a loaded module's `Arc<CudaModule>` besides the [`CudaFunction`]s made
+/// from it (each [`Kernel`] drops its function before its handle to this). Unloading blocks
+/// (`cuModuleUnload` waits for the device) and needs the module's context bound, so the last
+/// handle's drop hands the module to the device's reaper instead of unloading it in place.
+struct LoadedModule {
+    module: Option<Arc<CudaModule>>,
+    ctx: Arc<cudarc::driver::CudaContext>,
+    /// Weak: the device's module cache holds these, and a strong reference would be a cycle.
+    device: Weak<DeviceShared>,
+    /// The context epoch the module was loaded in.
+    epoch: u64,
+}
+
+impl LoadedModule {
+    fn module(&self) -> Result<&Arc<CudaModule>> {
+        // Only `Drop` takes the module out.
+        self.module.as_ref().ok_or_else(|| Error::invalid("module", "the module has been unloaded"))
+    }
+}
+
+impl Drop for LoadedModule {
+    fn drop(&mut self) {
+        const WHAT: &str = "an NVRTC module";
+        let Some(module) = self.module.take() else { return };
+        let Some(device) = self.device.upgrade() else {
+            // The device itself is being dropped (its module cache with it), after its shutdown
+            // closed the reaper: destroy here, as the reaper would now.
+            crate::backend::cuda::drop_bound(&self.ctx, &WHAT, module);
+            return;
+        };
+        if device.epoch() != self.epoch {
+            // Loaded in a context since replaced: unloading could only fail.
+            std::mem::forget(module);
+            return;
+        }
+        // A module is used from any stream of the device, and not only through `enqueue`:
+        // `Kernel::function` hands the raw function out for cudarc launches the tracker never
+        // sees. So the unload waits for everything enqueued so far on every stream of the
+        // device. Modules are unloaded rarely (the cache holds them), so an event per stream
+        // costs little, and waiting also for unrelated work only delays the unload.
+        let mut after = Vec::new();
+        for slot in device.slots() {
+            match device.record(slot.id) {
+                Ok(ev) => after.push(ev),
+                Err(e) => {
+                    log::error!("cusched: {WHAT} is abandoned, not unloaded: {} failed ({e})", slot.id);
+                    std::mem::forget(module);
+                    return;
+                }
+            }
+        }
+        device.reaper.defer(crate::reaper::Retired {
+            what: WHAT,
+            after,
+            ctx: Some(self.ctx.clone()),
+            object: Box::new(module),
+        });
+    }
+}
+
+/// The per-device module cache. Holds no strong reference to the device (modules are rebuilt
+/// into [`Module`]s on a hit; a [`LoadedModule`] holds it weakly), so it makes no cycle. It
+/// keeps every module of the current generation loaded until the device drops.
 #[derive(Default)]
 pub(crate) struct ModuleCache {
     modules: Mutex<HashMap<String, CachedModule>>,
@@ -92,7 +153,7 @@ pub(crate) struct ModuleCache {
 /// A module compiled for one device and generation.
 #[derive(Clone)]
 pub struct Module {
-    module: Arc<CudaModule>,
+    module: Arc<LoadedModule>,
     lowered: Arc<HashMap<String, String>>,
     device: Arc<DeviceShared>,
     generation: u64,
@@ -107,11 +168,15 @@ impl std::fmt::Debug for Module {
 /// A kernel function of a [`Module`]; stale after the device's generation advances.
 #[derive(Clone)]
 pub struct Kernel {
+    /// Declared before `_module`: fields drop in order, so the function's `Arc<CudaModule>` is
+    /// gone before the handle whose drop hands the module to the reaper.
     function: CudaFunction,
     name: Arc<str>,
     params: Arc<[usize]>,
     device: Arc<DeviceShared>,
     generation: u64,
+    /// Held only for its drop.
+    _module: Arc<LoadedModule>,
 }
 
 impl std::fmt::Debug for Kernel {
@@ -170,7 +235,10 @@ impl Device {
     }
 
     fn load_program(&self, program: &Program) -> Result<Module> {
-        let ctx = self.shared.cuda_ctx("Device::compile")?;
+        let (backend, epoch) = self.shared.backend_epoch();
+        let crate::backend::BackendCtx::Cuda(ctx) = backend else {
+            return Err(Error::WrongBackend { what: "Device::compile", needed: "cuda", actual: "sim" });
+        };
         // SAFETY: only tries to dlopen NVRTC by name; cudarc panics if it is missing later.
         if !unsafe { sys::is_culib_present() } {
             return Err(Error::LibraryUnavailable {
@@ -216,10 +284,26 @@ impl Device {
                 built
             }
         };
-        let module = ctx.load_module(Ptx::from_binary(cubin)).call("cuModuleLoadData")?;
+        let loaded = ctx.load_module(Ptx::from_binary(cubin)).call("cuModuleLoadData")?;
+        let module = Arc::new(LoadedModule {
+            module: Some(loaded),
+            ctx: ctx.clone(),
+            device: Arc::downgrade(&self.shared),
+            epoch,
+        });
         let lowered = Arc::new(lowered);
-        crate::sync::lock(&cache.modules)
-            .insert(key, CachedModule { module: module.clone(), generation, lowered: lowered.clone() });
+        let entry = CachedModule { module: module.clone(), generation, lowered: lowered.clone() };
+        let replaced = {
+            let mut modules = crate::sync::lock(&cache.modules);
+            // Entries of earlier generations can never be hit again.
+            let stale: Vec<String> =
+                modules.iter().filter(|(_, m)| m.generation != generation).map(|(k, _)| k.clone()).collect();
+            let mut replaced: Vec<CachedModule> = stale.iter().filter_map(|k| modules.remove(k)).collect();
+            replaced.extend(modules.insert(key, entry));
+            replaced
+        };
+        // Outside the lock: a last handle's drop records events on every stream.
+        drop(replaced);
         Ok(Module { module, lowered, device: self.shared.clone(), generation })
     }
 
@@ -392,7 +476,7 @@ impl Module {
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
         self.check()?;
         let symbol = self.lowered.get(name).map(String::as_str).unwrap_or(name);
-        let function = self.module.load_function(symbol).map_err(|e| match e.0 {
+        let function = self.module.module()?.load_function(symbol).map_err(|e| match e.0 {
             dsys::CUresult::CUDA_ERROR_NOT_FOUND => Error::invalid(
                 "name",
                 format!("no kernel `{name}` in the module (declare it extern \"C\", or add it as a name expression)"),
@@ -400,7 +484,14 @@ impl Module {
             _ => Error::driver("cuModuleGetFunction", e),
         })?;
         let params = param_sizes(&function)?;
-        Ok(Kernel { function, name: Arc::from(name), params, device: self.device.clone(), generation: self.generation })
+        Ok(Kernel {
+            function,
+            name: Arc::from(name),
+            params,
+            device: self.device.clone(),
+            generation: self.generation,
+            _module: self.module.clone(),
+        })
     }
 
     fn check(&self) -> Result<()> {
@@ -434,6 +525,11 @@ fn param_sizes(f: &CudaFunction) -> Result<Arc<[usize]>> {
 
 impl Kernel {
     /// The cudarc function, for `CudaStream::launch_builder` (validated: not stale).
+    ///
+    /// Launch it only on streams of this device (see [`Device::cuda_stream`]): the module is
+    /// unloaded once the last [`Kernel`] and [`Module`] made from it are gone and the device's
+    /// streams have finished the work enqueued by then, and a clone of the function kept past
+    /// that point unloads the module where it drops, blocking that thread.
     pub fn function(&self) -> Result<&CudaFunction> {
         self.check()?;
         Ok(&self.function)
