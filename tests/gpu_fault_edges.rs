@@ -90,15 +90,16 @@ fn dropping_the_last_module_handle_while_its_kernel_runs_does_not_block() {
     let src = format!("{SRC}\n// dropping_the_last_module_handle_while_its_kernel_runs_does_not_block\n");
     let module = d.compile(&src, &[]).unwrap();
     let spin = module.kernel("spin").unwrap();
-    // Long enough to outlast the recompile below, which happens while it runs.
-    let launch = spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(5 * LONG);
+    // The device's module cache holds the module too: advancing the generation and compiling
+    // again drops its entry, leaving `module` and `spin` the last holders. Loading a module
+    // waits for the kernels running in the context, so this happens before the spin starts.
+    d.advance_generation();
+    let fresh = d.compile(&src, &[]).unwrap();
+    let fresh_spin = fresh.kernel("spin").unwrap();
+    let launch = fresh_spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(LONG);
     // SAFETY: 1. `spin` reads no memory and writes none; 2. its one parameter is a u64.
     let running = unsafe { launch.enqueue() }.unwrap();
     let kernel_start = Instant::now();
-    // The device's module cache holds the module too: advancing the generation and compiling
-    // the same source again replaces its entry, leaving `module` and `spin` the last holders.
-    d.advance_generation();
-    let fresh = d.compile(&src, &[]).unwrap();
     let busy_before = !stream_idle(&d, s);
     let t = Instant::now();
     drop(spin);
@@ -115,7 +116,6 @@ fn dropping_the_last_module_handle_while_its_kernel_runs_does_not_block() {
     );
     // The device still works: the recompiled module launches and completes.
     assert!(d.poisoned().is_none());
-    let fresh_spin = fresh.kernel("spin").unwrap();
     let again = fresh_spin.launch(&d, s, LaunchConfig::for_num_elems(1)).scalar(1000u64);
     // SAFETY: 1. `spin` reads no memory and writes none; 2. its one parameter is a u64.
     unsafe { again.enqueue() }.unwrap().wait().unwrap();
