@@ -110,7 +110,8 @@ fn gpu_pipeline_over_three_lanes() {
             cx.keep(host_in);
             Ok(())
         })
-        .wait_committed().unwrap();
+        .wait_committed()
+        .unwrap();
         let (k2, ym) = (k.clone(), y.clone());
         mid.submit(move |cx| {
             let mut rec = cx.recorder();
@@ -125,7 +126,8 @@ fn gpu_pipeline_over_three_lanes() {
                     .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
             })
         })
-        .wait_committed().unwrap();
+        .wait_committed()
+        .unwrap();
         results.push((
             input,
             down.submit(move |cx| {

@@ -50,7 +50,8 @@ fn gpu_timeline_of_three_lanes_is_well_formed_and_gpu_spans_are_plausible() {
                 // unsigned, as declared.
                 unsafe { launch.enqueue() }.map(drop)
             })
-            .wait_committed().unwrap();
+            .wait_committed()
+            .unwrap();
         done.push(lanes[2].submit(move |cx| y.download(cx.stream())));
     }
     for c in done {

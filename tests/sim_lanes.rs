@@ -115,7 +115,8 @@ fn pipeline_across_lanes_in_commit_order() {
                     })
                 })
             })
-            .wait_committed().unwrap();
+            .wait_committed()
+            .unwrap();
             outs.push((chunk, down.submit(move |cx| y.download(cx.stream()))));
         }
         for (chunk, c) in outs {
