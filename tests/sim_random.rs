@@ -350,7 +350,7 @@ fn random_op(w: &World, rng: &mut Rng, p: &mut Private, shared_ok: bool) -> cusc
                         rec.launch(cx.device(), move |scope| scope.sim_kernel(body))
                     });
                     // Later ops of this thread must follow the job in program order.
-                    job.wait_committed();
+                    job.wait_committed().expect("a worker thread is not a lane job");
                     p.jobs.push(job);
                 }
             }
