@@ -435,10 +435,34 @@ impl DeviceShared {
 
     /// Records an event on `stream` covering all work enqueued there so far.
     pub(crate) fn record(&self, stream: StreamId) -> Result<EventRef> {
-        // Read before the call: a rebuild racing with it makes this epoch the older one, which
-        // `classify` then reports as already poisoned instead of rebuilding twice.
-        let epoch = self.epoch();
-        self.check(self.stream(stream)?.record(&self.events), epoch)
+        self.record_since(stream, self.epoch())
+    }
+
+    /// Records an event on `stream` covering work enqueued there since context epoch `epoch`
+    /// (read when that work started): if the device has moved to a new context meanwhile, that
+    /// work went to the poisoned one, and an event on the new stream would report it finished,
+    /// so this fails with the poison instead. A failure is classified for `epoch`.
+    pub(crate) fn record_since(&self, stream: StreamId, epoch: u64) -> Result<EventRef> {
+        let recorded = self.stream(stream)?.record_in(&self.events, Some(epoch));
+        match recorded {
+            Some(r) => self.check(r, epoch),
+            None => Err(self.poison_since(epoch)),
+        }
+    }
+
+    /// The error for work of context epoch `epoch` after the device moved to a newer context:
+    /// the poison that made it move.
+    pub(crate) fn poison_since(&self, epoch: u64) -> Error {
+        match *crate::sync::lock(&self.poison) {
+            Some(p) if p.epoch >= epoch => Error::ContextPoisoned { call: p.call, status: p.status },
+            // A context is only ever replaced after a poison is recorded; this covers a reader
+            // that saw the new epoch before the poison record (it is written first, but read
+            // without the epoch's ordering here).
+            _ => Error::ContextPoisoned {
+                call: "a context rebuild",
+                status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
+            },
+        }
     }
 
     pub(crate) fn cuda_ctx(&self, what: &'static str) -> Result<Arc<cudarc::driver::CudaContext>> {

@@ -144,6 +144,8 @@ impl Handles {
     /// Runs a job body and hands its outcome, its end event and its keep-alives to `shared`.
     fn finish_job<T: Send + 'static>(&mut self, shared: &Arc<Shared<T>>, f: impl FnOnce(&mut Handles) -> Result<T>) {
         self.keep.clear();
+        // The context the job's work goes to: its end must be marked in that same context.
+        let epoch = self.device.shared.epoch();
         let value = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
             Ok(v) => v,
             Err(payload) => Err(Error::JobPanicked { message: panic_message(payload.as_ref()) }),
@@ -151,7 +153,7 @@ impl Handles {
         let keep = std::mem::take(&mut self.keep);
         // One event after the job covers every kernel and copy it enqueued on this stream,
         // including any it enqueued before failing.
-        match self.device.shared.record(self.stream) {
+        match self.device.shared.record_since(self.stream, epoch) {
             Ok(ev) => shared.enqueued(value, Some(ev), keep),
             Err(e) => {
                 // Nothing to wait on: the stream is unusable. Keep-alives are leaked rather than

@@ -311,7 +311,7 @@ impl LaunchRecorder {
                 let t = self.uses.iter().map(|u| u.track()).find(|t| t.epoch != epoch);
                 return Err(t.map_or_else(
                     || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
-                    |t| Error::Stale { what: t.name(), made: t.generation, current: shared.generation() },
+                    |t| of_old_context(shared, t),
                 ));
             }
             Err(e) => {
@@ -320,8 +320,7 @@ impl LaunchRecorder {
             }
         };
         if let Some(u) = self.uses.iter().find(|u| u.track().epoch != epoch) {
-            let t = u.track();
-            let err = Error::Stale { what: t.name(), made: t.generation, current: shared.generation() };
+            let err = of_old_context(shared, u.track());
             release(&self.uses, holder);
             return Err(err);
         }
@@ -433,7 +432,11 @@ impl LaunchRecorder {
         // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
         // on external memory): the op's completion and keep-alives need a point on the stream
         // that covers its work.
-        let recorded = device.stream(self.stream).and_then(|slot| slot.record(&device.events));
+        // Only in the context the work went to: after a rebuild, an event on the new stream
+        // would mark work of the poisoned context as finished.
+        let recorded = device.stream(self.stream).and_then(|slot| {
+            slot.record_in(&device.events, Some(epoch)).unwrap_or_else(|| Err(device.poison_since(epoch)))
+        });
         match recorded {
             Ok(ev) => {
                 for u in &self.uses {
@@ -473,6 +476,17 @@ fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
             device.advance_generation();
         }
     }
+}
+
+/// The error for a use of memory of an earlier context. Memory made while the device was
+/// moving to a new context can carry the new generation with the old context's memory: it is
+/// not stale in the generation's sense, but the poisoned context it lives in is the cause.
+fn of_old_context(device: &DeviceShared, t: &BufferTrack) -> Error {
+    let current = device.generation();
+    if t.generation >= current {
+        return device.poison_since(t.epoch);
+    }
+    Error::Stale { what: t.name(), made: t.generation, current }
 }
 
 fn release(uses: &[Use], holder: HolderId) {

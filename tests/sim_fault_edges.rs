@@ -111,3 +111,56 @@ fn new_work_on_other_streams_after_the_fault_sees_stale_buffers() {
         assert_eq!(fresh.download(s1).unwrap(), vec![5; 4]);
     })
 }
+
+/// Faults the context from another stream and waits until the device has moved to a new one.
+fn fault_and_rebuild(d: &Device) {
+    let other = d.new_stream().unwrap();
+    let generation = d.generation();
+    fault(d, other);
+    poisoned_or_stale("synchronize of the faulting stream", d.synchronize(other));
+    assert!(d.generation() > generation, "the fault made the device rebuild");
+}
+
+#[test]
+fn a_commit_after_a_rebuild_reports_the_poison_of_the_context_its_work_went_to() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let s = d.new_stream().unwrap();
+        let buf = d.upload(s, &[1u32; 8]).unwrap();
+        let mut rec = LaunchRecorder::new_strict(s);
+        rec.read_write(&buf).unwrap();
+        rec.preflight(&d).unwrap();
+        let data = buf.sim_data().unwrap();
+        rec.scope().unwrap().sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1)).unwrap();
+        // The kernel went to the stream of the first context; the device moves on before the
+        // commit marks its end.
+        fault_and_rebuild(&d);
+        match rec.commit(&d) {
+            Err(Error::ContextPoisoned { .. }) => {}
+            Err(e) => panic!("the commit must report the poison, got: {e}"),
+            Ok(()) => panic!("the commit reported work of the poisoned context as done"),
+        }
+    })
+}
+
+#[test]
+fn a_job_whose_work_went_to_a_poisoned_context_does_not_complete_ok() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let s = d.new_stream().unwrap();
+        let buf = d.upload(s, &[1u32; 8]).unwrap();
+        let mut h = Handles::new(&d, s).unwrap();
+        let job = h.run(|h| {
+            let data = buf.sim_data()?;
+            let mut rec = h.recorder();
+            rec.read_write(&buf)?;
+            rec.preflight(h.device())?;
+            rec.scope()?.sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1))?;
+            fault_and_rebuild(h.device());
+            // The op itself reports the poison; the job's end must not read as success either.
+            let _ = rec.commit(h.device());
+            Ok(5)
+        });
+        poisoned_or_stale("the job", job.wait());
+    })
+}

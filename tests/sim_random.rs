@@ -615,17 +615,14 @@ fn mixed_workload_goes_on_after_a_fault_and_rebuild() {
     let tolerated =
         bounded(Duration::from_secs(240), move || mixed(seed, &[(150, false), (150, true), (300, false)], false));
     if tolerated > 0 {
-        eprintln!("seed {seed}: {tolerated} data mismatches around the rebuild (see the ignored strict test)");
+        eprintln!("seed {seed}: {tolerated} data mismatches around the rebuild (see the strict test)");
     }
 }
 
-/// The same workload, failing on any data mismatch around the rebuild too. Ignored: ops that
-/// race the rebuild can come back `Ok` without their work having run: a recorder preflighted
-/// on a stream of the old context commits its event on the new context's stream (so a
-/// download can return an empty `Vec`), and buffers made between the generation bump and the
-/// stream swap carry a fresh generation with the old epoch.
+/// The same workload, failing on any data mismatch around the rebuild too: an op that races the
+/// rebuild must fail rather than come back `Ok` without its work having run (a commit marks the
+/// end of its work only in the context the work went to).
 #[test]
-#[ignore = "known race: work racing a context rebuild can succeed without having run"]
 fn mixed_workload_data_stays_correct_across_a_fault() {
     let seed = Rng::new().next();
     bounded(Duration::from_secs(240), move || mixed(seed, &[(150, false), (150, true), (300, false)], true));

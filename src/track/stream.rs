@@ -131,19 +131,33 @@ impl StreamSlot {
     }
 
     /// Records the next pooled event on the stream: a new position covering all work so far.
-    pub(crate) fn record(&self, pool: &Arc<EventPool>) -> Result<EventRef> {
-        let (raw, epoch) = pool.take()?;
+    /// With `required`, only while the stream still belongs to that context epoch (checked under
+    /// the stream lock): `None` once the device has moved to a new context, whose stream cannot
+    /// mark the end of work sent to the old one.
+    pub(crate) fn record_in(&self, pool: &Arc<EventPool>, required: Option<u64>) -> Option<Result<EventRef>> {
+        let (raw, epoch) = match pool.take() {
+            Ok(taken) => taken,
+            Err(e) => return Some(Err(e)),
+        };
         let mut st = crate::sync::lock(&self.state);
-        if let Err(e) = st.raw.record(&raw) {
+        // The pooled event must belong to the stream's context too: during a rebuild the pool
+        // moves to the new context before the streams do.
+        if required.is_some_and(|required| required != st.epoch || epoch != st.epoch) {
             drop(st);
             pool.put(raw, epoch);
-            return Err(e);
+            return None;
+        }
+        if let Err(e) = st.raw.record(&raw) {
+            // Returned after unlocking: the pool's lock is never taken under a stream lock.
+            drop(st);
+            pool.put(raw, epoch);
+            return Some(Err(e));
         }
         st.seq += 1;
         let seq = st.seq;
         st.clock.set(self.index(), seq);
         st.stats.events += 1;
-        Ok(FenceEvent::new(Pos { stream: self.index(), seq }, st.clock.clone(), raw, epoch, pool.clone()))
+        Some(Ok(FenceEvent::new(Pos { stream: self.index(), seq }, st.clock.clone(), raw, epoch, pool.clone())))
     }
 
     pub(crate) fn stats(&self) -> StreamStats {
@@ -163,7 +177,7 @@ mod tests {
         let old = BackendCtx::Sim(SimShared::new(SimConfig::default()));
         let pool = Arc::new(EventPool::new(old.clone(), 1));
         let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, None);
-        let ev = producer.record(&pool).unwrap();
+        let ev = producer.record_in(&pool, None).unwrap().unwrap();
         // The consumer already runs on the rebuilt context (epoch 2).
         let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
         let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None);
