@@ -95,13 +95,6 @@ pub enum Error {
         what: String,
     },
 
-    /// A recorder was used out of order (commit before preflight, recording after preflight...).
-    #[error("recorder misuse: {what}")]
-    RecorderMisuse {
-        /// What was done wrong and what to do instead.
-        what: &'static str,
-    },
-
     /// A wait that could never end: on a buffer held by an uncommitted launch of the same
     /// thread, on a job queued behind the current one on its own lane, on its own full queue.
     #[error("{what}")]
@@ -265,7 +258,6 @@ impl std::fmt::Debug for Error {
             ForeignDevice { what, expected, found },
             UnknownStream { stream, device },
             Untracked { what },
-            RecorderMisuse { what },
             WouldDeadlock { what },
             BufferBusy { buffer, waited },
             InvalidArgument { arg, reason },

@@ -23,7 +23,7 @@ pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};
-pub use recorder::{External, LaunchRecorder, LaunchScope, Resource};
+pub use recorder::{External, LaunchRecorder, LaunchScope, Preflighted, Resource};
 pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptions, TrackKind};
 pub use track::{Access, StreamStats};
 

@@ -129,13 +129,13 @@ fn a_commit_after_a_rebuild_reports_the_poison_of_the_context_its_work_went_to()
         let buf = d.upload(s, &[1u32; 8]).unwrap();
         let mut rec = LaunchRecorder::new_strict(s);
         rec.read_write(&buf).unwrap();
-        rec.preflight(&d).unwrap();
+        let launch = rec.preflight(&d).unwrap();
         let data = buf.sim_data().unwrap();
-        rec.scope().unwrap().sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1)).unwrap();
+        launch.scope().sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1)).unwrap();
         // The kernel went to the stream of the first context; the device moves on before the
         // commit marks its end.
         fault_and_rebuild(&d);
-        match rec.commit(&d) {
+        match launch.commit() {
             Err(Error::ContextPoisoned { .. }) => {}
             Err(e) => panic!("the commit must report the poison, got: {e}"),
             Ok(()) => panic!("the commit reported work of the poisoned context as done"),
@@ -154,11 +154,11 @@ fn a_job_whose_work_went_to_a_poisoned_context_does_not_complete_ok() {
             let data = buf.sim_data()?;
             let mut rec = h.recorder();
             rec.read_write(&buf)?;
-            rec.preflight(h.device())?;
-            rec.scope()?.sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1))?;
+            let launch = rec.preflight(h.device())?;
+            launch.scope().sim_kernel(move || data.lock().iter_mut().for_each(|x| *x += 1))?;
             fault_and_rebuild(h.device());
             // The op itself reports the poison; the job's end must not read as success either.
-            let _ = rec.commit(h.device());
+            let _ = launch.commit();
             Ok(5)
         });
         poisoned_or_stale("the job", job.wait());

@@ -336,11 +336,11 @@ fn random_op(w: &World, rng: &mut Rng, p: &mut Private, shared_ok: bool) -> cusc
                 1 => {
                     let mut rec = LaunchRecorder::new_strict(s);
                     declare(&mut rec, &uses)?;
-                    rec.preflight(d)?;
-                    rec.scope()?.sim_kernel(body)?;
+                    let launch = rec.preflight(d)?;
+                    launch.scope().sim_kernel(body)?;
                     // Other threads' conflicting preflights wait for this commit meanwhile.
                     std::thread::sleep(Duration::from_micros(rng.below(1500)));
-                    rec.commit(d)?;
+                    launch.commit()?;
                 }
                 _ => {
                     let lane = &w.lanes[rng.below(w.lanes.len() as u64) as usize];

@@ -34,27 +34,25 @@ fn duplicate_uses_merge_to_the_strongest_access() {
     assert_eq!(d.stats().waits - before, 1);
 }
 
+/// The hand-paired form: only the preflighted launch gives a scope and commits (misuse of the
+/// order does not compile; see the `Preflighted` docs), and its commit fences later users.
 #[test]
-fn commit_without_preflight_is_an_error() {
+fn a_preflighted_launch_enqueues_on_its_scope_and_commits_once() {
     let d = sim();
-    let a = d.alloc_zeros::<u32>(d.default_stream(), 1).unwrap();
-    let mut rec = LaunchRecorder::new_strict(d.default_stream());
+    let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.alloc_zeros::<u32>(s1, 1).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s1);
     rec.write(&a).unwrap();
-    assert!(matches!(rec.commit(&d), Err(Error::RecorderMisuse { .. })));
-}
-
-#[test]
-fn recording_after_preflight_is_an_error() {
-    let d = sim();
-    let s = d.default_stream();
-    let a = d.alloc_zeros::<u32>(s, 1).unwrap();
-    let b = d.alloc_zeros::<u32>(s, 1).unwrap();
-    let mut rec = LaunchRecorder::new_strict(s);
-    rec.read(&a).unwrap();
-    rec.preflight(&d).unwrap();
-    assert!(matches!(rec.write(&b), Err(Error::RecorderMisuse { .. })));
-    assert!(matches!(rec.preflight(&d), Err(Error::RecorderMisuse { .. })), "second preflight");
-    rec.commit(&d).unwrap();
+    let launch = rec.preflight(&d).unwrap();
+    assert_eq!(launch.stream(), s1);
+    let data = a.sim_data().unwrap();
+    launch.scope().sim_kernel(move || data.lock()[0] = 3).unwrap();
+    let events = d.stats().events;
+    launch.commit().unwrap();
+    assert_eq!(d.stats().events, events + 1, "the commit recorded one event");
+    let waits = d.stats().waits;
+    assert_eq!(a.download(s2).unwrap(), vec![3]);
+    assert_eq!(d.stats().waits, waits + 1, "the reader on another stream waited for the commit");
 }
 
 #[test]
@@ -77,7 +75,7 @@ fn buffer_of_another_device_is_rejected_strict_and_skipped_permissive() {
 fn stream_of_another_device_is_rejected_at_preflight() {
     let d1 = sim();
     let d2 = sim();
-    let mut rec = LaunchRecorder::new_strict(d2.default_stream());
+    let rec = LaunchRecorder::new_strict(d2.default_stream());
     assert!(matches!(rec.preflight(&d1), Err(Error::ForeignDevice { .. })));
 }
 
@@ -131,7 +129,7 @@ fn dropped_after_preflight_commits_anyway() {
     {
         let mut rec = LaunchRecorder::new_strict(s1);
         rec.write(&a).unwrap();
-        rec.preflight(&d).unwrap();
+        let _launch = rec.preflight(&d).unwrap();
         // Dropped here without commit.
     }
     assert_eq!(d.stats().events, events + 1, "the drop recorded the launch's event");
@@ -154,13 +152,13 @@ fn same_thread_conflicting_preflight_fails_at_once() {
         let a = d.alloc_zeros::<u32>(s, 1).unwrap();
         let mut w = LaunchRecorder::new_strict(s);
         w.write(&a).unwrap();
-        w.preflight(&d).unwrap();
+        let w = w.preflight(&d).unwrap();
         let mut r = LaunchRecorder::new_strict(s);
         r.read(&a).unwrap();
-        assert!(matches!(r.preflight(&d), Err(Error::WouldDeadlock { .. })));
-        w.commit(&d).unwrap();
-        r.preflight(&d).unwrap();
-        r.commit(&d).unwrap();
+        // A failed preflight consumes the recorder and reserves nothing: retry with a clone.
+        assert!(matches!(r.clone().preflight(&d), Err(Error::WouldDeadlock { .. })));
+        w.commit().unwrap();
+        r.preflight(&d).unwrap().commit().unwrap();
     });
 }
 
@@ -172,16 +170,16 @@ fn conflicting_preflight_times_out_with_a_typed_error() {
     let a = d.alloc_zeros::<u32>(s, 1).unwrap();
     let mut w = LaunchRecorder::new_strict(s);
     w.write(&a).unwrap();
-    w.preflight(&d).unwrap();
+    let w = w.preflight(&d).unwrap();
     let (d2, a2) = (d.clone(), a.clone());
     let err = bounded(LIMIT, move || {
         let mut r = LaunchRecorder::new_strict(d2.default_stream());
         r.read(&a2).unwrap();
-        r.preflight(&d2).map(|_| ())
+        r.preflight(&d2).map(drop)
     })
     .unwrap_err();
     assert!(matches!(err, Error::BufferBusy { .. }), "{err}");
-    w.commit(&d).unwrap();
+    w.commit().unwrap();
 }
 
 /// A read preflighted on one thread and committed late must not be missed by a write
@@ -199,10 +197,10 @@ fn preflight_to_commit_is_atomic_per_buffer() {
         // The reader's kernel is enqueued inside its preflight-to-commit window.
         let mut reader = LaunchRecorder::new_strict(s2);
         reader.read(&a).unwrap();
-        reader.preflight(&d).unwrap();
+        let reader = reader.preflight(&d).unwrap();
         let (seen_tx, seen) = mpsc::channel();
         let data = a.sim_data().unwrap();
-        reader.scope().unwrap().sim_kernel(move || seen_tx.send(data.read()[0]).unwrap()).unwrap();
+        reader.scope().sim_kernel(move || seen_tx.send(data.read()[0]).unwrap()).unwrap();
 
         let committing = Arc::new(AtomicBool::new(false));
         let barrier = Arc::new(Barrier::new(2));
@@ -212,12 +210,12 @@ fn preflight_to_commit_is_atomic_per_buffer() {
             w.write(&a2).unwrap();
             b2.wait();
             let waits = d2.stream_stats(d2.default_stream()).unwrap().waits;
-            w.preflight(&d2).unwrap();
+            let w = w.preflight(&d2).unwrap();
             let returned_before_commit = !c2.load(Ordering::SeqCst);
             let issued = d2.stream_stats(d2.default_stream()).unwrap().waits - waits;
             let data = a2.sim_data().unwrap();
-            w.scope().unwrap().sim_kernel(move || data.lock()[0] = 2).unwrap();
-            w.commit(&d2).unwrap();
+            w.scope().sim_kernel(move || data.lock()[0] = 2).unwrap();
+            w.commit().unwrap();
             (returned_before_commit, issued)
         });
         barrier.wait();
@@ -225,7 +223,7 @@ fn preflight_to_commit_is_atomic_per_buffer() {
         // the commit below however long this takes, so passing never depends on it.
         std::thread::sleep(Duration::from_millis(50));
         committing.store(true, Ordering::SeqCst);
-        reader.commit(&d).unwrap();
+        reader.commit().unwrap();
         let (returned_before_commit, issued) = writer.join().unwrap();
         assert!(!returned_before_commit, "the writer's preflight returned before the reader's commit");
         assert_eq!(issued, 1, "the writer fenced after the late-committed read");

@@ -318,7 +318,7 @@ fn huge_timeouts_and_spins_do_not_overflow() {
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let mut holder = cusched::LaunchRecorder::new_strict(d.default_stream());
         holder.write(&buf).unwrap();
-        holder.preflight(&d).unwrap();
+        let holder = holder.preflight(&d).unwrap();
         let (d2, b2) = (d.clone(), buf.clone());
         let s2 = d.new_stream().unwrap();
         let (started_tx, started) = mpsc::channel();
@@ -326,12 +326,12 @@ fn huge_timeouts_and_spins_do_not_overflow() {
             let mut rec = cusched::LaunchRecorder::new_strict(s2);
             rec.write(&b2).unwrap();
             started_tx.send(()).unwrap();
-            rec.preflight(&d2).and_then(|()| rec.commit(&d2))
+            rec.preflight(&d2).and_then(|launch| launch.commit())
         });
         started.recv().unwrap();
         // Give the contender a chance to block (coverage only: the result does not depend on it).
         std::thread::sleep(Duration::from_millis(50));
-        holder.commit(&d).unwrap();
+        holder.commit().unwrap();
         contender.join().expect("the contender did not panic").unwrap();
         drop(lane);
         d.shutdown();

@@ -144,7 +144,7 @@ impl OpStream {
 
     fn launch<R>(
         &self,
-        mut rec: LaunchRecorder,
+        rec: LaunchRecorder,
         enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
     ) -> Result<Launched<R>> {
         if self.device.is_simulated() {

@@ -1,0 +1,353 @@
+//! `LaunchRecorder`: declare a launch's buffer uses, `preflight` (queue the fences), enqueue,
+//! `commit` (record the event later uses wait on).
+//!
+//! The shape is reserve-then-commit, in types: [`LaunchRecorder::preflight`] consumes the
+//! recorder, reserves every buffer (a conflicting preflight on another thread waits for this
+//! launch's commit) and fences the stream, and returns a [`Preflighted`] launch. Only that
+//! value gives the [`LaunchScope`] to enqueue on, and only it can be committed, once: so
+//! recording after preflight, preflighting twice, committing without preflight and committing
+//! twice do not compile. A `Preflighted` dropped without commit commits anyway and logs an
+//! error, so no enqueued work is ever left unfenced.
+//!
+//! [`LaunchRecorder::launch`] does all of it around a closure and is the everyday path; every
+//! op of the crate goes through its internal form, `launch_event`.
+
+mod preflighted;
+mod resource;
+mod scope;
+
+pub use preflighted::Preflighted;
+pub use resource::{External, Resource};
+pub(crate) use resource::{ResourceKind, ResourceRef, ResourceSealed, Tracked};
+pub use scope::LaunchScope;
+
+use crate::device::{Device, DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::trace::{NvtxRange, OpLabel, TraceTicket};
+use crate::track::{Access, BufferTrack, EventRef, HolderId};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+const USER_LAUNCH: OpLabel = OpLabel::new("user", "launch");
+
+#[derive(Clone)]
+struct Use {
+    buf: Arc<dyn Tracked>,
+    access: Access,
+}
+
+impl Use {
+    fn track(&self) -> &BufferTrack {
+        self.buf.track()
+    }
+}
+
+/// Records the buffer uses of one launch (kernel, copy or library call) on one stream.
+///
+/// ```
+/// use cusched::{Device, LaunchRecorder, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let (s1, s2) = (device.new_stream()?, device.new_stream()?);
+/// let a = device.upload(s1, &[1u32, 2, 3])?;
+/// let b = device.alloc_zeros::<u32>(s2, 3)?;
+/// let mut rec = LaunchRecorder::new_strict(s2);
+/// rec.read(&a)?.write(&b)?;
+/// let (src, dst) = (a.sim_data()?, b.sim_data()?);
+/// // preflight makes s2 wait for a's upload on s1; commit records the event later users need.
+/// rec.launch(&device, |scope| {
+///     scope.sim_kernel(move || {
+///         let src = src.read();
+///         for (d, s) in dst.lock().iter_mut().zip(src.iter()) { *d = s * 10; }
+///     })
+/// })?;
+/// assert_eq!(b.download(s1)?, vec![10, 20, 30]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+///
+/// A recorder is only a list of declared uses until it is preflighted: cloning one (to retry
+/// a preflight that failed, say) reserves nothing.
+#[derive(Clone)]
+pub struct LaunchRecorder {
+    stream: StreamId,
+    strict: bool,
+    uses: SmallVec<[Use; 4]>,
+    label: OpLabel,
+}
+
+/// What [`LaunchRecorder::launch_event`] hands back: the enqueue closure's value, the commit
+/// event, and the op's trace ticket when a hook is set.
+pub(crate) struct Launched<R> {
+    pub value: R,
+    pub event: Option<EventRef>,
+    pub trace: Option<TraceTicket>,
+}
+
+impl<R: Send + 'static> Launched<R> {
+    /// A completion carrying the value, resolved once the GPU passes the commit event; the
+    /// trace ticket (if any) rides along, and `keep` stays alive until then.
+    pub(crate) fn complete(self, device: &Device, keep: Vec<crate::completion::KeepAlive>) -> crate::Completion<R> {
+        let (completion, shared) = crate::completion::Completion::queued(&device.shared);
+        if let Some(t) = self.trace {
+            shared.set_trace(t);
+        }
+        shared.enqueued(Ok(self.value), self.event, keep);
+        completion
+    }
+}
+
+impl<R> Launched<R> {
+    /// For ops that return no [`crate::Completion`]: hands the trace ticket (if any) to a
+    /// completion of its own, so the completion hooks still run when the GPU finishes.
+    pub(crate) fn untracked(self, device: &Device) -> (R, Option<EventRef>) {
+        if let Some(trace) = self.trace {
+            Launched { value: (), event: self.event.clone(), trace: Some(trace) }.complete(device, Vec::new());
+        }
+        (self.value, self.event)
+    }
+}
+
+impl std::fmt::Debug for LaunchRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchRecorder")
+            .field("stream", &self.stream)
+            .field("strict", &self.strict)
+            .field("uses", &self.uses.iter().map(|u| (u.track().name(), u.access)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl LaunchRecorder {
+    /// A recorder that rejects untracked, foreign-device and stale memory with an error naming it.
+    pub fn new_strict(stream: StreamId) -> Self {
+        LaunchRecorder { stream, strict: true, uses: SmallVec::new(), label: USER_LAUNCH }
+    }
+
+    /// A recorder that skips untracked, foreign-device and stale memory (with a debug log).
+    pub fn new_permissive(stream: StreamId) -> Self {
+        LaunchRecorder { stream, strict: false, uses: SmallVec::new(), label: USER_LAUNCH }
+    }
+
+    /// Names the launch for [`crate::KernelTrace`] hooks, the timeline and NVTX (library
+    /// `"user"`; unnamed launches are `"launch"`).
+    pub fn named(mut self, op: &'static str) -> Self {
+        self.label = OpLabel::new("user", op);
+        self
+    }
+
+    pub(crate) fn labelled(mut self, label: OpLabel) -> Self {
+        self.label = label;
+        self
+    }
+
+    /// The stream the launch runs on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// Whether this recorder is strict.
+    pub fn is_strict(&self) -> bool {
+        self.strict
+    }
+
+    /// Number of distinct tracked buffers recorded.
+    pub fn recorded_count(&self) -> usize {
+        self.uses.len()
+    }
+
+    /// Declares that the launch reads `buf`.
+    pub fn read(&mut self, buf: &impl Resource) -> Result<&mut Self> {
+        self.record(buf.resource(), Access::Read)
+    }
+
+    /// Declares that the launch writes `buf` without reading it.
+    pub fn write(&mut self, buf: &impl Resource) -> Result<&mut Self> {
+        self.record(buf.resource(), Access::Write)
+    }
+
+    /// Declares that the launch reads and writes `buf`.
+    pub fn read_write(&mut self, buf: &impl Resource) -> Result<&mut Self> {
+        self.record(buf.resource(), Access::ReadWrite)
+    }
+
+    /// Declares a use with an explicit [`Access`].
+    pub fn access(&mut self, buf: &impl Resource, access: Access) -> Result<&mut Self> {
+        self.record(buf.resource(), access)
+    }
+
+    fn reject(&self, err: Error) -> Result<()> {
+        if self.strict {
+            return Err(err);
+        }
+        log::debug!("cusched: permissive recorder on {} skips a use: {err}", self.stream);
+        Ok(())
+    }
+
+    fn record(&mut self, res: ResourceRef, access: Access) -> Result<&mut Self> {
+        let ResourceRef(res) = res;
+        let buf = match res {
+            ResourceKind::External(what) => {
+                self.reject(Error::Untracked { what })?;
+                return Ok(self);
+            }
+            ResourceKind::Tracked(buf) => buf,
+        };
+        let t = buf.track();
+        if t.device.uid != self.stream.device {
+            self.reject(Error::ForeignDevice {
+                what: t.name(),
+                expected: format!("#{}", self.stream.device),
+                found: t.device.label(),
+            })?;
+            return Ok(self);
+        }
+        if let Err(stale) = t.check_fresh() {
+            self.reject(stale)?;
+            return Ok(self);
+        }
+        match self.uses.iter_mut().find(|u| u.track().id == t.id) {
+            Some(u) => u.access = u.access.merge(access),
+            None => self.uses.push(Use { buf, access }),
+        }
+        Ok(self)
+    }
+
+    /// Validates the recorder against `device` and queues every wait its uses need on its
+    /// stream; returns the launch, to enqueue on through [`Preflighted::scope`] and then
+    /// [`commit`](Preflighted::commit). Prefer [`launch`](Self::launch), which does all three.
+    ///
+    /// On error nothing is reserved and the recorder is gone: to retry (after a
+    /// [`Error::BufferBusy`], say), preflight a clone.
+    pub fn preflight(mut self, device: &Device) -> Result<Preflighted> {
+        let shared = &device.shared;
+        let slot = shared.stream(self.stream)?;
+        // The generation may have advanced since the uses were recorded.
+        let mut i = 0;
+        while i < self.uses.len() {
+            match self.uses[i].track().check_fresh() {
+                Ok(()) => i += 1,
+                Err(e) if self.strict => return Err(e),
+                Err(e) => {
+                    log::debug!("cusched: permissive recorder skips a use: {e}");
+                    self.uses.remove(i);
+                }
+            }
+        }
+        // Reserving in one global order means two preflights never hold-and-wait in a cycle.
+        self.uses.sort_unstable_by_key(|u| u.track().id);
+        let holder = HolderId::current();
+        let timeout = shared.config.preflight_timeout;
+        let mut candidates = SmallVec::<[EventRef; 8]>::new();
+        for (n, u) in self.uses.iter().enumerate() {
+            if let Err(e) = u.track().acquire(u.access, holder, timeout, &mut candidates) {
+                release(&self.uses[..n], holder);
+                return Err(e);
+            }
+        }
+        // The stream and its context epoch come back read together with the fencing: if the
+        // device rebuilt its context since the uses were checked, their memory belongs to the
+        // old one and must not reach a stream of the new one.
+        let (raw, epoch) = match slot.fence(&candidates) {
+            Ok(current) => current,
+            Err(Error::Stale { current: epoch, .. }) if self.uses.iter().any(|u| u.track().epoch != epoch) => {
+                // A candidate event belongs to an earlier context: its buffer is stale.
+                release(&self.uses, holder);
+                let t = self.uses.iter().map(|u| u.track()).find(|t| t.epoch != epoch);
+                return Err(t.map_or_else(
+                    || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
+                    |t| of_old_context(shared, t),
+                ));
+            }
+            Err(e) => {
+                release(&self.uses, holder);
+                return Err(e);
+            }
+        };
+        if let Some(u) = self.uses.iter().find(|u| u.track().epoch != epoch) {
+            let err = of_old_context(shared, u.track());
+            release(&self.uses, holder);
+            return Err(err);
+        }
+        Ok(Preflighted::new(self.stream, self.uses, shared.clone(), holder, raw, epoch))
+    }
+
+    /// Preflights, runs `enqueue` with the launch's scope, and commits, even if `enqueue`
+    /// fails (it may have enqueued part of its work). Returns `enqueue`'s result.
+    ///
+    /// This is the traced path: [`crate::KernelTrace`] hooks and NVTX ranges see launches made
+    /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
+    /// [`commit`](Preflighted::commit) calls.
+    pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
+        self.launch_event(device, enqueue).map(|l| l.untracked(device).0)
+    }
+
+    /// The one launch path under every op: trace, preflight, enqueue, commit.
+    pub(crate) fn launch_event<R>(
+        self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        let _nvtx = NvtxRange::push(self.label.library, self.label.op());
+        let shared = &device.shared;
+        let epoch = shared.epoch();
+        let stream = self.stream;
+        let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
+        match self.launch_traced(device, enqueue, &mut trace) {
+            Ok((value, event)) => {
+                if let Some(t) = &trace {
+                    t.enqueued();
+                }
+                Ok(Launched { value, event: Some(event), trace })
+            }
+            Err(e) => {
+                if let Some(t) = trace {
+                    t.enqueued();
+                    let span = t.completing(false);
+                    t.completed(span);
+                }
+                Err(shared.classify(e, epoch))
+            }
+        }
+    }
+
+    fn launch_traced<R>(
+        self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+        trace: &mut Option<TraceTicket>,
+    ) -> Result<(R, EventRef)> {
+        let launch = self.preflight(device)?;
+        let out = {
+            let scope = launch.scope();
+            if let Some(t) = trace.as_mut() {
+                t.gpu_start(launch.raw());
+            }
+            let out = enqueue(&scope);
+            if let Some(t) = trace.as_mut() {
+                t.gpu_end(launch.raw());
+            }
+            out
+        };
+        let ev = launch.commit_event();
+        let r = out?;
+        Ok((r, ev?))
+    }
+}
+
+/// The error for a use of memory of an earlier context. Memory made while the device was
+/// moving to a new context can carry the new generation with the old context's memory: it is
+/// not stale in the generation's sense, but the poisoned context it lives in is the cause.
+fn of_old_context(device: &DeviceShared, t: &BufferTrack) -> Error {
+    let current = device.generation();
+    if t.generation >= current {
+        return device.poison_since(t.epoch);
+    }
+    Error::Stale { what: t.name(), made: t.generation, current }
+}
+
+/// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for
+/// them, or the work that was has finished.
+fn release(uses: &[Use], holder: HolderId) {
+    for u in uses {
+        u.track().publish(u.access, holder, None);
+    }
+}

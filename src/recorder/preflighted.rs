@@ -1,0 +1,278 @@
+//! A preflighted launch: its buffers reserved and its stream fenced, waiting for its work to be
+//! enqueued and committed.
+
+use super::{release, LaunchScope, Use};
+use crate::backend::RawStream;
+use crate::device::{DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::track::{Access, EventRef, HolderId};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// A launch between [`LaunchRecorder::preflight`](crate::LaunchRecorder::preflight) and
+/// [`commit`](Self::commit): every buffer it uses is reserved (a conflicting preflight on
+/// another thread waits for the commit) and its stream waits for what the launch must follow.
+/// Enqueue its work on [`scope`](Self::scope), then commit.
+///
+/// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch) does all of this around a closure,
+/// and is the path traces see; the hand-paired form is for enqueueing from code that cannot
+/// run inside a closure.
+///
+/// ```
+/// use cusched::{Device, LaunchRecorder, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let s = device.default_stream();
+/// let a = device.alloc_zeros::<u32>(s, 3)?;
+/// let mut rec = LaunchRecorder::new_strict(s);
+/// rec.write(&a)?;
+/// let launch = rec.preflight(&device)?;
+/// let data = a.sim_data()?;
+/// launch.scope().sim_kernel(move || data.lock().fill(7))?;
+/// launch.commit()?;
+/// assert_eq!(a.download(s)?, vec![7, 7, 7]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+///
+/// Dropping a `Preflighted` without committing it commits it anyway and logs an error: work
+/// already enqueued on its scope must not be left unfenced.
+///
+/// # Misuse does not compile
+///
+/// Recording a use after preflight (the recorder is consumed by it):
+///
+/// ```compile_fail,E0382
+/// # use cusched::{Device, LaunchRecorder, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// # let s = device.default_stream();
+/// # let (a, b) = (device.alloc_zeros::<u32>(s, 1)?, device.alloc_zeros::<u32>(s, 1)?);
+/// let mut rec = LaunchRecorder::new_strict(s);
+/// rec.write(&a)?;
+/// let launch = rec.preflight(&device)?;
+/// rec.write(&b)?;
+/// launch.commit()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+///
+/// Preflighting twice:
+///
+/// ```compile_fail,E0382
+/// # use cusched::{Device, LaunchRecorder, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// # let s = device.default_stream();
+/// let rec = LaunchRecorder::new_strict(s);
+/// let launch = rec.preflight(&device)?;
+/// let again = rec.preflight(&device)?;
+/// launch.commit()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+///
+/// Committing without preflight (a recorder has no `commit`):
+///
+/// ```compile_fail,E0599
+/// # use cusched::{Device, LaunchRecorder, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// # let s = device.default_stream();
+/// let rec = LaunchRecorder::new_strict(s);
+/// rec.commit()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+///
+/// Committing twice:
+///
+/// ```compile_fail,E0382
+/// # use cusched::{Device, LaunchRecorder, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// # let s = device.default_stream();
+/// let launch = LaunchRecorder::new_strict(s).preflight(&device)?;
+/// launch.commit()?;
+/// launch.commit()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+///
+/// Enqueueing on the scope after commit (the scope borrows the launch):
+///
+/// ```compile_fail,E0505
+/// # use cusched::{Device, LaunchRecorder, SimConfig};
+/// # let device = Device::sim(SimConfig::default())?;
+/// # let s = device.default_stream();
+/// let launch = LaunchRecorder::new_strict(s).preflight(&device)?;
+/// let scope = launch.scope();
+/// launch.commit()?;
+/// scope.sim_kernel(|| {})?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+#[must_use = "a preflighted launch must be committed once its work is enqueued (dropping it commits and logs an error)"]
+pub struct Preflighted {
+    stream: StreamId,
+    uses: SmallVec<[Use; 4]>,
+    device: Arc<DeviceShared>,
+    holder: HolderId,
+    raw: Arc<RawStream>,
+    /// The context epoch of `raw`, which the enqueued work belongs to.
+    epoch: u64,
+    committed: bool,
+}
+
+impl std::fmt::Debug for Preflighted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preflighted")
+            .field("stream", &self.stream)
+            .field("uses", &self.uses.iter().map(|u| (u.track().name(), u.access)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Preflighted {
+    pub(super) fn new(
+        stream: StreamId,
+        uses: SmallVec<[Use; 4]>,
+        device: Arc<DeviceShared>,
+        holder: HolderId,
+        raw: Arc<RawStream>,
+        epoch: u64,
+    ) -> Self {
+        Preflighted { stream, uses, device, holder, raw, epoch, committed: false }
+    }
+
+    /// The stream the launch runs on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// The scope to enqueue the launch's work on.
+    pub fn scope(&self) -> LaunchScope<'_> {
+        LaunchScope::new(self)
+    }
+
+    /// Records the launch's event on its stream and publishes it to every buffer it uses.
+    /// Call after enqueueing.
+    pub fn commit(self) -> Result<()> {
+        self.commit_event().map(drop)
+    }
+
+    /// [`commit`](Self::commit), returning the event later uses wait on.
+    pub(crate) fn commit_event(mut self) -> Result<EventRef> {
+        self.finish()
+    }
+
+    pub(super) fn raw(&self) -> &Arc<RawStream> {
+        &self.raw
+    }
+
+    pub(super) fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
+        self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
+    }
+
+    fn finish(&mut self) -> Result<EventRef> {
+        self.committed = true;
+        let device = &self.device;
+        // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
+        // on external memory): the op's completion and keep-alives need a point on the stream
+        // that covers its work.
+        // Only in the context the work went to: after a rebuild, an event on the new stream
+        // would mark work of the poisoned context as finished.
+        let recorded = device.stream(self.stream).and_then(|slot| {
+            slot.record_in(&device.events, Some(self.epoch)).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+        });
+        match recorded {
+            Ok(ev) => {
+                for u in &self.uses {
+                    u.track().publish(u.access, self.holder, Some(&ev));
+                }
+                Ok(ev)
+            }
+            Err(e) => {
+                let err = device.classify(e, self.epoch);
+                unfenced(device, &self.raw, self.epoch);
+                release(&self.uses, self.holder);
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Drop for Preflighted {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        log::error!(
+            "cusched: a launch on {} was dropped after preflight without commit; committing it so its work stays fenced",
+            self.stream
+        );
+        if let Err(e) = self.finish() {
+            log::error!("cusched: committing the dropped launch failed: {e}");
+        }
+    }
+}
+
+/// The record that would have fenced enqueued work failed, so nothing on the device marks where
+/// that work ends and later users of its buffers would have nothing to wait on. This is already
+/// an error path, so block until the stream has drained before the buffers are released. If
+/// even that fails, the work cannot be proven finished: a sticky status has poisoned the
+/// context (its buffers are stale), and any other makes every handle of the device stale, so
+/// that no buffer is ever used unfenced.
+fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
+    let Err(e) = raw.synchronize() else { return };
+    match device.classify(e, epoch) {
+        Error::ContextPoisoned { .. } => {}
+        e => {
+            log::error!(
+                "cusched: the work of a failed commit on device {} cannot be proven finished ({e}); every handle made so far becomes stale",
+                device.label()
+            );
+            device.advance_generation();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::test_hooks::fail_next_record;
+    use crate::{Device, LaunchRecorder, SimConfig};
+    use cudarc::driver::{sys::CUresult, DriverError};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    /// A launch on the default stream writing `buf`, preflighted, with a 150 ms kernel enqueued
+    /// that sets the returned flag when it finishes.
+    fn slow_write(d: &Device, buf: &crate::GpuRef<u32>) -> (Preflighted, Arc<AtomicBool>) {
+        let mut rec = LaunchRecorder::new_strict(d.default_stream());
+        rec.write(buf).unwrap();
+        let launch = rec.preflight(d).unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        launch
+            .scope()
+            .sim_kernel(move || {
+                std::thread::sleep(Duration::from_millis(150));
+                flag.store(true, Ordering::SeqCst);
+            })
+            .unwrap();
+        (launch, done)
+    }
+
+    #[test]
+    fn a_failed_commit_record_releases_the_buffers_only_after_the_work_is_done() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
+        let (launch, done) = slow_write(&d, &buf);
+        fail_next_record(DriverError(CUresult::CUDA_ERROR_INVALID_HANDLE));
+        let err = launch.commit().expect_err("the record failed");
+        assert!(matches!(err, Error::Driver { call: "cuEventRecord", .. }), "{err}");
+        assert!(done.load(Ordering::SeqCst), "the buffer was released while the kernel using it still ran");
+    }
+
+    #[test]
+    fn a_sticky_failure_at_the_commit_record_is_context_poisoned() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
+        let (launch, _) = slow_write(&d, &buf);
+        fail_next_record(DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        let err = launch.commit().expect_err("the record failed");
+        assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
+        let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");
+        assert!(matches!(err, Error::Stale { .. }), "{err}");
+    }
+}

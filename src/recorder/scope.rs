@@ -1,0 +1,69 @@
+//! `LaunchScope`: what a preflighted launch's work is enqueued on.
+
+use super::Preflighted;
+use crate::backend::RawStream;
+use crate::device::StreamId;
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// What a launch's work is enqueued on between preflight and commit: the stream, fenced.
+/// Borrowed from a [`Preflighted`] launch, so it cannot outlive the commit.
+pub struct LaunchScope<'a> {
+    launch: &'a Preflighted,
+}
+
+impl std::fmt::Debug for LaunchScope<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LaunchScope({})", self.launch.stream())
+    }
+}
+
+impl<'a> LaunchScope<'a> {
+    pub(super) fn new(launch: &'a Preflighted) -> Self {
+        LaunchScope { launch }
+    }
+
+    /// The launch's stream.
+    pub fn stream(&self) -> StreamId {
+        self.launch.stream()
+    }
+
+    /// The cudarc stream to enqueue on (CUDA devices).
+    pub fn cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
+        match &**self.launch.raw() {
+            RawStream::Cuda(s) => Ok(s),
+            RawStream::Sim(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::cuda_stream", needed: "cuda", actual: "sim" })
+            }
+        }
+    }
+
+    /// Enqueues a host closure as the launch's kernel (simulated devices). The hazard checker
+    /// sees it use exactly the buffers the recorder declared.
+    pub fn sim_kernel(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
+        match &**self.launch.raw() {
+            RawStream::Sim(s) => {
+                s.run(self.launch.checker_uses(), Box::new(f));
+                Ok(())
+            }
+            RawStream::Cuda(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::sim_kernel", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+
+    /// Enqueues a simulated kernel that faults like an out-of-bounds write on a GPU
+    /// (`CUDA_ERROR_ILLEGAL_ADDRESS`): the simulated context is poisoned, no later kernel in it
+    /// runs, and its events report the error, so that recovery can be exercised without a GPU.
+    pub fn sim_fault(&self) -> Result<()> {
+        match &**self.launch.raw() {
+            RawStream::Sim(s) => {
+                s.fault();
+                Ok(())
+            }
+            RawStream::Cuda(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::sim_fault", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+}
