@@ -1,0 +1,314 @@
+//! The device's completion thread: it watches the events of registered completions, resolves
+//! them when the GPU passes them, and runs `on_complete` callbacks.
+//!
+//! # Panics
+//!
+//! Every piece of user code the completion thread runs (callbacks, keep-alive drops, trace
+//! hooks, wakers) runs under `catch_unwind`; a panic is logged and later deliveries go on.
+//!
+//! # Shutdown
+//!
+//! Registration and shutdown meet at one atomic gate (see [`Completions`]): once shutdown has
+//! closed it, no registration can reach the thread, so the thread's last message is
+//! `Shutdown` and nothing sent before it is lost. Registrations refused by a closed gate are
+//! resolved by the caller, on its own thread, after synchronizing on the event. The thread is
+//! never started again after shutdown. At shutdown the thread waits for the GPU to pass every
+//! pending event; with a watchdog it gives up after the watchdog's limit, resolving what is
+//! left with [`Error::Timeout`](crate::Error::Timeout) and leaking its keep-alives (logged)
+//! rather than freeing memory the GPU may still use. Without a watchdog, shutdown waits as long
+//! as the GPU takes.
+
+use super::shared::Pending;
+use crate::error::Result;
+use crate::track::EventRef;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+enum Msg {
+    Register { stream: u32, event: EventRef, job: Arc<dyn Pending> },
+    Callback(Box<dyn FnOnce() + Send>),
+    Shutdown,
+}
+
+type Rejected = (u32, EventRef, Arc<dyn Pending>);
+
+/// Set in [`Completions::gate`] once shutdown has begun; the bits below count senders between
+/// their check of the gate and the end of their send.
+const STOPPED: usize = 1 << (usize::BITS - 1);
+
+/// The device's completion thread, started on first use and never again after shutdown.
+///
+/// # Memory ordering
+///
+/// `gate` orders registrations against shutdown. A sender increments it (AcqRel) and proceeds
+/// only if `STOPPED` was clear, then decrements it after its send. Shutdown sets `STOPPED`
+/// (AcqRel) and waits until the count reads zero (Acquire): every sender that saw the gate
+/// open has finished its send by then, and every later one sees `STOPPED` and backs off. So
+/// the `Shutdown` message, sent after that wait, is the last message the thread receives, and
+/// the thread is never started after it (starting happens only inside the gate).
+pub(crate) struct Completions {
+    device: u32,
+    spin: Duration,
+    watchdog: Option<Duration>,
+    thread: std::sync::OnceLock<Sender<Msg>>,
+    join: Mutex<Option<JoinHandle<()>>>,
+    start: Mutex<()>,
+    gate: AtomicUsize,
+}
+
+/// A sender inside the gate; leaving it decrements the count.
+struct Entered<'a>(&'a AtomicUsize);
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Completions {
+    pub(crate) fn new(device: u32, spin: Duration, watchdog: Option<Duration>) -> Self {
+        Completions {
+            device,
+            spin,
+            watchdog,
+            thread: std::sync::OnceLock::new(),
+            join: Mutex::new(None),
+            start: Mutex::new(()),
+            gate: AtomicUsize::new(0),
+        }
+    }
+
+    /// Enters the gate, or `None` once shutdown has begun.
+    fn enter(&self) -> Option<Entered<'_>> {
+        if self.gate.fetch_add(1, Ordering::AcqRel) & STOPPED != 0 {
+            self.gate.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Entered(&self.gate))
+    }
+
+    /// The thread's sender, starting the thread on first use. Call only inside the gate.
+    fn sender(&self, _inside: &Entered<'_>) -> Option<&Sender<Msg>> {
+        if let Some(tx) = self.thread.get() {
+            return Some(tx);
+        }
+        let _g = crate::sync::lock(&self.start);
+        if self.thread.get().is_none() {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            let (device, spin, watchdog) = (self.device, self.spin, self.watchdog);
+            let spawned = std::thread::Builder::new()
+                .name("cusched-completion".into())
+                .spawn(move || completion_loop(device, rx, spin, watchdog));
+            match spawned {
+                Ok(h) => {
+                    let _ = self.thread.set(tx);
+                    *crate::sync::lock(&self.join) = Some(h);
+                }
+                Err(e) => {
+                    log::error!("cusched: could not start the completion thread: {e}");
+                    return None;
+                }
+            }
+        }
+        self.thread.get()
+    }
+
+    pub(crate) fn is_current_thread(&self) -> bool {
+        crate::sync::role::completion_thread_of() == self.device
+    }
+
+    pub(super) fn register(
+        &self,
+        stream: u32,
+        event: EventRef,
+        job: Arc<dyn Pending>,
+    ) -> std::result::Result<(), Rejected> {
+        let Some(inside) = self.enter() else { return Err((stream, event, job)) };
+        match self.sender(&inside) {
+            Some(tx) => tx.send(Msg::Register { stream, event, job }).map_err(|e| match e.0 {
+                Msg::Register { stream, event, job } => (stream, event, job),
+                _ => unreachable!("the message sent is returned"),
+            }),
+            None => Err((stream, event, job)),
+        }
+    }
+
+    pub(super) fn run_callback(&self, f: Box<dyn FnOnce() + Send>) {
+        if self.is_current_thread() {
+            return f();
+        }
+        let f = match self.enter() {
+            Some(inside) => match self.sender(&inside).map(|tx| tx.send(Msg::Callback(f))) {
+                Some(Ok(())) => return,
+                Some(Err(e)) => match e.0 {
+                    Msg::Callback(f) => f,
+                    _ => unreachable!("the message sent is returned"),
+                },
+                None => {
+                    log::error!("cusched: a callback could not reach the completion thread; it was dropped unrun");
+                    return;
+                }
+            },
+            None => f,
+        };
+        // The device has shut down: there is no completion thread to run it any more.
+        log::debug!("cusched: the completion thread has stopped; running a callback on the caller's thread");
+        f();
+    }
+
+    /// Closes the gate (once) and tells the thread to finish: it resolves everything pending
+    /// (waiting for the GPU, bounded by the watchdog if there is one), then exits.
+    pub(crate) fn stop(&self) {
+        if self.gate.fetch_or(STOPPED, Ordering::AcqRel) & STOPPED != 0 {
+            return;
+        }
+        // Senders inside the gate only start a thread and send; none waits on this one.
+        while self.gate.load(Ordering::Acquire) & !STOPPED != 0 {
+            std::thread::yield_now();
+        }
+        if let Some(tx) = self.thread.get() {
+            let _ = tx.send(Msg::Shutdown);
+        }
+    }
+
+    /// [`stop`](Self::stop)s the thread and joins it, unless called from the thread itself
+    /// (from a callback), which then finishes on its own once the callback returns.
+    pub(crate) fn shutdown(&self) {
+        self.stop();
+        if self.is_current_thread() {
+            return;
+        }
+        if let Some(h) = crate::sync::lock(&self.join).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A registered completion: its event, itself, when it was registered, and whether the watchdog
+/// already resolved it.
+struct Watched {
+    event: EventRef,
+    job: Arc<dyn Pending>,
+    since: Instant,
+    expired: bool,
+}
+
+/// Queues `w` on its stream's queue in sequence order: registration is lazy, so a later op can
+/// register before an earlier one, and only the front of a queue is polled.
+fn insert_in_order(q: &mut VecDeque<Watched>, w: Watched) {
+    let seq = w.event.pos().seq;
+    let at = q.iter().rposition(|x| x.event.pos().seq <= seq).map_or(0, |i| i + 1);
+    q.insert(at, w);
+}
+
+/// Resolves a job and drops the thread's hold on it, catching any panic of user code in it (a
+/// value's `Drop`, say) so that later deliveries go on.
+fn deliver(w: Watched, outcome: Result<()>) {
+    crate::sync::guarded("delivering a completion", move || {
+        w.job.resolve(outcome);
+        drop(w);
+    });
+}
+
+/// Polls the oldest pending event of each stream; spins for `spin` after progress, then backs
+/// off exponentially (50 µs to 1 ms) while new registrations can still wake it at once.
+///
+/// After `Shutdown` (always the last message, see [`Completions`]) it resolves everything left
+/// and exits: waiting for the GPU, or with a watchdog polling until the watchdog's limit and
+/// then abandoning what is left.
+fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Option<Duration>) {
+    crate::sync::role::set_completion_thread(device);
+    let mut queues: Vec<VecDeque<Watched>> = Vec::new();
+    let mut pending = 0usize;
+    let mut idle_since = Instant::now();
+    let mut backoff = Duration::from_micros(50);
+    // Set once `Shutdown` arrived: when shutdown gives up on the GPU (`None`: never).
+    let mut shutting_down: Option<Option<Instant>> = None;
+    loop {
+        let msg = if shutting_down.is_some() {
+            if pending == 0 {
+                return;
+            }
+            if watchdog.is_some() {
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(1));
+            }
+            Err(TryRecvError::Empty)
+        } else if pending == 0 {
+            rx.recv().map_err(|_| TryRecvError::Disconnected)
+        } else if idle_since.elapsed() < spin {
+            rx.try_recv()
+        } else {
+            let m = rx.recv_timeout(backoff).map_err(|e| match e {
+                RecvTimeoutError::Timeout => TryRecvError::Empty,
+                RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+            });
+            backoff = (backoff * 2).min(Duration::from_millis(1));
+            m
+        };
+        match msg {
+            Ok(Msg::Register { stream, event, job }) => {
+                let i = stream as usize;
+                if queues.len() <= i {
+                    queues.resize_with(i + 1, VecDeque::new);
+                }
+                insert_in_order(&mut queues[i], Watched { event, job, since: Instant::now(), expired: false });
+                pending += 1;
+                continue;
+            }
+            Ok(Msg::Callback(f)) => {
+                crate::sync::guarded("an on_complete callback", f);
+                continue;
+            }
+            Ok(Msg::Shutdown) | Err(TryRecvError::Disconnected) => {
+                shutting_down = Some(watchdog.and_then(|w| Instant::now().checked_add(w)));
+            }
+            Err(TryRecvError::Empty) => {}
+        }
+        // Without a watchdog, shutdown waits on each event as long as the GPU takes.
+        let block = shutting_down.is_some() && watchdog.is_none();
+        let mut progressed = false;
+        for q in &mut queues {
+            while let Some(w) = q.front() {
+                let outcome = if block { w.event.synchronize().map(|_| true) } else { w.event.is_done() };
+                let outcome = match outcome {
+                    Ok(false) => break,
+                    Ok(true) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Some(w) = q.pop_front() {
+                    deliver(w, outcome);
+                }
+                pending -= 1;
+                progressed = true;
+            }
+            // One stream's events finish in order, so everything left is still running.
+            if let Some(limit) = watchdog {
+                for w in q.iter_mut().filter(|w| !w.expired && w.since.elapsed() >= limit) {
+                    w.expired = true;
+                    let job = w.job.clone();
+                    crate::sync::guarded("expiring a completion", move || job.expire(limit));
+                }
+            }
+        }
+        if progressed {
+            idle_since = Instant::now();
+            backoff = Duration::from_micros(50);
+        }
+        if let (Some(Some(give_up)), Some(limit)) = (shutting_down, watchdog) {
+            if Instant::now() >= give_up {
+                for w in queues.iter_mut().flat_map(std::mem::take) {
+                    let Watched { event, job, .. } = w;
+                    // The event may still be pending on its stream: leaked, not pooled again.
+                    std::mem::forget(event);
+                    crate::sync::guarded("abandoning a completion", move || job.abandon(limit));
+                }
+                return;
+            }
+        }
+    }
+}
