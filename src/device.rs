@@ -4,6 +4,7 @@ use crate::backend::sim::{FenceMutation, Hazard, SimConfig, SimShared};
 use crate::backend::{cuda, BackendCtx};
 use crate::completion::Completions;
 use crate::error::{Error, Result};
+pub use crate::track::StreamId;
 use crate::track::{EventPool, EventRef, StreamSlot, StreamStats};
 use crossbeam_channel::{Receiver, Sender};
 use std::fmt;
@@ -64,27 +65,6 @@ impl Default for DeviceConfig {
     }
 }
 
-/// A stream of one device. Only [`Device::new_stream`] and [`Device::default_stream`] make
-/// them, and every use checks that the id belongs to the device it is used with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct StreamId {
-    pub(crate) device: u32,
-    pub(crate) index: u32,
-}
-
-impl StreamId {
-    /// The stream's dense index on its device (0 is the default stream).
-    pub fn index(&self) -> u32 {
-        self.index
-    }
-}
-
-impl fmt::Display for StreamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "stream {} of device #{}", self.index, self.device)
-    }
-}
-
 /// State shared by a device's handles, buffers, recorders and (later) threads.
 pub(crate) struct DeviceShared {
     pub uid: u32,
@@ -114,8 +94,9 @@ pub(crate) struct DeviceShared {
     shutdown_rx: Receiver<()>,
     shut_down: AtomicBool,
     lanes: Mutex<Vec<LaneThread>>,
-    #[cfg(feature = "nvrtc")]
-    pub kernels: crate::libs::rtc::ModuleCache,
+    /// Per-device state of the layers above (the NVRTC module cache), by type.
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
+    pub libs: crate::sync::TypeSlots,
     pub tracer: crate::trace::Tracer,
     /// Destroys library handles, plans and pinned memory after the GPU is done with them.
     pub reaper: crate::reaper::Reaper,
@@ -185,8 +166,7 @@ impl DeviceShared {
             shutdown_rx,
             shut_down: AtomicBool::new(false),
             lanes: Mutex::new(Vec::new()),
-            #[cfg(feature = "nvrtc")]
-            kernels: Default::default(),
+            libs: Default::default(),
             tracer: Default::default(),
             reaper: Default::default(),
         });

@@ -2,6 +2,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub, unsafe_op_in_unsafe_fn)]
 
+mod access;
 mod backend;
 mod completion;
 mod device;

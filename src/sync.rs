@@ -1,7 +1,8 @@
 //! Lock helpers that never panic: a poisoned lock only means another thread panicked while
 //! holding it, and every state guarded here stays consistent at each unlock point.
 
-use std::sync::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::any::Any;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -70,5 +71,25 @@ pub(crate) mod role {
 pub(crate) fn guarded(what: &str, f: impl FnOnce()) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
         log::error!("cusched: {what} panicked; the panic was caught and delivery goes on");
+    }
+}
+
+/// Shared values, at most one per type, each made on first use. A lower layer holds one of
+/// these for the layers above it (the device keeps a library's per-device caches here), so that
+/// it owns their state without naming, and so importing, their types.
+#[derive(Default)]
+pub(crate) struct TypeSlots(Mutex<Vec<Arc<dyn Any + Send + Sync>>>);
+
+impl TypeSlots {
+    /// The value of type `T`, made with `T::default()` on first use.
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
+    pub(crate) fn get<T: Any + Send + Sync + Default>(&self) -> Arc<T> {
+        let mut slots = lock(&self.0);
+        if let Some(found) = slots.iter().find_map(|s| s.clone().downcast::<T>().ok()) {
+            return found;
+        }
+        let made = Arc::new(T::default());
+        slots.push(made.clone());
+        made
     }
 }

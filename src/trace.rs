@@ -14,8 +14,8 @@ pub(crate) use nvtx::NvtxRange;
 pub use timeline::{Timeline, TimelineSpan, TrackKind};
 
 use crate::backend::{BackendCtx, RawEvent, RawStream};
-use crate::device::StreamId;
 use crate::error::Result;
+use crate::track::StreamId;
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

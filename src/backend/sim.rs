@@ -17,7 +17,7 @@
 //! buffer touched without being declared, or written when declared read-only, is an
 //! [`HazardKind::Undeclared`] hazard, whatever the timing.
 
-use crate::track::Access;
+use crate::access::Access;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use smallvec::SmallVec;
 use std::cell::RefCell;

@@ -23,6 +23,7 @@
 //! same critical section; the resolver takes the waker in the critical section that sets
 //! READY. Blocking waiters re-check the state under the lock before every condvar wait.
 
+use super::thread::Pending;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::trace::TraceTicket;
@@ -69,18 +70,6 @@ pub(crate) struct Shared<T> {
     /// The lane that will run the job (0: none, or already run): waiting on it from that lane
     /// while it is still queued could never end.
     pub(super) runner: u64,
-}
-
-/// What the completion thread holds of a pending job, whatever its `T`.
-pub(crate) trait Pending: Send + Sync {
-    /// The GPU passed the job's event (`Ok`), or querying it failed.
-    fn resolve(&self, outcome: Result<()>);
-    /// The watchdog fired: resolve with [`Error::Timeout`] now, but keep the keep-alives until
-    /// [`resolve`](Self::resolve) reports the GPU really done.
-    fn expire(&self, waited: Duration);
-    /// Shutdown gave up on the GPU: resolve with [`Error::Timeout`] if not yet resolved, and
-    /// leak the keep-alives, which the GPU may still be using.
-    fn abandon(&self, waited: Duration);
 }
 
 impl<T: Send + 'static> Shared<T> {

@@ -18,7 +18,6 @@
 //! rather than freeing memory the GPU may still use. Without a watchdog, shutdown waits as long
 //! as the GPU takes.
 
-use super::shared::Pending;
 use crate::error::Result;
 use crate::track::EventRef;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -27,6 +26,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// What the completion thread holds of a pending job, whatever its `T`.
+pub(crate) trait Pending: Send + Sync {
+    /// The GPU passed the job's event (`Ok`), or querying it failed.
+    fn resolve(&self, outcome: Result<()>);
+    /// The watchdog fired: resolve with [`Error::Timeout`](crate::Error::Timeout) now, but keep the keep-alives until
+    /// [`resolve`](Self::resolve) reports the GPU really done.
+    fn expire(&self, waited: Duration);
+    /// Shutdown gave up on the GPU: resolve with [`Error::Timeout`](crate::Error::Timeout) if not yet resolved, and
+    /// leak the keep-alives, which the GPU may still be using.
+    fn abandon(&self, waited: Duration);
+}
 
 enum Msg {
     Register { stream: u32, event: EventRef, job: Arc<dyn Pending> },

@@ -254,7 +254,7 @@ impl Device {
         let arch = format!("-arch=sm_{major}{minor}");
         let (vmaj, vmin) = nvrtc_version()?;
         let key = cache_key(program, &arch, (vmaj, vmin));
-        let cache = &self.shared.kernels;
+        let cache = self.shared.libs.get::<ModuleCache>();
         let generation = self.shared.generation();
         if let Some(hit) = crate::sync::lock(&cache.modules).get(&key) {
             if hit.generation == generation {
@@ -309,7 +309,7 @@ impl Device {
 
     /// Counters of the module caches.
     pub fn kernel_cache_stats(&self) -> KernelCacheStats {
-        let c = &self.shared.kernels;
+        let c = self.shared.libs.get::<ModuleCache>();
         KernelCacheStats {
             memory_hits: c.memory_hits.load(Ordering::Relaxed),
             disk_hits: c.disk_hits.load(Ordering::Relaxed),

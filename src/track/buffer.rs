@@ -9,32 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// How a launch uses a buffer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Access {
-    /// The launch only reads the buffer.
-    Read,
-    /// The launch overwrites the buffer without reading it.
-    Write,
-    /// The launch reads and writes the buffer.
-    ReadWrite,
-}
-
-impl Access {
-    /// Whether the use modifies the buffer (and so must wait for earlier reads).
-    pub fn writes(self) -> bool {
-        !matches!(self, Access::Read)
-    }
-
-    /// The strongest of two uses of one buffer by one launch.
-    pub fn merge(self, other: Access) -> Access {
-        if self == other {
-            self
-        } else {
-            Access::ReadWrite
-        }
-    }
-}
+pub use crate::access::Access;
 
 /// Process-unique buffer identity, shown in errors as `buffer #N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -58,4 +58,4 @@ pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub(crate) use plan::plan_waits;
 pub(crate) use stream::StreamSlot;
-pub use stream::StreamStats;
+pub use stream::{StreamId, StreamStats};

@@ -5,9 +5,29 @@ use super::event::FenceEvent;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
-use crate::device::StreamId;
 use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex};
+
+/// A stream of one device. Only [`crate::Device::new_stream`] and
+/// [`crate::Device::default_stream`] make them, and every use checks that the id belongs to the device it is used with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId {
+    pub(crate) device: u32,
+    pub(crate) index: u32,
+}
+
+impl StreamId {
+    /// The stream's dense index on its device (0 is the default stream).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stream {} of device #{}", self.index, self.device)
+    }
+}
 
 /// Driver calls the tracker issued on one stream (or summed over a device).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
