@@ -254,6 +254,13 @@ mod tests {
     }
 
     #[test]
+    fn recorders_and_preflighted_launches_can_move_between_threads() {
+        fn send<T: Send>() {}
+        send::<LaunchRecorder>();
+        send::<Preflighted>();
+    }
+
+    #[test]
     fn a_failed_commit_record_releases_the_buffers_only_after_the_work_is_done() {
         let d = Device::sim(SimConfig::default()).unwrap();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
