@@ -276,7 +276,7 @@ fn random_schedule(seed: u64, steps: usize) {
     // Buffer i lives on device i % 2.
     let mut bufs: Vec<GpuRef<u32>> =
         (0..BUFS).map(|i| devs[i % 2].alloc_zeros::<u32>(streams[i % 2][0], LEN).unwrap()).collect();
-    let mut model = vec![0u32; BUFS];
+    let mut model = [0u32; BUFS];
     for _ in 0..steps {
         let i = rng.below(BUFS as u64) as usize;
         let j = (i + 1 + rng.below(BUFS as u64 - 1) as usize) % BUFS;
