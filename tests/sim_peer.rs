@@ -348,8 +348,8 @@ fn random_schedule(seed: u64, steps: usize) {
 fn randomized_schedules_over_two_devices_have_no_hazards_and_correct_data() {
     let base = Rng::new().next();
     bounded(Duration::from_secs(300), move || {
-        for k in 0..6 {
-            random_schedule(base.wrapping_add(k), 150);
+        for k in 0..8 {
+            random_schedule(base.wrapping_add(k), 400);
         }
     });
 }
@@ -382,6 +382,50 @@ fn a_peer_that_rebuilds_its_context_leaves_the_other_device_working() {
         fill(&b, b.default_stream(), &z, 4, SLOW);
         z.copy_to(a.default_stream(), &x).unwrap();
         assert_eq!(x.download(a.default_stream()).unwrap(), vec![4; 8]);
+        no_hazards(&a);
+    });
+}
+
+#[test]
+fn lanes_of_two_devices_hand_buffers_to_each_other() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (la, lb) = (a.lane("a").unwrap(), b.lane("b").unwrap());
+        let x = a.alloc_zeros::<u32>(a.default_stream(), 32).unwrap();
+        let y = b.alloc_zeros::<u32>(b.default_stream(), 32).unwrap();
+        for round in 1..=4u32 {
+            let (x1, y1) = (x.clone(), y.clone());
+            let (committed_tx, committed) = std::sync::mpsc::channel();
+            // Lane A fills x slowly and pushes it to y; lane B doubles y and pulls it back to x.
+            let first = la.submit(move |cx| {
+                let mut rec = cx.recorder();
+                rec.write(&x1)?;
+                let m = x1.sim_data()?;
+                rec.launch(cx.device(), |s| {
+                    s.sim_kernel(move || {
+                        std::thread::sleep(Duration::from_millis(2));
+                        m.lock().iter_mut().for_each(|v| *v = round);
+                    })
+                })?;
+                x1.copy_to(cx.stream(), &y1)?;
+                let _ = committed_tx.send(());
+                Ok(())
+            });
+            // Undeclared lane jobs are ordered by commit: the second is submitted once the
+            // first has committed, while its simulated work may still run (fences order it).
+            committed.recv().unwrap();
+            let (x2, y2) = (x.clone(), y.clone());
+            let second = lb.submit(move |cx| {
+                let mut rec = cx.recorder();
+                rec.read_write(&y2)?;
+                let m = y2.sim_data()?;
+                rec.launch(cx.device(), |s| s.sim_kernel(move || m.lock().iter_mut().for_each(|v| *v *= 2)))?;
+                y2.copy_to(cx.stream(), &x2)
+            });
+            first.wait().unwrap();
+            second.wait().unwrap();
+            assert_eq!(x.download(a.default_stream()).unwrap(), vec![2 * round; 32], "round {round}");
+        }
         no_hazards(&a);
     });
 }
