@@ -230,4 +230,19 @@ mod tests {
         assert!(matches!(r, Err(Error::Stale { current: 2, .. })), "a fence across contexts must fail");
         assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");
     }
+
+    #[test]
+    fn an_index_stays_leased_while_an_event_names_it() {
+        let ctx = BackendCtx::Sim(SimShared::new(SimConfig::default()));
+        let pool = Arc::new(EventPool::new(ctx.clone(), 1));
+        let slot = StreamSlot::new(StreamId { device: 9, index: 0 }, ctx.new_stream(0).unwrap(), 1, None, &pool);
+        let ev = slot.record_in(&pool, None).unwrap().unwrap();
+        drop(slot);
+        drop(pool);
+        // The stream is gone, but a buffer elsewhere may still hold its event: its index must
+        // not name another stream yet.
+        let leases: Vec<_> = (0..256).map(|_| StreamIndex::lease()).collect();
+        use super::super::plan::FencePoint;
+        assert!(leases.iter().all(|l| l.index() != ev.pos().stream), "an index was reused under a live event");
+    }
 }
