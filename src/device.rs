@@ -131,7 +131,7 @@ fn is_sticky(status: cudarc::driver::DriverError) -> bool {
 }
 
 impl DeviceShared {
-    fn new(
+    pub(crate) fn new(
         ordinal: usize,
         backend: BackendCtx,
         config: DeviceConfig,
@@ -268,7 +268,7 @@ impl DeviceShared {
         let _creating = crate::sync::lock(&self.stream_create);
         let fresh = match &self.backend() {
             BackendCtx::Cuda(_) => BackendCtx::Cuda(cuda::open_fresh(self.ordinal)?),
-            BackendCtx::Sim(old) => BackendCtx::Sim(SimShared::new(old.config.clone())),
+            BackendCtx::Sim(old) => BackendCtx::Sim(old.rebuilt()),
         };
         let streams: Vec<crate::backend::RawStream> =
             self.slots().map(|slot| fresh.new_stream(slot.id.index)).collect::<Result<_>>()?;
@@ -375,7 +375,7 @@ impl DeviceShared {
         let (backend, epoch) = self.backend_epoch();
         let raw = backend.new_stream(id.index)?;
         // The slot is empty: indices are handed out once, under `stream_create`.
-        let _ = self.streams[index].set(StreamSlot::new(id, raw, epoch, self.fence_mutation));
+        let _ = self.streams[index].set(StreamSlot::new(id, raw, epoch, self.fence_mutation, &self.events));
         self.stream_count.store(index + 1, Ordering::Release);
         Ok(id)
     }
@@ -514,7 +514,7 @@ impl Device {
         Ok(Device::owned(DeviceShared::new(0, BackendCtx::Sim(SimShared::new(sim)), config, mutation)?))
     }
 
-    fn owned(shared: Arc<DeviceShared>) -> Device {
+    pub(crate) fn owned(shared: Arc<DeviceShared>) -> Device {
         Device { _owner: Some(Arc::new(Owner(shared.clone()))), shared }
     }
 

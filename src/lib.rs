@@ -10,6 +10,7 @@ mod error;
 mod lane;
 mod libs;
 mod memory;
+mod peer;
 mod reaper;
 mod recorder;
 mod sync;

@@ -151,7 +151,7 @@ impl<T: fmt::Debug> fmt::Debug for SimRead<'_, T> {
     }
 }
 
-enum DevStorage<T: Element> {
+pub(crate) enum DevStorage<T: Element> {
     Cuda(CudaSlice<T>),
     Sim(SimMem<T>),
 }
@@ -324,7 +324,7 @@ impl Device {
 
 /// A simulated copy kernel. The source is copied out before the destination is locked, so a
 /// copy never holds two buffer locks at once.
-fn sim_copy<T: Element>(from: &SimMem<T>, to: &SimMem<T>) -> impl FnOnce() + Send + 'static {
+pub(crate) fn sim_copy<T: Element>(from: &SimMem<T>, to: &SimMem<T>) -> impl FnOnce() + Send + 'static {
     let (from, to) = (from.clone(), to.clone());
     move || {
         let v = from.read().to_vec();
@@ -357,11 +357,15 @@ impl<T: Element> GpuRef<T> {
         GpuRef { inner: Arc::new(BufferInner { track, len, home, storage: Some(storage) }) }
     }
 
-    fn storage(&self) -> &DevStorage<T> {
+    pub(crate) fn storage(&self) -> &DevStorage<T> {
         match &self.inner.storage {
             Some(s) => s,
             None => unreachable!("storage is only taken in Drop"),
         }
+    }
+
+    pub(crate) fn track(&self) -> &BufferTrack {
+        &self.inner.track
     }
 
     /// Number of elements.

@@ -4,6 +4,7 @@
 //! `cudarc::driver::{result, sys}`.
 
 pub(crate) mod cuda;
+pub(crate) mod peer;
 pub(crate) mod sim;
 
 use crate::error::Result;

@@ -16,6 +16,16 @@
 //! [`SimMem`](crate::SimMem) access from inside it is compared with those declarations: a
 //! buffer touched without being declared, or written when declared read-only, is an
 //! [`HazardKind::Undeclared`] hazard, whatever the timing.
+//!
+//! # Machines
+//!
+//! The checker belongs to a simulated *machine*, which numbers its streams and keeps one
+//! history per buffer. A device made alone (`Device::sim`) is a machine of its own; devices
+//! made together (`Device::sim_group`) share one, so that the checker sees every stream of
+//! every one of them and a pair of conflicting uses on two devices (a peer copy, say) is
+//! checked like a pair on one. Waits on events of another machine order execution but add no
+//! happens-before edge: nothing is known across machines. A rebuilt context of a grouped device
+//! stays on its machine; one of a lone device gets a fresh machine, as before.
 
 use crate::access::Access;
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -100,10 +110,12 @@ pub enum HazardKind {
     Undeclared,
 }
 
-/// A simulated operation: the `op`-th kernel run by stream index `stream`.
+/// A simulated operation: the `op`-th kernel run by stream `stream` of its simulated machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SimOp {
-    /// Stream index on its device.
+    /// The stream's number on its simulated machine, in creation order: for a device made
+    /// alone, its index on the device; for devices of one `Device::sim_group`, numbered across
+    /// all of them.
     pub stream: u32,
     /// 1-based count of kernels that stream had run.
     pub op: u64,
@@ -136,10 +148,27 @@ struct Checker {
     kernels: u64,
 }
 
-/// State shared by all streams of one simulated device.
+/// What the streams of every device of one simulated machine share: the checker, and the
+/// numbering of streams its clocks are indexed by.
+#[derive(Default)]
+pub(crate) struct SimMachine {
+    checker: Mutex<Checker>,
+    streams: std::sync::atomic::AtomicU32,
+}
+
+impl SimMachine {
+    /// Identifies the machine in its streams' records, to tell waits within it from waits across.
+    fn id(self: &Arc<Self>) -> usize {
+        Arc::as_ptr(self) as usize
+    }
+}
+
+/// State shared by all streams of one simulated device context.
 pub(crate) struct SimShared {
     pub config: SimConfig,
-    checker: Mutex<Checker>,
+    machine: Arc<SimMachine>,
+    /// Made as one of a group sharing `machine`: a rebuilt context stays on it.
+    grouped: bool,
     /// Set when a simulated kernel faulted: like a sticky CUDA error, every later event of this
     /// simulated context reports it and no later kernel runs.
     faulted: std::sync::atomic::AtomicBool,
@@ -152,24 +181,54 @@ fn covers(vc: &Vc, op: SimOp) -> bool {
 }
 
 impl SimShared {
+    /// A device context on a machine of its own.
     pub(crate) fn new(config: SimConfig) -> Arc<Self> {
-        Arc::new(SimShared { config, checker: Mutex::new(Checker::default()), faulted: Default::default() })
+        Arc::new(SimShared { config, machine: Arc::default(), grouped: false, faulted: Default::default() })
+    }
+
+    /// `count` device contexts on one machine, whose checker sees all of them.
+    pub(crate) fn group(config: &SimConfig, count: usize) -> Vec<Arc<Self>> {
+        let machine = Arc::<SimMachine>::default();
+        (0..count)
+            .map(|_| {
+                Arc::new(SimShared {
+                    config: config.clone(),
+                    machine: machine.clone(),
+                    grouped: true,
+                    faulted: Default::default(),
+                })
+            })
+            .collect()
+    }
+
+    /// The context a rebuild moves to: on the same machine for a grouped device (its peers'
+    /// checker must go on seeing it), on a fresh one for a lone device.
+    pub(crate) fn rebuilt(&self) -> Arc<Self> {
+        if !self.grouped {
+            return SimShared::new(self.config.clone());
+        }
+        Arc::new(SimShared {
+            config: self.config.clone(),
+            machine: self.machine.clone(),
+            grouped: true,
+            faulted: Default::default(),
+        })
     }
 
     pub(crate) fn hazards(&self) -> Vec<Hazard> {
-        crate::sync::lock(&self.checker).hazards.clone()
+        crate::sync::lock(&self.machine.checker).hazards.clone()
     }
 
     pub(crate) fn kernels_run(&self) -> u64 {
-        crate::sync::lock(&self.checker).kernels
+        crate::sync::lock(&self.machine.checker).kernels
     }
 
     fn report(&self, hazard: Hazard) {
-        crate::sync::lock(&self.checker).hazards.push(hazard);
+        crate::sync::lock(&self.machine.checker).hazards.push(hazard);
     }
 
     fn check(&self, me: SimOp, vc: &Vc, uses: &[(u64, Access)]) {
-        let mut ck = crate::sync::lock(&self.checker);
+        let mut ck = crate::sync::lock(&self.machine.checker);
         ck.kernels += 1;
         let Checker { histories, hazards, .. } = &mut *ck;
         for &(buffer, access) in uses {
@@ -199,6 +258,8 @@ impl SimShared {
 /// One recording of a simulated event; completed with the recording stream's clock.
 #[derive(Default)]
 struct Record {
+    /// The recording stream's machine ([`SimMachine::id`]): its clock means nothing on another.
+    machine: usize,
     /// The recording stream's clock and the host time when the stream passed the record.
     done: Mutex<Option<(Arc<Vc>, Instant)>>,
     /// The simulated context had faulted when the stream passed the record.
@@ -289,23 +350,28 @@ enum Cmd {
 
 /// A simulated stream: a thread executing commands in order.
 pub(crate) struct SimStream {
+    machine: usize,
     tx: Option<Sender<Cmd>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl SimStream {
+    /// A stream of the device context `shared`; `index` (its index on the device) only names
+    /// the thread: the checker numbers streams per machine.
     pub(crate) fn spawn(shared: Arc<SimShared>, index: u32) -> Self {
         let (tx, rx) = unbounded();
+        let machine = shared.machine.id();
+        let number = shared.machine.streams.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let thread = std::thread::Builder::new()
             .name(format!("cusched-sim-stream-{index}"))
-            .spawn(move || run_stream(shared, index, rx));
+            .spawn(move || run_stream(shared, number, rx));
         match thread {
-            Ok(t) => SimStream { tx: Some(tx), thread: Some(t) },
+            Ok(t) => SimStream { machine, tx: Some(tx), thread: Some(t) },
             // Without a thread nothing would ever execute; commands sent to a dropped receiver
             // are discarded, so fail loudly in the log and let waits hang-proof via is_done.
             Err(e) => {
                 log::error!("cusched: could not spawn a simulated stream thread: {e}");
-                SimStream { tx: None, thread: None }
+                SimStream { machine, tx: None, thread: None }
             }
         }
     }
@@ -318,7 +384,7 @@ impl SimStream {
     }
 
     pub(crate) fn record(&self, ev: &SimEvent) {
-        let rec = Arc::new(Record::default());
+        let rec = Arc::new(Record { machine: self.machine, ..Record::default() });
         *crate::sync::lock(&ev.current) = Some(rec.clone());
         self.send(Cmd::Record(rec));
     }
@@ -354,6 +420,7 @@ impl Drop for SimStream {
 }
 
 fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
+    let machine = shared.machine.id();
     let mut vc: Vc = vec![0; index as usize + 1];
     let mut rng = shared.config.seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     while let Ok(cmd) = rx.recv() {
@@ -376,6 +443,8 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
                 }
             }
             Cmd::Record(rec) => rec.complete(vc.clone(), shared.faulted.load(std::sync::atomic::Ordering::Acquire)),
+            // A record of another machine orders execution only: its clock counts other streams.
+            Cmd::Wait(rec) if rec.machine != machine => drop(rec.wait()),
             Cmd::Wait(rec) => {
                 let theirs = rec.wait();
                 if vc.len() < theirs.len() {

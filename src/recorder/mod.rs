@@ -70,6 +70,8 @@ impl Use {
 pub struct LaunchRecorder {
     stream: StreamId,
     strict: bool,
+    /// Buffers of other devices are accepted ([`with_peers`](Self::with_peers)).
+    peers: bool,
     uses: SmallVec<[Use; 4]>,
     label: OpLabel,
 }
@@ -119,12 +121,27 @@ impl std::fmt::Debug for LaunchRecorder {
 impl LaunchRecorder {
     /// A recorder that rejects untracked, foreign-device and stale memory with an error naming it.
     pub fn new_strict(stream: StreamId) -> Self {
-        LaunchRecorder { stream, strict: true, uses: SmallVec::new(), label: USER_LAUNCH }
+        LaunchRecorder { stream, strict: true, peers: false, uses: SmallVec::new(), label: USER_LAUNCH }
     }
 
     /// A recorder that skips untracked, foreign-device and stale memory (with a debug log).
     pub fn new_permissive(stream: StreamId) -> Self {
-        LaunchRecorder { stream, strict: false, uses: SmallVec::new(), label: USER_LAUNCH }
+        LaunchRecorder { stream, strict: false, peers: false, uses: SmallVec::new(), label: USER_LAUNCH }
+    }
+
+    /// Accepts buffers of other devices of this process too, for a launch that reads or writes
+    /// peer memory (a peer copy, or a kernel given peer pointers after
+    /// [`Device::enable_peer_access`]). Their uses are fenced like any other: the launch's
+    /// stream waits for the conflicting uses on every device, and later uses on every device
+    /// wait for the launch. Without it, a buffer of another device is
+    /// [`Error::ForeignDevice`] (strict) or skipped (permissive), since a kernel given a pointer
+    /// into another GPU's memory faults unless peer access is on.
+    ///
+    /// The buffers must be of the same backend as the stream (CUDA or simulated), else
+    /// preflight fails with [`Error::WrongBackend`].
+    pub fn with_peers(mut self) -> Self {
+        self.peers = true;
+        self
     }
 
     /// Names the launch for [`crate::KernelTrace`] hooks, the timeline and NVTX (library
@@ -132,6 +149,20 @@ impl LaunchRecorder {
     pub fn named(mut self, op: &'static str) -> Self {
         self.label = OpLabel::new("user", op);
         self
+    }
+
+    /// A buffer of another device must be of the stream's backend: a CUDA stream cannot wait on
+    /// a simulated event, nor copy simulated memory.
+    fn check_peer_backends(&self, device: &Device) -> Result<()> {
+        let sim = device.is_simulated();
+        let foreign = self.uses.iter().map(|u| u.track()).filter(|t| t.device.uid != device.shared.uid);
+        for t in foreign {
+            if Device::from_shared(&t.device).is_simulated() != sim {
+                let (needed, actual) = if sim { ("sim", "cuda") } else { ("cuda", "sim") };
+                return Err(Error::WrongBackend { what: "a buffer of another device", needed, actual });
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn labelled(mut self, label: OpLabel) -> Self {
@@ -192,7 +223,7 @@ impl LaunchRecorder {
             ResourceKind::Tracked(buf) => buf,
         };
         let t = buf.track();
-        if t.device.uid != self.stream.device {
+        if t.device.uid != self.stream.device && !self.peers {
             self.reject(Error::ForeignDevice {
                 what: t.name(),
                 expected: format!("#{}", self.stream.device),
@@ -232,7 +263,11 @@ impl LaunchRecorder {
                 }
             }
         }
-        // Reserving in one global order means two preflights never hold-and-wait in a cycle.
+        if self.peers {
+            self.check_peer_backends(device)?;
+        }
+        // Reserving in one global order (buffer ids are process-wide, so this holds across
+        // devices too) means two preflights never hold-and-wait in a cycle.
         self.uses.sort_unstable_by_key(|u| u.track().id);
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
@@ -248,13 +283,15 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
-            Err(Error::Stale { current: epoch, .. }) if self.uses.iter().any(|u| u.track().epoch != epoch) => {
+            Err(Error::Stale { current: epoch, .. })
+                if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) =>
+            {
                 // A candidate event belongs to an earlier context: its buffer is stale.
                 release(&self.uses, holder);
-                let t = self.uses.iter().map(|u| u.track()).find(|t| t.epoch != epoch);
+                let t = self.uses.iter().map(|u| u.track()).find(|t| outdated(shared, t, epoch));
                 return Err(t.map_or_else(
                     || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
-                    |t| of_old_context(shared, t),
+                    of_old_context,
                 ));
             }
             Err(e) => {
@@ -262,8 +299,8 @@ impl LaunchRecorder {
                 return Err(e);
             }
         };
-        if let Some(u) = self.uses.iter().find(|u| u.track().epoch != epoch) {
-            let err = of_old_context(shared, u.track());
+        if let Some(u) = self.uses.iter().find(|u| outdated(shared, u.track(), epoch)) {
+            let err = of_old_context(u.track());
             release(&self.uses, holder);
             return Err(err);
         }
@@ -336,12 +373,24 @@ impl LaunchRecorder {
 /// The error for a use of memory of an earlier context. Memory made while the device was
 /// moving to a new context can carry the new generation with the old context's memory: it is
 /// not stale in the generation's sense, but the poisoned context it lives in is the cause.
-fn of_old_context(device: &DeviceShared, t: &BufferTrack) -> Error {
+fn of_old_context(t: &BufferTrack) -> Error {
+    let device = &t.device;
     let current = device.generation();
     if t.generation >= current {
         return device.poison_since(t.epoch);
     }
     Error::Stale { what: t.name(), made: t.generation, current }
+}
+
+/// Whether `t`'s memory belongs to a context its device has left: for the stream's own device
+/// judged by `epoch`, the stream's epoch read under its lock; for a buffer of another device, by
+/// that device's own epoch (epochs count per device).
+fn outdated(stream_device: &DeviceShared, t: &BufferTrack, epoch: u64) -> bool {
+    if t.device.uid == stream_device.uid {
+        t.epoch != epoch
+    } else {
+        t.epoch != t.device.epoch()
+    }
 }
 
 /// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for

@@ -1,6 +1,7 @@
 //! Pooled events: one per committed launch, shared by all of its buffers.
 
 use super::plan::FencePoint;
+use super::registry::StreamIndex;
 use super::{Clock, Pos};
 use crate::backend::{BackendCtx, RawEvent};
 use crate::error::Result;
@@ -16,6 +17,12 @@ pub(crate) struct EventPool {
     state: Mutex<PoolState>,
     /// Events ever created; read by tests and benches to prove steady state creates none.
     created: AtomicU64,
+    /// `PoolState::epoch`, readable without the lock: a stream of another device checks it
+    /// before waiting on one of these events.
+    epoch: AtomicU64,
+    /// The process-wide indices of the device's streams: every event keeps the pool alive, so
+    /// no index is reused while an event that names it exists.
+    indices: Mutex<Vec<Arc<StreamIndex>>>,
 }
 
 struct PoolState {
@@ -27,7 +34,12 @@ struct PoolState {
 
 impl EventPool {
     pub(crate) fn new(backend: BackendCtx, epoch: u64) -> Self {
-        EventPool { state: Mutex::new(PoolState { backend, epoch, free: Vec::new() }), created: AtomicU64::new(0) }
+        EventPool {
+            state: Mutex::new(PoolState { backend, epoch, free: Vec::new() }),
+            created: AtomicU64::new(0),
+            epoch: AtomicU64::new(epoch),
+            indices: Mutex::new(Vec::new()),
+        }
     }
 
     /// A free event and its context epoch, created only when the pool is empty.
@@ -59,6 +71,7 @@ impl EventPool {
             let mut st = crate::sync::lock(&self.state);
             st.backend = backend;
             st.epoch = epoch;
+            self.epoch.store(epoch, Ordering::Release);
             std::mem::take(&mut st.free)
         };
         drop(old);
@@ -67,11 +80,18 @@ impl EventPool {
     pub(crate) fn created(&self) -> u64 {
         self.created.load(Ordering::Relaxed)
     }
+
+    /// Keeps a stream's index leased for as long as events of this pool may name it.
+    pub(crate) fn hold(&self, index: Arc<StreamIndex>) {
+        crate::sync::lock(&self.indices).push(index);
+    }
 }
 
 /// A recorded event: where it sits on its stream and what that point covers.
 pub(crate) struct FenceEvent {
     pos: Pos,
+    /// The uid of the device whose stream recorded it.
+    device: u32,
     clock: Clock,
     raw: Option<RawEvent>,
     epoch: u64,
@@ -82,8 +102,26 @@ pub(crate) struct FenceEvent {
 pub(crate) type EventRef = Arc<FenceEvent>;
 
 impl FenceEvent {
-    pub(crate) fn new(pos: Pos, clock: Clock, raw: RawEvent, epoch: u64, pool: Arc<EventPool>) -> EventRef {
-        Arc::new(FenceEvent { pos, clock, raw: Some(raw), epoch, pool })
+    pub(crate) fn new(
+        pos: Pos,
+        device: u32,
+        clock: Clock,
+        raw: RawEvent,
+        epoch: u64,
+        pool: Arc<EventPool>,
+    ) -> EventRef {
+        Arc::new(FenceEvent { pos, device, clock, raw: Some(raw), epoch, pool })
+    }
+
+    /// The uid of the device whose stream recorded the event.
+    pub(crate) fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// Whether the event's device has moved to a new context since the event was recorded:
+    /// its work went to a poisoned context, and nothing can wait on it any more.
+    pub(crate) fn context_replaced(&self) -> bool {
+        self.pool.epoch.load(Ordering::Acquire) != self.epoch
     }
 
     /// The context epoch the event was recorded in.
@@ -133,6 +171,6 @@ impl Drop for FenceEvent {
 
 impl std::fmt::Debug for FenceEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "event(stream {}, seq {})", self.pos.stream, self.pos.seq)
+        write!(f, "event(device #{}, stream {}, seq {})", self.device, self.pos.stream, self.pos.seq)
     }
 }

@@ -2,7 +2,11 @@
 //!
 //! # Design
 //!
-//! Every stream `S` of a device carries a sequence counter and a **vector clock**. A committed
+//! Every stream `S` carries a sequence counter and a **vector clock**. Streams are numbered
+//! process-wide (`registry`), not per device, so positions and clocks span every device of the
+//! process: a buffer used on streams of two GPUs is fenced exactly like one used on two streams
+//! of one GPU (`cuStreamWaitEvent` accepts another context's event). One device alone numbers
+//! its streams densely from 0, so its clocks are as short as before. A committed
 //! launch on `S` takes the next sequence number `k` and records one pooled event; that event is a
 //! **position** `(S, k)` plus a snapshot of `S`'s clock at that moment. A clock entry `C[T] = j`
 //! means "everything stream `T` did up to and including its `j`-th commit is known to have
@@ -50,6 +54,7 @@ mod buffer;
 mod clock;
 mod event;
 mod plan;
+mod registry;
 mod stream;
 
 pub use buffer::Access;

@@ -2,6 +2,7 @@
 //! `cuEventRecord` for tracked work.
 
 use super::event::FenceEvent;
+use super::registry::StreamIndex;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
@@ -58,6 +59,8 @@ struct State {
 /// One stream of a device: its backend handle and its clock, under one lock.
 pub(crate) struct StreamSlot {
     pub id: StreamId,
+    /// The stream's process-wide index: the `stream` of its positions, its key in clocks.
+    index: Arc<StreamIndex>,
     /// Off only on simulated devices built with [`FenceMutation::NoFences`], to prove the
     /// hazard checker can fail.
     fencing: bool,
@@ -68,18 +71,29 @@ pub(crate) struct StreamSlot {
 }
 
 impl StreamSlot {
-    pub(crate) fn new(id: StreamId, raw: RawStream, epoch: u64, mutation: Option<FenceMutation>) -> Self {
+    /// A stream of the device whose event pool is `pool`, which keeps the stream's process-wide
+    /// index leased while events of the stream exist.
+    pub(crate) fn new(
+        id: StreamId,
+        raw: RawStream,
+        epoch: u64,
+        mutation: Option<FenceMutation>,
+        pool: &EventPool,
+    ) -> Self {
+        let index = StreamIndex::lease();
+        pool.hold(index.clone());
         StreamSlot {
             id,
             fencing: mutation != Some(FenceMutation::NoFences),
             state: Mutex::new(State {
                 clock: Clock::default(),
-                seq: 0,
+                seq: index.first_seq(),
                 stats: StreamStats::default(),
                 raw: Arc::new(raw),
                 epoch,
             }),
             lane: Mutex::new(None),
+            index,
         }
     }
 
@@ -92,8 +106,9 @@ impl StreamSlot {
         *crate::sync::lock(&self.lane) = lane;
     }
 
+    /// The process-wide index (not the per-device `id.index`).
     fn index(&self) -> u32 {
-        self.id.index
+        self.index.index()
     }
 
     /// The backend stream and the context epoch it belongs to, read together.
@@ -130,13 +145,20 @@ impl StreamSlot {
         // A candidate of an earlier context was recorded on a stream that is gone (and may have
         // faulted): waiting on it from this context could never be satisfied, and its buffer
         // is stale. Checked under the lock that a rebuild takes to swap the stream, before any
-        // wait is queued.
-        if let Some(ev) = candidates.iter().find(|ev| ev.epoch() != st.epoch) {
-            return Err(Error::Stale {
-                what: format!("a use recorded in context epoch {}", ev.epoch()),
-                made: ev.epoch(),
-                current: st.epoch,
-            });
+        // wait is queued. Epochs count per device: a candidate of another device is checked
+        // against that device's current context instead.
+        for ev in candidates {
+            if ev.device() == self.id.device {
+                if ev.epoch() != st.epoch {
+                    return Err(Error::Stale {
+                        what: format!("a use recorded in context epoch {}", ev.epoch()),
+                        made: ev.epoch(),
+                        current: st.epoch,
+                    });
+                }
+            } else if ev.context_replaced() {
+                return Err(peer_context_lost(ev));
+            }
         }
         if !candidates.is_empty() && self.fencing {
             let plan = plan_waits(self.index(), &st.clock, candidates);
@@ -177,11 +199,34 @@ impl StreamSlot {
         let seq = st.seq;
         st.clock.set(self.index(), seq);
         st.stats.events += 1;
-        Some(Ok(FenceEvent::new(Pos { stream: self.index(), seq }, st.clock.clone(), raw, epoch, pool.clone())))
+        let pos = Pos { stream: self.index(), seq };
+        Some(Ok(FenceEvent::new(pos, self.id.device, st.clock.clone(), raw, epoch, pool.clone())))
     }
 
     pub(crate) fn stats(&self) -> StreamStats {
         crate::sync::lock(&self.state).stats
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let seq = crate::sync::lock(&self.state).seq;
+        self.index.retire(seq);
+    }
+}
+
+/// A use on another device whose context was poisoned and replaced since: the work went to a
+/// context where nothing runs any more, so whether it touched the buffer is unknown and no
+/// stream can wait for it. The buffer cannot be ordered after it, so it is not used again
+/// (its free leaks it rather than risk freeing memory still in use).
+fn peer_context_lost(ev: &EventRef) -> Error {
+    log::error!(
+        "cusched: a buffer was used by device #{} in a context that was poisoned since; it cannot be fenced any more",
+        ev.device()
+    );
+    Error::ContextPoisoned {
+        call: "a use on another device whose context was poisoned",
+        status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
     }
 }
 
@@ -196,13 +241,28 @@ mod tests {
     fn a_fence_on_an_event_of_an_earlier_context_queues_nothing_and_fails() {
         let old = BackendCtx::Sim(SimShared::new(SimConfig::default()));
         let pool = Arc::new(EventPool::new(old.clone(), 1));
-        let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, None);
+        let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, None, &pool);
         let ev = producer.record_in(&pool, None).unwrap().unwrap();
         // The consumer already runs on the rebuilt context (epoch 2).
         let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
-        let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None);
+        let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None, &pool);
         let r = consumer.fence(&[ev]);
         assert!(matches!(r, Err(Error::Stale { current: 2, .. })), "a fence across contexts must fail");
         assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");
+    }
+
+    #[test]
+    fn an_index_stays_leased_while_an_event_names_it() {
+        let ctx = BackendCtx::Sim(SimShared::new(SimConfig::default()));
+        let pool = Arc::new(EventPool::new(ctx.clone(), 1));
+        let slot = StreamSlot::new(StreamId { device: 9, index: 0 }, ctx.new_stream(0).unwrap(), 1, None, &pool);
+        let ev = slot.record_in(&pool, None).unwrap().unwrap();
+        drop(slot);
+        drop(pool);
+        // The stream is gone, but a buffer elsewhere may still hold its event: its index must
+        // not name another stream yet.
+        let leases: Vec<_> = (0..256).map(|_| StreamIndex::lease()).collect();
+        use super::super::plan::FencePoint;
+        assert!(leases.iter().all(|l| l.index() != ev.pos().stream), "an index was reused under a live event");
     }
 }

@@ -1,0 +1,106 @@
+//! Peer copy bandwidth and per-copy cost: `GpuRef::copy_to` between two devices against raw
+//! cudarc `memcpy_peer_async` on the same contexts, in the same run, alternating, medians of
+//! several repetitions.
+//!
+//! `bench-peer` needs a GPU. With two GPUs it copies GPU 0 -> GPU 1; with one, between two
+//! contexts of GPU 0 (`Device::open` and `Device::open_isolated`), which measures the
+//! cross-context path rather than the interconnect. Peer access is enabled for both sides
+//! before timing, so both paths use the same route.
+
+mod common;
+
+use common::*;
+use cusched::cudarc::driver::{result, CudaSlice, DevicePtr};
+use cusched::{Device, DeviceConfig, GpuRef};
+use std::time::Instant;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const REPS: usize = 7;
+
+fn devices() -> Res<(Device, Device, &'static str)> {
+    let a = Device::open(0)?;
+    match Device::open(1) {
+        Ok(b) => Ok((a, b, "GPU 0 -> GPU 1")),
+        Err(_) => Ok((a, Device::open_isolated(0, DeviceConfig::default())?, "two contexts of GPU 0 (one GPU)")),
+    }
+}
+
+/// Seconds per copy through cusched: `iters` copies then one synchronize.
+fn ours(a: &Device, x: &GpuRef<u8>, y: &GpuRef<u8>, iters: usize) -> Res<f64> {
+    let s = a.default_stream();
+    let t = Instant::now();
+    for _ in 0..iters {
+        x.copy_to(s, y)?;
+    }
+    a.synchronize(s)?;
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// Seconds per copy through raw cudarc on the same two contexts, untracked.
+fn raw(a: &Device, b: &Device, x: &CudaSlice<u8>, y: &CudaSlice<u8>, iters: usize) -> Res<f64> {
+    let (ca, cb) = (a.cuda_context()?, b.cuda_context()?);
+    let s = ca.default_stream();
+    ca.bind_to_thread()?;
+    let (src, _g1) = x.device_ptr(x.stream());
+    let (dst, _g2) = y.device_ptr(y.stream());
+    let bytes = x.len();
+    let t = Instant::now();
+    for _ in 0..iters {
+        // SAFETY: both slices are live allocations of `bytes` bytes in their contexts, not
+        // freed before the synchronize below; nothing else uses them meanwhile.
+        unsafe { result::memcpy_peer_async(cb.cu_ctx(), dst, ca.cu_ctx(), src, bytes, s.cu_stream()) }?;
+    }
+    s.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
+
+fn main() -> Res<()> {
+    let (a, b, what) = match devices() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("bench-peer: skipped, no GPU ({e})");
+            return Ok(());
+        }
+    };
+    println!("bench-peer: {what}");
+    let access = (a.enable_peer_access(&b)?, b.enable_peer_access(&a)?);
+    println!("peer access enabled: {} / {}", access.0, access.1);
+    println!(
+        "{:>10} {:>7} {:>14} {:>14} {:>12} {:>12} {:>8}",
+        "bytes", "iters", "cusched GB/s", "raw GB/s", "cusched/op", "raw/op", "ratio"
+    );
+    for bytes in [4usize << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20] {
+        let iters = ((4usize << 30) / bytes).clamp(20, 2000);
+        let x = a.alloc_zeros::<u8>(a.default_stream(), bytes)?;
+        let y = b.alloc_zeros::<u8>(b.default_stream(), bytes)?;
+        let (ca, cb) = (a.cuda_context()?, b.cuda_context()?);
+        let (sa, sb) = (ca.default_stream(), cb.default_stream());
+        let rx = sa.alloc_zeros::<u8>(bytes)?;
+        let ry = sb.alloc_zeros::<u8>(bytes)?;
+        sa.synchronize()?;
+        sb.synchronize()?;
+        // Warm up both paths (first copies enable access, fault in mappings).
+        ours(&a, &x, &y, 3)?;
+        raw(&a, &b, &rx, &ry, 3)?;
+        let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
+        for _ in 0..REPS {
+            t_ours.push(ours(&a, &x, &y, iters)?);
+            t_raw.push(raw(&a, &b, &rx, &ry, iters)?);
+        }
+        let (o, r) = (median(&mut t_ours), median(&mut t_raw));
+        let gbps = |t: f64| bytes as f64 / t / 1e9;
+        println!(
+            "{:>10} {:>7} {:>14.2} {:>14.2} {:>12} {:>12} {:>8}",
+            bytes,
+            iters,
+            gbps(o),
+            gbps(r),
+            us(o),
+            us(r),
+            ratio(o, r)
+        );
+        assert_eq!(y.download(b.default_stream())?.len(), bytes);
+    }
+    Ok(())
+}
