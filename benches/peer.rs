@@ -40,7 +40,9 @@ fn ours(a: &Device, x: &GpuRef<u8>, y: &GpuRef<u8>, iters: usize) -> Res<f64> {
 /// Seconds per copy through raw cudarc on the same two contexts, untracked.
 fn raw(a: &Device, b: &Device, x: &CudaSlice<u8>, y: &CudaSlice<u8>, iters: usize) -> Res<f64> {
     let (ca, cb) = (a.cuda_context()?, b.cuda_context()?);
-    let s = ca.default_stream();
+    // A created stream, as cusched's are: cudarc's default stream is the legacy NULL stream,
+    // which synchronizes with every other stream of the context and would slow the raw side.
+    let s = ca.new_stream()?;
     ca.bind_to_thread()?;
     let (src, _g1) = x.device_ptr(x.stream());
     let (dst, _g2) = y.device_ptr(y.stream());
