@@ -131,24 +131,6 @@ struct Poison {
     epoch: u64,
 }
 
-/// Driver statuses after which a context is unusable: every later call in it fails.
-fn is_sticky(status: cudarc::driver::DriverError) -> bool {
-    use cudarc::driver::sys::CUresult as R;
-    matches!(
-        status.0,
-        R::CUDA_ERROR_ILLEGAL_ADDRESS
-            | R::CUDA_ERROR_LAUNCH_FAILED
-            | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
-            | R::CUDA_ERROR_MISALIGNED_ADDRESS
-            | R::CUDA_ERROR_INVALID_ADDRESS_SPACE
-            | R::CUDA_ERROR_INVALID_PC
-            | R::CUDA_ERROR_HARDWARE_STACK_ERROR
-            | R::CUDA_ERROR_ASSERT
-            | R::CUDA_ERROR_LAUNCH_TIMEOUT
-            | R::CUDA_ERROR_ECC_UNCORRECTABLE
-    )
-}
-
 impl DeviceShared {
     fn new(
         ordinal: usize,
@@ -221,7 +203,7 @@ impl DeviceShared {
     /// failing call; every other error passes through.
     pub(crate) fn classify(&self, err: Error, epoch: u64) -> Error {
         let (call, status) = match err {
-            Error::Driver { call, status } if is_sticky(status) => (call, status),
+            Error::Driver { call, status } if cuda::is_sticky(status) => (call, status),
             Error::ContextPoisoned { .. } => return err,
             other => return other,
         };
@@ -458,10 +440,7 @@ impl DeviceShared {
             // A context is only ever replaced after a poison is recorded; this covers a reader
             // that saw the new epoch before the poison record (it is written first, but read
             // without the epoch's ordering here).
-            _ => Error::ContextPoisoned {
-                call: "a context rebuild",
-                status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
-            },
+            _ => Error::ContextPoisoned { call: "a context rebuild", status: cuda::CONTEXT_IS_DESTROYED },
         }
     }
 

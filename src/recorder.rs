@@ -571,12 +571,23 @@ impl LaunchScope<'_> {
     }
 }
 
+/// Backend memory operations enqueue on a launch's stream and show the checker its uses.
+impl crate::backend::memory::Enqueue for LaunchScope<'_> {
+    fn raw_stream(&self) -> &RawStream {
+        &self.raw
+    }
+
+    fn declared_uses(&self) -> crate::backend::memory::SimUses {
+        self.rec.checker_uses()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::{ILLEGAL_ADDRESS, INVALID_HANDLE};
     use crate::backend::test_hooks::fail_next_record;
     use crate::SimConfig;
-    use cudarc::driver::{sys::CUresult, DriverError};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
@@ -603,7 +614,7 @@ mod tests {
         let d = Device::sim(SimConfig::default()).unwrap();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (rec, done) = slow_write(&d, &buf);
-        fail_next_record(DriverError(CUresult::CUDA_ERROR_INVALID_HANDLE));
+        fail_next_record(INVALID_HANDLE);
         let err = rec.commit(&d).expect_err("the record failed");
         assert!(matches!(err, Error::Driver { call: "cuEventRecord", .. }), "{err}");
         assert!(done.load(Ordering::SeqCst), "the buffer was released while the kernel using it still ran");
@@ -614,7 +625,7 @@ mod tests {
         let d = Device::sim(SimConfig::default()).unwrap();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (rec, _) = slow_write(&d, &buf);
-        fail_next_record(DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        fail_next_record(ILLEGAL_ADDRESS);
         let err = rec.commit(&d).expect_err("the record failed");
         assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
         let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");

@@ -4,16 +4,17 @@
 //! names for templated kernels, and a typed launch API that builds the recorder from the
 //! declared reads and writes.
 
+use crate::backend::cuda;
 use crate::completion::Completion;
 use crate::device::{Device, DeviceShared, StreamId};
-use crate::error::{DriverResultExt, Error, Result};
+use crate::error::{Error, Result};
 use crate::libs::OpStream;
 use crate::memory::{Element, GpuRef};
 use crate::recorder::LaunchRecorder;
 use crate::trace::{OpLabel, OpName};
 use crate::track::Access;
-use cudarc::driver::{result as dresult, sys as dsys, CudaFunction, CudaModule, LaunchConfig};
-use cudarc::nvrtc::{sys, Ptx};
+use cudarc::driver::{CudaFunction, CudaModule, LaunchConfig};
+use cudarc::nvrtc::sys;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -106,7 +107,7 @@ impl Drop for LoadedModule {
         let Some(device) = self.device.upgrade() else {
             // The device itself is being dropped (its module cache with it), after its shutdown
             // closed the reaper: destroy here, as the reaper would now.
-            crate::backend::cuda::drop_bound(&self.ctx, &WHAT, module);
+            cuda::drop_bound(&self.ctx, &WHAT, module);
             return;
         };
         if device.epoch() != self.epoch {
@@ -250,7 +251,7 @@ impl Device {
         let options = program.options.iter().map(|o| cstring("options", o)).collect::<Result<Vec<_>>>()?;
         let exprs =
             program.name_expressions.iter().map(|e| cstring("name_expressions", e)).collect::<Result<Vec<_>>>()?;
-        let (major, minor) = crate::backend::cuda::arch(&ctx)?;
+        let (major, minor) = cuda::arch(&ctx)?;
         let arch = format!("-arch=sm_{major}{minor}");
         let (vmaj, vmin) = nvrtc_version()?;
         let key = cache_key(program, &arch, (vmaj, vmin));
@@ -284,7 +285,7 @@ impl Device {
                 built
             }
         };
-        let loaded = ctx.load_module(Ptx::from_binary(cubin)).call("cuModuleLoadData")?;
+        let loaded = cuda::module::load_cubin(&ctx, cubin)?;
         let module = Arc::new(LoadedModule {
             module: Some(loaded),
             ctx: ctx.clone(),
@@ -476,14 +477,13 @@ impl Module {
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
         self.check()?;
         let symbol = self.lowered.get(name).map(String::as_str).unwrap_or(name);
-        let function = self.module.module()?.load_function(symbol).map_err(|e| match e.0 {
-            dsys::CUresult::CUDA_ERROR_NOT_FOUND => Error::invalid(
+        let Some(function) = cuda::module::load_function(self.module.module()?, symbol)? else {
+            return Err(Error::invalid(
                 "name",
                 format!("no kernel `{name}` in the module (declare it extern \"C\", or add it as a name expression)"),
-            ),
-            _ => Error::driver("cuModuleGetFunction", e),
-        })?;
-        let params = param_sizes(&function)?;
+            ));
+        };
+        let params = cuda::module::param_sizes(&function)?.into();
         Ok(Kernel {
             function,
             name: Arc::from(name),
@@ -500,26 +500,6 @@ impl Module {
             return Err(Error::Stale { what: "compiled module".into(), made: self.generation, current });
         }
         Ok(())
-    }
-}
-
-/// The byte size of each of the function's parameters, from `cuFuncGetParamInfo`. CUDA 13.0
-/// has no parameter count call (`cuFuncGetParamCount` is 13.2), so the end is found by the
-/// documented `CUDA_ERROR_INVALID_VALUE` for the index one past the last parameter; sanitizers
-/// report that as an API error unless run with `--report-api-errors no`.
-fn param_sizes(f: &CudaFunction) -> Result<Arc<[usize]>> {
-    use cudarc::driver::sys::CUresult as R;
-    let raw = f.cu_function();
-    let mut sizes = Vec::new();
-    loop {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: a live function handle (`f` keeps its module loaded) and two valid
-        // out-pointers; an index past the last parameter only returns an error.
-        match unsafe { dsys::cuFuncGetParamInfo(raw, sizes.len(), &mut offset, &mut size) } {
-            R::CUDA_SUCCESS => sizes.push(size),
-            R::CUDA_ERROR_INVALID_VALUE => return Ok(sizes.into()),
-            other => return Err(Error::driver("cuFuncGetParamInfo", cudarc::driver::DriverError(other))),
-        }
     }
 }
 
@@ -728,25 +708,22 @@ impl KernelLaunch<'_> {
         }
         check_config(&config)?;
         let function = &kernel.function;
+        let dims = cuda::launch::Dims {
+            grid: config.grid_dim,
+            block: config.block_dim,
+            shared_mem_bytes: config.shared_mem_bytes,
+        };
         op.run_scoped(rec, move |stream| {
             let mut params: SmallVec<[*mut c_void; 8]> =
                 args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
-            // SAFETY: 1. the function is live and of this device and generation (checked);
-            // 2. each parameter slot matches the size the driver reports for it; 3. buffer
-            // parameters are live device pointers whose declared uses the recorder fenced;
-            // 4. the config was validated; 5. what the device code does with its parameters is
-            // the caller's contract (`enqueue`'s `# Safety`).
-            unsafe {
-                dresult::launch_kernel(
-                    function.cu_function(),
-                    config.grid_dim,
-                    config.block_dim,
-                    config.shared_mem_bytes,
-                    stream.cu_stream(),
-                    &mut params,
-                )
-            }
-            .call("cuLaunchKernel")
+            // SAFETY: 1. the function is live (`kernel` holds its module) and of this device and
+            // generation (checked), whose context `run_scoped` bound with this stream; 2. each
+            // parameter slot matches the size the driver reports for it (checked), and the
+            // driver copies the slots before returning; 3. buffer parameters are live device
+            // pointers whose declared uses the recorder fenced, and whose frees it fences after
+            // the launch; 4. the config was validated; 5. what the device code does with its
+            // parameters is the caller's contract (`enqueue`'s `# Safety`).
+            unsafe { cuda::launch::launch_kernel(function.cu_function(), dims, stream.cu_stream(), &mut params) }
         })
     }
 }
