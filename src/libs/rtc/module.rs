@@ -122,7 +122,7 @@ impl Module {
         Module { module, lowered, device, generation }
     }
 
-    /// Looks up a kernel: a name expression given to the [`Program`] (`"scale<float>"`), or an
+    /// Looks up a kernel: a name expression given to the [`Program`](super::Program) (`"scale<float>"`), or an
     /// `extern "C"` name.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
         self.check()?;
@@ -156,7 +156,7 @@ impl Module {
 impl Kernel {
     /// The cudarc function, for `CudaStream::launch_builder` (validated: not stale).
     ///
-    /// Launch it only on streams of this device (see [`Device::cuda_stream`]): the module is
+    /// Launch it only on streams of this device (see [`Device::cuda_stream`](crate::Device::cuda_stream)): the module is
     /// unloaded once the last [`Kernel`] and [`Module`] made from it are gone and the device's
     /// streams have finished the work enqueued by then, and a clone of the function kept past
     /// that point unloads the module where it drops, blocking that thread.
