@@ -330,9 +330,9 @@ impl<T: Plain> HostMemory<T> {
                     NonNull::dangling()
                 } else {
                     let ptr = cuda::memory::malloc_host(ctx, bytes)?.cast::<T>();
-                    // SAFETY: `ptr` points to `bytes` fresh bytes no one else references; zero
-                    // is a valid `T` (`Plain` types are `ValidAsZeroBits`), and `init` (if any) has
-                    // exactly `len` elements (checked above).
+                    // SAFETY: 1. `ptr` points to `bytes` fresh bytes no one else references;
+                    // 2. zero is a valid `T` (`Plain` types are `ValidAsZeroBits`); 3. `init` (if
+                    // any) has exactly `len` elements (checked above).
                     unsafe {
                         match init {
                             Some(data) => std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), len),

@@ -60,9 +60,9 @@ pub(crate) struct Affine {
     _module: RawModule,
 }
 
-// SAFETY: function handles are plain driver handles usable from any thread with the context
-// current, valid while `_module` (which is `Send`) keeps them loaded; `Affine` is only used by
-// its owner through `&self` launches.
+// SAFETY: 1. function handles are plain driver handles usable from any thread with the context
+// current, valid while `_module` (which is `Send`) keeps them loaded; 2. `Affine` is only used
+// by its owner through `&self` launches.
 unsafe impl Send for Affine {}
 
 /// Floats the affine kernel exists for.

@@ -77,8 +77,8 @@ impl<T: Element> GpuRef<T> {
         if let Some(ev) = ev {
             device.shared.wait_event(&ev)?;
         }
-        // SAFETY: the launch's event has passed (waited for above; a launch without an event
-        // enqueued nothing that is still running).
+        // SAFETY: 1. the launch's event has passed (waited for above); 2. a launch without an
+        // event enqueued nothing that is still running.
         Ok(unsafe { staging.into_vec() })
     }
 

@@ -80,8 +80,9 @@ pub(crate) unsafe fn memset_zero<T>(s: &CudaStream, dst: &CudaSlice<T>) -> Resul
     bind(s.context())?;
     let bytes = dst.len() * std::mem::size_of::<T>();
     let (ptr, _sync) = dst.device_ptr(s);
-    // SAFETY: `ptr` addresses `bytes` bytes of `dst`, whose uses and free the caller orders
-    // around the memset (contract 2); zero bytes are a valid `T` (contract 1).
+    // SAFETY: 1. `ptr` addresses `bytes` bytes of `dst`, whose uses and free the caller orders
+    // around the memset (contract 2); 2. zero bytes are a valid `T` (contract 1); 3. the stream
+    // is live and of the bound context.
     unsafe { result::memset_d8_async(ptr, 0, bytes, s.cu_stream()) }.call("cuMemsetD8Async")
 }
 
@@ -133,8 +134,9 @@ pub(crate) unsafe fn copy_dtod<T>(s: &CudaStream, dst: &CudaSlice<T>, src: &Cuda
     let (d, _a) = dst.device_ptr(s);
     let (f, _b) = src.device_ptr(s);
     let bytes = dst.len() * std::mem::size_of::<T>();
-    // SAFETY: both ranges are `bytes` long (lengths checked), distinct, ordered and kept alive
-    // by the caller (this function's contract).
+    // SAFETY: 1. both ranges are `bytes` long (lengths checked) and distinct (contract 1);
+    // 2. both are ordered and kept alive by the caller (contract 2); 3. the stream is live and
+    // of the bound context.
     unsafe { result::memcpy_dtod_async(d, f, bytes, s.cu_stream()) }.call("cuMemcpyDtoDAsync")
 }
 
@@ -153,8 +155,9 @@ pub(crate) unsafe fn copy_peer<T>(s: &CudaStream, dst: &CudaSlice<T>, src: &Cuda
     let (d, _a) = dst.device_ptr(s);
     let (f, _b) = src.device_ptr(s);
     let bytes = dst.len() * std::mem::size_of::<T>();
-    // SAFETY: both ranges are `bytes` long (lengths checked), of the contexts named, distinct,
-    // ordered and kept alive by the caller (this function's contract).
+    // SAFETY: 1. both ranges are `bytes` long (lengths checked), of the contexts named, and
+    // distinct (contract 1); 2. both are ordered and kept alive by the caller (contract 2);
+    // 3. the stream is live and of the bound context.
     unsafe { result::memcpy_peer_async(dst.context().cu_ctx(), d, src.context().cu_ctx(), f, bytes, s.cu_stream()) }
         .call("cuMemcpyPeerAsync")
 }
@@ -170,8 +173,8 @@ fn check_lengths(dst: usize, src: usize) -> Result<()> {
 /// (`cuMemHostAlloc`). Free it with [`free_host`].
 pub(crate) fn malloc_host(ctx: &CudaContext, bytes: usize) -> Result<NonNull<u8>> {
     bind(ctx)?;
-    // SAFETY: plain allocation call with a non-zero size (checked by callers; zero returns null
-    // or an error, both handled); the context is bound.
+    // SAFETY: 1. a plain allocation call (a zero size returns null or an error, both handled);
+    // 2. the context is bound.
     let raw = unsafe { result::malloc_host(bytes, 0) }.call("cuMemHostAlloc")?;
     NonNull::new(raw.cast::<u8>()).ok_or(Error::OutOfMemory { requested: bytes, free: 0 })
 }

@@ -26,7 +26,8 @@ impl RawModule {
     /// Loads a NUL-terminated PTX text (JIT-compiled by the driver) or CUBIN image into the
     /// context current on this thread.
     pub(crate) fn load(image: &CStr, what: &'static str) -> Result<RawModule> {
-        // SAFETY: `image` is a NUL-terminated image that outlives the call (the driver copies it).
+        // SAFETY: 1. `image` is NUL-terminated and outlives the call (the driver copies it);
+        // 2. without a current context the driver returns an error, it touches nothing.
         let module = unsafe { result::module::load_data(image.as_ptr().cast()) }.call("cuModuleLoadData")?;
         Ok(RawModule { handle: module, what })
     }
@@ -34,7 +35,7 @@ impl RawModule {
     /// The `extern "C"` function `name`, valid while this module stays loaded.
     pub(crate) fn function(&self, name: &str) -> Result<super::launch::CuFunction> {
         let name = CString::new(name).map_err(|_| Error::invalid("name", "contains a NUL byte"))?;
-        // SAFETY: the module is live (owned by `self`); the name is NUL-terminated.
+        // SAFETY: 1. the module is live (owned by `self`); 2. the name is NUL-terminated.
         unsafe { result::module::get_function(self.handle, name) }.call("cuModuleGetFunction")
     }
 }
@@ -42,8 +43,8 @@ impl RawModule {
 #[cfg(feature = "curand")]
 impl Drop for RawModule {
     fn drop(&mut self) {
-        // SAFETY: the module was loaded once by `load` and is unloaded once. Launches already
-        // enqueued keep running: the driver defers the unload until they finish.
+        // SAFETY: 1. the module was loaded once by `load` and is unloaded once, here; 2. launches
+        // already enqueued keep running: the driver defers the unload until they finish.
         if let Err(e) = unsafe { result::module::unload(self.handle) } {
             log::error!("cusched: cuModuleUnload of {} failed: {e:?}", self.what);
         }
@@ -86,8 +87,8 @@ pub(crate) fn param_sizes(f: &cudarc::driver::CudaFunction) -> Result<Vec<usize>
     let mut sizes = Vec::new();
     loop {
         let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: a live function handle (`f` keeps its module loaded) and two valid
-        // out-pointers; an index past the last parameter only returns an error.
+        // SAFETY: 1. a live function handle (`f` keeps its module loaded); 2. two valid
+        // out-pointers; 3. an index past the last parameter only returns an error.
         match unsafe { sys::cuFuncGetParamInfo(raw, sizes.len(), &mut offset, &mut size) } {
             sys::CUresult::CUDA_SUCCESS => sizes.push(size),
             sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(sizes),
