@@ -179,6 +179,29 @@ pub(crate) fn malloc_host(ctx: &CudaContext, bytes: usize) -> Result<NonNull<u8>
     NonNull::new(raw.cast::<u8>()).ok_or(Error::OutOfMemory { requested: bytes, free: 0 })
 }
 
+/// Allocates `bytes` (non-zero) of pinned host memory mapped into `ctx`'s device address space
+/// (`cuMemHostAlloc(DEVICEMAP)`), for results the GPU writes straight to the host. Returns the
+/// host pointer and its device address; free it with [`free_host`].
+#[allow(dead_code)]
+pub(crate) fn malloc_host_mapped(ctx: &CudaContext, bytes: usize) -> Result<(NonNull<u8>, u64)> {
+    bind(ctx)?;
+    // SAFETY: 1. a plain allocation call (a zero size returns null or an error, both handled);
+    // 2. the context is bound.
+    let raw = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }.call("cuMemHostAlloc")?;
+    let host = NonNull::new(raw.cast::<u8>()).ok_or(Error::OutOfMemory { requested: bytes, free: 0 })?;
+    let mut device: sys::CUdeviceptr = 0;
+    // SAFETY: 1. `raw` is a live mapped allocation of the bound context; 2. `device` is a valid
+    // out-pointer.
+    let got = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, raw, 0) };
+    if let Err(e) = super::status("cuMemHostGetDevicePointer", got) {
+        // SAFETY: 1. `host` came from `cuMemHostAlloc` above and is freed once; 2. nothing else
+        // refers to it; 3. its context is bound.
+        unsafe { free_host(host) };
+        return Err(e);
+    }
+    Ok((host, device))
+}
+
 /// Frees pinned host memory (`cuMemFreeHost`), logging a failure.
 ///
 /// # Safety
