@@ -309,11 +309,10 @@ impl FieldDebug for DriverError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cudarc::driver::sys::CUresult;
 
     #[test]
     fn errors_with_driver_statuses_print_without_a_driver() {
-        let status = DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+        let status = crate::backend::cuda::ILLEGAL_ADDRESS;
         let driver = format!("{:?}", Error::Driver { call: "cuEventRecord", status });
         assert_eq!(driver, r#"Driver { call: "cuEventRecord", status: CUDA_ERROR_ILLEGAL_ADDRESS }"#);
         let poisoned = format!("{:?}", Error::ContextPoisoned { call: "cuEventQuery", status });

@@ -11,10 +11,11 @@
 //! On the simulator, devices made with [`Device::sim_group`] share one simulated machine, whose
 //! hazard checker sees the streams of all of them.
 
-use crate::backend::{peer, sim::SimShared, BackendCtx};
+use crate::backend::cuda::peer;
+use crate::backend::{sim::SimShared, BackendCtx};
 use crate::device::{Device, DeviceConfig, DeviceShared, StreamId};
 use crate::error::{Error, Result};
-use crate::memory::{sim_copy, DevStorage, Element, GpuRef};
+use crate::memory::{Element, GpuRef};
 use crate::recorder::LaunchRecorder;
 use crate::trace::OpLabel;
 use crate::SimConfig;
@@ -109,25 +110,15 @@ impl Device {
         }
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_peer")).with_peers();
         rec.read(src)?.write(dst)?;
-        if let (DevStorage::Cuda(from), DevStorage::Cuda(to)) = (src.storage(), dst.storage()) {
-            enable_once((sd.uid, src.track().epoch, from.context()), (dd.uid, dst.track().epoch, to.context()));
+        if let Some([from, to]) = src.memory().peer_contexts(dst.memory()) {
+            enable_once((sd.uid, src.track().epoch, from), (dd.uid, dst.track().epoch, to));
         }
-        rec.launch(self, |scope| match (src.storage(), dst.storage()) {
-            (DevStorage::Cuda(from), DevStorage::Cuda(to)) => {
-                let s = scope.cuda_stream()?;
-                let (f, _a) = cudarc::driver::DevicePtr::device_ptr(from, from.stream());
-                let (d, _b) = cudarc::driver::DevicePtr::device_ptr(to, to.stream());
-                let bytes = src.len() * std::mem::size_of::<T>();
-                // SAFETY: 1. both ranges are `bytes` long (lengths checked above), in live
-                // allocations of their contexts whose frees the tracker orders after this copy
-                // (both buffers record it); 2. the preflight made the stream wait for every
-                // conflicting use of both buffers, on every device, and later uses wait for the
-                // commit; the buffers are distinct allocations (checked above).
-                unsafe { peer::memcpy(s, to.context(), d, from.context(), f, bytes) }
-            }
-            (DevStorage::Sim(from), DevStorage::Sim(to)) => scope.sim_kernel(sim_copy(from, to)),
-            // The preflight rejected buffers of another backend.
-            _ => Err(Error::WrongBackend { what: "Device::copy_peer", needed: "one backend", actual: "two" }),
+        rec.launch(self, |scope| {
+            // SAFETY: 1. the buffers are distinct allocations of equal length (checked above);
+            // 2. the preflight made the stream wait for every conflicting use of both buffers, on
+            // every device, later uses wait for the commit, and both frees are ordered after the
+            // copy (both buffers record it).
+            unsafe { dst.memory().copy_from_peer(scope, src.memory()) }
         })
     }
 }

@@ -1,11 +1,13 @@
-//! The seam to the driver: streams, events and host-visible completion, on CUDA or simulated.
+//! The seam to the driver: streams, events, buffer memory and host-visible completion, on CUDA
+//! or simulated.
 //!
-//! The rest of the crate calls only the methods here; `cuda.rs` is the only file that touches
-//! `cudarc::driver::{result, sys}`.
+//! The rest of the crate calls only the methods here and in [`memory`]; [`cuda`] is the only
+//! module that touches `cudarc::driver::{result, sys}`, [`sim`] the only one that simulates it.
 
 pub(crate) mod cuda;
-pub(crate) mod peer;
+pub(crate) mod memory;
 pub(crate) mod sim;
+pub(crate) mod sim_mem;
 
 use crate::error::Result;
 use std::sync::Arc;

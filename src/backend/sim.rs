@@ -276,10 +276,7 @@ impl Record {
 
     fn outcome(&self, call: &'static str) -> crate::error::Result<()> {
         if self.failed.load(std::sync::atomic::Ordering::Acquire) {
-            return Err(crate::error::Error::Driver {
-                call,
-                status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
-            });
+            return Err(crate::error::Error::Driver { call, status: super::cuda::ILLEGAL_ADDRESS });
         }
         Ok(())
     }

@@ -2,8 +2,10 @@
 //! NVRTC: the driver JIT-compiles it for whatever GPU it meets. cuRAND uses it to turn its
 //! `(0, 1]` uniforms into `(low, high]`.
 
-use crate::error::{DriverResultExt, Error, Result};
-use cudarc::driver::{result, sys};
+use crate::backend::cuda::launch::{launch_kernel, CuFunction, Dims};
+use crate::backend::cuda::module::RawModule;
+use crate::backend::cuda::CuStream;
+use crate::error::{Error, Result};
 use std::ffi::{c_void, CString};
 
 const PTX_HEADER: &str = ".version 7.0\n.target sm_70\n.address_size 64\n";
@@ -52,36 +54,28 @@ fn ptx_entry(ty: &str, shift_bits: u32) -> String {
 
 /// The loaded module; unloaded on drop. Lives in one context.
 pub(crate) struct Affine {
-    module: sys::CUmodule,
-    f32: sys::CUfunction,
-    f64: sys::CUfunction,
+    /// Declared last: the function handles are only valid while it is loaded.
+    f32: CuFunction,
+    f64: CuFunction,
+    _module: RawModule,
 }
 
-// SAFETY: module and function handles are plain driver handles usable from any thread with the
-// context current; `Affine` is only used by its owner through `&self` launches.
+// SAFETY: 1. function handles are plain driver handles usable from any thread with the context
+// current, valid while `_module` (which is `Send`) keeps them loaded; 2. `Affine` is only used
+// by its owner through `&self` launches.
 unsafe impl Send for Affine {}
-
-impl Drop for Affine {
-    fn drop(&mut self) {
-        // SAFETY: the module was loaded once by `load` and is unloaded once. Launches already
-        // enqueued keep running: the driver defers the unload until they finish.
-        if let Err(e) = unsafe { result::module::unload(self.module) } {
-            log::error!("cusched: cuModuleUnload of the affine kernel failed: {e:?}");
-        }
-    }
-}
 
 /// Floats the affine kernel exists for.
 pub(crate) trait AffineFloat: Copy {
-    fn function(a: &Affine) -> sys::CUfunction;
+    fn function(a: &Affine) -> CuFunction;
 }
 impl AffineFloat for f32 {
-    fn function(a: &Affine) -> sys::CUfunction {
+    fn function(a: &Affine) -> CuFunction {
         a.f32
     }
 }
 impl AffineFloat for f64 {
-    fn function(a: &Affine) -> sys::CUfunction {
+    fn function(a: &Affine) -> CuFunction {
         a.f64
     }
 }
@@ -91,31 +85,22 @@ impl Affine {
     pub(crate) fn load() -> Result<Affine> {
         let ptx = format!("{PTX_HEADER}{}{}", ptx_entry("f32", 2), ptx_entry("f64", 3));
         let image = CString::new(ptx).map_err(|_| Error::invalid("PTX", "contains a NUL byte"))?;
-        // SAFETY: `image` is a NUL-terminated PTX text that outlives the call.
-        let module = unsafe { result::module::load_data(image.as_ptr().cast()) }.call("cuModuleLoadData")?;
-        let get = |name: &str| -> Result<sys::CUfunction> {
-            let name = CString::new(name).map_err(|_| Error::invalid("name", "contains a NUL byte"))?;
-            // SAFETY: `module` is live; the name is NUL-terminated.
-            unsafe { result::module::get_function(module, name) }.call("cuModuleGetFunction")
-        };
-        match (get("cusched_affine_f32"), get("cusched_affine_f64")) {
-            (Ok(f32), Ok(f64)) => Ok(Affine { module, f32, f64 }),
-            (Err(e), _) | (_, Err(e)) => {
-                // SAFETY: loaded above, not shared with anything yet.
-                let _ = unsafe { result::module::unload(module) };
-                Err(e)
-            }
-        }
+        // Dropped (unloaded) if a lookup fails.
+        let module = RawModule::load(&image, "the affine kernel")?;
+        let f32 = module.function("cusched_affine_f32")?;
+        let f64 = module.function("cusched_affine_f64")?;
+        Ok(Affine { f32, f64, _module: module })
     }
 
     /// Enqueues `x[i] = scale * x[i] + shift` for `n` elements at device address `data`.
     ///
     /// # Safety
     /// `data` must point to at least `n` live elements of `T` in this context, ordered on
-    /// `stream` after their writers (the caller's recorder fenced it).
+    /// `stream` after their writers (the caller's recorder fenced it); `stream` is a live stream
+    /// of the context current on this thread, the one the module was loaded in.
     pub(crate) unsafe fn launch<T: AffineFloat>(
         &self,
-        stream: sys::CUstream,
+        stream: CuStream,
         data: u64,
         n: usize,
         scale: T,
@@ -131,9 +116,11 @@ impl Affine {
             (&mut shift as *mut T).cast(),
         ];
         let blocks = n.div_ceil(256).clamp(1, 65_535) as u32;
-        // SAFETY: the parameters match the kernel's signature (u64, u64, T, T) and outlive the
-        // call (the driver copies them); the caller guarantees `data` and `n`.
-        unsafe { result::launch_kernel(T::function(self), (blocks, 1, 1), (256, 1, 1), 0, stream, &mut params) }
-            .call("cuLaunchKernel")
+        let dims = Dims { grid: (blocks, 1, 1), block: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: 1. the function is of this module, still loaded (owned by `self`), and the
+        // stream of its context (the caller's contract); 2. the parameters match the kernel's
+        // signature (u64, u64, T, T) and outlive the call (the driver copies them); 3. the
+        // caller guarantees `data` and `n`.
+        unsafe { launch_kernel(T::function(self), dims, stream, &mut params) }
     }
 }

@@ -488,7 +488,7 @@ impl Fft {
 
     /// The index of the cached plan for `key`, made (and the least recently used evicted) on a
     /// miss. The found plan moves to the most recently used end.
-    fn plan(&mut self, key: PlanKey, stream: cudarc::driver::sys::CUstream) -> Result<usize> {
+    fn plan(&mut self, key: PlanKey, stream: crate::backend::cuda::CuStream) -> Result<usize> {
         if let Some(i) = self.plans.iter().position(|p| p.key == key) {
             let p = self.plans.remove(i);
             self.plans.push(p);

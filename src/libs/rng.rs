@@ -346,7 +346,7 @@ impl Rng {
     }
 
     /// The generator of `seed.generator`, set to this stream, `seed` and offset.
-    fn generator(&mut self, seed: &Seed, stream: cudarc::driver::sys::CUstream) -> Result<sys::curandGenerator_t> {
+    fn generator(&mut self, seed: &Seed, stream: crate::backend::cuda::CuStream) -> Result<sys::curandGenerator_t> {
         if seed.generator == Generator::Mtgp32 {
             // MTGP32 keeps its state across a re-seed with the same value, and has no offsets:
             // a fresh generator is the only way to restart its sequence.

@@ -229,9 +229,9 @@ fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::{ILLEGAL_ADDRESS, INVALID_HANDLE};
     use crate::backend::test_hooks::fail_next_record;
     use crate::{Device, LaunchRecorder, SimConfig};
-    use cudarc::driver::{sys::CUresult, DriverError};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
@@ -265,7 +265,7 @@ mod tests {
         let d = Device::sim(SimConfig::default()).unwrap();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (launch, done) = slow_write(&d, &buf);
-        fail_next_record(DriverError(CUresult::CUDA_ERROR_INVALID_HANDLE));
+        fail_next_record(INVALID_HANDLE);
         let err = launch.commit().expect_err("the record failed");
         assert!(matches!(err, Error::Driver { call: "cuEventRecord", .. }), "{err}");
         assert!(done.load(Ordering::SeqCst), "the buffer was released while the kernel using it still ran");
@@ -276,7 +276,7 @@ mod tests {
         let d = Device::sim(SimConfig::default()).unwrap();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (launch, _) = slow_write(&d, &buf);
-        fail_next_record(DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        fail_next_record(ILLEGAL_ADDRESS);
         let err = launch.commit().expect_err("the record failed");
         assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
         let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");

@@ -67,3 +67,14 @@ impl<'a> LaunchScope<'a> {
         }
     }
 }
+
+/// Backend memory operations enqueue on a launch's stream and show the checker its uses.
+impl crate::backend::memory::Enqueue for LaunchScope<'_> {
+    fn raw_stream(&self) -> &RawStream {
+        self.launch.raw()
+    }
+
+    fn declared_uses(&self) -> crate::backend::memory::SimUses {
+        self.launch.checker_uses()
+    }
+}

@@ -226,7 +226,7 @@ fn peer_context_lost(ev: &EventRef) -> Error {
     );
     Error::ContextPoisoned {
         call: "a use on another device whose context was poisoned",
-        status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
+        status: crate::backend::cuda::CONTEXT_IS_DESTROYED,
     }
 }
 

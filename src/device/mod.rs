@@ -1,5 +1,7 @@
 //! `Device`: a context (CUDA or simulated), its streams, configuration and generation.
 
+mod poison;
+
 use crate::backend::sim::{FenceMutation, Hazard, SimConfig, SimShared};
 use crate::backend::{cuda, BackendCtx};
 use crate::completion::Completions;
@@ -77,7 +79,7 @@ pub(crate) struct DeviceShared {
     /// Advances only when the context is rebuilt (the generation also advances on demand).
     epoch: AtomicU64,
     /// The first failure of the most recently poisoned context.
-    poison: Mutex<Option<Poison>>,
+    poison: Mutex<Option<poison::Poison>>,
     /// The context is poisoned and could not be rebuilt: every new op fails fast.
     dead: AtomicBool,
     streams: Box<[OnceLock<StreamSlot>]>,
@@ -103,32 +105,6 @@ pub(crate) struct DeviceShared {
 }
 
 type LaneThread = Arc<Mutex<Option<std::thread::JoinHandle<()>>>>;
-
-/// What poisoned a context: the first failing call, and the context's epoch.
-#[derive(Clone, Copy, Debug)]
-struct Poison {
-    call: &'static str,
-    status: cudarc::driver::DriverError,
-    epoch: u64,
-}
-
-/// Driver statuses after which a context is unusable: every later call in it fails.
-fn is_sticky(status: cudarc::driver::DriverError) -> bool {
-    use cudarc::driver::sys::CUresult as R;
-    matches!(
-        status.0,
-        R::CUDA_ERROR_ILLEGAL_ADDRESS
-            | R::CUDA_ERROR_LAUNCH_FAILED
-            | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
-            | R::CUDA_ERROR_MISALIGNED_ADDRESS
-            | R::CUDA_ERROR_INVALID_ADDRESS_SPACE
-            | R::CUDA_ERROR_INVALID_PC
-            | R::CUDA_ERROR_HARDWARE_STACK_ERROR
-            | R::CUDA_ERROR_ASSERT
-            | R::CUDA_ERROR_LAUNCH_TIMEOUT
-            | R::CUDA_ERROR_ECC_UNCORRECTABLE
-    )
-}
 
 impl DeviceShared {
     pub(crate) fn new(
@@ -196,99 +172,11 @@ impl DeviceShared {
         (backend.clone(), self.epoch())
     }
 
-    /// Maps an error from work of context epoch `epoch`: a sticky driver status poisons that
-    /// context (rebuilding it, once) and becomes [`Error::ContextPoisoned`] naming the first
-    /// failing call; every other error passes through.
-    pub(crate) fn classify(&self, err: Error, epoch: u64) -> Error {
-        let (call, status) = match err {
-            Error::Driver { call, status } if is_sticky(status) => (call, status),
-            Error::ContextPoisoned { .. } => return err,
-            other => return other,
-        };
-        let mut poison = crate::sync::lock(&self.poison);
-        if let Some(p) = *poison {
-            if p.epoch >= epoch {
-                // That context was already poisoned (and rebuilt): report its first failure.
-                return Error::ContextPoisoned { call: p.call, status: p.status };
-            }
-        }
-        log::error!(
-            "cusched: {call} failed with {:?}, which poisons the CUDA context of device {}; rebuilding it",
-            status.0,
-            self.label()
-        );
-        *poison = Some(Poison { call, status, epoch });
-        if epoch == self.epoch() {
-            if let Err(e) = self.rebuild() {
-                // On current NVIDIA drivers an illegal-address fault is sticky for the whole
-                // process: no new context can be made on the device. The device stays poisoned
-                // and fails every new op at once instead of hanging or touching freed memory.
-                log::error!(
-                    "cusched: rebuilding the context of device {} failed ({e}); it stays poisoned, restart the process to use it again",
-                    self.label()
-                );
-                self.dead.store(true, Ordering::Release);
-            }
-        }
-        Error::ContextPoisoned { call, status }
-    }
-
-    /// The one funnel for driver results of work on this device: `r` unchanged when it is `Ok`,
-    /// else its error through [`classify`](Self::classify) for context epoch `epoch` (the
-    /// epoch the work or handle belongs to, not the device's current one).
-    pub(crate) fn check<T>(&self, r: Result<T>, epoch: u64) -> Result<T> {
-        r.map_err(|e| self.classify(e, epoch))
-    }
-
     /// Blocks until the GPU has passed `ev`; a failure is classified for the event's epoch.
     pub(crate) fn wait_event(&self, ev: &EventRef) -> Result<()> {
         self.check(ev.synchronize(), ev.epoch())
     }
 
-    /// `Some(ContextPoisoned)` while the context is poisoned and could not be rebuilt.
-    pub(crate) fn poisoned(&self) -> Option<Error> {
-        if !self.dead.load(Ordering::Acquire) {
-            return None;
-        }
-        let p = (*crate::sync::lock(&self.poison))?;
-        Some(Error::ContextPoisoned { call: p.call, status: p.status })
-    }
-
-    /// Replaces the context: a fresh one, the same streams made anew in it, the event pool and
-    /// tracer moved over, and every handle made before stale. Called under the poison lock;
-    /// takes `stream_create`, so that a stream created meanwhile is either remade here or made
-    /// in the new context, then the backend's write lock.
-    ///
-    /// The poisoned context is not destroyed here: handles made in it (buffers, events, kernels,
-    /// library handles) still hold it, and their calls fail with errors instead of touching
-    /// freed memory. It is destroyed when the last of them drops.
-    fn rebuild(&self) -> Result<()> {
-        // Handles made so far are stale from here on, whether or not a new context can be made.
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        let _creating = crate::sync::lock(&self.stream_create);
-        let fresh = match &self.backend() {
-            BackendCtx::Cuda(_) => BackendCtx::Cuda(cuda::open_fresh(self.ordinal)?),
-            BackendCtx::Sim(old) => BackendCtx::Sim(old.rebuilt()),
-        };
-        let streams: Vec<crate::backend::RawStream> =
-            self.slots().map(|slot| fresh.new_stream(slot.id.index)).collect::<Result<_>>()?;
-        // The generation advanced first: a preflight that sees a new stream also sees its old
-        // buffers stale. The epoch advances with the context, under its lock (`backend_epoch`).
-        let epoch = {
-            let mut backend = crate::sync::write(&self.backend);
-            *backend = fresh.clone();
-            self.epoch.fetch_add(1, Ordering::AcqRel) + 1
-        };
-        self.events.reset(fresh.clone(), epoch);
-        for (slot, raw) in self.slots().zip(streams) {
-            slot.replace(raw, epoch);
-        }
-        if let Some(slot) = self.slot_by_index(0) {
-            self.tracer.rebase(&fresh, &slot.raw());
-        }
-        log::warn!("cusched: device {} runs on a new context (epoch {epoch})", self.label());
-        Ok(())
-    }
     pub(crate) fn completions(&self) -> &Completions {
         &self.completions
     }
@@ -427,21 +315,6 @@ impl DeviceShared {
         match recorded {
             Some(r) => self.check(r, epoch),
             None => Err(self.poison_since(epoch)),
-        }
-    }
-
-    /// The error for work of context epoch `epoch` after the device moved to a newer context:
-    /// the poison that made it move.
-    pub(crate) fn poison_since(&self, epoch: u64) -> Error {
-        match *crate::sync::lock(&self.poison) {
-            Some(p) if p.epoch >= epoch => Error::ContextPoisoned { call: p.call, status: p.status },
-            // A context is only ever replaced after a poison is recorded; this covers a reader
-            // that saw the new epoch before the poison record (it is written first, but read
-            // without the epoch's ordering here).
-            _ => Error::ContextPoisoned {
-                call: "a context rebuild",
-                status: cudarc::driver::DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED),
-            },
         }
     }
 

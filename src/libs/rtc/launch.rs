@@ -1,0 +1,250 @@
+//! [`KernelLaunch`]: a typed launch of a [`Kernel`], whose recorder is built from the declared
+//! reads and writes.
+
+use super::Kernel;
+use crate::backend::cuda;
+use crate::completion::Completion;
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::libs::OpStream;
+use crate::memory::{Element, GpuRef};
+use crate::recorder::LaunchRecorder;
+use crate::trace::{OpLabel, OpName};
+use crate::track::Access;
+use cudarc::driver::LaunchConfig;
+use smallvec::SmallVec;
+use std::ffi::c_void;
+
+impl Kernel {
+    /// Starts a typed launch on `stream` of `device`: declare each parameter in order with
+    /// [`KernelLaunch::read`], [`write`](KernelLaunch::write),
+    /// [`read_write`](KernelLaunch::read_write) or [`scalar`](KernelLaunch::scalar), then
+    /// [`enqueue`](KernelLaunch::enqueue), which is `unsafe`: the caller vouches for what the
+    /// device code does. The recorder is built from the declarations.
+    pub fn launch(&self, device: &Device, stream: StreamId, config: LaunchConfig) -> KernelLaunch<'_> {
+        KernelLaunch {
+            kernel: self,
+            op: OpStream::new(device, stream, "NVRTC (libnvrtc)"),
+            config,
+            rec: LaunchRecorder::new_strict(stream)
+                .labelled(OpLabel { library: "kernel", op: OpName::Shared(self.name.clone()) }),
+            args: SmallVec::new(),
+            error: None,
+        }
+    }
+}
+
+/// One parameter's bytes (large enough for every [`Element`], pointers included).
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct ArgSlot([u8; 16]);
+
+/// A kernel launch being declared. Errors are remembered and returned by `enqueue`, so the
+/// declarations chain. Launching is `unsafe` (see [`enqueue`](Self::enqueue)): device code can
+/// touch any memory the GPU can reach, pinned host memory included.
+///
+/// ```no_run
+/// # use cusched::{Device, cudarc::driver::LaunchConfig};
+/// # let device = Device::open(0)?; let s = device.new_stream()?;
+/// # let module = device.compile(r#"extern "C" __global__ void add(const float* a, const float* b, float* c, unsigned n) {
+/// #   unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }"#, &[])?;
+/// # let (a, b, c) = (device.alloc_zeros::<f32>(s, 4)?, device.alloc_zeros::<f32>(s, 4)?, device.alloc_zeros::<f32>(s, 4)?);
+/// let add = module.kernel("add")?;
+/// let launch = add.launch(&device, s, LaunchConfig::for_num_elems(4)).read(&a).read(&b).write(&c).scalar(4u32);
+/// // SAFETY: 1. `add` reads `a` and `b` and writes `c`, as declared; 2. with n = 4 it touches
+/// // elements 0..4 of buffers of 4 elements; 3. the parameters are three float pointers and
+/// // an unsigned, as declared.
+/// unsafe { launch.enqueue() }?.wait()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct KernelLaunch<'k> {
+    kernel: &'k Kernel,
+    op: OpStream,
+    config: LaunchConfig,
+    rec: LaunchRecorder,
+    args: SmallVec<[(ArgSlot, usize, &'static str); 8]>,
+    error: Option<Error>,
+}
+
+impl std::fmt::Debug for KernelLaunch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelLaunch({}, {} args)", self.kernel.name, self.args.len())
+    }
+}
+
+impl KernelLaunch<'_> {
+    fn buffer<T: Element>(mut self, buf: &GpuRef<T>, access: Access) -> Self {
+        if self.error.is_some() {
+            return self;
+        }
+        let index = self.args.len();
+        let declared = self
+            .rec
+            .access(buf, access)
+            .map(drop)
+            .and_then(|()| buf.raw_device_ptr())
+            .map_err(|e| name_parameter(e, index));
+        match declared {
+            Ok(ptr) => self.push(&ptr, "a device pointer"),
+            Err(e) => self.error = Some(e),
+        }
+        self
+    }
+
+    fn push<T: Copy>(&mut self, v: &T, what: &'static str) {
+        let mut slot = ArgSlot([0; 16]);
+        let n = std::mem::size_of::<T>();
+        // SAFETY: `T` is at most 16 bytes (every Element and u64 are), so the copy stays inside
+        // `slot`; source and destination do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping((v as *const T).cast::<u8>(), slot.0.as_mut_ptr(), n.min(16)) };
+        self.args.push((slot, n, what));
+    }
+
+    /// The next parameter is a pointer to `buf`, which the kernel only reads.
+    pub fn read<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.buffer(buf, Access::Read)
+    }
+
+    /// The next parameter is a pointer to `buf`, which the kernel only writes.
+    pub fn write<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.buffer(buf, Access::Write)
+    }
+
+    /// The next parameter is a pointer to `buf`, which the kernel reads and writes.
+    pub fn read_write<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.buffer(buf, Access::ReadWrite)
+    }
+
+    /// The next parameter is the value `v`.
+    pub fn scalar<T: Element>(mut self, v: T) -> Self {
+        if self.error.is_none() {
+            self.push(&v, std::any::type_name::<T>());
+        }
+        self
+    }
+
+    /// Validates the declarations against the kernel's parameters and the launch
+    /// configuration, then preflights, launches and commits. Returns a completion for the
+    /// launch.
+    ///
+    /// Running user device code is unsafe: the checks cover the parameters' byte sizes and the
+    /// declared buffers' devices and generations, not what the kernel does with them.
+    ///
+    /// ```compile_fail,E0133
+    /// # use cusched::{cudarc::driver::LaunchConfig, Device, GpuRef, Kernel};
+    /// # fn f(device: &Device, kernel: &Kernel, x: &GpuRef<f32>) -> cusched::Result<()> {
+    /// let cfg = LaunchConfig::for_num_elems(4);
+    /// kernel.launch(device, device.default_stream(), cfg).write(x).enqueue()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// The device code must keep to what was declared. For the launch's whole run:
+    ///
+    /// 1. it reads only buffers declared with [`read`](Self::read) or
+    ///    [`read_write`](Self::read_write), writes only buffers declared with
+    ///    [`write`](Self::write) or [`read_write`](Self::read_write), and stays inside their
+    ///    lengths under the launch configuration given;
+    /// 2. any other memory it touches (another device buffer, pinned host memory such as a
+    ///    [`crate::HostBuffer`]'s, an address passed as a [`scalar`](Self::scalar)) stays
+    ///    allocated while the kernel runs, and the kernel writes it only while no Rust reference
+    ///    to it exists and no GPU work the tracker does not order uses it;
+    /// 3. each declared parameter has the type the kernel expects (only byte sizes are checked:
+    ///    a `u64` declared where the kernel takes a pointer is accepted), and every value the
+    ///    kernel reads is valid for its type.
+    pub unsafe fn enqueue(self) -> Result<Completion<()>> {
+        let KernelLaunch { kernel, op, config, rec, mut args, error } = self;
+        if let Some(e) = error {
+            return Err(e);
+        }
+        kernel.check()?;
+        if kernel.device.uid != op.device.shared.uid {
+            return Err(Error::ForeignDevice {
+                what: format!("kernel `{}`", kernel.name),
+                expected: op.device.shared.label(),
+                found: kernel.device.label(),
+            });
+        }
+        if args.len() != kernel.params.len() {
+            return Err(Error::invalid(
+                "args",
+                format!(
+                    "kernel `{}` takes {} parameters, {} were declared",
+                    kernel.name,
+                    kernel.params.len(),
+                    args.len()
+                ),
+            ));
+        }
+        for (i, ((_, size, what), want)) in args.iter().zip(kernel.params.iter()).enumerate() {
+            if size != want {
+                return Err(Error::invalid(
+                    "args",
+                    format!(
+                        "parameter {i} of `{}` is {want} bytes, but {what} ({size} bytes) was declared",
+                        kernel.name
+                    ),
+                ));
+            }
+        }
+        check_config(&config)?;
+        let function = &kernel.function;
+        let dims = cuda::launch::Dims {
+            grid: config.grid_dim,
+            block: config.block_dim,
+            shared_mem_bytes: config.shared_mem_bytes,
+        };
+        op.run_scoped(rec, move |stream| {
+            let mut params: SmallVec<[*mut c_void; 8]> =
+                args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
+            // SAFETY: 1. the function is live (`kernel` holds its module) and of this device and
+            // generation (checked), whose context `run_scoped` bound with this stream; 2. each
+            // parameter slot matches the size the driver reports for it (checked), and the
+            // driver copies the slots before returning; 3. buffer parameters are live device
+            // pointers whose declared uses the recorder fenced, and whose frees it fences after
+            // the launch; 4. the config was validated; 5. what the device code does with its
+            // parameters is the caller's contract (`enqueue`'s `# Safety`).
+            unsafe { cuda::launch::launch_kernel(function.cu_function(), dims, stream.cu_stream(), &mut params) }
+        })
+    }
+}
+
+/// Names the parameter in a rejected buffer's error, keeping the variant (a foreign or stale
+/// buffer is not an argument of the wrong shape, and callers match on the difference).
+fn name_parameter(e: Error, index: usize) -> Error {
+    match e {
+        Error::ForeignDevice { what, expected, found } => {
+            Error::ForeignDevice { what: format!("parameter {index} ({what})"), expected, found }
+        }
+        Error::Stale { what, made, current } => {
+            Error::Stale { what: format!("parameter {index} ({what})"), made, current }
+        }
+        other => other,
+    }
+}
+
+fn check_config(c: &LaunchConfig) -> Result<()> {
+    let (gx, gy, gz) = c.grid_dim;
+    let (bx, by, bz) = c.block_dim;
+    if gx == 0 || gy == 0 || gz == 0 {
+        return Err(Error::invalid("config.grid_dim", format!("{:?} has a zero dimension", c.grid_dim)));
+    }
+    if gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
+        return Err(Error::invalid("config.grid_dim", format!("{:?} exceeds (2^31-1, 65535, 65535)", c.grid_dim)));
+    }
+    let threads = bx as u64 * by as u64 * bz as u64;
+    if threads == 0 || threads > 1024 || bz > 64 {
+        return Err(Error::invalid("config.block_dim", format!("{:?}: 1 to 1024 threads, z at most 64", c.block_dim)));
+    }
+    Ok(())
+}
+
+/// Launches from a lane job or inline.
+impl crate::lane::Handles {
+    /// Starts a typed launch of `kernel` on this stream (see [`Kernel::launch`]).
+    pub fn launch<'k>(&self, kernel: &'k Kernel, config: LaunchConfig) -> KernelLaunch<'k> {
+        kernel.launch(self.device(), self.stream(), config)
+    }
+}

@@ -1,0 +1,185 @@
+//! Loaded modules and their kernels: [`Module`], [`Kernel`], and the module handle whose last
+//! drop hands the module to the device's reaper.
+
+use crate::backend::cuda;
+use crate::device::DeviceShared;
+use crate::error::{Error, Result};
+use cudarc::driver::{CudaFunction, CudaModule};
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+/// The one owner of a loaded module's `Arc<CudaModule>` besides the [`CudaFunction`]s made
+/// from it (each [`Kernel`] drops its function before its handle to this). Unloading blocks
+/// (`cuModuleUnload` waits for the device) and needs the module's context bound, so the last
+/// handle's drop hands the module to the device's reaper instead of unloading it in place.
+pub(super) struct LoadedModule {
+    module: Option<Arc<CudaModule>>,
+    ctx: Arc<cudarc::driver::CudaContext>,
+    /// Weak: the device's module cache holds these, and a strong reference would be a cycle.
+    device: Weak<DeviceShared>,
+    /// The context epoch the module was loaded in.
+    epoch: u64,
+}
+
+impl LoadedModule {
+    pub(super) fn new(
+        module: Arc<CudaModule>,
+        ctx: Arc<cudarc::driver::CudaContext>,
+        device: &Arc<DeviceShared>,
+        epoch: u64,
+    ) -> Self {
+        LoadedModule { module: Some(module), ctx, device: Arc::downgrade(device), epoch }
+    }
+
+    fn module(&self) -> Result<&Arc<CudaModule>> {
+        // Only `Drop` takes the module out.
+        self.module.as_ref().ok_or_else(|| Error::invalid("module", "the module has been unloaded"))
+    }
+}
+
+impl Drop for LoadedModule {
+    fn drop(&mut self) {
+        const WHAT: &str = "an NVRTC module";
+        let Some(module) = self.module.take() else { return };
+        let Some(device) = self.device.upgrade() else {
+            // The device itself is being dropped (its module cache with it), after its shutdown
+            // closed the reaper: destroy here, as the reaper would now.
+            cuda::drop_bound(&self.ctx, &WHAT, module);
+            return;
+        };
+        if device.epoch() != self.epoch {
+            // Loaded in a context since replaced: unloading could only fail.
+            std::mem::forget(module);
+            return;
+        }
+        // A module is used from any stream of the device, and not only through `enqueue`:
+        // `Kernel::function` hands the raw function out for cudarc launches the tracker never
+        // sees. So the unload waits for everything enqueued so far on every stream of the
+        // device. Modules are unloaded rarely (the cache holds them), so an event per stream
+        // costs little, and waiting also for unrelated work only delays the unload.
+        let mut after = Vec::new();
+        for slot in device.slots() {
+            match device.record(slot.id) {
+                Ok(ev) => after.push(ev),
+                Err(e) => {
+                    log::error!("cusched: {WHAT} is abandoned, not unloaded: {} failed ({e})", slot.id);
+                    std::mem::forget(module);
+                    return;
+                }
+            }
+        }
+        device.reaper.defer(crate::reaper::Retired {
+            what: WHAT,
+            after,
+            ctx: Some(self.ctx.clone()),
+            object: Box::new(module),
+        });
+    }
+}
+
+/// A module compiled for one device and generation.
+#[derive(Clone)]
+pub struct Module {
+    module: Arc<LoadedModule>,
+    lowered: Arc<HashMap<String, String>>,
+    device: Arc<DeviceShared>,
+    generation: u64,
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Module(device {}, generation {})", self.device.label(), self.generation)
+    }
+}
+
+/// A kernel function of a [`Module`]; stale after the device's generation advances.
+#[derive(Clone)]
+pub struct Kernel {
+    /// Declared before `_module`: fields drop in order, so the function's `Arc<CudaModule>` is
+    /// gone before the handle whose drop hands the module to the reaper.
+    pub(super) function: CudaFunction,
+    pub(super) name: Arc<str>,
+    pub(super) params: Arc<[usize]>,
+    pub(super) device: Arc<DeviceShared>,
+    pub(super) generation: u64,
+    /// Held only for its drop.
+    _module: Arc<LoadedModule>,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Kernel({}, generation {})", self.name, self.generation)
+    }
+}
+
+impl Module {
+    pub(super) fn new(
+        module: Arc<LoadedModule>,
+        lowered: Arc<HashMap<String, String>>,
+        device: Arc<DeviceShared>,
+        generation: u64,
+    ) -> Self {
+        Module { module, lowered, device, generation }
+    }
+
+    /// Looks up a kernel: a name expression given to the [`Program`](super::Program) (`"scale<float>"`), or an
+    /// `extern "C"` name.
+    pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        self.check()?;
+        let symbol = self.lowered.get(name).map(String::as_str).unwrap_or(name);
+        let Some(function) = cuda::module::load_function(self.module.module()?, symbol)? else {
+            return Err(Error::invalid(
+                "name",
+                format!("no kernel `{name}` in the module (declare it extern \"C\", or add it as a name expression)"),
+            ));
+        };
+        let params = cuda::module::param_sizes(&function)?.into();
+        Ok(Kernel {
+            function,
+            name: Arc::from(name),
+            params,
+            device: self.device.clone(),
+            generation: self.generation,
+            _module: self.module.clone(),
+        })
+    }
+
+    fn check(&self) -> Result<()> {
+        let current = self.device.generation();
+        if current != self.generation {
+            return Err(Error::Stale { what: "compiled module".into(), made: self.generation, current });
+        }
+        Ok(())
+    }
+}
+
+impl Kernel {
+    /// The cudarc function, for `CudaStream::launch_builder` (validated: not stale).
+    ///
+    /// Launch it only on streams of this device (see [`Device::cuda_stream`](crate::Device::cuda_stream)): the module is
+    /// unloaded once the last [`Kernel`] and [`Module`] made from it are gone and the device's
+    /// streams have finished the work enqueued by then, and a clone of the function kept past
+    /// that point unloads the module where it drops, blocking that thread.
+    pub fn function(&self) -> Result<&CudaFunction> {
+        self.check()?;
+        Ok(&self.function)
+    }
+
+    /// The kernel's name as looked up.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The byte size of each parameter, as the driver reports them.
+    pub fn param_sizes(&self) -> &[usize] {
+        &self.params
+    }
+
+    pub(super) fn check(&self) -> Result<()> {
+        let current = self.device.generation();
+        if current != self.generation {
+            return Err(Error::Stale { what: format!("kernel `{}`", self.name), made: self.generation, current });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,249 @@
+//! Device buffers: [`GpuRef`], their allocation, adoption and fenced free.
+
+use super::{bytes_of, Element};
+use crate::backend::memory::DeviceMemory;
+use crate::backend::sim_mem::SimMem;
+use crate::device::{Device, DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::recorder::{LaunchRecorder, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
+use crate::trace::OpLabel;
+use crate::track::BufferTrack;
+use cudarc::driver::CudaSlice;
+use std::fmt;
+use std::sync::Arc;
+
+pub(super) struct BufferInner<T: Element> {
+    pub(super) track: BufferTrack,
+    len: usize,
+    /// Index of the stream the memory was allocated on, and is freed on.
+    home: u32,
+    memory: Option<DeviceMemory<T>>,
+}
+
+impl<T: Element> Tracked for BufferInner<T> {
+    fn track(&self) -> &BufferTrack {
+        &self.track
+    }
+}
+
+/// A tracked device buffer of `len` elements of `T`.
+///
+/// Clones share one allocation. Dropping the last handle frees the memory on the device
+/// timeline after every outstanding use, without blocking the host.
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let (s1, s2) = (device.default_stream(), device.new_stream()?);
+/// let a = device.upload(s1, &[1.5f32, 2.5])?; // a write on s1
+/// let b = device.alloc_zeros::<f32>(s2, 2)?;
+/// b.copy_from(s2, &a)?; // s2 waits for the upload on s1 first
+/// assert_eq!(b.download(s1)?, [1.5, 2.5]); // and s1 for the copy on s2
+/// drop(a); // freed after the copy that reads it, without blocking
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct GpuRef<T: Element> {
+    pub(super) inner: Arc<BufferInner<T>>,
+}
+
+impl<T: Element> Clone for GpuRef<T> {
+    fn clone(&self) -> Self {
+        GpuRef { inner: self.inner.clone() }
+    }
+}
+
+impl<T: Element> fmt::Debug for GpuRef<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GpuRef<{}>({}, len {})", std::any::type_name::<T>(), self.inner.track.name(), self.inner.len)
+    }
+}
+
+impl<T: Element> ResourceSealed for GpuRef<T> {
+    fn resource(&self) -> ResourceRef {
+        ResourceRef(ResourceKind::Tracked(self.inner.clone()))
+    }
+}
+impl<T: Element> Resource for GpuRef<T> {}
+
+/// How a new buffer's contents start.
+pub(super) enum Init<'a, T> {
+    Uninit,
+    Zero,
+    Copy(&'a [T]),
+}
+
+impl Device {
+    /// Allocates `len` elements on `stream` without initialising them (their values are
+    /// unspecified, but every bit pattern is a valid `T`). The allocation counts as a write on
+    /// `stream`, so a first use on another stream waits for it.
+    pub fn alloc<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
+        self.new_buffer(stream, len, Init::Uninit)
+    }
+
+    /// Allocates `len` zeroed elements on `stream`.
+    pub fn alloc_zeros<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
+        self.new_buffer(stream, len, Init::Zero)
+    }
+
+    pub(super) fn new_buffer<T: Element>(&self, stream: StreamId, len: usize, init: Init<'_, T>) -> Result<GpuRef<T>> {
+        let slot = self.shared.stream(stream)?;
+        let bytes = bytes_of::<T>(len)?;
+        let (raw, epoch) = slot.current();
+        // SAFETY: 1. `Element` types are valid for every bit pattern, so unset memory is never
+        // an invalid `T`; 2. the write recorded below orders the allocation before any use on
+        // another stream.
+        let memory = unsafe { DeviceMemory::<T>::alloc(&raw, len, bytes) };
+        // A sticky fault can surface first at an allocation: classify it like any other.
+        let memory = self.shared.check(memory, epoch)?;
+        let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
+        rec.write(&buf)?;
+        let target = buf.clone();
+        let (source_in_flight, ev) = rec
+            .launch_event(self, move |scope| match init {
+                Init::Uninit => target.memory().announce(scope).map(|()| false),
+                // SAFETY: 1. all-zero bytes are a valid `Element`; 2. the recorder declared the
+                // write and fenced it; the free waits for it.
+                Init::Zero => unsafe { target.memory().zero(scope) }.map(|()| false),
+                Init::Copy(data) => target.enqueue_from_slice(scope, data),
+            })?
+            .untracked(self);
+        if source_in_flight {
+            super::copies::finish_copy(self, ev)?;
+        }
+        Ok(buf)
+    }
+
+    /// Takes a slice allocated elsewhere through cudarc and tracks it from now on. Work already
+    /// queued on the slice's own stream is waited for once; later frees happen on `stream`.
+    pub fn adopt<T: Element>(&self, stream: StreamId, slice: CudaSlice<T>) -> Result<GpuRef<T>> {
+        let slot = self.shared.stream(stream)?;
+        let (raw, epoch) = slot.current();
+        let memory = DeviceMemory::adopt(&raw, slice, |ordinal| Error::ForeignDevice {
+            what: "the adopted slice".into(),
+            expected: self.shared.label(),
+            found: format!("CUDA context of ordinal {ordinal}"),
+        })?;
+        let len = memory.cuda_slice().map_or(0, CudaSlice::len);
+        let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch);
+        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "adopt"));
+        rec.write(&buf)?;
+        rec.launch(self, |_| Ok(()))?;
+        Ok(buf)
+    }
+}
+
+impl<T: Element> GpuRef<T> {
+    fn from_memory(device: &Arc<DeviceShared>, memory: DeviceMemory<T>, len: usize, home: u32, epoch: u64) -> Self {
+        let track = BufferTrack::new("buffer", device.clone(), epoch);
+        memory.bind_buffer(track.id.0);
+        GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory) }) }
+    }
+
+    pub(crate) fn memory(&self) -> &DeviceMemory<T> {
+        match &self.inner.memory {
+            Some(m) => m,
+            None => unreachable!("the memory is only taken in Drop"),
+        }
+    }
+
+    pub(crate) fn track(&self) -> &BufferTrack {
+        &self.inner.track
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// The ordinal of the device the buffer lives on.
+    pub fn device_id(&self) -> usize {
+        self.inner.track.device.ordinal
+    }
+
+    /// The device generation the buffer was made in.
+    pub fn generation(&self) -> u64 {
+        self.inner.track.generation
+    }
+
+    /// Process-unique id, shown in errors as `buffer #N`.
+    pub fn id(&self) -> u64 {
+        self.inner.track.id.0
+    }
+
+    /// Whether `other` is a handle to the same allocation.
+    pub fn same_buffer(&self, other: &GpuRef<T>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// The cudarc slice, for raw launches (validated: not stale). Declare the launch's uses on
+    /// a [`LaunchRecorder`]; cudarc's own tracking is off for it.
+    pub fn cuda_slice(&self) -> Result<&CudaSlice<T>> {
+        self.inner.track.check_fresh()?;
+        self.memory().cuda_slice().ok_or(Error::WrongBackend {
+            what: "GpuRef::cuda_slice",
+            needed: "cuda",
+            actual: "sim",
+        })
+    }
+
+    /// The raw device address, for foreign calls (TensorRT and the like), validated first.
+    /// The caller declares the call's use on a recorder.
+    pub fn raw_device_ptr(&self) -> Result<u64> {
+        self.cuda_slice().map(crate::backend::cuda::memory::device_address)
+    }
+
+    /// The contents of a simulated buffer, for simulated kernels.
+    pub fn sim_data(&self) -> Result<SimMem<T>> {
+        self.inner.track.check_fresh()?;
+        self.memory().sim_mem().cloned().ok_or(Error::WrongBackend {
+            what: "GpuRef::sim_data",
+            needed: "sim",
+            actual: "cuda",
+        })
+    }
+
+    pub(super) fn device(&self) -> Device {
+        Device::from_shared(&self.inner.track.device)
+    }
+
+    pub(super) fn check_len(&self, arg: &'static str, other: usize) -> Result<()> {
+        if other != self.len() {
+            return Err(Error::invalid(arg, format!("has {other} elements, the buffer has {}", self.len())));
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element> Drop for BufferInner<T> {
+    fn drop(&mut self) {
+        let Some(memory) = self.memory.take() else { return };
+        let what = super::LogName(&self.track);
+        let device = &self.track.device;
+        if self.track.epoch != device.epoch() {
+            return memory.free_in_old_context(&what);
+        }
+        let Some(slot) = device.slot_by_index(self.home) else { return };
+        // Free on the home stream after every outstanding use; the host never blocks.
+        let uses = self.track.all_uses();
+        let raw = match slot.fence(&uses) {
+            Ok((raw, epoch)) if epoch == self.track.epoch => raw,
+            // The device rebuilt its context since the check above; nothing was queued.
+            Ok(_) | Err(Error::Stale { .. }) => return memory.free_in_old_context(&what),
+            Err(e) => {
+                // Freeing now could hand the memory to a new owner while a kernel still uses
+                // it; leaking it is the safe failure.
+                log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.track.name());
+                std::mem::forget(memory);
+                return;
+            }
+        };
+        memory.free_on(&raw, self.track.id.0, &what);
+    }
+}

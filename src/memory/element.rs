@@ -1,0 +1,50 @@
+//! The element types of buffers.
+
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
+use std::fmt;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types of buffers: plain numeric values, valid for every bit pattern, so that
+/// uninitialised device memory and raw copies are sound to read.
+pub trait Element:
+    DeviceRepr + ValidAsZeroBits + Copy + Default + PartialEq + fmt::Debug + Send + Sync + 'static + sealed::Sealed
+{
+}
+
+macro_rules! elements {
+    ($($t:ty),*) => {$( impl sealed::Sealed for $t {} impl Element for $t {} )*};
+}
+elements!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
+#[cfg(feature = "cublas")]
+elements!(half::f16, half::bf16);
+elements!(Complex<f32>, Complex<f64>);
+
+/// A complex number laid out as CUDA's `cuComplex` / `cuDoubleComplex` (real part first).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct Complex<T> {
+    /// Real part.
+    pub re: T,
+    /// Imaginary part.
+    pub im: T,
+}
+
+impl<T> Complex<T> {
+    /// `re + i im`.
+    pub const fn new(re: T, im: T) -> Self {
+        Complex { re, im }
+    }
+}
+
+// SAFETY: `Complex<f32>` and `Complex<f64>` are `repr(C)` pairs of floats with no padding, the
+// layout of `cuComplex` / `cuDoubleComplex`; copying their bytes to the device is sound.
+unsafe impl DeviceRepr for Complex<f32> {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for Complex<f64> {}
+// SAFETY: all-zero bits are `0.0 + 0.0i`, and every bit pattern of two floats is valid.
+unsafe impl ValidAsZeroBits for Complex<f32> {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for Complex<f64> {}

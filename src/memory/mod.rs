@@ -1,0 +1,35 @@
+//! Device buffers (`GpuRef<T>`), pinned host buffers (`HostBuffer<T>`) and the copies between
+//! them. Every allocation, copy and free goes through the tracker like a kernel does; the
+//! backend ([`crate::backend::memory`]) performs them, on CUDA or simulated.
+//!
+//! - [`element`]: the element types;
+//! - [`device_buffer`]: `GpuRef`, allocation, adoption and the fenced free;
+//! - [`host_buffer`]: `HostBuffer` and its guards;
+//! - [`copies`]: uploads, downloads and copies.
+
+mod copies;
+mod device_buffer;
+mod element;
+mod host_buffer;
+
+pub use crate::backend::sim_mem::{SimMem, SimRead};
+pub use device_buffer::GpuRef;
+pub use element::{Complex, Element};
+pub use host_buffer::{HostBuffer, HostRead, HostWrite};
+
+use crate::error::{Error, Result};
+use crate::track::BufferTrack;
+
+fn bytes_of<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::invalid("len", format!("{len} elements overflow the address space")))
+}
+
+/// A tracked buffer's name in logs, `kind #id`.
+struct LogName<'a>(&'a BufferTrack);
+
+impl std::fmt::Display for LogName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} #{}", self.0.kind, self.0.id.0)
+    }
+}
