@@ -30,12 +30,7 @@ pub use track::{Access, StreamStats};
 /// Re-export of the `half` crate whose `f16` and `bf16` are GEMM element types.
 #[cfg(feature = "cublas")]
 pub use half;
-#[cfg(feature = "cublas")]
-pub use libs::blas;
-#[cfg(feature = "cufft")]
-pub use libs::fft;
-#[cfg(feature = "curand")]
-pub use libs::rng;
+pub use libs::exports::*;
 
 /// Re-export of the cudarc version this crate is built on, for raw launches beside it.
 pub use cudarc;
