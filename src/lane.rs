@@ -42,6 +42,7 @@ pub struct Handles {
     device: Device,
     stream: StreamId,
     keep: Vec<KeepAlive>,
+    #[cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
     libs: Libraries,
 }
 

@@ -37,12 +37,14 @@
 //! - [`validate`]: operand views (matrix, vector, strided tensor) checked once into spans and
 //!   library ints, with errors that name the argument.
 
-#![cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+#![cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code, unused_imports))]
 
 #[cfg(feature = "curand")]
 pub(crate) mod affine;
 pub(crate) mod dtype;
 mod op;
+// The shared parts below serve every library; each library uses its own subset, so with only
+// some library features on, the rest is unused.
 pub(crate) mod plan_cache;
 #[cfg(feature = "nvrtc")]
 pub(crate) mod rtc;

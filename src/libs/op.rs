@@ -22,7 +22,7 @@ pub(crate) struct OpStream {
     /// The context epoch the library's objects were made in.
     pub epoch: u64,
     /// Pinned slots for scalar results the GPU writes (none until a scalar op runs).
-    scalars: ScalarSlots,
+    pub(super) scalars: ScalarSlots,
 }
 
 impl OpStream {
@@ -90,10 +90,6 @@ impl OpStream {
     /// The scalar slots, moved out to go with the library's objects to the reaper.
     pub(super) fn take_scalars(&mut self) -> ScalarSlots {
         std::mem::take(&mut self.scalars)
-    }
-
-    pub(super) fn scalars(&mut self) -> &mut ScalarSlots {
-        &mut self.scalars
     }
 
     pub(crate) fn unavailable_on_sim(&self) -> Error {

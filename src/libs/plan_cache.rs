@@ -6,6 +6,10 @@
 //! Capacities are small (tens), so a vector searched linearly beats a map and keeps the
 //! recency order for free.
 
+// Each library uses its own subset of the shared parts; with only some features on, the rest
+// is unused.
+#![cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+
 use super::OpStream;
 use crate::error::{Error, Result};
 

@@ -121,7 +121,7 @@ impl OpStream {
         convert: fn(R) -> V,
     ) -> Result<crate::completion::Completion<V>> {
         let stream = self.bound_stream()?;
-        let slot = self.scalars().take(stream.context())?;
+        let slot = self.scalars.take(stream.context())?;
         let out = slot.device_ptr::<R>();
         let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |_| enqueue(out))?;
         let read: crate::completion::Deferred<V> = Box::new(move || Ok(convert(slot.read::<R>())));

@@ -6,6 +6,10 @@
 //! does not assume it) is fenced like for any buffer. When an op needs more, a larger buffer
 //! replaces it and the old one goes to the reaper, freed after the work enqueued so far.
 
+// Each library uses its own subset of the shared parts; with only some features on, the rest
+// is unused.
+#![cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+
 use super::{record, OpStream};
 use crate::error::Result;
 use crate::memory::GpuRef;

@@ -3,9 +3,8 @@
 //!
 //! Plans live in a bounded least-recently-used cache keyed on the whole layout (kind, sizes,
 //! batch, both embeddings, strides and distances), so a plan is never reused for another
-//! layout ([`PlanCache`]). Plans do not allocate their own work areas: the handle keeps one
-//! ([`Workspace`]), grown to the largest plan's need, and every transform declares it on its
-//! recorder.
+//! layout. Plans do not allocate their own work areas: the handle keeps one workspace, grown
+//! to the largest plan's need, and every transform declares it on its recorder.
 //!
 //! Transforms are unnormalized, as in cuFFT: a forward then inverse transform multiplies by
 //! the number of elements of one transform.
