@@ -4,8 +4,9 @@
 //! cuBLAS, cuSPARSE, cuTENSOR as `cutensorDataType_t`, and cuFFT's Xt API), cuBLAS's compute
 //! types, cuDNN's `cudnnDataType_t` and NCCL's `ncclDataType_t`. cudarc generates each in its
 //! library's `sys` module, behind that library's feature, so the table uses mirrors of them
-//! here (same discriminants as cudarc 0.19.10) and each library converts the one column it uses
-//! into its `sys` enum: the table itself needs no library feature.
+//! here (same discriminants as cudarc 0.19.10) and each library's call layer converts the one
+//! column it uses into its `sys` enum (and tests that the discriminants agree): the table itself
+//! needs no library feature.
 
 // The cuDNN and NCCL columns are there for the libraries to come: adding one uses its column,
 // it does not edit the table.
@@ -125,76 +126,5 @@ pub(crate) const fn required<T: Copy>(column: Option<T>) -> T {
     match column {
         Some(v) => v,
         None => panic!("the data-type table has no entry for this type in this library's column"),
-    }
-}
-
-#[cfg(feature = "cublas")]
-mod cublas {
-    use super::{BlasCompute, CudaType};
-    use cudarc::cublas::sys;
-
-    impl CudaType {
-        /// The column as cuBLAS's `sys` enum.
-        pub(crate) const fn cublas(self) -> sys::cudaDataType_t {
-            use sys::cudaDataType_t as C;
-            match self {
-                CudaType::R16F => C::CUDA_R_16F,
-                CudaType::R16BF => C::CUDA_R_16BF,
-                CudaType::R32F => C::CUDA_R_32F,
-                CudaType::R64F => C::CUDA_R_64F,
-                CudaType::C32F => C::CUDA_C_32F,
-                CudaType::C64F => C::CUDA_C_64F,
-                CudaType::R8I => C::CUDA_R_8I,
-                CudaType::R8U => C::CUDA_R_8U,
-                CudaType::R16I => C::CUDA_R_16I,
-                CudaType::R16U => C::CUDA_R_16U,
-                CudaType::R32I => C::CUDA_R_32I,
-                CudaType::R32U => C::CUDA_R_32U,
-                CudaType::R64I => C::CUDA_R_64I,
-                CudaType::R64U => C::CUDA_R_64U,
-            }
-        }
-    }
-
-    impl BlasCompute {
-        /// The column as cuBLAS's `sys` enum.
-        pub(crate) const fn cublas(self) -> sys::cublasComputeType_t {
-            use sys::cublasComputeType_t as C;
-            match self {
-                BlasCompute::F32 => C::CUBLAS_COMPUTE_32F,
-                BlasCompute::F64 => C::CUBLAS_COMPUTE_64F,
-                BlasCompute::I32 => C::CUBLAS_COMPUTE_32I,
-            }
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::super::{BlasCompute, CudaType};
-
-        #[test]
-        fn the_mirrors_carry_the_sys_discriminants() {
-            for t in [
-                CudaType::R16F,
-                CudaType::R16BF,
-                CudaType::R32F,
-                CudaType::R64F,
-                CudaType::C32F,
-                CudaType::C64F,
-                CudaType::R8I,
-                CudaType::R8U,
-                CudaType::R16I,
-                CudaType::R16U,
-                CudaType::R32I,
-                CudaType::R32U,
-                CudaType::R64I,
-                CudaType::R64U,
-            ] {
-                assert_eq!(t as u32, t.cublas() as u32, "{t:?}");
-            }
-            for c in [BlasCompute::F32, BlasCompute::F64, BlasCompute::I32] {
-                assert_eq!(c as u32, c.cublas() as u32, "{c:?}");
-            }
-        }
     }
 }

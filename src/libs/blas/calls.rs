@@ -7,7 +7,7 @@
 
 use super::{Diag, Fill, MathMode, Side, Transpose};
 use crate::error::Result;
-use crate::libs::dtype::{required, DataTypes};
+use crate::libs::dtype::{required, BlasCompute, CudaType, DataTypes};
 use crate::libs::Status;
 use cudarc::cublas::sys::{self, cublasHandle_t as H};
 use std::ffi::{c_int, c_void};
@@ -151,11 +151,42 @@ pub(crate) mod sealed {
 }
 use sealed::{GemmType, RealType};
 
+/// The data-type table's CUDA column as cuBLAS's `sys` enum.
+const fn data_type(t: CudaType) -> sys::cudaDataType_t {
+    use sys::cudaDataType_t as C;
+    match t {
+        CudaType::R16F => C::CUDA_R_16F,
+        CudaType::R16BF => C::CUDA_R_16BF,
+        CudaType::R32F => C::CUDA_R_32F,
+        CudaType::R64F => C::CUDA_R_64F,
+        CudaType::C32F => C::CUDA_C_32F,
+        CudaType::C64F => C::CUDA_C_64F,
+        CudaType::R8I => C::CUDA_R_8I,
+        CudaType::R8U => C::CUDA_R_8U,
+        CudaType::R16I => C::CUDA_R_16I,
+        CudaType::R16U => C::CUDA_R_16U,
+        CudaType::R32I => C::CUDA_R_32I,
+        CudaType::R32U => C::CUDA_R_32U,
+        CudaType::R64I => C::CUDA_R_64I,
+        CudaType::R64U => C::CUDA_R_64U,
+    }
+}
+
+/// The data-type table's cuBLAS column as cuBLAS's `sys` enum.
+const fn compute_type(c: BlasCompute) -> sys::cublasComputeType_t {
+    use sys::cublasComputeType_t as C;
+    match c {
+        BlasCompute::F32 => C::CUBLAS_COMPUTE_32F,
+        BlasCompute::F64 => C::CUBLAS_COMPUTE_64F,
+        BlasCompute::I32 => C::CUBLAS_COMPUTE_32I,
+    }
+}
+
 macro_rules! gemm_type {
     ($($t:ty),*) => {$(
         impl GemmType for $t {
-            const DATA: sys::cudaDataType_t = <$t as DataTypes>::CUDA.cublas();
-            const COMPUTE: sys::cublasComputeType_t = required(<$t as DataTypes>::BLAS_COMPUTE).cublas();
+            const DATA: sys::cudaDataType_t = data_type(<$t as DataTypes>::CUDA);
+            const COMPUTE: sys::cublasComputeType_t = compute_type(required(<$t as DataTypes>::BLAS_COMPUTE));
         }
     )*};
 }
@@ -535,4 +566,20 @@ pub(super) unsafe fn trsm<T: RealType>(
     // SAFETY: the caller vouches for the handle, the buffers and the scalar.
     unsafe { (T::fns().trsm)(h, side, fill(fill_mode), op(trans), diag, m, n, alpha, a.0, a.1, b.0, b.1) }
         .check("cublas<t>trsm")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_mirrors_carry_the_sys_discriminants() {
+        use CudaType::*;
+        for t in [R16F, R16BF, R32F, R64F, C32F, C64F, R8I, R8U, R16I, R16U, R32I, R32U, R64I, R64U] {
+            assert_eq!(t as u32, data_type(t) as u32, "{t:?}");
+        }
+        for c in [BlasCompute::F32, BlasCompute::F64, BlasCompute::I32] {
+            assert_eq!(c as u32, compute_type(c) as u32, "{c:?}");
+        }
+    }
 }
