@@ -36,8 +36,8 @@ impl Drop for RawHandle {
     fn drop(&mut self) {
         // SAFETY: (1) the handle came from `cublasCreate` and is destroyed once, here; (2) on the
         // reaper, with its context bound, after the work enqueued with it has finished.
-        if let Err(e) = unsafe { cudarc::cublas::result::destroy_handle(self.0) } {
-            log::error!("cusched: cublasDestroy failed: {e:?}");
+        if let Err(e) = unsafe { sys::cublasDestroy_v2(self.0) }.check("cublasDestroy") {
+            log::error!("cusched: {e}");
         }
     }
 }
