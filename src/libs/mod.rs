@@ -42,6 +42,7 @@
 #[cfg(feature = "curand")]
 pub(crate) mod affine;
 pub(crate) mod dtype;
+pub(crate) mod object;
 mod op;
 // The shared parts below serve every library; each library uses its own subset, so with only
 // some library features on, the rest is unused.

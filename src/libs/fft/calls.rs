@@ -6,6 +6,7 @@
 
 use super::{Direction, Kind, PlanKey};
 use crate::error::Result;
+use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cufft::sys;
 use std::ffi::{c_int, c_longlong, c_void};
@@ -20,22 +21,26 @@ pub(super) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// An owned cuFFT plan, destroyed on drop, and the work area it needs (it allocates none).
-pub(crate) struct RawPlan {
-    handle: sys::cufftHandle,
-    kind: Kind,
-    pub work_bytes: usize,
+/// A cuFFT plan handle (a plain `int`, so a type of its own for [`RawObject`]).
+#[derive(Clone, Copy)]
+pub(crate) struct PlanHandle(sys::cufftHandle);
+
+// SAFETY: a cuFFT plan may be used from any thread, one at a time.
+unsafe impl RawObject for PlanHandle {
+    const DESTROY: &'static str = "cufftDestroy";
+    type Status = sys::cufftResult;
+
+    unsafe fn destroy(self) -> sys::cufftResult {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        unsafe { sys::cufftDestroy(self.0) }
+    }
 }
 
-impl Drop for RawPlan {
-    fn drop(&mut self) {
-        // SAFETY: (1) created by `cufftCreate`, destroyed once; (2) on the reaper, with its
-        // context bound, after the transforms enqueued with it have finished (or, when planning
-        // failed, before anything was enqueued with it).
-        if let Err(e) = unsafe { sys::cufftDestroy(self.handle) }.check("cufftDestroy") {
-            log::error!("cusched: {e}");
-        }
-    }
+/// An owned cuFFT plan, destroyed on drop, and the work area it needs (it allocates none).
+pub(crate) struct RawPlan {
+    handle: Owned<PlanHandle>,
+    kind: Kind,
+    pub work_bytes: usize,
 }
 
 impl RawPlan {
@@ -48,7 +53,7 @@ impl RawPlan {
         let mut handle: sys::cufftHandle = 0;
         // SAFETY: `handle` is a valid out-pointer.
         unsafe { sys::cufftCreate(&mut handle) }.check("cufftCreate")?;
-        let mut plan = RawPlan { handle, kind: key.kind, work_bytes: 0 };
+        let mut plan = RawPlan { handle: Owned::new(PlanHandle(handle)), kind: key.kind, work_bytes: 0 };
         let to64 = |v: &[usize]| v.iter().map(|&x| x as c_longlong).collect::<Vec<_>>();
         let mut n = to64(&key.dims);
         let mut inembed = to64(&key.input.embed);
@@ -84,7 +89,7 @@ impl RawPlan {
     /// by nothing else while the plan's transforms run.
     pub(super) unsafe fn set_work_area(&self, area: u64) -> Result<()> {
         // SAFETY: a live plan; the caller vouches for the area.
-        unsafe { sys::cufftSetWorkArea(self.handle, area as *mut c_void) }.check("cufftSetWorkArea")
+        unsafe { sys::cufftSetWorkArea(self.handle.get().0, area as *mut c_void) }.check("cufftSetWorkArea")
     }
 
     /// `cufftExec<kind>`: the transform the plan was made for, `direction` for complex ones.
@@ -98,7 +103,7 @@ impl RawPlan {
             Direction::Forward => -1,
             Direction::Inverse => 1,
         };
-        let (i, o, p) = (input, output, self.handle);
+        let (i, o, p) = (input, output, self.handle.get().0);
         // SAFETY: the caller vouches for (1) to (3); the key's kind picks the entry point whose
         // element types the buffers hold.
         unsafe {

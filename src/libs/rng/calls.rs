@@ -6,6 +6,7 @@
 
 use super::{Draw, FloatKind, Generator, Seed};
 use crate::error::Result;
+use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::curand::sys;
 
@@ -19,23 +20,19 @@ pub(super) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// An owned cuRAND generator, destroyed on drop.
-pub(crate) struct RawGenerator(sys::curandGenerator_t);
+// SAFETY: a cuRAND generator may be used from any thread, one at a time.
+unsafe impl RawObject for sys::curandGenerator_t {
+    const DESTROY: &'static str = "curandDestroyGenerator";
+    type Status = sys::curandStatus_t;
 
-// SAFETY: a cuRAND generator may be used from any thread, one at a time; its owner (`Rng`)
-// takes `&mut self` for every call that uses it.
-unsafe impl Send for RawGenerator {}
-
-impl Drop for RawGenerator {
-    fn drop(&mut self) {
-        // SAFETY: (1) created by `curandCreateGenerator`, destroyed once, here; (2) on the
-        // reaper, with its context bound, after the work enqueued with it has finished (or,
-        // when setting it up failed, before anything was enqueued with it).
-        if let Err(e) = unsafe { sys::curandDestroyGenerator(self.0) }.check("curandDestroyGenerator") {
-            log::error!("cusched: {e}");
-        }
+    unsafe fn destroy(self) -> sys::curandStatus_t {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        unsafe { sys::curandDestroyGenerator(self) }
     }
 }
+
+/// An owned cuRAND generator, destroyed on drop.
+pub(crate) struct RawGenerator(Owned<sys::curandGenerator_t>);
 
 impl RawGenerator {
     /// `curandCreateGenerator` of `kind` in the current context, then `curandSetStream`.
@@ -46,7 +43,7 @@ impl RawGenerator {
         let mut g = std::ptr::null_mut();
         // SAFETY: `g` is a valid out-pointer.
         unsafe { sys::curandCreateGenerator(&mut g, rng_type(kind)) }.check("curandCreateGenerator")?;
-        let raw = RawGenerator(g);
+        let raw = RawGenerator(Owned::new(g));
         // SAFETY: a live generator; the caller vouches for the stream.
         unsafe { sys::curandSetStream(g, stream as _) }.check("curandSetStream")?;
         Ok(raw)
@@ -56,7 +53,7 @@ impl RawGenerator {
     /// and its offset (all but MTGP32, which has none). These only set generator state,
     /// applied at the next generate call on the generator's stream.
     pub(super) fn reset(&mut self, seed: &Seed) -> Result<()> {
-        let g = self.0;
+        let g = self.0.get();
         // SAFETY: a live generator, used by this thread only (`&mut self`).
         unsafe {
             if seed.generator.is_quasi() {
@@ -78,7 +75,7 @@ impl RawGenerator {
     /// `out` is a live device buffer of the current context holding `n` elements of `kind`,
     /// fenced on the generator's stream.
     pub(super) unsafe fn generate(&mut self, kind: FloatKind, draw: Draw, out: u64, n: usize) -> Result<()> {
-        let g = self.0;
+        let g = self.0.get();
         let (f32p, f64p) = (out as *mut f32, out as *mut f64);
         // SAFETY: the caller vouches for the buffer; `kind` picks the entry point of its type.
         let status = unsafe {
@@ -109,7 +106,7 @@ impl RawGenerator {
     /// generator's stream.
     pub(super) unsafe fn poisson(&mut self, out: *mut u32, n: usize, lambda: f64) -> Result<()> {
         // SAFETY: a live generator; the caller vouches for the buffer.
-        unsafe { sys::curandGeneratePoisson(self.0, out, n, lambda) }.check("curandGeneratePoisson")
+        unsafe { sys::curandGeneratePoisson(self.0.get(), out, n, lambda) }.check("curandGeneratePoisson")
     }
 }
 

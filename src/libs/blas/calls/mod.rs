@@ -15,6 +15,7 @@ pub(super) use real::{
 
 use super::{Fill, MathMode, Transpose};
 use crate::error::Result;
+use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cublas::sys::{self, cublasHandle_t as H};
 
@@ -31,22 +32,19 @@ pub(super) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// An owned cuBLAS handle, destroyed on drop.
-pub(crate) struct RawHandle(H);
+// SAFETY: a cuBLAS handle may be used from any thread as long as one thread uses it at a time.
+unsafe impl RawObject for H {
+    const DESTROY: &'static str = "cublasDestroy";
+    type Status = sys::cublasStatus_t;
 
-// SAFETY: a cuBLAS handle may be used from any thread as long as one thread uses it at a time;
-// the owner (`Blas`) takes `&mut self` for every call that uses it.
-unsafe impl Send for RawHandle {}
-
-impl Drop for RawHandle {
-    fn drop(&mut self) {
-        // SAFETY: (1) the handle came from `cublasCreate` and is destroyed once, here; (2) on the
-        // reaper, with its context bound, after the work enqueued with it has finished.
-        if let Err(e) = unsafe { sys::cublasDestroy_v2(self.0) }.check("cublasDestroy") {
-            log::error!("cusched: {e}");
-        }
+    unsafe fn destroy(self) -> sys::cublasStatus_t {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        unsafe { sys::cublasDestroy_v2(self) }
     }
 }
+
+/// An owned cuBLAS handle, destroyed on drop.
+pub(crate) struct RawHandle(Owned<H>);
 
 impl RawHandle {
     /// `cublasCreate` in the current context, then `cublasSetStream`.
@@ -57,14 +55,14 @@ impl RawHandle {
         let mut h: H = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer.
         unsafe { sys::cublasCreate_v2(&mut h) }.check("cublasCreate")?;
-        let h = RawHandle(h);
+        let h = RawHandle(Owned::new(h));
         // SAFETY: a live handle; the caller vouches for the stream.
-        unsafe { sys::cublasSetStream_v2(h.0, stream as _) }.check("cublasSetStream")?;
+        unsafe { sys::cublasSetStream_v2(h.get(), stream as _) }.check("cublasSetStream")?;
         Ok(h)
     }
 
     pub(super) fn get(&self) -> H {
-        self.0
+        self.0.get()
     }
 
     /// `cublasSetMathMode`: only changes a setting of the live handle.
@@ -75,7 +73,7 @@ impl RawHandle {
             MathMode::Pedantic => sys::cublasMath_t::CUBLAS_PEDANTIC_MATH,
         };
         // SAFETY: a live handle, used by this thread only (`&self` of its one owner).
-        unsafe { sys::cublasSetMathMode(self.0, raw) }.check("cublasSetMathMode")
+        unsafe { sys::cublasSetMathMode(self.get(), raw) }.check("cublasSetMathMode")
     }
 }
 
