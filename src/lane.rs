@@ -1,5 +1,6 @@
 //! `Lane`: a worker thread that owns one stream, a bounded job queue and the library handles it
-//! creates lazily; and `Handles`, the same per-stream context for the caller's own thread.
+//! creates lazily; and `Handles`, the per-stream context both a lane's jobs and the caller's own
+//! thread work through.
 
 use crate::completion::{Completion, KeepAlive, Shared};
 use crate::device::{Device, DeviceShared, StreamId};
@@ -15,8 +16,10 @@ use std::time::Instant;
 /// library features) the library handles, created on first use and owned by this value's
 /// thread.
 ///
-/// A lane's jobs receive its `Handles` as [`LaneCtx`]; on the caller's own thread, make one
-/// with [`Handles::new`] and use [`Handles::run`].
+/// One type serves both places: a lane's jobs receive the lane's `Handles` (spelled
+/// [`LaneCtx`] in job signatures); on the caller's own thread, make one with [`Handles::new`]
+/// and use [`Handles::run`]. The library accessors ([`blas`](Self::blas), [`rng`](Self::rng),
+/// [`fft`](Self::fft), with their features) are the same on both.
 ///
 /// ```
 /// use cusched::{Device, Handles, SimConfig};
@@ -39,16 +42,43 @@ pub struct Handles {
     device: Device,
     stream: StreamId,
     keep: Vec<KeepAlive>,
-    #[cfg(feature = "cublas")]
-    blas: Option<crate::libs::blas::Blas>,
-    #[cfg(feature = "curand")]
-    rng: Option<crate::libs::rng::Rng>,
-    #[cfg(feature = "cufft")]
-    fft: Option<crate::libs::fft::Fft>,
+    #[cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+    libs: Libraries,
 }
 
-/// What a lane job receives: the lane's [`Handles`].
+/// What a lane job receives: the lane's [`Handles`]. The same type, not a wrapper: a job body
+/// written for a lane runs unchanged through [`Handles::run`] on the caller's thread.
 pub type LaneCtx = Handles;
+
+/// Generates, from the library registry, every library's lazily made slot in [`Handles`] and
+/// its accessor, named after the library's module.
+macro_rules! library_slots {
+    ($( #[cfg($gate:meta)] $vis:vis $name:ident: $ty:ident, )*) => {
+        /// Each registered library's per-stream state, made on first use.
+        #[derive(Default)]
+        struct Libraries {
+            $(
+                #[cfg($gate)]
+                $name: Option<crate::libs::$name::$ty>,
+            )*
+        }
+
+        impl Handles {
+            $(
+                #[cfg($gate)]
+                #[doc = concat!(
+                    "This stream's [`", stringify!($ty), "`](crate::", stringify!($name), "::", stringify!($ty),
+                    "), created on first use (and again after the device rebuilt a poisoned context) and owned",
+                    " by this value."
+                )]
+                $vis fn $name(&mut self) -> Result<&mut crate::libs::$name::$ty> {
+                    crate::libs::current(&mut self.libs.$name, &self.device, self.stream)
+                }
+            )*
+        }
+    };
+}
+crate::libs::registry!(library_slots);
 
 impl std::fmt::Debug for Handles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -64,38 +94,7 @@ impl Handles {
             return Err(Error::Shutdown);
         }
         device.shared.stream(stream)?;
-        Ok(Handles {
-            device: device.internal(),
-            stream,
-            keep: Vec::new(),
-            #[cfg(feature = "cublas")]
-            blas: None,
-            #[cfg(feature = "curand")]
-            rng: None,
-            #[cfg(feature = "cufft")]
-            fft: None,
-        })
-    }
-
-    /// This stream's cuBLAS handle, created on first use (and again after the device rebuilt a
-    /// poisoned context) and owned by this value.
-    #[cfg(feature = "cublas")]
-    pub fn blas(&mut self) -> Result<&mut crate::libs::blas::Blas> {
-        crate::libs::current(&mut self.blas, &self.device, self.stream)
-    }
-
-    /// This stream's cuRAND generators, created on first use (and again after a context
-    /// rebuild) and owned by this value.
-    #[cfg(feature = "curand")]
-    pub fn rng(&mut self) -> Result<&mut crate::libs::rng::Rng> {
-        crate::libs::current(&mut self.rng, &self.device, self.stream)
-    }
-
-    /// This stream's cuFFT plans and work area, created on first use (and again after a context
-    /// rebuild) and owned by this value.
-    #[cfg(feature = "cufft")]
-    pub fn fft(&mut self) -> Result<&mut crate::libs::fft::Fft> {
-        crate::libs::current(&mut self.fft, &self.device, self.stream)
+        Ok(Handles { device: device.internal(), stream, keep: Vec::new(), libs: Libraries::default() })
     }
 
     /// The device. (Clones of it do not keep the device from shutting down.)

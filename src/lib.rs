@@ -32,12 +32,12 @@ pub use track::{Access, StreamStats};
 /// Re-export of the `half` crate whose `f16` and `bf16` are GEMM element types.
 #[cfg(feature = "cublas")]
 pub use half;
-#[cfg(feature = "cublas")]
-pub use libs::blas;
-#[cfg(feature = "cufft")]
-pub use libs::fft;
-#[cfg(feature = "curand")]
-pub use libs::rng;
+// Empty when no library feature is on.
+#[cfg_attr(
+    not(any(feature = "cublas", feature = "curand", feature = "cufft")),
+    allow(unused_imports, unreachable_pub)
+)]
+pub use libs::exports::*;
 
 /// Re-export of the cudarc version this crate is built on, for raw launches beside it.
 pub use cudarc;

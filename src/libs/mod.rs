@@ -1,211 +1,206 @@
-//! One module per CUDA library, each behind its cargo feature, and the one path every library
-//! op takes: validate every argument, record the uses on a strict [`LaunchRecorder`],
-//! preflight, enqueue, commit.
+//! The NVIDIA libraries, one module each behind its cargo feature, and the parts every library
+//! shares.
 //!
-//! Validation happens in the op before [`OpStream::run`] is reached, so a rejected op has
-//! neither recorded nor enqueued anything. The simulated backend has no NVIDIA libraries: ops
-//! validate there too (so bad input is testable without a GPU), then return
-//! [`Error::LibraryUnavailable`] before preflight.
+//! # Adding a library
+//!
+//! One module under `src/libs/` and one line in [`registry!`]. The module defines the
+//! library's per-stream state (a handle, its plans, its generators) and implements
+//! [`StreamLibrary`] for it: what the library is called, how to probe for it, how to make the
+//! state on a stream, and which of its objects are the library's own (destroyed through the
+//! reaper, or forgotten with a poisoned context). The registry line generates the rest: the
+//! module declaration and its feature gate, the crate-root re-export, the lazily made slot in
+//! [`crate::Handles`] with its accessor (`cx.blas()`), the `Drop` that hands the library's
+//! objects to the reaper, and the rebuild handling (state of a replaced context is dropped
+//! without calling the library, and made anew on next use).
+//!
+//! # The op path
+//!
+//! Every library op takes the same path: validate every argument (the views in [`validate`]
+//! name the argument they reject), record the uses on a strict [`LaunchRecorder`] from
+//! [`OpStream::recorder`], then [`OpStream::run`]: preflight, enqueue through the library's
+//! thin call layer (`calls.rs` in each library, the only code that touches its `sys`), commit.
+//! Validation happens before `run` is reached, so a rejected op has neither recorded nor
+//! enqueued anything. The simulated backend has no NVIDIA libraries: ops validate there too (so
+//! bad input is testable without a GPU), then return [`Error::LibraryUnavailable`] before
+//! preflight.
+//!
+//! # Shared parts
+//!
+//! - [`workspace::Workspace`]: a grow-only device buffer per stream, declared read-write on
+//!   every op that uses it, handed to the reaper when replaced.
+//! - [`plan_cache::PlanCache`]: a bounded least-recently-used cache keyed on the fully resolved
+//!   layout; evicted plans go to the reaper.
+//! - [`scalars`]: scalar results the GPU writes into pinned memory, read through the op's
+//!   completion.
+//! - [`dtype::DataTypes`]: every element type's name in each library's data-type enum, in one
+//!   table.
+//! - [`validate`]: operand views (matrix, vector, strided tensor) checked once into spans and
+//!   library ints, with errors that name the argument.
 
-#![cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+#![cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code, unused_imports))]
 
 #[cfg(feature = "curand")]
 pub(crate) mod affine;
-#[cfg(feature = "cublas")]
-pub mod blas;
-#[cfg(feature = "cufft")]
-pub mod fft;
-#[cfg(feature = "curand")]
-pub mod rng;
+pub(crate) mod dtype;
+pub(crate) mod object;
+mod op;
+// The shared parts below serve every library; each library uses its own subset, so with only
+// some library features on, the rest is unused.
+pub(crate) mod plan_cache;
 #[cfg(feature = "nvrtc")]
 pub(crate) mod rtc;
-#[cfg(feature = "cublas")]
 pub(crate) mod scalars;
 pub(crate) mod validate;
+pub(crate) mod workspace;
 
-use crate::backend::cuda;
-use crate::completion::{Completion, KeepAlive};
+pub(crate) use op::{dptr, record, OpStream};
+
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
-use crate::memory::{Element, GpuRef};
-use crate::recorder::{LaunchRecorder, Launched};
-use crate::trace::OpLabel;
-use crate::track::Access;
-use cudarc::driver::CudaStream;
-use std::sync::Arc;
 
-/// The stream a library handle enqueues on, and the op path shared by every library.
-pub(crate) struct OpStream {
-    pub device: Device,
-    pub stream: StreamId,
-    /// The library's display name, for errors (`"cuBLAS"`).
-    pub library: &'static str,
-    /// The context epoch the library's handles were made in.
-    pub epoch: u64,
+/// The library registry: one line per library, `gate visibility module: Type`.
+///
+/// Expands `$then! { ... }` with the list, so that each layer generates its own part of every
+/// library from the one list: this module declares the modules, their re-exports and their
+/// `Drop`; [`crate::Handles`] declares their slots and accessors. The accessor is named after
+/// the module.
+macro_rules! registry {
+    ($then:ident) => {
+        $then! {
+            #[cfg(feature = "cublas")] pub blas: Blas,
+            #[cfg(feature = "curand")] pub rng: Rng,
+            #[cfg(feature = "cufft")] pub fft: Fft,
+            #[cfg(test)] pub(crate) fake: Fake,
+        }
+    };
 }
+pub(crate) use registry;
 
-impl OpStream {
-    pub(crate) fn new(device: &Device, stream: StreamId, library: &'static str) -> Self {
-        OpStream { device: device.internal(), stream, library, epoch: device.shared.epoch() }
-    }
+macro_rules! declare_libraries {
+    ($( #[cfg($gate:meta)] $vis:vis $name:ident: $ty:ident, )*) => {
+        $(
+            #[cfg($gate)]
+            $vis mod $name;
 
-    /// Whether the device still runs on the context this library's handles were made in.
-    pub(crate) fn is_current(&self) -> bool {
-        self.epoch == self.device.shared.epoch()
-    }
-
-    /// A strict recorder on this stream for op `op`, for its uses.
-    pub(crate) fn recorder(&self, op: &'static str) -> LaunchRecorder {
-        // Traces name the library without the file name errors add (`cuBLAS (libcublas)`).
-        let library = self.library.split(" (").next().unwrap_or(self.library);
-        LaunchRecorder::new_strict(self.stream).labelled(OpLabel::new(library, op))
-    }
-
-    /// The raw stream when the device runs on CUDA, else the error a library op gives on the
-    /// simulator.
-    pub(crate) fn cuda_stream(&self) -> Result<Arc<CudaStream>> {
-        if self.device.is_simulated() {
-            return Err(self.unavailable_on_sim());
-        }
-        self.device.cuda_stream(self.stream)
-    }
-
-    /// Hands `object` (a library handle or plan made for this stream) to the device's reaper,
-    /// which destroys it on the right context once the stream's work enqueued so far (which may
-    /// use it) has finished; the caller never blocks. An object of a context the device has
-    /// since replaced is abandoned: calling the library on it could only fail.
-    pub(crate) fn retire(&self, what: &'static str, object: impl Send + 'static) {
-        if !self.is_current() {
-            std::mem::forget(object);
-            return;
-        }
-        let shared = &self.device.shared;
-        let after = match shared.record(self.stream) {
-            Ok(ev) => ev,
-            Err(e) => {
-                log::error!("cusched: {what} on {} is abandoned: its stream failed ({e})", self.stream);
-                std::mem::forget(object);
-                return;
+            #[cfg($gate)]
+            impl Drop for $name::$ty {
+                fn drop(&mut self) {
+                    release(self);
+                }
             }
-        };
-        let ctx = shared.cuda_ctx(what).ok();
-        shared.reaper.defer(crate::reaper::Retired { what, after: vec![after], ctx, object: Box::new(object) });
-    }
 
-    pub(crate) fn unavailable_on_sim(&self) -> Error {
-        Error::LibraryUnavailable {
-            library: self.library,
-            hint: "the simulated backend has no NVIDIA libraries; open a CUDA device with Device::open",
+            // Lanes move their handles to the worker thread.
+            #[cfg($gate)]
+            const _: fn() = || {
+                fn is_send<T: Send>() {}
+                is_send::<$name::$ty>();
+            };
+        )*
+
+        /// The public library modules, re-exported at the crate root.
+        pub(crate) mod exports {
+            $(
+                #[cfg($gate)]
+                #[allow(unused_imports)]
+                $vis use super::$name;
+            )*
         }
-    }
+    };
+}
+registry!(declare_libraries);
 
-    /// Preflights `rec`, runs `enqueue` on the stream, commits, and returns a completion for
-    /// the op whose value is `enqueue`'s result. `keep` stays alive until the GPU is done.
-    pub(crate) fn run<R: Send + 'static>(
-        &self,
-        rec: LaunchRecorder,
-        keep: Vec<KeepAlive>,
-        enqueue: impl FnOnce() -> Result<R>,
-    ) -> Result<Completion<R>> {
-        Ok(self.launch(rec, |_| enqueue())?.complete(&self.device, keep))
-    }
-
-    #[cfg(feature = "cublas")]
-    /// Like [`run`](Self::run), for ops whose value the GPU writes: `enqueue` returns how to
-    /// read it, and the completion reads it once the GPU has passed the op's event.
-    pub(crate) fn run_deferred<R: Send + 'static>(
-        &self,
-        rec: LaunchRecorder,
-        keep: Vec<KeepAlive>,
-        enqueue: impl FnOnce() -> Result<crate::completion::Deferred<R>>,
-    ) -> Result<Completion<R>> {
-        let Launched { value: read, event, trace } = self.launch(rec, |_| enqueue())?;
-        let (completion, shared) = Completion::queued(&self.device.shared);
-        if let Some(t) = trace {
-            shared.set_trace(t);
-        }
-        match event {
-            Some(ev) => shared.enqueued_deferred(read, ev, keep),
-            None => shared.enqueued(read(), None, keep),
-        }
-        Ok(completion)
-    }
-
-    /// Like [`run`](Self::run), for ops that enqueue on the scope's stream themselves (kernel
-    /// launches) rather than through a library handle bound to it.
-    #[cfg(feature = "nvrtc")]
-    pub(crate) fn run_scoped<R: Send + 'static>(
-        &self,
-        rec: LaunchRecorder,
-        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
-    ) -> Result<Completion<R>> {
-        Ok(self.launch(rec, enqueue)?.complete(&self.device, Vec::new()))
-    }
-
-    fn launch<R>(
-        &self,
-        rec: LaunchRecorder,
-        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
-    ) -> Result<Launched<R>> {
-        if self.device.is_simulated() {
-            return Err(self.unavailable_on_sim());
-        }
-        rec.launch_event(&self.device, |scope| {
-            let stream = scope.cuda_stream()?;
-            // Library calls go to the current context; the handle was given this stream.
-            cuda::bind(stream.context())?;
-            enqueue(stream)
-        })
-    }
+/// What the registry needs to know of a library to open it and to name it.
+#[derive(Debug)]
+pub(crate) struct Library {
+    /// The name errors give (`"cuBLAS (libcublas)"`); traces use the part before the
+    /// parenthesis.
+    pub name: &'static str,
+    /// What to install when [`present`](Self::present) is false.
+    pub hint: &'static str,
+    /// Whether the library's shared object loads. Probed before the first call: cudarc panics
+    /// when a lazily loaded library is missing.
+    pub present: fn() -> bool,
+    /// What the library's own objects are called in the reaper's logs (`"a cuBLAS handle"`).
+    pub objects: &'static str,
 }
 
 /// A library's per-stream state as [`crate::Handles`] keeps it: made on first use, and made
 /// anew once the device has rebuilt a poisoned context.
-pub(crate) trait StreamLibrary: Sized {
-    fn create(device: &Device, stream: StreamId) -> Result<Self>;
-    fn op_stream(&self) -> &OpStream;
-    /// Drops state of a poisoned context without calling the library on it (its memory goes
-    /// with that context).
-    fn abandon(self);
+pub(crate) trait StreamLibrary: Sized + Send + 'static {
+    /// The library's name, install hint and probe.
+    const LIBRARY: Library;
+    /// The objects made through the library (handles, plans, generators): what the reaper
+    /// destroys once the stream's work is done, or what is forgotten with a poisoned context
+    /// (calling the library on them could only fail; their memory goes with the context).
+    /// Memory of cusched's own (buffers, pinned slots) is not among them: it frees itself.
+    type Objects: Send + 'static;
+    /// Makes the state on `op`'s stream. On CUDA the library is present; on the simulator it
+    /// must make nothing that calls the library, so that ops still validate there.
+    fn create(op: OpStream) -> Result<Self>;
+    /// The stream the state enqueues on.
+    fn op_stream(&mut self) -> &mut OpStream;
+    /// Moves the library's objects out (`None` when there are none).
+    fn take_objects(&mut self) -> Option<Self::Objects>;
 }
 
 /// The library state in `slot`, made (or remade, after a context rebuild) as needed.
-#[cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
 pub(crate) fn current<'a, L: StreamLibrary>(
     slot: &'a mut Option<L>,
     device: &Device,
     stream: StreamId,
 ) -> Result<&'a mut L> {
     let made = match slot.take() {
-        Some(lib) if lib.op_stream().is_current() => lib,
-        Some(stale) => {
-            stale.abandon();
-            L::create(device, stream)?
+        Some(mut lib) => {
+            if lib.op_stream().is_current() {
+                lib
+            } else {
+                abandon(lib);
+                open(device, stream)?
+            }
         }
-        None => L::create(device, stream)?,
+        None => open(device, stream)?,
     };
     Ok(slot.insert(made))
 }
 
-/// Records `buf` as argument `arg` of an op; a rejection names the argument.
-pub(crate) fn record<T: Element>(
-    rec: &mut LaunchRecorder,
-    arg: &'static str,
-    buf: &GpuRef<T>,
-    access: Access,
-) -> Result<()> {
-    rec.access(buf, access).map(drop).map_err(|e| match e {
-        Error::ForeignDevice { what, expected, found } => {
-            Error::ForeignDevice { what: format!("argument `{arg}` ({what})"), expected, found }
-        }
-        Error::Stale { what, made, current } => {
-            Error::Stale { what: format!("argument `{arg}` ({what})"), made, current }
-        }
-        other => other,
-    })
+fn open<L: StreamLibrary>(device: &Device, stream: StreamId) -> Result<L> {
+    if !device.is_simulated() && !(L::LIBRARY.present)() {
+        return Err(Error::LibraryUnavailable { library: L::LIBRARY.name, hint: L::LIBRARY.hint });
+    }
+    L::create(OpStream::new(device, stream, L::LIBRARY.name))
 }
 
-/// The device address of `buf` as a typed pointer for a library call.
-pub(crate) fn dptr<T: Element, P>(buf: &GpuRef<T>) -> Result<*mut P> {
-    Ok(buf.raw_device_ptr()? as *mut P)
+/// Drops state of a poisoned context without calling the library on its objects.
+fn abandon<L: StreamLibrary>(mut lib: L) {
+    if let Some(objects) = lib.take_objects() {
+        std::mem::forget(objects);
+    }
+}
+
+/// What every library's `Drop` does: destroying its objects blocks (`cublasDestroy` and
+/// `cufftDestroy` synchronize), so they go to the reaper, which destroys them once the
+/// stream's work is done, off this thread. Pinned scalar slots go with them: their free waits
+/// too.
+fn release<L: StreamLibrary>(lib: &mut L) {
+    if let Some(objects) = lib.take_objects() {
+        let op = lib.op_stream();
+        let scalars = op.take_scalars();
+        op.retire(L::LIBRARY.objects, (objects, scalars));
+    }
+}
+
+/// A library's status code, turned into [`Error::Library`] naming the call: the one
+/// status-to-error conversion of every library.
+pub(crate) trait Status: Copy + PartialEq + std::fmt::Debug {
+    /// The status that means success.
+    const SUCCESS: Self;
+
+    /// `Ok` on success, else the error naming `call`.
+    fn check(self, call: &'static str) -> Result<()> {
+        if self == Self::SUCCESS {
+            Ok(())
+        } else {
+            Err(Error::library(call, self))
+        }
+    }
 }

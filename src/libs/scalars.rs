@@ -1,7 +1,12 @@
-//! Pinned, device-mapped slots for scalar results that the GPU writes (a cuBLAS `dot` in
-//! device pointer mode, say) and the host reads once the op's completion resolves. No host
-//! synchronization inside the op, and no allocation per op.
+//! Scalar results read through the completion, for every library: the GPU writes the op's
+//! result (a dot product, a norm, an index) into a pinned, device-mapped slot, and the host
+//! reads it once the op's completion resolves. No host synchronization inside the op, and no
+//! allocation per op: slots come from 4 KiB slabs kept per stream.
 
+// Only cuBLAS has scalar results today, and the completion's deferred read is built with it.
+#![cfg_attr(not(feature = "cublas"), allow(dead_code))]
+
+use super::OpStream;
 use crate::error::{DriverResultExt, Error, Result};
 use cudarc::driver::{result, sys, CudaContext};
 use std::sync::{Arc, Mutex};
@@ -18,10 +23,10 @@ struct Slab {
     free: Mutex<Vec<usize>>,
 }
 
-// SAFETY: the slab's memory is only reached through `Slot`s, each of which owns one disjoint
-// 8-byte slot exclusively; the pointers themselves are plain addresses.
+// SAFETY: (1) the slab's memory is only reached through `Slot`s, each of which owns one
+// disjoint 8-byte slot exclusively; (2) the pointers themselves are plain addresses.
 unsafe impl Send for Slab {}
-// SAFETY: as above; the free list is behind a mutex.
+// SAFETY: as above; (3) the free list is behind a mutex.
 unsafe impl Sync for Slab {}
 
 impl Drop for Slab {
@@ -30,19 +35,17 @@ impl Drop for Slab {
             log::error!("cusched: a scalar slab is leaked: its context could not be bound ({e})");
             return;
         }
-        // SAFETY: every `Slot` holds an `Arc<Slab>`, so no slot (and no pending GPU write to one)
-        // outlives this; `host` came from `cuMemHostAlloc` in the bound context.
+        // SAFETY: (1) every `Slot` holds an `Arc<Slab>`, so no slot (and no pending GPU write to
+        // one) outlives this; (2) `host` came from `cuMemHostAlloc` in the bound context.
         if let Err(e) = unsafe { result::free_host(self.host.cast()) } {
             log::error!("cusched: cuMemFreeHost of a scalar slab failed: {:?}", e.0);
         }
     }
 }
 
-/// A handle's scalar slots. The context must be current on the calling thread.
+/// A stream's scalar slots.
 #[derive(Default)]
 pub(crate) struct ScalarSlots {
-    /// The context slabs are allocated in (`None` on the simulator, which has no cuBLAS).
-    ctx: Option<Arc<CudaContext>>,
     slabs: Vec<Arc<Slab>>,
 }
 
@@ -53,37 +56,34 @@ pub(crate) struct Slot {
 }
 
 impl ScalarSlots {
-    pub(crate) fn new(ctx: Option<Arc<CudaContext>>) -> Self {
-        ScalarSlots { ctx, slabs: Vec::new() }
-    }
-
-    /// A free slot, from an existing slab or a new one.
-    pub(crate) fn take(&mut self) -> Result<Slot> {
+    /// A free slot, from an existing slab or a new one made in `ctx`, which must be current on
+    /// the calling thread.
+    pub(crate) fn take(&mut self, ctx: &Arc<CudaContext>) -> Result<Slot> {
         for slab in &self.slabs {
             if let Some(index) = crate::sync::lock(&slab.free).pop() {
                 return Ok(Slot { slab: slab.clone(), index });
             }
         }
-        let ctx = self.ctx.clone().ok_or(Error::WrongBackend {
-            what: "scalar result slots",
-            needed: "cuda",
-            actual: "sim",
-        })?;
-        let bytes = SLOT_BYTES * SLAB_SLOTS;
-        // SAFETY: plain allocation call; the context is current (the caller bound it).
-        let host = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }.call("cuMemHostAlloc")?;
-        let mut device: sys::CUdeviceptr = 0;
-        // SAFETY: `host` is a live mapped allocation; `device` is a valid out-pointer.
-        let got = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) }.result();
-        if let Err(e) = got {
-            // SAFETY: `host` came from `cuMemHostAlloc` above and nothing else refers to it.
-            let _ = unsafe { result::free_host(host) };
-            return Err(Error::driver("cuMemHostGetDevicePointer", e));
-        }
-        let slab = Arc::new(Slab { ctx, host: host.cast(), device, free: Mutex::new((1..SLAB_SLOTS).rev().collect()) });
+        let (host, device) = mapped_alloc(SLOT_BYTES * SLAB_SLOTS)?;
+        let slab = Arc::new(Slab { ctx: ctx.clone(), host, device, free: Mutex::new((1..SLAB_SLOTS).rev().collect()) });
         self.slabs.push(slab.clone());
         Ok(Slot { slab, index: 0 })
     }
+}
+
+/// `bytes` of pinned host memory mapped into the current context, and its device address.
+fn mapped_alloc(bytes: usize) -> Result<(*mut u8, u64)> {
+    // SAFETY: (1) a plain allocation call; (2) the caller made the context current.
+    let host = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }.call("cuMemHostAlloc")?;
+    let mut device: sys::CUdeviceptr = 0;
+    // SAFETY: (1) `host` is a live mapped allocation; (2) `device` is a valid out-pointer.
+    let got = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) }.result();
+    if let Err(e) = got {
+        // SAFETY: `host` came from `cuMemHostAlloc` above and nothing else refers to it.
+        let _ = unsafe { result::free_host(host) };
+        return Err(Error::driver("cuMemHostGetDevicePointer", e));
+    }
+    Ok((host.cast(), device))
 }
 
 impl Slot {
@@ -96,9 +96,9 @@ impl Slot {
     /// Reads the `T` the GPU wrote. Call only after the writing op's event has completed.
     pub(crate) fn read<T: Copy>(&self) -> T {
         debug_assert!(std::mem::size_of::<T>() <= SLOT_BYTES && std::mem::align_of::<T>() <= SLOT_BYTES);
-        // SAFETY: the slot is 8 bytes, 8-aligned (the slab is page-aligned), owned by `self`, and
-        // the GPU's write to it completed before the event the caller waited for. Volatile,
-        // because the write came from outside this program's view.
+        // SAFETY: (1) the slot is 8 bytes, 8-aligned (the slab is page-aligned) and owned by
+        // `self`; (2) the GPU's write to it completed before the event the caller waited for.
+        // Volatile, because the write came from outside this program's view.
         unsafe { std::ptr::read_volatile(self.slab.host.add(self.index * SLOT_BYTES).cast::<T>()) }
     }
 }
@@ -106,5 +106,33 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         crate::sync::lock(&self.slab.free).push(self.index);
+    }
+}
+
+impl OpStream {
+    /// Runs an op whose result the GPU writes: `enqueue` gets the device address of a pinned
+    /// slot to write one `R` to, and the completion resolves with `convert` of what was
+    /// written, read once the GPU has passed the op's event.
+    #[cfg(feature = "cublas")]
+    pub(crate) fn run_scalar<R: Copy + Send + 'static, V: Send + 'static>(
+        &mut self,
+        rec: crate::recorder::LaunchRecorder,
+        enqueue: impl FnOnce(*mut R) -> Result<()>,
+        convert: fn(R) -> V,
+    ) -> Result<crate::completion::Completion<V>> {
+        let stream = self.bound_stream()?;
+        let slot = self.scalars.take(stream.context())?;
+        let out = slot.device_ptr::<R>();
+        let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |_| enqueue(out))?;
+        let read: crate::completion::Deferred<V> = Box::new(move || Ok(convert(slot.read::<R>())));
+        let (completion, shared) = crate::completion::Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
+        match event {
+            Some(ev) => shared.enqueued_deferred(read, ev, Vec::new()),
+            None => shared.enqueued(read(), None, Vec::new()),
+        }
+        Ok(completion)
     }
 }

@@ -5,15 +5,17 @@
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
 //! To draw a continuing sequence, advance `offset` by the count drawn.
 
+mod calls;
+
 use super::affine::Affine;
 use super::validate as check;
-use super::{dptr, record, OpStream};
+use super::{dptr, record, Library, OpStream, StreamLibrary};
 use crate::completion::Completion;
-use crate::device::{Device, StreamId};
+use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
 use crate::track::Access;
-use cudarc::curand::sys;
+use calls::RawGenerator;
 use std::collections::HashMap;
 
 /// The cuRAND generators.
@@ -61,21 +63,6 @@ impl Generator {
             self,
             Generator::Sobol32 | Generator::ScrambledSobol32 | Generator::Sobol64 | Generator::ScrambledSobol64
         )
-    }
-
-    fn raw(self) -> sys::curandRngType_t {
-        use sys::curandRngType_t as R;
-        match self {
-            Generator::Default => R::CURAND_RNG_PSEUDO_DEFAULT,
-            Generator::Xorwow => R::CURAND_RNG_PSEUDO_XORWOW,
-            Generator::Mrg32k3a => R::CURAND_RNG_PSEUDO_MRG32K3A,
-            Generator::Mtgp32 => R::CURAND_RNG_PSEUDO_MTGP32,
-            Generator::Philox4x32_10 => R::CURAND_RNG_PSEUDO_PHILOX4_32_10,
-            Generator::Sobol32 => R::CURAND_RNG_QUASI_SOBOL32,
-            Generator::ScrambledSobol32 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL32,
-            Generator::Sobol64 => R::CURAND_RNG_QUASI_SOBOL64,
-            Generator::ScrambledSobol64 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL64,
-        }
     }
 }
 
@@ -138,50 +125,6 @@ enum Draw {
     LogNormal { mean: f64, stddev: f64 },
 }
 
-struct RawGenerator(sys::curandGenerator_t);
-
-// SAFETY: a cuRAND generator may be used from any thread, one at a time; `Rng` methods take
-// `&mut self`.
-unsafe impl Send for RawGenerator {}
-
-impl Drop for RawGenerator {
-    fn drop(&mut self) {
-        // SAFETY: created by `curandCreateGenerator`, destroyed once here.
-        let s = unsafe { sys::curandDestroyGenerator(self.0) };
-        if s != sys::curandStatus_t::CURAND_STATUS_SUCCESS {
-            log::error!("cusched: curandDestroyGenerator failed: {s:?}");
-        }
-    }
-}
-
-impl Drop for Rng {
-    fn drop(&mut self) {
-        // Destroying a generator and unloading a module block: the reaper does both once the
-        // stream's work is done, off this thread.
-        if !self.generators.is_empty() || self.affine.is_some() {
-            let generators: Vec<RawGenerator> = self.generators.drain().map(|(_, g)| g).collect();
-            self.op.retire("cuRAND generators", (generators, self.affine.take()));
-        }
-    }
-}
-
-impl super::StreamLibrary for Rng {
-    fn create(device: &Device, stream: StreamId) -> Result<Self> {
-        Rng::new(device, stream)
-    }
-
-    fn op_stream(&self) -> &OpStream {
-        &self.op
-    }
-
-    /// Drops generators of a poisoned context without calling cuRAND on them.
-    fn abandon(mut self) {
-        for (_, g) in self.generators.drain() {
-            std::mem::forget(g);
-        }
-    }
-}
-
 /// A stream's cuRAND generators (one per [`Generator`] kind, made on first use). Get it from
 /// [`crate::Handles::rng`].
 pub struct Rng {
@@ -190,32 +133,39 @@ pub struct Rng {
     affine: Option<Affine>,
 }
 
+impl StreamLibrary for Rng {
+    const LIBRARY: Library = Library {
+        name: "cuRAND (libcurand)",
+        hint: "install the CUDA toolkit's cuRAND library (libcurand.so.10)",
+        present: calls::is_present,
+        // Destroying a generator and unloading a module block.
+        objects: "cuRAND generators",
+    };
+    type Objects = (Vec<RawGenerator>, Option<Affine>);
+
+    fn create(op: OpStream) -> Result<Rng> {
+        Ok(Rng { op, generators: HashMap::new(), affine: None })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<Self::Objects> {
+        if self.generators.is_empty() && self.affine.is_none() {
+            return None;
+        }
+        Some((self.generators.drain().map(|(_, g)| g).collect(), self.affine.take()))
+    }
+}
+
 impl std::fmt::Debug for Rng {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Rng({}, {} generators)", self.op.stream, self.generators.len())
     }
 }
 
-fn status(call: &'static str, s: sys::curandStatus_t) -> Result<()> {
-    if s == sys::curandStatus_t::CURAND_STATUS_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::library(call, s))
-    }
-}
-
 impl Rng {
-    pub(crate) fn new(device: &Device, stream: StreamId) -> Result<Rng> {
-        // SAFETY: only tries to dlopen cuRAND by name; cudarc panics later if it is missing.
-        if !device.is_simulated() && !unsafe { sys::is_culib_present() } {
-            return Err(Error::LibraryUnavailable {
-                library: "cuRAND (libcurand)",
-                hint: "install the CUDA toolkit's cuRAND library (libcurand.so.10)",
-            });
-        }
-        Ok(Rng { op: OpStream::new(device, stream, "cuRAND (libcurand)"), generators: HashMap::new(), affine: None })
-    }
-
     /// The stream this handle enqueues on.
     pub fn stream(&self) -> StreamId {
         self.op.stream
@@ -275,13 +225,12 @@ impl Rng {
         let n = check_seed(seed, out.len(), false)?;
         let mut rec = self.op.recorder("poisson");
         record(&mut rec, "out", out, Access::Write)?;
-        let stream = self.op.cuda_stream()?;
-        crate::backend::cuda::bind(stream.context())?;
-        let g = self.generator(seed, stream.cu_stream())?;
+        let stream = self.op.bound_stream()?;
+        let g = generator(&mut self.generators, seed, stream.cu_stream())?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
             // generator is set to this stream.
-            status("curandGeneratePoisson", unsafe { sys::curandGeneratePoisson(g, dptr(out)?, n, lambda) })
+            unsafe { g.poisson(dptr(out)?, n, lambda) }
         })
     }
 
@@ -301,9 +250,8 @@ impl Rng {
         };
         let mut rec = self.op.recorder(name);
         record(&mut rec, "out", out, Access::Write)?;
-        let stream = self.op.cuda_stream()?;
-        crate::backend::cuda::bind(stream.context())?;
-        let g = self.generator(seed, stream.cu_stream())?;
+        let stream = self.op.bound_stream()?;
+        let g = generator(&mut self.generators, seed, stream.cu_stream())?;
         if range.is_some() && self.affine.is_none() {
             self.affine = Some(Affine::load()?);
         }
@@ -312,25 +260,7 @@ impl Rng {
             let p = out.raw_device_ptr()?;
             // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by preflight; the
             // generator runs on this op's stream.
-            let s = unsafe {
-                match (T::KIND, draw) {
-                    (FloatKind::F32, Draw::Uniform) => sys::curandGenerateUniform(g, p as *mut f32, n),
-                    (FloatKind::F64, Draw::Uniform) => sys::curandGenerateUniformDouble(g, p as *mut f64, n),
-                    (FloatKind::F32, Draw::Normal { mean, stddev }) => {
-                        sys::curandGenerateNormal(g, p as *mut f32, n, mean as f32, stddev as f32)
-                    }
-                    (FloatKind::F64, Draw::Normal { mean, stddev }) => {
-                        sys::curandGenerateNormalDouble(g, p as *mut f64, n, mean, stddev)
-                    }
-                    (FloatKind::F32, Draw::LogNormal { mean, stddev }) => {
-                        sys::curandGenerateLogNormal(g, p as *mut f32, n, mean as f32, stddev as f32)
-                    }
-                    (FloatKind::F64, Draw::LogNormal { mean, stddev }) => {
-                        sys::curandGenerateLogNormalDouble(g, p as *mut f64, n, mean, stddev)
-                    }
-                }
-            };
-            status("curandGenerate", s)?;
+            unsafe { g.generate(T::KIND, draw, p, n) }?;
             if let (Some((low, high)), Some(affine)) = (range, affine) {
                 let (scale, shift): (f64, f64) = (high.into() - low.into(), low.into());
                 // SAFETY: the same `n` elements, just written on the same stream.
@@ -344,44 +274,29 @@ impl Rng {
             Ok(())
         })
     }
+}
 
-    /// The generator of `seed.generator`, set to this stream, `seed` and offset.
-    fn generator(&mut self, seed: &Seed, stream: crate::backend::cuda::CuStream) -> Result<sys::curandGenerator_t> {
-        if seed.generator == Generator::Mtgp32 {
-            // MTGP32 keeps its state across a re-seed with the same value, and has no offsets:
-            // a fresh generator is the only way to restart its sequence.
-            self.generators.remove(&Generator::Mtgp32);
-        }
-        let g = match self.generators.get(&seed.generator) {
-            Some(g) => g.0,
-            None => {
-                let mut g = std::ptr::null_mut();
-                // SAFETY: `g` is a valid out-pointer.
-                status("curandCreateGenerator", unsafe { sys::curandCreateGenerator(&mut g, seed.generator.raw()) })?;
-                let raw = RawGenerator(g);
-                // SAFETY: a live generator and a live stream of the bound context.
-                status("curandSetStream", unsafe { sys::curandSetStream(g, stream as _) })?;
-                self.generators.insert(seed.generator, raw);
-                g
-            }
-        };
-        // SAFETY: `g` is live; these calls only set generator state (applied at the next
-        // generate call, on the generator's stream).
-        unsafe {
-            if seed.generator.is_quasi() {
-                status(
-                    "curandSetQuasiRandomGeneratorDimensions",
-                    sys::curandSetQuasiRandomGeneratorDimensions(g, seed.dimensions),
-                )?;
-            } else {
-                status("curandSetPseudoRandomGeneratorSeed", sys::curandSetPseudoRandomGeneratorSeed(g, seed.seed))?;
-            }
-            if seed.generator != Generator::Mtgp32 {
-                status("curandSetGeneratorOffset", sys::curandSetGeneratorOffset(g, seed.offset))?;
-            }
-        }
-        Ok(g)
+/// The generator of `seed.generator`, made on first use on `stream`, and set to `seed`.
+fn generator<'a>(
+    generators: &'a mut HashMap<Generator, RawGenerator>,
+    seed: &Seed,
+    stream: crate::backend::cuda::CuStream,
+) -> Result<&'a mut RawGenerator> {
+    if seed.generator == Generator::Mtgp32 {
+        // MTGP32 keeps its state across a re-seed with the same value, and has no offsets: a
+        // fresh generator is the only way to restart its sequence.
+        generators.remove(&Generator::Mtgp32);
     }
+    let g = match generators.entry(seed.generator) {
+        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::hash_map::Entry::Vacant(e) => {
+            // SAFETY: the stream is live in the bound context and outlives the generator (the
+            // device keeps its streams until every library state is gone).
+            e.insert(unsafe { RawGenerator::create(seed.generator, stream) }?)
+        }
+    };
+    g.reset(seed)?;
+    Ok(g)
 }
 
 fn check_moments(mean: f64, stddev: f64) -> Result<()> {
@@ -419,8 +334,3 @@ fn check_seed(seed: &Seed, len: usize, pairs: bool) -> Result<usize> {
     }
     Ok(len)
 }
-
-const _: fn() = || {
-    fn is_send<T: Send>() {}
-    is_send::<Rng>();
-};

@@ -3,21 +3,24 @@
 //!
 //! Plans live in a bounded least-recently-used cache keyed on the whole layout (kind, sizes,
 //! batch, both embeddings, strides and distances), so a plan is never reused for another
-//! layout. Plans do not allocate their own work areas: the handle keeps one work area, grown
+//! layout. Plans do not allocate their own work areas: the handle keeps one workspace, grown
 //! to the largest plan's need, and every transform declares it on its recorder.
 //!
 //! Transforms are unnormalized, as in cuFFT: a forward then inverse transform multiplies by
 //! the number of elements of one transform.
 
+mod calls;
+
+use super::plan_cache::PlanCache;
 use super::validate as check;
-use super::{dptr, record, OpStream};
+use super::workspace::Workspace;
+use super::{dptr, record, Library, OpStream, StreamLibrary};
 use crate::completion::Completion;
-use crate::device::{Device, StreamId};
+use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::{Complex, Element, GpuRef};
 use crate::track::Access;
-use cudarc::cufft::sys;
-use std::ffi::{c_int, c_longlong, c_void};
+use calls::RawPlan;
 
 /// The direction of a complex-to-complex transform.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,18 +102,6 @@ enum Kind {
 }
 
 impl Kind {
-    fn raw(self) -> sys::cufftType {
-        use sys::cufftType_t as T;
-        match self {
-            Kind::C2C => T::CUFFT_C2C,
-            Kind::R2C => T::CUFFT_R2C,
-            Kind::C2R => T::CUFFT_C2R,
-            Kind::Z2Z => T::CUFFT_Z2Z,
-            Kind::D2Z => T::CUFFT_D2Z,
-            Kind::Z2D => T::CUFFT_Z2D,
-        }
-    }
-
     /// Whether the input (and output) side holds complex values.
     fn complex_sides(self) -> (bool, bool) {
         match self {
@@ -152,72 +143,41 @@ struct PlanKey {
     output: DataLayout,
 }
 
-struct Plan {
-    key: PlanKey,
-    handle: sys::cufftHandle,
-    work_bytes: usize,
-}
-
-impl Drop for Plan {
-    fn drop(&mut self) {
-        // SAFETY: created by `cufftCreate`, destroyed once (on the reaper, with its context
-        // bound, after the transforms enqueued with it have finished).
-        let r = unsafe { sys::cufftDestroy(self.handle) };
-        if r != sys::cufftResult::CUFFT_SUCCESS {
-            log::error!("cusched: cufftDestroy failed: {r:?}");
-        }
-    }
-}
-
-impl Drop for Fft {
-    fn drop(&mut self) {
-        // cufftDestroy frees the plans' device data with a synchronizing free: the reaper runs
-        // it once the stream's work is done, off this thread.
-        if !self.plans.is_empty() {
-            let plans = std::mem::take(&mut self.plans);
-            self.op.retire("cuFFT plans", plans);
-        }
-    }
-}
-
-impl super::StreamLibrary for Fft {
-    fn create(device: &Device, stream: StreamId) -> Result<Self> {
-        Fft::new(device, stream)
-    }
-
-    fn op_stream(&self) -> &OpStream {
-        &self.op
-    }
-
-    /// Drops plans of a poisoned context without calling cuFFT on them.
-    fn abandon(mut self) {
-        for p in self.plans.drain(..) {
-            std::mem::forget(p);
-        }
-    }
-}
+type Plans = PlanCache<PlanKey, RawPlan>;
 
 /// A stream's cuFFT plans and work area. Get it from [`crate::Handles::fft`].
 pub struct Fft {
     op: OpStream,
-    /// Most recently used last.
-    plans: Vec<Plan>,
-    capacity: usize,
-    work: Option<GpuRef<u8>>,
-    plans_made: u64,
+    plans: Plans,
+    work: Workspace,
+}
+
+impl StreamLibrary for Fft {
+    const LIBRARY: Library = Library {
+        name: "cuFFT (libcufft)",
+        hint: "install the CUDA toolkit's cuFFT library (libcufft.so.12)",
+        present: calls::is_present,
+        // cufftDestroy frees the plans' device data with a synchronizing free.
+        objects: "cuFFT plans",
+    };
+    type Objects = Vec<RawPlan>;
+
+    fn create(op: OpStream) -> Result<Fft> {
+        Ok(Fft { op, plans: PlanCache::new(16, "an evicted cuFFT plan"), work: Workspace::default() })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<Self::Objects> {
+        self.plans.take_all()
+    }
 }
 
 impl std::fmt::Debug for Fft {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Fft({}, {} of {} plans cached)", self.op.stream, self.plans.len(), self.capacity)
-    }
-}
-
-fn status(call: &'static str, r: sys::cufftResult) -> Result<()> {
-    if r == sys::cufftResult::CUFFT_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::library(call, r))
+        write!(f, "Fft({}, {} of {} plans cached)", self.op.stream, self.plans.len(), self.plans.capacity())
     }
 }
 
@@ -258,39 +218,18 @@ fn resolve_side(
             return Err(Error::invalid(arg, format!("embed[{i}] = {e} is below the transform's {n} there")));
         }
     }
-    let overflow = || Error::invalid(arg, "the layout's extent overflows usize");
-    // Index of the last element of one transform, then of the last transform.
-    let mut last = 0usize;
-    for (i, &n) in logical.iter().enumerate() {
-        let inner = layout.embed[i + 1..].iter().try_fold(1usize, |a, &b| a.checked_mul(b)).ok_or_else(overflow)?;
-        last = (n - 1).checked_mul(inner).and_then(|x| x.checked_add(last)).ok_or_else(overflow)?;
-    }
-    let span = last
-        .checked_mul(layout.stride)
-        .and_then(|x| x.checked_add(1))
-        .and_then(|one| layout.dist.checked_mul(batch - 1).and_then(|x| x.checked_add(one)))
-        .ok_or_else(overflow)?;
+    // Element (x, y, z) lies at stride * ((x * embed[1] + y) * embed[2] + z): a strided tensor
+    // whose stride along dimension i is stride times the embedding inside it.
+    let strides = (0..logical.len())
+        .map(|i| layout.embed[i + 1..].iter().try_fold(layout.stride, |a, &b| a.checked_mul(b)))
+        .collect::<Option<Vec<usize>>>();
+    let span = strides
+        .and_then(|strides| check::tensor_span(logical, &strides, batch, layout.dist))
+        .ok_or_else(|| Error::invalid(arg, "the layout's extent overflows usize"))?;
     Ok((layout, span))
 }
 
 impl Fft {
-    pub(crate) fn new(device: &Device, stream: StreamId) -> Result<Fft> {
-        // SAFETY: only tries to dlopen cuFFT by name; cudarc panics later if it is missing.
-        if !device.is_simulated() && !unsafe { sys::is_culib_present() } {
-            return Err(Error::LibraryUnavailable {
-                library: "cuFFT (libcufft)",
-                hint: "install the CUDA toolkit's cuFFT library (libcufft.so.12)",
-            });
-        }
-        Ok(Fft {
-            op: OpStream::new(device, stream, "cuFFT (libcufft)"),
-            plans: Vec::new(),
-            capacity: 16,
-            work: None,
-            plans_made: 0,
-        })
-    }
-
     /// The stream this handle enqueues on.
     pub fn stream(&self) -> StreamId {
         self.op.stream
@@ -303,26 +242,17 @@ impl Fft {
 
     /// Plans made since the handle was created (a cache hit makes none).
     pub fn plans_made(&self) -> u64 {
-        self.plans_made
+        self.plans.made()
     }
 
     /// Bytes of the shared work area (the largest cached plan's need so far).
     pub fn work_area_bytes(&self) -> usize {
-        self.work.as_ref().map_or(0, |w| w.len())
+        self.work.bytes()
     }
 
     /// Bounds the plan cache (at least 1); the least recently used plans beyond it are freed.
     pub fn set_plan_capacity(&mut self, capacity: usize) -> Result<()> {
-        if capacity == 0 {
-            return Err(Error::invalid("capacity", "must be at least 1"));
-        }
-        self.capacity = capacity;
-        let excess = self.plans.len().saturating_sub(capacity);
-        if excess > 0 {
-            let evicted: Vec<Plan> = self.plans.drain(..excess).collect();
-            self.op.retire("evicted cuFFT plans", evicted);
-        }
-        Ok(())
+        self.plans.set_capacity(capacity, &self.op)
     }
 
     /// A complex-to-complex transform (`C2C` for `f32`, `Z2Z` for `f64`). `input` and `output`
@@ -343,20 +273,7 @@ impl Fft {
         if in_place && key.input != key.output {
             return Err(Error::invalid("output", "an in-place transform needs equal input and output layouts"));
         }
-        let dir: c_int = match direction {
-            Direction::Forward => -1,
-            Direction::Inverse => 1,
-        };
-        self.exec(key, input, output, Access::Read, "c2c", move |plan, i, o| {
-            // SAFETY: see `exec`: the plan matches the buffers' validated layout.
-            unsafe {
-                if T::DOUBLE {
-                    status("cufftExecZ2Z", sys::cufftExecZ2Z(plan, i.cast(), o.cast(), dir))
-                } else {
-                    status("cufftExecC2C", sys::cufftExecC2C(plan, i.cast(), o.cast(), dir))
-                }
-            }
-        })
+        self.exec(key, input, output, Access::Read, "c2c", direction)
     }
 
     /// A real-to-complex forward transform (`R2C` / `D2Z`); the output holds `dims[last]/2 + 1`
@@ -372,16 +289,7 @@ impl Fft {
     {
         let kind = if T::DOUBLE { Kind::D2Z } else { Kind::R2C };
         let key = self.key(kind, layout, input.len(), output.len())?;
-        self.exec(key, input, output, Access::Read, "r2c", move |plan, i, o| {
-            // SAFETY: see `exec`.
-            unsafe {
-                if T::DOUBLE {
-                    status("cufftExecD2Z", sys::cufftExecD2Z(plan, i.cast(), o.cast()))
-                } else {
-                    status("cufftExecR2C", sys::cufftExecR2C(plan, i.cast(), o.cast()))
-                }
-            }
-        })
+        self.exec(key, input, output, Access::Read, "r2c", Direction::Forward)
     }
 
     /// A complex-to-real inverse transform (`C2R` / `Z2D`). cuFFT overwrites the input of
@@ -397,16 +305,7 @@ impl Fft {
     {
         let kind = if T::DOUBLE { Kind::Z2D } else { Kind::C2R };
         let key = self.key(kind, layout, input.len(), output.len())?;
-        self.exec(key, input, output, Access::ReadWrite, "c2r", move |plan, i, o| {
-            // SAFETY: see `exec`.
-            unsafe {
-                if T::DOUBLE {
-                    status("cufftExecZ2D", sys::cufftExecZ2D(plan, i.cast(), o.cast()))
-                } else {
-                    status("cufftExecC2R", sys::cufftExecC2R(plan, i.cast(), o.cast()))
-                }
-            }
-        })
+        self.exec(key, input, output, Access::ReadWrite, "c2r", Direction::Inverse)
     }
 
     /// Validates `layout` for `kind` against buffers of `in_len` and `out_len` elements.
@@ -449,7 +348,8 @@ impl Fft {
         Ok(PlanKey { kind, dims: layout.dims.clone(), batch: layout.batch, input, output })
     }
 
-    /// Records the uses, finds or makes the plan, sizes the work area, and enqueues `run`.
+    /// Records the uses, finds or makes the plan, sizes the work area, and enqueues the
+    /// transform.
     fn exec<I: Element, O: Element>(
         &mut self,
         key: PlanKey,
@@ -457,89 +357,28 @@ impl Fft {
         output: &GpuRef<O>,
         input_access: Access,
         name: &'static str,
-        run: impl FnOnce(sys::cufftHandle, *mut c_void, *mut c_void) -> Result<()>,
+        direction: Direction,
     ) -> Result<Completion<()>> {
         let mut rec = self.op.recorder(name);
         record(&mut rec, "input", input, input_access)?;
         record(&mut rec, "output", output, Access::Write)?;
-        let stream = self.op.cuda_stream()?;
-        crate::backend::cuda::bind(stream.context())?;
-        let plan_index = self.plan(key, stream.cu_stream())?;
-        let need = self.plans[plan_index].work_bytes;
-        if need > self.work_area_bytes() {
-            // The old area is freed on the device timeline after the transforms that used it.
-            self.work = Some(self.op.device.alloc::<u8>(self.op.stream, need)?);
-        }
-        if let Some(w) = &self.work {
-            record(&mut rec, "work area", w, Access::ReadWrite)?;
-        }
-        let plan = self.plans[plan_index].handle;
-        let work = self.work.as_ref().map(|w| w.raw_device_ptr()).transpose()?;
+        let stream = self.op.bound_stream()?;
+        // SAFETY: the stream is live in the bound context and outlives the plan (the device
+        // keeps its streams until every library state is gone).
+        let plan = self.plans.get_or_make(key, &self.op, |key| unsafe { RawPlan::make(key, stream.cu_stream()) })?;
+        // The old area is retired on the device timeline, after the transforms that used it.
+        let work = self.work.use_on(&self.op, &mut rec, plan.work_bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
         self.op.run(rec, Vec::new(), || {
-            if let Some(w) = work {
-                // SAFETY: the work area is a live device buffer of at least the plan's work size.
-                status("cufftSetWorkArea", unsafe { sys::cufftSetWorkArea(plan, w as *mut c_void) })?;
+            // SAFETY: (1) the plan was made for exactly these buffers' validated layout, on this
+            // stream; the buffers are live and fenced by preflight, and `c2r` declared its input
+            // as written; (2) the work area, declared read-write, holds at least the plan's
+            // work size and serves one transform at a time (the stream is in order).
+            unsafe {
+                if let Some(w) = work {
+                    plan.set_work_area(w)?;
+                }
+                plan.exec(dptr(input)?, dptr(output)?, direction)
             }
-            // The plan was made for exactly these buffers' validated layout, on this stream; the
-            // buffers are live and fenced by preflight; `c2r` declared its input as written.
-            run(plan, dptr(input)?, dptr(output)?)
         })
     }
-
-    /// The index of the cached plan for `key`, made (and the least recently used evicted) on a
-    /// miss. The found plan moves to the most recently used end.
-    fn plan(&mut self, key: PlanKey, stream: crate::backend::cuda::CuStream) -> Result<usize> {
-        if let Some(i) = self.plans.iter().position(|p| p.key == key) {
-            let p = self.plans.remove(i);
-            self.plans.push(p);
-            return Ok(self.plans.len() - 1);
-        }
-        let mut handle: sys::cufftHandle = 0;
-        // SAFETY: `handle` is a valid out-pointer.
-        status("cufftCreate", unsafe { sys::cufftCreate(&mut handle) })?;
-        let mut plan = Plan { key, handle, work_bytes: 0 };
-        let to64 = |v: &[usize]| v.iter().map(|&x| x as c_longlong).collect::<Vec<_>>();
-        let mut n = to64(&plan.key.dims);
-        let mut inembed = to64(&plan.key.input.embed);
-        let mut onembed = to64(&plan.key.output.embed);
-        let k = &plan.key;
-        let mut work = 0usize;
-        // SAFETY: a fresh plan handle; the arrays hold `rank` entries each and outlive the
-        // calls; the stream is live in the bound context.
-        unsafe {
-            status("cufftSetAutoAllocation", sys::cufftSetAutoAllocation(handle, 0))?;
-            status(
-                "cufftMakePlanMany64",
-                sys::cufftMakePlanMany64(
-                    handle,
-                    n.len() as c_int,
-                    n.as_mut_ptr(),
-                    inembed.as_mut_ptr(),
-                    k.input.stride as c_longlong,
-                    k.input.dist as c_longlong,
-                    onembed.as_mut_ptr(),
-                    k.output.stride as c_longlong,
-                    k.output.dist as c_longlong,
-                    k.kind.raw(),
-                    k.batch as c_longlong,
-                    &mut work,
-                ),
-            )?;
-            status("cufftSetStream", sys::cufftSetStream(handle, stream as _))?;
-        }
-        plan.work_bytes = work;
-        self.plans_made += 1;
-        if self.plans.len() >= self.capacity {
-            // Inside an op: destroying here would synchronize the device on the op path.
-            let evicted = self.plans.remove(0);
-            self.op.retire("an evicted cuFFT plan", evicted);
-        }
-        self.plans.push(plan);
-        Ok(self.plans.len() - 1)
-    }
 }
-
-const _: fn() = || {
-    fn is_send<T: Send>() {}
-    is_send::<Fft>();
-};

@@ -1,0 +1,155 @@
+//! The cuBLAS call layer: every cuBLAS call cusched makes, each a thin wrapper that returns
+//! `Result` with the call named. The only code in the crate that touches `cudarc::cublas::sys`.
+//!
+//! Every wrapper that takes a handle needs the handle's context current on the calling thread
+//! (the op path binds it) and the handle used by one thread at a time (`Blas` methods take
+//! `&mut self`).
+
+mod gemm;
+mod real;
+
+pub(super) use gemm::{gemm_batched_ex, gemm_ex, gemm_strided_batched_ex, GemmShape};
+pub(super) use real::{
+    axpy, copy, dot, geam, gemv, ger, index_of, reduce, rot, scal, swap, syrk, trsm, Mat, Norm, Strided,
+};
+
+use super::{Fill, MathMode, Transpose};
+use crate::error::Result;
+use crate::libs::object::{Owned, RawObject};
+use crate::libs::Status;
+use cudarc::cublas::sys::{self, cublasHandle_t as H};
+
+/// A raw cuBLAS handle, as the wrappers take it.
+pub(super) type Handle = H;
+
+impl Status for sys::cublasStatus_t {
+    const SUCCESS: Self = sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+}
+
+/// Whether libcublas loads.
+pub(super) fn is_present() -> bool {
+    // SAFETY: only tries to dlopen the library by name and drops the handle; no preconditions.
+    unsafe { sys::is_culib_present() }
+}
+
+// SAFETY: a cuBLAS handle may be used from any thread as long as one thread uses it at a time.
+unsafe impl RawObject for H {
+    const DESTROY: &'static str = "cublasDestroy";
+    type Status = sys::cublasStatus_t;
+
+    unsafe fn destroy(self) -> sys::cublasStatus_t {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        unsafe { sys::cublasDestroy_v2(self) }
+    }
+}
+
+/// An owned cuBLAS handle, destroyed on drop.
+pub(crate) struct RawHandle(Owned<H>);
+
+impl RawHandle {
+    /// `cublasCreate` in the current context, then `cublasSetStream`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of the current context that outlives the handle.
+    pub(super) unsafe fn create(stream: crate::backend::cuda::CuStream) -> Result<RawHandle> {
+        let mut h: H = std::ptr::null_mut();
+        // SAFETY: `h` is a valid out-pointer.
+        unsafe { sys::cublasCreate_v2(&mut h) }.check("cublasCreate")?;
+        let h = RawHandle(Owned::new(h));
+        // SAFETY: a live handle; the caller vouches for the stream.
+        unsafe { sys::cublasSetStream_v2(h.get(), stream as _) }.check("cublasSetStream")?;
+        Ok(h)
+    }
+
+    pub(super) fn get(&self) -> H {
+        self.0.get()
+    }
+
+    /// `cublasSetMathMode`: only changes a setting of the live handle.
+    pub(super) fn set_math_mode(&self, mode: MathMode) -> Result<()> {
+        let raw = match mode {
+            MathMode::Default => sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+            MathMode::Tf32Allowed => sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+            MathMode::Pedantic => sys::cublasMath_t::CUBLAS_PEDANTIC_MATH,
+        };
+        // SAFETY: a live handle, used by this thread only (`&self` of its one owner).
+        unsafe { sys::cublasSetMathMode(self.get(), raw) }.check("cublasSetMathMode")
+    }
+}
+
+/// `cublasSetPointerMode`: `device` for results written to device memory, else host.
+///
+/// # Safety
+/// `h` is a live handle.
+pub(super) unsafe fn set_pointer_mode(h: H, device: bool) -> Result<()> {
+    use sys::cublasPointerMode_t as M;
+    let mode = if device { M::CUBLAS_POINTER_MODE_DEVICE } else { M::CUBLAS_POINTER_MODE_HOST };
+    // SAFETY: the caller vouches for the handle.
+    unsafe { sys::cublasSetPointerMode_v2(h, mode) }.check("cublasSetPointerMode")
+}
+
+pub(super) fn op(t: Transpose) -> sys::cublasOperation_t {
+    match t {
+        Transpose::No => sys::cublasOperation_t::CUBLAS_OP_N,
+        Transpose::Yes => sys::cublasOperation_t::CUBLAS_OP_T,
+    }
+}
+
+pub(super) fn fill(f: Fill) -> sys::cublasFillMode_t {
+    match f {
+        Fill::Lower => sys::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+        Fill::Upper => sys::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
+    }
+}
+
+pub(crate) mod sealed {
+    #![allow(unreachable_pub, missing_debug_implementations)]
+    use cudarc::cublas::sys::{self, cublasHandle_t as H, cublasStatus_t as S};
+    use std::ffi::c_int as I;
+
+    /// How cuBLAS names an element type in its `Ex` entry points.
+    pub trait GemmType {
+        const DATA: sys::cudaDataType_t;
+        const COMPUTE: sys::cublasComputeType_t;
+    }
+
+    type Op = sys::cublasOperation_t;
+
+    /// The typed cuBLAS entry points of one real type: C signatures, spelled out.
+    #[allow(clippy::type_complexity)]
+    pub struct RealFns<T: 'static> {
+        pub axpy: unsafe fn(H, I, *const T, *const T, I, *mut T, I) -> S,
+        pub scal: unsafe fn(H, I, *const T, *mut T, I) -> S,
+        pub dot: unsafe fn(H, I, *const T, I, *const T, I, *mut T) -> S,
+        pub nrm2: unsafe fn(H, I, *const T, I, *mut T) -> S,
+        pub asum: unsafe fn(H, I, *const T, I, *mut T) -> S,
+        pub iamax: unsafe fn(H, I, *const T, I, *mut I) -> S,
+        pub iamin: unsafe fn(H, I, *const T, I, *mut I) -> S,
+        pub copy: unsafe fn(H, I, *const T, I, *mut T, I) -> S,
+        pub swap: unsafe fn(H, I, *mut T, I, *mut T, I) -> S,
+        pub rot: unsafe fn(H, I, *mut T, I, *mut T, I, *const T, *const T) -> S,
+        pub gemv: unsafe fn(H, Op, I, I, *const T, *const T, I, *const T, I, *const T, *mut T, I) -> S,
+        pub ger: unsafe fn(H, I, I, *const T, *const T, I, *const T, I, *mut T, I) -> S,
+        pub geam: unsafe fn(H, Op, Op, I, I, *const T, *const T, I, *const T, *const T, I, *mut T, I) -> S,
+        pub syrk: unsafe fn(H, sys::cublasFillMode_t, Op, I, I, *const T, *const T, I, *const T, *mut T, I) -> S,
+        pub trsm: unsafe fn(
+            H,
+            sys::cublasSideMode_t,
+            sys::cublasFillMode_t,
+            Op,
+            sys::cublasDiagType_t,
+            I,
+            I,
+            *const T,
+            *const T,
+            I,
+            *mut T,
+            I,
+        ) -> S,
+    }
+
+    /// Real types with the full level 1 to 3 surface.
+    pub trait RealType: Sized + 'static {
+        fn fns() -> &'static RealFns<Self>;
+    }
+}

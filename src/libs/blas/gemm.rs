@@ -1,0 +1,323 @@
+//! GEMM: single, strided-batched, and batched over arrays of buffers.
+
+use super::calls::{self, GemmShape};
+use super::{output_access, Blas, GemmElement, Transpose};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::validate::{self as check, Matrix};
+use crate::libs::{dptr, record, OpStream};
+use crate::memory::GpuRef;
+use crate::recorder::LaunchRecorder;
+use crate::track::Access;
+use std::ffi::c_void;
+
+/// `C = alpha op(A) op(B) + beta C`, with `op(A)` `m x k`, `op(B)` `k x n` and `C` `m x n`.
+///
+/// ```no_run
+/// # use cusched::{Device, Handles};
+/// # use cusched::blas::Gemm;
+/// # let device = Device::open(0)?; let s = device.new_stream()?;
+/// # let (a, b, c) = (device.alloc_zeros::<f32>(s, 6)?, device.alloc_zeros::<f32>(s, 12)?, device.alloc_zeros::<f32>(s, 8)?);
+/// let mut h = Handles::new(&device, s)?;
+/// // C (2x4) = A (2x3) · B (3x4)
+/// h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &c))?.wait()?;
+/// # Ok::<(), cusched::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Gemm<'a, T: GemmElement> {
+    /// Whether `A` is transposed.
+    pub trans_a: Transpose,
+    /// Whether `B` is transposed.
+    pub trans_b: Transpose,
+    /// Rows of `op(A)` and `C`.
+    pub m: usize,
+    /// Columns of `op(B)` and `C`.
+    pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
+    pub k: usize,
+    /// Scale of the product.
+    pub alpha: T::Scalar,
+    /// Scale of `C`'s old contents (zero: `C` is only written).
+    pub beta: T::Scalar,
+    /// `A`, stored `m x k` (or `k x m` when transposed).
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// `B`, stored `k x n` (or `n x k` when transposed).
+    pub b: &'a GpuRef<T>,
+    /// Leading dimension of `B`; `None`: packed.
+    pub ldb: Option<usize>,
+    /// `C`, `m x n`.
+    pub c: &'a GpuRef<T>,
+    /// Leading dimension of `C`; `None`: packed.
+    pub ldc: Option<usize>,
+}
+
+impl<'a, T: GemmElement> Gemm<'a, T> {
+    /// `C = A B` with packed operands, no transposes.
+    pub fn new(m: usize, n: usize, k: usize, a: &'a GpuRef<T>, b: &'a GpuRef<T>, c: &'a GpuRef<T>) -> Self {
+        Gemm {
+            trans_a: Transpose::No,
+            trans_b: Transpose::No,
+            m,
+            n,
+            k,
+            alpha: T::Scalar::from(1),
+            beta: T::Scalar::from(0),
+            a,
+            lda: None,
+            b,
+            ldb: None,
+            c,
+            ldc: None,
+        }
+    }
+}
+
+impl<T: GemmElement> Gemm<'_, T> {
+    /// Sets `alpha` and `beta`.
+    pub fn scale(mut self, alpha: T::Scalar, beta: T::Scalar) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+
+    /// Sets the transposes of `A` and `B`.
+    pub fn transpose(mut self, a: Transpose, b: Transpose) -> Self {
+        self.trans_a = a;
+        self.trans_b = b;
+        self
+    }
+
+    /// Sets the leading dimensions.
+    pub fn leading(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
+        (self.lda, self.ldb, self.ldc) = (Some(lda), Some(ldb), Some(ldc));
+        self
+    }
+}
+
+/// A GEMM's checked arguments: the shape cuBLAS takes, and the elements each operand spans.
+struct Checked {
+    shape: GemmShape,
+    spans: [usize; 3],
+}
+
+impl<T: GemmElement> Gemm<'_, T> {
+    fn check(&self) -> Result<Checked> {
+        let (m, n, k) =
+            (check::dim("m", self.m, false)?, check::dim("n", self.n, false)?, check::dim("k", self.k, false)?);
+        let (ar, ac) = self.trans_a.stored(self.m, self.k);
+        let (br, bc) = self.trans_b.stored(self.k, self.n);
+        let a: Matrix = check::matrix("a", "lda", ar, ac, self.lda)?;
+        let b = check::matrix("b", "ldb", br, bc, self.ldb)?;
+        let c = check::matrix("c", "ldc", self.m, self.n, self.ldc)?;
+        let shape =
+            GemmShape { trans_a: self.trans_a, trans_b: self.trans_b, m, n, k, lda: a.ld, ldb: b.ld, ldc: c.ld };
+        Ok(Checked { shape, spans: [a.span, b.span, c.span] })
+    }
+
+    /// A recorder with the GEMM's three uses.
+    fn recorder(&self, op: &OpStream, name: &'static str) -> Result<LaunchRecorder> {
+        let mut rec = op.recorder(name);
+        record(&mut rec, "a", self.a, Access::Read)?;
+        record(&mut rec, "b", self.b, Access::Read)?;
+        record(&mut rec, "c", self.c, output_access(self.beta))?;
+        Ok(rec)
+    }
+
+    fn check_buffers(&self, spans: [usize; 3], batch: &str) -> Result<()> {
+        check::covers("a", self.a, Some(spans[0]), &format!("op(A) {}x{}{batch}", self.m, self.k))?;
+        check::covers("b", self.b, Some(spans[1]), &format!("op(B) {}x{}{batch}", self.k, self.n))?;
+        check::covers("c", self.c, Some(spans[2]), &format!("C {}x{}{batch}", self.m, self.n))?;
+        if self.c.same_buffer(self.a) || self.c.same_buffer(self.b) {
+            return Err(Error::invalid(
+                "c",
+                "must not be the same buffer as `a` or `b` (cuBLAS does not allow aliasing)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn scalars(&self) -> (*const c_void, *const c_void) {
+        ((&self.alpha as *const T::Scalar).cast(), (&self.beta as *const T::Scalar).cast())
+    }
+}
+
+/// Element strides between consecutive matrices of a strided-batched GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchStrides {
+    /// How many GEMMs.
+    pub count: usize,
+    /// Stride of `A` (zero: every GEMM reads the same `A`); `None`: packed.
+    pub a: Option<usize>,
+    /// Stride of `B` (zero allowed, as for `a`); `None`: packed.
+    pub b: Option<usize>,
+    /// Stride of `C`; at least the span of one `C`, so that no two GEMMs write the same element.
+    pub c: Option<usize>,
+}
+
+impl BatchStrides {
+    /// `count` GEMMs over matrices packed one after another.
+    pub fn packed(count: usize) -> Self {
+        BatchStrides { count, a: None, b: None, c: None }
+    }
+}
+
+/// `C[i] = alpha op(A[i]) op(B[i]) + beta C[i]` over arrays of buffers sharing one shape.
+#[derive(Debug)]
+pub struct GemmBatched<'a, T: GemmElement> {
+    /// Whether each `A` is transposed.
+    pub trans_a: Transpose,
+    /// Whether each `B` is transposed.
+    pub trans_b: Transpose,
+    /// Rows of `op(A)` and `C`.
+    pub m: usize,
+    /// Columns of `op(B)` and `C`.
+    pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
+    pub k: usize,
+    /// Scale of the products.
+    pub alpha: T::Scalar,
+    /// Scale of each `C`'s old contents.
+    pub beta: T::Scalar,
+    /// The `A` matrices (packed).
+    pub a: &'a [GpuRef<T>],
+    /// The `B` matrices (packed).
+    pub b: &'a [GpuRef<T>],
+    /// The `C` matrices (packed), all distinct.
+    pub c: &'a [GpuRef<T>],
+}
+
+impl Blas {
+    /// `C = alpha op(A) op(B) + beta C` (see [`Gemm`]).
+    pub fn gemm<T: GemmElement>(&mut self, g: &Gemm<'_, T>) -> Result<Completion<()>> {
+        let d = g.check()?;
+        g.check_buffers(d.spans, "")?;
+        let rec = g.recorder(&self.op, "gemm")?;
+        let h = self.handle()?;
+        self.op.run(rec, Vec::new(), || {
+            let (alpha, beta) = g.scalars();
+            // SAFETY: (1) a live handle on the recorder's stream, fenced by preflight; (2) the
+            // buffers cover the spans checked above; (3) `c` is distinct from `a` and `b`
+            // (checked); (4) alpha and beta are host scalars of the compute type.
+            unsafe { calls::gemm_ex::<T>(h, &d.shape, alpha, dptr::<T, c_void>(g.a)?, dptr::<T, c_void>(g.b)?, beta, dptr::<T, c_void>(g.c)?) }
+        })
+    }
+
+    /// `batch.count` GEMMs over matrices `stride` elements apart in `g.a`, `g.b` and `g.c`.
+    pub fn gemm_strided_batched<T: GemmElement>(
+        &mut self,
+        g: &Gemm<'_, T>,
+        batch: BatchStrides,
+    ) -> Result<Completion<()>> {
+        let d = g.check()?;
+        let count = check::dim("batch.count", batch.count, false)?;
+        let sa = batch.a.unwrap_or(d.spans[0]);
+        let sb = batch.b.unwrap_or(d.spans[1]);
+        let sc = batch.c.unwrap_or(d.spans[2]);
+        if batch.count > 1 && sc < d.spans[2] {
+            return Err(Error::invalid(
+                "batch.c",
+                format!(
+                    "stride {sc} is below one C's span of {} elements: GEMMs would overwrite each other",
+                    d.spans[2]
+                ),
+            ));
+        }
+        let total = |arg: &'static str, stride: usize, span: usize| -> Result<usize> {
+            stride
+                .checked_mul(batch.count - 1)
+                .and_then(|x| x.checked_add(span))
+                .ok_or_else(|| Error::invalid(arg, format!("stride {stride} times {} overflows", batch.count)))
+        };
+        let spans =
+            [total("batch.a", sa, d.spans[0])?, total("batch.b", sb, d.spans[1])?, total("batch.c", sc, d.spans[2])?];
+        g.check_buffers(spans, &format!(" x {} strided", batch.count))?;
+        let strides = [sa, sb, sc].map(|s| s as i64);
+        let rec = g.recorder(&self.op, "gemm_strided_batched")?;
+        let h = self.handle()?;
+        self.op.run(rec, Vec::new(), || {
+            let (alpha, beta) = g.scalars();
+            // SAFETY: as in `gemm`; every one of the `count` matrices lies inside its buffer (the
+            // last starts at `stride * (count - 1)` and the buffers cover that plus one span),
+            // and C's stride is at least one C's span.
+            unsafe {
+                calls::gemm_strided_batched_ex::<T>(
+                    h,
+                    &d.shape,
+                    alpha,
+                    dptr::<T, c_void>(g.a)?,
+                    dptr::<T, c_void>(g.b)?,
+                    beta,
+                    dptr::<T, c_void>(g.c)?,
+                    strides,
+                    count,
+                )
+            }
+        })
+    }
+
+    /// One GEMM per entry of `g.a`, `g.b`, `g.c` (packed operands of one shape). The arrays of
+    /// device pointers are uploaded on the stream and freed after the GPU is done.
+    pub fn gemm_batched<T: GemmElement>(&mut self, g: &GemmBatched<'_, T>) -> Result<Completion<()>> {
+        let count = check::dim("a", g.a.len(), false)?;
+        if g.b.len() != g.a.len() || g.c.len() != g.a.len() {
+            return Err(Error::invalid(
+                "c",
+                format!("a, b and c must hold as many matrices: {}, {}, {}", g.a.len(), g.b.len(), g.c.len()),
+            ));
+        }
+        let first = Gemm {
+            trans_a: g.trans_a,
+            trans_b: g.trans_b,
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            alpha: g.alpha,
+            beta: g.beta,
+            a: &g.a[0],
+            lda: None,
+            b: &g.b[0],
+            ldb: None,
+            c: &g.c[0],
+            ldc: None,
+        };
+        let d = first.check()?;
+        let mut rec = self.op.recorder("gemm_batched");
+        for i in 0..g.a.len() {
+            let one = Gemm { a: &g.a[i], b: &g.b[i], c: &g.c[i], ..first };
+            one.check_buffers(d.spans, &format!(" (entry {i})"))?;
+            if g.c[..i].iter().any(|c| c.same_buffer(&g.c[i])) {
+                return Err(Error::invalid("c", format!("entry {i} repeats an earlier C: the GEMMs would race")));
+            }
+            record(&mut rec, "a", &g.a[i], Access::Read)?;
+            record(&mut rec, "b", &g.b[i], Access::Read)?;
+            record(&mut rec, "c", &g.c[i], output_access(g.beta))?;
+        }
+        let h = self.handle()?;
+        let _ = self.op.cuda_stream()?;
+        let ptrs = |bufs: &[GpuRef<T>]| bufs.iter().map(|b| b.raw_device_ptr()).collect::<Result<Vec<u64>>>();
+        let (pa, pb, pc) = (ptrs(g.a)?, ptrs(g.b)?, ptrs(g.c)?);
+        // The pointer arrays are tracked buffers like any other: uploaded on this stream, read by
+        // the GEMM, freed after it.
+        let device = &self.op.device;
+        let (da, db, dc) = (
+            device.upload(self.op.stream, &pa)?,
+            device.upload(self.op.stream, &pb)?,
+            device.upload(self.op.stream, &pc)?,
+        );
+        for (arg, p) in [("a", &da), ("b", &db), ("c", &dc)] {
+            record(&mut rec, arg, p, Access::Read)?;
+        }
+        let (aa, ab, ac) =
+            (dptr::<u64, *const c_void>(&da)?, dptr::<u64, *const c_void>(&db)?, dptr::<u64, *mut c_void>(&dc)?);
+        let (alpha, beta) = first.scalars();
+        let shape = d.shape;
+        self.op.run(rec, vec![Box::new((da, db, dc))], || {
+            // SAFETY: the three device arrays hold `count` pointers each, to live buffers that
+            // cover one packed matrix of their shape (checked per entry above); every C is
+            // distinct; alpha and beta are host scalars of the compute type.
+            unsafe { calls::gemm_batched_ex::<T>(h, &shape, alpha, aa, ab, beta, ac, count) }
+        })
+    }
+}

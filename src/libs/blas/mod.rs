@@ -1,0 +1,232 @@
+//! cuBLAS: GEMM in f32, f64, f16 and bf16 (single, strided-batched and batched over arrays of
+//! buffers), level 1, level 2 (`gemv`, `ger`) and level 3 (`geam`, `syrk`, `trsm`) in f32 and
+//! f64.
+//!
+//! Matrices are column-major, as in cuBLAS. A leading dimension left as `None` means tightly
+//! packed (the number of rows stored). Scalar results (`dot`, `nrm2`, `asum`, `iamax`, `iamin`)
+//! are written by the GPU in device pointer mode into pinned memory and come back through the
+//! op's [`Completion`](crate::Completion): the op itself never synchronizes the host.
+
+mod calls;
+mod gemm;
+mod level1;
+mod level23;
+
+pub use gemm::{BatchStrides, Gemm, GemmBatched};
+pub use level23::{Geam, Gemv, Syrk, Trsm};
+
+use super::{Library, OpStream, StreamLibrary};
+use crate::error::Result;
+use crate::memory::{Element, GpuRef};
+use crate::track::Access;
+use cudarc::cublas::sys::cublasHandle_t;
+
+/// Whether a matrix operand is used as stored or transposed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Transpose {
+    /// `op(X) = X`.
+    #[default]
+    No,
+    /// `op(X) = Xᵀ`.
+    Yes,
+}
+
+impl Transpose {
+    /// The stored shape of an operand whose `op(X)` is `rows x cols`.
+    fn stored(self, rows: usize, cols: usize) -> (usize, usize) {
+        match self {
+            Transpose::No => (rows, cols),
+            Transpose::Yes => (cols, rows),
+        }
+    }
+}
+
+/// Which triangle of a symmetric or triangular matrix is used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fill {
+    /// The lower triangle.
+    #[default]
+    Lower,
+    /// The upper triangle.
+    Upper,
+}
+
+/// Which side the triangular matrix of `trsm` multiplies from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Side {
+    /// Solve `op(A) X = alpha B`.
+    #[default]
+    Left,
+    /// Solve `X op(A) = alpha B`.
+    Right,
+}
+
+/// Whether a triangular matrix has an implicit unit diagonal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Diag {
+    /// The diagonal is read from the matrix.
+    #[default]
+    NonUnit,
+    /// The diagonal is taken to be all ones and not read.
+    Unit,
+}
+
+/// The handle's math mode: which reduced-precision shortcuts cuBLAS may take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MathMode {
+    /// Full precision for f32 and f64 (no TF32); tensor cores for f16 and bf16.
+    #[default]
+    Default,
+    /// f32 GEMMs may round their inputs to TF32 on tensor cores: several times faster, about
+    /// three decimal digits of input precision.
+    Tf32Allowed,
+    /// Pedantic: no reduced-precision reductions anywhere, the slowest and most reproducible.
+    Pedantic,
+}
+
+/// Element types cuBLAS multiplies in [`Blas::gemm`]: `f32`, `f64`, `half::f16`, `half::bf16`.
+pub trait GemmElement: Element + calls::sealed::GemmType {
+    /// The type of `alpha` and `beta`: `f32` for the half types (they accumulate in f32).
+    type Scalar: Element + From<u8>;
+}
+
+/// Real types with the whole level 1 to 3 surface: `f32` and `f64`.
+pub trait BlasReal: GemmElement<Scalar = Self> + calls::sealed::RealType {}
+
+impl GemmElement for f32 {
+    type Scalar = f32;
+}
+impl GemmElement for f64 {
+    type Scalar = f64;
+}
+impl GemmElement for half::f16 {
+    type Scalar = f32;
+}
+impl GemmElement for half::bf16 {
+    type Scalar = f32;
+}
+impl BlasReal for f32 {}
+impl BlasReal for f64 {}
+
+/// A strided view of a vector: `n` elements of `buf` starting at index 0, `inc` apart (a
+/// negative `inc` walks the same elements backwards, as in BLAS).
+#[derive(Debug)]
+pub struct Vector<'a, T: Element> {
+    /// The buffer.
+    pub buf: &'a GpuRef<T>,
+    /// Distance between consecutive elements; not zero.
+    pub inc: isize,
+}
+
+impl<'a, T: Element> Vector<'a, T> {
+    /// Every `inc`-th element of `buf`.
+    pub fn strided(buf: &'a GpuRef<T>, inc: isize) -> Self {
+        Vector { buf, inc }
+    }
+
+    /// Checks the view for `n` elements (see [`super::validate::vector`]); returns the
+    /// increment as cuBLAS's int.
+    fn check(self, arg: &'static str, inc_arg: &'static str, n: usize, forward: bool) -> Result<i32> {
+        super::validate::vector(arg, inc_arg, self.buf, self.inc, n, forward)
+    }
+}
+
+impl<'a, T: Element> From<&'a GpuRef<T>> for Vector<'a, T> {
+    fn from(buf: &'a GpuRef<T>) -> Self {
+        Vector { buf, inc: 1 }
+    }
+}
+
+impl<T: Element> Clone for Vector<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Element> Copy for Vector<'_, T> {}
+
+/// `beta == 0` means `C` is only written (cuBLAS does not read it then, so NaNs in it are
+/// harmless); otherwise it is read too.
+fn output_access<S: Element>(beta: S) -> Access {
+    if beta == S::default() {
+        Access::Write
+    } else {
+        Access::ReadWrite
+    }
+}
+
+/// A cuBLAS handle bound to one stream. Get it from [`crate::Handles::blas`] (on a lane or
+/// inline); every op validates its arguments, fences, enqueues and commits, and returns a
+/// [`Completion`](crate::Completion) for its own work.
+pub struct Blas {
+    op: OpStream,
+    raw: Option<calls::RawHandle>,
+    math: MathMode,
+}
+
+impl StreamLibrary for Blas {
+    const LIBRARY: Library = Library {
+        name: "cuBLAS (libcublas)",
+        hint: "install the CUDA toolkit's cuBLAS library (libcublas.so.13)",
+        present: calls::is_present,
+        objects: "a cuBLAS handle",
+    };
+    type Objects = calls::RawHandle;
+
+    fn create(op: OpStream) -> Result<Blas> {
+        let raw = if op.device.is_simulated() {
+            None
+        } else {
+            let s = op.bound_stream()?;
+            // SAFETY: the stream is live in the bound context and outlives the handle: the
+            // device keeps its streams until it is dropped, after every lane and `Handles`.
+            Some(unsafe { calls::RawHandle::create(s.cu_stream()) }?)
+        };
+        Ok(Blas { op, raw, math: MathMode::Default })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<calls::RawHandle> {
+        self.raw.take()
+    }
+}
+
+impl std::fmt::Debug for Blas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Blas({}, {:?})", self.op.stream, self.math)
+    }
+}
+
+impl Blas {
+    /// The raw cuBLAS handle, for calls cusched does not wrap. Declare their buffer uses on a
+    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself, and leave the handle's
+    /// stream and pointer mode as they are.
+    pub fn cublas_handle(&self) -> Result<cublasHandle_t> {
+        self.handle()
+    }
+
+    /// The stream this handle enqueues on.
+    pub fn stream(&self) -> crate::StreamId {
+        self.op.stream
+    }
+
+    /// The current math mode.
+    pub fn math_mode(&self) -> MathMode {
+        self.math
+    }
+
+    /// Sets the math mode for later ops (on the simulator it is only remembered).
+    pub fn set_math_mode(&mut self, mode: MathMode) -> Result<()> {
+        if let Some(h) = &self.raw {
+            h.set_math_mode(mode)?;
+        }
+        self.math = mode;
+        Ok(())
+    }
+
+    fn handle(&self) -> Result<calls::Handle> {
+        self.raw.as_ref().map(|h| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
+    }
+}

@@ -1,0 +1,130 @@
+//! Every element type's name in each library's data-type enum, in one table.
+//!
+//! The libraries name element types with enums of their own: CUDA's `cudaDataType` (taken by
+//! cuBLAS, cuSPARSE, cuTENSOR as `cutensorDataType_t`, and cuFFT's Xt API), cuBLAS's compute
+//! types, cuDNN's `cudnnDataType_t` and NCCL's `ncclDataType_t`. cudarc generates each in its
+//! library's `sys` module, behind that library's feature, so the table uses mirrors of them
+//! here (same discriminants as cudarc 0.19.10) and each library's call layer converts the one
+//! column it uses into its `sys` enum (and tests that the discriminants agree): the table itself
+//! needs no library feature.
+
+// The cuDNN and NCCL columns are there for the libraries to come: adding one uses its column,
+// it does not edit the table.
+#![allow(dead_code)]
+
+use crate::memory::Complex;
+
+/// CUDA's `cudaDataType` (`library_types.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum CudaType {
+    R16F = 2,
+    R16BF = 14,
+    R32F = 0,
+    R64F = 1,
+    C32F = 4,
+    C64F = 5,
+    R8I = 3,
+    R8U = 8,
+    R16I = 20,
+    R16U = 22,
+    R32I = 10,
+    R32U = 12,
+    R64I = 24,
+    R64U = 26,
+}
+
+/// cuBLAS's `cublasComputeType_t`: the precision a cuBLAS op accumulates in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum BlasCompute {
+    F32 = 68,
+    F64 = 70,
+    I32 = 72,
+}
+
+/// cuDNN's `cudnnDataType_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum CudnnType {
+    Float = 0,
+    Double = 1,
+    Half = 2,
+    Int8 = 3,
+    Int32 = 4,
+    Uint8 = 6,
+    Bfloat16 = 9,
+    Int64 = 10,
+}
+
+/// NCCL's `ncclDataType_t` (NCCL 2.24 and later).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum NcclType {
+    Int8 = 0,
+    Uint8 = 1,
+    Int32 = 2,
+    Uint32 = 3,
+    Int64 = 4,
+    Uint64 = 5,
+    Float16 = 6,
+    Float32 = 7,
+    Float64 = 8,
+    Bfloat16 = 9,
+}
+
+/// An element type's row of the table. `None`: the library has no name for the type.
+pub(crate) trait DataTypes {
+    /// Its `cudaDataType`.
+    const CUDA: CudaType;
+    /// The compute type cuBLAS accumulates it in.
+    const BLAS_COMPUTE: Option<BlasCompute>;
+    /// Its `cudnnDataType_t`.
+    const CUDNN: Option<CudnnType>;
+    /// Its `ncclDataType_t`.
+    const NCCL: Option<NcclType>;
+}
+
+macro_rules! table {
+    ($( $(#[$gate:meta])* $t:ty => $cuda:ident, $blas:expr, $cudnn:expr, $nccl:expr; )*) => {$(
+        $(#[$gate])*
+        impl DataTypes for $t {
+            const CUDA: CudaType = CudaType::$cuda;
+            const BLAS_COMPUTE: Option<BlasCompute> = $blas;
+            const CUDNN: Option<CudnnType> = $cudnn;
+            const NCCL: Option<NcclType> = $nccl;
+        }
+    )*};
+}
+
+use BlasCompute as B;
+use CudnnType as D;
+use NcclType as N;
+table! {
+    // type                   CUDA   cuBLAS compute   cuDNN              NCCL
+    f32                    => R32F,  Some(B::F32),    Some(D::Float),    Some(N::Float32);
+    f64                    => R64F,  Some(B::F64),    Some(D::Double),   Some(N::Float64);
+    #[cfg(feature = "cublas")]
+    half::f16              => R16F,  Some(B::F32),    Some(D::Half),     Some(N::Float16);
+    #[cfg(feature = "cublas")]
+    half::bf16             => R16BF, Some(B::F32),    Some(D::Bfloat16), Some(N::Bfloat16);
+    Complex<f32>           => C32F,  Some(B::F32),    None,              None;
+    Complex<f64>           => C64F,  Some(B::F64),    None,              None;
+    i8                     => R8I,   Some(B::I32),    Some(D::Int8),     Some(N::Int8);
+    u8                     => R8U,   None,            Some(D::Uint8),    Some(N::Uint8);
+    i16                    => R16I,  None,            None,              None;
+    u16                    => R16U,  None,            None,              None;
+    i32                    => R32I,  None,            Some(D::Int32),    Some(N::Int32);
+    u32                    => R32U,  None,            None,              Some(N::Uint32);
+    i64                    => R64I,  None,            Some(D::Int64),    Some(N::Int64);
+    u64                    => R64U,  None,            None,              Some(N::Uint64);
+}
+
+/// The column's value for types every caller knows it exists for (a compile-time error
+/// otherwise: only ever evaluated in constants).
+pub(crate) const fn required<T: Copy>(column: Option<T>) -> T {
+    match column {
+        Some(v) => v,
+        None => panic!("the data-type table has no entry for this type in this library's column"),
+    }
+}

@@ -1,0 +1,55 @@
+//! Raw library objects (handles, plans, generators), each owned once and destroyed once: the
+//! one `Drop` of every library's objects.
+
+use super::Status;
+
+/// A raw object of a library, and the call that destroys it.
+///
+/// # Safety
+/// Implementing it promises that the object may be used from any thread, one thread at a time
+/// (as every NVIDIA library handle, plan and generator may), so that [`Owned`] can be `Send`.
+pub(crate) unsafe trait RawObject: Copy {
+    /// The destroy call's name, for the log.
+    const DESTROY: &'static str;
+    /// The library's status type.
+    type Status: Status;
+
+    /// Destroys the object.
+    ///
+    /// # Safety
+    /// Called once, with the object's context current, after the work enqueued with it has
+    /// finished.
+    unsafe fn destroy(self) -> Self::Status;
+}
+
+/// A library object, destroyed when dropped. Its owner (a library's per-stream state) uses it
+/// through `&mut self` only, and hands it to the reaper to drop: on its context, after the
+/// stream's work (see [`super::StreamLibrary::Objects`]).
+pub(crate) struct Owned<R: RawObject>(R);
+
+// SAFETY: (1) the `RawObject` contract: the object may be used from any thread, one at a time;
+// (2) its one owner uses it through `&mut self`.
+unsafe impl<R: RawObject> Send for Owned<R> {}
+
+impl<R: RawObject> Owned<R> {
+    /// Takes ownership of `raw`, just made.
+    pub(crate) fn new(raw: R) -> Self {
+        Owned(raw)
+    }
+
+    /// The raw object, for the library's calls.
+    pub(crate) fn get(&self) -> R {
+        self.0
+    }
+}
+
+impl<R: RawObject> Drop for Owned<R> {
+    fn drop(&mut self) {
+        // SAFETY: (1) an `Owned` is made once per object and dropped once; (2) its owner drops
+        // it on the reaper, with its context bound, after the work enqueued with it has
+        // finished (or, when setting it up failed, before anything was enqueued with it).
+        if let Err(e) = unsafe { self.0.destroy() }.check(R::DESTROY) {
+            log::error!("cusched: {e}");
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! [`OpStream`]: the stream a library's state enqueues on, and the op path every library op
+//! takes (record, preflight, enqueue, commit).
+
+use super::scalars::ScalarSlots;
+use crate::backend::cuda;
+use crate::completion::{Completion, KeepAlive};
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::memory::{Element, GpuRef};
+use crate::recorder::{LaunchRecorder, LaunchScope, Launched};
+use crate::trace::OpLabel;
+use crate::track::Access;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// The stream a library's state enqueues on, and the op path shared by every library.
+pub(crate) struct OpStream {
+    pub device: Device,
+    pub stream: StreamId,
+    /// The library's display name, for errors (`"cuBLAS (libcublas)"`).
+    pub library: &'static str,
+    /// The context epoch the library's objects were made in.
+    pub epoch: u64,
+    /// Pinned slots for scalar results the GPU writes (none until a scalar op runs).
+    pub(super) scalars: ScalarSlots,
+}
+
+impl OpStream {
+    pub(crate) fn new(device: &Device, stream: StreamId, library: &'static str) -> Self {
+        OpStream {
+            device: device.internal(),
+            stream,
+            library,
+            epoch: device.shared.epoch(),
+            scalars: ScalarSlots::default(),
+        }
+    }
+
+    /// Whether the device still runs on the context this library's objects were made in.
+    pub(crate) fn is_current(&self) -> bool {
+        self.epoch == self.device.shared.epoch()
+    }
+
+    /// A strict recorder on this stream for op `op`, for its uses.
+    pub(crate) fn recorder(&self, op: &'static str) -> LaunchRecorder {
+        // Traces name the library without the file name errors add (`cuBLAS (libcublas)`).
+        let library = self.library.split(" (").next().unwrap_or(self.library);
+        LaunchRecorder::new_strict(self.stream).labelled(OpLabel::new(library, op))
+    }
+
+    /// The raw stream when the device runs on CUDA, else the error a library op gives on the
+    /// simulator.
+    pub(crate) fn cuda_stream(&self) -> Result<Arc<CudaStream>> {
+        if self.device.is_simulated() {
+            return Err(self.unavailable_on_sim());
+        }
+        self.device.cuda_stream(self.stream)
+    }
+
+    /// The raw stream, with its context made current on this thread: for library calls made
+    /// outside [`run`](Self::run) (making a plan or a generator for the op).
+    pub(crate) fn bound_stream(&self) -> Result<Arc<CudaStream>> {
+        let stream = self.cuda_stream()?;
+        cuda::bind(stream.context())?;
+        Ok(stream)
+    }
+
+    /// Hands `object` (a library handle, plan or workspace made for this stream) to the
+    /// device's reaper, which destroys it on the right context once the stream's work enqueued
+    /// so far (which may use it) has finished; the caller never blocks. An object of a context
+    /// the device has since replaced is abandoned: calling the library on it could only fail.
+    pub(crate) fn retire(&self, what: &'static str, object: impl Send + 'static) {
+        if !self.is_current() {
+            std::mem::forget(object);
+            return;
+        }
+        let shared = &self.device.shared;
+        let after = match shared.record(self.stream) {
+            Ok(ev) => ev,
+            Err(e) => {
+                log::error!("cusched: {what} on {} is abandoned: its stream failed ({e})", self.stream);
+                std::mem::forget(object);
+                return;
+            }
+        };
+        let ctx = shared.cuda_ctx(what).ok();
+        shared.reaper.defer(crate::reaper::Retired { what, after: vec![after], ctx, object: Box::new(object) });
+    }
+
+    /// The scalar slots, moved out to go with the library's objects to the reaper.
+    pub(super) fn take_scalars(&mut self) -> ScalarSlots {
+        std::mem::take(&mut self.scalars)
+    }
+
+    pub(crate) fn unavailable_on_sim(&self) -> Error {
+        Error::LibraryUnavailable {
+            library: self.library,
+            hint: "the simulated backend has no NVIDIA libraries; open a CUDA device with Device::open",
+        }
+    }
+
+    /// Preflights `rec`, runs `enqueue` (a library call on a handle bound to this stream) with
+    /// the stream's context current, commits, and returns a completion for the op whose value
+    /// is `enqueue`'s result. `keep` stays alive until the GPU is done.
+    pub(crate) fn run<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        keep: Vec<KeepAlive>,
+        enqueue: impl FnOnce() -> Result<R>,
+    ) -> Result<Completion<R>> {
+        Ok(self.launch_cuda(rec, |_| enqueue())?.complete(&self.device, keep))
+    }
+
+    /// Like [`run`](Self::run), for ops that enqueue on the launch's scope themselves, on
+    /// either backend (a simulated kernel, say): no library handle, no context to bind.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn run_in_scope<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        keep: Vec<KeepAlive>,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<Completion<R>> {
+        Ok(rec.launch_event(&self.device, enqueue)?.complete(&self.device, keep))
+    }
+
+    /// Like [`run`](Self::run), for ops that enqueue on the scope's stream themselves (kernel
+    /// launches) rather than through a library handle bound to it.
+    #[cfg(feature = "nvrtc")]
+    pub(crate) fn run_scoped<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
+    ) -> Result<Completion<R>> {
+        Ok(self.launch_cuda(rec, enqueue)?.complete(&self.device, Vec::new()))
+    }
+
+    /// The launch path of ops that need CUDA: refused on the simulator before preflight.
+    pub(super) fn launch_cuda<R>(
+        &self,
+        rec: LaunchRecorder,
+        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        if self.device.is_simulated() {
+            return Err(self.unavailable_on_sim());
+        }
+        rec.launch_event(&self.device, |scope| {
+            let stream = scope.cuda_stream()?;
+            // Library calls go to the current context; the handle was given this stream.
+            cuda::bind(stream.context())?;
+            enqueue(stream)
+        })
+    }
+}
+
+/// Records `buf` as argument `arg` of an op; a rejection names the argument.
+pub(crate) fn record<T: Element>(
+    rec: &mut LaunchRecorder,
+    arg: &'static str,
+    buf: &GpuRef<T>,
+    access: Access,
+) -> Result<()> {
+    rec.access(buf, access).map(drop).map_err(|e| match e {
+        Error::ForeignDevice { what, expected, found } => {
+            Error::ForeignDevice { what: format!("argument `{arg}` ({what})"), expected, found }
+        }
+        Error::Stale { what, made, current } => {
+            Error::Stale { what: format!("argument `{arg}` ({what})"), made, current }
+        }
+        other => other,
+    })
+}
+
+/// The device address of `buf` as a typed pointer for a library call.
+pub(crate) fn dptr<T: Element, P>(buf: &GpuRef<T>) -> Result<*mut P> {
+    Ok(buf.raw_device_ptr()? as *mut P)
+}

@@ -1,0 +1,126 @@
+//! The cuRAND call layer: every cuRAND call cusched makes, each a thin wrapper that returns
+//! `Result` with the call named. The only code in the crate that touches `cudarc::curand::sys`.
+//!
+//! Every wrapper needs the generator's context current on the calling thread (the op path binds
+//! it) and the generator used by one thread at a time (`Rng` methods take `&mut self`).
+
+use super::{Draw, FloatKind, Generator, Seed};
+use crate::error::Result;
+use crate::libs::object::{Owned, RawObject};
+use crate::libs::Status;
+use cudarc::curand::sys;
+
+impl Status for sys::curandStatus_t {
+    const SUCCESS: Self = sys::curandStatus_t::CURAND_STATUS_SUCCESS;
+}
+
+/// Whether libcurand loads.
+pub(super) fn is_present() -> bool {
+    // SAFETY: only tries to dlopen the library by name and drops the handle; no preconditions.
+    unsafe { sys::is_culib_present() }
+}
+
+// SAFETY: a cuRAND generator may be used from any thread, one at a time.
+unsafe impl RawObject for sys::curandGenerator_t {
+    const DESTROY: &'static str = "curandDestroyGenerator";
+    type Status = sys::curandStatus_t;
+
+    unsafe fn destroy(self) -> sys::curandStatus_t {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        unsafe { sys::curandDestroyGenerator(self) }
+    }
+}
+
+/// An owned cuRAND generator, destroyed on drop.
+pub(crate) struct RawGenerator(Owned<sys::curandGenerator_t>);
+
+impl RawGenerator {
+    /// `curandCreateGenerator` of `kind` in the current context, then `curandSetStream`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of the current context that outlives the generator.
+    pub(super) unsafe fn create(kind: Generator, stream: crate::backend::cuda::CuStream) -> Result<RawGenerator> {
+        let mut g = std::ptr::null_mut();
+        // SAFETY: `g` is a valid out-pointer.
+        unsafe { sys::curandCreateGenerator(&mut g, rng_type(kind)) }.check("curandCreateGenerator")?;
+        let raw = RawGenerator(Owned::new(g));
+        // SAFETY: a live generator; the caller vouches for the stream.
+        unsafe { sys::curandSetStream(g, stream as _) }.check("curandSetStream")?;
+        Ok(raw)
+    }
+
+    /// Sets the generator to `seed`: its seed (pseudo-random) or dimensions (quasi-random),
+    /// and its offset (all but MTGP32, which has none). These only set generator state,
+    /// applied at the next generate call on the generator's stream.
+    pub(super) fn reset(&mut self, seed: &Seed) -> Result<()> {
+        let g = self.0.get();
+        // SAFETY: a live generator, used by this thread only (`&mut self`).
+        unsafe {
+            if seed.generator.is_quasi() {
+                sys::curandSetQuasiRandomGeneratorDimensions(g, seed.dimensions)
+                    .check("curandSetQuasiRandomGeneratorDimensions")?;
+            } else {
+                sys::curandSetPseudoRandomGeneratorSeed(g, seed.seed).check("curandSetPseudoRandomGeneratorSeed")?;
+            }
+            if seed.generator != Generator::Mtgp32 {
+                sys::curandSetGeneratorOffset(g, seed.offset).check("curandSetGeneratorOffset")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `curandGenerate<draw>` of `n` floats of `kind` at `out`.
+    ///
+    /// # Safety
+    /// `out` is a live device buffer of the current context holding `n` elements of `kind`,
+    /// fenced on the generator's stream.
+    pub(super) unsafe fn generate(&mut self, kind: FloatKind, draw: Draw, out: u64, n: usize) -> Result<()> {
+        let g = self.0.get();
+        let (f32p, f64p) = (out as *mut f32, out as *mut f64);
+        // SAFETY: the caller vouches for the buffer; `kind` picks the entry point of its type.
+        let status = unsafe {
+            match (kind, draw) {
+                (FloatKind::F32, Draw::Uniform) => sys::curandGenerateUniform(g, f32p, n),
+                (FloatKind::F64, Draw::Uniform) => sys::curandGenerateUniformDouble(g, f64p, n),
+                (FloatKind::F32, Draw::Normal { mean, stddev }) => {
+                    sys::curandGenerateNormal(g, f32p, n, mean as f32, stddev as f32)
+                }
+                (FloatKind::F64, Draw::Normal { mean, stddev }) => {
+                    sys::curandGenerateNormalDouble(g, f64p, n, mean, stddev)
+                }
+                (FloatKind::F32, Draw::LogNormal { mean, stddev }) => {
+                    sys::curandGenerateLogNormal(g, f32p, n, mean as f32, stddev as f32)
+                }
+                (FloatKind::F64, Draw::LogNormal { mean, stddev }) => {
+                    sys::curandGenerateLogNormalDouble(g, f64p, n, mean, stddev)
+                }
+            }
+        };
+        status.check("curandGenerate")
+    }
+
+    /// `curandGeneratePoisson`: `n` counts of mean `lambda` at `out`.
+    ///
+    /// # Safety
+    /// `out` is a live device buffer of the current context holding `n` `u32`s, fenced on the
+    /// generator's stream.
+    pub(super) unsafe fn poisson(&mut self, out: *mut u32, n: usize, lambda: f64) -> Result<()> {
+        // SAFETY: a live generator; the caller vouches for the buffer.
+        unsafe { sys::curandGeneratePoisson(self.0.get(), out, n, lambda) }.check("curandGeneratePoisson")
+    }
+}
+
+fn rng_type(g: Generator) -> sys::curandRngType_t {
+    use sys::curandRngType_t as R;
+    match g {
+        Generator::Default => R::CURAND_RNG_PSEUDO_DEFAULT,
+        Generator::Xorwow => R::CURAND_RNG_PSEUDO_XORWOW,
+        Generator::Mrg32k3a => R::CURAND_RNG_PSEUDO_MRG32K3A,
+        Generator::Mtgp32 => R::CURAND_RNG_PSEUDO_MTGP32,
+        Generator::Philox4x32_10 => R::CURAND_RNG_PSEUDO_PHILOX4_32_10,
+        Generator::Sobol32 => R::CURAND_RNG_QUASI_SOBOL32,
+        Generator::ScrambledSobol32 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL32,
+        Generator::Sobol64 => R::CURAND_RNG_QUASI_SOBOL64,
+        Generator::ScrambledSobol64 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL64,
+    }
+}
