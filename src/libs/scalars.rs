@@ -3,12 +3,14 @@
 //! reads it once the op's completion resolves. No host synchronization inside the op, and no
 //! allocation per op: slots come from 4 KiB slabs kept per stream.
 
-// Only cuBLAS has scalar results today, and the completion's deferred read is built with it.
+// Only cuBLAS has scalar results today; with it off, the slots are unused.
 #![cfg_attr(not(feature = "cublas"), allow(dead_code))]
 
 use super::OpStream;
-use crate::error::{DriverResultExt, Error, Result};
-use cudarc::driver::{result, sys, CudaContext};
+use crate::backend::cuda;
+use crate::error::Result;
+use cudarc::driver::CudaContext;
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 const SLOT_BYTES: usize = 8;
@@ -18,7 +20,7 @@ const SLAB_SLOTS: usize = 512;
 struct Slab {
     /// The context that allocated the slab, bound for its free.
     ctx: Arc<CudaContext>,
-    host: *mut u8,
+    host: NonNull<u8>,
     device: u64,
     free: Mutex<Vec<usize>>,
 }
@@ -31,15 +33,14 @@ unsafe impl Sync for Slab {}
 
 impl Drop for Slab {
     fn drop(&mut self) {
-        if let Err(e) = crate::backend::cuda::bind(&self.ctx) {
+        if let Err(e) = cuda::bind(&self.ctx) {
             log::error!("cusched: a scalar slab is leaked: its context could not be bound ({e})");
             return;
         }
         // SAFETY: (1) every `Slot` holds an `Arc<Slab>`, so no slot (and no pending GPU write to
-        // one) outlives this; (2) `host` came from `cuMemHostAlloc` in the bound context.
-        if let Err(e) = unsafe { result::free_host(self.host.cast()) } {
-            log::error!("cusched: cuMemFreeHost of a scalar slab failed: {:?}", e.0);
-        }
+        // one) outlives this; (2) `host` came from `malloc_host_mapped` in this context, which is
+        // bound, and is freed once, here.
+        unsafe { cuda::memory::free_host(self.host) };
     }
 }
 
@@ -64,26 +65,11 @@ impl ScalarSlots {
                 return Ok(Slot { slab: slab.clone(), index });
             }
         }
-        let (host, device) = mapped_alloc(SLOT_BYTES * SLAB_SLOTS)?;
+        let (host, device) = cuda::memory::malloc_host_mapped(ctx, SLOT_BYTES * SLAB_SLOTS)?;
         let slab = Arc::new(Slab { ctx: ctx.clone(), host, device, free: Mutex::new((1..SLAB_SLOTS).rev().collect()) });
         self.slabs.push(slab.clone());
         Ok(Slot { slab, index: 0 })
     }
-}
-
-/// `bytes` of pinned host memory mapped into the current context, and its device address.
-fn mapped_alloc(bytes: usize) -> Result<(*mut u8, u64)> {
-    // SAFETY: (1) a plain allocation call; (2) the caller made the context current.
-    let host = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }.call("cuMemHostAlloc")?;
-    let mut device: sys::CUdeviceptr = 0;
-    // SAFETY: (1) `host` is a live mapped allocation; (2) `device` is a valid out-pointer.
-    let got = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) }.result();
-    if let Err(e) = got {
-        // SAFETY: `host` came from `cuMemHostAlloc` above and nothing else refers to it.
-        let _ = unsafe { result::free_host(host) };
-        return Err(Error::driver("cuMemHostGetDevicePointer", e));
-    }
-    Ok((host.cast(), device))
 }
 
 impl Slot {
@@ -99,7 +85,7 @@ impl Slot {
         // SAFETY: (1) the slot is 8 bytes, 8-aligned (the slab is page-aligned) and owned by
         // `self`; (2) the GPU's write to it completed before the event the caller waited for.
         // Volatile, because the write came from outside this program's view.
-        unsafe { std::ptr::read_volatile(self.slab.host.add(self.index * SLOT_BYTES).cast::<T>()) }
+        unsafe { std::ptr::read_volatile(self.slab.host.as_ptr().add(self.index * SLOT_BYTES).cast::<T>()) }
     }
 }
 

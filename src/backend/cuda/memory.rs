@@ -184,7 +184,6 @@ pub(crate) fn malloc_host(ctx: &CudaContext, bytes: usize) -> Result<NonNull<u8>
 /// Allocates `bytes` (non-zero) of pinned host memory mapped into `ctx`'s device address space
 /// (`cuMemHostAlloc(DEVICEMAP)`), for results the GPU writes straight to the host. Returns the
 /// host pointer and its device address; free it with [`free_host`].
-#[allow(dead_code)]
 pub(crate) fn malloc_host_mapped(ctx: &CudaContext, bytes: usize) -> Result<(NonNull<u8>, u64)> {
     bind(ctx)?;
     // SAFETY: 1. a plain allocation call (a zero size returns null or an error, both handled);
