@@ -3,75 +3,9 @@
 #![cfg(feature = "nvrtc")]
 
 mod common;
+use common::slow::*;
 use common::*;
-use cusched::cudarc::driver::{LaunchConfig, PushKernelArg};
-use cusched::{Device, Error, GpuRef, Kernel, LaunchRecorder, Result, StreamId};
-
-const SRC: &str = r#"
-__device__ void spin(long long cycles) {
-    long long t0 = clock64();
-    while (clock64() - t0 < cycles) { }
-}
-extern "C" __global__ void fill(float* out, float v, unsigned n, long long cycles) {
-    spin(cycles);
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = v;
-}
-extern "C" __global__ void copy(float* out, const float* in, unsigned n, long long cycles) {
-    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    // Read first, then spin, then write: a writer that does not wait for this reader
-    // overwrites `in` before it is read only if it runs before the read; spinning before the
-    // read makes that window wide.
-    spin(cycles);
-    if (i < n) out[i] = in[i];
-}
-"#;
-
-/// About 10 ms on an H100 at ~2 GHz.
-const SLOW: i64 = 20_000_000;
-const N: usize = 1 << 16;
-
-struct Kernels {
-    fill: Kernel,
-    copy: Kernel,
-}
-
-fn kernels(d: &Device) -> Kernels {
-    let m = d.compile(SRC, &[]).unwrap();
-    Kernels { fill: m.kernel("fill").unwrap(), copy: m.kernel("copy").unwrap() }
-}
-
-fn fill(d: &Device, k: &Kernels, s: StreamId, out: &GpuRef<f32>, v: f32, cycles: i64) -> Result<()> {
-    let mut rec = LaunchRecorder::new_strict(s);
-    rec.write(out)?;
-    rec.launch(d, |scope| {
-        let n = out.len() as u32;
-        let mut b = scope.cuda_stream()?.launch_builder(k.fill.function()?);
-        b.arg(out.cuda_slice()?).arg(&v).arg(&n).arg(&cycles);
-        // SAFETY: arguments match `fill`'s signature; `out` holds `n` floats.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
-            .map(drop)
-            .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })
-    })
-}
-
-fn copy(d: &Device, k: &Kernels, s: StreamId, out: &GpuRef<f32>, input: &GpuRef<f32>, cycles: i64) -> Result<()> {
-    let mut rec = LaunchRecorder::new_strict(s);
-    rec.read(input)?.write(out)?;
-    rec.launch(d, |scope| {
-        let n = out.len() as u32;
-        let mut b = scope.cuda_stream()?.launch_builder(k.copy.function()?);
-        b.arg(out.cuda_slice()?).arg(input.cuda_slice()?).arg(&n).arg(&cycles);
-        // SAFETY: arguments match `copy`'s signature; both buffers hold `n` floats.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
-            .map(drop)
-            .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })
-    })
-}
-
-fn all_eq(v: &[f32], x: f32) -> bool {
-    v.iter().all(|&e| e == x)
-}
+use cusched::Error;
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

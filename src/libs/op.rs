@@ -7,7 +7,7 @@ use crate::completion::{Completion, KeepAlive};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
-use crate::recorder::{LaunchRecorder, LaunchScope, Launched};
+use crate::recorder::{LaunchRecorder, Launched};
 use crate::trace::OpLabel;
 use crate::track::Access;
 use cudarc::driver::CudaStream;
@@ -113,12 +113,12 @@ impl OpStream {
 
     /// Like [`run`](Self::run), for ops that enqueue on the launch's scope themselves, on
     /// either backend (a simulated kernel, say): no library handle, no context to bind.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn run_in_scope<R: Send + 'static>(
         &self,
         rec: LaunchRecorder,
         keep: Vec<KeepAlive>,
-        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+        enqueue: impl FnOnce(&crate::recorder::LaunchScope<'_>) -> Result<R>,
     ) -> Result<Completion<R>> {
         Ok(rec.launch_event(&self.device, enqueue)?.complete(&self.device, keep))
     }

@@ -7,7 +7,7 @@ use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
 use crate::trace::OpLabel;
-use crate::track::BufferTrack;
+use crate::track::{BufferTrack, FenceError};
 use cudarc::driver::CudaSlice;
 use std::fmt;
 use std::sync::Arc;
@@ -235,8 +235,8 @@ impl<T: Element> Drop for BufferInner<T> {
         let raw = match slot.fence(&uses) {
             Ok((raw, epoch)) if epoch == self.track.epoch => raw,
             // The device rebuilt its context since the check above; nothing was queued.
-            Ok(_) | Err(Error::Stale { .. }) => return memory.free_in_old_context(&what),
-            Err(e) => {
+            Ok(_) | Err(FenceError::EarlierContext { .. }) => return memory.free_in_old_context(&what),
+            Err(FenceError::Failed(e)) => {
                 // Freeing now could hand the memory to a new owner while a kernel still uses
                 // it; leaking it is the safe failure.
                 log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.track.name());

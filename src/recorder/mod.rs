@@ -24,7 +24,7 @@ pub use scope::LaunchScope;
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::trace::{NvtxRange, OpLabel, TraceTicket};
-use crate::track::{Access, BufferTrack, EventRef, HolderId};
+use crate::track::{Access, BufferTrack, EventRef, FenceError, HolderId};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -283,18 +283,16 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
-            Err(Error::Stale { current: epoch, .. })
-                if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) =>
-            {
+            Err(FenceError::EarlierContext { stream_epoch }) => {
                 // A candidate event belongs to an earlier context: its buffer is stale.
                 release(&self.uses, holder);
-                let t = self.uses.iter().map(|u| u.track()).find(|t| outdated(shared, t, epoch));
+                let t = self.uses.iter().map(|u| u.track()).find(|t| outdated(shared, t, stream_epoch));
                 return Err(t.map_or_else(
                     || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
                     of_old_context,
                 ));
             }
-            Err(e) => {
+            Err(FenceError::Failed(e)) => {
                 release(&self.uses, holder);
                 return Err(e);
             }

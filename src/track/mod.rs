@@ -62,5 +62,5 @@ pub(crate) use buffer::{BufferTrack, HolderId};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub(crate) use plan::plan_waits;
-pub(crate) use stream::StreamSlot;
+pub(crate) use stream::{FenceError, StreamSlot};
 pub use stream::{StreamId, StreamStats};

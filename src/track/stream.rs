@@ -140,7 +140,7 @@ impl StreamSlot {
     /// and returns the stream and its context epoch as they were under the same lock. A
     /// candidate of another context epoch fails the whole fence with [`Error::Stale`] (whose
     /// `current` is the stream's epoch) before anything is queued.
-    pub(crate) fn fence(&self, candidates: &[EventRef]) -> Result<(Arc<RawStream>, u64)> {
+    pub(crate) fn fence(&self, candidates: &[EventRef]) -> std::result::Result<(Arc<RawStream>, u64), FenceError> {
         let mut st = crate::sync::lock(&self.state);
         // A candidate of an earlier context was recorded on a stream that is gone (and may have
         // faulted): waiting on it from this context could never be satisfied, and its buffer
@@ -150,14 +150,10 @@ impl StreamSlot {
         for ev in candidates {
             if ev.device() == self.id.device {
                 if ev.epoch() != st.epoch {
-                    return Err(Error::Stale {
-                        what: format!("a use recorded in context epoch {}", ev.epoch()),
-                        made: ev.epoch(),
-                        current: st.epoch,
-                    });
+                    return Err(FenceError::EarlierContext { stream_epoch: st.epoch });
                 }
             } else if ev.context_replaced() {
-                return Err(peer_context_lost(ev));
+                return Err(FenceError::Failed(peer_context_lost(ev)));
             }
         }
         if !candidates.is_empty() && self.fencing {
@@ -215,6 +211,23 @@ impl Drop for StreamSlot {
     }
 }
 
+/// Why a fence queued no wait.
+#[derive(Debug)]
+pub(crate) enum FenceError {
+    /// A candidate was recorded in an earlier context of this device than the stream's
+    /// (`stream_epoch`): the buffer it came from belongs to that context, and no wait on it
+    /// could ever be satisfied from this one.
+    EarlierContext { stream_epoch: u64 },
+    /// Any other failure: a driver error, or a peer device's context that was replaced.
+    Failed(Error),
+}
+
+impl From<Error> for FenceError {
+    fn from(e: Error) -> Self {
+        FenceError::Failed(e)
+    }
+}
+
 /// A use on another device whose context was poisoned and replaced since: the work went to a
 /// context where nothing runs any more, so whether it touched the buffer is unknown and no
 /// stream can wait for it. The buffer cannot be ordered after it, so it is not used again
@@ -247,7 +260,7 @@ mod tests {
         let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
         let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None, &pool);
         let r = consumer.fence(&[ev]);
-        assert!(matches!(r, Err(Error::Stale { current: 2, .. })), "a fence across contexts must fail");
+        assert!(matches!(r, Err(FenceError::EarlierContext { stream_epoch: 2 })), "a fence across contexts must fail");
         assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");
     }
 

@@ -1,6 +1,9 @@
 //! Helpers shared by the test suites.
 #![allow(dead_code)]
 
+#[cfg(feature = "nvrtc")]
+pub mod slow;
+
 use cusched::{Device, FenceMutation, SimConfig};
 use std::time::Duration;
 
