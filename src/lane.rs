@@ -42,7 +42,10 @@ pub struct Handles {
     device: Device,
     stream: StreamId,
     keep: Vec<KeepAlive>,
-    #[cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "cublas", feature = "cublaslt", feature = "curand", feature = "cufft")),
+        allow(dead_code)
+    )]
     libs: Libraries,
 }
 

@@ -30,11 +30,11 @@ pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptio
 pub use track::{Access, StreamStats};
 
 /// Re-export of the `half` crate whose `f16` and `bf16` are GEMM element types.
-#[cfg(feature = "cublas")]
+#[cfg(any(feature = "cublas", feature = "cublaslt"))]
 pub use half;
 // Empty when no library feature is on.
 #[cfg_attr(
-    not(any(feature = "cublas", feature = "curand", feature = "cufft")),
+    not(any(feature = "cublas", feature = "cublaslt", feature = "curand", feature = "cufft")),
     allow(unused_imports, unreachable_pub)
 )]
 pub use libs::exports::*;

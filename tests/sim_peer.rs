@@ -14,6 +14,7 @@ fn pair_with(mutation: Option<FenceMutation>, max_us: u64, seed: u64) -> (Device
         max_delay: Duration::from_micros(max_us),
         seed,
         fence_mutation: mutation,
+        ..SimConfig::default()
     };
     let mut g = Device::sim_group(config, 2).expect("sim group");
     let b = g.pop().unwrap();

@@ -63,6 +63,10 @@ pub struct SimConfig {
     /// so that tests can prove the hazard checker reports the races that result. Leave it
     /// `None` everywhere else.
     pub fence_mutation: Option<FenceMutation>,
+    /// The compute capability the simulated device reports through
+    /// [`Device::compute_capability`](crate::Device::compute_capability), for testing what
+    /// ops refuse on older GPUs. Default `(9, 0)` (Hopper).
+    pub compute_capability: (u32, u32),
 }
 
 impl Default for SimConfig {
@@ -72,6 +76,7 @@ impl Default for SimConfig {
             max_delay: Duration::from_micros(50),
             seed: 0x5eed,
             fence_mutation: None,
+            compute_capability: (9, 0),
         }
     }
 }

@@ -423,6 +423,18 @@ impl Device {
         self.shared.is_sim
     }
 
+    /// The compute capability `(major, minor)`: `(9, 0)` on an H100. A simulated device reports
+    /// [`SimConfig::compute_capability`].
+    pub fn compute_capability(&self) -> Result<(u32, u32)> {
+        match self.shared.backend() {
+            BackendCtx::Cuda(ctx) => {
+                let (major, minor) = cuda::arch(&ctx)?;
+                Ok((major.max(0) as u32, minor.max(0) as u32))
+            }
+            BackendCtx::Sim(sim) => Ok(sim.config.compute_capability),
+        }
+    }
+
     /// The device ordinal (0 for simulated devices).
     pub fn ordinal(&self) -> usize {
         self.shared.ordinal

@@ -17,6 +17,7 @@ use crate::memory::Complex;
 /// CUDA's `cudaDataType` (`library_types.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
+#[allow(non_camel_case_types)]
 pub(crate) enum CudaType {
     R16F = 2,
     R16BF = 14,
@@ -32,6 +33,8 @@ pub(crate) enum CudaType {
     R32U = 12,
     R64I = 24,
     R64U = 26,
+    R8F_E4M3 = 28,
+    R8F_E5M2 = 29,
 }
 
 /// cuBLAS's `cublasComputeType_t`: the precision a cuBLAS op accumulates in.
@@ -104,9 +107,9 @@ table! {
     // type                   CUDA   cuBLAS compute   cuDNN              NCCL
     f32                    => R32F,  Some(B::F32),    Some(D::Float),    Some(N::Float32);
     f64                    => R64F,  Some(B::F64),    Some(D::Double),   Some(N::Float64);
-    #[cfg(feature = "cublas")]
+    #[cfg(any(feature = "cublas", feature = "cublaslt"))]
     half::f16              => R16F,  Some(B::F32),    Some(D::Half),     Some(N::Float16);
-    #[cfg(feature = "cublas")]
+    #[cfg(any(feature = "cublas", feature = "cublaslt"))]
     half::bf16             => R16BF, Some(B::F32),    Some(D::Bfloat16), Some(N::Bfloat16);
     Complex<f32>           => C32F,  Some(B::F32),    None,              None;
     Complex<f64>           => C64F,  Some(B::F64),    None,              None;
@@ -118,6 +121,10 @@ table! {
     u32                    => R32U,  None,            None,              Some(N::Uint32);
     i64                    => R64I,  None,            Some(D::Int64),    Some(N::Int64);
     u64                    => R64U,  None,            None,              Some(N::Uint64);
+    #[cfg(feature = "cublaslt")]
+    crate::memory::F8E4M3  => R8F_E4M3, Some(B::F32), None,              None;
+    #[cfg(feature = "cublaslt")]
+    crate::memory::F8E5M2  => R8F_E5M2, Some(B::F32), None,              None;
 }
 
 /// The column's value for types every caller knows it exists for (a compile-time error

@@ -4,7 +4,7 @@
 //! allocation per op: slots come from 4 KiB slabs kept per stream.
 
 // Only cuBLAS has scalar results today; with it off, the slots are unused.
-#![cfg_attr(not(feature = "cublas"), allow(dead_code))]
+#![cfg_attr(not(any(feature = "cublas", feature = "cublaslt")), allow(dead_code))]
 
 use super::OpStream;
 use crate::backend::cuda;
@@ -79,6 +79,13 @@ impl Slot {
         (self.slab.device + (self.index * SLOT_BYTES) as u64) as *mut T
     }
 
+    /// The slot's host address, for an asynchronous copy into it.
+    pub(crate) fn host_ptr<T>(&self) -> *mut T {
+        debug_assert!(std::mem::size_of::<T>() <= SLOT_BYTES);
+        // SAFETY: the offset stays inside the slab (index < SLAB_SLOTS).
+        unsafe { self.slab.host.as_ptr().add(self.index * SLOT_BYTES).cast::<T>() }
+    }
+
     /// Reads the `T` the GPU wrote. Call only after the writing op's event has completed.
     pub(crate) fn read<T: Copy>(&self) -> T {
         debug_assert!(std::mem::size_of::<T>() <= SLOT_BYTES && std::mem::align_of::<T>() <= SLOT_BYTES);
@@ -106,18 +113,31 @@ impl OpStream {
         enqueue: impl FnOnce(*mut R) -> Result<()>,
         convert: fn(R) -> V,
     ) -> Result<crate::completion::Completion<V>> {
+        self.run_with_slot(rec, Vec::new(), |slot, _| enqueue(slot.device_ptr::<R>()), convert)
+    }
+
+    /// Like [`run_scalar`](Self::run_scalar), with the slot itself (its device or host
+    /// address) and the raw stream given to `enqueue`; `keep` stays alive until the GPU is
+    /// done.
+    #[cfg(any(feature = "cublas", feature = "cublaslt"))]
+    pub(crate) fn run_with_slot<R: Copy + Send + 'static, V: Send + 'static>(
+        &mut self,
+        rec: crate::recorder::LaunchRecorder,
+        keep: Vec<crate::completion::KeepAlive>,
+        enqueue: impl FnOnce(&Slot, &Arc<cudarc::driver::CudaStream>) -> Result<()>,
+        convert: fn(R) -> V,
+    ) -> Result<crate::completion::Completion<V>> {
         let stream = self.bound_stream()?;
         let slot = self.scalars.take(stream.context())?;
-        let out = slot.device_ptr::<R>();
-        let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |_| enqueue(out))?;
+        let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |s| enqueue(&slot, s))?;
         let read: crate::completion::Deferred<V> = Box::new(move || Ok(convert(slot.read::<R>())));
         let (completion, shared) = crate::completion::Completion::queued(&self.device.shared);
         if let Some(t) = trace {
             shared.set_trace(t);
         }
         match event {
-            Some(ev) => shared.enqueued_deferred(read, ev, Vec::new()),
-            None => shared.enqueued(read(), None, Vec::new()),
+            Some(ev) => shared.enqueued_deferred(read, ev, keep),
+            None => shared.enqueued(read(), None, keep),
         }
         Ok(completion)
     }

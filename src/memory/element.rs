@@ -18,8 +18,36 @@ macro_rules! elements {
     ($($t:ty),*) => {$( impl sealed::Sealed for $t {} impl Element for $t {} )*};
 }
 elements!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
-#[cfg(feature = "cublas")]
+#[cfg(any(feature = "cublas", feature = "cublaslt"))]
 elements!(half::f16, half::bf16);
+#[cfg(feature = "cublaslt")]
+elements!(F8E4M3, F8E5M2);
+
+macro_rules! fp8 {
+    ($($(#[$doc:meta])* $t:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #[repr(transparent)]
+        #[cfg(feature = "cublaslt")]
+        pub struct $t(pub u8);
+
+        // SAFETY: a transparent byte: copying it to the device is sound.
+        #[cfg(feature = "cublaslt")]
+        unsafe impl DeviceRepr for $t {}
+        // SAFETY: every byte, zero included, is a valid value (its bits are only reinterpreted
+        // by the GPU).
+        #[cfg(feature = "cublaslt")]
+        unsafe impl ValidAsZeroBits for $t {}
+    )*};
+}
+fp8! {
+    /// An FP8 value in the E4M3 format (4 exponent bits, 3 mantissa bits, no infinities), as
+    /// its raw bits: the element of cuBLASLt's `CUDA_R_8F_E4M3` matrices.
+    F8E4M3;
+    /// An FP8 value in the E5M2 format (5 exponent bits, 2 mantissa bits), as its raw bits: the
+    /// element of cuBLASLt's `CUDA_R_8F_E5M2` matrices.
+    F8E5M2;
+}
 elements!(Complex<f32>, Complex<f64>);
 
 /// A complex number laid out as CUDA's `cuComplex` / `cuDoubleComplex` (real part first).

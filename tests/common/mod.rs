@@ -39,6 +39,7 @@ pub fn sim_mutated(mutation: Option<FenceMutation>) -> Device {
         max_delay: Duration::from_micros(30),
         seed: 7,
         fence_mutation: mutation,
+        ..SimConfig::default()
     })
     .expect("sim device")
 }

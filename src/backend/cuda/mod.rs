@@ -148,8 +148,7 @@ pub(crate) fn drain_saved_errors(ctx: &CudaContext, what: &dyn std::fmt::Display
     }
 }
 
-/// The `sm_XY` architecture string of the context's device.
-#[cfg(feature = "nvrtc")]
+/// The compute capability (major, minor) of the context's device.
 pub(crate) fn arch(ctx: &CudaContext) -> Result<(i32, i32)> {
     ctx.compute_capability().call("cuDeviceGetAttribute(COMPUTE_CAPABILITY)")
 }

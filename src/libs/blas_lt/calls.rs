@@ -1,0 +1,326 @@
+//! The cuBLASLt call layer: every cuBLASLt call cusched makes, each a thin wrapper returning
+//! `Result` with the call named. The only code in the crate that touches `cudarc::cublaslt::sys`.
+//!
+//! Calls on a handle need its context current on the calling thread (the op path binds it) and
+//! the handle and descriptors used by one thread at a time (`BlasLt` methods take `&mut self`).
+
+use super::check::{EpiKind, Operand, Problem};
+use super::types::sealed::Kind;
+use super::types::Transpose;
+use crate::error::{Error, Result};
+use crate::libs::object::{Owned, RawObject};
+use crate::libs::Status;
+use cudarc::cublaslt::sys::{self, cublasLtMatmulDescAttributes_t as A};
+use std::ffi::c_void;
+
+/// A raw cuBLASLt handle, as the wrappers take it.
+pub(super) type Handle = sys::cublasLtHandle_t;
+
+impl Status for sys::cublasStatus_t {
+    const SUCCESS: Self = sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS;
+}
+
+/// Whether libcublasLt loads.
+pub(super) fn is_present() -> bool {
+    // SAFETY: only tries to dlopen the library by name and drops the handle; no preconditions.
+    unsafe { sys::is_culib_present() }
+}
+
+macro_rules! raw_object {
+    ($t:ty, $destroy:ident) => {
+        // SAFETY: cuBLASLt handles and descriptors may be used from any thread as long as one
+        // thread uses them at a time.
+        unsafe impl RawObject for $t {
+            const DESTROY: &'static str = stringify!($destroy);
+            type Status = sys::cublasStatus_t;
+
+            unsafe fn destroy(self) -> sys::cublasStatus_t {
+                // SAFETY: the caller keeps `destroy`'s contract.
+                unsafe { sys::$destroy(self) }
+            }
+        }
+    };
+}
+raw_object!(sys::cublasLtHandle_t, cublasLtDestroy);
+raw_object!(sys::cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy);
+raw_object!(sys::cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy);
+raw_object!(sys::cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy);
+
+/// An owned cuBLASLt handle, destroyed on drop.
+pub(crate) struct RawHandle(Owned<Handle>);
+
+impl RawHandle {
+    /// `cublasLtCreate` in the current context.
+    pub(super) fn create() -> Result<RawHandle> {
+        let mut h: Handle = std::ptr::null_mut();
+        // SAFETY: `h` is a valid out-pointer; the caller bound the context.
+        unsafe { sys::cublasLtCreate(&mut h) }.check("cublasLtCreate")?;
+        Ok(RawHandle(Owned::new(h)))
+    }
+
+    pub(super) fn get(&self) -> Handle {
+        self.0.get()
+    }
+}
+
+/// A cached matmul: its descriptor, the four layouts and the algorithm the heuristic chose.
+pub(crate) struct Plan {
+    desc: Owned<sys::cublasLtMatmulDesc_t>,
+    layouts: [Owned<sys::cublasLtMatrixLayout_t>; 4],
+    algo: sys::cublasLtMatmulAlgo_t,
+    /// Workspace bytes the algorithm needs.
+    pub workspace: usize,
+}
+
+fn data_type(k: Kind) -> sys::cudaDataType_t {
+    use sys::cudaDataType_t as C;
+    match k {
+        Kind::F32 => C::CUDA_R_32F,
+        Kind::F16 => C::CUDA_R_16F,
+        Kind::Bf16 => C::CUDA_R_16BF,
+        Kind::E4M3 => C::CUDA_R_8F_E4M3,
+        Kind::E5M2 => C::CUDA_R_8F_E5M2,
+    }
+}
+
+fn epilogue(e: EpiKind) -> sys::cublasLtEpilogue_t {
+    use sys::cublasLtEpilogue_t as L;
+    match e {
+        EpiKind::Default => L::CUBLASLT_EPILOGUE_DEFAULT,
+        EpiKind::Relu => L::CUBLASLT_EPILOGUE_RELU,
+        EpiKind::Gelu => L::CUBLASLT_EPILOGUE_GELU,
+        EpiKind::Bias => L::CUBLASLT_EPILOGUE_BIAS,
+        EpiKind::ReluBias => L::CUBLASLT_EPILOGUE_RELU_BIAS,
+        EpiKind::GeluBias => L::CUBLASLT_EPILOGUE_GELU_BIAS,
+        EpiKind::ReluAux => L::CUBLASLT_EPILOGUE_RELU_AUX,
+        EpiKind::GeluAux => L::CUBLASLT_EPILOGUE_GELU_AUX,
+        EpiKind::ReluAuxBias => L::CUBLASLT_EPILOGUE_RELU_AUX_BIAS,
+        EpiKind::GeluAuxBias => L::CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+        EpiKind::DRelu => L::CUBLASLT_EPILOGUE_DRELU,
+        EpiKind::DGelu => L::CUBLASLT_EPILOGUE_DGELU,
+        EpiKind::DReluBgrad => L::CUBLASLT_EPILOGUE_DRELU_BGRAD,
+        EpiKind::DGeluBgrad => L::CUBLASLT_EPILOGUE_DGELU_BGRAD,
+        EpiKind::BgradA => L::CUBLASLT_EPILOGUE_BGRADA,
+        EpiKind::BgradB => L::CUBLASLT_EPILOGUE_BGRADB,
+    }
+}
+
+/// Sets attribute `attr` of `desc` to `value`.
+///
+/// # Safety
+/// `desc` is a live descriptor and `T` is the attribute's type.
+unsafe fn set<T>(desc: sys::cublasLtMatmulDesc_t, attr: A, value: &T) -> Result<()> {
+    // SAFETY: the caller vouches for the descriptor and the type; `value` is readable.
+    unsafe { sys::cublasLtMatmulDescSetAttribute(desc, attr, (value as *const T).cast(), std::mem::size_of::<T>()) }
+        .check("cublasLtMatmulDescSetAttribute")
+}
+
+fn layout(kind: Kind, o: &Operand, count: i32) -> Result<Owned<sys::cublasLtMatrixLayout_t>> {
+    let mut l: sys::cublasLtMatrixLayout_t = std::ptr::null_mut();
+    // SAFETY: `l` is a valid out-pointer; the call only allocates a host descriptor.
+    unsafe { sys::cublasLtMatrixLayoutCreate(&mut l, data_type(kind), o.rows, o.cols, o.ld) }
+        .check("cublasLtMatrixLayoutCreate")?;
+    let l = Owned::new(l);
+    if count > 1 {
+        use sys::cublasLtMatrixLayoutAttribute_t as L;
+        for (attr, ptr, size) in [
+            (L::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, (&count as *const i32).cast::<c_void>(), 4),
+            (L::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, (&o.stride as *const i64).cast::<c_void>(), 8),
+        ] {
+            // SAFETY: a live layout; `ptr` points to `size` bytes of the attribute's type (int32
+            // count, int64 stride).
+            unsafe { sys::cublasLtMatrixLayoutSetAttribute(l.get(), attr, ptr, size) }
+                .check("cublasLtMatrixLayoutSetAttribute")?;
+        }
+    }
+    Ok(l)
+}
+
+/// The device pointers a matmul's descriptor carries (null: not used).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pointers {
+    pub bias: *const c_void,
+    pub aux: *const c_void,
+    pub scales: [*const c_void; 4],
+    pub amax: *const c_void,
+}
+
+/// Sets the pointer attributes `p` has (the plan's key fixes which those are).
+///
+/// # Safety
+/// `desc` is a live descriptor.
+unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<()> {
+    let attrs = [
+        (A::CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias),
+        (A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux),
+        (A::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, p.scales[0]),
+        (A::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, p.scales[1]),
+        (A::CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, p.scales[2]),
+        (A::CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, p.scales[3]),
+        (A::CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, p.amax),
+    ];
+    for (attr, ptr) in attrs {
+        if !ptr.is_null() {
+            // SAFETY: a live descriptor; pointer attributes are `void*`.
+            unsafe { set(desc, attr, &ptr) }?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
+/// `max_workspace` bytes for operands aligned to `align` bytes.
+///
+/// # Safety
+/// (1) `h` is a live handle of the current context; (2) `ptrs` are the pointers of the matmul
+/// the plan is made for (the heuristic may look at which are set).
+pub(super) unsafe fn make_plan(
+    h: Handle,
+    p: &Problem,
+    tf32: bool,
+    ptrs: &Pointers,
+    max_workspace: usize,
+    align: u32,
+) -> Result<Plan> {
+    use sys::cublasComputeType_t as Ct;
+    let [ka, kb, kc, kd, ke] = p.kinds;
+    let compute = if tf32 { Ct::CUBLAS_COMPUTE_32F_FAST_TF32 } else { Ct::CUBLAS_COMPUTE_32F };
+    let mut desc: sys::cublasLtMatmulDesc_t = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; host-side allocation only.
+    unsafe { sys::cublasLtMatmulDescCreate(&mut desc, compute, sys::cudaDataType_t::CUDA_R_32F) }
+        .check("cublasLtMatmulDescCreate")?;
+    let desc = Owned::new(desc);
+    let d = desc.get();
+    // cublasOperation_t as its int32: CUBLAS_OP_N = 0, CUBLAS_OP_T = 1.
+    let op = |t: Transpose| -> i32 { i32::from(t == Transpose::Yes) };
+    // SAFETY (every `set` below): a live descriptor, and each value has its attribute's type
+    // (cublasOperation_t as int32, cublasLtEpilogue_t, int64, cudaDataType as int32).
+    unsafe {
+        set(d, A::CUBLASLT_MATMUL_DESC_TRANSA, &op(p.trans_a))?;
+        set(d, A::CUBLASLT_MATMUL_DESC_TRANSB, &op(p.trans_b))?;
+        set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue(p.epi))?;
+        if p.epi.bias().is_some() {
+            set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke) as i32))?;
+            if p.count > 1 {
+                set(d, A::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &p.bias_stride)?;
+            }
+        }
+        if let Some((ld, stride)) = p.aux {
+            set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld)?;
+            if p.count > 1 {
+                set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride)?;
+            }
+            let gelu = p.epi.aux().is_some_and(|u| !u.relu);
+            if gelu && ke != kd {
+                set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &(data_type(ke) as i32))?;
+            }
+        }
+        set_pointers(d, ptrs)?;
+    }
+    let layouts = [layout(ka, &p.a, p.count)?, layout(kb, &p.b, p.count)?, layout(kc, &p.c, p.count)?, layout(kd, &p.d, p.count)?];
+
+    let mut pref: sys::cublasLtMatmulPreference_t = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; host-side allocation only.
+    unsafe { sys::cublasLtMatmulPreferenceCreate(&mut pref) }.check("cublasLtMatmulPreferenceCreate")?;
+    let pref = Owned::new(pref);
+    use sys::cublasLtMatmulPreferenceAttributes_t as P;
+    let ws = max_workspace as u64;
+    let set_pref = |attr: P, ptr: *const c_void, size: usize| {
+        // SAFETY: a live preference; `ptr` points to `size` bytes of the attribute's type.
+        unsafe { sys::cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, ptr, size) }
+            .check("cublasLtMatmulPreferenceSetAttribute")
+    };
+    set_pref(P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, (&ws as *const u64).cast(), 8)?;
+    for attr in [
+        P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+    ] {
+        set_pref(attr, (&align as *const u32).cast(), 4)?;
+    }
+
+    // SAFETY: the result is plain data; all-zero is a valid (unused) value.
+    let mut result: sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+    let mut found = 0i32;
+    // SAFETY: (1) a live handle (the caller's contract), live descriptor, layouts and
+    // preference; (2) `result` holds the one result asked for, `found` is an out-pointer.
+    unsafe {
+        sys::cublasLtMatmulAlgoGetHeuristic(
+            h,
+            d,
+            layouts[0].get(),
+            layouts[1].get(),
+            layouts[2].get(),
+            layouts[3].get(),
+            pref.get(),
+            1,
+            &mut result,
+            &mut found,
+        )
+    }
+    .check("cublasLtMatmulAlgoGetHeuristic")?;
+    if found < 1 {
+        return Err(Error::library(
+            "cublasLtMatmulAlgoGetHeuristic",
+            "no algorithm for this problem (types, layouts, epilogue and alignment) on this GPU",
+        ));
+    }
+    Ok(Plan { desc, layouts, algo: result.algo, workspace: result.workspaceSize })
+}
+
+/// The operands' device addresses.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Operands {
+    pub a: *const c_void,
+    pub b: *const c_void,
+    pub c: *const c_void,
+    pub d: *mut c_void,
+    pub workspace: *mut c_void,
+    pub workspace_bytes: usize,
+}
+
+/// `cublasLtMatmul` with `plan`, after setting this call's pointers on its descriptor.
+///
+/// # Safety
+/// (1) `h` is a live handle of the current context, `stream` a live stream of it, and the op is
+/// fenced on it; (2) the operands and `ptrs` are live device memory covering what the plan's
+/// problem reads and writes (checked by the op), `d` distinct from `a` and `b`; (3) the
+/// workspace holds `workspace_bytes` >= the plan's need, used by nothing else meanwhile;
+/// (4) `alpha` and `beta` are host f32 scalars.
+pub(super) unsafe fn matmul(
+    h: Handle,
+    plan: &Plan,
+    ptrs: &Pointers,
+    alpha: &f32,
+    beta: &f32,
+    o: &Operands,
+    stream: crate::backend::cuda::CuStream,
+) -> Result<()> {
+    let d = plan.desc.get();
+    // SAFETY: a live descriptor, owned by the plan the caller borrows exclusively.
+    unsafe { set_pointers(d, ptrs) }?;
+    let l = &plan.layouts;
+    // SAFETY: the caller vouches for (1) to (4); the descriptor and layouts are live.
+    unsafe {
+        sys::cublasLtMatmul(
+            h,
+            d,
+            (alpha as *const f32).cast(),
+            o.a,
+            l[0].get(),
+            o.b,
+            l[1].get(),
+            (beta as *const f32).cast(),
+            o.c,
+            l[2].get(),
+            o.d,
+            l[3].get(),
+            &plan.algo,
+            o.workspace,
+            o.workspace_bytes,
+            stream as _,
+        )
+    }
+    .check("cublasLtMatmul")
+}

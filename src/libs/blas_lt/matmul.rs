@@ -1,0 +1,191 @@
+//! The matmul op: check, record, find the plan, run.
+
+use super::calls::{self, Operands, Pointers};
+use super::check::{self, Problem};
+use super::types::{Epilogue, LtElement, Matmul, MatmulOutput};
+use super::BlasLt;
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::{dptr, record};
+use crate::memory::{Element, GpuRef};
+use crate::recorder::LaunchRecorder;
+use crate::track::Access;
+use std::ffi::c_void;
+
+/// cuBLASLt's recommended workspace on Hopper and later, and before.
+const WORKSPACE_HOPPER: usize = 32 << 20;
+const WORKSPACE_EARLIER: usize = 4 << 20;
+
+/// What a plan is made for: the whole checked problem, TF32, which pointers the descriptor
+/// carries, and the operands' alignment.
+#[derive(PartialEq)]
+pub(crate) struct PlanKey {
+    problem: Problem,
+    tf32: bool,
+    pointers: u8,
+    align: u32,
+}
+
+fn ptr<T: Element>(buf: Option<&GpuRef<T>>) -> Result<*const c_void> {
+    buf.map_or(Ok(std::ptr::null()), |b| dptr::<T, c_void>(b).map(|p| p.cast_const()))
+}
+
+/// Records the epilogue's buffers; returns the bias and aux pointers.
+fn record_epilogue<E: Element>(rec: &mut LaunchRecorder, e: &Epilogue<'_, E>) -> Result<()> {
+    use Epilogue as P;
+    let (r, w) = (Access::Read, Access::Write);
+    match *e {
+        P::Default | P::Relu | P::Gelu => Ok(()),
+        P::Bias(b) | P::ReluBias(b) | P::GeluBias(b) => record(rec, "bias", b, r),
+        P::ReluAux(m) => record(rec, "mask", m.buf, w),
+        P::GeluAux(a) => record(rec, "aux", a.buf, w),
+        P::ReluAuxBias { bias, mask } => {
+            record(rec, "bias", bias, r)?;
+            record(rec, "mask", mask.buf, w)
+        }
+        P::GeluAuxBias { bias, aux } => {
+            record(rec, "bias", bias, r)?;
+            record(rec, "aux", aux.buf, w)
+        }
+        P::DRelu(m) => record(rec, "mask", m.buf, r),
+        P::DGelu(a) => record(rec, "aux", a.buf, r),
+        P::DReluBgrad { mask, bias_grad } => {
+            record(rec, "mask", mask.buf, r)?;
+            record(rec, "bias_grad", bias_grad, w)
+        }
+        P::DGeluBgrad { aux, bias_grad } => {
+            record(rec, "aux", aux.buf, r)?;
+            record(rec, "bias_grad", bias_grad, w)
+        }
+        P::BgradA(b) | P::BgradB(b) => record(rec, "bias_grad", b, w),
+    }
+}
+
+/// The bias and aux device pointers (null where the epilogue has none).
+fn epilogue_pointers<E: Element>(e: &Epilogue<'_, E>) -> Result<(*const c_void, *const c_void)> {
+    use Epilogue as P;
+    let none: Option<&GpuRef<E>> = None;
+    Ok(match *e {
+        P::Default | P::Relu | P::Gelu => (ptr(none)?, ptr(none)?),
+        P::Bias(b) | P::ReluBias(b) | P::GeluBias(b) => (ptr(Some(b))?, ptr(none)?),
+        P::ReluAux(m) | P::DRelu(m) => (ptr(none)?, ptr(Some(m.buf))?),
+        P::GeluAux(a) | P::DGelu(a) => (ptr(none)?, ptr(Some(a.buf))?),
+        P::ReluAuxBias { bias, mask } => (ptr(Some(bias))?, ptr(Some(mask.buf))?),
+        P::GeluAuxBias { bias, aux } => (ptr(Some(bias))?, ptr(Some(aux.buf))?),
+        P::DReluBgrad { mask, bias_grad } => (ptr(Some(bias_grad))?, ptr(Some(mask.buf))?),
+        P::DGeluBgrad { aux, bias_grad } => (ptr(Some(bias_grad))?, ptr(Some(aux.buf))?),
+        P::BgradA(b) | P::BgradB(b) => (ptr(Some(b))?, ptr(none)?),
+    })
+}
+
+/// The alignment, in bytes (at most 256), every one of `addresses` has.
+fn alignment(addresses: &[*const c_void]) -> u32 {
+    let zeros = addresses.iter().map(|&a| (a as usize).trailing_zeros()).min().unwrap_or(8);
+    1 << zeros.min(8)
+}
+
+impl BlasLt {
+    /// `D = epilogue(alpha op(A) op(B) + beta C)` (see [`Matmul`]). The completion resolves
+    /// with `D`'s amax when the matmul asked for it.
+    ///
+    /// Every argument is checked before anything is recorded: shapes and leading dimensions
+    /// against the buffers, element-type combinations, the epilogue's buffers and their
+    /// lengths, FP8 scales and the device's compute capability (8.9 or later for FP8).
+    pub fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+        &mut self,
+        mm: &Matmul<'_, TA, TB, TD, TC, E>,
+    ) -> Result<Completion<MatmulOutput>> {
+        let problem = check::problem(mm)?;
+        if problem.fp8 {
+            let (major, minor) = self.op.device.compute_capability()?;
+            if (major, minor) < (8, 9) {
+                return Err(Error::invalid(
+                    "a",
+                    format!("FP8 matmuls need compute capability 8.9 or later; this device has {major}.{minor}"),
+                ));
+            }
+        }
+        let mut rec = self.op.recorder("matmul");
+        record(&mut rec, "a", mm.a, Access::Read)?;
+        record(&mut rec, "b", mm.b, Access::Read)?;
+        match mm.c {
+            Some(c) if !problem.c_is_d => record(&mut rec, "c", c, Access::Read)?,
+            _ => {}
+        }
+        let reads_d = problem.c_is_d && mm.beta != 0.0;
+        record(&mut rec, "d", mm.d, if reads_d { Access::ReadWrite } else { Access::Write })?;
+        record_epilogue(&mut rec, &mm.epilogue)?;
+        if let Some(s) = &mm.fp8 {
+            for (arg, buf) in [("fp8.a", Some(s.a)), ("fp8.b", Some(s.b)), ("fp8.c", s.c), ("fp8.d", s.d)] {
+                if let Some(buf) = buf {
+                    record(&mut rec, arg, buf, Access::Read)?;
+                }
+            }
+        }
+        let h = self.handle()?;
+        let stream = self.op.bound_stream()?;
+
+        if mm.amax_d && self.amax_stage.is_none() {
+            self.amax_stage = Some(self.op.device.alloc::<f32>(self.op.stream, 1)?);
+        }
+        let stage = if mm.amax_d { self.amax_stage.clone() } else { None };
+        if let Some(s) = &stage {
+            record(&mut rec, "amax_d", s, Access::ReadWrite)?;
+        }
+        let (bias, aux) = epilogue_pointers(&mm.epilogue)?;
+        let scales = match &mm.fp8 {
+            Some(s) => [ptr(Some(s.a))?, ptr(Some(s.b))?, ptr(s.c)?, ptr(s.d)?],
+            None => [std::ptr::null(); 4],
+        };
+        let ptrs = Pointers { bias, aux, scales, amax: ptr(stage.as_ref())? };
+        let (a, b, d) = (ptr(Some(mm.a))?, ptr(Some(mm.b))?, ptr(Some(mm.d))?);
+        let c = if problem.c_is_d { d } else { ptr(mm.c)? };
+        let (a, b) = if problem.swapped { (b, a) } else { (a, b) };
+        let present = [bias, aux, scales[0], scales[1], scales[2], scales[3], ptrs.amax];
+        let pointers = present.iter().enumerate().fold(0u8, |m, (i, p)| m | (u8::from(!p.is_null()) << i));
+        let key = PlanKey { problem, tf32: mm.tf32, pointers, align: alignment(&[a, b, c, d]) };
+        let max_workspace = if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER };
+
+        let BlasLt { op, plans, work, .. } = self;
+        let plan = plans.get_or_make(key, op, |k| {
+            // SAFETY: (1) a live handle of the context bound above; (2) `ptrs` are this
+            // matmul's pointers.
+            unsafe { calls::make_plan(h, &k.problem, k.tf32, &ptrs, max_workspace, k.align) }
+        })?;
+        let ws = work.use_on(op, &mut rec, plan.workspace)?;
+        let (workspace, workspace_bytes) = match ws {
+            Some(w) => (dptr::<u8, c_void>(w)?, w.len()),
+            None => (std::ptr::null_mut(), 0),
+        };
+        let operands = Operands { a, b, c, d: d.cast_mut(), workspace, workspace_bytes };
+        let (alpha, beta) = (mm.alpha, mm.beta);
+        let cu_stream = stream.cu_stream();
+        // SAFETY (both calls below): (1) a live handle of the bound context on the recorder's
+        // stream, fenced by preflight; (2) the operands, epilogue buffers and scales cover the
+        // problem (checked by `check::problem`) and `d` is distinct from `a` and `b` (checked);
+        // (3) the workspace is the stream's, declared read-write, at least the plan's need;
+        // (4) alpha and beta are host f32 scalars living through the call.
+        match stage {
+            None => op.run(rec, Vec::new(), || {
+                unsafe { calls::matmul(h, plan, &ptrs, &alpha, &beta, &operands, cu_stream) }?;
+                Ok(MatmulOutput::default())
+            }),
+            Some(stage) => {
+                let keep: Vec<crate::completion::KeepAlive> = vec![Box::new(stage.clone())];
+                op.run_with_slot(
+                    rec,
+                    keep,
+                    |slot, s| {
+                        unsafe { calls::matmul(h, plan, &ptrs, &alpha, &beta, &operands, cu_stream) }?;
+                        // SAFETY: 1. the slot is 8 bytes of pinned memory owned by the op until
+                        // its completion has read it, after this copy; 2. the stage was written
+                        // by the matmul just enqueued on this stream and is kept alive (and its
+                        // use recorded) until the op's event.
+                        unsafe { crate::backend::cuda::memory::copy_dtoh(s, slot.host_ptr::<f32>(), 1, stage.cuda_slice()?) }
+                    },
+                    |amax: f32| MatmulOutput { amax_d: Some(amax) },
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! cuBLASLt: `D = epilogue(alpha op(A) op(B) + beta C)` with fused epilogues (ReLU, GELU,
+//! bias, their `_AUX` forms, their backward forms and the bias gradients), in f32 (with or
+//! without TF32), f16 and bf16 (f32 accumulation), and FP8 (E4M3, E5M2) with per-tensor scales
+//! and the amax of `D` returned through the op's completion.
+//!
+//! Matrices are column-major by default; [`Order::Row`] makes all four row-major (computed as
+//! the transposed column-major problem, so vectors the epilogue broadcasts or reduces run along
+//! the contiguous dimension: see [`Epilogue`]). The algorithm cuBLASLt's heuristic picks is
+//! cached per stream with its descriptors, keyed on the whole problem (shape, layouts, types,
+//! epilogue, alignment); a repeated matmul makes no descriptor and asks no heuristic. The
+//! workspace is the stream's shared one, 32 MiB on Hopper and later (4 MiB before), declared on
+//! every op's recorder.
+
+mod calls;
+mod check;
+mod matmul;
+mod types;
+
+pub use crate::memory::{F8E4M3, F8E5M2};
+pub use types::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, MatmulOutput, Order, ReluMask, Transpose};
+
+use super::plan_cache::PlanCache;
+use super::workspace::Workspace;
+use super::{Library, OpStream, StreamLibrary};
+use crate::error::Result;
+use crate::memory::GpuRef;
+
+/// The library's objects on one stream: the cached plans (descriptors and layouts), then the
+/// handle they were queried on. Only held, to be dropped (destroyed) in that order.
+pub(crate) struct LtObjects {
+    _plans: Vec<calls::Plan>,
+    _handle: Option<calls::RawHandle>,
+}
+
+/// A cuBLASLt handle bound to one stream, with its plan cache and workspace. Get it from
+/// [`crate::Handles::blas_lt`] (on a lane or inline).
+pub struct BlasLt {
+    op: OpStream,
+    raw: Option<calls::RawHandle>,
+    plans: PlanCache<matmul::PlanKey, calls::Plan>,
+    work: Workspace,
+    /// Where the GPU writes `D`'s amax before it is copied to a pinned slot for the completion.
+    amax_stage: Option<GpuRef<f32>>,
+}
+
+impl StreamLibrary for BlasLt {
+    const LIBRARY: Library = Library {
+        name: "cuBLASLt (libcublasLt)",
+        hint: "install the CUDA toolkit's cuBLASLt library (libcublasLt.so.13)",
+        present: calls::is_present,
+        objects: "a cuBLASLt handle and its matmul plans",
+    };
+    type Objects = LtObjects;
+
+    fn create(op: OpStream) -> Result<BlasLt> {
+        let raw = if op.device.is_simulated() {
+            None
+        } else {
+            let _bound = op.bound_stream()?;
+            Some(calls::RawHandle::create()?)
+        };
+        Ok(BlasLt {
+            op,
+            raw,
+            plans: PlanCache::new(64, "an evicted cuBLASLt plan"),
+            work: Workspace::default(),
+            amax_stage: None,
+        })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<LtObjects> {
+        let plans = self.plans.take_all().unwrap_or_default();
+        let handle = self.raw.take();
+        (handle.is_some() || !plans.is_empty()).then_some(LtObjects { _plans: plans, _handle: handle })
+    }
+}
+
+impl std::fmt::Debug for BlasLt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BlasLt({}, {} of {} plans cached)", self.op.stream, self.plans.len(), self.plans.capacity())
+    }
+}
+
+impl BlasLt {
+    /// The stream this handle enqueues on.
+    pub fn stream(&self) -> crate::StreamId {
+        self.op.stream
+    }
+
+    /// Plans (descriptors plus a heuristic query) made so far; a matmul whose problem was seen
+    /// before makes none.
+    pub fn plans_made(&self) -> u64 {
+        self.plans.made()
+    }
+
+    /// Plans cached now.
+    pub fn plans_cached(&self) -> usize {
+        self.plans.len()
+    }
+
+    /// Bytes of the stream's workspace (grown to the largest need of an algorithm so far).
+    pub fn workspace_bytes(&self) -> usize {
+        self.work.bytes()
+    }
+
+    /// Bounds the plan cache (at least 1); plans beyond it go to the reaper.
+    pub fn set_plan_capacity(&mut self, capacity: usize) -> Result<()> {
+        self.plans.set_capacity(capacity, &self.op)
+    }
+
+    fn handle(&self) -> Result<calls::Handle> {
+        self.raw.as_ref().map(|h| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
+    }
+}
