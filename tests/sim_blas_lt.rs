@@ -144,7 +144,7 @@ fn fp8_without_scales_in_the_wrong_layout_or_on_an_old_gpu_is_rejected() {
 fn foreign_and_stale_buffers_are_rejected_naming_the_argument() {
     let mut f = fixture((9, 0));
     let other = sim((9, 0));
-    let (a, b) = (buf::<f32>(&f.d, 6), buf::<f32>(&f.d, 12));
+    let a = buf::<f32>(&f.d, 6);
     let foreign = buf::<f32>(&other, 12);
     let bias_foreign = buf::<f32>(&other, 2);
     f.d.advance_generation();
