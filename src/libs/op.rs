@@ -111,6 +111,25 @@ impl OpStream {
         Ok(self.launch_cuda(rec, |_| enqueue())?.complete(&self.device, keep))
     }
 
+    /// Like [`run`](Self::run), for blocking library calls whose outcome is known on the host
+    /// once `enqueue` returns: the completion resolves with `enqueue`'s inner result (an error
+    /// the call reported, say) once the GPU passes the op's event. The outer error is an
+    /// enqueue failure, as for `run`.
+    #[cfg(feature = "cusolver")]
+    pub(crate) fn run_outcome<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        enqueue: impl FnOnce() -> Result<Result<R>>,
+    ) -> Result<Completion<R>> {
+        let Launched { value, event, trace } = self.launch_cuda(rec, |_| enqueue())?;
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
+        shared.enqueued(value, event, Vec::new());
+        Ok(completion)
+    }
+
     /// Like [`run`](Self::run), for ops that enqueue on the launch's scope themselves, on
     /// either backend (a simulated kernel, say): no library handle, no context to bind.
     #[cfg(test)]
