@@ -24,7 +24,9 @@ fn laplacian(n: usize, shift: f64, zero_row: Option<usize>) -> (Vec<i32>, Vec<i3
 }
 
 fn apply((off, idx, val): &(Vec<i32>, Vec<i32>, Vec<f64>), x: &[f64]) -> Vec<f64> {
-    (0..off.len() - 1).map(|r| (off[r]..off[r + 1]).map(|k| val[k as usize] * x[idx[k as usize] as usize]).sum()).collect()
+    (0..off.len() - 1)
+        .map(|r| (off[r]..off[r + 1]).map(|k| val[k as usize] * x[idx[k as usize] as usize]).sum())
+        .collect()
 }
 
 #[test]
@@ -45,7 +47,11 @@ fn qr_and_cholesky_solve_a_known_system_in_f32_and_f64() {
     for (name, chol) in [("qr", false), ("chol", true)] {
         let x = d.upload(s, &vec![f64::NAN; n]).unwrap();
         let solver = h.solver_sparse().unwrap();
-        let done = if chol { solver.csrlsvchol(sys, &b64, &x, 1e-12, Reorder::Symrcm) } else { solver.csrlsvqr(sys, &b64, &x, 1e-12, Reorder::None) };
+        let done = if chol {
+            solver.csrlsvchol(sys, &b64, &x, 1e-12, Reorder::Symrcm)
+        } else {
+            solver.csrlsvqr(sys, &b64, &x, 1e-12, Reorder::None)
+        };
         done.unwrap().wait().unwrap();
         for (k, (g, w)) in x.download(s).unwrap().iter().zip(&x_true).enumerate() {
             assert!((g - w).abs() < 1e-9, "f64 {name}: x[{k}] = {g}, want {w}");

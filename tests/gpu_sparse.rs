@@ -84,14 +84,19 @@ fn spmv_matches_a_dense_product_both_ways_and_with_64_bit_indices() {
     let x: Vec<f64> = (0..cols).map(|_| rng.f32() as f64).collect();
     let y0: Vec<f64> = (0..rows).map(|_| rng.f32() as f64).collect();
     let (alpha, beta) = (1.5, -0.5);
-    let want: Vec<f64> = (0..rows).map(|r| alpha * (0..cols).map(|c| dense[r * cols + c] * x[c]).sum::<f64>() + beta * y0[r]).collect();
+    let want: Vec<f64> =
+        (0..rows).map(|r| alpha * (0..cols).map(|c| dense[r * cols + c] * x[c]).sum::<f64>() + beta * y0[r]).collect();
     let a32 = upload_csr(&d, s, rows, cols, &m, |v| v as i32);
     let a64 = upload_csr(&d, s, rows, cols, &m, |v| v as i64);
     let dx = d.upload(s, &x).unwrap();
     for (name, run) in [("i32", 0), ("i64", 1)] {
         let dy = d.upload(s, &y0).unwrap();
         let sp = h.sparse().unwrap();
-        let done = if run == 0 { sp.spmv(Transpose::No, alpha, &a32, &dx, beta, &dy) } else { sp.spmv(Transpose::No, alpha, &a64, &dx, beta, &dy) };
+        let done = if run == 0 {
+            sp.spmv(Transpose::No, alpha, &a32, &dx, beta, &dy)
+        } else {
+            sp.spmv(Transpose::No, alpha, &a64, &dx, beta, &dy)
+        };
         done.unwrap().wait().unwrap();
         close(&dy.download(s).unwrap(), &want, 1e-12, name);
     }
@@ -115,16 +120,20 @@ fn spmm_matches_a_dense_product_on_a_lane() {
     let a = random_csr(&mut rng, m, k, 0.15);
     let dense = dense_of(m, k, &a);
     let b: Vec<f64> = (0..ldb * n).map(|_| rng.f32() as f64).collect();
-    let want: Vec<f64> = (0..n).flat_map(|j| {
-        let (dense, b) = (&dense, &b);
-        (0..m).map(move |i| (0..k).map(|l| dense[i * k + l] * b[j * ldb + l]).sum::<f64>())
-    }).collect();
+    let want: Vec<f64> = (0..n)
+        .flat_map(|j| {
+            let (dense, b) = (&dense, &b);
+            (0..m).map(move |i| (0..k).map(|l| dense[i * k + l] * b[j * ldb + l]).sum::<f64>())
+        })
+        .collect();
     let da = upload_csr(&d, s, m, k, &a, |v| v as i32);
     let (db, dc) = (d.upload(s, &b).unwrap(), d.upload(s, &vec![f64::NAN; m * n]).unwrap());
     let lane = d.lane("sparse").unwrap();
     let (da2, db2, dc2) = (da.clone(), db.clone(), dc.clone());
     lane.submit(move |cx| {
-        cx.sparse()?.spmm(Transpose::No, 1.0, &da2, DenseMatrix::new(&db2, k, n).ld(ldb), 0.0, DenseMatrix::new(&dc2, m, n))?.wait()
+        cx.sparse()?
+            .spmm(Transpose::No, 1.0, &da2, DenseMatrix::new(&db2, k, n).ld(ldb), 0.0, DenseMatrix::new(&dc2, m, n))?
+            .wait()
     })
     .wait()
     .unwrap();
@@ -136,7 +145,11 @@ fn download_dense(s: StreamId, c: &SparseMatrix<f64, i32>) -> Vec<f64> {
     let off = c.offsets().download(s).unwrap();
     let idx = c.indices().download(s).unwrap();
     let val = c.values().download(s).unwrap();
-    let m = (off.iter().map(|&x| x as usize).collect(), idx[..c.nnz()].iter().map(|&x| x as usize).collect(), val[..c.nnz()].to_vec());
+    let m = (
+        off.iter().map(|&x| x as usize).collect(),
+        idx[..c.nnz()].iter().map(|&x| x as usize).collect(),
+        val[..c.nnz()].to_vec(),
+    );
     dense_of(c.rows(), c.cols(), &m)
 }
 
@@ -148,7 +161,9 @@ fn spgemm_of_random_patterns_matches_a_dense_product() {
         let (a, b) = (random_csr(&mut rng, m, k, density), random_csr(&mut rng, k, n, density));
         let (da_h, db_h) = (dense_of(m, k, &a), dense_of(k, n, &b));
         let alpha = 2.0;
-        let want: Vec<f64> = (0..m * n).map(|ij| alpha * (0..k).map(|l| da_h[(ij / n) * k + l] * db_h[l * n + ij % n]).sum::<f64>()).collect();
+        let want: Vec<f64> = (0..m * n)
+            .map(|ij| alpha * (0..k).map(|l| da_h[(ij / n) * k + l] * db_h[l * n + ij % n]).sum::<f64>())
+            .collect();
         let (da, db) = (upload_csr(&d, s, m, k, &a, |v| v as i32), upload_csr(&d, s, k, n, &b, |v| v as i32));
         let c = h.sparse().unwrap().spgemm(alpha, &da, &db).unwrap().wait().unwrap();
         assert_eq!((c.rows(), c.cols()), (m, n));
@@ -221,7 +236,8 @@ fn conversions_round_trip_exactly() {
             assert_eq!(got[c * ld + r], want[r * cols + c], "dense ({r}, {c})");
         }
     }
-    let csr = h.sparse().unwrap().dense_to_csr::<f64, i64>(DenseMatrix::new(&dd, rows, cols).ld(ld)).unwrap().wait().unwrap();
+    let csr =
+        h.sparse().unwrap().dense_to_csr::<f64, i64>(DenseMatrix::new(&dd, rows, cols).ld(ld)).unwrap().wait().unwrap();
     assert_eq!(csr.nnz(), m.2.iter().filter(|&&v| v != 0.0).count());
     csr.check(s).unwrap();
     let csc_dense = d.upload(s, &vec![f64::NAN; rows * cols]).unwrap();

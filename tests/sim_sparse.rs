@@ -69,7 +69,8 @@ fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) 
 #[test]
 fn matrices_reject_buffers_that_do_not_fit_their_shape() {
     let fx = fx();
-    let (o4, o5, i5, v5, i3) = (fx.buf::<i32>(4), fx.buf::<i32>(5), fx.buf::<i32>(5), fx.buf::<f32>(5), fx.buf::<i32>(3));
+    let (o4, o5, i5, v5, i3) =
+        (fx.buf::<i32>(4), fx.buf::<i32>(5), fx.buf::<i32>(5), fx.buf::<f32>(5), fx.buf::<i32>(3));
     let bad = |r: Result<SparseMatrix<f32>>, arg: &str| match r {
         Err(Error::InvalidArgument { arg: a, .. }) if a == arg => {}
         other => panic!("expected a rejection of `{arg}`, got {other:?}"),
@@ -130,7 +131,9 @@ fn spmm_rejects_bad_input() {
     let mut fx = fx();
     let a = fx.csr();
     let (b, c) = (fx.buf::<f64>(8), fx.buf::<f64>(6));
-    let sp = |fx: &mut Fx, b: DenseMatrix<'_, f64>, c: DenseMatrix<'_, f64>| fx.h.sparse()?.spmm(Transpose::No, 1.0, &a, b, 0.0, c);
+    let sp = |fx: &mut Fx, b: DenseMatrix<'_, f64>, c: DenseMatrix<'_, f64>| {
+        fx.h.sparse()?.spmm(Transpose::No, 1.0, &a, b, 0.0, c)
+    };
     rejects(&mut fx, "b", |fx| sp(fx, DenseMatrix::new(&b, 3, 2), DenseMatrix::new(&c, 3, 2)));
     rejects(&mut fx, "c", |fx| sp(fx, DenseMatrix::new(&b, 4, 2), DenseMatrix::new(&c, 2, 2)));
     rejects(&mut fx, "c", |fx| sp(fx, DenseMatrix::new(&b, 4, 2), DenseMatrix::new(&c, 3, 1)));
