@@ -176,6 +176,16 @@ pub enum Error {
         status: String,
     },
 
+    /// A direct solver found the matrix singular (to its tolerance) at a row: the system has no
+    /// unique solution. Check the matrix, or raise the tolerance if it is only ill-conditioned.
+    #[error("{call}: the matrix is singular (to the tolerance given) at row {row}; the solution was not computed")]
+    Singular {
+        /// The solver entry point, e.g. `"cusolverSpDcsrlsvqr"`.
+        call: &'static str,
+        /// The first row (0-based) where the factorization broke down.
+        row: usize,
+    },
+
     /// NVRTC rejected the source.
     #[error("NVRTC compile failed ({status}); the compiler's log:\n{log}")]
     CompileFailed {
@@ -269,6 +279,7 @@ impl std::fmt::Debug for Error {
             JobPanicked { message },
             AlreadyTaken,
             Library { call, status },
+            Singular { call, row },
             CompileFailed { status, log },
             ContextPoisoned { call, status },
         )

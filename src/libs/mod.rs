@@ -38,7 +38,14 @@
 //!   library ints, with errors that name the argument.
 
 #![cfg_attr(
-    not(any(feature = "cublas", feature = "cublaslt", feature = "curand", feature = "cufft")),
+    not(any(
+        feature = "cublas",
+        feature = "cublaslt",
+        feature = "curand",
+        feature = "cufft",
+        feature = "cusparse",
+        feature = "cusolver"
+    )),
     allow(dead_code, unused_imports)
 )]
 
@@ -74,6 +81,8 @@ macro_rules! registry {
             #[cfg(feature = "cublaslt")] pub blas_lt: BlasLt,
             #[cfg(feature = "curand")] pub rng: Rng,
             #[cfg(feature = "cufft")] pub fft: Fft,
+            #[cfg(feature = "cusparse")] pub sparse: Sparse,
+            #[cfg(feature = "cusolver")] pub solver_sparse: SolverSparse,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };

@@ -102,6 +102,11 @@ impl OpStream {
     /// Preflights `rec`, runs `enqueue` (a library call on a handle bound to this stream) with
     /// the stream's context current, commits, and returns a completion for the op whose value
     /// is `enqueue`'s result. `keep` stays alive until the GPU is done.
+    // The sparse solvers, alone, use `run_outcome` only.
+    #[cfg_attr(
+        not(any(feature = "cublas", feature = "curand", feature = "cufft", feature = "cusparse")),
+        allow(dead_code)
+    )]
     pub(crate) fn run<R: Send + 'static>(
         &self,
         rec: LaunchRecorder,
@@ -109,6 +114,25 @@ impl OpStream {
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<Completion<R>> {
         Ok(self.launch_cuda(rec, |_| enqueue())?.complete(&self.device, keep))
+    }
+
+    /// Like [`run`](Self::run), for blocking library calls whose outcome is known on the host
+    /// once `enqueue` returns: the completion resolves with `enqueue`'s inner result (an error
+    /// the call reported, say) once the GPU passes the op's event. The outer error is an
+    /// enqueue failure, as for `run`.
+    #[cfg(feature = "cusolver")]
+    pub(crate) fn run_outcome<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        enqueue: impl FnOnce() -> Result<Result<R>>,
+    ) -> Result<Completion<R>> {
+        let Launched { value, event, trace } = self.launch_cuda(rec, |_| enqueue())?;
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
+        shared.enqueued(value, event, Vec::new());
+        Ok(completion)
     }
 
     /// Like [`run`](Self::run), for ops that enqueue on the launch's scope themselves, on

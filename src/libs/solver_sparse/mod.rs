@@ -1,0 +1,201 @@
+//! cuSOLVER's sparse direct solvers: `A x = b` for a square CSR matrix `A` by sparse QR
+//! (`csrlsvqr`, any nonsingular `A`) or sparse Cholesky (`csrlsvchol`, symmetric positive
+//! definite `A`), in `f32` and `f64`.
+//!
+//! **These calls block** the calling thread until the solve is done: cuSOLVER reports whether
+//! the matrix is singular on the host, so it finishes the factorization before returning.
+//! The op still records its uses and commits like every op (other streams are fenced on it),
+//! and its completion resolves with [`Error::Singular`](crate::Error::Singular), carrying the
+//! row where the factorization broke down, when the matrix is singular to the tolerance.
+//!
+//! CUDA 12.x marks the `cusolverSp` `csrlsv*` family as deprecated (NVIDIA points to cuDSS
+//! for sparse direct solves); it is still shipped and works in CUDA 13, and cusched keeps
+//! wrapping it.
+
+mod calls;
+
+use super::{dptr, record, Library, OpStream, StreamLibrary};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::validate as check;
+use crate::memory::{Element, GpuRef};
+use crate::track::Access;
+
+/// A fill-reducing reordering applied before factorizing (`reorder` of `csrlsv*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reorder {
+    /// No reordering.
+    None,
+    /// Symmetric reverse Cuthill-McKee.
+    #[default]
+    Symrcm,
+    /// Symmetric approximate minimum degree.
+    Symamd,
+    /// METIS nested dissection.
+    Metis,
+}
+
+/// Float types of the sparse solvers: `f32` and `f64`.
+pub trait SolverReal: Element + calls::sealed::SpReal {}
+impl SolverReal for f32 {}
+impl SolverReal for f64 {}
+
+/// A square CSR system matrix with zero-based `i32` indices: `n + 1` offsets, and at least
+/// `nnz` column indices and values.
+#[derive(Debug)]
+pub struct CsrSystem<'a, T: Element> {
+    /// Rows (and columns).
+    pub n: usize,
+    /// Stored nonzeros.
+    pub nnz: usize,
+    /// Row offsets, exactly `n + 1`.
+    pub offsets: &'a GpuRef<i32>,
+    /// Column indices.
+    pub indices: &'a GpuRef<i32>,
+    /// Values.
+    pub values: &'a GpuRef<T>,
+}
+
+impl<T: Element> Clone for CsrSystem<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Element> Copy for CsrSystem<'_, T> {}
+
+/// A stream's cuSOLVER sparse handle. Get it from [`crate::Handles::solver_sparse`].
+pub struct SolverSparse {
+    op: OpStream,
+    raw: Option<calls::Raw>,
+}
+
+impl StreamLibrary for SolverSparse {
+    const LIBRARY: Library = Library {
+        name: "cuSOLVER (libcusolver)",
+        hint: "install the CUDA toolkit's cuSOLVER and cuSPARSE libraries (libcusolver.so.12, libcusparse.so.12)",
+        present: calls::is_present,
+        objects: "a cuSOLVER sparse handle",
+    };
+    type Objects = calls::Raw;
+
+    fn create(op: OpStream) -> Result<SolverSparse> {
+        let raw = if op.device.is_simulated() {
+            None
+        } else {
+            let s = op.bound_stream()?;
+            // SAFETY: the stream is live in the bound context and outlives the handle (the
+            // device keeps its streams until every library state is gone).
+            Some(unsafe { calls::create(s.cu_stream()) }?)
+        };
+        Ok(SolverSparse { op, raw })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<calls::Raw> {
+        self.raw.take()
+    }
+}
+
+impl std::fmt::Debug for SolverSparse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SolverSparse({})", self.op.stream)
+    }
+}
+
+impl SolverSparse {
+    /// The stream this handle enqueues on.
+    pub fn stream(&self) -> crate::StreamId {
+        self.op.stream
+    }
+
+    /// Solves `A x = b` by sparse QR (`cusolverSp?csrlsvqr`). `tol` decides singularity (a
+    /// pivot below it); the completion fails with [`Error::Singular`] when `A` is singular.
+    /// **Blocks** until the solve is done (see the module docs).
+    pub fn csrlsvqr<T: SolverReal>(
+        &mut self,
+        a: CsrSystem<'_, T>,
+        b: &GpuRef<T>,
+        x: &GpuRef<T>,
+        tol: T,
+        reorder: Reorder,
+    ) -> Result<Completion<()>> {
+        self.solve(calls::Method::Qr, "csrlsvqr", a, b, x, tol, reorder)
+    }
+
+    /// Solves `A x = b` by sparse Cholesky (`cusolverSp?csrlsvchol`), `A` symmetric positive
+    /// definite (only its lower triangle is read). The completion fails with
+    /// [`Error::Singular`] when `A` is not positive definite to the tolerance. **Blocks** until
+    /// the solve is done (see the module docs).
+    pub fn csrlsvchol<T: SolverReal>(
+        &mut self,
+        a: CsrSystem<'_, T>,
+        b: &GpuRef<T>,
+        x: &GpuRef<T>,
+        tol: T,
+        reorder: Reorder,
+    ) -> Result<Completion<()>> {
+        self.solve(calls::Method::Cholesky, "csrlsvchol", a, b, x, tol, reorder)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn solve<T: SolverReal>(
+        &mut self,
+        method: calls::Method,
+        name: &'static str,
+        a: CsrSystem<'_, T>,
+        b: &GpuRef<T>,
+        x: &GpuRef<T>,
+        tol: T,
+        reorder: Reorder,
+    ) -> Result<Completion<()>> {
+        let n = check::dim("a.n", a.n, false)?;
+        let nnz = check::dim("a.nnz", a.nnz, true)?;
+        if a.offsets.len() != a.n + 1 {
+            return Err(Error::invalid("a.offsets", format!("holds {} entries; an {}-row matrix needs {}", a.offsets.len(), a.n, a.n + 1)));
+        }
+        if a.indices.len() < a.nnz {
+            return Err(Error::invalid("a.indices", format!("holds {} entries, fewer than the {} nonzeros", a.indices.len(), a.nnz)));
+        }
+        if a.values.len() < a.nnz {
+            return Err(Error::invalid("a.values", format!("holds {} entries, fewer than the {} nonzeros", a.values.len(), a.nnz)));
+        }
+        check::covers("b", b, Some(a.n), &format!("{} right-hand-side entries", a.n))?;
+        check::covers("x", x, Some(a.n), &format!("{} solution entries", a.n))?;
+        check::distinct("x", b, x)?;
+        check::distinct("x", a.values, x)?;
+        let mut rec = self.op.recorder(name);
+        record(&mut rec, "a.offsets", a.offsets, Access::Read)?;
+        record(&mut rec, "a.indices", a.indices, Access::Read)?;
+        record(&mut rec, "a.values", a.values, Access::Read)?;
+        record(&mut rec, "b", b, Access::Read)?;
+        record(&mut rec, "x", x, Access::Write)?;
+        let raw = self.raw.as_ref().ok_or_else(|| self.op.unavailable_on_sim())?;
+        let s = calls::System {
+            n,
+            nnz,
+            values: dptr(a.values)?,
+            offsets: dptr(a.offsets)?,
+            indices: dptr(a.indices)?,
+            b: dptr(b)?,
+            x: dptr(x)?,
+            tol,
+            reorder: reorder as i32,
+        };
+        let call = match method {
+            calls::Method::Qr => <T as calls::sealed::SpReal>::QR,
+            calls::Method::Cholesky => <T as calls::sealed::SpReal>::CHOL,
+        };
+        self.op.run_outcome(rec, || {
+            // SAFETY: (1) a live handle bound to this stream, fenced by preflight; (2) the
+            // buffers were validated against n and nnz, are live, and x is distinct.
+            let singularity = unsafe { calls::solve(raw, method, &s) }?;
+            Ok(match usize::try_from(singularity) {
+                Ok(row) => Err(Error::Singular { call, row }),
+                Err(_) => Ok(()),
+            })
+        })
+    }
+}

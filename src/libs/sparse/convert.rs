@@ -1,0 +1,159 @@
+//! Conversions: CSR ↔ CSC (`cusparseCsr2cscEx2`), sparse → dense and dense → CSR.
+
+use super::{calls, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::{dptr, record};
+use crate::memory::GpuRef;
+use super::matrix::ValueType;
+use crate::track::Access;
+
+impl Sparse {
+    /// The same matrix in the other compressed format: CSR in, CSC out, or CSC in, CSR out
+    /// (`i32` indices, as `cusparseCsr2cscEx2` takes). The output's buffers are freshly
+    /// allocated; it comes back through the completion. Never blocks.
+    pub fn convert_compressed<T: SparseValue>(&mut self, a: &SparseMatrix<T, i32>) -> Result<Completion<SparseMatrix<T, i32>>> {
+        // A CSC matrix is the CSR matrix of its transpose: one call serves both directions.
+        let (m, n, out_format) = match a.format {
+            Format::Csr => (a.rows, a.cols, Format::Csc),
+            Format::Csc => (a.cols, a.rows, Format::Csr),
+            Format::Coo => return Err(Error::invalid("a", "is COO; convert_compressed takes CSR or CSC")),
+        };
+        let nnz = a.nnz;
+        let mut rec = self.op.recorder("csr2csc");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        let h = self.handle()?;
+        let dev = self.op.device.clone();
+        let offsets: GpuRef<i32> = dev.alloc(self.op.stream, n + 1)?;
+        let indices: GpuRef<i32> = dev.alloc(self.op.stream, nnz.max(1))?;
+        let values: GpuRef<T> = dev.alloc(self.op.stream, nnz.max(1))?;
+        let out = SparseMatrix::new(out_format, a.rows, a.cols, nnz, &offsets, &indices, &values)?;
+        record(&mut rec, "out.offsets", &offsets, Access::Write)?;
+        record(&mut rec, "out.indices", &indices, Access::Write)?;
+        record(&mut rec, "out.values", &values, Access::Write)?;
+        let p = calls::Csr2Csc {
+            m: m as i32,
+            n: n as i32,
+            nnz: nnz as i32,
+            csr: [dptr(&a.major)?, dptr(&a.minor)?, dptr(&a.values)?],
+            csc: [dptr(&offsets)?, dptr(&indices)?, dptr(&values)?],
+            t: T::CUDA_TYPE,
+        };
+        let key = vec![m as u64, n as u64, nnz as u64];
+        // SAFETY: (1) a live handle; (2) the arrays are live and sized for m, n and nnz
+        // (validated when the matrices were made); (3) a size query.
+        let bytes = self.size("csr2csc", key, || {
+            let mut size = 0;
+            unsafe { calls::csr2csc(h, &p, Some(&mut size), std::ptr::null_mut()) }.map(|()| size)
+        })?;
+        let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried.
+            unsafe { calls::csr2csc(h, &p, None, work.map_or(std::ptr::null_mut(), |w| w as _)) }?;
+            Ok(out)
+        });
+        self.trim();
+        done
+    }
+
+    /// Writes `a` into the dense column-major `out` (zeros where `a` stores nothing).
+    pub fn sparse_to_dense<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        a: &SparseMatrix<T, I>,
+        out: DenseMatrix<'_, T>,
+    ) -> Result<Completion<()>> {
+        let ld = out.check("out", "out.ld")?;
+        if (out.rows, out.cols) != (a.rows, a.cols) {
+            return Err(Error::invalid("out", format!("is {}x{}; A is {}x{}", out.rows, out.cols, a.rows, a.cols)));
+        }
+        not_in_matrix("out", out.buf, a)?;
+        let mut rec = self.op.recorder("sparse_to_dense");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record(&mut rec, "out", out.buf, Access::Write)?;
+        let h = self.handle()?;
+        let (da, db) = (self.mat(a)?, self.dense(&out, ld)?);
+        let key = vec![a.values.id(), out.buf.id(), ld as u64];
+        // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
+        let bytes = self.size("sparse_to_dense", key, || unsafe { calls::sparse_to_dense_size(h, da, db) })?;
+        let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            // SAFETY: as above; (3) the workspace, declared read-write, holds the size queried.
+            unsafe { calls::sparse_to_dense(h, da, db, work.map_or(std::ptr::null_mut(), |w| w as _)) }
+        });
+        self.trim();
+        done
+    }
+
+    /// The nonzeros of the dense column-major `dense` as a CSR matrix with index type `I`,
+    /// freshly allocated, returned through the completion.
+    ///
+    /// **Blocks** the calling thread until the GPU has counted the nonzeros: cuSPARSE's
+    /// analysis phase hands the count to the host, and the output is sized from it.
+    pub fn dense_to_csr<T: SparseValue, I: SparseIndex>(&mut self, dense: DenseMatrix<'_, T>) -> Result<Completion<SparseMatrix<T, I>>> {
+        let ld = dense.check("dense", "dense.ld")?;
+        if dense.rows > I::MAX || dense.cols > I::MAX {
+            return Err(Error::invalid("dense", format!("{}x{} does not fit {:?} indices", dense.rows, dense.cols, I::KIND)));
+        }
+        let mut rec = self.op.recorder("dense_to_csr.analysis");
+        record(&mut rec, "dense", dense.buf, Access::Read)?;
+        let h = self.handle()?;
+        let dev = self.op.device.clone();
+        let offsets: GpuRef<I> = dev.alloc(self.op.stream, dense.rows + 1)?;
+        record(&mut rec, "out.offsets", &offsets, Access::Write)?;
+        let parts = calls::SpMatParts {
+            format: Format::Csr,
+            rows: dense.rows as i64,
+            cols: dense.cols as i64,
+            nnz: 0,
+            major: dptr(&offsets)?,
+            minor: std::ptr::null_mut(),
+            values: std::ptr::null_mut(),
+            index: I::KIND,
+            value: T::CUDA_TYPE,
+        };
+        // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before converting.
+        let db = unsafe { calls::create_sp_mat(&parts) }?;
+        let da = self.dense(&dense, ld)?;
+        // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
+        let bytes = unsafe { calls::dense_to_sparse_size(h, da, db.get()) }?;
+        // Its own buffer: the analysis leaves state in it for the conversion.
+        let buffer: GpuRef<u8> = dev.alloc(self.op.stream, bytes.max(1))?;
+        record(&mut rec, "conversion buffer", &buffer, Access::ReadWrite)?;
+        let bp = buffer.raw_device_ptr()? as *mut std::ffi::c_void;
+        let mut nnz = 0i64;
+        let analysed = self.op.run(rec, Vec::new(), || {
+            // SAFETY: as above; (3) the buffer holds the size queried. Getting the size waits
+            // for the analysis inside cuSPARSE: the documented blocking step.
+            unsafe { calls::dense_to_sparse(h, da, db.get(), bp, false) }?;
+            nnz = calls::sp_mat_size(db.get())?.2;
+            Ok(())
+        });
+        if let Err(e) = analysed {
+            self.op.retire("a cuSPARSE conversion descriptor", db);
+            return Err(e);
+        }
+        let nnz = usize::try_from(nnz).map_err(|_| Error::invalid("dense", format!("cuSPARSE counted {nnz} nonzeros")))?;
+        let indices: GpuRef<I> = dev.alloc(self.op.stream, nnz.max(1))?;
+        let values: GpuRef<T> = dev.alloc(self.op.stream, nnz.max(1))?;
+        let out = SparseMatrix::new(Format::Csr, dense.rows, dense.cols, nnz, &offsets, &indices, &values)?;
+        let mut rec = self.op.recorder("dense_to_csr.convert");
+        record(&mut rec, "dense", dense.buf, Access::Read)?;
+        record(&mut rec, "conversion buffer", &buffer, Access::ReadWrite)?;
+        record(&mut rec, "out.offsets", &offsets, Access::ReadWrite)?;
+        record(&mut rec, "out.indices", &indices, Access::Write)?;
+        record(&mut rec, "out.values", &values, Access::Write)?;
+        let ptrs = (dptr(&offsets)?, dptr(&indices)?, dptr(&values)?);
+        let done = self.op.run(rec, Vec::new(), || {
+            // SAFETY: as above; the output's arrays hold rows + 1 offsets and nnz indices and
+            // values, recorded as written.
+            unsafe {
+                calls::csr_set_pointers(db.get(), ptrs.0, ptrs.1, ptrs.2)?;
+                calls::dense_to_sparse(h, da, db.get(), bp, true)
+            }?;
+            Ok(out)
+        });
+        self.op.retire("a cuSPARSE conversion descriptor", db);
+        self.trim();
+        done
+    }
+}

@@ -1,0 +1,328 @@
+//! [`SparseMatrix`]: a sparse matrix that owns its tracked buffers, and [`DenseMatrix`], a
+//! column-major view of a dense one.
+//!
+//! Making a matrix checks what costs nothing: the buffers' lengths against the sizes and the
+//! number of nonzeros, and that the sizes fit the index type. What costs a pass over the data
+//! (offsets that never decrease, indices in range) is the checked mode,
+//! [`SparseMatrix::check`], which reads the structure back to the host: run it on matrices
+//! from untrusted sources, not before every op. cuSPARSE given a malformed structure reads and
+//! writes out of bounds.
+
+use crate::device::StreamId;
+use crate::error::{Error, Result};
+use crate::libs::dtype::{CudaType, DataTypes};
+use crate::memory::{Complex, Element, GpuRef};
+
+mod sealed {
+    /// The value types, for the table below.
+    #[derive(Clone, Copy, Debug)]
+    pub enum ValueKind {
+        F32,
+        F64,
+        C32,
+        C64,
+    }
+    pub trait Value {
+        const KIND: ValueKind;
+    }
+    impl Value for f32 {
+        const KIND: ValueKind = ValueKind::F32;
+    }
+    impl Value for f64 {
+        const KIND: ValueKind = ValueKind::F64;
+    }
+    impl Value for crate::Complex<f32> {
+        const KIND: ValueKind = ValueKind::C32;
+    }
+    impl Value for crate::Complex<f64> {
+        const KIND: ValueKind = ValueKind::C64;
+    }
+    pub trait Index {}
+    impl Index for i32 {}
+    impl Index for i64 {}
+}
+
+/// Element types of sparse matrices: `f32`, `f64`, `Complex<f32>`, `Complex<f64>`.
+pub trait SparseValue: Element + sealed::Value {
+    /// The additive identity (`beta` that makes an output write-only).
+    fn zero() -> Self;
+}
+impl SparseValue for f32 {
+    fn zero() -> Self {
+        0.0
+    }
+}
+impl SparseValue for f64 {
+    fn zero() -> Self {
+        0.0
+    }
+}
+impl SparseValue for Complex<f32> {
+    fn zero() -> Self {
+        Complex::new(0.0, 0.0)
+    }
+}
+impl SparseValue for Complex<f64> {
+    fn zero() -> Self {
+        Complex::new(0.0, 0.0)
+    }
+}
+
+/// A value type's row of the data-type table.
+pub(crate) trait ValueType {
+    const CUDA_TYPE: CudaType;
+}
+impl<T: SparseValue> ValueType for T {
+    const CUDA_TYPE: CudaType = match T::KIND {
+        sealed::ValueKind::F32 => <f32 as DataTypes>::CUDA,
+        sealed::ValueKind::F64 => <f64 as DataTypes>::CUDA,
+        sealed::ValueKind::C32 => <Complex<f32> as DataTypes>::CUDA,
+        sealed::ValueKind::C64 => <Complex<f64> as DataTypes>::CUDA,
+    };
+}
+
+/// The index width, as cuSPARSE names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexKind {
+    /// 32-bit indices (every op).
+    I32,
+    /// 64-bit indices (SpMV, SpMM, SpSV and the dense conversions; not SpGEMM or CSR↔CSC).
+    I64,
+}
+
+/// Index types of sparse matrices: `i32` and `i64`.
+pub trait SparseIndex: Element + sealed::Index {
+    /// Its width.
+    const KIND: IndexKind;
+    /// The largest count it holds.
+    const MAX: usize;
+    /// As `i64`.
+    fn to_i64(self) -> i64;
+}
+impl SparseIndex for i32 {
+    const KIND: IndexKind = IndexKind::I32;
+    const MAX: usize = i32::MAX as usize;
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+}
+impl SparseIndex for i64 {
+    const KIND: IndexKind = IndexKind::I64;
+    const MAX: usize = i64::MAX as usize;
+    fn to_i64(self) -> i64 {
+        self
+    }
+}
+
+/// A sparse storage format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Compressed sparse rows: `rows + 1` row offsets, then column indices and values.
+    Csr,
+    /// Compressed sparse columns: `cols + 1` column offsets, then row indices and values.
+    Csc,
+    /// Coordinates: a row index, a column index and a value per nonzero (sorted by row).
+    Coo,
+}
+
+/// A sparse matrix with zero-based indices, owning its buffers (clones of the `GpuRef`s, so the
+/// caller may keep using them). Ops read the buffers as recorded uses, fenced like any other.
+#[derive(Clone, Debug)]
+pub struct SparseMatrix<T: SparseValue, I: SparseIndex = i32> {
+    pub(super) format: Format,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
+    pub(super) nnz: usize,
+    /// CSR row offsets, CSC column offsets, or COO row indices.
+    pub(super) major: GpuRef<I>,
+    /// CSR column indices, CSC row indices, or COO column indices.
+    pub(super) minor: GpuRef<I>,
+    pub(super) values: GpuRef<T>,
+}
+
+impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
+    /// A CSR matrix: `offsets` holds exactly `rows + 1` entries, `indices` and `values` at least
+    /// `nnz` each.
+    pub fn csr(rows: usize, cols: usize, nnz: usize, offsets: &GpuRef<I>, indices: &GpuRef<I>, values: &GpuRef<T>) -> Result<Self> {
+        Self::new(Format::Csr, rows, cols, nnz, offsets, indices, values)
+    }
+
+    /// A CSC matrix: `offsets` holds exactly `cols + 1` entries, `indices` and `values` at least
+    /// `nnz` each.
+    pub fn csc(rows: usize, cols: usize, nnz: usize, offsets: &GpuRef<I>, indices: &GpuRef<I>, values: &GpuRef<T>) -> Result<Self> {
+        Self::new(Format::Csc, rows, cols, nnz, offsets, indices, values)
+    }
+
+    /// A COO matrix: `row_indices`, `col_indices` and `values` hold at least `nnz` entries each.
+    pub fn coo(
+        rows: usize,
+        cols: usize,
+        nnz: usize,
+        row_indices: &GpuRef<I>,
+        col_indices: &GpuRef<I>,
+        values: &GpuRef<T>,
+    ) -> Result<Self> {
+        Self::new(Format::Coo, rows, cols, nnz, row_indices, col_indices, values)
+    }
+
+    pub(super) fn new(
+        format: Format,
+        rows: usize,
+        cols: usize,
+        nnz: usize,
+        major: &GpuRef<I>,
+        minor: &GpuRef<I>,
+        values: &GpuRef<T>,
+    ) -> Result<Self> {
+        for (arg, v) in [("rows", rows), ("cols", cols), ("nnz", nnz)] {
+            if v > I::MAX || i64::try_from(v).is_err() {
+                return Err(Error::invalid(arg, format!("{v} does not fit the {:?} index type", I::KIND)));
+            }
+        }
+        if rows == 0 || cols == 0 {
+            return Err(Error::invalid(if rows == 0 { "rows" } else { "cols" }, "must be at least 1"));
+        }
+        if rows.checked_mul(cols).is_some_and(|all| nnz > all) {
+            return Err(Error::invalid("nnz", format!("{nnz} nonzeros do not fit a {rows}x{cols} matrix")));
+        }
+        let (major_arg, major_len) = match format {
+            Format::Csr => ("offsets", rows + 1),
+            Format::Csc => ("offsets", cols + 1),
+            Format::Coo => ("row_indices", nnz),
+        };
+        let exact = format != Format::Coo;
+        if (exact && major.len() != major_len) || major.len() < major_len {
+            return Err(Error::invalid(
+                major_arg,
+                format!("holds {} entries; a {format:?} matrix of this shape needs {major_len}", major.len()),
+            ));
+        }
+        let minor_arg = if format == Format::Coo { "col_indices" } else { "indices" };
+        if minor.len() < nnz {
+            return Err(Error::invalid(minor_arg, format!("holds {} entries, fewer than the {nnz} nonzeros", minor.len())));
+        }
+        if values.len() < nnz {
+            return Err(Error::invalid("values", format!("holds {} entries, fewer than the {nnz} nonzeros", values.len())));
+        }
+        if major.device_id() != values.device_id() || minor.device_id() != values.device_id() {
+            return Err(Error::invalid("values", "the matrix's buffers are on different devices"));
+        }
+        Ok(SparseMatrix { format, rows, cols, nnz, major: major.clone(), minor: minor.clone(), values: values.clone() })
+    }
+
+    /// The storage format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Stored nonzeros.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+
+    /// Row offsets (CSR), column offsets (CSC) or row indices (COO).
+    pub fn offsets(&self) -> &GpuRef<I> {
+        &self.major
+    }
+
+    /// Column indices (CSR, COO) or row indices (CSC).
+    pub fn indices(&self) -> &GpuRef<I> {
+        &self.minor
+    }
+
+    /// The nonzero values.
+    pub fn values(&self) -> &GpuRef<T> {
+        &self.values
+    }
+
+    /// The checked mode: reads the structure back on `stream` (blocking the calling thread
+    /// until it has arrived) and checks that offsets start at 0, never decrease and end at
+    /// `nnz`, and that every index is within the matrix. Costs a pass over the structure, so
+    /// ops do not run it; run it once on matrices from outside your program.
+    pub fn check(&self, stream: StreamId) -> Result<()> {
+        let major = self.major.download(stream)?;
+        let minor = self.minor.download(stream)?;
+        let inner = if self.format == Format::Csr { self.cols } else { self.rows };
+        let in_range = |arg: &'static str, v: &[I], bound: usize| {
+            match v.iter().position(|&x| x.to_i64() < 0 || x.to_i64() as u64 >= bound as u64) {
+                Some(i) => Err(Error::invalid(arg, format!("entry {i} is {}, outside 0..{bound}", v[i].to_i64()))),
+                None => Ok(()),
+            }
+        };
+        match self.format {
+            Format::Coo => {
+                in_range("row_indices", &major[..self.nnz], self.rows)?;
+                in_range("col_indices", &minor[..self.nnz], self.cols)?;
+                if let Some(i) = major[..self.nnz].windows(2).position(|w| w[1].to_i64() < w[0].to_i64()) {
+                    return Err(Error::invalid("row_indices", format!("not sorted: entry {} is below entry {i}", i + 1)));
+                }
+            }
+            Format::Csr | Format::Csc => {
+                if major[0].to_i64() != 0 {
+                    return Err(Error::invalid("offsets", format!("start at {}, not 0", major[0].to_i64())));
+                }
+                if let Some(i) = major.windows(2).position(|w| w[1].to_i64() < w[0].to_i64()) {
+                    return Err(Error::invalid("offsets", format!("decrease from entry {i} to entry {}", i + 1)));
+                }
+                let last = major[major.len() - 1].to_i64();
+                if last != self.nnz as i64 {
+                    return Err(Error::invalid("offsets", format!("end at {last}, not at nnz = {}", self.nnz)));
+                }
+                in_range("indices", &minor[..self.nnz], inner)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A column-major dense matrix view: `rows x cols` elements of `buf`, columns `ld` apart.
+#[derive(Debug)]
+pub struct DenseMatrix<'a, T: Element> {
+    /// The buffer.
+    pub buf: &'a GpuRef<T>,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Leading dimension (distance between columns); `None`: `rows`.
+    pub ld: Option<usize>,
+}
+
+impl<'a, T: Element> DenseMatrix<'a, T> {
+    /// A packed column-major `rows x cols` matrix.
+    pub fn new(buf: &'a GpuRef<T>, rows: usize, cols: usize) -> Self {
+        DenseMatrix { buf, rows, cols, ld: None }
+    }
+
+    /// Sets the leading dimension.
+    pub fn ld(mut self, ld: usize) -> Self {
+        self.ld = Some(ld);
+        self
+    }
+
+    /// Checks the view as argument `arg`: returns its leading dimension.
+    pub(super) fn check(&self, arg: &'static str, ld_arg: &'static str) -> Result<i64> {
+        crate::libs::validate::dim64(arg, self.rows)?;
+        crate::libs::validate::dim64(arg, self.cols)?;
+        let m = crate::libs::validate::matrix(arg, ld_arg, self.rows, self.cols, self.ld)?;
+        crate::libs::validate::covers(arg, self.buf, Some(m.span), &format!("a {}x{} matrix", self.rows, self.cols))?;
+        Ok(m.ld as i64)
+    }
+}
+
+impl<T: Element> Clone for DenseMatrix<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T: Element> Copy for DenseMatrix<'_, T> {}

@@ -1,0 +1,302 @@
+//! cuSPARSE's generic API: sparse matrices in CSR, CSC and COO with 32- or 64-bit indices and
+//! `f32`, `f64`, `Complex<f32>` or `Complex<f64>` values ([`SparseMatrix`]), dense operands as
+//! `GpuRef`s and column-major [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM, SpSV and the
+//! conversions (dense ↔ CSR, CSR ↔ CSC).
+//!
+//! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
+//! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
+//! matrix or vector and cached (keyed on the buffers' identities and shapes); external buffers
+//! are sized by the library's own `_bufferSize` query, cached per op and operands, and taken
+//! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
+//! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
+//!
+//! Two ops block the calling thread by the library's nature, documented on each:
+//! [`Sparse::spgemm`] and [`Sparse::dense_to_csr`] learn the result's number of nonzeros only
+//! from a phase that cuSPARSE finishes on the GPU before returning it to the host.
+//!
+//! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
+//! every op.
+
+mod cache;
+mod calls;
+mod convert;
+mod matrix;
+mod ops;
+mod spgemm;
+
+pub use matrix::{DenseMatrix, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
+
+use super::workspace::Workspace;
+use super::{dptr, Library, OpStream, StreamLibrary};
+use crate::error::Result;
+use crate::libs::dtype::CudaType;
+use crate::libs::object::Owned;
+use crate::memory::{Element, GpuRef};
+use cache::Cache;
+use matrix::ValueType;
+use calls::{DnMat, DnVec, SpMat};
+
+/// Whether a sparse operand is used as stored or transposed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Transpose {
+    /// `op(A) = A`.
+    #[default]
+    No,
+    /// `op(A) = Aᵀ`.
+    Yes,
+}
+
+/// Which triangle of the matrix a triangular solve reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fill {
+    /// The lower triangle (entries above the diagonal are ignored).
+    #[default]
+    Lower,
+    /// The upper triangle.
+    Upper,
+}
+
+/// A triangular solve's shape: the triangle, whether the diagonal is taken as all ones, and
+/// whether the matrix is used transposed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Triangle {
+    /// The triangle read.
+    pub fill: Fill,
+    /// Whether the diagonal is implicitly 1 (and not read).
+    pub unit_diagonal: bool,
+    /// Whether `op(A) = Aᵀ`.
+    pub transpose: Transpose,
+}
+
+/// What a sparse matrix descriptor is made for.
+#[derive(Clone, Debug, PartialEq)]
+struct MatKey {
+    format: Format,
+    shape: [usize; 3],
+    ids: [u64; 3],
+    index: IndexKind,
+    value: CudaType,
+}
+
+/// What a dense descriptor is made for: a buffer, its shape (`[n, 1, n]` for a vector) and type.
+#[derive(Clone, Debug, PartialEq)]
+struct DenseKey {
+    id: u64,
+    shape: [usize; 3],
+    value: CudaType,
+}
+
+/// A cached triangular-solve analysis: the descriptor and the buffer it keeps using.
+struct Analysis {
+    descr: Owned<calls::SpSv>,
+    buffer: GpuRef<u8>,
+}
+
+/// The library objects a [`Sparse`] state holds, destroyed through the reaper.
+pub(crate) struct SparseObjects {
+    // Field order is drop order: descriptors before the handle.
+    analyses: Vec<Analysis>,
+    mats: Vec<Owned<SpMat>>,
+    vecs: Vec<Owned<DnVec>>,
+    dense: Vec<Owned<DnMat>>,
+    handle: Option<Owned<calls::Handle>>,
+}
+
+/// A stream's cuSPARSE handle, descriptor caches and workspace. Get it from
+/// [`crate::Handles::sparse`].
+pub struct Sparse {
+    op: OpStream,
+    raw: Option<Owned<calls::Handle>>,
+    mats: Cache<MatKey, Owned<SpMat>>,
+    vecs: Cache<DenseKey, Owned<DnVec>>,
+    dense: Cache<DenseKey, Owned<DnMat>>,
+    analyses: Cache<(MatKey, Triangle, u8), Analysis>,
+    sizes: Cache<(&'static str, Vec<u64>), usize>,
+    work: Workspace,
+}
+
+impl StreamLibrary for Sparse {
+    const LIBRARY: Library = Library {
+        name: "cuSPARSE (libcusparse)",
+        hint: "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12)",
+        present: calls::is_present,
+        objects: "cuSPARSE descriptors and handle",
+    };
+    type Objects = SparseObjects;
+
+    fn create(op: OpStream) -> Result<Sparse> {
+        let raw = if op.device.is_simulated() {
+            None
+        } else {
+            let s = op.bound_stream()?;
+            // SAFETY: the stream is live in the bound context and outlives the handle: the
+            // device keeps its streams until every library state is gone.
+            Some(unsafe { calls::create_handle(s.cu_stream()) }?)
+        };
+        Ok(Sparse {
+            op,
+            raw,
+            mats: Cache::new(64, "evicted cuSPARSE matrix descriptors"),
+            vecs: Cache::new(64, "evicted cuSPARSE vector descriptors"),
+            dense: Cache::new(32, "evicted cuSPARSE dense-matrix descriptors"),
+            analyses: Cache::new(16, "evicted cuSPARSE triangular-solve analyses"),
+            sizes: Cache::new(256, "cuSPARSE buffer sizes"),
+            work: Workspace::default(),
+        })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<SparseObjects> {
+        let objects = SparseObjects {
+            analyses: self.analyses.take_all(),
+            mats: self.mats.take_all(),
+            vecs: self.vecs.take_all(),
+            dense: self.dense.take_all(),
+            handle: self.raw.take(),
+        };
+        let empty = objects.handle.is_none()
+            && objects.analyses.is_empty()
+            && objects.mats.is_empty()
+            && objects.vecs.is_empty()
+            && objects.dense.is_empty();
+        (!empty).then_some(objects)
+    }
+}
+
+impl std::fmt::Debug for Sparse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sparse({}, {} matrix descriptors cached)", self.op.stream, self.mats.len())
+    }
+}
+
+impl Sparse {
+    /// The stream this handle enqueues on.
+    pub fn stream(&self) -> crate::StreamId {
+        self.op.stream
+    }
+
+    /// Descriptors made since the handle was created (sparse, vector and dense-matrix; a
+    /// cache hit makes none).
+    pub fn descriptors_made(&self) -> u64 {
+        self.mats.made() + self.vecs.made() + self.dense.made()
+    }
+
+    /// Triangular-solve analyses made so far (one per matrix and [`Triangle`], reused after).
+    pub fn analyses_made(&self) -> u64 {
+        self.analyses.made()
+    }
+
+    /// Bytes of the shared workspace.
+    pub fn workspace_bytes(&self) -> usize {
+        self.work.bytes()
+    }
+
+    /// Drops the cached descriptors and analyses of `a`. Call it after changing `a`'s values
+    /// in place when it was used in a triangular solve: the analysis depends on them.
+    pub fn forget<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
+        let key = mat_key(a);
+        self.analyses.forget(&self.op, |(k, _, _)| *k == key);
+        self.mats.forget(&self.op, |k| *k == key);
+    }
+
+    fn handle(&self) -> Result<calls::H> {
+        self.raw.as_ref().map(|h| h.get().0).ok_or_else(|| self.op.unavailable_on_sim())
+    }
+
+    /// The descriptor of `a` (made on first use).
+    fn mat<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) -> Result<SpMat> {
+        let key = mat_key(a);
+        let parts = calls::SpMatParts {
+            format: a.format,
+            rows: a.rows as i64,
+            cols: a.cols as i64,
+            nnz: a.nnz as i64,
+            major: dptr(&a.major)?,
+            minor: dptr(&a.minor)?,
+            values: dptr(&a.values)?,
+            index: I::KIND,
+            value: T::CUDA_TYPE,
+        };
+        // SAFETY: the matrix's buffers were checked against its sizes when it was made, and are
+        // live device buffers of this context (recorded on this op, so not stale).
+        Ok(self.mats.get_or_make(key, |_| unsafe { calls::create_sp_mat(&parts) })?.get())
+    }
+
+    /// The descriptor of the first `n` elements of `x`.
+    fn vec<T: SparseValue>(&mut self, x: &GpuRef<T>, n: usize) -> Result<DnVec> {
+        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: T::CUDA_TYPE };
+        let ptr = dptr(x)?;
+        // SAFETY: `x` holds at least `n` elements (validated) and is live in this context.
+        Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, T::CUDA_TYPE) })?.get())
+    }
+
+    /// The descriptor of the dense view `m` with leading dimension `ld`.
+    fn dense<T: SparseValue>(&mut self, m: &DenseMatrix<'_, T>, ld: i64) -> Result<DnMat> {
+        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: T::CUDA_TYPE };
+        let ptr = dptr(m.buf)?;
+        let (r, c) = (m.rows as i64, m.cols as i64);
+        // SAFETY: the view was checked against its buffer, live in this context.
+        Ok(self.dense.get_or_make(key, |_| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE) })?.get())
+    }
+
+    /// The external buffer size of op `name` on `operands`, from `query` on first use.
+    fn size(&mut self, name: &'static str, operands: Vec<u64>, query: impl FnOnce() -> Result<usize>) -> Result<usize> {
+        Ok(*self.sizes.get_or_make((name, operands), |_| query())?)
+    }
+
+    /// Retires what the caches hold beyond capacity; called after each op's enqueue.
+    fn trim(&mut self) {
+        self.mats.trim(&self.op);
+        self.vecs.trim(&self.op);
+        self.dense.trim(&self.op);
+        self.analyses.trim(&self.op);
+        self.sizes.trim(&self.op);
+    }
+}
+
+fn mat_key<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
+    MatKey {
+        format: a.format,
+        shape: [a.rows, a.cols, a.nnz],
+        ids: [a.major.id(), a.minor.id(), a.values.id()],
+        index: I::KIND,
+        value: T::CUDA_TYPE,
+    }
+}
+
+/// The host scalars `alpha` and `beta` of an op, as the call layer takes them.
+fn scalars<T: SparseValue>(alpha: &T, beta: &T) -> calls::Scalars {
+    calls::Scalars { alpha: (alpha as *const T).cast(), beta: (beta as *const T).cast(), t: T::CUDA_TYPE }
+}
+
+/// `Write` when `beta` is zero (the output is not read), else `ReadWrite`.
+fn output_access<T: SparseValue>(beta: T) -> crate::track::Access {
+    if beta == T::zero() {
+        crate::track::Access::Write
+    } else {
+        crate::track::Access::ReadWrite
+    }
+}
+
+/// Records the three buffers of `a` as read.
+fn record_matrix<T: SparseValue, I: SparseIndex>(
+    rec: &mut crate::recorder::LaunchRecorder,
+    arg: [&'static str; 3],
+    a: &SparseMatrix<T, I>,
+) -> Result<()> {
+    use crate::track::Access::Read;
+    super::record(rec, arg[0], &a.major, Read)?;
+    super::record(rec, arg[1], &a.minor, Read)?;
+    super::record(rec, arg[2], &a.values, Read)
+}
+
+/// Rejects an output that is one of `a`'s buffers.
+fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(arg: &'static str, out: &GpuRef<U>, a: &SparseMatrix<T, I>) -> Result<()> {
+    if [a.major.id(), a.minor.id(), a.values.id()].contains(&out.id()) {
+        return Err(crate::Error::invalid(arg, "must not be one of the sparse matrix's own buffers"));
+    }
+    Ok(())
+}

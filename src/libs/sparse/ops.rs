@@ -1,0 +1,170 @@
+//! SpMV, SpMM and SpSV: one enqueue each, no host synchronization.
+
+use super::{
+    calls, mat_key, not_in_matrix, output_access, record_matrix, scalars, Analysis, DenseMatrix, Sparse, SparseIndex,
+    SparseMatrix, SparseValue, Transpose, Triangle,
+};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::{record, validate as check};
+use crate::memory::GpuRef;
+use crate::track::Access;
+
+/// `(rows, cols)` of `op(A)`.
+fn op_shape<T: SparseValue, I: SparseIndex>(t: Transpose, a: &SparseMatrix<T, I>) -> (usize, usize) {
+    match t {
+        Transpose::No => (a.rows, a.cols),
+        Transpose::Yes => (a.cols, a.rows),
+    }
+}
+
+impl Sparse {
+    /// `y = alpha op(A) x + beta y` (SpMV). `x` holds at least `op(A)`'s columns, `y` at least
+    /// its rows; `y` is only written when `beta` is zero.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spmv<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        x: &GpuRef<T>,
+        beta: T,
+        y: &GpuRef<T>,
+    ) -> Result<Completion<()>> {
+        let (m, n) = op_shape(op_a, a);
+        check::covers("x", x, Some(n), &format!("op(A) with {n} columns"))?;
+        check::covers("y", y, Some(m), &format!("op(A) with {m} rows"))?;
+        check::distinct("y", x, y)?;
+        not_in_matrix("y", y, a)?;
+        let mut rec = self.op.recorder("spmv");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record(&mut rec, "x", x, Access::Read)?;
+        record(&mut rec, "y", y, output_access(beta))?;
+        let h = self.handle()?;
+        let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, m)?);
+        let s = scalars(&alpha, &beta);
+        let key = vec![op_a as u64, mat_key(a).ids[2], x.id(), y.id(), a.nnz as u64, m as u64, n as u64];
+        // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
+        // (3) the scalars are host values of T.
+        let bytes = self.size("spmv", key, || unsafe { calls::spmv_size(h, op_a, s, da, dx, dy) })?;
+        let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            let s = scalars(&alpha, &beta);
+            // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried.
+            unsafe { calls::spmv(h, op_a, s, da, dx, dy, work.map_or(std::ptr::null_mut(), |w| w as _)) }
+        });
+        self.trim();
+        done
+    }
+
+    /// `C = alpha op(A) B + beta C` (SpMM), with `B` (`op(A)`'s columns x `C`'s columns) and `C`
+    /// dense and column-major.
+    pub fn spmm<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        b: DenseMatrix<'_, T>,
+        beta: T,
+        c: DenseMatrix<'_, T>,
+    ) -> Result<Completion<()>> {
+        let (m, k) = op_shape(op_a, a);
+        let ldb = b.check("b", "b.ld")?;
+        let ldc = c.check("c", "c.ld")?;
+        if b.rows != k {
+            return Err(Error::invalid("b", format!("has {} rows; op(A) has {k} columns", b.rows)));
+        }
+        if c.rows != m || c.cols != b.cols {
+            return Err(Error::invalid("c", format!("is {}x{}; op(A) B is {m}x{}", c.rows, c.cols, b.cols)));
+        }
+        check::distinct("c", b.buf, c.buf)?;
+        not_in_matrix("c", c.buf, a)?;
+        let mut rec = self.op.recorder("spmm");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record(&mut rec, "b", b.buf, Access::Read)?;
+        record(&mut rec, "c", c.buf, output_access(beta))?;
+        let h = self.handle()?;
+        let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
+        let t = [op_a, Transpose::No];
+        let s = scalars(&alpha, &beta);
+        let key = vec![op_a as u64, mat_key(a).ids[2], b.buf.id(), c.buf.id(), a.nnz as u64, b.cols as u64, ldb as u64, ldc as u64];
+        // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
+        // (3) the scalars are host values of T.
+        let bytes = self.size("spmm", key, || unsafe { calls::spmm_size(h, t, s, da, db, dc) })?;
+        let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            let s = scalars(&alpha, &beta);
+            // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried.
+            unsafe { calls::spmm(h, t, s, da, db, dc, work.map_or(std::ptr::null_mut(), |w| w as _)) }
+        });
+        self.trim();
+        done
+    }
+
+    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says.
+    ///
+    /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
+    /// later solves with the same matrix run the solve phase only. After changing `A`'s values
+    /// in place, call [`forget`](Self::forget) so the next solve analyses it anew.
+    pub fn spsv<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        tri: Triangle,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        x: &GpuRef<T>,
+        y: &GpuRef<T>,
+    ) -> Result<Completion<()>> {
+        if a.rows != a.cols {
+            return Err(Error::invalid("a", format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols)));
+        }
+        if a.format == super::Format::Csc {
+            return Err(Error::invalid("a", "cuSPARSE solves CSR and COO matrices; convert with csr_csc_transpose"));
+        }
+        let n = a.rows;
+        check::covers("x", x, Some(n), &format!("{n} right-hand-side entries"))?;
+        check::covers("y", y, Some(n), &format!("{n} solution entries"))?;
+        check::distinct("y", x, y)?;
+        not_in_matrix("y", y, a)?;
+        let mut rec = self.op.recorder("spsv");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record(&mut rec, "x", x, Access::Read)?;
+        record(&mut rec, "y", y, Access::Write)?;
+        let h = self.handle()?;
+        let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, n)?);
+        calls::set_triangle(da, tri.fill, tri.unit_diagonal)?;
+        let beta = T::zero();
+        let s = scalars(&alpha, &beta);
+        let (op, stream) = (&self.op, self.op.stream);
+        let mut fresh = false;
+        let analysis = self.analyses.get_or_make((mat_key(a), tri, 0), |_| {
+            let descr = calls::spsv_descr()?;
+            // SAFETY: (1) a live handle; (2) the descriptors point at the validated buffers;
+            // (3) host scalars of T.
+            let bytes = unsafe { calls::spsv_size(h, tri.transpose, s, da, dx, dy, descr.get()) }?;
+            let buffer = op.device.alloc::<u8>(stream, bytes.max(1))?;
+            fresh = true;
+            Ok(Analysis { descr, buffer })
+        })?;
+        let (descr, buffer) = (analysis.descr.get(), analysis.buffer.clone());
+        record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
+        let buf_ptr = buffer.raw_device_ptr()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            let s = scalars(&alpha, &beta);
+            // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
+            // queried and lives with the analysis in the cache.
+            unsafe {
+                if fresh {
+                    calls::spsv_analysis(h, tri.transpose, s, da, dx, dy, descr, buf_ptr as _)?;
+                }
+                calls::spsv_solve(h, tri.transpose, s, da, dx, dy, descr)
+            }
+        });
+        if done.is_err() && fresh {
+            // The analysis never ran: the next solve must make it anew.
+            let key = mat_key(a);
+            self.analyses.forget(&self.op, |(k, t, _)| *k == key && *t == tri);
+        }
+        self.trim();
+        done
+    }
+}
