@@ -37,7 +37,10 @@
 //! - [`validate`]: operand views (matrix, vector, strided tensor) checked once into spans and
 //!   library ints, with errors that name the argument.
 
-#![cfg_attr(not(any(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code, unused_imports))]
+#![cfg_attr(
+    not(any(feature = "cublas", feature = "curand", feature = "cufft", feature = "cusolver")),
+    allow(dead_code, unused_imports)
+)]
 
 #[cfg(feature = "curand")]
 pub(crate) mod affine;
@@ -70,6 +73,7 @@ macro_rules! registry {
             #[cfg(feature = "cublas")] pub blas: Blas,
             #[cfg(feature = "curand")] pub rng: Rng,
             #[cfg(feature = "cufft")] pub fft: Fft,
+            #[cfg(feature = "cusolver")] pub solver: Solver,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };
