@@ -3,8 +3,8 @@
 //! reads it once the op's completion resolves. No host synchronization inside the op, and no
 //! allocation per op: slots come from 4 KiB slabs kept per stream.
 
-// Only cuBLAS and cuSOLVER have scalar results today; with both off, the slots are unused.
-#![cfg_attr(not(any(feature = "cublas", feature = "cusolver")), allow(dead_code))]
+// Only cuBLAS reads single slots and only cuSOLVER arrays; with either off, part is unused.
+#![cfg_attr(not(feature = "cublas"), allow(dead_code))]
 
 use super::OpStream;
 use crate::backend::cuda;
@@ -48,6 +48,7 @@ impl Drop for Slab {
 #[derive(Default)]
 pub(crate) struct ScalarSlots {
     slabs: Vec<Arc<Slab>>,
+    #[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
     arrays: Vec<Arc<PinnedArray>>,
 }
 
@@ -77,6 +78,7 @@ impl ScalarSlots {
 /// a batch: status words, or the pointer arrays of batched calls. Pooled per stream: an array is
 /// handed out again only once every op that used it has resolved (its holders dropped their
 /// `Arc`s), so the host never writes one the GPU may still read.
+#[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
 pub(crate) struct PinnedArray {
     ctx: Arc<CudaContext>,
     host: NonNull<u8>,
@@ -103,6 +105,7 @@ impl Drop for PinnedArray {
     }
 }
 
+#[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
 impl PinnedArray {
     /// The array's device address, as `*mut T`.
     pub(crate) fn device_ptr<T>(&self) -> *mut T {
@@ -128,6 +131,7 @@ impl PinnedArray {
     }
 }
 
+#[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
 impl ScalarSlots {
     /// A free pinned array of at least `bytes` (reused when one is free, else made in `ctx`,
     /// current on the calling thread), written with `init`, then shared.

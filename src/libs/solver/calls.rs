@@ -197,7 +197,8 @@ type Dt = sys::cudaDataType;
 // alive until the call's work finished; (4) `info` is device-writable memory for one `int`
 // that stays alive until the call's work finished. The queries read no buffer.
 
-/// `cusolverDnXpotrf_bufferSize` (`q`) or `cusolverDnXpotrf`.
+/// `cusolverDnXpotrf_bufferSize` (`call` none) or `cusolverDnXpotrf`.
+#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn potrf(
     h: Handle,
     p: Params,
