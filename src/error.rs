@@ -186,6 +186,19 @@ pub enum Error {
         row: usize,
     },
 
+    /// A solver op ran, and its status word says the input was unfit: a matrix not positive
+    /// definite, a singular `U`, an iteration that did not converge. For a batched op,
+    /// `failures` lists every bad matrix of the batch (the others' results are valid).
+    #[error("{op}: {}", describe_failures(*batch, failures))]
+    Numerical {
+        /// The op (`"potrf"`, `"getrfBatched"`).
+        op: &'static str,
+        /// Matrices in the op (1 unless batched).
+        batch: usize,
+        /// What failed, per bad matrix.
+        failures: Vec<NumericalFailure>,
+    },
+
     /// NVRTC rejected the source.
     #[error("NVRTC compile failed ({status}); the compiler's log:\n{log}")]
     CompileFailed {
@@ -280,6 +293,7 @@ impl std::fmt::Debug for Error {
             AlreadyTaken,
             Library { call, status },
             Singular { call, row },
+            Numerical { op, batch, failures },
             CompileFailed { status, log },
             ContextPoisoned { call, status },
         )
@@ -309,12 +323,76 @@ macro_rules! plain_fields {
         }
     )*};
 }
-plain_fields!(String, &'static str, usize, u64, Duration);
+plain_fields!(String, &'static str, usize, u64, Duration, Vec<NumericalFailure>);
 
 impl FieldDebug for DriverError {
     fn fmt_field(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&status_name(self))
     }
+}
+
+/// What a solver's status word said about one matrix (indices count from 1, as in LAPACK;
+/// `matrix` counts from 0 within the batch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NumericalFailure {
+    /// Cholesky: the leading minor of order `minor` is not positive definite.
+    NotPositiveDefinite {
+        /// The matrix within the batch.
+        matrix: usize,
+        /// The order of the first minor that is not positive definite.
+        minor: usize,
+    },
+    /// LU: `U(index, index)` is exactly zero, so the matrix is singular.
+    Singular {
+        /// The matrix within the batch.
+        matrix: usize,
+        /// The zero pivot's index.
+        index: usize,
+    },
+    /// An iterative algorithm (SVD, eigenvalues) did not converge.
+    NotConverged {
+        /// The matrix within the batch.
+        matrix: usize,
+        /// How many elements (superdiagonals, off-diagonals) failed to converge, or the
+        /// library's code for the failure.
+        count: usize,
+    },
+}
+
+impl std::fmt::Display for NumericalFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NumericalFailure::NotPositiveDefinite { minor, .. } => {
+                write!(f, "leading minor {minor} is not positive definite")
+            }
+            NumericalFailure::Singular { index, .. } => {
+                write!(f, "U({index},{index}) is exactly zero: the matrix is singular")
+            }
+            NumericalFailure::NotConverged { count, .. } => {
+                write!(f, "did not converge ({count} elements left; raise the sweeps or the tolerance)")
+            }
+        }
+    }
+}
+
+impl NumericalFailure {
+    /// The matrix of the batch this failure is about.
+    pub fn matrix(&self) -> usize {
+        match self {
+            NumericalFailure::NotPositiveDefinite { matrix, .. }
+            | NumericalFailure::Singular { matrix, .. }
+            | NumericalFailure::NotConverged { matrix, .. } => *matrix,
+        }
+    }
+}
+
+fn describe_failures(batch: usize, failures: &[NumericalFailure]) -> String {
+    if batch <= 1 {
+        return failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; ");
+    }
+    let each = failures.iter().map(|f| format!("matrix {}: {f}", f.matrix())).collect::<Vec<_>>().join("; ");
+    format!("{} of {batch} matrices failed ({each}); the others' results are valid", failures.len())
 }
 
 #[cfg(test)]

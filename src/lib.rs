@@ -20,7 +20,7 @@ mod track;
 pub use backend::sim::{FenceMutation, Hazard, HazardKind, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId};
-pub use error::{Error, Result};
+pub use error::{Error, NumericalFailure, Result};
 pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};

@@ -83,6 +83,7 @@ macro_rules! registry {
             #[cfg(feature = "cufft")] pub fft: Fft,
             #[cfg(feature = "cusparse")] pub sparse: Sparse,
             #[cfg(feature = "cusolver")] pub solver_sparse: SolverSparse,
+            #[cfg(feature = "cusolver")] pub solver: Solver,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };

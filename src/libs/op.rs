@@ -102,9 +102,15 @@ impl OpStream {
     /// Preflights `rec`, runs `enqueue` (a library call on a handle bound to this stream) with
     /// the stream's context current, commits, and returns a completion for the op whose value
     /// is `enqueue`'s result. `keep` stays alive until the GPU is done.
-    // The sparse solvers, alone, use `run_outcome` only.
+    // Every library but the cuSOLVERs (which read status words back) enqueues through it.
     #[cfg_attr(
-        not(any(feature = "cublas", feature = "curand", feature = "cufft", feature = "cusparse")),
+        not(any(
+            feature = "cublas",
+            feature = "cublaslt",
+            feature = "curand",
+            feature = "cufft",
+            feature = "cusparse"
+        )),
         allow(dead_code)
     )]
     pub(crate) fn run<R: Send + 'static>(

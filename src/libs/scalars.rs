@@ -3,8 +3,8 @@
 //! reads it once the op's completion resolves. No host synchronization inside the op, and no
 //! allocation per op: slots come from 4 KiB slabs kept per stream.
 
-// cuBLAS reads results through device addresses; cuBLASLt copies into host addresses: with
-// cuBLAS off, part of the API is unused.
+// cuBLAS reads results through device addresses, cuBLASLt copies into host slots, cuSOLVER
+// reads status arrays: with some of them off, part of the API is unused.
 #![cfg_attr(not(feature = "cublas"), allow(dead_code))]
 
 use super::OpStream;
@@ -45,10 +45,12 @@ impl Drop for Slab {
     }
 }
 
-/// A stream's scalar slots.
+/// A stream's scalar slots, and its arrays of them.
 #[derive(Default)]
 pub(crate) struct ScalarSlots {
     slabs: Vec<Arc<Slab>>,
+    #[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
+    arrays: Vec<Arc<PinnedArray>>,
 }
 
 /// One 8-byte slot, returned to its slab on drop.
@@ -70,6 +72,92 @@ impl ScalarSlots {
         let slab = Arc::new(Slab { ctx: ctx.clone(), host, device, free: Mutex::new((1..SLAB_SLOTS).rev().collect()) });
         self.slabs.push(slab.clone());
         Ok(Slot { slab, index: 0 })
+    }
+}
+
+/// A run of pinned, device-mapped memory for ops that write (or read) one scalar per matrix of
+/// a batch: status words, or the pointer arrays of batched calls. Pooled per stream: an array is
+/// handed out again only once every op that used it has resolved (its holders dropped their
+/// `Arc`s), so the host never writes one the GPU may still read.
+#[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
+pub(crate) struct PinnedArray {
+    ctx: Arc<CudaContext>,
+    host: NonNull<u8>,
+    device: u64,
+    bytes: usize,
+}
+
+// SAFETY: (1) the memory is written by the host only while one op holds the array, before it
+// is enqueued, and read only after the op's event; (2) the pointers are plain addresses.
+unsafe impl Send for PinnedArray {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedArray {}
+
+impl Drop for PinnedArray {
+    fn drop(&mut self) {
+        if let Err(e) = cuda::bind(&self.ctx) {
+            log::error!("cusched: a pinned scalar array is leaked: its context could not be bound ({e})");
+            return;
+        }
+        // SAFETY: (1) the last holder drops it after the ops that used it resolved (or, for the
+        // pool's copy, via the reaper after the stream's work); (2) `host` came from
+        // `malloc_host_mapped` in this context, which is bound, and is freed once, here.
+        unsafe { cuda::memory::free_host(self.host) };
+    }
+}
+
+#[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
+impl PinnedArray {
+    /// The array's device address, as `*mut T`.
+    pub(crate) fn device_ptr<T>(&self) -> *mut T {
+        self.device as *mut T
+    }
+
+    /// Reads element `i` of the array seen as `[T]`. Call only after the writing op's event has
+    /// completed.
+    pub(crate) fn read<T: Copy>(&self, i: usize) -> T {
+        assert!((i + 1) * std::mem::size_of::<T>() <= self.bytes, "pinned array read out of bounds");
+        // SAFETY: (1) in bounds (checked) and aligned (page-aligned base, `T` a primitive);
+        // (2) the GPU's writes completed before the event the caller waited for. Volatile: the
+        // write came from outside this program's view.
+        unsafe { std::ptr::read_volatile(self.host.as_ptr().cast::<T>().add(i)) }
+    }
+
+    /// Writes `values` at the start of the array seen as `[T]`, for the GPU to read.
+    pub(crate) fn write<T: Copy>(&mut self, values: &[T]) {
+        assert!(std::mem::size_of_val(values) <= self.bytes, "pinned array write out of bounds");
+        // SAFETY: (1) in bounds (checked), page-aligned; (2) `&mut self`: the array was just
+        // taken from the pool, unshared, so no op that may read it is in flight.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), self.host.as_ptr().cast::<T>(), values.len()) }
+    }
+}
+
+#[cfg_attr(not(feature = "cusolver"), allow(dead_code))]
+impl ScalarSlots {
+    /// A free pinned array of at least `bytes` (reused when one is free, else made in `ctx`,
+    /// current on the calling thread), written with `init`, then shared.
+    pub(crate) fn take_array(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        bytes: usize,
+        init: impl FnOnce(&mut PinnedArray),
+    ) -> Result<Arc<PinnedArray>> {
+        let bytes = bytes.max(SLOT_BYTES * SLAB_SLOTS).next_power_of_two();
+        // The pool's `Arc` is the only one left once every op that used the array resolved.
+        let free = self.arrays.iter().position(|a| a.bytes >= bytes && Arc::strong_count(a) == 1);
+        let mut array = match free {
+            Some(i) => self.arrays.swap_remove(i),
+            None => {
+                let (host, device) = cuda::memory::malloc_host_mapped(ctx, bytes)?;
+                Arc::new(PinnedArray { ctx: ctx.clone(), host, device, bytes })
+            }
+        };
+        match Arc::get_mut(&mut array) {
+            Some(a) => init(a),
+            None => unreachable!("a pooled array is handed out unshared"),
+        }
+        self.arrays.push(array.clone());
+        Ok(array)
     }
 }
 
@@ -140,6 +228,36 @@ impl OpStream {
         match event {
             Some(ev) => shared.enqueued_deferred(read, ev, keep),
             None => shared.enqueued(read(), None, keep),
+        }
+        Ok(completion)
+    }
+}
+
+impl OpStream {
+    /// Runs an op whose status (or result) the GPU writes to pinned memory it is given by
+    /// `prepare`: `enqueue` gets what `prepare` made, and the completion resolves with `read`
+    /// of it once the GPU has passed the op's event (`read` may fail: a status word that says
+    /// the op failed). `keep` stays alive until then.
+    #[cfg(feature = "cusolver")]
+    pub(crate) fn run_deferred<P: Send + 'static, V: Send + 'static>(
+        &mut self,
+        rec: crate::recorder::LaunchRecorder,
+        keep: Vec<crate::completion::KeepAlive>,
+        prepare: impl FnOnce(&mut ScalarSlots, &Arc<CudaContext>) -> Result<P>,
+        enqueue: impl FnOnce(&P) -> Result<()>,
+        read: impl FnOnce(P) -> Result<V> + Send + 'static,
+    ) -> Result<crate::completion::Completion<V>> {
+        let stream = self.bound_stream()?;
+        let pinned = prepare(&mut self.scalars, stream.context())?;
+        let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |_| enqueue(&pinned))?;
+        let deferred: crate::completion::Deferred<V> = Box::new(move || read(pinned));
+        let (completion, shared) = crate::completion::Completion::queued(&self.device.shared);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
+        match event {
+            Some(ev) => shared.enqueued_deferred(deferred, ev, keep),
+            None => shared.enqueued(deferred(), None, keep),
         }
         Ok(completion)
     }

@@ -10,9 +10,7 @@ use cudarc::cusolver::sys;
 use cudarc::cusparse::sys as sp;
 use std::ffi::c_int;
 
-impl Status for sys::cusolverStatus_t {
-    const SUCCESS: Self = sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS;
-}
+// `cusolverStatus_t`'s `Status` is the dense solver's (same feature, same type).
 
 // With the cuSPARSE library module on, it defines this one.
 #[cfg(not(feature = "cusparse"))]

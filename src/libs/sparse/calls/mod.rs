@@ -45,6 +45,8 @@ pub(in crate::libs::sparse) const fn data_type(t: CudaType) -> sys::cudaDataType
         CudaType::R32U => C::CUDA_R_32U,
         CudaType::R64I => C::CUDA_R_64I,
         CudaType::R64U => C::CUDA_R_64U,
+        CudaType::R8F_E4M3 => C::CUDA_R_8F_E4M3,
+        CudaType::R8F_E5M2 => C::CUDA_R_8F_E5M2,
     }
 }
 

@@ -1,0 +1,228 @@
+//! Eigenvalues and singular values: `syevd` (any element type; Hermitian for complex),
+//! `gesvd` (any), Jacobi `gesvdj` (real).
+
+use super::calls::{self, data_type, OwnedJacobi};
+use super::factor::{matrix, vptr, CheckStatus};
+use super::info::Meaning;
+use super::{Fill, SizeKey, Solver, SolverElement, SolverReal};
+use crate::libs::dtype::DataTypes;
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::validate as check;
+use crate::libs::{dptr, record};
+use crate::memory::GpuRef;
+use crate::track::Access;
+
+/// Eigenvalues (ascending, into `w`) and optionally eigenvectors (overwriting `A`, one per
+/// column) of the `n x n` symmetric or Hermitian `A`.
+#[derive(Debug)]
+pub struct Syevd<'a, T: SolverElement> {
+    /// Whether eigenvectors are computed.
+    pub vectors: bool,
+    /// The triangle read.
+    pub fill: Fill,
+    /// Order of `A`.
+    pub n: usize,
+    /// `A`, overwritten.
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// The `n` eigenvalues.
+    pub w: &'a GpuRef<T::Real>,
+}
+
+/// SVD `A = U Σ Vᴴ` of the `m x n` matrix `A` (`m >= n`, as cuSOLVER's `gesvd` requires; pass
+/// `Aᴴ` otherwise), destroying `A`: singular values (descending) into `s`, and with `vectors`
+/// all of `U` (`m x m`) and `Vᴴ` (`n x n`).
+#[derive(Debug)]
+pub struct Gesvd<'a, T: SolverElement> {
+    /// Whether `U` and `Vᴴ` are computed.
+    pub vectors: bool,
+    /// Rows.
+    pub m: usize,
+    /// Columns.
+    pub n: usize,
+    /// `A`, destroyed.
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// The `n` singular values.
+    pub s: &'a GpuRef<T::Real>,
+    /// `U` (`m x m`), written with `vectors`.
+    pub u: &'a GpuRef<T>,
+    /// Leading dimension of `U`; `None`: packed.
+    pub ldu: Option<usize>,
+    /// `Vᴴ` (`n x n`), written with `vectors`.
+    pub vt: &'a GpuRef<T>,
+    /// Leading dimension of `Vᴴ`; `None`: packed.
+    pub ldvt: Option<usize>,
+}
+
+/// Jacobi SVD `A = U Σ Vᵀ` of the `m x n` matrix `A` (overwritten), economy size: `s` holds
+/// `min(m, n)` values, `U` is `m x min(m, n)`, `V` (not transposed) `n x min(m, n)`. Tolerance
+/// and sweeps are [`Solver::set_jacobi`]'s settings.
+#[derive(Debug)]
+pub struct Gesvdj<'a, T: SolverReal> {
+    /// Whether `U` and `V` are computed.
+    pub vectors: bool,
+    /// Rows.
+    pub m: usize,
+    /// Columns.
+    pub n: usize,
+    /// `A`, overwritten.
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// Singular values, `min(m, n)`.
+    pub s: &'a GpuRef<T>,
+    /// `U`.
+    pub u: &'a GpuRef<T>,
+    /// Leading dimension of `U`; `None`: packed.
+    pub ldu: Option<usize>,
+    /// `V`.
+    pub v: &'a GpuRef<T>,
+    /// Leading dimension of `V`; `None`: packed.
+    pub ldv: Option<usize>,
+}
+
+/// A finished Jacobi SVD: ask [`Solver::jacobi_report`] for its residual and sweeps.
+pub struct JacobiRun {
+    info: OwnedJacobi,
+}
+
+impl std::fmt::Debug for JacobiRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JacobiRun")
+    }
+}
+
+/// What a Jacobi method achieved.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JacobiReport {
+    /// The residual `‖Σ - Uᵀ A V‖_F` it reached.
+    pub residual: f64,
+    /// Sweeps it ran.
+    pub sweeps: u32,
+}
+
+impl Solver {
+    /// Symmetric or Hermitian eigen decomposition (see [`Syevd`]).
+    pub fn syevd<T: SolverElement>(&mut self, e: &Syevd<'_, T>) -> Result<Completion<()>> {
+        let n = check::dim64("n", e.n)?;
+        let lda = matrix("a", "lda", e.a, e.n, e.n, e.lda)?;
+        check::covers("w", e.w, Some(e.n), "n eigenvalues")?;
+        check::distinct("w", e.a, e.w)?;
+        let mut rec = self.op.recorder("syevd");
+        record(&mut rec, "a", e.a, Access::ReadWrite)?;
+        record(&mut rec, "w", e.w, Access::Write)?;
+        let (h, params) = self.handle()?;
+        let (a, w, dt, wt) = (vptr(e.a)?, dptr(e.w)?, data_type(T::CUDA), data_type(T::Real::CUDA));
+        let (vectors, fill) = (e.vectors, e.fill);
+        let key = SizeKey { op: "syevd", dtype: T::CUDA as u32, dims: [n, lda, vectors as i64, fill as i64, 0, 0] };
+        // SAFETY: a live handle and params, context bound; the query reads nothing.
+        let sizes = self.sizes(key, || unsafe { calls::syevd(h, params, vectors, fill, n, dt, a, lda, wt, w, None) })?;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(rec, keep, "syevd", 1, Meaning::Converge, None, |pin| {
+            // SAFETY: live handle and params; `a` (n x n at lda) and `w` (n) cover their shapes,
+            // distinct, declared written; the workspace holds the queried sizes; `info` pinned.
+            unsafe { calls::syevd(h, params, vectors, fill, n, dt, a, lda, wt, w, Some((work, pin.info()))) }.map(drop)
+        }, || ())
+    }
+
+    /// SVD through QR iteration (see [`Gesvd`]).
+    pub fn gesvd<T: SolverElement>(&mut self, g: &Gesvd<'_, T>) -> Result<Completion<()>> {
+        let (m, n) = (check::dim64("m", g.m)?, check::dim64("n", g.n)?);
+        if g.m < g.n {
+            return Err(Error::invalid("m", format!("{} is below n = {}: gesvd needs m >= n (pass Aᴴ)", g.m, g.n)));
+        }
+        let lda = matrix("a", "lda", g.a, g.m, g.n, g.lda)?;
+        check::covers("s", g.s, Some(g.n), "n singular values")?;
+        let (ldu, ldvt) = if g.vectors {
+            (matrix("u", "ldu", g.u, g.m, g.m, g.ldu)?, matrix("vt", "ldvt", g.vt, g.n, g.n, g.ldvt)?)
+        } else {
+            (i64::try_from(g.m).unwrap_or(i64::MAX), i64::try_from(g.n).unwrap_or(i64::MAX))
+        };
+        check::distinct("u", g.a, g.u)?;
+        check::distinct("vt", g.a, g.vt)?;
+        check::distinct("vt", g.u, g.vt)?;
+        let mut rec = self.op.recorder("gesvd");
+        record(&mut rec, "a", g.a, Access::ReadWrite)?;
+        record(&mut rec, "s", g.s, Access::Write)?;
+        record(&mut rec, "u", g.u, Access::Write)?;
+        record(&mut rec, "vt", g.vt, Access::Write)?;
+        let (h, params) = self.handle()?;
+        let (a, s, u, vt) = (vptr(g.a)?, dptr(g.s)?, vptr(g.u)?, vptr(g.vt)?);
+        let (dt, st, vectors) = (data_type(T::CUDA), data_type(T::Real::CUDA), g.vectors);
+        let key = SizeKey { op: "gesvd", dtype: T::CUDA as u32, dims: [m, n, lda, ldu, ldvt, vectors as i64] };
+        // SAFETY: a live handle and params, context bound; the query reads nothing.
+        let sizes = self.sizes(key, || unsafe {
+            calls::gesvd(h, params, vectors, m, n, dt, (a, lda), st, s, (u, ldu), (vt, ldvt), None)
+        })?;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(rec, keep, "gesvd", 1, Meaning::Converge, None, |pin| {
+            // SAFETY: live handle and params; `a`, `s`, `u`, `vt` cover their validated
+            // shapes and are distinct; the workspace holds the queried sizes; `info` pinned.
+            unsafe { calls::gesvd(h, params, vectors, m, n, dt, (a, lda), st, s, (u, ldu), (vt, ldvt), Some((work, pin.info()))) }
+                .map(drop)
+        }, || ())
+    }
+
+    /// Jacobi SVD (see [`Gesvdj`]); the completion's [`JacobiRun`] gives the residual and
+    /// sweeps through [`jacobi_report`](Self::jacobi_report).
+    pub fn gesvdj<T: SolverReal>(&mut self, g: &Gesvdj<'_, T>) -> Result<Completion<JacobiRun>> {
+        let (m, n) = (check::dim("m", g.m, false)?, check::dim("n", g.n, false)?);
+        let p = g.m.min(g.n);
+        let lda = matrix("a", "lda", g.a, g.m, g.n, g.lda)? as i32;
+        check::covers("s", g.s, Some(p), "min(m, n) singular values")?;
+        let (ldu, ldv) = if g.vectors {
+            (matrix("u", "ldu", g.u, g.m, p, g.ldu)? as i32, matrix("v", "ldv", g.v, g.n, p, g.ldv)? as i32)
+        } else {
+            (m, n)
+        };
+        check::distinct("s", g.a, g.s)?;
+        check::distinct("u", g.a, g.u)?;
+        check::distinct("v", g.a, g.v)?;
+        check::distinct("v", g.u, g.v)?;
+        let mut rec = self.op.recorder("gesvdj");
+        record(&mut rec, "a", g.a, Access::ReadWrite)?;
+        record(&mut rec, "s", g.s, Access::Write)?;
+        record(&mut rec, "u", g.u, Access::Write)?;
+        record(&mut rec, "v", g.v, Access::Write)?;
+        let (h, _) = self.handle()?;
+        let (a, s, u, v): (*mut T, *mut T, *mut T, *mut T) = (dptr(g.a)?, dptr(g.s)?, dptr(g.u)?, dptr(g.v)?);
+        let info = OwnedJacobi::create(self.jacobi.tolerance, self.jacobi.max_sweeps)?;
+        let (mode, raw) = (calls::eig_mode(g.vectors), info.raw());
+        let key = SizeKey {
+            op: "gesvdj",
+            dtype: T::CUDA as u32,
+            dims: [m.into(), n.into(), lda.into(), ldu.into(), ldv.into(), g.vectors as i64],
+        };
+        let sizes = self.sizes(key, || {
+            let mut lwork = 0;
+            // SAFETY: a live handle and info, context bound; the query reads nothing.
+            unsafe { (T::fns().gesvdj_size)(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, &mut lwork, raw) }
+                .check_status("cusolverDn<t>gesvdj_bufferSize")?;
+            Ok((lwork.max(0) as usize * std::mem::size_of::<T>(), 0))
+        })?;
+        let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(rec, keep, "gesvdj", 1, Meaning::Converge, None, |pin| {
+            // SAFETY: a live handle and info object (moved into the completion, so alive until
+            // the op resolved); `a`, `s`, `u`, `v` cover their validated shapes and are
+            // distinct; the workspace holds `lwork` elements; `info` pinned.
+            unsafe { (T::fns().gesvdj)(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, work.device.cast(), lwork, pin.info(), raw) }
+                .check_status("cusolverDn<t>gesvdj")
+        }, move || JacobiRun { info })
+    }
+
+    /// The residual and sweeps of a finished Jacobi run, asked of the library on this
+    /// handle's thread.
+    pub fn jacobi_report(&mut self, run: &JacobiRun) -> Result<JacobiReport> {
+        let (h, _) = self.handle()?;
+        self.op.bound_stream()?;
+        // SAFETY: a live handle used by this thread (`&mut self`); the run's completion
+        // resolved, so its work finished.
+        let (residual, sweeps) = unsafe { run.info.report(h) }?;
+        Ok(JacobiReport { residual, sweeps })
+    }
+}

@@ -1,0 +1,218 @@
+//! cuSOLVER dense: Cholesky (`potrf`, `potrs`, batched `potrf`), LU with or without pivoting
+//! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`), symmetric and Hermitian eigenvalues
+//! (`syevd`), SVD (`gesvd`, Jacobi `gesvdj`).
+//!
+//! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
+//! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, so those ops
+//! take `f32`, `f64`, `Complex<f32>` and `Complex<f64>` alike (Hermitian for complex). The
+//! status word (`devInfo`) is written by the GPU into pinned memory and read when the op's
+//! [`Completion`](crate::Completion) resolves: the op never synchronizes, and a numerical
+//! failure resolves the completion with [`Error::Numerical`](crate::Error::Numerical) saying
+//! what happened ("leading minor 5 is not positive definite"). Workspace sizes come from the
+//! library's own queries, cached per shape; the device workspace is the stream's shared one.
+
+mod calls;
+mod eigen;
+mod factor;
+mod info;
+mod qr;
+
+pub use eigen::{Gesvd, Gesvdj, JacobiReport, JacobiRun, Syevd};
+pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
+pub use qr::{Geqrf, Orgqr, Ormqr};
+
+use super::dtype::DataTypes;
+use super::workspace::Workspace;
+use super::{Library, OpStream, StreamLibrary};
+use crate::error::Result;
+use crate::memory::{Complex, Element};
+use std::collections::HashMap;
+
+/// Which triangle of a symmetric or Hermitian matrix is read (and written).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Fill {
+    /// The lower triangle.
+    #[default]
+    Lower,
+    /// The upper triangle.
+    Upper,
+}
+
+/// How a matrix operand is applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Trans {
+    /// As stored.
+    #[default]
+    No,
+    /// Transposed.
+    Yes,
+    /// Conjugate-transposed (for real types, the same as transposed).
+    Conj,
+}
+
+/// Which side `Q` multiplies from in [`Solver::ormqr`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// `op(Q) C`.
+    #[default]
+    Left,
+    /// `C op(Q)`.
+    Right,
+}
+
+/// Element types of the 64-bit cuSOLVER API: `f32`, `f64`, `Complex<f32>`, `Complex<f64>`.
+// The data-type table is crate-private on purpose; the trait is sealed, so no outside type
+// needs to name it.
+#[allow(private_bounds)]
+pub trait SolverElement: Element + DataTypes + sealed::Sealed {
+    /// The real type of eigenvalues and singular values.
+    type Real: SolverElement;
+}
+
+/// Real types with the legacy typed entry points (`orgqr`, `ormqr`, `gesvdj`, batched
+/// Cholesky): `f32` and `f64`.
+pub trait SolverReal: SolverElement<Real = Self> + calls::sealed::LegacyType {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for crate::memory::Complex<f32> {}
+    impl Sealed for crate::memory::Complex<f64> {}
+}
+
+impl SolverElement for f32 {
+    type Real = f32;
+}
+impl SolverElement for f64 {
+    type Real = f64;
+}
+impl SolverElement for Complex<f32> {
+    type Real = f32;
+}
+impl SolverElement for Complex<f64> {
+    type Real = f64;
+}
+impl SolverReal for f32 {}
+impl SolverReal for f64 {}
+
+/// The Jacobi methods' settings ([`Solver::set_jacobi`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JacobiSettings {
+    /// Stop when the off-diagonal residual falls below this (0: machine precision).
+    pub tolerance: f64,
+    /// Stop after this many sweeps at most.
+    pub max_sweeps: u32,
+}
+
+impl Default for JacobiSettings {
+    fn default() -> Self {
+        // cuSOLVER's defaults.
+        JacobiSettings { tolerance: 0.0, max_sweeps: 100 }
+    }
+}
+
+/// A key for the workspace-size cache: the op, the element type and the shape.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct SizeKey {
+    op: &'static str,
+    dtype: u32,
+    dims: [i64; 6],
+}
+
+/// A cuSOLVER dense handle bound to one stream. Get it from [`crate::Handles::solver`] (on a
+/// lane or inline); every op validates its arguments, fences, enqueues and commits, and
+/// returns a [`Completion`](crate::Completion) for its own work.
+pub struct Solver {
+    op: OpStream,
+    raw: Option<calls::RawHandle>,
+    work: Workspace,
+    sizes: HashMap<SizeKey, (usize, usize)>,
+    jacobi: JacobiSettings,
+}
+
+impl StreamLibrary for Solver {
+    const LIBRARY: Library = Library {
+        name: "cuSOLVER (libcusolver)",
+        hint: "install the CUDA toolkit's cuSOLVER library (libcusolver.so.12)",
+        present: calls::is_present,
+        objects: "a cuSOLVER handle",
+    };
+    type Objects = calls::RawHandle;
+
+    fn create(op: OpStream) -> Result<Solver> {
+        let raw = if op.device.is_simulated() {
+            None
+        } else {
+            let s = op.bound_stream()?;
+            // SAFETY: the stream is live in the bound context and outlives the handle: the
+            // device keeps its streams until it is dropped, after every lane and `Handles`.
+            Some(unsafe { calls::RawHandle::create(s.cu_stream()) }?)
+        };
+        Ok(Solver { op, raw, work: Workspace::default(), sizes: HashMap::new(), jacobi: JacobiSettings::default() })
+    }
+
+    fn op_stream(&mut self) -> &mut OpStream {
+        &mut self.op
+    }
+
+    fn take_objects(&mut self) -> Option<calls::RawHandle> {
+        self.raw.take()
+    }
+}
+
+impl std::fmt::Debug for Solver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Solver({}, {} workspace sizes cached)", self.op.stream, self.sizes.len())
+    }
+}
+
+impl Solver {
+    /// The stream this handle enqueues on.
+    pub fn stream(&self) -> crate::StreamId {
+        self.op.stream
+    }
+
+    /// The Jacobi methods' settings.
+    pub fn jacobi(&self) -> JacobiSettings {
+        self.jacobi
+    }
+
+    /// Sets the tolerance and sweep limit of later Jacobi ops.
+    pub fn set_jacobi(&mut self, settings: JacobiSettings) -> Result<()> {
+        if !(settings.tolerance >= 0.0 && settings.tolerance.is_finite()) {
+            return Err(crate::Error::invalid("settings.tolerance", "must be finite and not negative"));
+        }
+        if settings.max_sweeps == 0 {
+            return Err(crate::Error::invalid("settings.max_sweeps", "must be at least 1"));
+        }
+        self.jacobi = settings;
+        Ok(())
+    }
+
+    /// Workspace sizes queried so far (a cached shape queries no more).
+    pub fn cached_sizes(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Bytes of the stream's device workspace.
+    pub fn workspace_bytes(&self) -> usize {
+        self.work.bytes()
+    }
+
+    fn handle(&self) -> Result<(calls::Handle, calls::Params)> {
+        self.raw.as_ref().map(|h| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
+    }
+
+    /// The workspace sizes for `key`, from the cache or from `query` (with the stream's context
+    /// bound).
+    fn sizes(&mut self, key: SizeKey, query: impl FnOnce() -> Result<(usize, usize)>) -> Result<(usize, usize)> {
+        if let Some(&s) = self.sizes.get(&key) {
+            return Ok(s);
+        }
+        self.op.bound_stream()?;
+        let s = query()?;
+        self.sizes.insert(key, s);
+        Ok(s)
+    }
+}

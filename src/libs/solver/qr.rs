@@ -1,0 +1,176 @@
+//! QR: `geqrf` (any element type), and `orgqr`, `ormqr` (real types).
+
+use super::calls::{self, data_type};
+use super::factor::{matrix, vptr, CheckStatus};
+use super::info::Meaning;
+use super::{Side, SizeKey, Solver, SolverElement, SolverReal, Trans};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::validate as check;
+use crate::libs::{dptr, record};
+use crate::memory::GpuRef;
+use crate::track::Access;
+
+/// QR factorization `A = Q R` of the `m x n` matrix `A`: `R` overwrites the upper triangle,
+/// `Q` is kept as `min(m, n)` Householder reflectors below it and their scales in `tau`.
+#[derive(Debug)]
+pub struct Geqrf<'a, T: SolverElement> {
+    /// Rows of `A`.
+    pub m: usize,
+    /// Columns of `A`.
+    pub n: usize,
+    /// `A`.
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// The reflectors' scales: `min(m, n)` elements.
+    pub tau: &'a GpuRef<T>,
+}
+
+/// Forms the first `n` columns of `Q` (`m x n`, `m >= n >= k`) from `k` reflectors of
+/// [`Solver::geqrf`], overwriting `A`.
+#[derive(Debug)]
+pub struct Orgqr<'a, T: SolverReal> {
+    /// Rows of `Q`.
+    pub m: usize,
+    /// Columns of `Q` formed.
+    pub n: usize,
+    /// Reflectors used.
+    pub k: usize,
+    /// The reflectors, overwritten by `Q`.
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// The scales `geqrf` wrote.
+    pub tau: &'a GpuRef<T>,
+}
+
+/// `C = op(Q) C` (left) or `C op(Q)` (right), `C` being `m x n`, with `Q` held as `k`
+/// reflectors of [`Solver::geqrf`].
+#[derive(Debug)]
+pub struct Ormqr<'a, T: SolverReal> {
+    /// Which side `Q` multiplies from.
+    pub side: Side,
+    /// How `Q` is applied (`Yes` or `Conj`: `Qᵀ`).
+    pub trans: Trans,
+    /// Rows of `C`.
+    pub m: usize,
+    /// Columns of `C`.
+    pub n: usize,
+    /// Reflectors.
+    pub k: usize,
+    /// The reflectors: `m x k` (left) or `n x k` (right).
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// The scales.
+    pub tau: &'a GpuRef<T>,
+    /// `C`, overwritten.
+    pub c: &'a GpuRef<T>,
+    /// Leading dimension of `C`; `None`: packed.
+    pub ldc: Option<usize>,
+}
+
+impl Solver {
+    /// QR factorization (see [`Geqrf`]).
+    pub fn geqrf<T: SolverElement>(&mut self, g: &Geqrf<'_, T>) -> Result<Completion<()>> {
+        let (m, n) = (check::dim64("m", g.m)?, check::dim64("n", g.n)?);
+        let lda = matrix("a", "lda", g.a, g.m, g.n, g.lda)?;
+        check::covers("tau", g.tau, Some(g.m.min(g.n)), "min(m, n) scales")?;
+        check::distinct("tau", g.a, g.tau)?;
+        let mut rec = self.op.recorder("geqrf");
+        record(&mut rec, "a", g.a, Access::ReadWrite)?;
+        record(&mut rec, "tau", g.tau, Access::Write)?;
+        let (h, params) = self.handle()?;
+        let (a, tau, dt) = (vptr(g.a)?, vptr(g.tau)?, data_type(T::CUDA));
+        let key = SizeKey { op: "geqrf", dtype: T::CUDA as u32, dims: [m, n, lda, 0, 0, 0] };
+        // SAFETY: a live handle and params, context bound; the query reads nothing.
+        let sizes = self.sizes(key, || unsafe { calls::geqrf(h, params, m, n, dt, a, lda, tau, None) })?;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(rec, keep, "geqrf", 1, Meaning::ParamsOnly, None, |pin| {
+            // SAFETY: live handle and params; `a` (m x n at lda) and `tau` (min(m, n)) cover
+            // their shapes, declared written; the workspace holds the queried sizes; `info` is
+            // pinned mapped memory.
+            unsafe { calls::geqrf(h, params, m, n, dt, a, lda, tau, Some((work, pin.info()))) }.map(drop)
+        }, || ())
+    }
+
+    /// Forms `Q` (see [`Orgqr`]).
+    pub fn orgqr<T: SolverReal>(&mut self, o: &Orgqr<'_, T>) -> Result<Completion<()>> {
+        let (m, n, k) = (check::dim("m", o.m, false)?, check::dim("n", o.n, false)?, check::dim("k", o.k, false)?);
+        if o.n > o.m {
+            return Err(Error::invalid("n", format!("{} exceeds m = {}: Q has at most m columns", o.n, o.m)));
+        }
+        if o.k > o.n {
+            return Err(Error::invalid("k", format!("{} exceeds n = {}", o.k, o.n)));
+        }
+        let lda = matrix("a", "lda", o.a, o.m, o.n, o.lda)? as i32;
+        check::covers("tau", o.tau, Some(o.k), "k scales")?;
+        check::distinct("tau", o.a, o.tau)?;
+        let mut rec = self.op.recorder("orgqr");
+        record(&mut rec, "a", o.a, Access::ReadWrite)?;
+        record(&mut rec, "tau", o.tau, Access::Read)?;
+        let (h, _) = self.handle()?;
+        let (a, tau): (*mut T, *mut T) = (dptr(o.a)?, dptr(o.tau)?);
+        let key = SizeKey { op: "orgqr", dtype: T::CUDA as u32, dims: [m.into(), n.into(), k.into(), lda.into(), 0, 0] };
+        let sizes = self.sizes(key, || {
+            let mut lwork = 0;
+            // SAFETY: a live handle, context bound; the query reads nothing.
+            unsafe { (T::fns().orgqr_size)(h, m, n, k, a, lda, tau, &mut lwork) }.check_status("cusolverDn<t>orgqr_bufferSize")?;
+            Ok((lwork.max(0) as usize * std::mem::size_of::<T>(), 0))
+        })?;
+        let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(rec, keep, "orgqr", 1, Meaning::ParamsOnly, None, |pin| {
+            // SAFETY: a live handle; `a` (m x n at lda, read-write) and `tau` (k, read) cover
+            // their shapes; the workspace holds `lwork` elements; `info` is pinned mapped.
+            unsafe { (T::fns().orgqr)(h, m, n, k, a, lda, tau, work.device.cast(), lwork, pin.info()) }
+                .check_status("cusolverDn<t>orgqr")
+        }, || ())
+    }
+
+    /// Applies `Q` (see [`Ormqr`]).
+    pub fn ormqr<T: SolverReal>(&mut self, o: &Ormqr<'_, T>) -> Result<Completion<()>> {
+        let (m, n, k) = (check::dim("m", o.m, false)?, check::dim("n", o.n, false)?, check::dim("k", o.k, false)?);
+        let q_order = match o.side {
+            Side::Left => o.m,
+            Side::Right => o.n,
+        };
+        if o.k > q_order {
+            return Err(Error::invalid("k", format!("{} exceeds Q's order {q_order}", o.k)));
+        }
+        let lda = matrix("a", "lda", o.a, q_order, o.k, o.lda)? as i32;
+        let ldc = matrix("c", "ldc", o.c, o.m, o.n, o.ldc)? as i32;
+        check::covers("tau", o.tau, Some(o.k), "k scales")?;
+        check::distinct("c", o.a, o.c)?;
+        check::distinct("c", o.tau, o.c)?;
+        let mut rec = self.op.recorder("ormqr");
+        record(&mut rec, "a", o.a, Access::Read)?;
+        record(&mut rec, "tau", o.tau, Access::Read)?;
+        record(&mut rec, "c", o.c, Access::ReadWrite)?;
+        let (h, _) = self.handle()?;
+        let (a, tau, c): (*mut T, *mut T, *mut T) = (dptr(o.a)?, dptr(o.tau)?, dptr(o.c)?);
+        let (side, trans) = (calls::side(o.side), calls::trans(if o.trans == Trans::No { Trans::No } else { Trans::Yes }));
+        let key = SizeKey {
+            op: "ormqr",
+            dtype: T::CUDA as u32,
+            dims: [m.into(), n.into(), k.into(), lda.into(), ldc.into(), o.side as i64 * 2 + (o.trans != Trans::No) as i64],
+        };
+        let sizes = self.sizes(key, || {
+            let mut lwork = 0;
+            // SAFETY: a live handle, context bound; the query reads nothing.
+            unsafe { (T::fns().ormqr_size)(h, side, trans, m, n, k, a, lda, tau, c, ldc, &mut lwork) }
+                .check_status("cusolverDn<t>ormqr_bufferSize")?;
+            Ok((lwork.max(0) as usize * std::mem::size_of::<T>(), 0))
+        })?;
+        let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(rec, keep, "ormqr", 1, Meaning::ParamsOnly, None, |pin| {
+            // SAFETY: a live handle; `a`, `tau` (read) and `c` (read-write) cover their
+            // validated shapes, `c` distinct; the workspace holds `lwork` elements; `info` is
+            // pinned mapped memory.
+            unsafe { (T::fns().ormqr)(h, side, trans, m, n, k, a, lda, tau, c, ldc, work.device.cast(), lwork, pin.info()) }
+                .check_status("cusolverDn<t>ormqr")
+        }, || ())
+    }
+}

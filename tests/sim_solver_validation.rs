@@ -1,0 +1,195 @@
+//! Bad input to every cuSOLVER op is rejected before anything is recorded, with a typed error
+//! naming the argument; valid input on the simulator reaches the backend check
+//! (`LibraryUnavailable`), also without recording anything.
+#![cfg(feature = "cusolver")]
+
+mod common;
+use common::*;
+use cusched::solver::{
+    Fill, Geqrf, Gesvd, Gesvdj, Getrf, Getrs, Orgqr, Ormqr, Potrf, PotrfBatched, Potrs, Side, Syevd, Trans,
+};
+use cusched::{Complex, Device, Error, GpuRef, Handles, Result, StreamId};
+
+struct Fx {
+    device: Device,
+    other: Device,
+    s: StreamId,
+    h: Handles,
+}
+
+fn fx() -> Fx {
+    let device = sim();
+    let s = device.new_stream().unwrap();
+    let h = Handles::new(&device, s).unwrap();
+    Fx { other: sim(), device, s, h }
+}
+
+impl Fx {
+    fn buf<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
+        self.device.alloc_zeros::<T>(self.s, n).unwrap()
+    }
+    fn foreign<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
+        let s = self.other.default_stream();
+        self.other.alloc_zeros::<T>(s, n).unwrap()
+    }
+}
+
+#[track_caller]
+fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
+    let before = fx.device.stats();
+    let got = op(fx);
+    match (&got, arg) {
+        (Err(Error::InvalidArgument { arg: a, .. }), _) if *a == arg => {}
+        (Err(Error::ForeignDevice { what, .. }), "!foreign") if what.contains("argument") => {}
+        (Err(Error::Stale { what, .. }), "!stale") if what.contains("argument") => {}
+        (Err(Error::LibraryUnavailable { .. }), "!unavailable") => {}
+        _ => panic!("expected a rejection of `{arg}`, got {got:?}"),
+    }
+    let after = fx.device.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
+}
+
+fn potrf<'a, T: cusched::solver::SolverElement>(n: usize, a: &'a GpuRef<T>, lda: Option<usize>) -> Potrf<'a, T> {
+    Potrf { fill: Fill::Lower, n, a, lda }
+}
+
+#[test]
+fn potrf_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(9);
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.potrf(&potrf(0, &a, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf(&potrf(4, &a, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.potrf(&potrf(3, &a, Some(2))));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.potrf(&potrf(3, &f, None)));
+    let c = fx.buf::<Complex<f32>>(9);
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf(&potrf(3, &c, None)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.solver()?.potrf(&potrf(3, &a, None)));
+}
+
+#[test]
+fn potrs_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b) = (fx.buf::<f32>(9), fx.buf::<f32>(6));
+    let p = |n, nrhs, b| Potrs { fill: Fill::Upper, n, nrhs, a: &a, lda: None, b, ldb: None };
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.potrs(&p(3, 0, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs(&p(3, 3, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs(&p(3, 2, &a)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrs(&p(4, 1, &b)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrs(&p(3, 2, &b)));
+}
+
+#[test]
+fn getrf_and_getrs_reject_bad_input() {
+    let mut fx = fx();
+    let (a, b, ipiv, short) = (fx.buf::<f32>(12), fx.buf::<f32>(4), fx.buf::<i64>(3), fx.buf::<i64>(2));
+    let g = |m, n, ipiv| Getrf { m, n, a: &a, lda: None, ipiv };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.getrf(&g(0, 3, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.getrf(&g(4, 4, None)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrf(&g(4, 3, Some(&short))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrf(&g(4, 3, Some(&ipiv))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrf(&g(3, 4, None)));
+    let s = |n, nrhs, ipiv| Getrs { trans: Trans::No, n, nrhs, a: &a, lda: None, ipiv, b: &b, ldb: None };
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrs(&s(3, 1, Some(&short))));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.getrs(&s(3, 2, Some(&ipiv))));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.getrs(&s(0, 1, None)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrs(&s(3, 1, Some(&ipiv))));
+}
+
+#[test]
+fn qr_ops_reject_bad_input() {
+    let mut fx = fx();
+    let (a, tau, c) = (fx.buf::<f64>(12), fx.buf::<f64>(3), fx.buf::<f64>(8));
+    let g = |m, n, lda, tau| Geqrf { m, n, a: &a, lda, tau };
+    let short = fx.buf::<f64>(2);
+    rejects(&mut fx, "tau", |fx| fx.h.solver()?.geqrf(&g(4, 3, None, &short)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.geqrf(&g(4, 3, Some(3), &tau)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.geqrf(&g(4, 4, None, &tau)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.geqrf(&g(4, 3, None, &tau)));
+    let o = |m, n, k| Orgqr { m, n, k, a: &a, lda: None, tau: &tau };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.orgqr(&o(3, 4, 3)));
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.orgqr(&o(4, 2, 3)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.orgqr(&o(5, 3, 3)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3)));
+    let q = |m, n, k, cc| Ormqr {
+        side: Side::Left,
+        trans: Trans::Yes,
+        m,
+        n,
+        k,
+        a: &a,
+        lda: None,
+        tau: &tau,
+        c: cc,
+        ldc: None,
+    };
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.ormqr(&q(2, 4, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(4, 3, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(4, 2, 3, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(4, 2, 3, &c)));
+}
+
+#[test]
+fn eigen_and_svd_reject_bad_input() {
+    let mut fx = fx();
+    let (a, w, u, v) = (fx.buf::<f32>(16), fx.buf::<f32>(4), fx.buf::<f32>(16), fx.buf::<f32>(16));
+    let e = |n, w| Syevd { vectors: true, fill: Fill::Lower, n, a: &a, lda: None, w };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.syevd(&e(5, &w)));
+    let short = fx.buf::<f32>(3);
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevd(&e(4, &short)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevd(&e(4, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.syevd(&e(4, &w)));
+    let s = |m, n, s| Gesvd { vectors: true, m, n, a: &a, lda: None, s, u: &u, ldu: None, vt: &v, ldvt: None };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvd(&s(2, 4, &w)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd(&s(5, 3, &w)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvd(&s(6, 3, &w)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvd(&s(4, 4, &w)));
+    let j = |m, n, vv| Gesvdj { vectors: true, m, n, a: &a, lda: None, s: &w, u: &u, ldu: None, v: vv, ldv: None };
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 4, &u)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvdj(&j(4, 5, &v)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesvdj(&j(4, 0, &v)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(4, 4, &v)));
+}
+
+#[test]
+fn batched_potrf_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(4 * 9);
+    let p = |n, batch, stride| PotrfBatched { fill: Fill::Lower, n, batch, a: &a, lda: None, stride };
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrf_batched(&p(3, 0, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&p(3, 5, None)));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.potrf_batched(&p(3, 2, Some(4))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&p(3, 4, None)));
+}
+
+#[test]
+fn jacobi_settings_are_checked() {
+    let mut fx = fx();
+    let bad = cusched::solver::JacobiSettings { tolerance: -1.0, max_sweeps: 10 };
+    assert!(matches!(
+        fx.h.solver().unwrap().set_jacobi(bad),
+        Err(Error::InvalidArgument { arg: "settings.tolerance", .. })
+    ));
+    let bad = cusched::solver::JacobiSettings { tolerance: 1e-7, max_sweeps: 0 };
+    assert!(matches!(
+        fx.h.solver().unwrap().set_jacobi(bad),
+        Err(Error::InvalidArgument { arg: "settings.max_sweeps", .. })
+    ));
+}
+
+#[test]
+fn numerical_errors_say_what_happened() {
+    use cusched::NumericalFailure as F;
+    let one =
+        Error::Numerical { op: "potrf", batch: 1, failures: vec![F::NotPositiveDefinite { matrix: 0, minor: 5 }] };
+    assert_eq!(one.to_string(), "potrf: leading minor 5 is not positive definite");
+    let lu = Error::Numerical { op: "getrf", batch: 1, failures: vec![F::Singular { matrix: 0, index: 3 }] };
+    assert_eq!(lu.to_string(), "getrf: U(3,3) is exactly zero: the matrix is singular");
+    let batch = Error::Numerical {
+        op: "potrfBatched",
+        batch: 8,
+        failures: vec![F::NotPositiveDefinite { matrix: 3, minor: 2 }],
+    };
+    assert!(batch.to_string().contains("1 of 8 matrices failed (matrix 3: leading minor 2"), "{batch}");
+}
