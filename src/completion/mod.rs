@@ -14,6 +14,8 @@
 //! watchdog all work there (other deliveries wait meanwhile, so keep such waits short).
 
 mod shared;
+#[cfg(test)]
+mod tests;
 mod thread;
 
 // Libraries that read a scalar back name the deferred reader; without them it is unused.
