@@ -1,8 +1,10 @@
 //! `Completion<T>`: the result of GPU work, delivered by blocking, polling, callback or future.
 //!
 //! The parts: [`shared`] holds the state a completion shares with whoever resolves it, and the
-//! protocol by which it moves to ready; [`thread`] is the device's completion thread, which
-//! watches the events of completions that must act when the GPU finishes.
+//! protocol by which it moves to ready; [`blocking`] waits on it, polls it and registers it;
+//! [`local`] holds a completion in place, with no shared state, until something needs the
+//! completion thread; [`thread`] is the device's completion thread, which watches the events
+//! of completions that must act when the GPU finishes.
 //!
 //! # Waiting from the device's own threads
 //!

@@ -9,7 +9,7 @@
 //! ```text
 //!   QUEUED    the job has not run yet (lanes); nothing to wait on
 //!   ENQUEUED  the job ran: its value and keep-alives are stored, with the event recorded after
-//!             its GPU work; the completion thread has it queued under the job's stream
+//!             its GPU work; the completion thread watches it once registered
 //!   READY     the GPU passed the event: keep-alives dropped, value available
 //! ```
 //!
