@@ -3,14 +3,21 @@
 //! job, against a raw cudarc launch plus `cuStreamSynchronize`. Back to back, and after the
 //! threads have gone idle (parked), where the floor is waking a parked thread.
 //!
-//! `bench-latency [reps]` on a GPU; `bench-latency --sim` (or no GPU) runs the cusched paths on
-//! the simulated backend against a simulated launch plus `Device::synchronize`.
+//! `bench-latency [reps] [--spin=µs]` on a GPU; `bench-latency --sim` (or no GPU) runs the
+//! cusched paths on the simulated backend against a simulated launch plus `Device::synchronize`.
+//! `--spin` sets `DeviceConfig::spin` (default 50 µs): how long the completion thread polls
+//! after each registration or delivery before it backs off.
+//!
+//! It ends with the goals (a callback or future at most 3 µs over raw back to back; after idle,
+//! at most one thread wake, half the channel ping-pong, over raw after the same idle) and the
+//! completion thread's CPU time: per op in each section, and over half a second of idling, when
+//! it should be parked (read from `/proc/self/task/<tid>/schedstat`, Linux only).
 
 mod common;
 
 use common::*;
 use cusched::cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
-use cusched::{Completion, Device, GpuRef, LaunchRecorder, Result as CuResult, SimConfig, StreamId};
+use cusched::{Completion, Device, DeviceConfig, GpuRef, LaunchRecorder, Result as CuResult, SimConfig, StreamId};
 use std::time::{Duration, Instant};
 
 const N: u32 = 256;
@@ -49,15 +56,44 @@ struct Row {
     samples: Vec<f64>,
 }
 
+/// On-CPU time of this process's completion thread (named `cusched-completion`, which the
+/// kernel truncates to 15 bytes), from its schedstat; `None` before it started or off Linux.
+fn completion_thread_cpu() -> Option<Duration> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end().starts_with("cusched-complet") {
+            let stat = std::fs::read_to_string(task.path().join("schedstat")).ok()?;
+            let ns: u64 = stat.split_whitespace().next()?.parse().ok()?;
+            return Some(Duration::from_nanos(ns));
+        }
+    }
+    None
+}
+
+fn cpu_us(d: Option<Duration>) -> String {
+    d.map_or_else(|| "n/a".into(), |d| us(d.as_secs_f64()))
+}
+
+/// One goal row: `ours` against `budget`.
+fn goal(what: &str, ours: f64, budget: f64, how: &str) {
+    let verdict = if ours <= budget { "met".to_string() } else { format!("missed by {}", us(ours - budget)) };
+    println!("| {what} | {} | {} ({how}) | {verdict} |", us(ours), us(budget));
+}
+
 fn main() -> Res<()> {
     let reps: usize =
         std::env::args().skip(1).find(|a| !a.starts_with('-')).and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let gpu = if sim_requested() { None } else { Device::open(0).ok() };
+    let mut config = DeviceConfig::default();
+    if let Some(v) = std::env::args().find_map(|a| a.strip_prefix("--spin=").map(str::to_owned)) {
+        config.spin = Duration::from_micros(v.parse()?);
+    }
+    println!("completion spin window (DeviceConfig::spin): {}\n", us(config.spin.as_secs_f64()));
+    let gpu = if sim_requested() { None } else { Device::open_with(0, config.clone()).ok() };
     let device = match &gpu {
         Some(d) => d.clone(),
         None => {
             println!("running on the simulated backend (no GPU, or --sim): the baseline is a simulated launch plus synchronize\n");
-            Device::sim(SimConfig { max_delay: Duration::ZERO, ..SimConfig::default() })?
+            Device::sim_with(SimConfig { max_delay: Duration::ZERO, ..SimConfig::default() }, config)?
         }
     };
     let s = device.new_stream()?;
@@ -79,9 +115,13 @@ fn main() -> Res<()> {
         None => None,
     };
 
+    // Per section: the medians of raw, on_complete, future and the ping-pong, and the
+    // completion thread's CPU time per cusched op.
+    let mut sections: Vec<([f64; 4], Option<Duration>)> = Vec::new();
     for (idle, title) in
         [(Duration::ZERO, "back to back"), (Duration::from_millis(2), "after 2 ms idle (threads parked)")]
     {
+        let cpu_before = completion_thread_cpu();
         let reps = if idle.is_zero() { reps } else { reps.min(300) };
         let mut rows: Vec<Row> = [
             "raw launch + synchronize",
@@ -159,6 +199,9 @@ fn main() -> Res<()> {
         }
         drop(ping_tx);
         let _ = echo.join();
+        // The thread starts on the first registration, so the first section may begin before it.
+        let cpu = completion_thread_cpu()
+            .map(|after| after.saturating_sub(cpu_before.unwrap_or_default()) / (4 * (reps as u32 + 20)));
         println!("### {title}: median (p99) of {reps}\n");
         println!("| path | latency | vs raw |");
         println!("| --- | --- | --- |");
@@ -168,7 +211,22 @@ fn main() -> Res<()> {
             let p99 = percentile(&mut row.samples, 99.0);
             println!("| {} | {} ({}) | {} |", row.label, us(m), us(p99), ratio(m, base));
         }
-        println!();
+        println!("\ncompletion thread CPU per cusched op: {}\n", cpu_us(cpu));
+        let m = |i: usize| median(&mut rows[i].samples.clone());
+        sections.push(([m(0), m(2), m(3), m(5)], cpu));
     }
+    let idle_before = completion_thread_cpu();
+    std::thread::sleep(Duration::from_millis(500));
+    let idle_cpu = completion_thread_cpu().zip(idle_before).map(|(a, b)| a.saturating_sub(b));
+    println!("### goals\n");
+    println!("| goal | measured | budget | |");
+    println!("| --- | --- | --- | --- |");
+    let ([raw, cb, fut, _], _) = sections[0];
+    goal("on_complete, back to back", cb, raw + 3e-6, "raw + 3 µs");
+    goal("future, back to back", fut, raw + 3e-6, "raw + 3 µs");
+    let ([raw, cb, fut, ping], _) = sections[1];
+    goal("on_complete, after 2 ms idle", cb, raw + ping / 2.0, "raw after idle + one wake");
+    goal("future, after 2 ms idle", fut, raw + ping / 2.0, "raw after idle + one wake");
+    println!("\ncompletion thread CPU over 500 ms idle (parked: ~0): {}", cpu_us(idle_cpu));
     Ok(())
 }

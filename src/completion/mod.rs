@@ -1,8 +1,10 @@
 //! `Completion<T>`: the result of GPU work, delivered by blocking, polling, callback or future.
 //!
 //! The parts: [`shared`] holds the state a completion shares with whoever resolves it, and the
-//! protocol by which it moves to ready; [`thread`] is the device's completion thread, which
-//! watches the events of completions that must act when the GPU finishes.
+//! protocol by which it moves to ready; [`blocking`] waits on it, polls it and registers it;
+//! [`local`] holds a completion in place, with no shared state, until something needs the
+//! completion thread; [`thread`] is the device's completion thread, which watches the events
+//! of completions that must act when the GPU finishes.
 //!
 //! # Waiting from the device's own threads
 //!
@@ -13,7 +15,11 @@
 //! it: it watches the job's event itself, polling it, so `wait`, `wait_timeout` and the
 //! watchdog all work there (other deliveries wait meanwhile, so keep such waits short).
 
+mod blocking;
+mod local;
 mod shared;
+#[cfg(test)]
+mod tests;
 mod thread;
 
 // Libraries that read a scalar back name the deferred reader; without them it is unused.
@@ -23,14 +29,22 @@ pub(crate) use shared::{KeepAlive, Shared};
 pub(crate) use thread::Completions;
 
 use crate::device::DeviceShared;
-use crate::error::{Error, Result};
-use shared::{run_callback, ENQUEUED, QUEUED, READY};
+use crate::error::Result;
+// Named by the docs' links.
+#[cfg(doc)]
+use crate::error::Error;
+use crate::trace::TraceTicket;
+use crate::track::EventRef;
+use local::{Local, View};
+use shared::{ENQUEUED, QUEUED};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(doc)]
+use std::time::Instant;
 
 /// The outcome of GPU work: `T` once every kernel and copy the job enqueued has finished.
 ///
@@ -51,17 +65,41 @@ use std::time::{Duration, Instant};
 /// # Ok::<(), cusched::Error>(())
 /// ```
 pub struct Completion<T> {
-    shared: Arc<Shared<T>>,
+    slot: Slot<T>,
 }
+
+/// Where a completion's state lives: shared from the start when another thread fills it (lane
+/// jobs) or something must act when the GPU finishes (keep-alives, a trace ticket, a deferred
+/// value, a watchdog); otherwise in place until a callback, waker or bounded wait needs it.
+enum Slot<T> {
+    Shared(Arc<Shared<T>>),
+    Local(Local<T>),
+}
+
+// Nothing in a completion is pinned: `poll` only reaches its state through `&mut`.
+impl<T> Unpin for Completion<T> {}
 
 impl<T> std::fmt::Debug for Completion<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match self.shared.status.load(Ordering::Acquire) {
+        let status = match self.view() {
+            View::Shared(s) => s.status.load(Ordering::Acquire),
+            View::Local(_, st) => st.status(),
+        };
+        let s = match status {
             QUEUED => "queued",
             ENQUEUED => "enqueued",
             _ => "ready",
         };
         write!(f, "Completion({s})")
+    }
+}
+
+impl<T> Completion<T> {
+    fn view(&self) -> View<'_, T> {
+        match &self.slot {
+            Slot::Shared(s) => View::Shared(s),
+            Slot::Local(l) => l.view(),
+        }
     }
 }
 
@@ -73,106 +111,37 @@ impl<T: Send + 'static> Completion<T> {
     /// A completion for a job queued on the lane with id `lane`.
     pub(crate) fn queued_on(device: &Arc<DeviceShared>, lane: u64) -> (Completion<T>, Arc<Shared<T>>) {
         let shared = Shared::new(device, lane);
-        (Completion { shared: shared.clone() }, shared)
+        (Completion { slot: Slot::Shared(shared.clone()) }, shared)
     }
 
-    fn spin(&self) -> Duration {
-        self.shared.device.config.spin
-    }
-
-    /// Blocks until the status reaches `at_least` or `deadline` passes (`None`: no deadline);
-    /// spins briefly first.
-    fn wait_status(&self, at_least: u8, deadline: Option<Instant>) -> bool {
-        // Measured as elapsed time, so that any spin, however large, cannot overflow `Instant`.
-        let (start, spin) = (Instant::now(), self.spin());
-        while start.elapsed() < spin && deadline.is_none_or(|d| Instant::now() < d) {
-            if self.shared.status.load(Ordering::Acquire) >= at_least {
-                return true;
-            }
-            std::hint::spin_loop();
+    /// A completion for work the caller's thread has just enqueued: `value`, ready once the GPU
+    /// passes `event` (at once without one). `keep` stays alive until then, and `trace`'s
+    /// completion hooks run then. Without either (and without a watchdog) nothing has to act
+    /// when the GPU finishes, so it allocates no shared state unless a callback, waker or
+    /// bounded wait asks for it later.
+    pub(crate) fn enqueued(
+        device: &Arc<DeviceShared>,
+        value: Result<T>,
+        event: Option<EventRef>,
+        keep: Vec<KeepAlive>,
+        trace: Option<TraceTicket>,
+    ) -> Completion<T> {
+        if keep.is_empty() && trace.is_none() && device.config.watchdog.is_none() {
+            return Completion { slot: Slot::Local(Local::new(device, value, event)) };
         }
-        let mut st = crate::sync::lock(&self.shared.state);
-        loop {
-            if self.shared.status.load(Ordering::Acquire) >= at_least {
-                return true;
-            }
-            st = match deadline {
-                None => crate::sync::wait(&self.shared.cv, st),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return false;
-                    }
-                    crate::sync::wait_timeout(&self.shared.cv, st, left)
-                }
-            };
+        let (completion, shared) = Self::queued(device);
+        if let Some(t) = trace {
+            shared.set_trace(t);
         }
+        shared.enqueued(value, event, keep);
+        completion
     }
 
-    /// `Some(WouldDeadlock)` when waiting here could never end: the job is still queued on the
-    /// lane whose thread this is.
-    fn would_deadlock(&self) -> Option<Error> {
-        let runner = self.shared.runner;
-        (runner != 0
-            && self.shared.status.load(Ordering::Acquire) == QUEUED
-            && crate::sync::role::lane() == runner)
-            .then(|| Error::WouldDeadlock {
-                what: "a lane job waited on a job queued behind it on its own lane, which only runs after the waiting job returns; return the completion instead, or submit the second job to another lane".into(),
-            })
-    }
-
-    /// Whether this is the completion thread of the completion's device, which cannot both wait
-    /// and deliver.
-    fn on_completion_thread(&self) -> bool {
-        self.shared.device.completions().is_current_thread()
-    }
-
-    /// On the completion thread: resolves the completion by polling its event from here (the
-    /// thread cannot wait for itself), enforcing the watchdog too. `false` if `deadline` passed.
-    fn watch_here(&self, deadline: Option<Instant>) -> bool {
-        // The job runs on a lane or the caller's thread, neither of which needs this thread.
-        if !self.wait_status(ENQUEUED, deadline) {
-            return false;
+    fn into_shared(self) -> Arc<Shared<T>> {
+        match self.slot {
+            Slot::Shared(s) => s,
+            Slot::Local(l) => l.into_shared(),
         }
-        let event = crate::sync::lock(&self.shared.state).event.clone();
-        if let Some(ev) = event {
-            let watchdog = self.shared.device.config.watchdog;
-            let expires = watchdog.and_then(|w| Instant::now().checked_add(w));
-            let mut backoff = Duration::from_micros(20);
-            loop {
-                match ev.is_done() {
-                    Ok(false) => {}
-                    done => {
-                        self.shared.resolve_in(done.map(drop), true);
-                        break;
-                    }
-                }
-                let now = Instant::now();
-                if let (Some(w), Some(e)) = (watchdog, expires) {
-                    if now >= e {
-                        // The completion thread resolves it again, releasing its keep-alives,
-                        // once the GPU is really done.
-                        self.shared.publish_value(Err(Error::Timeout { waited: w }), false, true);
-                        break;
-                    }
-                }
-                if deadline.is_some_and(|d| now >= d) {
-                    return false;
-                }
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_millis(1));
-            }
-        }
-        self.wait_status(READY, deadline)
-    }
-
-    fn take(&self) -> Result<T> {
-        let mut st = crate::sync::lock(&self.shared.state);
-        if st.taken {
-            return Err(Error::AlreadyTaken);
-        }
-        st.taken = true;
-        st.value.take().unwrap_or(Err(Error::AlreadyTaken))
     }
 
     /// Blocks until the job's GPU work has finished and returns its value. Synchronizes on the
@@ -182,27 +151,10 @@ impl<T: Send + 'static> Completion<T> {
     /// same lane. Inside a callback (on the completion thread) it works: it watches the event
     /// from there.
     pub fn wait(self) -> Result<T> {
-        if let Some(e) = self.would_deadlock() {
-            return Err(e);
+        match self.slot {
+            Slot::Shared(s) => s.wait(),
+            Slot::Local(l) => l.wait(),
         }
-        if self.shared.device.config.watchdog.is_some() {
-            // The completion thread enforces the watchdog; synchronizing here could outwait it.
-            if self.on_completion_thread() {
-                self.watch_here(None);
-            } else {
-                self.wait_status(READY, None);
-            }
-            return self.take();
-        }
-        self.wait_status(ENQUEUED, None);
-        let event = crate::sync::lock(&self.shared.state).event.clone();
-        if let Some(ev) = event {
-            let outcome = ev.synchronize();
-            drop(ev);
-            self.shared.resolve_in(outcome, false);
-        }
-        self.wait_status(READY, None);
-        self.take()
     }
 
     /// Like [`wait`](Self::wait), but gives up after `timeout` with [`Error::Timeout`]; after a
@@ -210,29 +162,20 @@ impl<T: Send + 'static> Completion<T> {
     /// returned is taken: later calls return [`Error::AlreadyTaken`]. A timeout too large for
     /// [`Instant`] means no limit.
     pub fn wait_timeout(&self, timeout: Duration) -> Result<T> {
-        let deadline = Instant::now().checked_add(timeout);
-        if let Some(e) = self.would_deadlock() {
-            return Err(e);
-        }
-        if self.on_completion_thread() {
-            if !self.watch_here(deadline) {
-                return Err(Error::Timeout { waited: timeout });
-            }
-            return self.take();
-        }
-        {
-            let mut st = crate::sync::lock(&self.shared.state);
-            st.watched = true;
-            let register = self.shared.needs_registration(&mut st);
-            drop(st);
-            if let Some((stream, event)) = register {
-                self.shared.register(stream, event);
+        match self.view() {
+            View::Shared(s) => s.wait_timeout(timeout),
+            View::Local(device, mut st) => {
+                if st.poll(device) {
+                    return st.take();
+                }
+                drop(st);
+                // The completion thread watches the event while this thread blocks.
+                match &self.slot {
+                    Slot::Local(l) => l.promote().wait_timeout(timeout),
+                    Slot::Shared(s) => s.wait_timeout(timeout),
+                }
             }
         }
-        if !self.wait_status(READY, deadline) {
-            return Err(Error::Timeout { waited: timeout });
-        }
-        self.take()
     }
 
     /// Blocks until the job has run and its work is enqueued and committed (its uses are
@@ -243,59 +186,34 @@ impl<T: Send + 'static> Completion<T> {
     /// same lane (it could only run after the waiting job returns). The job's own outcome is
     /// not reported here: [`wait`](Self::wait) returns it.
     pub fn wait_committed(&self) -> Result<()> {
-        if let Some(e) = self.would_deadlock() {
-            return Err(e);
+        match self.view() {
+            View::Shared(s) => s.wait_committed(),
+            // The job ran on the thread that made it.
+            View::Local(..) => Ok(()),
         }
-        self.wait_status(ENQUEUED, None);
-        Ok(())
     }
 
     /// Whether the value is available (the GPU work has finished). Never blocks.
     pub fn is_ready(&self) -> bool {
-        match self.shared.status.load(Ordering::Acquire) {
-            READY => true,
-            QUEUED => false,
-            _ => {
-                let event = crate::sync::lock(&self.shared.state).event.clone();
-                match event.map(|e| e.is_done()) {
-                    Some(Ok(false)) => false,
-                    Some(Ok(true)) | None => {
-                        self.shared.resolve_in(Ok(()), false);
-                        true
-                    }
-                    Some(Err(e)) => {
-                        self.shared.resolve_in(Err(e), false);
-                        true
-                    }
-                }
-            }
+        match self.view() {
+            View::Shared(s) => s.is_ready(),
+            View::Local(device, mut st) => st.poll(device),
         }
     }
 
     /// The value if it is available, once; `None` while the work is pending.
     pub fn try_take(&self) -> Option<Result<T>> {
-        self.is_ready().then(|| self.take())
+        match self.view() {
+            View::Shared(s) => s.try_take(),
+            View::Local(device, mut st) => st.poll(device).then(|| st.take()),
+        }
     }
 
     /// Runs `callback` with the value on the device's completion thread once the GPU work has
     /// finished (never on CUDA's driver thread). Keep callbacks short: they delay other
     /// completions.
     pub fn on_complete(self, callback: impl FnOnce(Result<T>) + Send + 'static) {
-        let mut st = crate::sync::lock(&self.shared.state);
-        if self.shared.status.load(Ordering::Acquire) != READY {
-            st.callback = Some(Box::new(callback));
-            let register = self.shared.needs_registration(&mut st);
-            drop(st);
-            if let Some((stream, event)) = register {
-                self.shared.register(stream, event);
-            }
-            return;
-        }
-        st.taken = true;
-        let value = st.value.take().unwrap_or(Err(Error::AlreadyTaken));
-        drop(st);
-        let job: Box<dyn FnOnce() + Send> = Box::new(move || run_callback(Box::new(callback), value));
-        self.shared.device.completions().run_callback(job);
+        self.into_shared().on_complete(callback)
     }
 }
 
@@ -303,20 +221,20 @@ impl<T: Send + 'static> Future for Completion<T> {
     type Output = Result<T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
-        if self.shared.status.load(Ordering::Acquire) != READY {
-            let mut st = crate::sync::lock(&self.shared.state);
-            // Re-checked under the lock the resolver takes the waker in: no lost wake-up.
-            if self.shared.status.load(Ordering::Acquire) != READY {
-                st.waker = Some(cx.waker().clone());
-                let register = self.shared.needs_registration(&mut st);
-                drop(st);
-                if let Some((stream, event)) = register {
-                    self.shared.register(stream, event);
+        let this = self.get_mut();
+        match this.view() {
+            View::Shared(s) => s.poll_waker(cx),
+            View::Local(device, mut st) => {
+                if st.poll(device) {
+                    return Poll::Ready(st.take());
                 }
-                return Poll::Pending;
+                drop(st);
+                match &this.slot {
+                    Slot::Local(l) => l.promote().poll_waker(cx),
+                    Slot::Shared(s) => s.poll_waker(cx),
+                }
             }
         }
-        Poll::Ready(self.take())
     }
 }
 

@@ -9,7 +9,7 @@
 //! ```text
 //!   QUEUED    the job has not run yet (lanes); nothing to wait on
 //!   ENQUEUED  the job ran: its value and keep-alives are stored, with the event recorded after
-//!             its GPU work; the completion thread has it queued under the job's stream
+//!             its GPU work; the completion thread watches it once registered
 //!   READY     the GPU passed the event: keep-alives dropped, value available
 //! ```
 //!
@@ -58,6 +58,9 @@ pub(super) struct State<T> {
     registered: bool,
     /// A waiter relies on the completion thread (a bounded wait): register once enqueued.
     pub(super) watched: bool,
+    /// Threads blocked on `cv`: a state change notifies only when there is one, so the op
+    /// path makes no futex call when nobody waits.
+    pub(super) waiters: u32,
 }
 
 pub(crate) struct Shared<T> {
@@ -88,11 +91,32 @@ impl<T: Send + 'static> Shared<T> {
                 trace: None,
                 registered: false,
                 watched: false,
+                waiters: 0,
             }),
             cv: Condvar::new(),
             device: device.clone(),
             runner,
         })
+    }
+
+    /// Shared state for a completion whose job already ran on the caller's thread, made only
+    /// now that something needs it: enqueued on `event`, or ready without one.
+    pub(super) fn settled(
+        device: &Arc<DeviceShared>,
+        value: Option<Result<T>>,
+        event: Option<EventRef>,
+        taken: bool,
+    ) -> Arc<Self> {
+        let shared = Shared::new(device, 0);
+        {
+            let mut st = crate::sync::lock(&shared.state);
+            st.value = value;
+            st.taken = taken;
+            let status = if event.is_some() { ENQUEUED } else { READY };
+            st.event = event;
+            shared.status.store(status, Ordering::Release);
+        }
+        shared
     }
 
     /// Attaches an op's trace ticket: its completion hooks run when this resolves.
@@ -136,7 +160,7 @@ impl<T: Send + 'static> Shared<T> {
             return;
         };
         let stream = event.pos().stream;
-        let register;
+        let (register, wake);
         {
             let mut st = crate::sync::lock(&self.state);
             store(&mut st);
@@ -155,8 +179,11 @@ impl<T: Send + 'static> Shared<T> {
             st.event = Some(event.clone());
             st.keep = keep;
             self.status.store(ENQUEUED, Ordering::Release);
+            wake = st.waiters > 0;
         }
-        self.cv.notify_all();
+        if wake {
+            self.cv.notify_all();
+        }
         if register {
             self.register(stream, event);
         }
@@ -209,7 +236,7 @@ impl<T: Send + 'static> Shared<T> {
     /// so the keep-alives drop now; otherwise (the watchdog) they stay until a later call with
     /// `gpu_done` releases them.
     pub(super) fn publish_value(&self, outcome: Result<()>, gpu_done: bool, run_callback_here: bool) {
-        let (keep, callback, waker, value);
+        let (keep, callback, waker, value, wake);
         {
             let mut st = crate::sync::lock(&self.state);
             if self.status.load(Ordering::Acquire) == READY {
@@ -250,8 +277,11 @@ impl<T: Send + 'static> Shared<T> {
                 st.taken = true;
             }
             self.status.store(READY, Ordering::Release);
+            wake = st.waiters > 0;
         }
-        self.cv.notify_all();
+        if wake {
+            self.cv.notify_all();
+        }
         // Keep-alives drop only now that the GPU is done with them.
         if !keep.is_empty() {
             crate::sync::guarded("a keep-alive's Drop", || drop(keep));

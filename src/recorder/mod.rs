@@ -88,12 +88,7 @@ impl<R: Send + 'static> Launched<R> {
     /// A completion carrying the value, resolved once the GPU passes the commit event; the
     /// trace ticket (if any) rides along, and `keep` stays alive until then.
     pub(crate) fn complete(self, device: &Device, keep: Vec<crate::completion::KeepAlive>) -> crate::Completion<R> {
-        let (completion, shared) = crate::completion::Completion::queued(&device.shared);
-        if let Some(t) = self.trace {
-            shared.set_trace(t);
-        }
-        shared.enqueued(Ok(self.value), self.event, keep);
-        completion
+        crate::completion::Completion::enqueued(&device.shared, Ok(self.value), self.event, keep, self.trace)
     }
 }
 
