@@ -57,33 +57,54 @@ impl Drop for Held {
 
 /// What a lane queue holds.
 pub(super) struct Job {
-    pub(super) held: Held,
-    /// Whether the job declared its uses (an empty declaration still makes every use checked).
-    declared: bool,
+    /// A declared job's buffers (boxed: most jobs declare none, and the queue's slots stay
+    /// small). An empty declaration still makes every use checked.
+    held: Option<Box<Held>>,
+    /// Set when queued (under the lane's submit lock).
+    ticket: Option<Ticket>,
     body: Body,
 }
 
 impl Job {
     pub(super) fn new(declared: Option<Held>, body: Body) -> Job {
-        Job { declared: declared.is_some(), held: declared.unwrap_or_default(), body }
+        Job { held: declared.map(Box::new), ticket: None, body }
+    }
+
+    /// Takes `ticket` and reserves the declared buffers with it. An undeclared job holds
+    /// nothing but still carries its ticket: its uses follow the reservations of jobs
+    /// submitted before it, and only those.
+    pub(super) fn reserve(&mut self, ticket: Ticket) {
+        if let Some(h) = &mut self.held {
+            h.reserve(ticket);
+        }
+        self.ticket = Some(ticket);
+    }
+
+    pub(super) fn unreserve(&mut self) {
+        if let Some(h) = &mut self.held {
+            h.unreserve();
+        }
+        self.ticket = None;
     }
 
     /// Runs the job on `handles`, then releases its reservations: its uses are committed (or
     /// it never made them), so later uses may fence on what it published.
     pub(super) fn run(mut self, handles: &mut crate::Handles, lane: &Arc<str>) {
         let scope = JobScope {
-            ticket: self.held.ticket,
-            declared: self.declared.then(|| self.held.declared()),
+            ticket: self.ticket,
+            declared: self.held.as_ref().map(|h| h.declared()),
             lane: Some(lane.clone()),
             stream: handles.stream(),
             last_commit: None,
         };
-        (self.body)(Call::Run(handles, scope));
-        self.held.unreserve();
+        let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
+        body(Call::Run(handles, scope));
+        self.unreserve();
     }
 
-    pub(super) fn cancel(self, e: Error) {
-        (self.body)(Call::Cancel(e));
+    pub(super) fn cancel(mut self, e: Error) {
+        let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
+        body(Call::Cancel(e));
     }
 }
 

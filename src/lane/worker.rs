@@ -236,15 +236,15 @@ impl Lane {
     /// under the submit lock; a full queue gives the job back with nothing reserved.
     fn push(&self, tx: &Sender<Job>, mut job: Job) -> std::result::Result<(), TrySendError<Job>> {
         let _order = crate::sync::lock(&self.inner.submit);
-        job.held.reserve(Ticket::next());
+        job.reserve(Ticket::next());
         match tx.try_send(job) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(mut job)) => {
-                job.held.unreserve();
+                job.unreserve();
                 Err(TrySendError::Full(job))
             }
             Err(TrySendError::Disconnected(mut job)) => {
-                job.held.unreserve();
+                job.unreserve();
                 Err(TrySendError::Disconnected(job))
             }
         }
