@@ -80,6 +80,10 @@ impl Job {
         self.ticket = Some(ticket);
     }
 
+    pub(super) fn is_declared(&self) -> bool {
+        self.held.is_some()
+    }
+
     pub(super) fn unreserve(&mut self) {
         if let Some(h) = &mut self.held {
             h.unreserve();

@@ -5,7 +5,7 @@ use super::{Handles, LaneCtx};
 use crate::completion::{Completion, Shared};
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
-use crate::track::reservation::Ticket;
+use crate::track::reservation::{self, Ticket};
 use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError, TrySendError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -235,6 +235,12 @@ impl Lane {
     /// Takes a ticket, reserves the job's declared buffers with it and pushes the job, all
     /// under the submit lock; a full queue gives the job back with nothing reserved.
     fn push(&self, tx: &Sender<Job>, mut job: Job) -> std::result::Result<(), TrySendError<Job>> {
+        if job.is_declared() {
+            reservation::note_declared();
+        } else if !reservation::declared_seen() {
+            job.reserve(Ticket::FIRST);
+            return tx.try_send(job);
+        }
         let _order = crate::sync::lock(&self.inner.submit);
         job.reserve(Ticket::next());
         match tx.try_send(job) {

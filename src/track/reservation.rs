@@ -6,7 +6,8 @@
 //!
 //! Every lane submit takes the next process-wide ticket, under its lane's submit lock and
 //! together with the push onto the lane's queue, so that on every lane queue order is ticket
-//! order. A declared job adds an entry `(ticket, writes)` to each declared buffer's
+//! order. (Until the process's first declared job, undeclared submits skip the lock and carry
+//! [`Ticket::FIRST`], which follows no reservation: see [`note_declared`].) A declared job adds an entry `(ticket, writes)` to each declared buffer's
 //! reservations before it is queued, and removes them when it ends, runs or not (the entries
 //! live in a guard that the queued job owns: a job that returns, fails, panics, or is dropped
 //! unrun by a shutdown or a closed queue releases them).
@@ -24,9 +25,11 @@
 //!
 //! # Why reservations cannot deadlock
 //!
-//! Call a job *unfinished* while it holds reservations or sits in a lane queue. Take the
-//! unfinished job `J` with the smallest ticket. Every job before `J` in its lane's queue has a
-//! smaller ticket (queue order is ticket order) and so has finished: `J` is running or about to.
+//! Call a job *unfinished* while it holds reservations or sits in a lane queue. A job carrying
+//! [`Ticket::FIRST`] waits for no reservation, so once it runs it ends. Take the unfinished job
+//! `J` with the smallest ticket among the others. Every job before `J` in its lane's queue has a
+//! smaller ticket (queue order is ticket order among them) and so has finished, or carries
+//! `FIRST` and ends once run: `J` runs.
 //! `J` waits only for reservations with smaller tickets, and those belong to finished jobs,
 //! which released them: `J` waits for no reservation. Waits on pending marks are bounded by the
 //! commit of a launch already past its reservation waits (a preflight waits for all of its
@@ -44,7 +47,7 @@ use super::{Access, EventRef, StreamId};
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,6 +62,29 @@ impl Ticket {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Ticket(NEXT.fetch_add(1, Ordering::Relaxed))
     }
+}
+
+impl Ticket {
+    /// Before every issued ticket: a job carrying it follows no reservation.
+    pub(crate) const FIRST: Ticket = Ticket(0);
+}
+
+/// Whether any declared job was ever submitted in this process. Until one is, undeclared
+/// submits skip the submit lock and carry [`Ticket::FIRST`]: with no reservation made before
+/// them they have none to follow, and since they follow none, where a declared job submitted
+/// concurrently lands in their queue cannot make either wait for the other. A declared submit
+/// sets it before taking its ticket, so an undeclared submit that happens after it sees it (it
+/// then takes a ticket under the lock like any other).
+static DECLARED_SEEN: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn note_declared() {
+    if !DECLARED_SEEN.load(Ordering::Relaxed) {
+        DECLARED_SEEN.store(true, Ordering::Release);
+    }
+}
+
+pub(crate) fn declared_seen() -> bool {
+    DECLARED_SEEN.load(Ordering::Acquire)
 }
 
 #[derive(Clone, Copy)]
