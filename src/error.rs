@@ -103,6 +103,30 @@ pub enum Error {
         what: String,
     },
 
+    /// A use waited too long for a declared lane job submitted earlier to finish with the
+    /// buffer (its reservation).
+    #[error("{buffer} stayed reserved by a declared lane job submitted earlier for {waited:?}; that job must run and end first (is it queued behind work that waits for this thread?). DeviceConfig::preflight_timeout bounds this wait")]
+    BufferReserved {
+        /// The buffer.
+        buffer: String,
+        /// How long the use waited.
+        waited: Duration,
+    },
+
+    /// A job submitted with declared uses (`Lane::job`) used a buffer it did not declare, or
+    /// wrote one it declared only as read, through a strict recorder.
+    #[error("a declared job on lane `{lane}` used {buffer} ({access}) without declaring it; add .{access_call}(&buffer) to the lane.job() builder, or submit the job undeclared with Lane::submit")]
+    UndeclaredUse {
+        /// The buffer.
+        buffer: String,
+        /// The lane the job ran on.
+        lane: String,
+        /// How the job used it: `"read"`, `"write"` or `"read and write"`.
+        access: &'static str,
+        /// The builder call that declares it.
+        access_call: &'static str,
+    },
+
     /// A preflight waited too long for another thread's launch on the same buffer to commit.
     #[error("{buffer} stayed held by another thread's uncommitted launch for {waited:?}; that thread must commit its recorder (DeviceConfig::preflight_timeout bounds this wait)")]
     BufferBusy {
@@ -283,6 +307,8 @@ impl std::fmt::Debug for Error {
             Untracked { what },
             WouldDeadlock { what },
             BufferBusy { buffer, waited },
+            BufferReserved { buffer, waited },
+            UndeclaredUse { buffer, lane, access, access_call },
             InvalidArgument { arg, reason },
             WrongBackend { what, needed, actual },
             OutOfMemory { requested, free },

@@ -21,7 +21,7 @@ pub use backend::sim::{FenceMutation, Hazard, HazardKind, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId};
 pub use error::{Error, NumericalFailure, Result};
-pub use lane::{Handles, Lane, LaneCtx, LaneOptions};
+pub use lane::{Handles, JobBuilder, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};

@@ -266,6 +266,8 @@ impl LaunchRecorder {
         self.uses.sort_unstable_by_key(|u| u.track().id);
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
+        // Declared lane jobs submitted earlier go first; waited out before any mark is taken.
+        crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)?;
         let mut candidates = SmallVec::<[EventRef; 8]>::new();
         for (n, u) in self.uses.iter().enumerate() {
             if let Err(e) = u.track().acquire(u.access, holder, timeout, &mut candidates) {

@@ -176,6 +176,7 @@ impl Preflighted {
         });
         match recorded {
             Ok(ev) => {
+                crate::track::reservation::note_commit(self.stream, &ev);
                 for u in &self.uses {
                     u.track().publish(u.access, self.holder, Some(&ev));
                 }

@@ -61,6 +61,8 @@ pub(crate) struct BufferTrack {
     pub epoch: u64,
     state: Mutex<State>,
     cv: Condvar,
+    /// Declared lane jobs' claims on the next uses (`reservation`).
+    pub(crate) reservations: super::reservation::Reservations,
 }
 
 impl BufferTrack {
@@ -78,6 +80,7 @@ impl BufferTrack {
             epoch,
             state: Mutex::new(state),
             cv: Condvar::new(),
+            reservations: Default::default(),
         }
     }
 
@@ -183,6 +186,7 @@ impl BufferTrack {
     /// Events a host access must wait for: the last write, plus every read if the host writes.
     /// Waits out conflicting pending recorders first, like a preflight.
     pub(crate) fn host_dependencies(&self, access: Access, timeout: Duration) -> Result<SmallVec<[EventRef; 8]>> {
+        super::reservation::before_host_use(self, access, timeout)?;
         let holder = HolderId::current();
         let mut out = SmallVec::new();
         self.acquire_as(access, holder, timeout, &mut out, None)?;

@@ -1,0 +1,206 @@
+//! A queued lane job: its body, its submit ticket and the reservations it holds; and
+//! [`JobBuilder`], which declares a job's buffers.
+
+use super::{Lane, LaneCtx};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::recorder::{Resource, ResourceKind, ResourceRef, Tracked};
+use crate::track::reservation::{JobScope, Ticket};
+use crate::track::{Access, BufferId};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+pub(super) enum Call<'a> {
+    Run(&'a mut crate::Handles, JobScope),
+    /// Resolve the job's completion with this error, unrun.
+    Cancel(Error),
+}
+
+pub(super) type Body = Box<dyn FnOnce(Call<'_>) + Send>;
+
+/// A declared job's buffers and, once queued, the reservations they hold. Dropping it releases
+/// them, so a job that ends, fails, panics or is dropped unrun never leaves a later use waiting.
+#[derive(Default)]
+pub(super) struct Held {
+    ticket: Option<Ticket>,
+    uses: SmallVec<[(Arc<dyn Tracked>, Access); 4]>,
+}
+
+impl Held {
+    /// Reserves every declared buffer's next position for `ticket`.
+    pub(super) fn reserve(&mut self, ticket: Ticket) {
+        self.unreserve();
+        for (b, a) in &self.uses {
+            b.track().reservations.reserve(ticket, *a);
+        }
+        self.ticket = Some(ticket);
+    }
+
+    pub(super) fn unreserve(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            for (b, _) in &self.uses {
+                b.track().reservations.release(t);
+            }
+        }
+    }
+
+    fn declared(&self) -> SmallVec<[(BufferId, Access); 4]> {
+        self.uses.iter().map(|(b, a)| (b.track().id, *a)).collect()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.unreserve();
+    }
+}
+
+/// What a lane queue holds.
+pub(super) struct Job {
+    /// A declared job's buffers (boxed: most jobs declare none, and the queue's slots stay
+    /// small). An empty declaration still makes every use checked.
+    held: Option<Box<Held>>,
+    /// Set when queued (under the lane's submit lock).
+    ticket: Option<Ticket>,
+    body: Body,
+}
+
+impl Job {
+    pub(super) fn new(declared: Option<Held>, body: Body) -> Job {
+        Job { held: declared.map(Box::new), ticket: None, body }
+    }
+
+    /// Takes `ticket` and reserves the declared buffers with it. An undeclared job holds
+    /// nothing but still carries its ticket: its uses follow the reservations of jobs
+    /// submitted before it, and only those.
+    pub(super) fn reserve(&mut self, ticket: Ticket) {
+        if let Some(h) = &mut self.held {
+            h.reserve(ticket);
+        }
+        self.ticket = Some(ticket);
+    }
+
+    pub(super) fn is_declared(&self) -> bool {
+        self.held.is_some()
+    }
+
+    pub(super) fn unreserve(&mut self) {
+        if let Some(h) = &mut self.held {
+            h.unreserve();
+        }
+        self.ticket = None;
+    }
+
+    /// Runs the job on `handles`, then releases its reservations: its uses are committed (or
+    /// it never made them), so later uses may fence on what it published.
+    pub(super) fn run(mut self, handles: &mut crate::Handles, lane: &Arc<str>) {
+        let scope = JobScope {
+            ticket: self.ticket,
+            declared: self.held.as_ref().map(|h| h.declared()),
+            lane: Some(lane.clone()),
+            stream: handles.stream(),
+            last_commit: None,
+        };
+        let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
+        body(Call::Run(handles, scope));
+        self.unreserve();
+    }
+
+    pub(super) fn cancel(mut self, e: Error) {
+        let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
+        body(Call::Cancel(e));
+    }
+}
+
+/// A lane job with declared buffer uses, made by [`Lane::job`]. Submitting it reserves each
+/// declared buffer's next position, in submit order: every use of those buffers made after the
+/// submit returns — on any lane, or inline — is ordered after this job, even if it commits
+/// first. See [`Lane::job`].
+#[must_use = "a job builder does nothing until submitted"]
+pub struct JobBuilder<'a> {
+    lane: &'a Lane,
+    held: Held,
+    /// The first declaration that failed, reported at submit.
+    error: Option<Error>,
+}
+
+impl std::fmt::Debug for JobBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobBuilder")
+            .field("lane", &self.lane.name())
+            .field("uses", &self.held.uses.iter().map(|(b, a)| (b.track().name(), *a)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<'a> JobBuilder<'a> {
+    pub(super) fn new(lane: &'a Lane) -> Self {
+        JobBuilder { lane, held: Held::default(), error: None }
+    }
+
+    /// Declares that the job reads `buf`.
+    pub fn read(self, buf: &impl Resource) -> Self {
+        self.access(buf, Access::Read)
+    }
+
+    /// Declares that the job writes `buf` (a write covers reading it too).
+    pub fn write(self, buf: &impl Resource) -> Self {
+        self.access(buf, Access::Write)
+    }
+
+    /// Declares that the job reads and writes `buf`.
+    pub fn read_write(self, buf: &impl Resource) -> Self {
+        self.access(buf, Access::ReadWrite)
+    }
+
+    /// Declares a use with an explicit [`Access`]. Memory cusched does not track
+    /// ([`External`](crate::External)) and stale buffers cannot be reserved: submitting then
+    /// fails with [`Error::Untracked`] or [`Error::Stale`].
+    pub fn access(mut self, buf: &impl Resource, access: Access) -> Self {
+        let ResourceRef(kind) = buf.resource();
+        match kind {
+            ResourceKind::External(what) => {
+                self.error.get_or_insert(Error::Untracked { what });
+            }
+            ResourceKind::Tracked(b) => {
+                if let Err(e) = b.track().check_fresh() {
+                    self.error.get_or_insert(e);
+                } else if let Some(u) = self.held.uses.iter_mut().find(|(u, _)| u.track().id == b.track().id) {
+                    u.1 = u.1.merge(access);
+                } else {
+                    self.held.uses.push((b, access));
+                }
+            }
+        }
+        self
+    }
+
+    /// Queues `f` like [`Lane::submit`], after reserving the declared buffers. The job may
+    /// use only the buffers it declared (a strict recorder in it fails with
+    /// [`Error::UndeclaredUse`] otherwise, naming the buffer); its own uses never wait for its
+    /// own reservations. A declaration error resolves the completion with it, unqueued.
+    pub fn submit<T: Send + 'static>(
+        self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Completion<T> {
+        let lane = self.lane;
+        if let Some(e) = self.error {
+            let (completion, job) = lane.make_job(None, f);
+            job.cancel(e);
+            return completion;
+        }
+        lane.submit_job(Some(self.held), f)
+    }
+
+    /// Like [`submit`](Self::submit) but fails with [`Error::QueueFull`] instead of blocking
+    /// (nothing stays reserved then), and with a declaration's error.
+    pub fn try_submit<T: Send + 'static>(
+        self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Result<Completion<T>> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.lane.try_submit_job(Some(self.held), f)
+    }
+}

@@ -1,0 +1,201 @@
+//! `Lane`: a worker thread that owns one stream, a bounded job queue and the library handles it
+//! creates lazily; and `Handles`, the per-stream context both a lane's jobs and the caller's own
+//! thread work through.
+
+mod job;
+mod worker;
+
+pub use job::JobBuilder;
+pub use worker::{Lane, LaneOptions};
+
+use crate::completion::{Completion, KeepAlive, Shared};
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::recorder::LaunchRecorder;
+use crate::track::reservation::{self, JobScope};
+use std::sync::Arc;
+
+/// A stream and what work on it needs: recorders bound to it, keep-alives, and (with the
+/// library features) the library handles, created on first use and owned by this value's
+/// thread.
+///
+/// One type serves both places: a lane's jobs receive the lane's `Handles` (spelled
+/// [`LaneCtx`] in job signatures); on the caller's own thread, make one with [`Handles::new`]
+/// and use [`Handles::run`]. The library accessors ([`blas`](Self::blas), [`rng`](Self::rng),
+/// [`fft`](Self::fft), with their features) are the same on both.
+///
+/// ```
+/// use cusched::{Device, Handles, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let mut handles = Handles::new(&device, device.new_stream()?)?;
+/// let x = device.upload(device.default_stream(), &[1u32, 2, 3])?;
+/// // Runs on this thread; the completion resolves once the GPU work it enqueued is done.
+/// let copy = handles
+///     .run(|h| {
+///         let y = h.device().alloc_zeros::<u32>(h.stream(), 3)?;
+///         y.copy_from(h.stream(), &x)?;
+///         Ok(y)
+///     })
+///     .wait()?;
+/// assert_eq!(copy.download(device.default_stream())?, [1, 2, 3]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub struct Handles {
+    device: Device,
+    stream: StreamId,
+    keep: Vec<KeepAlive>,
+    #[cfg_attr(
+        not(any(
+            feature = "cublas",
+            feature = "cublaslt",
+            feature = "curand",
+            feature = "cufft",
+            feature = "cusparse",
+            feature = "cusolver"
+        )),
+        allow(dead_code)
+    )]
+    libs: Libraries,
+}
+
+/// What a lane job receives: the lane's [`Handles`]. The same type, not a wrapper: a job body
+/// written for a lane runs unchanged through [`Handles::run`] on the caller's thread.
+pub type LaneCtx = Handles;
+
+/// Generates, from the library registry, every library's lazily made slot in [`Handles`] and
+/// its accessor, named after the library's module.
+macro_rules! library_slots {
+    ($( #[cfg($gate:meta)] $vis:vis $name:ident: $ty:ident, )*) => {
+        /// Each registered library's per-stream state, made on first use.
+        #[derive(Default)]
+        struct Libraries {
+            $(
+                #[cfg($gate)]
+                $name: Option<crate::libs::$name::$ty>,
+            )*
+        }
+
+        impl Handles {
+            $(
+                #[cfg($gate)]
+                #[doc = concat!(
+                    "This stream's [`", stringify!($ty), "`](crate::", stringify!($name), "::", stringify!($ty),
+                    "), created on first use (and again after the device rebuilt a poisoned context) and owned",
+                    " by this value."
+                )]
+                $vis fn $name(&mut self) -> Result<&mut crate::libs::$name::$ty> {
+                    crate::libs::current(&mut self.libs.$name, &self.device, self.stream)
+                }
+            )*
+        }
+    };
+}
+crate::libs::registry!(library_slots);
+
+impl std::fmt::Debug for Handles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Handles({})", self.stream)
+    }
+}
+
+impl Handles {
+    /// Handles for `stream` of `device`, used from the calling thread. Fails with
+    /// [`Error::Shutdown`] once the device has shut down.
+    pub fn new(device: &Device, stream: StreamId) -> Result<Handles> {
+        if device.shared.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
+        device.shared.stream(stream)?;
+        Ok(Handles { device: device.internal(), stream, keep: Vec::new(), libs: Libraries::default() })
+    }
+
+    /// The device. (Clones of it do not keep the device from shutting down.)
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The stream this context enqueues on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// A strict recorder on this stream.
+    pub fn recorder(&self) -> LaunchRecorder {
+        LaunchRecorder::new_strict(self.stream)
+    }
+
+    /// A permissive recorder on this stream.
+    pub fn recorder_permissive(&self) -> LaunchRecorder {
+        LaunchRecorder::new_permissive(self.stream)
+    }
+
+    /// Keeps `x` alive until the GPU has finished the current job (or, inline, the current
+    /// [`run`](Self::run)).
+    pub fn keep(&mut self, x: impl Send + 'static) {
+        self.keep.push(Box::new(x));
+    }
+
+    /// Runs `f` now, on this thread, and returns a completion that resolves once the GPU work
+    /// it enqueued on this stream has finished.
+    ///
+    /// Like [`Lane::submit`], once the device has shut down this runs nothing and the
+    /// completion resolves with [`Error::Shutdown`]. (Buffers stay usable until dropped, so
+    /// their own methods, such as [`GpuRef::download`](crate::GpuRef::download), keep working
+    /// after shutdown; completions made then are resolved on the caller's thread.)
+    pub fn run<T: Send + 'static>(&mut self, f: impl FnOnce(&mut Handles) -> Result<T>) -> Completion<T> {
+        let (completion, shared) = Completion::queued(&self.device.shared);
+        if self.device.shared.is_shut_down() {
+            shared.enqueued(Err(Error::Shutdown), None, Vec::new());
+            return completion;
+        }
+        let scope = JobScope { ticket: None, declared: None, lane: None, stream: self.stream, last_commit: None };
+        self.finish_job(&shared, f, scope);
+        completion
+    }
+
+    /// Runs a job body as `scope` and hands its outcome, its end event and its keep-alives to
+    /// `shared`.
+    fn finish_job<T: Send + 'static>(
+        &mut self,
+        shared: &Arc<Shared<T>>,
+        f: impl FnOnce(&mut Handles) -> Result<T>,
+        scope: JobScope,
+    ) {
+        self.keep.clear();
+        // The context the job's work goes to: its end must be marked in that same context.
+        let epoch = self.device.shared.epoch();
+        let (value, last) = reservation::in_job(scope, || {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *self))) {
+                Ok(v) => v,
+                Err(payload) => Err(Error::JobPanicked { message: panic_message(payload.as_ref()) }),
+            }
+        });
+        let keep = std::mem::take(&mut self.keep);
+        // The job's last commit on this stream covers everything it enqueued here (every
+        // enqueue is inside a launch, which commits even when it fails), so it is the job's end
+        // unless the context moved since; otherwise one event after the job covers it all.
+        let end = match last {
+            Some(ev) if ev.epoch() == epoch && !ev.context_replaced() => Ok(ev),
+            _ => self.device.shared.record_since(self.stream, epoch),
+        };
+        match end {
+            Ok(ev) => shared.enqueued(value, Some(ev), keep),
+            Err(e) => {
+                // Nothing to wait on: the stream is unusable. Keep-alives are leaked rather than
+                // freed under work that may still run.
+                log::error!("cusched: recording the end of a job on {} failed: {e}", self.stream);
+                std::mem::forget(keep);
+                shared.enqueued(value.and(Err(e)), None, Vec::new());
+            }
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}

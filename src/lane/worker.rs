@@ -1,0 +1,365 @@
+//! `Lane`: the worker thread, its bounded queue, and submit.
+
+use super::job::{Body, Call, Held, Job, JobBuilder};
+use super::{Handles, LaneCtx};
+use crate::completion::{Completion, Shared};
+use crate::device::{Device, DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::track::reservation::{self, Ticket};
+use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError, TrySendError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Per-lane options.
+#[derive(Clone, Debug)]
+pub struct LaneOptions {
+    /// Jobs the queue holds before `submit` blocks and `try_submit` fails.
+    pub capacity: usize,
+}
+
+impl Default for LaneOptions {
+    fn default() -> Self {
+        LaneOptions { capacity: 1024 }
+    }
+}
+
+struct LaneInner {
+    /// Unique in the process, never 0: what the lane's thread records as its role, so that
+    /// waits that only this lane could end are refused on it.
+    id: u64,
+    name: Arc<str>,
+    stream: StreamId,
+    /// Held while a submit takes its ticket and pushes its job, so that this queue's order is
+    /// ticket order (what makes reservations deadlock-free: see `track::reservation`).
+    submit: Mutex<()>,
+    device: Arc<DeviceShared>,
+    tx: Option<Sender<Job>>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// A worker thread owning one stream. Cheap to clone; the last clone dropped runs the jobs
+/// still queued and joins the thread, and the stream passes to the next lane the device
+/// starts (a stream is in order, so that lane's work follows this one's), so that lanes can be
+/// started and dropped without running out of [`DeviceConfig::max_streams`](crate::DeviceConfig).
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+///
+/// let device = Device::sim(SimConfig::default())?;
+/// let lane = device.lane("upload")?;
+/// // The job runs on the lane's thread, with the lane's stream and handles.
+/// let buf = lane.submit(|cx| cx.device().upload(cx.stream(), &[7u8; 16])).wait()?;
+/// assert_eq!(buf.download(lane.stream())?, [7u8; 16]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Lane {
+    inner: Arc<LaneInner>,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Lane({}, {})", self.inner.name, self.inner.stream)
+    }
+}
+
+impl Device {
+    /// Starts a lane named `name` on a stream of its own: a new one, or one a dropped lane gave
+    /// back.
+    pub fn lane(&self, name: &str) -> Result<Lane> {
+        self.lane_with(name, LaneOptions::default())
+    }
+
+    /// Starts a lane with options.
+    pub fn lane_with(&self, name: &str, options: LaneOptions) -> Result<Lane> {
+        if options.capacity == 0 {
+            return Err(Error::invalid("LaneOptions::capacity", "must be at least 1"));
+        }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let shutdown = self.shared.shutdown_signal().ok_or(Error::Shutdown)?;
+        // A stream a dropped lane gave back, or a new one.
+        let stream = self.shared.lane_stream(name)?;
+        let handles = match Handles::new(self, stream) {
+            Ok(h) => h,
+            Err(e) => {
+                self.shared.release_stream(stream);
+                return Err(e);
+            }
+        };
+        let (tx, rx) = bounded::<Job>(options.capacity);
+        let spin = self.shared.config.spin;
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let device = self.shared.clone();
+        let lane_name: Arc<str> = Arc::from(name);
+        let worker_name = lane_name.clone();
+        let spawned = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+            crate::sync::role::set_lane(id);
+            lane_loop(handles, rx, shutdown, spin, &worker_name);
+            // The lane's handles are gone and it enqueues nothing more: a later lane may take
+            // the stream (it is in order, so that lane's work follows this one's).
+            device.release_stream(stream);
+        });
+        let thread = match spawned {
+            Ok(t) => t,
+            Err(e) => {
+                self.shared.release_stream(stream);
+                return Err(Error::invalid("name", format!("could not spawn the lane thread: {e}")));
+            }
+        };
+        let thread = Arc::new(Mutex::new(Some(thread)));
+        self.shared.register_lane(thread.clone());
+        Ok(Lane {
+            inner: Arc::new(LaneInner {
+                id,
+                name: lane_name,
+                stream,
+                submit: Mutex::new(()),
+                device: self.shared.clone(),
+                tx: Some(tx),
+                thread,
+            }),
+        })
+    }
+}
+
+fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, spin: Duration, name: &Arc<str>) {
+    loop {
+        // Spin briefly before parking: waking a parked thread costs far more than a short spin.
+        // Measured as elapsed time, so that no spin overflows `Instant`; shutdown ends it.
+        let spin_start = Instant::now();
+        let mut job = None;
+        while spin_start.elapsed() < spin && !handles.device.shared.is_shut_down() {
+            match jobs.try_recv() {
+                Ok(j) => {
+                    job = Some(Ok(j));
+                    break;
+                }
+                Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
+        let next = match job {
+            Some(j) => j,
+            None => select! {
+                recv(jobs) -> j => j.map_err(|_| ()),
+                recv(shutdown) -> _ => Err(()),
+            },
+        };
+        match next {
+            Ok(job) if !handles.device.shared.is_shut_down() => job.run(&mut handles, name),
+            Ok(job) => {
+                job.cancel(Error::Shutdown);
+                drain(&jobs);
+                return;
+            }
+            Err(()) if handles.device.shared.is_shut_down() => {
+                drain(&jobs);
+                return;
+            }
+            Err(()) => return,
+        }
+    }
+}
+
+fn drain(jobs: &Receiver<Job>) {
+    while let Ok(job) = jobs.try_recv() {
+        job.cancel(Error::Shutdown);
+    }
+}
+
+impl Lane {
+    /// The lane's stream.
+    pub fn stream(&self) -> StreamId {
+        self.inner.stream
+    }
+
+    /// The lane's name (also its thread's name).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// A job with declared buffer uses: `lane.job().read(&x).write(&y).submit(|cx| ...)`.
+    ///
+    /// Submitting it reserves each declared buffer's next position, in submit order, so that
+    /// every use of those buffers made after the submit returns — a job submitted later to any
+    /// lane, or an op on the caller's own thread — is ordered after this job even if it would
+    /// commit first: that use's preflight waits (bounded by
+    /// [`DeviceConfig::preflight_timeout`](crate::DeviceConfig), then
+    /// [`Error::BufferReserved`]) until this job has ended, then fences on the GPU as usual; no
+    /// host thread waits for the GPU. Reads declared by several jobs do not wait for each other;
+    /// a later write waits for all of them. The job may use only what it declared (a strict
+    /// recorder fails with [`Error::UndeclaredUse`] otherwise); a declared buffer the job never
+    /// touches is released when the job ends, and a job that fails, panics or is never run
+    /// (shutdown) releases everything it reserved.
+    ///
+    /// ```
+    /// use cusched::{Device, SimConfig};
+    ///
+    /// let device = Device::sim(SimConfig::default())?;
+    /// let (a, b) = (device.lane("a")?, device.lane("b")?);
+    /// let x = device.alloc_zeros::<u32>(device.default_stream(), 4)?;
+    /// let y = device.alloc_zeros::<u32>(device.default_stream(), 4)?;
+    /// let src = device.upload(device.default_stream(), &[5u32; 4])?;
+    /// let (xa, s) = (x.clone(), src.clone());
+    /// a.job().read(&src).write(&x).submit(move |cx| xa.copy_from(cx.stream(), &s));
+    /// // No wait in between: the reservation orders this read of x after the job on lane a.
+    /// let (xb, yb) = (x.clone(), y.clone());
+    /// b.job().read(&x).write(&y).submit(move |cx| yb.copy_from(cx.stream(), &xb)).wait()?;
+    /// assert_eq!(y.download(device.default_stream())?, [5u32; 4]);
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
+    pub fn job(&self) -> JobBuilder<'_> {
+        JobBuilder::new(self)
+    }
+
+    pub(super) fn make_job<T: Send + 'static>(
+        &self,
+        declared: Option<Held>,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> (Completion<T>, Job) {
+        let (completion, shared) = Completion::queued_on(&self.inner.device, self.inner.id);
+        let guard = CancelOnDrop(Some(shared));
+        let body: Body = Box::new(move |call| {
+            let mut guard = guard;
+            let Some(shared) = guard.0.take() else { return };
+            match call {
+                Call::Run(h, scope) => h.finish_job(&shared, f, scope),
+                Call::Cancel(e) => shared.enqueued(Err(e), None, Vec::new()),
+            }
+        });
+        (completion, Job::new(declared, body))
+    }
+
+    /// Takes a ticket, reserves the job's declared buffers with it and pushes the job, all
+    /// under the submit lock; a full queue gives the job back with nothing reserved.
+    fn push(&self, tx: &Sender<Job>, mut job: Job) -> std::result::Result<(), TrySendError<Job>> {
+        if job.is_declared() {
+            reservation::note_declared();
+        } else if !reservation::declared_seen() {
+            job.reserve(Ticket::FIRST);
+            return tx.try_send(job);
+        }
+        let _order = crate::sync::lock(&self.inner.submit);
+        job.reserve(Ticket::next());
+        match tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(mut job)) => {
+                job.unreserve();
+                Err(TrySendError::Full(job))
+            }
+            Err(TrySendError::Disconnected(mut job)) => {
+                job.unreserve();
+                Err(TrySendError::Disconnected(job))
+            }
+        }
+    }
+
+    /// Queues `f` to run on the lane's thread, blocking while the queue is full. The
+    /// completion resolves with `f`'s value once the GPU work `f` enqueued has finished, with
+    /// `f`'s error, with [`Error::JobPanicked`] if it panicked, or with [`Error::Shutdown`] if the
+    /// device shut down before it ran. From a job on this same lane, a full queue could never
+    /// drain: the job is not queued and the completion resolves with [`Error::WouldDeadlock`].
+    ///
+    /// The job declares no buffers, so it reserves nothing: its uses are ordered with other
+    /// lanes' by commit. A job submitted to lane A that writes `x`, then a job submitted to lane
+    /// B that reads `x`, may read the old contents if B's job runs first; wait for the first
+    /// job's [`Completion::wait_committed`] in between, or declare the uses with
+    /// [`job`](Self::job). An undeclared job still follows the reservations of declared jobs
+    /// submitted before it.
+    pub fn submit<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Completion<T> {
+        self.submit_job(None, f)
+    }
+
+    pub(super) fn submit_job<T: Send + 'static>(
+        &self,
+        declared: Option<Held>,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Completion<T> {
+        let (completion, mut job) = self.make_job(declared, f);
+        let Some(tx) = &self.inner.tx else { return completion };
+        let mut backoff = Duration::from_micros(1);
+        loop {
+            if self.inner.device.is_shut_down() {
+                job.cancel(Error::Shutdown);
+                return completion;
+            }
+            match self.push(tx, job) {
+                Ok(()) => return completion,
+                Err(TrySendError::Full(j)) if crate::sync::role::lane() == self.inner.id => {
+                    j.cancel(Error::WouldDeadlock {
+                        what: format!(
+                            "a job on lane `{}` submitted to the lane's own full queue, which only drains after the job returns; use try_submit, a larger LaneOptions::capacity, or another lane",
+                            self.inner.name
+                        ),
+                    });
+                    return completion;
+                }
+                Err(TrySendError::Full(j)) => {
+                    // Wait for room without the submit lock (the worker never takes it), then
+                    // take a fresh ticket: the submit happens when the job is queued.
+                    job = j;
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(1));
+                }
+                Err(TrySendError::Disconnected(j)) => {
+                    j.cancel(Error::Shutdown);
+                    return completion;
+                }
+            }
+        }
+    }
+
+    /// Like [`submit`](Self::submit) but fails with [`Error::QueueFull`] instead of blocking.
+    pub fn try_submit<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Result<Completion<T>> {
+        self.try_submit_job(None, f)
+    }
+
+    pub(super) fn try_submit_job<T: Send + 'static>(
+        &self,
+        declared: Option<Held>,
+        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+    ) -> Result<Completion<T>> {
+        if self.inner.device.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
+        let (completion, job) = self.make_job(declared, f);
+        match self.inner.tx.as_ref().map(|tx| self.push(tx, job)) {
+            Some(Ok(())) => Ok(completion),
+            Some(Err(TrySendError::Full(_))) => Err(Error::QueueFull),
+            Some(Err(TrySendError::Disconnected(_))) | None => Err(Error::Shutdown),
+        }
+    }
+}
+
+/// Resolves a job's completion with [`Error::Shutdown`] if the job is dropped unrun (a queue
+/// torn down with jobs still in it), so that no waiter hangs.
+struct CancelOnDrop<T: Send + 'static>(Option<Arc<Shared<T>>>);
+
+impl<T: Send + 'static> Drop for CancelOnDrop<T> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            shared.enqueued(Err(Error::Shutdown), None, Vec::new());
+        }
+    }
+}
+
+impl Drop for LaneInner {
+    fn drop(&mut self) {
+        // Disconnecting the queue lets the worker run what is queued, then exit.
+        drop(self.tx.take());
+        let handle = crate::sync::lock(&self.thread).take();
+        if let Some(h) = handle {
+            if h.thread().id() != std::thread::current().id() {
+                let _ = h.join();
+            }
+        }
+    }
+}

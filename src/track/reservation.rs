@@ -1,0 +1,277 @@
+//! Reservations: a lane job that declares its buffers at submit holds each one's next position
+//! from submit until the job ends, so that uses made after the submit, on any lane or inline,
+//! follow the job even when they commit first.
+//!
+//! # Tickets
+//!
+//! Every lane submit takes the next process-wide ticket, under its lane's submit lock and
+//! together with the push onto the lane's queue, so that on every lane queue order is ticket
+//! order. (Until the process's first declared job, undeclared submits skip the lock and carry
+//! [`Ticket::FIRST`], which follows no reservation: see [`note_declared`].) A declared job adds an entry `(ticket, writes)` to each declared buffer's
+//! reservations before it is queued, and removes them when it ends, runs or not (the entries
+//! live in a guard that the queued job owns: a job that returns, fails, panics, or is dropped
+//! unrun by a shutdown or a closed queue releases them).
+//!
+//! Before a preflight (or a host access) takes any pending mark, each of its buffers waits until
+//! no *conflicting* reservation is left among those it must follow: a write conflicts with every
+//! reservation, a read only with write reservations. Which reservations a use must follow
+//! depends on where it runs:
+//!
+//! - in a lane job with ticket `t` (declared or not): the reservations with tickets below `t`,
+//!   the jobs submitted before it. Its own reservation is not below `t`, so a declared job never
+//!   waits for itself;
+//! - anywhere else (inline, on the caller's thread): every reservation present, all of which
+//!   were made by submits that happened before the use.
+//!
+//! # Why reservations cannot deadlock
+//!
+//! Call a job *unfinished* while it holds reservations or sits in a lane queue. A job carrying
+//! [`Ticket::FIRST`] waits for no reservation, so once it runs it ends. Take the unfinished job
+//! `J` with the smallest ticket among the others. Every job before `J` in its lane's queue has a
+//! smaller ticket (queue order is ticket order among them) and so has finished, or carries
+//! `FIRST` and ends once run: `J` runs.
+//! `J` waits only for reservations with smaller tickets, and those belong to finished jobs,
+//! which released them: `J` waits for no reservation. Waits on pending marks are bounded by the
+//! commit of a launch already past its reservation waits (a preflight waits for all of its
+//! reservations before taking its first mark, so no thread holds a mark while it waits for a
+//! reservation). So `J` ends, and by induction on tickets every job does. Inline uses wait only
+//! for jobs, never the reverse, so they add no cycle either.
+//!
+//! What the argument cannot cover is a job that blocks on something else that only a later job
+//! provides (waiting inside a job for the completion of a job submitted after it, or holding an
+//! uncommitted [`Preflighted`](crate::Preflighted) across another preflight): such a wait is
+//! bounded by `DeviceConfig::preflight_timeout` and fails with [`Error::BufferReserved`].
+
+use super::buffer::BufferId;
+use super::{Access, EventRef, StreamId};
+use crate::error::{Error, Result};
+use smallvec::SmallVec;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// A submit's place in the process-wide submit order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Ticket(u64);
+
+impl Ticket {
+    /// The next ticket. Callers that need queue order to equal ticket order take it under the
+    /// lock that orders their queue.
+    pub(crate) fn next() -> Ticket {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Ticket(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Ticket {
+    /// Before every issued ticket: a job carrying it follows no reservation.
+    pub(crate) const FIRST: Ticket = Ticket(0);
+}
+
+/// Whether any declared job was ever submitted in this process. Until one is, undeclared
+/// submits skip the submit lock and carry [`Ticket::FIRST`]: with no reservation made before
+/// them they have none to follow, and since they follow none, where a declared job submitted
+/// concurrently lands in their queue cannot make either wait for the other. A declared submit
+/// sets it before taking its ticket, so an undeclared submit that happens after it sees it (it
+/// then takes a ticket under the lock like any other).
+static DECLARED_SEEN: AtomicBool = AtomicBool::new(false);
+
+pub(crate) fn note_declared() {
+    if !DECLARED_SEEN.load(Ordering::Relaxed) {
+        DECLARED_SEEN.store(true, Ordering::Release);
+    }
+}
+
+pub(crate) fn declared_seen() -> bool {
+    DECLARED_SEEN.load(Ordering::Acquire)
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    ticket: Ticket,
+    writes: bool,
+}
+
+#[derive(Default)]
+struct Held {
+    entries: SmallVec<[Entry; 2]>,
+    /// Uses blocked on an entry; `release` notifies only when non-zero.
+    waiters: u32,
+}
+
+/// One buffer's outstanding reservations.
+#[derive(Default)]
+pub(crate) struct Reservations {
+    /// Entries held, readable without the lock: the common case (nothing reserved) costs one
+    /// load. A reservation made before a use in program order happens before that use, so the
+    /// `Acquire` load sees its `Release` increment.
+    count: AtomicUsize,
+    held: Mutex<Held>,
+    cv: Condvar,
+}
+
+impl Reservations {
+    pub(crate) fn reserve(&self, ticket: Ticket, access: Access) {
+        let mut h = crate::sync::lock(&self.held);
+        h.entries.push(Entry { ticket, writes: access.writes() });
+        self.count.fetch_add(1, Ordering::Release);
+    }
+
+    pub(crate) fn release(&self, ticket: Ticket) {
+        let mut h = crate::sync::lock(&self.held);
+        if let Some(i) = h.entries.iter().position(|e| e.ticket == ticket) {
+            h.entries.swap_remove(i);
+            self.count.fetch_sub(1, Ordering::Release);
+        }
+        if h.waiters > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Waits until no reservation before `before` (all, with `None`) conflicts with `access`.
+    fn await_turn(
+        &self,
+        name: impl Fn() -> String,
+        access: Access,
+        before: Option<Ticket>,
+        timeout: Duration,
+    ) -> Result<()> {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let conflicts = |e: &Entry| before.is_none_or(|b| e.ticket < b) && (e.writes || access.writes());
+        let mut h = crate::sync::lock(&self.held);
+        let mut deadline = None;
+        while h.entries.iter().any(conflicts) {
+            // A timeout too large for `Instant` means no deadline: wait in long slices.
+            let left = (*deadline.get_or_insert_with(|| Instant::now().checked_add(timeout)))
+                .map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                return Err(Error::BufferReserved { buffer: name(), waited: timeout });
+            }
+            h.waiters += 1;
+            h = crate::sync::wait_timeout(&self.cv, h, left);
+            h.waiters -= 1;
+        }
+        Ok(())
+    }
+}
+
+/// The job a lane thread is running (or an inline [`Handles::run`](crate::Handles::run)): its
+/// ticket, what it declared, and the last event it committed on its own stream.
+pub(crate) struct JobScope {
+    /// `None` inline: uses there follow every reservation present.
+    pub ticket: Option<Ticket>,
+    /// `None` for an undeclared job.
+    pub declared: Option<SmallVec<[(BufferId, Access); 4]>>,
+    /// The lane's name, for errors; `None` inline.
+    pub lane: Option<std::sync::Arc<str>>,
+    pub stream: StreamId,
+    pub last_commit: Option<EventRef>,
+}
+
+thread_local!(static JOB: RefCell<Option<JobScope>> = const { RefCell::new(None) });
+
+/// Puts the previous scope back, also when the job unwinds.
+struct Restore(Option<Option<JobScope>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(prev) = self.0.take() {
+            // `try_with`: during thread teardown the slot may be gone; nothing to restore then.
+            let _ = JOB.try_with(|j| *j.borrow_mut() = prev);
+        }
+    }
+}
+
+/// Runs `f` as the job `scope`; returns its value and the last event it committed on its
+/// stream. An inline scope (no ticket) inside a job keeps the job's ticket and declarations:
+/// it runs as part of that job.
+pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, Option<EventRef>) {
+    let stream = scope.stream;
+    let prev = JOB.with(|j| {
+        let mut j = j.borrow_mut();
+        if scope.ticket.is_none() {
+            if let Some(outer) = j.as_ref() {
+                scope.ticket = outer.ticket;
+                scope.declared = outer.declared.clone();
+                scope.lane = outer.lane.clone();
+            }
+        }
+        j.replace(scope)
+    });
+    let restore = Restore(Some(prev));
+    let value = f();
+    let last = JOB.with(|j| j.borrow_mut().as_mut().and_then(|s| s.last_commit.take()));
+    drop(restore);
+    // Work an inline run inside a job put on the job's stream is the job's work too.
+    if let Some(ev) = &last {
+        note_commit(stream, ev);
+    }
+    (value, last)
+}
+
+/// Notes a commit on `stream`: the job running on this thread (if any) may end with it.
+pub(crate) fn note_commit(stream: StreamId, ev: &EventRef) {
+    let _ = JOB.try_with(|j| {
+        if let Ok(mut j) = j.try_borrow_mut() {
+            if let Some(scope) = j.as_mut().filter(|s| s.stream == stream) {
+                scope.last_commit = Some(ev.clone());
+            }
+        }
+    });
+}
+
+fn access_words(a: Access) -> (&'static str, &'static str) {
+    match a {
+        Access::Read => ("read", "read"),
+        Access::Write => ("write", "write"),
+        Access::ReadWrite => ("read and write", "read_write"),
+    }
+}
+
+/// What every use does before it takes a pending mark: in a declared job, checks that a strict
+/// use was declared (the error names the buffer); then waits for the reservations the use must
+/// follow (see the module docs).
+pub(crate) fn before_use<'a>(
+    uses: impl Iterator<Item = (&'a super::BufferTrack, Access)> + Clone,
+    strict: bool,
+    timeout: Duration,
+) -> Result<()> {
+    let before = JOB.with(|j| -> Result<Option<Ticket>> {
+        let j = j.borrow();
+        let Some(scope) = j.as_ref() else { return Ok(None) };
+        if let Some(declared) = &scope.declared {
+            for (t, access) in uses.clone() {
+                let covered = declared.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()));
+                if covered {
+                    continue;
+                }
+                let (words, call) = access_words(access);
+                let err = Error::UndeclaredUse {
+                    buffer: t.name(),
+                    lane: scope.lane.as_deref().unwrap_or("?").to_string(),
+                    access: words,
+                    access_call: call,
+                };
+                if strict {
+                    return Err(err);
+                }
+                log::debug!("cusched: permissive recorder in a declared job: {err}");
+            }
+        }
+        Ok(scope.ticket)
+    })?;
+    for (t, access) in uses {
+        t.reservations.await_turn(|| t.name(), access, before, timeout)?;
+    }
+    Ok(())
+}
+
+/// Host access to a buffer (reading or filling pinned memory on the host) follows the
+/// reservations like a use; it is not a launch, so declaration is not checked.
+pub(crate) fn before_host_use(t: &super::BufferTrack, access: Access, timeout: Duration) -> Result<()> {
+    let before = JOB.with(|j| j.borrow().as_ref().and_then(|s| s.ticket));
+    t.reservations.await_turn(|| t.name(), access, before, timeout)
+}
