@@ -172,7 +172,7 @@ impl Preflighted {
         // Only in the context the work went to: after a rebuild, an event on the new stream
         // would mark work of the poisoned context as finished.
         let recorded = device.stream(self.stream).and_then(|slot| {
-            slot.record_in(&device.events, Some(self.epoch)).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+            slot.commit_in(&device.events, self.epoch).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
         match recorded {
             Ok(ev) => {
@@ -253,6 +253,15 @@ mod tests {
         (launch, done)
     }
 
+    /// A simulated device on which two streams have committed, so that every commit records
+    /// its event at once.
+    fn several_streams() -> Device {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s2 = d.new_stream().unwrap();
+        LaunchRecorder::new_strict(s2).launch(&d, |_| Ok(())).unwrap();
+        d
+    }
+
     #[test]
     fn recorders_and_preflighted_launches_can_move_between_threads() {
         fn send<T: Send>() {}
@@ -262,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_failed_commit_record_releases_the_buffers_only_after_the_work_is_done() {
-        let d = Device::sim(SimConfig::default()).unwrap();
+        let d = several_streams();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (launch, done) = slow_write(&d, &buf);
         fail_next_record(INVALID_HANDLE);
@@ -273,11 +282,27 @@ mod tests {
 
     #[test]
     fn a_sticky_failure_at_the_commit_record_is_context_poisoned() {
-        let d = Device::sim(SimConfig::default()).unwrap();
+        let d = several_streams();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (launch, _) = slow_write(&d, &buf);
         fail_next_record(ILLEGAL_ADDRESS);
         let err = launch.commit().expect_err("the record failed");
+        assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
+        let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");
+        assert!(matches!(err, Error::Stale { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_sticky_failure_at_a_lazy_record_is_context_poisoned_for_the_waiter() {
+        // One stream: the commit records nothing, so the fault shows at the first record,
+        // made when the host waits.
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
+        let (launch, _) = slow_write(&d, &buf);
+        let ev = launch.commit_event().unwrap();
+        assert_eq!(d.stats().recorded, 0, "a one-stream commit records lazily");
+        fail_next_record(ILLEGAL_ADDRESS);
+        let err = d.shared.wait_event(&ev).expect_err("the lazy record failed");
         assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
         let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");
         assert!(matches!(err, Error::Stale { .. }), "{err}");
