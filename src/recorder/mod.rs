@@ -12,6 +12,8 @@
 //! [`LaunchRecorder::launch`] does all of it around a closure and is the everyday path; every
 //! op of the crate goes through its internal form, `launch_event`.
 
+#[cfg(test)]
+mod lazy_tests;
 mod preflighted;
 mod resource;
 mod scope;
