@@ -171,7 +171,10 @@ impl Preflighted {
         // that covers its work.
         // Only in the context the work went to: after a rebuild, an event on the new stream
         // would mark work of the poisoned context as finished.
-        let recorded = device.stream(self.stream).and_then(|slot| {
+        // The stream was looked up and validated at preflight; the slot of an index handed out
+        // once is never replaced, so this is a plain index.
+        let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
+        let recorded = slot.and_then(|slot| {
             slot.commit_in(&device.events, self.epoch).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
         match recorded {

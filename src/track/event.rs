@@ -119,7 +119,8 @@ impl EventPool {
             while probes > 0 {
                 probes -= 1;
                 let i = st.cursor % st.slab.len();
-                if Arc::get_mut(&mut st.slab[i]).is_some() {
+                // A plain load first: `get_mut` itself is a compare-and-swap.
+                if Arc::strong_count(&st.slab[i]) == 1 && Arc::get_mut(&mut st.slab[i]).is_some() {
                     st.cursor = i;
                     return Ok(st.slab.swap_remove(i));
                 }
