@@ -64,9 +64,7 @@ fn inline_launch(d: &Device, s: StreamId, k: &Kernel, x: &Bufs) -> cusched::Resu
     rec.read(&x.a)?.read(&x.b)?.write(&x.c)?;
     rec.launch(d, |scope| {
         let cuda = scope.cuda_stream()?;
-        cuda.context()
-            .bind_to_thread()
-            .map_err(|status| cusched::Error::Driver { call: "cuCtxSetCurrent", status })?;
+        cuda.context().bind_to_thread().map_err(|status| cusched::Error::Driver { call: "cuCtxSetCurrent", status })?;
         let stream = cuda.cu_stream();
         let mut params: [*mut c_void; 4] = [
             (&mut pa as *mut u64).cast(),
@@ -117,7 +115,9 @@ fn a_full_inline_launch_allocates_nothing_in_steady_state() {
     let recorded_one = d.stats().recorded;
     let s1 = d.new_stream().unwrap();
     let two = per_op(&d, &[s0, s1], &k, &x, 2000);
-    eprintln!("allocations per op: one stream {one}, two streams {two}; events recorded while one stream: {recorded_one}");
+    eprintln!(
+        "allocations per op: one stream {one}, two streams {two}; events recorded while one stream: {recorded_one}"
+    );
     assert_eq!(one, 0.0, "{one} allocations per inline launch on one stream");
     assert_eq!(two, 0.0, "{two} allocations per inline launch over two streams");
 }

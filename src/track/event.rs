@@ -218,9 +218,7 @@ impl EventPool {
         how: Record,
     ) -> Result<EventRef> {
         let mut ev = self.take(back)?;
-        let Some(e) = Arc::get_mut(&mut ev) else {
-            unreachable!("a taken event is held by its taker alone")
-        };
+        let Some(e) = Arc::get_mut(&mut ev) else { unreachable!("a taken event is held by its taker alone") };
         e.pos = pos;
         e.device = device;
         e.clock.clone_from(clock);
