@@ -145,12 +145,9 @@ impl OpStream {
         if self.device.is_simulated() {
             return Err(self.unavailable_on_sim());
         }
-        rec.launch_event(&self.device, |scope| {
-            let stream = scope.cuda_stream()?;
-            // Library calls go to the current context; the handle was given this stream.
-            cuda::bind(stream.context())?;
-            enqueue(stream)
-        })
+        // Library calls go to the current context; the handle was given this stream. Bound once
+        // here for the op: the library call and the commit's record both run with it.
+        rec.launch_event(&self.device, |scope| enqueue(scope.bound_cuda_stream()?))
     }
 }
 

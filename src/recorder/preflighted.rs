@@ -7,6 +7,7 @@ use crate::device::{DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::track::{Access, EventRef, HolderId};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A launch between [`LaunchRecorder::preflight`](crate::LaunchRecorder::preflight) and
@@ -111,6 +112,9 @@ pub struct Preflighted {
     /// The context epoch of `raw`, which the enqueued work belongs to.
     epoch: u64,
     committed: bool,
+    /// The op's own enqueue made the stream's context current and ran only crate code after,
+    /// so the commit's record needs no bind of its own.
+    bound: AtomicBool,
 }
 
 impl std::fmt::Debug for Preflighted {
@@ -131,7 +135,7 @@ impl Preflighted {
         raw: Arc<RawStream>,
         epoch: u64,
     ) -> Self {
-        Preflighted { stream, uses, device, holder, raw, epoch, committed: false }
+        Preflighted { stream, uses, device, holder, raw, epoch, committed: false, bound: AtomicBool::new(false) }
     }
 
     /// The stream the launch runs on.
@@ -159,6 +163,11 @@ impl Preflighted {
         &self.raw
     }
 
+    /// Notes that the stream's context is current on this thread and stays so until commit.
+    pub(super) fn set_bound(&self) {
+        self.bound.store(true, Ordering::Relaxed);
+    }
+
     pub(super) fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
         self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
     }
@@ -175,7 +184,8 @@ impl Preflighted {
         // once is never replaced, so this is a plain index.
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
         let recorded = slot.and_then(|slot| {
-            slot.commit_in(&device.events, self.epoch).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+            let bound = self.bound.load(Ordering::Relaxed);
+            slot.commit_in(&device.events, self.epoch, bound).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
         match recorded {
             Ok(ev) => {

@@ -198,8 +198,8 @@ pub(crate) type EventRef = Arc<FenceEvent>;
 /// How [`EventPool::commit`] marks a new position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Record {
-    /// Record the backend event now.
-    Now,
+    /// Record the backend event now; `bound`: the stream's context is current on this thread.
+    Now { bound: bool },
     /// Leave the backend event for the first one who needs it.
     Lazily,
 }
@@ -227,8 +227,8 @@ impl EventPool {
         if !lazy.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
             *lazy = Some(stream.clone());
         }
-        if how == Record::Now {
-            if let Err(err) = stream.record(&e.raw) {
+        if let Record::Now { bound } = how {
+            if let Err(err) = stream.record_as(&e.raw, bound) {
                 self.put(ev);
                 return Err(err);
             }
@@ -272,6 +272,17 @@ impl FenceEvent {
             }
         }
         Ok(&self.raw)
+    }
+
+    /// [`raw`](Self::raw) for a fence on `waiter`, whose context the caller has bound: binds
+    /// `waiter`'s context again if recording a lazy producer had to bind the producer's.
+    pub(crate) fn raw_in(&self, waiter: &RawStream) -> Result<&RawEvent> {
+        if self.recorded.load(Ordering::Acquire) {
+            return Ok(&self.raw);
+        }
+        let raw = self.raw()?;
+        waiter.bind()?;
+        Ok(raw)
     }
 
     /// Whether the GPU has passed this event.

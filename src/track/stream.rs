@@ -169,10 +169,16 @@ impl StreamSlot {
         }
         if !candidates.is_empty() && self.fencing {
             let plan = plan_waits(self.index(), &st.clock, candidates);
+            if !plan.is_empty() {
+                st.raw.bind()?;
+            }
             for ev in plan {
                 // A lazily recorded producer is recorded on its own stream now (no tracker lock
                 // of that stream is taken: only its backend handle, which the event holds).
-                st.raw.wait(ev.raw()?)?;
+                // Recording a lazy producer may bind another context (a peer's): bind again
+                // only then.
+                let raw = ev.raw_in(&st.raw)?;
+                st.raw.wait_current(raw)?;
                 use super::plan::FencePoint;
                 st.clock.join(ev.clock());
                 st.stats.waits += 1;
@@ -186,13 +192,14 @@ impl StreamSlot {
     /// the stream lock): `None` once the device has moved to a new context, whose stream cannot
     /// mark the end of work sent to the old one.
     pub(crate) fn record_in(&self, pool: &EventPool, required: Option<u64>) -> Option<Result<EventRef>> {
-        self.position(pool, required, Record::Now)
+        self.position(pool, required, Record::Now { bound: false })
     }
 
     /// A launch's commit: [`record_in`](Self::record_in) with `required`, leaving the backend
     /// record for later while this is the only stream of its device that has ever committed.
-    pub(crate) fn commit_in(&self, pool: &EventPool, required: u64) -> Option<Result<EventRef>> {
-        let how = if pool.only_stream(self.id.index) { Record::Lazily } else { Record::Now };
+    /// `bound`: the stream's context is current on this thread (the op's enqueue bound it).
+    pub(crate) fn commit_in(&self, pool: &EventPool, required: u64, bound: bool) -> Option<Result<EventRef>> {
+        let how = if pool.only_stream(self.id.index) { Record::Lazily } else { Record::Now { bound } };
         self.position(pool, Some(required), how)
     }
 
@@ -211,7 +218,7 @@ impl StreamSlot {
             Ok(ev) => {
                 st.seq = pos.seq;
                 st.stats.events += 1;
-                if how == Record::Now {
+                if how != Record::Lazily {
                     st.stats.recorded += 1;
                 }
                 st.last = Some(ev.clone());
