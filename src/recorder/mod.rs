@@ -275,7 +275,7 @@ impl LaunchRecorder {
         let timeout = shared.config.preflight_timeout;
         let mut candidates = SmallVec::<[EventRef; 8]>::new();
         for (n, u) in self.uses.iter().enumerate() {
-            if let Err(e) = u.track().acquire(u.access, holder, timeout, &mut candidates) {
+            if let Err(e) = u.track().acquire(u.access, holder, timeout, slot.index(), &mut candidates) {
                 release(&self.uses[..n], holder);
                 return Err(e);
             }

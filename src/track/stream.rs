@@ -116,8 +116,8 @@ impl StreamSlot {
         *crate::sync::lock(&self.lane) = lane;
     }
 
-    /// The process-wide index (not the per-device `id.index`).
-    fn index(&self) -> u32 {
+    /// The process-wide index (not the per-device `id.index`): the `stream` of its positions.
+    pub(crate) fn index(&self) -> u32 {
         self.index.index()
     }
 
