@@ -121,3 +121,42 @@ fn a_full_inline_launch_allocates_nothing_in_steady_state() {
     assert_eq!(one, 0.0, "{one} allocations per inline launch on one stream");
     assert_eq!(two, 0.0, "{two} allocations per inline launch over two streams");
 }
+
+/// The typed launch adds only its completion's shared state, which is allocated per op until
+/// completions allocate lazily; everything under it (the op path) allocates nothing.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_typed_launch_allocates_at_most_its_completion() {
+    let Some(d) = gpu() else { return };
+    let s0 = d.default_stream();
+    let k = d.compile(SRC, &[]).unwrap().kernel("add3").unwrap();
+    let x = Bufs {
+        a: d.alloc_zeros(s0, N as usize).unwrap(),
+        b: d.alloc_zeros(s0, N as usize).unwrap(),
+        c: d.alloc_zeros(s0, N as usize).unwrap(),
+    };
+    let typed = |s: StreamId| {
+        let launch = k.launch(&d, s, LaunchConfig::for_num_elems(N)).read(&x.a).read(&x.b).write(&x.c).scalar(N);
+        // SAFETY: 1. add3 reads a and b and writes c, as declared; 2. it touches indices below
+        // N, the length of all three; 3. the parameters are three float pointers and an
+        // unsigned, as declared.
+        drop(unsafe { launch.enqueue() }.unwrap());
+    };
+    let s1 = d.new_stream().unwrap();
+    for (label, streams) in [("one stream", vec![s0]), ("two streams", vec![s0, s1])] {
+        for i in 0..1000 {
+            typed(streams[i % streams.len()]);
+        }
+        d.synchronize(s0).unwrap();
+        let before = allocs();
+        for i in 0..2000 {
+            typed(streams[i % streams.len()]);
+        }
+        let got = (allocs() - before) as f64 / 2000.0;
+        for &s in &streams {
+            d.synchronize(s).unwrap();
+        }
+        eprintln!("typed launch, {label}: {got} allocations per op");
+        assert!(got <= 1.0, "{got} allocations per typed launch ({label}): more than the completion's");
+    }
+}
