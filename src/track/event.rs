@@ -187,7 +187,7 @@ pub(crate) struct FenceEvent {
     /// The stream to record `raw` on when it is first needed; also keeps a stream recycled
     /// entries were last filled for, so that refilling for it clones nothing.
     lazy: Mutex<Option<Arc<RawStream>>>,
-    /// Whether `raw` marks this position: recorded at commit, or since by [`Self::recorded`].
+    /// Whether `raw` marks this position: recorded at commit, or since by [`FenceEvent::raw`].
     recorded: AtomicBool,
     pool: Arc<PoolShared>,
 }
