@@ -184,8 +184,8 @@ pub(crate) struct FenceEvent {
     raw: RawEvent,
     /// The context epoch `raw` belongs to.
     epoch: u64,
-    /// The stream to record `raw` on when it is first needed; also keeps a stream recycled
-    /// entries were last filled for, so that refilling for it clones nothing.
+    /// The stream to record `raw` on when it is first needed (lazy commits only); kept after
+    /// the record, so that refilling the entry for the same stream clones nothing.
     lazy: Mutex<Option<Arc<RawStream>>>,
     /// Whether `raw` marks this position: recorded at commit, or since by [`FenceEvent::raw`].
     recorded: AtomicBool,
@@ -224,8 +224,14 @@ impl EventPool {
         e.clock.clone_from(clock);
         *e.recorded.get_mut() = false;
         let lazy = e.lazy.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !lazy.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
-            *lazy = Some(stream.clone());
+        if how == Record::Lazily {
+            if !lazy.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
+                *lazy = Some(stream.clone());
+            }
+        } else if lazy.is_some() {
+            // Only an unrecorded event needs its stream; holding one longer would keep a
+            // replaced stream (and a simulated stream's thread) alive.
+            *lazy = None;
         }
         if let Record::Now { bound } = how {
             if let Err(err) = stream.record_as(&e.raw, bound) {
