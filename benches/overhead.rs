@@ -2,11 +2,18 @@
 //! back to back on one stream and alternating over two, through
 //!
 //! - (a) raw cudarc with its event tracking off (no ordering at all: the floor),
+//! - (a+) (a) plus one `cuEventRecord` per op (the one driver call several streams need),
 //! - (b) raw cudarc with its tracking on (two streams exist, so it manages synchronization),
-//! - (c) cusched inline: a strict recorder around the same cudarc launch,
+//! - (c1) cusched inline on a device of its own where only one stream ever commits (commits
+//!   record no event),
+//! - (c) cusched inline: a strict recorder around the same cudarc launch, on a device where
+//!   several streams are in use (one event per commit),
 //! - (c') cusched inline through the typed launch (`Kernel::launch`, returns a completion),
 //! - (d) cusched on a lane (one job per op),
 //! - (e) (c) with a no-op `KernelTrace` hook set.
+//!
+//! After the table, each budget of the op path is checked against its reference row of the
+//! same run: (c1) ≤ (a) + 0.3 µs, (c) ≤ (a+) + 0.25 µs, (c') ≤ (c) + 0.2 µs, (e) ≤ (c) + 0.5 µs.
 //!
 //! Host time is the enqueue loop only: batches of 256 ops (below the driver's queue depth, so a
 //! launch never blocks on the GPU), synchronized between batches, median over batches.
@@ -159,6 +166,35 @@ impl Ours {
 struct Noop;
 impl KernelTrace for Noop {}
 
+/// A device of its own for the one-stream rows: only its default stream ever commits, so its
+/// commits record no event (the lazy path).
+fn one_stream_device(kernel_src: &str) -> Res<Ours> {
+    let device = Device::open(0)?;
+    let s = device.default_stream();
+    Ok(Ours {
+        a: device.alloc_zeros(s, N as usize)?,
+        b: device.alloc_zeros(s, N as usize)?,
+        c: device.alloc_zeros(s, N as usize)?,
+        kernel: device.compile(kernel_src, &[])?.kernel("add3")?,
+        s: [s, s],
+        device,
+    })
+}
+
+/// What each row runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Row {
+    Raw,
+    RawRecord,
+    RawTracked,
+    /// The recorder path on the one-stream device (1-stream column only).
+    OursOneStream,
+    Ours,
+    Typed,
+    Lane,
+    Hook,
+}
+
 fn main() -> Res<()> {
     let batches: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(60);
     let device = match Device::open(0) {
@@ -178,81 +214,109 @@ fn main() -> Res<()> {
         s,
         kernel,
     };
+    let ours1 = one_stream_device(ADD_SRC)?;
     let lanes1 = [device.lane("bench-1")?];
     let lanes2 = [device.lane("bench-2a")?, device.lane("bench-2b")?];
     let mut untracked = Raw::new(false)?;
     let mut tracked = Raw::new(true)?;
 
-    // Rows: label, then per stream count: samples, and waits/events per op for cusched.
-    let labels = [
-        "(a) raw cudarc, tracking off",
-        "(a+) (a) plus one cuEventRecord per op",
-        "(b) raw cudarc, tracking on",
-        "(c) cusched inline (recorder)",
-        "(c') cusched inline (typed launch)",
-        "(d) cusched on a lane",
-        "(e) (c) with a KernelTrace hook",
+    let rows = [
+        (Row::Raw, "(a) raw cudarc, tracking off"),
+        (Row::RawRecord, "(a+) (a) plus one cuEventRecord per op"),
+        (Row::RawTracked, "(b) raw cudarc, tracking on"),
+        (Row::OursOneStream, "(c1) cusched inline (recorder), one-stream device"),
+        (Row::Ours, "(c) cusched inline (recorder), several streams in use"),
+        (Row::Typed, "(c') cusched inline (typed launch), several streams in use"),
+        (Row::Lane, "(d) cusched on a lane"),
+        (Row::Hook, "(e) (c) with a KernelTrace hook"),
     ];
-    let mut samples = vec![[Vec::new(), Vec::new()]; labels.len()];
-    let mut calls = vec![[(0.0, 0.0); 2]; labels.len()];
+    let mut samples = vec![[Vec::new(), Vec::new()]; rows.len()];
+    // Events recorded and waits queued per op, for the cusched rows.
+    let mut calls = vec![[(0.0, 0.0); 2]; rows.len()];
     for streams in [1usize, 2] {
         let lanes: &[cusched::Lane] = if streams == 1 { &lanes1 } else { &lanes2 };
         for round in 0..batches + 3 {
             let warm = round < 3;
             // Interleaved, so clocks and caches treat every variant alike.
-            for (row, label) in labels.iter().enumerate() {
-                let before = device.stats();
+            for (i, &(row, _)) in rows.iter().enumerate() {
+                if row == Row::OursOneStream && streams == 2 {
+                    continue;
+                }
+                let dev = if row == Row::OursOneStream { &ours1.device } else { &device };
+                let before = dev.stats();
                 let t = match row {
-                    0 => untracked.batch(streams, false)?,
-                    1 => untracked.batch(streams, true)?,
-                    2 => tracked.batch(streams, false)?,
-                    3 => ours.batch(streams, false)?,
-                    4 => ours.batch(streams, true)?,
-                    5 => ours.lane_batch(lanes)?,
-                    _ => {
+                    Row::Raw => untracked.batch(streams, false)?,
+                    Row::RawRecord => untracked.batch(streams, true)?,
+                    Row::RawTracked => tracked.batch(streams, false)?,
+                    Row::OursOneStream => ours1.batch(1, false)?,
+                    Row::Ours => ours.batch(streams, false)?,
+                    Row::Typed => ours.batch(streams, true)?,
+                    Row::Lane => ours.lane_batch(lanes)?,
+                    Row::Hook => {
                         device.set_trace(Arc::new(Noop), TraceOptions::default())?;
                         let t = ours.batch(streams, false);
                         device.clear_trace();
                         t?
                     }
                 };
-                let after = device.stats();
+                let after = dev.stats();
                 if !warm {
-                    samples[row][streams - 1].push(t);
-                    if row >= 3 {
-                        let n = BATCH as f64;
-                        calls[row][streams - 1] =
-                            ((after.events - before.events) as f64 / n, (after.waits - before.waits) as f64 / n);
-                    }
+                    samples[i][streams - 1].push(t);
+                    let n = BATCH as f64;
+                    calls[i][streams - 1] =
+                        ((after.recorded - before.recorded) as f64 / n, (after.waits - before.waits) as f64 / n);
                 }
-                let _ = label;
             }
         }
     }
     // cudarc 0.19.10 with tracking on (see `DevicePtr`/`DevicePtrMut` for `CudaSlice`): each read
     // argument waits on the slice's write event and records its read event; the written one
     // waits on both events and records its write event. Same-stream waits are not skipped.
-    calls[2] = [(3.0, 4.0); 2];
+    calls[0] = [(0.0, 0.0); 2];
     calls[1] = [(1.0, 0.0); 2];
-    let base = [median(&mut samples[0][0].clone()), median(&mut samples[0][1].clone())];
-    println!("host time per op, median of {batches} batches of {BATCH} (events recorded / waits queued per op)\n");
+    calls[2] = [(3.0, 4.0); 2];
+    let med: Vec<[Option<f64>; 2]> = samples
+        .iter_mut()
+        .map(|[one, two]| [(!one.is_empty()).then(|| median(one)), (!two.is_empty()).then(|| median(two))])
+        .collect();
+    let at = |row: Row, col: usize| rows.iter().position(|r| r.0 == row).and_then(|i| med[i][col]).unwrap_or(f64::NAN);
+    let base = [at(Row::Raw, 0), at(Row::Raw, 1)];
+    println!("host time per op, median of {batches} batches of {BATCH} (cuEventRecord calls / waits queued per op)\n");
     println!("| path | 1 stream | vs (a) | 2 streams | vs (a) |");
     println!("| --- | --- | --- | --- | --- |");
-    for (row, label) in labels.iter().enumerate() {
-        let m1 = median(&mut samples[row][0]);
-        let m2 = median(&mut samples[row][1]);
-        println!(
-            "| {label} | {} ({:.2} ev, {:.2} w) | {:+.0} ns | {} ({:.2} ev, {:.2} w) | {:+.0} ns |",
-            ns(m1),
-            calls[row][0].0,
-            calls[row][0].1,
-            (m1 - base[0]) * 1e9,
-            ns(m2),
-            calls[row][1].0,
-            calls[row][1].1,
-            (m2 - base[1]) * 1e9
-        );
+    for (i, (_, label)) in rows.iter().enumerate() {
+        let cell = |col: usize| match med[i][col] {
+            Some(m) => format!(
+                "{} ({:.2} ev, {:.2} w) | {:+.0} ns",
+                ns(m),
+                calls[i][col].0,
+                calls[i][col].1,
+                (m - base[col]) * 1e9
+            ),
+            None => "n/a | n/a".to_string(),
+        };
+        println!("| {label} | {} | {} |", cell(0), cell(1));
     }
-    println!("\nevents created by cusched in total: {} (pooled: constant in steady state)", device.events_created());
+    // The budgets, each against its own reference row of this run.
+    let budgets = [
+        ("(c1) one stream vs (a)", at(Row::OursOneStream, 0) - at(Row::Raw, 0), 300.0),
+        ("(c) 1 stream vs (a+)", at(Row::Ours, 0) - at(Row::RawRecord, 0), 250.0),
+        ("(c) 2 streams vs (a+)", at(Row::Ours, 1) - at(Row::RawRecord, 1), 250.0),
+        ("(c') typed vs (c), 1 stream", at(Row::Typed, 0) - at(Row::Ours, 0), 200.0),
+        ("(c') typed vs (c), 2 streams", at(Row::Typed, 1) - at(Row::Ours, 1), 200.0),
+        ("(e) hook vs (c), 1 stream", at(Row::Hook, 0) - at(Row::Ours, 0), 500.0),
+        ("(e) hook vs (c), 2 streams", at(Row::Hook, 1) - at(Row::Ours, 1), 500.0),
+    ];
+    println!("\n| budget | delta | limit | |");
+    println!("| --- | --- | --- | --- |");
+    for (what, delta, limit) in budgets {
+        let delta = delta * 1e9;
+        println!("| {what} | {delta:+.0} ns | +{limit:.0} ns | {} |", if delta <= limit { "met" } else { "MISSED" });
+    }
+    println!(
+        "\nevents created by cusched in total: {} + {} (one-stream device) (pooled: constant in steady state)",
+        device.events_created(),
+        ours1.device.events_created()
+    );
     Ok(())
 }

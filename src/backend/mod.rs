@@ -69,6 +69,37 @@ impl RawStream {
         }
     }
 
+    /// Makes the stream's context current on this thread (nothing to do on the simulator).
+    pub(crate) fn bind(&self) -> Result<()> {
+        match self {
+            RawStream::Cuda(s) => cuda::bind(s.context()),
+            RawStream::Sim(_) => Ok(()),
+        }
+    }
+
+    /// [`wait`](Self::wait) with the stream's context already current ([`bind`](Self::bind)).
+    pub(crate) fn wait_current(&self, ev: &RawEvent) -> Result<()> {
+        match (self, ev) {
+            (RawStream::Cuda(s), RawEvent::Cuda(e)) => cuda::wait_current(s, e),
+            _ => self.wait(ev),
+        }
+    }
+
+    /// Records `ev` at the current end of this stream; `bound`: the caller has made the
+    /// stream's context current on this thread and nothing has changed it since.
+    pub(crate) fn record_as(&self, ev: &RawEvent, bound: bool) -> Result<()> {
+        match (self, ev) {
+            (RawStream::Cuda(s), RawEvent::Cuda(e)) if bound => {
+                #[cfg(test)]
+                if let Some(status) = test_hooks::take_record_failure() {
+                    return Err(crate::error::Error::driver("cuEventRecord", status));
+                }
+                cuda::record_current(s, e)
+            }
+            _ => self.record(ev),
+        }
+    }
+
     /// Records `ev` at the current end of this stream.
     pub(crate) fn record(&self, ev: &RawEvent) -> Result<()> {
         #[cfg(test)]

@@ -19,6 +19,8 @@ pub(crate) struct OpStream {
     pub stream: StreamId,
     /// The library's display name, for errors (`"cuBLAS (libcublas)"`).
     pub library: &'static str,
+    /// The name traces give the library (`"cuBLAS"`), cut from `library` once.
+    label: &'static str,
     /// The context epoch the library's objects were made in.
     pub epoch: u64,
     /// Pinned slots for scalar results the GPU writes (none until a scalar op runs).
@@ -31,6 +33,8 @@ impl OpStream {
             device: device.internal(),
             stream,
             library,
+            // Traces name the library without the file name errors add (`cuBLAS (libcublas)`).
+            label: library.split(" (").next().unwrap_or(library),
             epoch: device.shared.epoch(),
             scalars: ScalarSlots::default(),
         }
@@ -43,9 +47,7 @@ impl OpStream {
 
     /// A strict recorder on this stream for op `op`, for its uses.
     pub(crate) fn recorder(&self, op: &'static str) -> LaunchRecorder {
-        // Traces name the library without the file name errors add (`cuBLAS (libcublas)`).
-        let library = self.library.split(" (").next().unwrap_or(self.library);
-        LaunchRecorder::new_strict(self.stream).labelled(OpLabel::new(library, op))
+        LaunchRecorder::new_strict(self.stream).labelled(OpLabel::new(self.label, op))
     }
 
     /// The raw stream when the device runs on CUDA, else the error a library op gives on the
@@ -173,12 +175,9 @@ impl OpStream {
         if self.device.is_simulated() {
             return Err(self.unavailable_on_sim());
         }
-        rec.launch_event(&self.device, |scope| {
-            let stream = scope.cuda_stream()?;
-            // Library calls go to the current context; the handle was given this stream.
-            cuda::bind(stream.context())?;
-            enqueue(stream)
-        })
+        // Library calls go to the current context; the handle was given this stream. Bound once
+        // here for the op: the library call and the commit's record both run with it.
+        rec.launch_event(&self.device, |scope| enqueue(scope.bound_cuda_stream()?))
     }
 }
 

@@ -12,6 +12,8 @@
 //! [`LaunchRecorder::launch`] does all of it around a closure and is the everyday path; every
 //! op of the crate goes through its internal form, `launch_event`.
 
+#[cfg(test)]
+mod lazy_tests;
 mod preflighted;
 mod resource;
 mod scope;
@@ -270,7 +272,7 @@ impl LaunchRecorder {
         crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)?;
         let mut candidates = SmallVec::<[EventRef; 8]>::new();
         for (n, u) in self.uses.iter().enumerate() {
-            if let Err(e) = u.track().acquire(u.access, holder, timeout, &mut candidates) {
+            if let Err(e) = u.track().acquire(u.access, holder, timeout, slot.index(), &mut candidates) {
                 release(&self.uses[..n], holder);
                 return Err(e);
             }

@@ -7,6 +7,7 @@ use crate::device::{DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::track::{Access, EventRef, HolderId};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A launch between [`LaunchRecorder::preflight`](crate::LaunchRecorder::preflight) and
@@ -111,6 +112,9 @@ pub struct Preflighted {
     /// The context epoch of `raw`, which the enqueued work belongs to.
     epoch: u64,
     committed: bool,
+    /// The op's own enqueue made the stream's context current and ran only crate code after,
+    /// so the commit's record needs no bind of its own.
+    bound: AtomicBool,
 }
 
 impl std::fmt::Debug for Preflighted {
@@ -131,7 +135,7 @@ impl Preflighted {
         raw: Arc<RawStream>,
         epoch: u64,
     ) -> Self {
-        Preflighted { stream, uses, device, holder, raw, epoch, committed: false }
+        Preflighted { stream, uses, device, holder, raw, epoch, committed: false, bound: AtomicBool::new(false) }
     }
 
     /// The stream the launch runs on.
@@ -159,6 +163,11 @@ impl Preflighted {
         &self.raw
     }
 
+    /// Notes that the stream's context is current on this thread and stays so until commit.
+    pub(super) fn set_bound(&self) {
+        self.bound.store(true, Ordering::Relaxed);
+    }
+
     pub(super) fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
         self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
     }
@@ -171,8 +180,12 @@ impl Preflighted {
         // that covers its work.
         // Only in the context the work went to: after a rebuild, an event on the new stream
         // would mark work of the poisoned context as finished.
-        let recorded = device.stream(self.stream).and_then(|slot| {
-            slot.record_in(&device.events, Some(self.epoch)).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+        // The stream was looked up and validated at preflight; the slot of an index handed out
+        // once is never replaced, so this is a plain index.
+        let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
+        let recorded = slot.and_then(|slot| {
+            let bound = self.bound.load(Ordering::Relaxed);
+            slot.commit_in(&device.events, self.epoch, bound).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
         match recorded {
             Ok(ev) => {
@@ -254,6 +267,15 @@ mod tests {
         (launch, done)
     }
 
+    /// A simulated device on which two streams have committed, so that every commit records
+    /// its event at once.
+    fn several_streams() -> Device {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s2 = d.new_stream().unwrap();
+        LaunchRecorder::new_strict(s2).launch(&d, |_| Ok(())).unwrap();
+        d
+    }
+
     #[test]
     fn recorders_and_preflighted_launches_can_move_between_threads() {
         fn send<T: Send>() {}
@@ -263,7 +285,7 @@ mod tests {
 
     #[test]
     fn a_failed_commit_record_releases_the_buffers_only_after_the_work_is_done() {
-        let d = Device::sim(SimConfig::default()).unwrap();
+        let d = several_streams();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (launch, done) = slow_write(&d, &buf);
         fail_next_record(INVALID_HANDLE);
@@ -274,11 +296,27 @@ mod tests {
 
     #[test]
     fn a_sticky_failure_at_the_commit_record_is_context_poisoned() {
-        let d = Device::sim(SimConfig::default()).unwrap();
+        let d = several_streams();
         let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
         let (launch, _) = slow_write(&d, &buf);
         fail_next_record(ILLEGAL_ADDRESS);
         let err = launch.commit().expect_err("the record failed");
+        assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
+        let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");
+        assert!(matches!(err, Error::Stale { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_sticky_failure_at_a_lazy_record_is_context_poisoned_for_the_waiter() {
+        // One stream: the commit records nothing, so the fault shows at the first record,
+        // made when the host waits.
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let buf = d.alloc_zeros::<u32>(d.default_stream(), 4).unwrap();
+        let (launch, _) = slow_write(&d, &buf);
+        let ev = launch.commit_event().unwrap();
+        assert_eq!(d.stats().recorded, 0, "a one-stream commit records lazily");
+        fail_next_record(ILLEGAL_ADDRESS);
+        let err = d.shared.wait_event(&ev).expect_err("the lazy record failed");
         assert!(matches!(err, Error::ContextPoisoned { call: "cuEventRecord", .. }), "{err}");
         let err = buf.download(d.default_stream()).expect_err("the buffer is of the poisoned context");
         assert!(matches!(err, Error::Stale { .. }), "{err}");

@@ -38,6 +38,15 @@ impl<'a> LaunchScope<'a> {
         }
     }
 
+    /// The cudarc stream with its context made current on this thread, for crate code that
+    /// enqueues only on it until the commit: the commit then records without binding again.
+    pub(crate) fn bound_cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
+        let stream = self.cuda_stream()?;
+        crate::backend::cuda::bind(stream.context())?;
+        self.launch.set_bound();
+        Ok(stream)
+    }
+
     /// Enqueues a host closure as the launch's kernel (simulated devices). The hazard checker
     /// sees it use exactly the buffers the recorder declared.
     pub fn sim_kernel(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {

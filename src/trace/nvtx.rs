@@ -23,8 +23,15 @@ impl NvtxRange {
 #[cfg(feature = "nvtx")]
 mod imp {
     use super::NvtxRange;
-    use std::ffi::{c_char, c_int, CString};
+    use std::cell::RefCell;
+    use std::ffi::{c_char, c_int};
     use std::sync::OnceLock;
+
+    thread_local!(
+        /// The range name being pushed, `library::op` and a NUL: one buffer per thread, reused, so
+        /// that a range allocates nothing once the buffer has grown to the longest name.
+        static NAME: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) }
+    );
 
     struct Nvtx {
         push: unsafe extern "C" fn(*const c_char) -> c_int,
@@ -59,15 +66,23 @@ mod imp {
 
     impl NvtxRange {
         pub(crate) fn push(library: &str, op: &str) -> Self {
-            if let Some(n) = nvtx() {
-                if let Ok(name) = CString::new(format!("{library}::{op}")) {
-                    // SAFETY: `name` is a NUL-terminated string that outlives the call (NVTX
-                    // copies the message).
-                    unsafe { (n.push)(name.as_ptr()) };
-                    return NvtxRange { pushed: true };
-                }
+            let Some(n) = nvtx() else { return NvtxRange { pushed: false } };
+            if library.contains('\0') || op.contains('\0') {
+                return NvtxRange { pushed: false };
             }
-            NvtxRange { pushed: false }
+            let pushed = NAME.try_with(|name| {
+                let Ok(mut name) = name.try_borrow_mut() else { return false };
+                name.clear();
+                name.extend_from_slice(library.as_bytes());
+                name.extend_from_slice(b"::");
+                name.extend_from_slice(op.as_bytes());
+                name.push(0);
+                // SAFETY: `name` holds one NUL, at its end (the parts hold none, checked above),
+                // and is borrowed until the call returns; NVTX copies the message.
+                unsafe { (n.push)(name.as_ptr().cast()) };
+                true
+            });
+            NvtxRange { pushed: pushed.unwrap_or(false) }
         }
     }
 

@@ -1,78 +1,165 @@
-//! Pooled events: one per committed launch, shared by all of its buffers.
+//! Fence events: one per committed launch, shared by all of its buffers, recycled in place.
+//!
+//! # The slab
+//!
+//! Every event lives in an `Arc<FenceEvent>` that the device's pool hands out again once
+//! nothing else holds it: the pool's slab keeps one reference to each event it has made, and
+//! an entry whose only reference is the slab's (`Arc::get_mut` succeeds) is free. Taking one
+//! rewrites its position and clock in place and keeps its backend event, so steady state
+//! allocates nothing and creates no event, and dropping the last outside reference is one
+//! atomic decrement (no lock, no return trip to a free list).
+//!
+//! Re-recording a recycled event is safe even if a `cuStreamWaitEvent` on it is still queued: a
+//! wait captures the event's state when it is enqueued, and recording the event later does not
+//! change waits enqueued before.
+//!
+//! # Lazy events
+//!
+//! On a device where only one stream has ever committed, no stream ever waits on an event, so
+//! commits record none: the event's position and clock are set, and its backend event is
+//! recorded on the producing stream the first time something needs it (a host wait, a query, a
+//! free or a wait from a second stream). Recorded later on the same stream, it marks a point at
+//! or after the position, so it covers everything the position covers (and maybe more work
+//! after it, which only makes waiters wait a little longer). Once a second stream commits, the
+//! pool switches for good to recording every commit at once, so that a cross-stream wait never
+//! waits for more than it must.
 
 use super::plan::FencePoint;
 use super::registry::StreamIndex;
 use super::{Clock, Pos};
-use crate::backend::{BackendCtx, RawEvent};
+use crate::backend::{BackendCtx, RawEvent, RawStream};
 use crate::error::Result;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Recycles backend events so that steady-state commits create none.
-///
-/// An event returns to the pool when the last [`EventRef`] to it drops. That is safe even if a
-/// `cuStreamWaitEvent` on it is still queued: a wait captures the event's state when it is
-/// enqueued, and re-recording the event later does not change waits enqueued before.
-pub(crate) struct EventPool {
-    state: Mutex<PoolState>,
-    /// Events ever created; read by tests and benches to prove steady state creates none.
-    created: AtomicU64,
+/// How many slab entries a take looks at before it makes a new event instead: keeps a take
+/// bounded when most events are held (many buffers, each holding its last write).
+const PROBES: usize = 32;
+
+/// No stream has committed yet.
+const NO_STREAM: u32 = u32::MAX;
+/// Streams of more than one index have committed.
+const SEVERAL: u32 = u32::MAX - 1;
+
+/// What every event of a pool refers back to.
+struct PoolShared {
     /// `PoolState::epoch`, readable without the lock: a stream of another device checks it
     /// before waiting on one of these events.
     epoch: AtomicU64,
-    /// The process-wide indices of the device's streams: every event keeps the pool alive, so
-    /// no index is reused while an event that names it exists.
+    /// The process-wide indices of the device's streams: every event keeps this alive, so no
+    /// index is reused while an event that names it exists.
     indices: Mutex<Vec<Arc<StreamIndex>>>,
+}
+
+/// The device's fence events.
+pub(crate) struct EventPool {
+    shared: Arc<PoolShared>,
+    state: Mutex<PoolState>,
+    /// Events ever created; read by tests and benches to prove steady state creates none.
+    created: AtomicU64,
+    /// The per-device index of the one stream that has committed, or [`NO_STREAM`] or
+    /// [`SEVERAL`].
+    committed_on: AtomicU32,
 }
 
 struct PoolState {
     backend: BackendCtx,
-    /// The context epoch of `backend`; events of older epochs are not pooled again.
+    /// The context epoch of `backend`; events of older epochs are not handed out again.
     epoch: u64,
-    free: Vec<RawEvent>,
+    slab: Vec<EventRef>,
+    /// Where the next take starts looking, so that takes go round the slab.
+    cursor: usize,
 }
 
 impl EventPool {
     pub(crate) fn new(backend: BackendCtx, epoch: u64) -> Self {
         EventPool {
-            state: Mutex::new(PoolState { backend, epoch, free: Vec::new() }),
+            shared: Arc::new(PoolShared { epoch: AtomicU64::new(epoch), indices: Mutex::new(Vec::new()) }),
+            state: Mutex::new(PoolState { backend, epoch, slab: Vec::new(), cursor: 0 }),
             created: AtomicU64::new(0),
-            epoch: AtomicU64::new(epoch),
-            indices: Mutex::new(Vec::new()),
+            committed_on: AtomicU32::new(NO_STREAM),
         }
     }
 
-    /// A free event and its context epoch, created only when the pool is empty.
-    pub(crate) fn take(&self) -> Result<(RawEvent, u64)> {
+    /// The epoch events are made in now.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.shared.epoch.load(Ordering::Acquire)
+    }
+
+    /// Notes a commit on the device's stream `index`; true while it is the only stream that
+    /// has ever committed (its commits may then record lazily). One relaxed load in steady
+    /// state.
+    pub(crate) fn only_stream(&self, index: u32) -> bool {
+        let seen = self.committed_on.load(Ordering::Relaxed);
+        if seen == index {
+            return true;
+        }
+        if seen == NO_STREAM {
+            match self.committed_on.compare_exchange(NO_STREAM, index, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) if now == index => return true,
+                Err(_) => {}
+            }
+        }
+        self.committed_on.store(SEVERAL, Ordering::Relaxed);
+        false
+    }
+
+    /// A free event of the current epoch, owned by the caller alone (so it can be filled in
+    /// place); made only when none of the entries looked at is free. `back` is an event the
+    /// caller held until now, returned to the slab under the same lock.
+    fn take(&self, back: Option<EventRef>) -> Result<EventRef> {
         let (backend, epoch) = {
             let mut st = crate::sync::lock(&self.state);
-            if let Some(ev) = st.free.pop() {
-                return Ok((ev, st.epoch));
+            let epoch = st.epoch;
+            if let Some(ev) = back.filter(|ev| ev.epoch == epoch) {
+                st.slab.push(ev);
             }
-            (st.backend.clone(), st.epoch)
+            let mut probes = PROBES.min(st.slab.len());
+            while probes > 0 {
+                probes -= 1;
+                let i = st.cursor % st.slab.len();
+                // A plain load first: `get_mut` itself is a compare-and-swap.
+                if Arc::strong_count(&st.slab[i]) == 1 && Arc::get_mut(&mut st.slab[i]).is_some() {
+                    st.cursor = i;
+                    return Ok(st.slab.swap_remove(i));
+                }
+                st.cursor = i + 1;
+            }
+            (st.backend.clone(), epoch)
         };
-        let ev = backend.new_event()?;
+        let raw = backend.new_event()?;
         self.created.fetch_add(1, Ordering::Relaxed);
-        Ok((ev, epoch))
+        Ok(Arc::new(FenceEvent {
+            pos: Pos { stream: 0, seq: 0 },
+            device: 0,
+            clock: Clock::default(),
+            raw,
+            epoch,
+            lazy: Mutex::new(None),
+            recorded: AtomicBool::new(false),
+            pool: self.shared.clone(),
+        }))
     }
 
-    pub(crate) fn put(&self, ev: RawEvent, epoch: u64) {
+    /// Returns an event taken but not handed out (its record failed).
+    fn put(&self, ev: EventRef) {
         let mut st = crate::sync::lock(&self.state);
-        if st.epoch == epoch {
-            st.free.push(ev);
+        if ev.epoch == st.epoch {
+            st.slab.push(ev);
         }
-        // An event of a replaced context is dropped (destroyed in its own, still living,
-        // context), never handed to the new one.
     }
 
-    /// Starts pooling events of a rebuilt context.
+    /// Starts handing out events of a rebuilt context. Events of the old one are dropped (each
+    /// destroyed in its own, still living, context) once nothing holds them.
     pub(crate) fn reset(&self, backend: BackendCtx, epoch: u64) {
         let old = {
             let mut st = crate::sync::lock(&self.state);
             st.backend = backend;
             st.epoch = epoch;
-            self.epoch.store(epoch, Ordering::Release);
-            std::mem::take(&mut st.free)
+            st.cursor = 0;
+            self.shared.epoch.store(epoch, Ordering::Release);
+            std::mem::take(&mut st.slab)
         };
         drop(old);
     }
@@ -83,36 +170,81 @@ impl EventPool {
 
     /// Keeps a stream's index leased for as long as events of this pool may name it.
     pub(crate) fn hold(&self, index: Arc<StreamIndex>) {
-        crate::sync::lock(&self.indices).push(index);
+        crate::sync::lock(&self.shared.indices).push(index);
     }
 }
 
-/// A recorded event: where it sits on its stream and what that point covers.
+/// A committed position: where it sits on its stream, what that point covers, and the backend
+/// event that marks it (recorded at commit, or lazily on first need).
 pub(crate) struct FenceEvent {
     pos: Pos,
     /// The uid of the device whose stream recorded it.
     device: u32,
     clock: Clock,
-    raw: Option<RawEvent>,
+    raw: RawEvent,
+    /// The context epoch `raw` belongs to.
     epoch: u64,
-    pool: Arc<EventPool>,
+    /// The stream to record `raw` on when it is first needed (lazy commits only); kept after
+    /// the record, so that refilling the entry for the same stream clones nothing.
+    lazy: Mutex<Option<Arc<RawStream>>>,
+    /// Whether `raw` marks this position: recorded at commit, or since by [`FenceEvent::raw`].
+    recorded: AtomicBool,
+    pool: Arc<PoolShared>,
 }
 
-/// Shared handle to a recorded event; the last one returns the event to its pool.
+/// Shared handle to a committed position; free for reuse once only the pool's slab holds it.
 pub(crate) type EventRef = Arc<FenceEvent>;
 
-impl FenceEvent {
-    pub(crate) fn new(
+/// How [`EventPool::commit`] marks a new position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// Record the backend event now; `bound`: the stream's context is current on this thread.
+    Now { bound: bool },
+    /// Leave the backend event for the first one who needs it.
+    Lazily,
+}
+
+impl EventPool {
+    /// A new position `pos` with clock `clock` on `stream`, recorded now or lazily; `back` is
+    /// the stream's previous event, handed back to the slab. On a failed record the event goes
+    /// back to the slab and the error is returned.
+    pub(crate) fn commit(
+        &self,
+        back: Option<EventRef>,
+        stream: &Arc<RawStream>,
         pos: Pos,
         device: u32,
-        clock: Clock,
-        raw: RawEvent,
-        epoch: u64,
-        pool: Arc<EventPool>,
-    ) -> EventRef {
-        Arc::new(FenceEvent { pos, device, clock, raw: Some(raw), epoch, pool })
+        clock: &Clock,
+        how: Record,
+    ) -> Result<EventRef> {
+        let mut ev = self.take(back)?;
+        let Some(e) = Arc::get_mut(&mut ev) else { unreachable!("a taken event is held by its taker alone") };
+        e.pos = pos;
+        e.device = device;
+        e.clock.clone_from(clock);
+        *e.recorded.get_mut() = false;
+        let lazy = e.lazy.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if how == Record::Lazily {
+            if !lazy.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
+                *lazy = Some(stream.clone());
+            }
+        } else if lazy.is_some() {
+            // Only an unrecorded event needs its stream; holding one longer would keep a
+            // replaced stream (and a simulated stream's thread) alive.
+            *lazy = None;
+        }
+        if let Record::Now { bound } = how {
+            if let Err(err) = stream.record_as(&e.raw, bound) {
+                self.put(ev);
+                return Err(err);
+            }
+            *e.recorded.get_mut() = true;
+        }
+        Ok(ev)
     }
+}
 
+impl FenceEvent {
     /// The uid of the device whose stream recorded the event.
     pub(crate) fn device(&self) -> u32 {
         self.device
@@ -129,26 +261,44 @@ impl FenceEvent {
         self.epoch
     }
 
-    pub(crate) fn raw(&self) -> &RawEvent {
-        // `raw` is only taken in `drop`, so it is always present while `&self` exists.
-        match &self.raw {
-            Some(raw) => raw,
-            None => unreachable!("FenceEvent::raw is only taken in Drop"),
-        }
-    }
-
     pub(crate) fn pos(&self) -> Pos {
         self.pos
     }
 
+    /// The backend event, recorded first if its commit left that for later. Recording it now,
+    /// on the stream that committed the position, marks a point at or after the position.
+    pub(crate) fn raw(&self) -> Result<&RawEvent> {
+        if !self.recorded.load(Ordering::Acquire) {
+            let lazy = crate::sync::lock(&self.lazy);
+            if !self.recorded.load(Ordering::Acquire) {
+                if let Some(stream) = lazy.as_ref() {
+                    stream.record(&self.raw)?;
+                }
+                self.recorded.store(true, Ordering::Release);
+            }
+        }
+        Ok(&self.raw)
+    }
+
+    /// [`raw`](Self::raw) for a fence on `waiter`, whose context the caller has bound: binds
+    /// `waiter`'s context again if recording a lazy producer had to bind the producer's.
+    pub(crate) fn raw_in(&self, waiter: &RawStream) -> Result<&RawEvent> {
+        if self.recorded.load(Ordering::Acquire) {
+            return Ok(&self.raw);
+        }
+        let raw = self.raw()?;
+        waiter.bind()?;
+        Ok(raw)
+    }
+
     /// Whether the GPU has passed this event.
     pub(crate) fn is_done(&self) -> Result<bool> {
-        self.raw().query()
+        self.raw()?.query()
     }
 
     /// Blocks the calling thread until the GPU has passed this event.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        self.raw().synchronize()
+        self.raw()?.synchronize()
     }
 }
 
@@ -158,14 +308,6 @@ impl FencePoint for EventRef {
     }
     fn clock(&self) -> &Clock {
         &self.clock
-    }
-}
-
-impl Drop for FenceEvent {
-    fn drop(&mut self) {
-        if let Some(raw) = self.raw.take() {
-            self.pool.put(raw, self.epoch);
-        }
     }
 }
 

@@ -47,8 +47,10 @@
 //! # Lock order
 //!
 //! Buffer locks in increasing buffer id (never two at once in practice: each is released before
-//! the next is taken), then at most one stream lock, then the event pool lock. Nothing takes a
-//! buffer lock while holding a stream lock.
+//! the next is taken), then at most one stream lock, then the event pool lock or one event's
+//! lazy-record lock (never both). Nothing takes a buffer lock while holding a stream lock. A
+//! lazily recorded event is recorded on its producer's backend stream, which the event holds:
+//! no second stream lock is taken for it.
 
 mod buffer;
 mod clock;

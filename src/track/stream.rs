@@ -1,7 +1,7 @@
 //! Per-stream clock state, and the one place that issues `cuStreamWaitEvent` and
 //! `cuEventRecord` for tracked work.
 
-use super::event::FenceEvent;
+use super::event::Record;
 use super::registry::StreamIndex;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
@@ -35,14 +35,20 @@ impl std::fmt::Display for StreamId {
 pub struct StreamStats {
     /// `cuStreamWaitEvent` calls queued by preflights and frees.
     pub waits: u64,
-    /// Events recorded by commits.
+    /// Positions committed: one per launch (and per host synchronization or deferred
+    /// destroy). On a device where only one stream has ever committed, most are never
+    /// recorded as backend events (see [`recorded`](Self::recorded)).
     pub events: u64,
+    /// `cuEventRecord` calls the tracker made: at commit once several streams are in use, else
+    /// only when a host wait, a query, a free or another stream needed a position.
+    pub recorded: u64,
 }
 
 impl std::ops::AddAssign for StreamStats {
     fn add_assign(&mut self, o: StreamStats) {
         self.waits += o.waits;
         self.events += o.events;
+        self.recorded += o.recorded;
     }
 }
 
@@ -54,6 +60,9 @@ struct State {
     raw: Arc<RawStream>,
     /// The context epoch `raw` belongs to.
     epoch: u64,
+    /// The stream's newest event, handed back to the pool's slab by the next commit (so that
+    /// a commit takes the pool's lock once).
+    last: Option<EventRef>,
 }
 
 /// One stream of a device: its backend handle and its clock, under one lock.
@@ -91,6 +100,7 @@ impl StreamSlot {
                 stats: StreamStats::default(),
                 raw: Arc::new(raw),
                 epoch,
+                last: None,
             }),
             lane: Mutex::new(None),
             index,
@@ -106,8 +116,8 @@ impl StreamSlot {
         *crate::sync::lock(&self.lane) = lane;
     }
 
-    /// The process-wide index (not the per-device `id.index`).
-    fn index(&self) -> u32 {
+    /// The process-wide index (not the per-device `id.index`): the `stream` of its positions.
+    pub(crate) fn index(&self) -> u32 {
         self.index.index()
     }
 
@@ -130,7 +140,8 @@ impl StreamSlot {
             let mut st = crate::sync::lock(&self.state);
             st.epoch = epoch;
             st.clock = Clock::default();
-            std::mem::replace(&mut st.raw, Arc::new(raw))
+            let last = st.last.take();
+            (std::mem::replace(&mut st.raw, Arc::new(raw)), last)
         };
         // Dropped outside the lock: a simulated stream joins its thread on drop.
         drop(old);
@@ -158,8 +169,16 @@ impl StreamSlot {
         }
         if !candidates.is_empty() && self.fencing {
             let plan = plan_waits(self.index(), &st.clock, candidates);
+            if !plan.is_empty() {
+                st.raw.bind()?;
+            }
             for ev in plan {
-                st.raw.wait(ev.raw())?;
+                // A lazily recorded producer is recorded on its own stream now (no tracker lock
+                // of that stream is taken: only its backend handle, which the event holds).
+                // Recording a lazy producer may bind another context (a peer's): bind again
+                // only then.
+                let raw = ev.raw_in(&st.raw)?;
+                st.raw.wait_current(raw)?;
                 use super::plan::FencePoint;
                 st.clock.join(ev.clock());
                 st.stats.waits += 1;
@@ -172,31 +191,46 @@ impl StreamSlot {
     /// With `required`, only while the stream still belongs to that context epoch (checked under
     /// the stream lock): `None` once the device has moved to a new context, whose stream cannot
     /// mark the end of work sent to the old one.
-    pub(crate) fn record_in(&self, pool: &Arc<EventPool>, required: Option<u64>) -> Option<Result<EventRef>> {
-        let (raw, epoch) = match pool.take() {
-            Ok(taken) => taken,
-            Err(e) => return Some(Err(e)),
-        };
+    pub(crate) fn record_in(&self, pool: &EventPool, required: Option<u64>) -> Option<Result<EventRef>> {
+        self.position(pool, required, Record::Now { bound: false })
+    }
+
+    /// A launch's commit: [`record_in`](Self::record_in) with `required`, leaving the backend
+    /// record for later while this is the only stream of its device that has ever committed.
+    /// `bound`: the stream's context is current on this thread (the op's enqueue bound it).
+    pub(crate) fn commit_in(&self, pool: &EventPool, required: u64, bound: bool) -> Option<Result<EventRef>> {
+        let how = if pool.only_stream(self.id.index) { Record::Lazily } else { Record::Now { bound } };
+        self.position(pool, Some(required), how)
+    }
+
+    fn position(&self, pool: &EventPool, required: Option<u64>, how: Record) -> Option<Result<EventRef>> {
         let mut st = crate::sync::lock(&self.state);
         // The pooled event must belong to the stream's context too: during a rebuild the pool
         // moves to the new context before the streams do.
-        if required.is_some_and(|required| required != st.epoch || epoch != st.epoch) {
-            drop(st);
-            pool.put(raw, epoch);
+        if required.is_some_and(|required| required != st.epoch || pool.epoch() != st.epoch) {
             return None;
         }
-        if let Err(e) = st.raw.record(&raw) {
-            // Returned after unlocking: the pool's lock is never taken under a stream lock.
-            drop(st);
-            pool.put(raw, epoch);
-            return Some(Err(e));
+        let index = self.index();
+        let pos = Pos { stream: index, seq: st.seq + 1 };
+        st.clock.set(index, pos.seq);
+        let back = st.last.take();
+        match pool.commit(back, &st.raw, pos, self.id.device, &st.clock, how) {
+            Ok(ev) => {
+                st.seq = pos.seq;
+                st.stats.events += 1;
+                if how != Record::Lazily {
+                    st.stats.recorded += 1;
+                }
+                st.last = Some(ev.clone());
+                Some(Ok(ev))
+            }
+            Err(e) => {
+                // The stream's own entry goes back to what it covered before.
+                let seq = st.seq;
+                st.clock.set(index, seq);
+                Some(Err(e))
+            }
         }
-        st.seq += 1;
-        let seq = st.seq;
-        st.clock.set(self.index(), seq);
-        st.stats.events += 1;
-        let pos = Pos { stream: self.index(), seq };
-        Some(Ok(FenceEvent::new(pos, self.id.device, st.clock.clone(), raw, epoch, pool.clone())))
     }
 
     pub(crate) fn stats(&self) -> StreamStats {

@@ -25,7 +25,8 @@ pub(crate) mod peer;
 pub(crate) mod stream;
 
 pub(crate) use stream::{
-    elapsed, new_event, new_stream, new_timing_event, query, record, stream_synchronize, synchronize, wait,
+    elapsed, new_event, new_stream, new_timing_event, query, record, record_current, stream_synchronize, synchronize,
+    wait, wait_current,
 };
 
 use crate::error::{DriverResultExt, Error, Result};

@@ -33,6 +33,13 @@ pub(crate) fn elapsed(start: &CudaEvent, end: &CudaEvent) -> Result<std::time::D
 
 pub(crate) fn wait(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     bind(s.context())?;
+    wait_current(s, e)
+}
+
+/// [`wait`] for a caller that has bound `s`'s context on this thread already (a fence queueing
+/// several waits binds once). A context not current makes the driver fail the call; it cannot
+/// make it touch another context's work.
+pub(crate) fn wait_current(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     // SAFETY: 1. both handles are live (owned by `s` and `e`); 2. they belong to the bound context.
     unsafe { result::stream::wait_event(s.cu_stream(), e.cu_event(), sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT) }
         .call("cuStreamWaitEvent")
@@ -40,6 +47,12 @@ pub(crate) fn wait(s: &CudaStream, e: &CudaEvent) -> Result<()> {
 
 pub(crate) fn record(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     bind(s.context())?;
+    record_current(s, e)
+}
+
+/// [`record`] for a caller that has bound `s`'s context on this thread already (a commit right
+/// after a library call enqueued with that context current).
+pub(crate) fn record_current(s: &CudaStream, e: &CudaEvent) -> Result<()> {
     // SAFETY: 1. both handles are live (owned by `s` and `e`); 2. they are of the bound context.
     unsafe { result::event::record(e.cu_event(), s.cu_stream()) }.call("cuEventRecord")
 }

@@ -1,0 +1,96 @@
+//! The tracking layers allocate nothing per op in steady state.
+//!
+//! A counting global allocator counts the allocations of the calling thread only (simulated
+//! streams and the completion thread are other threads). The ops enqueue no kernel: a
+//! simulated kernel is a boxed closure sent over a channel, which is the simulator's cost, not
+//! the tracker's. What is left is exactly the tracker and recorder: record, preflight (reserve,
+//! plan, fence), commit (position, event, publish).
+
+mod common;
+use common::*;
+use cusched::{Device, GpuRef, LaunchRecorder};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+struct Counting;
+
+thread_local!(static ALLOCS: Cell<u64> = const { Cell::new(0) });
+
+// SAFETY: 1. every call forwards to `System` with the caller's arguments unchanged; 2. the
+// counter is a const-initialized thread-local `Cell` without a destructor, so touching it never
+// allocates nor recurses into the allocator.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract for `alloc`, passed on.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract for `dealloc`, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: the caller's contract for `realloc`, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
+
+/// `c = f(a, b)` declared on a recorder, with nothing enqueued.
+fn op(d: &Device, s: cusched::StreamId, a: &GpuRef<f32>, b: &GpuRef<f32>, c: &GpuRef<f32>) {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(a).unwrap().read(b).unwrap().write(c).unwrap();
+    rec.launch(d, |_| Ok(())).unwrap();
+}
+
+/// Allocations per op over `n` ops after a warm-up, alternating over `streams`.
+fn per_op(d: &Device, streams: &[cusched::StreamId], n: u64) -> f64 {
+    let s = streams[0];
+    let (a, b, c) = (d.alloc_zeros(s, 64).unwrap(), d.alloc_zeros(s, 64).unwrap(), d.alloc_zeros(s, 64).unwrap());
+    for i in 0..1000 {
+        op(d, streams[i % streams.len()], &a, &b, &c);
+    }
+    d.synchronize(s).unwrap();
+    let before = allocs();
+    for i in 0..n as usize {
+        op(d, streams[i % streams.len()], &a, &b, &c);
+    }
+    let n_allocs = allocs() - before;
+    for &s in streams {
+        d.synchronize(s).unwrap();
+    }
+    n_allocs as f64 / n as f64
+}
+
+#[test]
+fn a_one_stream_op_allocates_nothing() {
+    let d = sim();
+    let got = per_op(&d, &[d.default_stream()], 2000);
+    assert_eq!(got, 0.0, "{got} allocations per op on the tracking path of a one-stream device");
+}
+
+#[test]
+fn a_one_stream_device_with_an_unused_second_stream_allocates_nothing() {
+    let d = sim();
+    let _unused = d.new_stream().unwrap();
+    let got = per_op(&d, &[d.default_stream()], 2000);
+    assert_eq!(got, 0.0, "{got} allocations per op on the tracking path of a one-stream device");
+}
+
+/// With several streams every commit records an event, and the simulator's `cuEventRecord`
+/// allocates its own record (one `Arc`, plus a channel block every few dozen sends). Beyond
+/// that, the tracker must add nothing.
+#[test]
+fn a_several_stream_op_allocates_only_the_simulated_record() {
+    let d = sim();
+    let s2 = d.new_stream().unwrap();
+    let got = per_op(&d, &[d.default_stream(), s2], 2000);
+    assert!(got < 1.1, "{got} allocations per op: the simulated record accounts for about 1.03");
+}
