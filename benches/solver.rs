@@ -7,7 +7,7 @@
 //! same; the target is ≥ 0.99).
 
 use cusched::cudarc::cusolver::sys;
-use cusched::solver::{Fill, Getrf, Potrf};
+use cusched::solver::{Fill, GesvdjBatched, Getrf, Potrf};
 use cusched::{Device, GpuRef, Handles, StreamId};
 use std::ffi::c_void;
 use std::time::Instant;
@@ -152,6 +152,81 @@ fn factorizations<T: cusched::solver::SolverElement + From<f32>>(
     Ok(())
 }
 
+/// `gesvdjBatched`: `batch` f32 matrices of order `m`, vectors computed. Jacobi iterates, so
+/// every rep refills the inputs from a pristine copy on both sides (the copy is in both times).
+fn gesvdj_batched(
+    device: &Device,
+    s: StreamId,
+    h: &mut Handles,
+    raw: &Raw,
+    (m, batch, reps): (usize, usize, usize),
+) -> Res<()> {
+    let len = m * m * batch;
+    let host: Vec<f32> = (0..len).map(|i| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5).collect();
+    let pristine = device.upload(s, &host)?;
+    let a = device.alloc_zeros::<f32>(s, len)?;
+    let (sv, u, v) = (
+        device.alloc_zeros::<f32>(s, m * batch)?,
+        device.alloc_zeros::<f32>(s, len)?,
+        device.alloc_zeros::<f32>(s, len)?,
+    );
+    let info = device.alloc_zeros::<i32>(s, batch)?;
+    let (ap, sp, up, vp, ip) = (ptr(&a)?, ptr(&sv)?, ptr(&u)?, ptr(&v)?, info.raw_device_ptr()? as *mut i32);
+    let (mi, bi, mode) = (m as i32, batch as i32, sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_VECTOR);
+    let mut params: sys::gesvdjInfo_t = std::ptr::null_mut();
+    let mut lwork = 0;
+    // SAFETY: valid out-pointers; the query reads no buffer.
+    unsafe {
+        ok(sys::cusolverDnCreateGesvdjInfo(&mut params), "CreateGesvdjInfo")?;
+        ok(
+            sys::cusolverDnSgesvdjBatched_bufferSize(
+                raw.h, mode, mi, mi, ap as _, mi, sp as _, up as _, mi, vp as _, mi, &mut lwork, params, bi,
+            ),
+            "gesvdjBatched_bufferSize",
+        )?;
+    }
+    let work = device.alloc_zeros::<f32>(s, lwork.max(1) as usize)?;
+    let wp = ptr(&work)?;
+    let stream = device.cuda_stream(s)?;
+    let bytes = len * std::mem::size_of::<f32>();
+    let (src, dst) = (pristine.raw_device_ptr()?, a.raw_device_ptr()?);
+    let refill = || -> Res<()> {
+        // SAFETY: both buffers hold `len` f32 on this device; the copy is ordered on the stream.
+        unsafe { cusched::cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }?;
+        Ok(())
+    };
+    device.synchronize(s)?;
+    let raw_call = || {
+        refill()?;
+        // SAFETY: live handle and params on the bench stream; the buffers hold `batch`
+        // matrices of order m, `s` m per matrix, the workspace `lwork` floats, `info` `batch`.
+        ok(
+            unsafe {
+                sys::cusolverDnSgesvdjBatched(
+                    raw.h, mode, mi, mi, ap as _, mi, sp as _, up as _, mi, vp as _, mi, wp as _, lwork, ip, params, bi,
+                )
+            },
+            "gesvdjBatched",
+        )
+    };
+    let g =
+        GesvdjBatched { vectors: true, m, n: m, batch, a: &a, lda: None, s: &sv, u: &u, ldu: None, v: &v, ldv: None };
+    row(
+        &format!("gesvdjBatched f32 {batch} x {m}²"),
+        || per_call(device, s, reps, raw_call),
+        || {
+            per_call(device, s, reps, || {
+                refill()?;
+                h.solver()?.gesvdj_batched(&g).map(drop).map_err(Into::into)
+            })
+        },
+    )?;
+    device.synchronize(s)?;
+    // SAFETY: made above; the stream is idle.
+    unsafe { sys::cusolverDnDestroyGesvdjInfo(params) };
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(8192);
@@ -171,6 +246,7 @@ fn main() -> Res<()> {
     println!("| --- | --- | --- | --- |");
     factorizations::<f32>(&device, s, &mut h, &raw, (n, reps), ("f32", sys::cudaDataType::CUDA_R_32F))?;
     factorizations::<f64>(&device, s, &mut h, &raw, (n, reps), ("f64", sys::cudaDataType::CUDA_R_64F))?;
+    gesvdj_batched(&device, s, &mut h, &raw, (32, 512, reps.max(20)))?;
     device.synchronize(s)?;
     Ok(())
 }
