@@ -6,7 +6,8 @@
 mod common;
 use common::*;
 use cusched::solver::{
-    Fill, Geqrf, Gesvd, Gesvdj, Getrf, Getrs, Orgqr, Ormqr, Potrf, PotrfBatched, Potrs, Side, Syevd, Trans,
+    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr,
+    Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
 };
 use cusched::{Complex, Device, Error, GpuRef, Handles, Result, StreamId};
 
@@ -192,4 +193,154 @@ fn numerical_errors_say_what_happened() {
         failures: vec![F::NotPositiveDefinite { matrix: 3, minor: 2 }],
     };
     assert!(batch.to_string().contains("1 of 8 matrices failed (matrix 3: leading minor 2"), "{batch}");
+}
+
+#[test]
+fn potri_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(9);
+    let p = |n, lda| Potri { fill: Fill::Lower, n, a: &a, lda };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.potri(&p(0, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potri(&p(4, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.potri(&p(3, Some(2))));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.potri(&Potri { fill: Fill::Upper, n: 3, a: &f, lda: None }));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potri(&p(3, None)));
+}
+
+#[test]
+fn syevj_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, short) = (fx.buf::<Complex<f64>>(16), fx.buf::<f64>(4), fx.buf::<f64>(3));
+    let e = |n, w| Syevj { vectors: true, fill: Fill::Lower, n, a: &a, lda: None, w };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.syevj(&e(5, &w)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevj(&e(4, &short)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.syevj(&e(0, &w)));
+    rejects(&mut fx, "lda", |fx| {
+        fx.h.solver()?.syevj(&Syevj { vectors: false, fill: Fill::Upper, n: 4, a: &a, lda: Some(3), w: &w })
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.syevj(&e(4, &w)));
+}
+
+#[test]
+fn sygvd_and_hegvd_reject_bad_input() {
+    let mut fx = fx();
+    let (a, b, w, short) = (fx.buf::<f32>(9), fx.buf::<f32>(9), fx.buf::<f32>(3), fx.buf::<f32>(4));
+    let g = |n, b, w| Sygvd {
+        problem: Generalized::Ax,
+        vectors: true,
+        fill: Fill::Lower,
+        n,
+        a: &a,
+        lda: None,
+        b,
+        ldb: None,
+        w,
+    };
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sygvd(&g(3, &a, &w)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sygvd(&g(3, &short, &w)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.sygvd(&g(3, &b, &a)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.sygvd(&g(4, &b, &w)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.sygvd(&g(3, &b, &w)));
+    let (ca, cb, cw) = (fx.buf::<Complex<f32>>(9), fx.buf::<Complex<f32>>(9), fx.buf::<f32>(2));
+    let h = |n, lda, w| Sygvd {
+        problem: Generalized::Bax,
+        vectors: false,
+        fill: Fill::Upper,
+        n,
+        a: &ca,
+        lda,
+        b: &cb,
+        ldb: None,
+        w,
+    };
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.hegvd(&h(3, None, &cw)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.hegvd(&h(3, Some(1), &w)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.hegvd(&h(0, None, &w)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.hegvd(&h(3, None, &w)));
+}
+
+#[test]
+fn potrs_batched_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b) = (fx.buf::<f64>(4 * 9), fx.buf::<f64>(4 * 3));
+    let p = |nrhs, batch, stride_b, b| PotrsBatched {
+        fill: Fill::Lower,
+        n: 3,
+        nrhs,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        b,
+        ldb: None,
+        stride_b,
+    };
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.potrs_batched(&p(2, 4, None, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, Some(4), &b)));
+    rejects(&mut fx, "stride_b", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, Some(2), &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, None, &a)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrs_batched(&p(1, 0, None, &b)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, None, &b)));
+}
+
+#[test]
+fn getrf_and_getrs_batched_reject_bad_input() {
+    let mut fx = fx();
+    let (a, b, ipiv, short) = (fx.buf::<f32>(4 * 9), fx.buf::<f32>(4 * 6), fx.buf::<i32>(12), fx.buf::<i32>(11));
+    let g = |n, batch, stride, ipiv| GetrfBatched { n, batch, a: &a, lda: None, stride, ipiv };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.getrf_batched(&g(3, 5, None, None)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrf_batched(&g(3, 4, None, Some(&short))));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.getrf_batched(&g(3, 2, Some(8), None)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.getrf_batched(&g(0, 4, None, None)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrf_batched(&g(3, 4, None, Some(&ipiv))));
+    let s = |nrhs, ipiv, b| GetrsBatched {
+        trans: Trans::Yes,
+        n: 3,
+        nrhs,
+        batch: 4,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        ipiv,
+        b,
+        ldb: None,
+        stride_b: None,
+    };
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrs_batched(&s(2, &short, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.getrs_batched(&s(3, &ipiv, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.getrs_batched(&s(2, &ipiv, &a)));
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.getrs_batched(&s(0, &ipiv, &b)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrs_batched(&s(2, &ipiv, &b)));
+}
+
+#[test]
+fn batched_jacobi_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, v) = (fx.buf::<f64>(3 * 16), fx.buf::<f64>(3 * 4), fx.buf::<f64>(3 * 16), fx.buf::<f64>(3 * 16));
+    let big = fx.buf::<f64>(33 * 33);
+    let g = |m, n, batch, a, s| GesvdjBatched {
+        vectors: true,
+        m,
+        n,
+        batch,
+        a,
+        lda: None,
+        s,
+        u: &u,
+        ldu: None,
+        v: &v,
+        ldv: None,
+    };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvdj_batched(&g(33, 33, 1, &big, &s)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvdj_batched(&g(4, 4, 4, &a, &s)));
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvdj_batched(&g(4, 4, 3, &a, &a)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvdj_batched(&g(5, 3, 3, &a, &s)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj_batched(&g(4, 4, 3, &a, &s)));
+    let e = |n, batch, a, w| SyevjBatched { vectors: true, fill: Fill::Lower, n, batch, a, lda: None, w };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.syevj_batched(&e(33, 1, &big, &s)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.syevj_batched(&e(4, 4, &a, &s)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &a)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.syevj_batched(&e(4, 0, &a, &s)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &s)));
 }

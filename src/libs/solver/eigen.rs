@@ -1,7 +1,7 @@
 //! Eigenvalues and singular values: `syevd` (any element type; Hermitian for complex),
 //! `gesvd` (any), Jacobi `gesvdj` (real).
 
-use super::calls::{self, data_type, OwnedJacobi};
+use super::calls::{self, data_type, OwnedJacobi, OwnedSyevj};
 use super::factor::{matrix, vptr, CheckStatus};
 use super::info::Meaning;
 use super::{Fill, SizeKey, Solver, SolverElement, SolverReal};
@@ -85,9 +85,21 @@ pub struct Gesvdj<'a, T: SolverReal> {
     pub ldv: Option<usize>,
 }
 
-/// A finished Jacobi SVD: ask [`Solver::jacobi_report`] for its residual and sweeps.
+/// A finished Jacobi SVD or eigen decomposition: ask [`Solver::jacobi_report`] for its residual and sweeps.
 pub struct JacobiRun {
-    info: OwnedJacobi,
+    info: RunInfo,
+}
+
+/// The info object a Jacobi run was made with.
+enum RunInfo {
+    Svd(OwnedJacobi),
+    Eig(OwnedSyevj),
+}
+
+impl JacobiRun {
+    pub(super) fn syevj(info: OwnedSyevj) -> JacobiRun {
+        JacobiRun { info: RunInfo::Eig(info) }
+    }
 }
 
 impl std::fmt::Debug for JacobiRun {
@@ -212,7 +224,7 @@ impl Solver {
             // distinct; the workspace holds `lwork` elements; `info` pinned.
             unsafe { (T::fns().gesvdj)(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, work.device.cast(), lwork, pin.info(), raw) }
                 .check_status("cusolverDn<t>gesvdj")
-        }, move || JacobiRun { info })
+        }, move || JacobiRun { info: RunInfo::Svd(info) })
     }
 
     /// The residual and sweeps of a finished Jacobi run, asked of the library on this
@@ -222,7 +234,10 @@ impl Solver {
         self.op.bound_stream()?;
         // SAFETY: a live handle used by this thread (`&mut self`); the run's completion
         // resolved, so its work finished.
-        let (residual, sweeps) = unsafe { run.info.report(h) }?;
+        let (residual, sweeps) = match &run.info {
+            RunInfo::Svd(i) => unsafe { i.report(h) }?,
+            RunInfo::Eig(i) => unsafe { i.report(h) }?,
+        };
         Ok(JacobiReport { residual, sweeps })
     }
 }

@@ -21,6 +21,9 @@ pub(super) enum Meaning {
     Converge,
     /// Only negative values (a rejected parameter) are possible.
     ParamsOnly,
+    /// The generalized eigenproblem of order `n`: above `n`, `B`'s leading minor of order
+    /// `info - n` is not positive definite; up to `n`, the eigensolver did not converge.
+    Generalized(usize),
 }
 
 impl Meaning {
@@ -28,7 +31,8 @@ impl Meaning {
         match self {
             Meaning::Minor => NumericalFailure::NotPositiveDefinite { matrix, minor: info },
             Meaning::Pivot => NumericalFailure::Singular { matrix, index: info },
-            Meaning::Converge | Meaning::ParamsOnly => {
+            Meaning::Generalized(n) if info > n => NumericalFailure::NotPositiveDefinite { matrix, minor: info - n },
+            Meaning::Converge | Meaning::ParamsOnly | Meaning::Generalized(_) => {
                 NumericalFailure::NotConverged { matrix, count: info }
             }
         }

@@ -1,6 +1,9 @@
 //! cuSOLVER dense: Cholesky (`potrf`, `potrs`, batched `potrf`), LU with or without pivoting
 //! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`), symmetric and Hermitian eigenvalues
-//! (`syevd`), SVD (`gesvd`, Jacobi `gesvdj`).
+//! (`syevd`, Jacobi `syevj`), the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from
+//! a Cholesky factor (`potri`), SVD (`gesvd`, Jacobi `gesvdj`), and batched forms
+//! (`potrf_batched`, `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`,
+//! `gesvdj_batched`, `syevj_batched`) that report every matrix's status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
 //! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, so those ops
@@ -16,10 +19,14 @@ mod eigen;
 mod factor;
 mod info;
 mod qr;
+mod symmetric;
+mod batched;
 
 pub use eigen::{Gesvd, Gesvdj, JacobiReport, JacobiRun, Syevd};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
+pub use symmetric::{Generalized, Potri, Sygvd, Syevj};
+pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
 
 use super::dtype::DataTypes;
 use super::workspace::Workspace;
@@ -64,7 +71,7 @@ pub enum Side {
 // The data-type table is crate-private on purpose; the trait is sealed, so no outside type
 // needs to name it.
 #[allow(private_bounds)]
-pub trait SolverElement: Element + DataTypes + sealed::Sealed {
+pub trait SolverElement: Element + DataTypes + calls::Typed + sealed::Sealed {
     /// The real type of eigenvalues and singular values.
     type Real: SolverElement;
 }

@@ -1,6 +1,7 @@
 //! The cuSOLVER call layer: every cuSOLVER call cusched makes, each a thin wrapper returning
 //! `Result` with the call named. The only code in the crate that touches
-//! `cudarc::cusolver::sys`.
+//! `cudarc::cusolver::sys` (and, for batched LU, `cudarc::cublas::sys`); the typed entry points
+//! of all four element types are in [`typed`].
 //!
 //! Every wrapper that takes a handle needs the handle's context current on the calling thread
 //! (the op path binds it) and the handle used by one thread at a time (`Solver` methods take
@@ -15,6 +16,9 @@ use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cusolver::sys;
 use std::ffi::{c_int, c_void};
+
+mod typed;
+pub(super) use typed::{blas_trans, EigType, Typed};
 
 pub(super) type Handle = sys::cusolverDnHandle_t;
 pub(super) type Params = sys::cusolverDnParams_t;
@@ -143,10 +147,93 @@ impl OwnedJacobi {
     }
 }
 
-/// An owned handle on one stream, and its params object for the 64-bit API.
+/// A symmetric Jacobi eigensolver's parameters and, after it ran, its residual and sweeps.
+#[derive(Clone, Copy)]
+pub(crate) struct SyevjInfo(sys::syevjInfo_t);
+
+// SAFETY: host data, used by one thread at a time (its one owner).
+unsafe impl RawObject for SyevjInfo {
+    const DESTROY: &'static str = "cusolverDnDestroySyevjInfo";
+    type Status = sys::cusolverStatus_t;
+    unsafe fn destroy(self) -> sys::cusolverStatus_t {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        unsafe { sys::cusolverDnDestroySyevjInfo(self.0) }
+    }
+}
+
+/// An owned symmetric Jacobi info object.
+pub(crate) struct OwnedSyevj(Owned<SyevjInfo>);
+
+impl OwnedSyevj {
+    /// `cusolverDnCreateSyevjInfo` with `tol` and `max_sweeps` set.
+    pub(super) fn create(tol: f64, max_sweeps: u32) -> Result<OwnedSyevj> {
+        let mut raw: sys::syevjInfo_t = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        unsafe { sys::cusolverDnCreateSyevjInfo(&mut raw) }.check("cusolverDnCreateSyevjInfo")?;
+        let info = OwnedSyevj(Owned::new(SyevjInfo(raw)));
+        // SAFETY: a live info object; host-only calls.
+        unsafe {
+            sys::cusolverDnXsyevjSetTolerance(raw, tol).check("cusolverDnXsyevjSetTolerance")?;
+            sys::cusolverDnXsyevjSetMaxSweeps(raw, max_sweeps.min(c_int::MAX as u32) as c_int)
+                .check("cusolverDnXsyevjSetMaxSweeps")?;
+        }
+        Ok(info)
+    }
+
+    pub(super) fn raw(&self) -> sys::syevjInfo_t {
+        self.0.get().0
+    }
+
+    /// `cusolverDnXsyevjGetResidual` and `...GetSweeps`.
+    ///
+    /// # Safety
+    /// `h` is a live handle used by this thread only, and the (non-batched) run with this info
+    /// finished.
+    pub(super) unsafe fn report(&self, h: Handle) -> Result<(f64, u32)> {
+        let (mut residual, mut sweeps) = (0f64, 0 as c_int);
+        // SAFETY: the caller's contract; valid out-pointers.
+        unsafe {
+            sys::cusolverDnXsyevjGetResidual(h, self.raw(), &mut residual).check("cusolverDnXsyevjGetResidual")?;
+            sys::cusolverDnXsyevjGetSweeps(h, self.raw(), &mut sweeps).check("cusolverDnXsyevjGetSweeps")?;
+        }
+        Ok((residual, sweeps.max(0) as u32))
+    }
+}
+
+/// A cuBLAS status (a newtype, so that this library's checks do not depend on the `cublas`
+/// feature's).
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(crate) struct BlasStatus(cudarc::cublas::sys::cublasStatus_t);
+
+impl Status for BlasStatus {
+    const SUCCESS: Self = BlasStatus(cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+}
+
+/// A cuBLAS handle for the batched LU, which cuSOLVER leaves to cuBLAS.
+#[derive(Clone, Copy)]
+pub(crate) struct BlasHandle(pub(super) cudarc::cublas::sys::cublasHandle_t);
+
+// SAFETY: a cuBLAS handle may be used from any thread, one thread at a time.
+unsafe impl RawObject for BlasHandle {
+    const DESTROY: &'static str = "cublasDestroy";
+    type Status = BlasStatus;
+    unsafe fn destroy(self) -> BlasStatus {
+        // SAFETY: the caller keeps `destroy`'s contract.
+        BlasStatus(unsafe { cudarc::cublas::sys::cublasDestroy_v2(self.0) })
+    }
+}
+
+/// Checks a cuBLAS status.
+pub(super) fn blas_check(s: cudarc::cublas::sys::cublasStatus_t, call: &'static str) -> Result<()> {
+    BlasStatus(s).check(call)
+}
+
+/// An owned handle on one stream, its params object for the 64-bit API, and the cuBLAS handle
+/// of the batched LU once one was needed.
 pub(crate) struct RawHandle {
     handle: Owned<Handle>,
     params: Owned<Params>,
+    blas: Option<Owned<BlasHandle>>,
 }
 
 impl RawHandle {
@@ -164,7 +251,26 @@ impl RawHandle {
         let mut p: Params = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         unsafe { sys::cusolverDnCreateParams(&mut p) }.check("cusolverDnCreateParams")?;
-        Ok(RawHandle { handle, params: Owned::new(p) })
+        Ok(RawHandle { handle, params: Owned::new(p), blas: None })
+    }
+
+    /// The cuBLAS handle on `stream`, made on first use (`cublasCreate`, `cublasSetStream`).
+    ///
+    /// # Safety
+    /// As [`RawHandle::create`]: `stream` is this handle's live stream of the current context.
+    pub(super) unsafe fn blas(&mut self, stream: crate::backend::cuda::CuStream) -> Result<BlasHandle> {
+        if let Some(b) = &self.blas {
+            return Ok(b.get());
+        }
+        use cudarc::cublas::sys as blas;
+        let mut h: blas::cublasHandle_t = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        blas_check(unsafe { blas::cublasCreate_v2(&mut h) }, "cublasCreate")?;
+        let owned = Owned::new(BlasHandle(h));
+        // SAFETY: a live handle; the caller vouches for the stream.
+        blas_check(unsafe { blas::cublasSetStream_v2(h, stream as _) }, "cublasSetStream")?;
+        self.blas = Some(owned);
+        Ok(BlasHandle(h))
     }
 
     pub(super) fn get(&self) -> (Handle, Params) {

@@ -1,0 +1,118 @@
+//! The typed entry points (`cusolverDn<t>...`, and cuBLAS's batched LU) that exist for all
+//! four element types and have no 64-bit generic form in the CUDA version cusched builds
+//! against: `potri`, `syevj`/`heevj`, `sygvd`/`hegvd`, `potrsBatched`, `gesvdjBatched`,
+//! `syevjBatched`/`heevjBatched`, cuBLAS `getrfBatched`/`getrsBatched`.
+//!
+//! Every wrapper takes element pointers untyped (`*mut c_void`) and casts them to the call's
+//! own type: `f32`, `f64`, `Complex<f32>` and `Complex<f64>` have the layout of `float`,
+//! `double`, `cuComplex` and `cuDoubleComplex`.
+#![allow(clippy::too_many_arguments, unreachable_pub)]
+
+use cudarc::cublas::sys as blas;
+use cudarc::cusolver::sys::{self, cusolverDnHandle_t as H, cusolverStatus_t as S};
+use std::ffi::{c_int as I, c_void};
+
+type V = *mut c_void;
+type Uplo = sys::cublasFillMode_t;
+type Mode = sys::cusolverEigMode_t;
+type Itype = sys::cusolverEigType_t;
+
+/// The typed entry points of one element type.
+///
+/// # Safety (of every function)
+/// `h` is a live handle of the current context used by this thread only; every pointer is
+/// device memory of the current context holding the shape the arguments describe, of this
+/// element type (real parts for `w` and `s`); workspaces hold the sizes their queries returned.
+pub trait Typed: Sized + 'static {
+    unsafe fn potri_size(h: H, u: Uplo, n: I, a: V, lda: I, lwork: *mut I) -> S;
+    unsafe fn potri(h: H, u: Uplo, n: I, a: V, lda: I, work: V, lwork: I, info: *mut I) -> S;
+    unsafe fn syevj_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t) -> S;
+    unsafe fn syevj(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t) -> S;
+    unsafe fn sygvd_size(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, lwork: *mut I) -> S;
+    unsafe fn sygvd(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, work: V, lwork: I, info: *mut I) -> S;
+    unsafe fn potrs_batched(h: H, u: Uplo, n: I, nrhs: I, a: *mut V, lda: I, b: *mut V, ldb: I, info: *mut I, batch: I) -> S;
+    unsafe fn gesvdj_batched_size(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S;
+    unsafe fn gesvdj_batched(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S;
+    unsafe fn syevj_batched_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t, batch: I) -> S;
+    unsafe fn syevj_batched(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t, batch: I) -> S;
+    unsafe fn getrf_batched(h: blas::cublasHandle_t, n: I, a: *mut V, lda: I, piv: *mut I, info: *mut I, batch: I) -> blas::cublasStatus_t;
+    unsafe fn getrs_batched(h: blas::cublasHandle_t, t: blas::cublasOperation_t, n: I, nrhs: I, a: *mut V, lda: I, piv: *const I, b: *mut V, ldb: I, info: *mut I, batch: I) -> blas::cublasStatus_t;
+}
+
+macro_rules! typed {
+    ($t:ty: $potri_size:ident, $potri:ident, $syevj_size:ident, $syevj:ident, $sygvd_size:ident, $sygvd:ident,
+     $potrs_batched:ident, $gesvdj_batched_size:ident, $gesvdj_batched:ident, $syevj_batched_size:ident,
+     $syevj_batched:ident, $getrf_batched:ident, $getrs_batched:ident) => {
+        // SAFETY (of every call below): the trait's contract; the casts change only the
+        // pointee type, to one of the same layout.
+        impl Typed for $t {
+            unsafe fn potri_size(h: H, u: Uplo, n: I, a: V, lda: I, lwork: *mut I) -> S {
+                unsafe { sys::$potri_size(h, u, n, a as _, lda, lwork) }
+            }
+            unsafe fn potri(h: H, u: Uplo, n: I, a: V, lda: I, work: V, lwork: I, info: *mut I) -> S {
+                unsafe { sys::$potri(h, u, n, a as _, lda, work as _, lwork, info) }
+            }
+            unsafe fn syevj_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t) -> S {
+                unsafe { sys::$syevj_size(h, j, u, n, a as _, lda, w as _, lwork, p) }
+            }
+            unsafe fn syevj(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t) -> S {
+                unsafe { sys::$syevj(h, j, u, n, a as _, lda, w as _, work as _, lwork, info, p) }
+            }
+            unsafe fn sygvd_size(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, lwork: *mut I) -> S {
+                unsafe { sys::$sygvd_size(h, t, j, u, n, a as _, lda, b as _, ldb, w as _, lwork) }
+            }
+            unsafe fn sygvd(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, work: V, lwork: I, info: *mut I) -> S {
+                unsafe { sys::$sygvd(h, t, j, u, n, a as _, lda, b as _, ldb, w as _, work as _, lwork, info) }
+            }
+            unsafe fn potrs_batched(h: H, u: Uplo, n: I, nrhs: I, a: *mut V, lda: I, b: *mut V, ldb: I, info: *mut I, batch: I) -> S {
+                unsafe { sys::$potrs_batched(h, u, n, nrhs, a as _, lda, b as _, ldb, info, batch) }
+            }
+            unsafe fn gesvdj_batched_size(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S {
+                unsafe { sys::$gesvdj_batched_size(h, j, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, lwork, p, batch) }
+            }
+            unsafe fn gesvdj_batched(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S {
+                unsafe { sys::$gesvdj_batched(h, j, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, work as _, lwork, info, p, batch) }
+            }
+            unsafe fn syevj_batched_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t, batch: I) -> S {
+                unsafe { sys::$syevj_batched_size(h, j, u, n, a as _, lda, w as _, lwork, p, batch) }
+            }
+            unsafe fn syevj_batched(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t, batch: I) -> S {
+                unsafe { sys::$syevj_batched(h, j, u, n, a as _, lda, w as _, work as _, lwork, info, p, batch) }
+            }
+            unsafe fn getrf_batched(h: blas::cublasHandle_t, n: I, a: *mut V, lda: I, piv: *mut I, info: *mut I, batch: I) -> blas::cublasStatus_t {
+                unsafe { blas::$getrf_batched(h, n, a as _, lda, piv, info, batch) }
+            }
+            unsafe fn getrs_batched(h: blas::cublasHandle_t, t: blas::cublasOperation_t, n: I, nrhs: I, a: *mut V, lda: I, piv: *const I, b: *mut V, ldb: I, info: *mut I, batch: I) -> blas::cublasStatus_t {
+                unsafe { blas::$getrs_batched(h, t, n, nrhs, a as _, lda, piv, b as _, ldb, info, batch) }
+            }
+        }
+    };
+}
+
+typed!(f32: cusolverDnSpotri_bufferSize, cusolverDnSpotri, cusolverDnSsyevj_bufferSize, cusolverDnSsyevj,
+    cusolverDnSsygvd_bufferSize, cusolverDnSsygvd, cusolverDnSpotrsBatched, cusolverDnSgesvdjBatched_bufferSize,
+    cusolverDnSgesvdjBatched, cusolverDnSsyevjBatched_bufferSize, cusolverDnSsyevjBatched, cublasSgetrfBatched,
+    cublasSgetrsBatched);
+typed!(f64: cusolverDnDpotri_bufferSize, cusolverDnDpotri, cusolverDnDsyevj_bufferSize, cusolverDnDsyevj,
+    cusolverDnDsygvd_bufferSize, cusolverDnDsygvd, cusolverDnDpotrsBatched, cusolverDnDgesvdjBatched_bufferSize,
+    cusolverDnDgesvdjBatched, cusolverDnDsyevjBatched_bufferSize, cusolverDnDsyevjBatched, cublasDgetrfBatched,
+    cublasDgetrsBatched);
+typed!(crate::memory::Complex<f32>: cusolverDnCpotri_bufferSize, cusolverDnCpotri, cusolverDnCheevj_bufferSize,
+    cusolverDnCheevj, cusolverDnChegvd_bufferSize, cusolverDnChegvd, cusolverDnCpotrsBatched,
+    cusolverDnCgesvdjBatched_bufferSize, cusolverDnCgesvdjBatched, cusolverDnCheevjBatched_bufferSize,
+    cusolverDnCheevjBatched, cublasCgetrfBatched, cublasCgetrsBatched);
+typed!(crate::memory::Complex<f64>: cusolverDnZpotri_bufferSize, cusolverDnZpotri, cusolverDnZheevj_bufferSize,
+    cusolverDnZheevj, cusolverDnZhegvd_bufferSize, cusolverDnZhegvd, cusolverDnZpotrsBatched,
+    cusolverDnZgesvdjBatched_bufferSize, cusolverDnZgesvdjBatched, cusolverDnZheevjBatched_bufferSize,
+    cusolverDnZheevjBatched, cublasZgetrfBatched, cublasZgetrsBatched);
+
+pub(crate) use sys::cusolverEigType_t as EigType;
+
+/// cuBLAS's operation for `t` (its own binding of the enum).
+pub(in crate::libs::solver) fn blas_trans(t: super::super::Trans) -> blas::cublasOperation_t {
+    match t {
+        super::super::Trans::No => blas::cublasOperation_t::CUBLAS_OP_N,
+        super::super::Trans::Yes => blas::cublasOperation_t::CUBLAS_OP_T,
+        super::super::Trans::Conj => blas::cublasOperation_t::CUBLAS_OP_C,
+    }
+}
