@@ -70,6 +70,7 @@ macro_rules! registry {
             #[cfg(feature = "cublas")] pub blas: Blas,
             #[cfg(feature = "curand")] pub rng: Rng,
             #[cfg(feature = "cufft")] pub fft: Fft,
+            #[cfg(feature = "cutensor")] pub tensor: Tensor,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };
@@ -165,9 +166,14 @@ pub(crate) fn current<'a, L: StreamLibrary>(
 
 fn open<L: StreamLibrary>(device: &Device, stream: StreamId) -> Result<L> {
     if !device.is_simulated() && !(L::LIBRARY.present)() {
-        return Err(Error::LibraryUnavailable { library: L::LIBRARY.name, hint: L::LIBRARY.hint });
+        return Err(unavailable::<L>());
     }
     L::create(OpStream::new(device, stream, L::LIBRARY.name))
+}
+
+/// The error of a library whose probe failed.
+pub(crate) fn unavailable<L: StreamLibrary>() -> Error {
+    Error::LibraryUnavailable { library: L::LIBRARY.name, hint: L::LIBRARY.hint }
 }
 
 /// Drops state of a poisoned context without calling the library on its objects.
