@@ -350,8 +350,8 @@ impl Tensor {
         let spec = modes::parse(op.spec, 2, &["a", "c", "d"])?;
         modes::subset("a", &spec.inputs[0], "d", &spec.output)?;
         let (a, c, d) = three(["a", "c", "d"], &spec, &op.a, &op.c, &op.d)?;
-        c_matches_d(&c, &d)?;
         modes::no_self_overlap("d", &d)?;
+        c_matches_d(&c, &d)?;
         not_an_input("d", op.d.buf, &[("a", op.a.buf)])?;
         let compute = compute_for::<T>(op.compute, false)?;
         self.launch(Launch {
@@ -376,8 +376,8 @@ impl Tensor {
         let c = op.c.layout("c", &spec.inputs[2])?;
         let d = op.d.layout("d", &spec.output)?;
         modes::extents_agree(&[("a", &a), ("b", &b), ("c", &c), ("d", &d)])?;
-        c_matches_d(&c, &d)?;
         modes::no_self_overlap("d", &d)?;
+        c_matches_d(&c, &d)?;
         not_an_input("d", op.d.buf, &[("a", op.a.buf), ("b", op.b.buf)])?;
         let compute = compute_for::<T>(op.compute, false)?;
         let [alpha, beta, gamma] = op.scales;
