@@ -12,8 +12,9 @@ use crate::memory::GpuRef;
 use crate::track::Access;
 use std::ffi::c_void;
 
-/// `d = alpha · Σ op_a(a) · op_b(b) + beta · d`, the sum over the modes `a` and `b` share
-/// that `d` lacks: `Contraction::new("ik,kj->ij", a, b, d)` is a matrix product.
+/// `d = alpha · Σ a · b + beta · d`, the sum over the modes `a` and `b` share that `d` lacks:
+/// `Contraction::new("ik,kj->ij", a, b, d)` is a matrix product. (cuTENSOR applies no unary
+/// operators to real contraction operands; use an elementwise op first.)
 #[derive(Clone, Debug)]
 pub struct Contraction<'a, T: TensorElement> {
     spec: &'a str,
@@ -22,14 +23,13 @@ pub struct Contraction<'a, T: TensorElement> {
     d: TensorRef<'a, T>,
     alpha: f64,
     beta: f64,
-    ops: [UnaryOp; 2],
     compute: Option<Compute>,
 }
 
 impl<'a, T: TensorElement> Contraction<'a, T> {
     /// `d = a · b` over the modes of `spec` (`alpha` 1, `beta` 0).
     pub fn new(spec: &'a str, a: TensorRef<'a, T>, b: TensorRef<'a, T>, d: TensorRef<'a, T>) -> Self {
-        Contraction { spec, a, b, d, alpha: 1.0, beta: 0.0, ops: [UnaryOp::Identity; 2], compute: None }
+        Contraction { spec, a, b, d, alpha: 1.0, beta: 0.0, compute: None }
     }
     /// Scales the product.
     pub fn alpha(mut self, alpha: f64) -> Self {
@@ -39,11 +39,6 @@ impl<'a, T: TensorElement> Contraction<'a, T> {
     /// Adds `beta` times `d`'s old value (0: `d` is only written).
     pub fn beta(mut self, beta: f64) -> Self {
         self.beta = beta;
-        self
-    }
-    /// Unary operators on `a` and `b`.
-    pub fn ops(mut self, a: UnaryOp, b: UnaryOp) -> Self {
-        self.ops = [a, b];
         self
     }
     /// The compute type (default: the element type's, see [`TensorElement`]).
@@ -292,7 +287,7 @@ impl Tensor {
             name: "contract",
             kind: Kind::Contraction,
             compute,
-            unary: op.ops.to_vec(),
+            unary: vec![UnaryOp::Identity; 2],
             descs: vec![desc(a, op.a.buf), desc(b, op.b.buf), desc(d, op.d.buf)],
             uses: vec![("a", op.a.buf, Access::Read), ("b", op.b.buf, Access::Read), ("d", op.d.buf, output_access(op.beta))],
             ptrs: vec![op.a.buf, op.b.buf, op.d.buf],
