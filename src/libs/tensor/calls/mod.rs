@@ -15,7 +15,6 @@ use crate::libs::dtype::CudaType;
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cutensor::sys;
-use std::ffi::c_void;
 
 impl Status for sys::cutensorStatus_t {
     const SUCCESS: Self = sys::cutensorStatus_t::CUTENSOR_STATUS_SUCCESS;
