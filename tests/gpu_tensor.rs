@@ -411,3 +411,26 @@ fn plans_are_cached_per_descriptor_and_lanes_work() {
     drop(h);
     d.synchronize(s).unwrap();
 }
+
+/// The reference itself, on the CPU (runs in CI): a matrix product, its transpose through a
+/// permuted output, and a strided input.
+#[test]
+fn the_cpu_einsum_is_a_matrix_product() {
+    let mut rng = Rng::seeded(3);
+    let (m, k, n) = (3usize, 4usize, 5usize);
+    let (a, b) = (random(&mut rng, m * k), random(&mut rng, k * n));
+    let ext = extents_of("ik,kj->ij", &[&[m, k], &[k, n], &[m, n]]);
+    let c = einsum("ik,kj->ij", &[(&a, &[k, 1]), (&b, &[n, 1])], &ext);
+    let ct = einsum("ik,kj->ji", &[(&a, &[k, 1]), (&b, &[n, 1])], &ext);
+    // a read column-major: element (i, k) at k * m + i, i.e. the row-major k x m buffer aᵀ.
+    let at = einsum("ik,kj->ij", &[(&a, &[1, m]), (&b, &[n, 1])], &ext);
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|x| a[i * k + x] * b[x * n + j]).sum();
+            assert!((c[i * n + j] - want).abs() < 1e-12);
+            assert_eq!(ct[j * m + i], c[i * n + j]);
+            let want_t: f64 = (0..k).map(|x| a[x * m + i] * b[x * n + j]).sum();
+            assert!((at[i * n + j] - want_t).abs() < 1e-12);
+        }
+    }
+}
