@@ -29,8 +29,8 @@ pub use recorder::{External, LaunchRecorder, LaunchScope, Preflighted, Resource}
 pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptions, TrackKind};
 pub use track::{Access, StreamStats};
 
-/// Re-export of the `half` crate whose `f16` and `bf16` are GEMM element types.
-#[cfg(any(feature = "cublas", feature = "cublaslt"))]
+/// Re-export of the `half` crate whose `f16` and `bf16` are GEMM and tensor element types.
+#[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
 pub use half;
 // Empty when no library feature is on.
 #[cfg_attr(

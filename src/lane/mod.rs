@@ -52,7 +52,8 @@ pub struct Handles {
             feature = "curand",
             feature = "cufft",
             feature = "cusparse",
-            feature = "cusolver"
+            feature = "cusolver",
+            feature = "cutensor"
         )),
         allow(dead_code)
     )]

@@ -107,9 +107,9 @@ table! {
     // type                   CUDA   cuBLAS compute   cuDNN              NCCL
     f32                    => R32F,  Some(B::F32),    Some(D::Float),    Some(N::Float32);
     f64                    => R64F,  Some(B::F64),    Some(D::Double),   Some(N::Float64);
-    #[cfg(any(feature = "cublas", feature = "cublaslt"))]
+    #[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
     half::f16              => R16F,  Some(B::F32),    Some(D::Half),     Some(N::Float16);
-    #[cfg(any(feature = "cublas", feature = "cublaslt"))]
+    #[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
     half::bf16             => R16BF, Some(B::F32),    Some(D::Bfloat16), Some(N::Bfloat16);
     Complex<f32>           => C32F,  Some(B::F32),    None,              None;
     Complex<f64>           => C64F,  Some(B::F64),    None,              None;

@@ -44,7 +44,8 @@
         feature = "curand",
         feature = "cufft",
         feature = "cusparse",
-        feature = "cusolver"
+        feature = "cusolver",
+        feature = "cutensor"
     )),
     allow(dead_code, unused_imports)
 )]
@@ -84,6 +85,7 @@ macro_rules! registry {
             #[cfg(feature = "cusparse")] pub sparse: Sparse,
             #[cfg(feature = "cusolver")] pub solver_sparse: SolverSparse,
             #[cfg(feature = "cusolver")] pub solver: Solver,
+            #[cfg(feature = "cutensor")] pub tensor: Tensor,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };
@@ -179,9 +181,14 @@ pub(crate) fn current<'a, L: StreamLibrary>(
 
 fn open<L: StreamLibrary>(device: &Device, stream: StreamId) -> Result<L> {
     if !device.is_simulated() && !(L::LIBRARY.present)() {
-        return Err(Error::LibraryUnavailable { library: L::LIBRARY.name, hint: L::LIBRARY.hint });
+        return Err(unavailable::<L>());
     }
     L::create(OpStream::new(device, stream, L::LIBRARY.name))
+}
+
+/// The error of a library whose probe failed.
+pub(crate) fn unavailable<L: StreamLibrary>() -> Error {
+    Error::LibraryUnavailable { library: L::LIBRARY.name, hint: L::LIBRARY.hint }
 }
 
 /// Drops state of a poisoned context without calling the library on its objects.

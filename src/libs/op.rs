@@ -111,7 +111,8 @@ impl OpStream {
             feature = "cublaslt",
             feature = "curand",
             feature = "cufft",
-            feature = "cusparse"
+            feature = "cusparse",
+            feature = "cutensor"
         )),
         allow(dead_code)
     )]
