@@ -1,7 +1,7 @@
 //! SpMV, SpMM and SpSV: one enqueue each, no host synchronization.
 
 use super::{
-    calls, mat_key, not_in_matrix, output_access, record_matrix, scalars, Analysis, DenseMatrix, Sparse, SparseIndex,
+    calls, mat_key, takes, Format, not_in_matrix, output_access, record_matrix, scalars, Analysis, DenseMatrix, Sparse, SparseIndex,
     SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
@@ -31,6 +31,7 @@ impl Sparse {
         beta: T,
         y: &GpuRef<T>,
     ) -> Result<Completion<()>> {
+        takes("SpMV", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr], op_a, a)?;
         let (m, n) = op_shape(op_a, a);
         check::covers("x", x, Some(n), &format!("op(A) with {n} columns"))?;
         check::covers("y", y, Some(m), &format!("op(A) with {m} rows"))?;
@@ -68,6 +69,7 @@ impl Sparse {
         beta: T,
         c: DenseMatrix<'_, T>,
     ) -> Result<Completion<()>> {
+        takes("SpMM", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr, Format::BlockedEll], op_a, a)?;
         let (m, k) = op_shape(op_a, a);
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
@@ -117,8 +119,8 @@ impl Sparse {
         if a.rows != a.cols {
             return Err(Error::invalid("a", format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols)));
         }
-        if a.format == super::Format::Csc {
-            return Err(Error::invalid("a", "cuSPARSE solves CSR and COO matrices; convert with csr_csc_transpose"));
+        if !matches!(a.format, Format::Csr | Format::Coo) {
+            return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
         }
         let n = a.rows;
         check::covers("x", x, Some(n), &format!("{n} right-hand-side entries"))?;
