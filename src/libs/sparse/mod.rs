@@ -149,7 +149,7 @@ pub struct Sparse {
 impl StreamLibrary for Sparse {
     const LIBRARY: Library = Library {
         name: "cuSPARSE (libcusparse)",
-        hint: "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12)",
+        hint: "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12: CUDA 12 and CUDA 13 both ship cuSPARSE 12)",
         present: calls::is_present,
         objects: "cuSPARSE descriptors and handle",
     };
