@@ -60,7 +60,8 @@ pub(super) struct ReuseState {
     // Field order is drop order: the SpGEMM descriptor before the matrices it was set up with.
     descr: Owned<calls::SpGemm>,
     mats: [Owned<calls::SpMat>; 3],
-    /// The nnz phase's last buffer and the copy phase's buffer, used by every compute.
+    /// The nnz phase's last buffer (cuSPARSE's buffer 4) and the copy phase's (buffer 5),
+    /// used by every compute; buffers 1 to 3 are freed after the phases that need them.
     buffers: [GpuRef<u8>; 2],
 }
 
@@ -167,7 +168,7 @@ impl Sparse {
         record_matrix(&mut rec, names, a)?;
         record_matrix(&mut rec, bnames, b)?;
         record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
-        for (arg, buf) in ["nnz buffer 1", "nnz buffer 2", "nnz buffer 3"].into_iter().zip(&bufs) {
+        for (arg, buf) in ["nnz buffer 2", "nnz buffer 3", "nnz buffer 4"].into_iter().zip(&bufs) {
             record(&mut rec, arg, buf, Access::ReadWrite)?;
         }
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
@@ -210,8 +211,8 @@ impl Sparse {
         let mut rec = self.op.recorder("spgemm_reuse.copy");
         record_matrix(&mut rec, names, a)?;
         record_matrix(&mut rec, bnames, b)?;
-        record(&mut rec, "nnz buffer 2", &bufs[1], Access::ReadWrite)?;
-        record(&mut rec, "nnz buffer 3", &bufs[2], Access::ReadWrite)?;
+        record(&mut rec, "nnz buffer 3", &bufs[1], Access::ReadWrite)?;
+        record(&mut rec, "nnz buffer 4", &bufs[2], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buf5, Access::ReadWrite)?;
         record(&mut rec, "c.offsets", &offsets, Access::ReadWrite)?;
         record(&mut rec, "c.indices", &indices, Access::Write)?;
@@ -259,7 +260,7 @@ impl Sparse {
         record(&mut rec, "c.offsets", &c.major, Access::Read)?;
         record(&mut rec, "c.indices", &c.minor, Access::Read)?;
         record(&mut rec, "c.values", &c.values, Access::Write)?;
-        record(&mut rec, "nnz buffer 3", &buffers[0], Access::ReadWrite)?;
+        record(&mut rec, "nnz buffer 4", &buffers[0], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buffers[1], Access::ReadWrite)?;
         let beta = T::zero();
         let done = self.op.run(rec, Vec::new(), || {
