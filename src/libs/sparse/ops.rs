@@ -44,7 +44,7 @@ impl Sparse {
         let h = self.handle()?;
         let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, m)?);
         let s = scalars(&alpha, &beta);
-        let key = vec![op_a as u64, mat_key(a).ids[2], x.id(), y.id(), a.nnz as u64, m as u64, n as u64];
+        let key = vec![op_a as u64, a.format as u64, mat_key(a).ids[2], x.id(), y.id(), a.nnz as u64, m as u64, n as u64];
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
         // (3) the scalars are host values of T.
         let bytes = self.size("spmv", key, || unsafe { calls::spmv_size(h, op_a, s, da, dx, dy) })?;
@@ -89,7 +89,7 @@ impl Sparse {
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
         let t = [op_a, Transpose::No];
         let s = scalars(&alpha, &beta);
-        let key = vec![op_a as u64, mat_key(a).ids[2], b.buf.id(), c.buf.id(), a.nnz as u64, b.cols as u64, ldb as u64, ldc as u64];
+        let key = vec![op_a as u64, a.format as u64, mat_key(a).ids[2], b.buf.id(), c.buf.id(), a.nnz as u64, b.cols as u64, ldb as u64, ldc as u64];
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
         // (3) the scalars are host values of T.
         let bytes = self.size("spmm", key, || unsafe { calls::spmm_size(h, t, s, da, db, dc) })?;
