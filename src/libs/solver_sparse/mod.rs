@@ -72,7 +72,8 @@ pub struct SolverSparse {
 impl StreamLibrary for SolverSparse {
     const LIBRARY: Library = Library {
         name: "cuSOLVER (libcusolver)",
-        hint: "install the CUDA toolkit's cuSOLVER and cuSPARSE libraries (libcusolver.so.12, libcusparse.so.12)",
+        hint: "install the CUDA toolkit's cuSOLVER and cuSPARSE libraries (CUDA 13: libcusolver.so.12 and \
+               libcusparse.so.12; CUDA 12: libcusolver.so.11 and libcusparse.so.12)",
         present: calls::is_present,
         objects: "a cuSOLVER sparse handle",
     };

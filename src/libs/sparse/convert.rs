@@ -17,7 +17,7 @@ impl Sparse {
         let (m, n, out_format) = match a.format {
             Format::Csr => (a.rows, a.cols, Format::Csc),
             Format::Csc => (a.cols, a.rows, Format::Csr),
-            Format::Coo => return Err(Error::invalid("a", "is COO; convert_compressed takes CSR or CSC")),
+            other => return Err(Error::invalid("a", format!("is {other:?}; convert_compressed takes CSR or CSC"))),
         };
         let nnz = a.nnz;
         let mut rec = self.op.recorder("csr2csc");
@@ -62,6 +62,9 @@ impl Sparse {
         a: &SparseMatrix<T, I>,
         out: DenseMatrix<'_, T>,
     ) -> Result<Completion<()>> {
+        if matches!(a.format, Format::Bsr | Format::BlockedEll) {
+            return Err(Error::invalid("a", format!("is {:?}; sparse_to_dense takes CSR, CSC or COO", a.format)));
+        }
         let ld = out.check("out", "out.ld")?;
         if (out.rows, out.cols) != (a.rows, a.cols) {
             return Err(Error::invalid("out", format!("is {}x{}; A is {}x{}", out.rows, out.cols, a.rows, a.cols)));
@@ -110,6 +113,7 @@ impl Sparse {
             values: std::ptr::null_mut(),
             index: I::KIND,
             value: T::CUDA_TYPE,
+            block: 0,
         };
         // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before converting.
         let db = unsafe { calls::create_sp_mat(&parts) }?;

@@ -123,6 +123,13 @@ pub enum Format {
     Csc,
     /// Coordinates: a row index, a column index and a value per nonzero (sorted by row).
     Coo,
+    /// Block sparse rows: square blocks of `block x block` values stored row-major, with
+    /// block-row offsets and block-column indices; `nnz` counts blocks.
+    Bsr,
+    /// Blocked-ELL: every block row holds the same number of `block x block` blocks; the
+    /// values are a row-major `rows x ell_cols` array, the block-column indices a row-major
+    /// `(rows / block) x (ell_cols / block)` array (`-1`: an empty block). For SpMM.
+    BlockedEll,
 }
 
 /// A sparse matrix with zero-based indices, owning its buffers (clones of the `GpuRef`s, so the
@@ -133,9 +140,13 @@ pub struct SparseMatrix<T: SparseValue, I: SparseIndex = i32> {
     pub(super) rows: usize,
     pub(super) cols: usize,
     pub(super) nnz: usize,
-    /// CSR row offsets, CSC column offsets, or COO row indices.
+    /// The block size of BSR and Blocked-ELL; 0 for the other formats.
+    pub(super) block: usize,
+    /// CSR row offsets, CSC column offsets, COO row indices, BSR block-row offsets; for
+    /// Blocked-ELL the block-column indices, as `minor`.
     pub(super) major: GpuRef<I>,
-    /// CSR column indices, CSC row indices, or COO column indices.
+    /// CSR column indices, CSC row indices, COO column indices, BSR or Blocked-ELL block-column
+    /// indices.
     pub(super) minor: GpuRef<I>,
     pub(super) values: GpuRef<T>,
 }
@@ -165,6 +176,59 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         Self::new(Format::Coo, rows, cols, nnz, row_indices, col_indices, values)
     }
 
+    /// A BSR matrix of `block x block` blocks (row-major inside each block): `rows` and `cols`
+    /// are multiples of `block`, `offsets` holds exactly `rows / block + 1` block-row offsets,
+    /// `indices` at least `blocks` block-column indices and `values` at least
+    /// `blocks * block * block` values. For SpMV and SpMM (not transposed).
+    pub fn bsr(
+        rows: usize,
+        cols: usize,
+        block: usize,
+        blocks: usize,
+        offsets: &GpuRef<I>,
+        indices: &GpuRef<I>,
+        values: &GpuRef<T>,
+    ) -> Result<Self> {
+        let (brows, bcols) = block_shape(rows, cols, block)?;
+        let mut m = Self::new(Format::Csr, brows, bcols, blocks, offsets, indices, values)?;
+        let need = blocks.checked_mul(block * block).ok_or_else(|| Error::invalid("blocks", "overflows"))?;
+        if values.len() < need {
+            return Err(Error::invalid("values", format!("holds {} entries; {blocks} blocks of {block}x{block} need {need}", values.len())));
+        }
+        (m.format, m.rows, m.cols, m.block) = (Format::Bsr, rows, cols, block);
+        Ok(m)
+    }
+
+    /// A Blocked-ELL matrix (for SpMM, not transposed): `rows` and `cols` are multiples of
+    /// `block`, `ell_cols` (the value array's columns, a multiple of `block`, at most `cols`)
+    /// says how many blocks each block row holds; `col_indices` holds at least
+    /// `(rows / block) * (ell_cols / block)` block-column indices (row-major, `-1` for an empty
+    /// block) and `values` at least `rows * ell_cols` values (row-major).
+    pub fn blocked_ell(
+        rows: usize,
+        cols: usize,
+        block: usize,
+        ell_cols: usize,
+        col_indices: &GpuRef<I>,
+        values: &GpuRef<T>,
+    ) -> Result<Self> {
+        let (brows, _) = block_shape(rows, cols, block)?;
+        if ell_cols == 0 || ell_cols % block != 0 || ell_cols > cols {
+            return Err(Error::invalid("ell_cols", format!("{ell_cols} is not a positive multiple of {block} at most {cols}")));
+        }
+        let slots = brows * (ell_cols / block);
+        if col_indices.len() < slots {
+            return Err(Error::invalid("col_indices", format!("holds {} entries; the layout has {slots} blocks", col_indices.len())));
+        }
+        let need = rows.checked_mul(ell_cols).ok_or_else(|| Error::invalid("ell_cols", "overflows"))?;
+        if values.len() < need {
+            return Err(Error::invalid("values", format!("holds {} entries; a {rows}x{ell_cols} value array needs {need}", values.len())));
+        }
+        let mut m = Self::new(Format::Coo, rows, cols, 0, col_indices, col_indices, values)?;
+        (m.format, m.nnz, m.block) = (Format::BlockedEll, ell_cols, block);
+        Ok(m)
+    }
+
     pub(super) fn new(
         format: Format,
         rows: usize,
@@ -188,7 +252,7 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         let (major_arg, major_len) = match format {
             Format::Csr => ("offsets", rows + 1),
             Format::Csc => ("offsets", cols + 1),
-            Format::Coo => ("row_indices", nnz),
+            Format::Coo | Format::Bsr | Format::BlockedEll => ("row_indices", nnz),
         };
         let exact = format != Format::Coo;
         if (exact && major.len() != major_len) || major.len() < major_len {
@@ -207,7 +271,7 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         if major.device_id() != values.device_id() || minor.device_id() != values.device_id() {
             return Err(Error::invalid("values", "the matrix's buffers are on different devices"));
         }
-        Ok(SparseMatrix { format, rows, cols, nnz, major: major.clone(), minor: minor.clone(), values: values.clone() })
+        Ok(SparseMatrix { format, rows, cols, nnz, block: 0, major: major.clone(), minor: minor.clone(), values: values.clone() })
     }
 
     /// The storage format.
@@ -225,9 +289,14 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         self.cols
     }
 
-    /// Stored nonzeros.
+    /// Stored nonzeros; for BSR, stored blocks; for Blocked-ELL, the value array's columns.
     pub fn nnz(&self) -> usize {
         self.nnz
+    }
+
+    /// The block size of BSR and Blocked-ELL matrices; 0 for the other formats.
+    pub fn block(&self) -> usize {
+        self.block
     }
 
     /// Row offsets (CSR), column offsets (CSC) or row indices (COO).
@@ -252,7 +321,11 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
     pub fn check(&self, stream: StreamId) -> Result<()> {
         let major = self.major.download(stream)?;
         let minor = self.minor.download(stream)?;
-        let inner = if self.format == Format::Csr { self.cols } else { self.rows };
+        let inner = match self.format {
+            Format::Csr => self.cols,
+            Format::Bsr | Format::BlockedEll => self.cols / self.block,
+            _ => self.rows,
+        };
         let in_range = |arg: &'static str, v: &[I], bound: usize| {
             match v.iter().position(|&x| x.to_i64() < 0 || x.to_i64() as u64 >= bound as u64) {
                 Some(i) => Err(Error::invalid(arg, format!("entry {i} is {}, outside 0..{bound}", v[i].to_i64()))),
@@ -267,7 +340,14 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
                     return Err(Error::invalid("row_indices", format!("not sorted: entry {} is below entry {i}", i + 1)));
                 }
             }
-            Format::Csr | Format::Csc => {
+            Format::BlockedEll => {
+                let slots = (self.rows / self.block) * (self.nnz / self.block);
+                if let Some(i) = minor[..slots].iter().position(|&x| x.to_i64() < -1 || x.to_i64() >= inner as i64) {
+                    let v = minor[i].to_i64();
+                    return Err(Error::invalid("col_indices", format!("entry {i} is {v}, outside -1..{inner}")));
+                }
+            }
+            Format::Csr | Format::Csc | Format::Bsr => {
                 if major[0].to_i64() != 0 {
                     return Err(Error::invalid("offsets", format!("start at {}, not 0", major[0].to_i64())));
                 }
@@ -283,6 +363,14 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         }
         Ok(())
     }
+}
+
+/// The block grid of a `rows x cols` matrix of `block x block` blocks.
+fn block_shape(rows: usize, cols: usize, block: usize) -> Result<(usize, usize)> {
+    if block == 0 || rows % block != 0 || cols % block != 0 {
+        return Err(Error::invalid("block", format!("{block} does not divide the {rows}x{cols} matrix into blocks")));
+    }
+    Ok((rows / block, cols / block))
 }
 
 /// A column-major dense matrix view: `rows x cols` elements of `buf`, columns `ld` apart.

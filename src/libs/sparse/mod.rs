@@ -1,7 +1,9 @@
 //! cuSPARSE's generic API: sparse matrices in CSR, CSC and COO with 32- or 64-bit indices and
 //! `f32`, `f64`, `Complex<f32>` or `Complex<f64>` values ([`SparseMatrix`]), dense operands as
-//! `GpuRef`s and column-major [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM, SpSV and the
-//! conversions (dense ↔ CSR, CSR ↔ CSC).
+//! `GpuRef`s and column-major [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with
+//! a reusable structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR,
+//! CSR ↔ CSC) and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in
+//! SpMV and SpMM, Blocked-ELL ones in SpMM.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
@@ -10,9 +12,11 @@
 //! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
 //!
-//! Two ops block the calling thread by the library's nature, documented on each:
-//! [`Sparse::spgemm`] and [`Sparse::dense_to_csr`] learn the result's number of nonzeros only
-//! from a phase that cuSPARSE finishes on the GPU before returning it to the host.
+//! Three ops block the calling thread by the library's nature, documented on each:
+//! [`Sparse::spgemm`], [`Sparse::spgemm_reuse`] (making the reusable structure; its
+//! [`compute`](Sparse::spgemm_reuse_compute) steps never block) and [`Sparse::dense_to_csr`]
+//! learn the result's number of nonzeros only from a phase that cuSPARSE finishes on the GPU
+//! before returning it to the host.
 //!
 //! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
 //! every op.
@@ -22,9 +26,14 @@ mod calls;
 mod convert;
 mod matrix;
 mod ops;
+mod reuse;
+mod solve_many;
 mod spgemm;
+mod vector;
 
 pub use matrix::{DenseMatrix, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
+pub use reuse::SpGemmReuse;
+pub use vector::SparseVector;
 
 use super::workspace::Workspace;
 use super::{dptr, Library, OpStream, StreamLibrary};
@@ -34,7 +43,7 @@ use crate::libs::object::Owned;
 use crate::memory::{Element, GpuRef};
 use cache::Cache;
 use matrix::ValueType;
-use calls::{DnMat, DnVec, SpMat};
+use calls::{DnMat, DnVec, SpMat, SpVec};
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -76,6 +85,7 @@ struct MatKey {
     ids: [u64; 3],
     index: IndexKind,
     value: CudaType,
+    block: usize,
 }
 
 /// What a dense descriptor is made for: a buffer, its shape (`[n, 1, n]` for a vector) and type.
@@ -92,10 +102,28 @@ struct Analysis {
     buffer: GpuRef<u8>,
 }
 
+/// A cached analysis of a triangular solve with several right-hand sides.
+struct ManyAnalysis {
+    descr: Owned<calls::SpSm>,
+    buffer: GpuRef<u8>,
+}
+
+/// What a sparse-vector descriptor is made for: size, nonzeros, buffer ids and types.
+#[derive(Clone, Debug, PartialEq)]
+struct SpVecKey {
+    shape: [usize; 2],
+    ids: [u64; 2],
+    index: IndexKind,
+    value: CudaType,
+}
+
 /// The library objects a [`Sparse`] state holds, destroyed through the reaper.
 pub(crate) struct SparseObjects {
     // Field order is drop order: descriptors before the handle.
+    reuses: Vec<reuse::ReuseState>,
     analyses: Vec<Analysis>,
+    many: Vec<ManyAnalysis>,
+    spvecs: Vec<Owned<SpVec>>,
     mats: Vec<Owned<SpMat>>,
     vecs: Vec<Owned<DnVec>>,
     dense: Vec<Owned<DnMat>>,
@@ -111,6 +139,9 @@ pub struct Sparse {
     vecs: Cache<DenseKey, Owned<DnVec>>,
     dense: Cache<DenseKey, Owned<DnMat>>,
     analyses: Cache<(MatKey, Triangle, u8), Analysis>,
+    many: Cache<(MatKey, Triangle, [usize; 3]), ManyAnalysis>,
+    spvecs: Cache<SpVecKey, Owned<SpVec>>,
+    reuses: Vec<reuse::ReuseState>,
     sizes: Cache<(&'static str, Vec<u64>), usize>,
     work: Workspace,
 }
@@ -118,7 +149,7 @@ pub struct Sparse {
 impl StreamLibrary for Sparse {
     const LIBRARY: Library = Library {
         name: "cuSPARSE (libcusparse)",
-        hint: "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12)",
+        hint: "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12: CUDA 12 and CUDA 13 both ship cuSPARSE 12)",
         present: calls::is_present,
         objects: "cuSPARSE descriptors and handle",
     };
@@ -140,6 +171,9 @@ impl StreamLibrary for Sparse {
             vecs: Cache::new(64, "evicted cuSPARSE vector descriptors"),
             dense: Cache::new(32, "evicted cuSPARSE dense-matrix descriptors"),
             analyses: Cache::new(16, "evicted cuSPARSE triangular-solve analyses"),
+            many: Cache::new(16, "evicted cuSPARSE multi-right-hand-side solve analyses"),
+            spvecs: Cache::new(64, "evicted cuSPARSE sparse-vector descriptors"),
+            reuses: Vec::new(),
             sizes: Cache::new(256, "cuSPARSE buffer sizes"),
             work: Workspace::default(),
         })
@@ -151,7 +185,10 @@ impl StreamLibrary for Sparse {
 
     fn take_objects(&mut self) -> Option<SparseObjects> {
         let objects = SparseObjects {
+            reuses: std::mem::take(&mut self.reuses),
             analyses: self.analyses.take_all(),
+            many: self.many.take_all(),
+            spvecs: self.spvecs.take_all(),
             mats: self.mats.take_all(),
             vecs: self.vecs.take_all(),
             dense: self.dense.take_all(),
@@ -159,6 +196,9 @@ impl StreamLibrary for Sparse {
         };
         let empty = objects.handle.is_none()
             && objects.analyses.is_empty()
+            && objects.reuses.is_empty()
+            && objects.many.is_empty()
+            && objects.spvecs.is_empty()
             && objects.mats.is_empty()
             && objects.vecs.is_empty()
             && objects.dense.is_empty();
@@ -181,12 +221,13 @@ impl Sparse {
     /// Descriptors made since the handle was created (sparse, vector and dense-matrix; a
     /// cache hit makes none).
     pub fn descriptors_made(&self) -> u64 {
-        self.mats.made() + self.vecs.made() + self.dense.made()
+        self.mats.made() + self.vecs.made() + self.dense.made() + self.spvecs.made()
     }
 
-    /// Triangular-solve analyses made so far (one per matrix and [`Triangle`], reused after).
+    /// Triangular-solve analyses made so far (SpSV: one per matrix and [`Triangle`]; SpSM: one
+    /// per matrix, [`Triangle`] and right-hand-side shape; reused after).
     pub fn analyses_made(&self) -> u64 {
-        self.analyses.made()
+        self.analyses.made() + self.many.made()
     }
 
     /// Bytes of the shared workspace.
@@ -199,6 +240,7 @@ impl Sparse {
     pub fn forget<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
         let key = mat_key(a);
         self.analyses.forget(&self.op, |(k, _, _)| *k == key);
+        self.many.forget(&self.op, |(k, _, _)| *k == key);
         self.mats.forget(&self.op, |k| *k == key);
     }
 
@@ -219,6 +261,7 @@ impl Sparse {
             values: dptr(&a.values)?,
             index: I::KIND,
             value: T::CUDA_TYPE,
+            block: a.block as i64,
         };
         // SAFETY: the matrix's buffers were checked against its sizes when it was made, and are
         // live device buffers of this context (recorded on this op, so not stale).
@@ -231,6 +274,21 @@ impl Sparse {
         let ptr = dptr(x)?;
         // SAFETY: `x` holds at least `n` elements (validated) and is live in this context.
         Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, T::CUDA_TYPE) })?.get())
+    }
+
+    /// The descriptor of the sparse vector `x` (made on first use).
+    fn spvec<T: SparseValue, I: SparseIndex>(&mut self, x: &SparseVector<T, I>) -> Result<SpVec> {
+        let key = SpVecKey {
+            shape: [x.size, x.nnz],
+            ids: [x.indices.id(), x.values.id()],
+            index: I::KIND,
+            value: T::CUDA_TYPE,
+        };
+        let (idx, val) = (dptr(&x.indices)?, dptr(&x.values)?);
+        let (size, nnz) = (x.size as i64, x.nnz as i64);
+        // SAFETY: the vector's buffers were checked against its sizes when it was made, and are
+        // live device buffers of this context.
+        Ok(self.spvecs.get_or_make(key, |_| unsafe { calls::create_sp_vec(size, nnz, idx, val, I::KIND, T::CUDA_TYPE) })?.get())
     }
 
     /// The descriptor of the dense view `m` with leading dimension `ld`.
@@ -253,7 +311,10 @@ impl Sparse {
         self.vecs.trim(&self.op);
         self.dense.trim(&self.op);
         self.analyses.trim(&self.op);
+        self.many.trim(&self.op);
+        self.spvecs.trim(&self.op);
         self.sizes.trim(&self.op);
+        reuse::trim(&self.op, &mut self.reuses);
     }
 }
 
@@ -264,6 +325,7 @@ fn mat_key<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
         ids: [a.major.id(), a.minor.id(), a.values.id()],
         index: I::KIND,
         value: T::CUDA_TYPE,
+        block: a.block,
     }
 }
 
@@ -288,7 +350,10 @@ fn record_matrix<T: SparseValue, I: SparseIndex>(
     a: &SparseMatrix<T, I>,
 ) -> Result<()> {
     use crate::track::Access::Read;
-    super::record(rec, arg[0], &a.major, Read)?;
+    // Blocked-ELL keeps its one index array in both slots.
+    if a.major.id() != a.minor.id() {
+        super::record(rec, arg[0], &a.major, Read)?;
+    }
     super::record(rec, arg[1], &a.minor, Read)?;
     super::record(rec, arg[2], &a.values, Read)
 }
@@ -297,6 +362,18 @@ fn record_matrix<T: SparseValue, I: SparseIndex>(
 fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(arg: &'static str, out: &GpuRef<U>, a: &SparseMatrix<T, I>) -> Result<()> {
     if [a.major.id(), a.minor.id(), a.values.id()].contains(&out.id()) {
         return Err(crate::Error::invalid(arg, "must not be one of the sparse matrix's own buffers"));
+    }
+    Ok(())
+}
+
+/// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
+/// blocked kernels multiply by `A` as stored).
+fn takes<T: SparseValue, I: SparseIndex>(op: &str, allowed: &[Format], t: Transpose, a: &SparseMatrix<T, I>) -> Result<()> {
+    if !allowed.contains(&a.format) {
+        return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes {allowed:?}", a.format)));
+    }
+    if matches!(a.format, Format::Bsr | Format::BlockedEll) && t == Transpose::Yes {
+        return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! SpMV, SpMM and SpSV: one enqueue each, no host synchronization.
 
 use super::{
-    calls, mat_key, not_in_matrix, output_access, record_matrix, scalars, Analysis, DenseMatrix, Sparse, SparseIndex,
+    calls, mat_key, takes, Format, not_in_matrix, output_access, record_matrix, scalars, Analysis, DenseMatrix, Sparse, SparseIndex,
     SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
@@ -31,6 +31,7 @@ impl Sparse {
         beta: T,
         y: &GpuRef<T>,
     ) -> Result<Completion<()>> {
+        takes("SpMV", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr], op_a, a)?;
         let (m, n) = op_shape(op_a, a);
         check::covers("x", x, Some(n), &format!("op(A) with {n} columns"))?;
         check::covers("y", y, Some(m), &format!("op(A) with {m} rows"))?;
@@ -43,7 +44,7 @@ impl Sparse {
         let h = self.handle()?;
         let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, m)?);
         let s = scalars(&alpha, &beta);
-        let key = vec![op_a as u64, mat_key(a).ids[2], x.id(), y.id(), a.nnz as u64, m as u64, n as u64];
+        let key = vec![op_a as u64, a.format as u64, mat_key(a).ids[2], x.id(), y.id(), a.nnz as u64, m as u64, n as u64];
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
         // (3) the scalars are host values of T.
         let bytes = self.size("spmv", key, || unsafe { calls::spmv_size(h, op_a, s, da, dx, dy) })?;
@@ -68,6 +69,7 @@ impl Sparse {
         beta: T,
         c: DenseMatrix<'_, T>,
     ) -> Result<Completion<()>> {
+        takes("SpMM", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr, Format::BlockedEll], op_a, a)?;
         let (m, k) = op_shape(op_a, a);
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
@@ -87,7 +89,7 @@ impl Sparse {
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
         let t = [op_a, Transpose::No];
         let s = scalars(&alpha, &beta);
-        let key = vec![op_a as u64, mat_key(a).ids[2], b.buf.id(), c.buf.id(), a.nnz as u64, b.cols as u64, ldb as u64, ldc as u64];
+        let key = vec![op_a as u64, a.format as u64, mat_key(a).ids[2], b.buf.id(), c.buf.id(), a.nnz as u64, b.cols as u64, ldb as u64, ldc as u64];
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
         // (3) the scalars are host values of T.
         let bytes = self.size("spmm", key, || unsafe { calls::spmm_size(h, t, s, da, db, dc) })?;
@@ -117,8 +119,8 @@ impl Sparse {
         if a.rows != a.cols {
             return Err(Error::invalid("a", format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols)));
         }
-        if a.format == super::Format::Csc {
-            return Err(Error::invalid("a", "cuSPARSE solves CSR and COO matrices; convert with csr_csc_transpose"));
+        if !matches!(a.format, Format::Csr | Format::Coo) {
+            return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
         }
         let n = a.rows;
         check::covers("x", x, Some(n), &format!("{n} right-hand-side entries"))?;

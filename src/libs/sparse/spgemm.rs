@@ -56,6 +56,7 @@ impl Sparse {
             values: std::ptr::null_mut(),
             index: super::IndexKind::I32,
             value: T::CUDA_TYPE,
+            block: 0,
         };
         // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before the copy.
         let dc = unsafe { calls::create_sp_mat(&parts) }?;

@@ -109,6 +109,14 @@ raw_object!(
     /// A triangular solve's analysis.
     SpSv(sys::cusparseSpSVDescr_t) => cusparseSpSV_destroyDescr
 );
+raw_object!(
+    /// A triangular solve's analysis, for several right-hand sides.
+    SpSm(sys::cusparseSpSMDescr_t) => cusparseSpSM_destroyDescr
+);
+raw_object!(
+    /// A sparse vector descriptor.
+    SpVec(sys::cusparseSpVecDescr_t) => cusparseDestroySpVec
+);
 
 /// `cusparseCreate`, then `cusparseSetStream`.
 ///
@@ -135,9 +143,13 @@ pub(in crate::libs::sparse) struct SpMatParts {
     pub values: *mut c_void,
     pub index: IndexKind,
     pub value: CudaType,
+    /// The block size of BSR and Blocked-ELL (0 for the others); `nnz` counts blocks for BSR
+    /// and is the value array's columns for Blocked-ELL.
+    pub block: i64,
 }
 
-/// `cusparseCreateCsr`, `cusparseCreateCsc` or `cusparseCreateCoo`.
+/// `cusparseCreateCsr`, `cusparseCreateCsc`, `cusparseCreateCoo`, `cusparseCreateBsr` (blocks
+/// stored row-major) or `cusparseCreateBlockedEll`.
 ///
 /// # Safety
 /// The pointers are null (for a matrix whose buffers are set later) or live device buffers of the
@@ -161,10 +173,42 @@ pub(in crate::libs::sparse) unsafe fn create_sp_mat(p: &SpMatParts) -> Result<Ow
                 sys::cusparseCreateCoo(&mut d, p.rows, p.cols, p.nnz, p.major, p.minor, p.values, it, BASE, vt),
                 "cusparseCreateCoo",
             ),
+            Format::Bsr => {
+                let (b, row) = (p.block, sys::cusparseOrder_t::CUSPARSE_ORDER_ROW);
+                let (br, bc) = (p.rows / b, p.cols / b);
+                (
+                    sys::cusparseCreateBsr(&mut d, br, bc, p.nnz, b, b, p.major, p.minor, p.values, it, it, BASE, vt, row),
+                    "cusparseCreateBsr",
+                )
+            }
+            Format::BlockedEll => (
+                sys::cusparseCreateBlockedEll(&mut d, p.rows, p.cols, p.block, p.nnz, p.minor, p.values, it, BASE, vt),
+                "cusparseCreateBlockedEll",
+            ),
         }
     };
     status.check(call)?;
     Ok(Owned::new(SpMat(d)))
+}
+
+/// `cusparseCreateSpVec`.
+///
+/// # Safety
+/// `indices` and `values` are live device buffers of the current context holding at least
+/// `nnz` elements of the index type and of `t`.
+pub(in crate::libs::sparse) unsafe fn create_sp_vec(
+    size: i64,
+    nnz: i64,
+    indices: *mut c_void,
+    values: *mut c_void,
+    index: IndexKind,
+    t: CudaType,
+) -> Result<Owned<SpVec>> {
+    let mut d = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the caller vouches for the buffers.
+    unsafe { sys::cusparseCreateSpVec(&mut d, size, nnz, indices, values, index_type(index), BASE, data_type(t)) }
+        .check("cusparseCreateSpVec")?;
+    Ok(Owned::new(SpVec(d)))
 }
 
 /// `cusparseCreateDnVec`.
@@ -251,5 +295,7 @@ pub(in crate::libs::sparse) unsafe fn csr_set_pointers(a: SpMat, offsets: *mut c
     unsafe { sys::cusparseCsrSetPointers(a.0, offsets, cols, values) }.check("cusparseCsrSetPointers")
 }
 
+mod more;
 mod ops;
+pub(in crate::libs::sparse) use more::*;
 pub(in crate::libs::sparse) use ops::*;

@@ -15,6 +15,7 @@ use crate::libs::Status;
 use cudarc::cusparse::sys;
 use std::ffi::{c_int, c_void};
 
+
 /// The scalars and compute type of an op.
 #[derive(Clone, Copy)]
 pub(in crate::libs::sparse) struct Scalars {

@@ -1,0 +1,275 @@
+//! SpGEMM with a reusable structure (`cusparseSpGEMMreuse_*`): [`Sparse::spgemm_reuse`] finds
+//! the structure of `C = A B` once (work estimation, nnz, copy), and
+//! [`Sparse::spgemm_reuse_compute`] then recomputes `C`'s values from `A` and `B`'s current
+//! values, as often as needed, each a single asynchronous enqueue.
+//!
+//! The library objects (the SpGEMM descriptor, the three matrix descriptors it was set up with,
+//! and the two buffers the compute phase keeps using) live in the [`Sparse`] state that made
+//! them; the [`SpGemmReuse`] the caller holds names them. When it is dropped, the next op on
+//! that state hands them to the reaper, which destroys them after the work enqueued so far.
+
+use super::{calls, record_matrix, scalars, Format, Sparse, SparseMatrix, SparseValue};
+use crate::error::{Error, Result};
+use crate::libs::object::Owned;
+use crate::libs::{dptr, record, OpStream};
+use crate::memory::GpuRef;
+use crate::track::Access;
+use crate::Completion;
+use super::matrix::ValueType;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The structure of a product `C = A B` of CSR matrices with `i32` indices, found once by
+/// [`Sparse::spgemm_reuse`], for recomputing `C`'s values with
+/// [`Sparse::spgemm_reuse_compute`] after `A` or `B`'s values change (their structure must
+/// not). Holds clones of `A`, `B` and `C`; `C`'s buffers are fresh and its values are set by
+/// the first compute.
+#[derive(Debug)]
+pub struct SpGemmReuse<T: SparseValue> {
+    id: u64,
+    stream: crate::StreamId,
+    a: SparseMatrix<T, i32>,
+    b: SparseMatrix<T, i32>,
+    c: SparseMatrix<T, i32>,
+    _alive: Arc<()>,
+}
+
+impl<T: SparseValue> SpGemmReuse<T> {
+    /// The product `C` (its structure is final; its values are those of the last compute).
+    pub fn c(&self) -> &SparseMatrix<T, i32> {
+        &self.c
+    }
+
+    /// The left factor `A`.
+    pub fn a(&self) -> &SparseMatrix<T, i32> {
+        &self.a
+    }
+
+    /// The right factor `B`.
+    pub fn b(&self) -> &SparseMatrix<T, i32> {
+        &self.b
+    }
+}
+
+/// The library objects of one reusable product, kept by the state that made them.
+pub(super) struct ReuseState {
+    id: u64,
+    alive: Weak<()>,
+    // Field order is drop order: the SpGEMM descriptor before the matrices it was set up with.
+    descr: Owned<calls::SpGemm>,
+    mats: [Owned<calls::SpMat>; 3],
+    /// The nnz phase's last buffer (cuSPARSE's buffer 4) and the copy phase's (buffer 5),
+    /// used by every compute; buffers 1 to 3 are freed after the phases that need them.
+    buffers: [GpuRef<u8>; 2],
+}
+
+/// Hands the objects of products whose [`SpGemmReuse`] is gone to the reaper.
+pub(super) fn trim(op: &OpStream, reuses: &mut Vec<ReuseState>) {
+    if reuses.iter().all(|r| r.alive.strong_count() > 0) {
+        return;
+    }
+    let (gone, kept): (Vec<_>, Vec<_>) = reuses.drain(..).partition(|r| r.alive.strong_count() == 0);
+    *reuses = kept;
+    op.retire("cuSPARSE SpGEMM reuse plans", gone);
+}
+
+/// A descriptor of its own for `a` (the plan's objects must outlive the state's caches).
+fn own_descr<T: SparseValue>(a: &SparseMatrix<T, i32>) -> Result<Owned<calls::SpMat>> {
+    let parts = calls::SpMatParts {
+        format: Format::Csr,
+        rows: a.rows as i64,
+        cols: a.cols as i64,
+        nnz: a.nnz as i64,
+        major: dptr(&a.major)?,
+        minor: dptr(&a.minor)?,
+        values: dptr(&a.values)?,
+        index: super::IndexKind::I32,
+        value: T::CUDA_TYPE,
+        block: 0,
+    };
+    // SAFETY: the matrix's buffers were checked against its sizes when it was made and are
+    // live device buffers of this context.
+    unsafe { calls::create_sp_mat(&parts) }
+}
+
+impl Sparse {
+    /// Finds the structure of `C = A B` (CSR, `i32` indices) for repeated products with the
+    /// same patterns; compute `C`'s values with [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
+    ///
+    /// **Blocks** the calling thread until the GPU has counted `C`'s nonzeros: cuSPARSE hands
+    /// the count to the host only after that phase, and `C`'s buffers are sized from it. Every
+    /// compute after it is asynchronous.
+    pub fn spgemm_reuse<T: SparseValue>(&mut self, a: &SparseMatrix<T, i32>, b: &SparseMatrix<T, i32>) -> Result<SpGemmReuse<T>> {
+        if a.format != Format::Csr {
+            return Err(Error::invalid("a", format!("is {:?}; SpGEMM takes CSR matrices", a.format)));
+        }
+        if b.format != Format::Csr {
+            return Err(Error::invalid("b", format!("is {:?}; SpGEMM takes CSR matrices", b.format)));
+        }
+        if a.cols != b.rows {
+            return Err(Error::invalid("b", format!("has {} rows; A has {} columns", b.rows, a.cols)));
+        }
+        let (names, bnames) = (["a.offsets", "a.indices", "a.values"], ["b.offsets", "b.indices", "b.values"]);
+        let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
+        record_matrix(&mut rec, names, a)?;
+        record_matrix(&mut rec, bnames, b)?;
+        let h = self.handle()?;
+        let (dev, stream) = (self.op.device.clone(), self.op.stream);
+        let (rows, cols) = (a.rows, b.cols);
+        let offsets: GpuRef<i32> = dev.alloc(stream, rows + 1)?;
+        record(&mut rec, "c.offsets", &offsets, Access::Write)?;
+        let (da, db) = (own_descr(a)?, own_descr(b)?);
+        let parts = calls::SpMatParts {
+            format: Format::Csr,
+            rows: rows as i64,
+            cols: cols as i64,
+            nnz: 0,
+            major: dptr(&offsets)?,
+            minor: std::ptr::null_mut(),
+            values: std::ptr::null_mut(),
+            index: super::IndexKind::I32,
+            value: T::CUDA_TYPE,
+            block: 0,
+        };
+        // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before the copy.
+        let dc = unsafe { calls::create_sp_mat(&parts) }?;
+        let descr = calls::spgemm_descr()?;
+        let g = calls::Reuse { h, a: da.get(), b: db.get(), c: dc.get(), d: descr.get() };
+        let retire = |op: &OpStream, objects| op.retire("a cuSPARSE SpGEMM reuse plan being set up", objects);
+        let mut size1 = 0;
+        // SAFETY: (1) a live handle and descriptors of validated, live buffers; (2) a null
+        // buffer: a size query.
+        if let Err(e) = unsafe { calls::reuse_work_estimation(g, &mut size1, std::ptr::null_mut()) } {
+            retire(&self.op, (descr, [da, db, dc]));
+            return Err(e);
+        }
+        let buf1: GpuRef<u8> = dev.alloc(stream, size1.max(1))?;
+        record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
+        let p1 = buf1.raw_device_ptr()? as *mut std::ffi::c_void;
+        let mut sizes = [0usize; 3];
+        let null = std::ptr::null_mut();
+        let estimated = self.op.run(rec, Vec::new(), || {
+            // SAFETY: as above, with the buffer of the size queried; the nnz phase's size query
+            // follows the estimation.
+            unsafe {
+                calls::reuse_work_estimation(g, &mut size1, p1)?;
+                calls::reuse_nnz(g, &mut sizes, [null; 3])
+            }
+        });
+        if let Err(e) = estimated {
+            retire(&self.op, (descr, [da, db, dc]));
+            return Err(e);
+        }
+
+        let bufs: Vec<GpuRef<u8>> = sizes.iter().map(|&n| dev.alloc(stream, n.max(1))).collect::<Result<_>>()?;
+        let mut rec = self.op.recorder("spgemm_reuse.nnz");
+        record_matrix(&mut rec, names, a)?;
+        record_matrix(&mut rec, bnames, b)?;
+        record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
+        for (arg, buf) in ["nnz buffer 2", "nnz buffer 3", "nnz buffer 4"].into_iter().zip(&bufs) {
+            record(&mut rec, arg, buf, Access::ReadWrite)?;
+        }
+        record(&mut rec, "c.offsets", &offsets, Access::Write)?;
+        let ptrs: Vec<*mut std::ffi::c_void> = bufs.iter().map(|b| b.raw_device_ptr().map(|p| p as _)).collect::<Result<_>>()?;
+        let mut nnz = 0i64;
+        let counted = self.op.run(rec, Vec::new(), || {
+            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded. Getting
+            // the size waits for the phase inside cuSPARSE: the documented blocking step.
+            unsafe { calls::reuse_nnz(g, &mut sizes, [ptrs[0], ptrs[1], ptrs[2]]) }?;
+            nnz = calls::sp_mat_size(g.c)?.2;
+            Ok(())
+        });
+        if let Err(e) = counted {
+            retire(&self.op, (descr, [da, db, dc]));
+            return Err(e);
+        }
+        let nnz = match usize::try_from(nnz) {
+            Ok(n) if n <= i32::MAX as usize => n,
+            _ => {
+                retire(&self.op, (descr, [da, db, dc]));
+                return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
+            }
+        };
+
+        let indices: GpuRef<i32> = dev.alloc(stream, nnz.max(1))?;
+        let values: GpuRef<T> = dev.alloc(stream, nnz.max(1))?;
+        let c = SparseMatrix::new(Format::Csr, rows, cols, nnz, &offsets, &indices, &values)?;
+        let mut size5 = 0;
+        // SAFETY: (1) as above; (2) C's arrays hold rows + 1 offsets and nnz indices and values;
+        // (3) a null buffer: a size query.
+        let queried = unsafe {
+            calls::csr_set_pointers(g.c, dptr(&offsets)?, dptr(&indices)?, dptr(&values)?)
+                .and_then(|()| calls::reuse_copy(g, &mut size5, std::ptr::null_mut()))
+        };
+        if let Err(e) = queried {
+            retire(&self.op, (descr, [da, db, dc]));
+            return Err(e);
+        }
+        let buf5: GpuRef<u8> = dev.alloc(stream, size5.max(1))?;
+        let mut rec = self.op.recorder("spgemm_reuse.copy");
+        record_matrix(&mut rec, names, a)?;
+        record_matrix(&mut rec, bnames, b)?;
+        record(&mut rec, "nnz buffer 3", &bufs[1], Access::ReadWrite)?;
+        record(&mut rec, "nnz buffer 4", &bufs[2], Access::ReadWrite)?;
+        record(&mut rec, "copy buffer", &buf5, Access::ReadWrite)?;
+        record(&mut rec, "c.offsets", &offsets, Access::ReadWrite)?;
+        record(&mut rec, "c.indices", &indices, Access::Write)?;
+        record(&mut rec, "c.values", &values, Access::Write)?;
+        let p5 = buf5.raw_device_ptr()? as *mut std::ffi::c_void;
+        // SAFETY: as above; the nnz phase ran with its buffers, still live and recorded.
+        let copied = self.op.run(rec, Vec::new(), || unsafe { calls::reuse_copy(g, &mut size5, p5) });
+        if let Err(e) = copied {
+            retire(&self.op, (descr, [da, db, dc]));
+            return Err(e);
+        }
+        // The first compute waits for the copy on the stream (it reads C's structure).
+        drop(copied);
+
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let alive = Arc::new(());
+        let [_, _, buf4] = <[GpuRef<u8>; 3]>::try_from(bufs).map_err(|_| Error::invalid("c", "three nnz buffers"))?;
+        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), descr, mats: [da, db, dc], buffers: [buf4, buf5] });
+        self.trim();
+        Ok(SpGemmReuse { id, stream, a: a.clone(), b: b.clone(), c, _alive: alive })
+    }
+
+    /// Recomputes `C = alpha A B` into `plan.c()`'s values from `A` and `B`'s current values
+    /// (their structure must be the one the plan was made for). One asynchronous enqueue; call
+    /// it on the [`Sparse`] state (the stream) that made the plan.
+    pub fn spgemm_reuse_compute<T: SparseValue>(&mut self, plan: &SpGemmReuse<T>, alpha: T) -> Result<Completion<()>> {
+        let Some(state) = self.reuses.iter().find(|r| r.id == plan.id) else {
+            return Err(Error::invalid(
+                "plan",
+                format!("was made on {}; compute it with the Sparse state of that stream", plan.stream),
+            ));
+        };
+        let g = calls::Reuse {
+            h: self.handle()?,
+            a: state.mats[0].get(),
+            b: state.mats[1].get(),
+            c: state.mats[2].get(),
+            d: state.descr.get(),
+        };
+        let buffers = state.buffers.clone();
+        let (a, b, c) = (&plan.a, &plan.b, &plan.c);
+        let mut rec = self.op.recorder("spgemm_reuse.compute");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record_matrix(&mut rec, ["b.offsets", "b.indices", "b.values"], b)?;
+        record(&mut rec, "c.offsets", &c.major, Access::Read)?;
+        record(&mut rec, "c.indices", &c.minor, Access::Read)?;
+        record(&mut rec, "c.values", &c.values, Access::Write)?;
+        record(&mut rec, "nnz buffer 4", &buffers[0], Access::ReadWrite)?;
+        record(&mut rec, "copy buffer", &buffers[1], Access::ReadWrite)?;
+        let beta = T::zero();
+        let done = self.op.run(rec, Vec::new(), || {
+            // SAFETY: (1) a live handle; (2) the plan's own descriptors point at A, B and C's
+            // live buffers, recorded on this op; (3) host scalars of T; (4) the copy phase ran
+            // (earlier on this stream) and its buffers live with the plan.
+            unsafe { calls::reuse_compute(g, scalars(&alpha, &beta)) }
+        });
+        self.trim();
+        done
+    }
+}

@@ -1,0 +1,154 @@
+//! SpSM (triangular solves with several right-hand sides, analysis cached per matrix) and SDDMM
+//! (a dense product sampled at a sparse matrix's pattern): one enqueue each, no host
+//! synchronization.
+
+use super::{
+    calls, mat_key, not_in_matrix, output_access, record_matrix, scalars, DenseMatrix, Format, ManyAnalysis, Sparse,
+    SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
+};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::{record, validate as check};
+use crate::track::Access;
+
+/// `(rows, cols)` of `op(M)` for a dense `M`.
+fn dense_op<T: SparseValue>(t: Transpose, m: &DenseMatrix<'_, T>) -> (usize, usize) {
+    match t {
+        Transpose::No => (m.rows, m.cols),
+        Transpose::Yes => (m.cols, m.rows),
+    }
+}
+
+impl Sparse {
+    /// Solves `op(A) C = alpha B` for the dense column-major `C` (SpSM), `A` square, CSR or COO,
+    /// triangular as `tri` says, `B` and `C` of `A`'s size in rows and as many columns as
+    /// right-hand sides.
+    ///
+    /// The analysis is made on the first solve with `A`, `tri` and the right-hand sides' shape
+    /// (columns and leading dimensions) and cached with its buffer: later solves run the solve
+    /// phase only. After changing `A`'s values in place, call [`forget`](Self::forget).
+    pub fn spsm<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        tri: Triangle,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        b: DenseMatrix<'_, T>,
+        c: DenseMatrix<'_, T>,
+    ) -> Result<Completion<()>> {
+        if a.rows != a.cols {
+            return Err(Error::invalid("a", format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols)));
+        }
+        if !matches!(a.format, Format::Csr | Format::Coo) {
+            return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
+        }
+        let ldb = b.check("b", "b.ld")?;
+        let ldc = c.check("c", "c.ld")?;
+        if b.rows != a.rows {
+            return Err(Error::invalid("b", format!("has {} rows; A has {}", b.rows, a.rows)));
+        }
+        if (c.rows, c.cols) != (b.rows, b.cols) {
+            return Err(Error::invalid("c", format!("is {}x{}; B is {}x{}", c.rows, c.cols, b.rows, b.cols)));
+        }
+        check::distinct("c", b.buf, c.buf)?;
+        not_in_matrix("c", c.buf, a)?;
+        let mut rec = self.op.recorder("spsm");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record(&mut rec, "b", b.buf, Access::Read)?;
+        record(&mut rec, "c", c.buf, Access::Write)?;
+        let h = self.handle()?;
+        let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
+        calls::set_triangle(da, tri.fill, tri.unit_diagonal)?;
+        let beta = T::zero();
+        let s = scalars(&alpha, &beta);
+        let (op, stream) = (&self.op, self.op.stream);
+        let mut fresh = false;
+        let shape = [b.cols, ldb as usize, ldc as usize];
+        let analysis = self.many.get_or_make((mat_key(a), tri, shape), |_| {
+            let descr = calls::spsm_descr()?;
+            let p = calls::Spsm { h, t: tri.transpose, s, a: da, b: db, c: dc, d: descr.get() };
+            // SAFETY: (1) a live handle; (2) descriptors of the validated buffers; (3) host
+            // scalars of T.
+            let bytes = unsafe { calls::spsm_size(p) }?;
+            let buffer = op.device.alloc::<u8>(stream, bytes.max(1))?;
+            fresh = true;
+            Ok(ManyAnalysis { descr, buffer })
+        })?;
+        let (descr, buffer) = (analysis.descr.get(), analysis.buffer.clone());
+        record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
+        let buf_ptr = buffer.raw_device_ptr()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            let p = calls::Spsm { h, t: tri.transpose, s: scalars(&alpha, &beta), a: da, b: db, c: dc, d: descr };
+            // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
+            // queried and lives with the analysis in the cache.
+            unsafe {
+                if fresh {
+                    calls::spsm_analysis(p, buf_ptr as _)?;
+                }
+                calls::spsm_solve(p)
+            }
+        });
+        if done.is_err() && fresh {
+            // The analysis never ran: the next solve must make it anew.
+            let key = mat_key(a);
+            self.many.forget(&self.op, |(k, t, sh)| *k == key && *t == tri && *sh == shape);
+        }
+        self.trim();
+        done
+    }
+
+    /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of the
+    /// column-major `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
+    /// positions of the `m x n` CSR matrix `C`, whose values it updates (only written when
+    /// `beta` is zero; its structure is read).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sddmm<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        op_a: Transpose,
+        op_b: Transpose,
+        alpha: T,
+        a: DenseMatrix<'_, T>,
+        b: DenseMatrix<'_, T>,
+        beta: T,
+        c: &SparseMatrix<T, I>,
+    ) -> Result<Completion<()>> {
+        if c.format != Format::Csr {
+            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR matrix", c.format)));
+        }
+        let lda = a.check("a", "a.ld")?;
+        let ldb = b.check("b", "b.ld")?;
+        let ((m, k), (kb, n)) = (dense_op(op_a, &a), dense_op(op_b, &b));
+        if kb != k {
+            return Err(Error::invalid("b", format!("op(B) has {kb} rows; op(A) has {k} columns")));
+        }
+        if (c.rows, c.cols) != (m, n) {
+            return Err(Error::invalid("c", format!("is {}x{}; op(A) op(B) is {m}x{n}", c.rows, c.cols)));
+        }
+        not_in_matrix("a", a.buf, c)?;
+        not_in_matrix("b", b.buf, c)?;
+        let mut rec = self.op.recorder("sddmm");
+        record(&mut rec, "a", a.buf, Access::Read)?;
+        if b.buf.id() != a.buf.id() {
+            record(&mut rec, "b", b.buf, Access::Read)?;
+        }
+        record(&mut rec, "c.offsets", &c.major, Access::Read)?;
+        record(&mut rec, "c.indices", &c.minor, Access::Read)?;
+        record(&mut rec, "c.values", &c.values, output_access(beta))?;
+        let h = self.handle()?;
+        let (da, db, dc) = (self.dense(&a, lda)?, self.dense(&b, ldb)?, self.mat(c)?);
+        let t = [op_a, op_b];
+        let p = calls::Sddmm { h, t, s: scalars(&alpha, &beta), a: da, b: db, c: dc };
+        let key = vec![op_a as u64, op_b as u64, a.buf.id(), b.buf.id(), c.values.id(), c.nnz as u64, m as u64, n as u64, k as u64];
+        // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers; (3) host
+        // scalars of T.
+        let bytes = self.size("sddmm", key, || unsafe { calls::sddmm_size(p) })?;
+        let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
+        let done = self.op.run(rec, Vec::new(), || {
+            let p = calls::Sddmm { s: scalars(&alpha, &beta), ..p };
+            // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried;
+            // the preprocess step leaves its state there for the product right after it.
+            unsafe { calls::sddmm(p, work.map_or(std::ptr::null_mut(), |w| w as _)) }
+        });
+        self.trim();
+        done
+    }
+}
