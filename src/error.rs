@@ -200,16 +200,6 @@ pub enum Error {
         status: String,
     },
 
-    /// A direct solver found the matrix singular (to its tolerance) at a row: the system has no
-    /// unique solution. Check the matrix, or raise the tolerance if it is only ill-conditioned.
-    #[error("{call}: the matrix is singular (to the tolerance given) at row {row}; the solution was not computed")]
-    Singular {
-        /// The solver entry point, e.g. `"cusolverSpDcsrlsvqr"`.
-        call: &'static str,
-        /// The first row (0-based) where the factorization broke down.
-        row: usize,
-    },
-
     /// A solver op ran, and its status word says the input was unfit: a matrix not positive
     /// definite, a singular `U`, an iteration that did not converge. For a batched op,
     /// `failures` lists every bad matrix of the batch (the others' results are valid).
@@ -318,7 +308,6 @@ impl std::fmt::Debug for Error {
             JobPanicked { message },
             AlreadyTaken,
             Library { call, status },
-            Singular { call, row },
             Numerical { op, batch, failures },
             CompileFailed { status, log },
             ContextPoisoned { call, status },
@@ -376,6 +365,14 @@ pub enum NumericalFailure {
         /// The zero pivot's index.
         index: usize,
     },
+    /// A sparse direct solve found the matrix singular to the tolerance it was given, at
+    /// `row` (counted from 0, as the library reports it); no solution was computed.
+    SingularToTolerance {
+        /// The matrix within the batch.
+        matrix: usize,
+        /// The first row where the factorization broke down.
+        row: usize,
+    },
     /// An iterative algorithm (SVD, eigenvalues) did not converge.
     NotConverged {
         /// The matrix within the batch.
@@ -395,6 +392,11 @@ impl std::fmt::Display for NumericalFailure {
             NumericalFailure::Singular { index, .. } => {
                 write!(f, "U({index},{index}) is exactly zero: the matrix is singular")
             }
+            NumericalFailure::SingularToTolerance { row, .. } => write!(
+                f,
+                "the matrix is singular to the tolerance given, at row {row}; no solution was computed \
+                 (check the matrix, or lower the tolerance if it is only ill-conditioned)"
+            ),
             NumericalFailure::NotConverged { count, .. } => {
                 write!(f, "did not converge ({count} elements left; raise the sweeps or the tolerance)")
             }
@@ -408,6 +410,7 @@ impl NumericalFailure {
         match self {
             NumericalFailure::NotPositiveDefinite { matrix, .. }
             | NumericalFailure::Singular { matrix, .. }
+            | NumericalFailure::SingularToTolerance { matrix, .. }
             | NumericalFailure::NotConverged { matrix, .. } => *matrix,
         }
     }

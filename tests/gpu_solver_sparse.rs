@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use cusched::solver_sparse::{CsrSystem, Reorder};
-use cusched::{Error, Handles};
+use cusched::{Error, Handles, NumericalFailure};
 
 /// The 1-D Laplacian `tridiag(-1, 2 + shift, -1)` of size `n` in CSR, with `zero_row` (if any)
 /// left without entries.
@@ -80,12 +80,15 @@ fn a_singular_system_fails_with_the_row() {
     let sys = CsrSystem { n, nnz: a.1.len(), offsets: &o, indices: &i, values: &v };
     let err = h.solver_sparse().unwrap().csrlsvqr(sys, &b, &x, 1e-12, Reorder::None).unwrap().wait().unwrap_err();
     match err {
-        Error::Singular { call, row } => {
-            assert_eq!(call, "cusolverSpDcsrlsvqr");
+        Error::Numerical { op, batch: 1, ref failures }
+            if matches!(failures[..], [NumericalFailure::SingularToTolerance { matrix: 0, .. }]) =>
+        {
+            let NumericalFailure::SingularToTolerance { row, .. } = failures[0] else { unreachable!() };
+            assert_eq!(op, "cusolverSpDcsrlsvqr");
             assert!(row < n, "row {row}");
             println!("singular at row {row}");
         }
-        other => panic!("expected Singular, got {other}"),
+        other => panic!("expected a SingularToTolerance failure, got {other}"),
     }
     // The handle stays usable.
     let good = laplacian(n, 0.5, None);

@@ -5,7 +5,7 @@
 //! **These calls block** the calling thread until the solve is done: cuSOLVER reports whether
 //! the matrix is singular on the host, so it finishes the factorization before returning.
 //! The op still records its uses and commits like every op (other streams are fenced on it),
-//! and its completion resolves with [`Error::Singular`](crate::Error::Singular), carrying the
+//! and its completion resolves with [`Error::Numerical`](crate::Error::Numerical) (a [`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)), carrying the
 //! row where the factorization broke down, when the matrix is singular to the tolerance.
 //!
 //! CUDA 12.x marks the `cusolverSp` `csrlsv*` family as deprecated (NVIDIA points to cuDSS
@@ -16,7 +16,7 @@ mod calls;
 
 use super::{dptr, record, Library, OpStream, StreamLibrary};
 use crate::completion::Completion;
-use crate::error::{Error, Result};
+use crate::error::{Error, NumericalFailure, Result};
 use crate::libs::validate as check;
 use crate::memory::{Element, GpuRef};
 use crate::track::Access;
@@ -113,7 +113,7 @@ impl SolverSparse {
     }
 
     /// Solves `A x = b` by sparse QR (`cusolverSp?csrlsvqr`). `tol` decides singularity (a
-    /// pivot below it); the completion fails with [`Error::Singular`] when `A` is singular.
+    /// pivot below it); the completion fails with [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is singular.
     /// **Blocks** until the solve is done (see the module docs).
     pub fn csrlsvqr<T: SolverReal>(
         &mut self,
@@ -128,7 +128,7 @@ impl SolverSparse {
 
     /// Solves `A x = b` by sparse Cholesky (`cusolverSp?csrlsvchol`), `A` symmetric positive
     /// definite (only its lower triangle is read). The completion fails with
-    /// [`Error::Singular`] when `A` is not positive definite to the tolerance. **Blocks** until
+    /// [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is not positive definite to the tolerance. **Blocks** until
     /// the solve is done (see the module docs).
     pub fn csrlsvchol<T: SolverReal>(
         &mut self,
@@ -194,7 +194,11 @@ impl SolverSparse {
             // buffers were validated against n and nnz, are live, and x is distinct.
             let singularity = unsafe { calls::solve(raw, method, &s) }?;
             Ok(match usize::try_from(singularity) {
-                Ok(row) => Err(Error::Singular { call, row }),
+                Ok(row) => Err(Error::Numerical {
+                    op: call,
+                    batch: 1,
+                    failures: vec![NumericalFailure::SingularToTolerance { matrix: 0, row }],
+                }),
                 Err(_) => Ok(()),
             })
         })
