@@ -1,7 +1,9 @@
 //! cuBLASLt through cusched against raw cuBLASLt (cudarc's `sys`, one descriptor set up once)
 //! in the same run: bf16 and FP8 (E4M3 in, bf16 out) `n³` matmuls with a bias + GELU epilogue,
-//! and a 64³ f32 matmul's op-to-wake against cudarc's safe `CudaBlasLT` (which makes its
-//! descriptors and re-runs the heuristic on every call).
+//! and a 64³ f32 matmul's op-to-wake and host time per enqueued op against cudarc's safe
+//! `CudaBlasLT` (which makes its descriptors and re-runs the heuristic on every call). The big
+//! rows interleave the two sides' timed rounds and report the median round (see the header it
+//! prints).
 //!
 //! `cargo bench --bench blas_lt --features cublaslt -- [n] [iters]` (needs a GPU).
 
@@ -145,6 +147,11 @@ fn main() -> Res<()> {
     let stream = device.cuda_stream(s)?;
     let mut h = Handles::new(&device, s)?;
     let flops = 2.0 * (n as f64).powi(3);
+    println!(
+        "{n}³ rows: {WARMUP} warm-up calls per side, then {ROUNDS} interleaved rounds (cusched and raw, the order \
+         swapped every round) of {iters} back-to-back calls timed to the stream's synchronize; per side the median \
+         round's time per call (best round in brackets); ratio = raw / cusched of the medians"
+    );
     println!("| case | cusched | raw cuBLASLt | ratio |");
     println!("| --- | --- | --- | --- |");
 
@@ -171,11 +178,15 @@ fn main() -> Res<()> {
                     Some(scale.raw_device_ptr()?),
                 )
             }?;
-            let ours =
-                time(iters, || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into), || Ok(device.synchronize(s)?))?;
             let (pa, pb, pd) = (a.raw_device_ptr()?, b.raw_device_ptr()?, d.raw_device_ptr()?);
-            // SAFETY: n x n buffers of the raw plan's types, alive for the loop.
-            let theirs = time(iters, || unsafe { raw.call(&stream, pa, pb, pd) }, || Ok(stream.synchronize()?))?;
+            let (ours, theirs) = interleaved(
+                iters,
+                &mut || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into),
+                &mut || Ok(device.synchronize(s)?),
+                // SAFETY: n x n buffers of the raw plan's types, alive for the loop.
+                &mut || unsafe { raw.call(&stream, pa, pb, pd) },
+                &mut || Ok(stream.synchronize()?),
+            )?;
             ("FP8 E4M3 (bf16 out) bias+GELU", ours, theirs)
         } else {
             let a = device.alloc_zeros::<bf16>(s, n * n)?;
@@ -185,20 +196,26 @@ fn main() -> Res<()> {
             let raw = unsafe {
                 Raw::new(&stream, n as u64, sys::cudaDataType_t::CUDA_R_16BF, false, bias.raw_device_ptr()?, None)
             }?;
-            let ours =
-                time(iters, || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into), || Ok(device.synchronize(s)?))?;
             let (pa, pb, pd) = (a.raw_device_ptr()?, b.raw_device_ptr()?, d.raw_device_ptr()?);
-            // SAFETY: as above.
-            let theirs = time(iters, || unsafe { raw.call(&stream, pa, pb, pd) }, || Ok(stream.synchronize()?))?;
+            let (ours, theirs) = interleaved(
+                iters,
+                &mut || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into),
+                &mut || Ok(device.synchronize(s)?),
+                // SAFETY: as above.
+                &mut || unsafe { raw.call(&stream, pa, pb, pd) },
+                &mut || Ok(stream.synchronize()?),
+            )?;
             ("bf16 bias+GELU", ours, theirs)
         };
         println!(
-            "| {n}³ {label} | {:.1} TFLOP/s ({:.2} ms) | {:.1} TFLOP/s ({:.2} ms) | {:.3}x |",
-            flops / ours / 1e12,
-            ours * 1e3,
-            flops / raw / 1e12,
-            raw * 1e3,
-            raw / ours
+            "| {n}³ {label} | {:.1} TFLOP/s ({:.3} ms [{:.3}]) | {:.1} TFLOP/s ({:.3} ms [{:.3}]) | {:.3}x |",
+            flops / ours.median / 1e12,
+            ours.median * 1e3,
+            ours.best * 1e3,
+            flops / raw.median / 1e12,
+            raw.median * 1e3,
+            raw.best * 1e3,
+            raw.median / ours.median
         );
     }
 
@@ -243,7 +260,6 @@ fn main() -> Res<()> {
         stream.synchronize()?;
         theirs.push(t.elapsed().as_secs_f64());
     }
-    let _ = rc.device_ptr_mut(&stream);
     let (o, t) = (median(&mut ours), median(&mut theirs));
     println!(
         "| 64³ f32 (TF32) matmul, op to wake (median of {reps}; {} plan made) | {:.1} µs | {:.1} µs (CudaBlasLT, heuristic per call) | {:.3}x |",
@@ -252,23 +268,96 @@ fn main() -> Res<()> {
         t * 1e6,
         t / o
     );
+
+    // Host time per op: enqueue ENQUEUED matmuls without waiting (timed up to the last enqueue),
+    // then drain; interleaved rounds, the median per side. Shows the cached plan against a
+    // descriptor set and a heuristic per call.
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for round in 0..=ROUNDS {
+        for side in [round % 2, 1 - round % 2] {
+            let t = Instant::now();
+            if side == 0 {
+                for _ in 0..ENQUEUED {
+                    drop(h.blas_lt()?.matmul(&mm)?);
+                }
+            } else {
+                for _ in 0..ENQUEUED {
+                    // SAFETY: as above.
+                    unsafe { safe.matmul(cfg, &ra, &rb, &mut rc, None, None) }?;
+                }
+            }
+            let host = t.elapsed().as_secs_f64() / ENQUEUED as f64;
+            device.synchronize(s)?;
+            stream.synchronize()?;
+            // Round 0 warms both sides up.
+            if round > 0 {
+                if side == 0 { &mut ours } else { &mut theirs }.push(host);
+            }
+        }
+    }
+    let _ = rc.device_ptr_mut(&stream);
+    let (o, t) = (median(&mut ours), median(&mut theirs));
+    println!(
+        "| 64³ f32 (TF32) matmul, host time per op ({ENQUEUED} enqueued without waiting, median of {ROUNDS} rounds) | {:.2} µs | {:.2} µs (CudaBlasLT) | {:.3}x |",
+        o * 1e6,
+        t * 1e6,
+        t / o
+    );
     Ok(())
 }
 
-/// Seconds per call: two warm-up calls, then the best of three rounds of `iters` timed ones.
-fn time(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
+/// Warm-up calls per side before the timed rounds.
+const WARMUP: usize = 3;
+/// Timed rounds per side.
+const ROUNDS: usize = 5;
+/// Matmuls enqueued per round in the host-time row.
+const ENQUEUED: usize = 1000;
+
+/// One side's seconds per call: the median round and the best.
+#[derive(Clone, Copy)]
+struct Timing {
+    median: f64,
+    best: f64,
+}
+
+type Call<'a> = &'a mut dyn FnMut() -> Res<()>;
+
+/// Both sides timed in alternation: `WARMUP` calls each (synchronized), then `ROUNDS` rounds in
+/// which each side runs `iters` calls timed to its synchronize, the side that goes first
+/// swapped every round (neither always runs right after the other's clocks ramped up).
+fn interleaved(
+    iters: usize,
+    ours: Call<'_>,
+    ours_sync: Call<'_>,
+    raw: Call<'_>,
+    raw_sync: Call<'_>,
+) -> Res<(Timing, Timing)> {
+    for _ in 0..WARMUP {
+        ours()?;
+        raw()?;
+    }
+    ours_sync()?;
+    raw_sync()?;
+    let (mut o, mut r) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
+    for round in 0..ROUNDS {
+        for side in [round % 2, 1 - round % 2] {
+            if side == 0 {
+                o.push(round_time(iters, ours, ours_sync)?);
+            } else {
+                r.push(round_time(iters, raw, raw_sync)?);
+            }
+        }
+    }
+    let timing = |v: &mut Vec<f64>| Timing { best: v.iter().copied().fold(f64::MAX, f64::min), median: median(v) };
+    Ok((timing(&mut o), timing(&mut r)))
+}
+
+/// Seconds per call of `iters` back-to-back calls, timed to `sync`.
+fn round_time(iters: usize, call: Call<'_>, sync: Call<'_>) -> Res<f64> {
+    let t = Instant::now();
+    for _ in 0..iters {
         call()?;
     }
     sync()?;
-    let mut best = f64::MAX;
-    for _ in 0..3 {
-        let t = Instant::now();
-        for _ in 0..iters {
-            call()?;
-        }
-        sync()?;
-        best = best.min(t.elapsed().as_secs_f64() / iters as f64);
-    }
-    Ok(best)
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
 }

@@ -191,6 +191,19 @@ pub enum Error {
     #[error("the completion's value was already taken")]
     AlreadyTaken,
 
+    /// A CUDA library has no kernel for this combination of arguments on this GPU (its
+    /// heuristic found none): the arguments are valid, the combination is not implemented.
+    /// Raised before anything was recorded or enqueued.
+    #[error("{library} has no kernel for {what}; {hint}")]
+    Unsupported {
+        /// The library, e.g. `"cuBLASLt (libcublasLt)"`.
+        library: &'static str,
+        /// The combination, in the caller's terms (epilogue, element types, transposes, order).
+        what: String,
+        /// What to try instead.
+        hint: String,
+    },
+
     /// A CUDA library call (cuBLAS, cuRAND, cuFFT, NVRTC...) returned an error status.
     #[error("{call} failed: {status}")]
     Library {
@@ -308,6 +321,7 @@ impl std::fmt::Debug for Error {
             JobPanicked { message },
             AlreadyTaken,
             Library { call, status },
+            Unsupported { library, what, hint },
             Numerical { op, batch, failures },
             CompileFailed { status, log },
             ContextPoisoned { call, status },

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use cusched::blas_lt::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3};
 use cusched::half::{bf16, f16};
-use cusched::{Device, GpuRef, Handles};
+use cusched::{Device, Error, GpuRef, Handles};
 
 trait Num: LtElement {
     fn of(x: f64) -> Self;
@@ -173,8 +173,6 @@ fn check_epilogue<T: Num>(name: &str) {
         "dgelu" => Epilogue::DGelu(auxv),
         "drelu_bgrad" => Epilogue::DReluBgrad { mask: maskv, bias_grad: &grad },
         "dgelu_bgrad" => Epilogue::DGeluBgrad { aux: auxv, bias_grad: &grad },
-        "bgrada" => Epilogue::BgradA(&grad),
-        "bgradb" => Epilogue::BgradB(&grad),
         other => panic!("{other}"),
     };
     h.blas_lt().unwrap().matmul(&mm.epilogue(e)).unwrap().wait().unwrap();
@@ -224,8 +222,6 @@ fn check_epilogue<T: Num>(name: &str) {
             (0..m).map(|i| (0..n).map(|j| want[i + j * m]).sum()).collect(),
             (0..m).map(|i| (0..n).map(|j| mag[i + j * m] * 2.0).sum()).collect(),
         )),
-        "bgrada" => Some((m, (0..m).map(|i| (0..k).map(|p| fa[p + i * k]).sum()).collect(), vec![k as f64; m])),
-        "bgradb" => Some((n, (0..n).map(|j| (0..k).map(|p| fb[p + j * k]).sum()).collect(), vec![k as f64; n])),
         _ => None,
     };
     if let Some((len, want, mag)) = sums {
@@ -247,10 +243,129 @@ epilogue_tests! {
     f32_relu_bias: f32, "relu_bias"; f32_gelu_bias: f32, "gelu_bias"; f32_relu_aux: f32, "relu_aux";
     f32_gelu_aux: f32, "gelu_aux"; f32_relu_aux_bias: f32, "relu_aux_bias"; f32_gelu_aux_bias: f32, "gelu_aux_bias";
     f32_drelu: f32, "drelu"; f32_dgelu: f32, "dgelu"; f32_drelu_bgrad: f32, "drelu_bgrad";
-    f32_dgelu_bgrad: f32, "dgelu_bgrad"; f32_bgrada: f32, "bgrada"; f32_bgradb: f32, "bgradb";
+    f32_dgelu_bgrad: f32, "dgelu_bgrad";
     bf16_default: bf16, "default"; bf16_gelu_aux_bias: bf16, "gelu_aux_bias"; bf16_dgelu_bgrad: bf16, "dgelu_bgrad";
-    bf16_relu_aux_bias: bf16, "relu_aux_bias"; bf16_bgradb: bf16, "bgradb";
+    bf16_relu_aux_bias: bf16, "relu_aux_bias";
     f16_default: f16, "default"; f16_gelu_bias: f16, "gelu_bias"; f16_drelu_bgrad: f16, "drelu_bgrad";
+}
+
+/// BGRADA (`b = false`) or BGRADB (`b = true`) in every transpose combination: cuBLASLt has
+/// kernels for some layouts only. Each one it runs must match the reference (D and the bias
+/// gradient); each one it has none for must be `Unsupported` with nothing recorded; at least
+/// one must run.
+fn check_bgrad<T: Num>(b_side: bool) {
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&dev, dev.new_stream().unwrap()).unwrap();
+    let (m, n, k) = (40, 24, 32);
+    let name = if b_side { "BgradB" } else { "BgradA" };
+    let mut supported = Vec::new();
+    for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+        let (lda, ldb) = (if ta { k } else { m }, if tb { n } else { k });
+        let (ha, fa) = random::<T>(&mut rng, m * k);
+        let (hb, fb) = random::<T>(&mut rng, k * n);
+        let (a, b) = (up(&dev, &h, &ha), up(&dev, &h, &hb));
+        let d = up(&dev, &h, &vec![T::of(f64::NAN); m * n]);
+        let len = if b_side { n } else { m };
+        let grad = up(&dev, &h, &vec![T::of(f64::NAN); len]);
+        let t = |y: bool| if y { Transpose::Yes } else { Transpose::No };
+        let e = if b_side { Epilogue::BgradB(&grad) } else { Epilogue::BgradA(&grad) };
+        let mm = Matmul::new(m, n, k, &a, &b, &d).transpose(t(ta), t(tb)).epilogue(e);
+        let lt = h.blas_lt().unwrap();
+        let before = dev.stats();
+        match lt.matmul(&mm) {
+            Ok(done) => {
+                done.wait().unwrap();
+                supported.push((ta, tb));
+            }
+            Err(e @ Error::Unsupported { .. }) => {
+                let after = dev.stats();
+                assert_eq!((after.events, after.waits), (before.events, before.waits), "{e}: something was recorded");
+                eprintln!("{name} ta {ta} tb {tb}: {e}");
+                continue;
+            }
+            Err(e) => panic!("{name} ta {ta} tb {tb}: {e:?}"),
+        }
+        let (want, mag) = product(ta, tb, m, n, k, &fa, lda, &fb, ldb);
+        let tol = T::TOL * 4.0;
+        close(&format!("{name} ta {ta} tb {tb}: D"), &down(&h, &d), &want, &mag, tol);
+        let op_a = |i: usize, p: usize| if ta { fa[p + i * lda] } else { fa[i + p * lda] };
+        let op_b = |p: usize, j: usize| if tb { fb[j + p * ldb] } else { fb[p + j * ldb] };
+        let sums: Vec<f64> = if b_side {
+            (0..n).map(|j| (0..k).map(|p| op_b(p, j)).sum()).collect()
+        } else {
+            (0..m).map(|i| (0..k).map(|p| op_a(i, p)).sum()).collect()
+        };
+        let mags: Vec<f64> = if b_side {
+            (0..n).map(|j| (0..k).map(|p| op_b(p, j).abs()).sum()).collect()
+        } else {
+            (0..m).map(|i| (0..k).map(|p| op_a(i, p).abs()).sum()).collect()
+        };
+        close(&format!("{name} ta {ta} tb {tb}: bias gradient"), &down(&h, &grad), &sums, &mags, tol);
+    }
+    eprintln!("{name} ran with (trans_a, trans_b) in {supported:?}");
+    assert!(!supported.is_empty(), "{name}: cuBLASLt ran it in no transpose combination");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_bgrada() {
+    check_bgrad::<bf16>(false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bf16_bgradb() {
+    check_bgrad::<bf16>(true);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_bgrada() {
+    check_bgrad::<f16>(false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_bgradb() {
+    check_bgrad::<f16>(true);
+}
+
+/// f32 BGRADA (trans_a = Yes), which cuBLASLt 13 on an H100 has no kernel for: the typed
+/// error, naming the combination, with nothing recorded; the handle keeps working.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn unsupported_f32_bgrada_is_a_typed_error_with_nothing_recorded() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&dev, dev.new_stream().unwrap()).unwrap();
+    let (m, n, k) = (37, 29, 23);
+    let (ha, fa) = random::<f32>(&mut rng, k * m);
+    let (hb, fb) = random::<f32>(&mut rng, k * n);
+    let (a, b) = (up(&dev, &h, &ha), up(&dev, &h, &hb));
+    let d = up(&dev, &h, &vec![f32::NAN; m * n]);
+    let grad = up(&dev, &h, &vec![f32::NAN; m]);
+    let lt = h.blas_lt().unwrap();
+    let before = dev.stats();
+    let mm = || Matmul::new(m, n, k, &a, &b, &d).transpose(Transpose::Yes, Transpose::No);
+    match lt.matmul(&mm().epilogue(Epilogue::BgradA(&grad))) {
+        Err(Error::Unsupported { what, hint, .. }) => {
+            assert!(
+                what.contains("Epilogue::BgradA") && what.contains("A f32") && what.contains("trans_a = Yes"),
+                "{what}"
+            );
+            assert!(hint.contains("f16 or bf16"), "{hint}");
+        }
+        Ok(_) => panic!("cuBLASLt now runs f32 BGRADA with trans_a = Yes: pick a combination it has no kernel for"),
+        Err(e) => panic!("expected Unsupported, got {e:?}"),
+    }
+    let after = dev.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "something was recorded");
+    assert_eq!(lt.plans_cached(), 0, "no plan is cached for an unsupported problem");
+    // The same handle and buffers still work.
+    lt.matmul(&mm()).unwrap().wait().unwrap();
+    let (want, mag) = product(true, false, m, n, k, &fa, k, &fb, k);
+    close("after unsupported", &down(&h, &d), &want, &mag, 1e-5);
 }
 
 /// Transposes, row-major, leading dimensions, TF32, strided batches, and the plan cache.

@@ -7,7 +7,7 @@
 use super::check::{EpiKind, Operand, Problem};
 use super::types::sealed::Kind;
 use super::types::Transpose;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cublaslt::sys::{self, cublasLtMatmulDescAttributes_t as A};
@@ -171,9 +171,11 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
 /// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
 /// `max_workspace` bytes for operands aligned to `align` bytes.
 ///
+/// A heuristic that finds no algorithm is `Error::Unsupported`, describing the problem.
+///
 /// # Safety
-/// (1) `h` is a live handle of the current context; (2) `ptrs` are the pointers of the matmul
-/// the plan is made for (the heuristic may look at which are set).
+/// (1) `h` is a live handle of the current context; (2) `ptrs` set the pointers the matmul the
+/// plan is made for sets (the heuristic may look at which are set; it reads none of them).
 pub(super) unsafe fn make_plan(
     h: Handle,
     p: &Problem,
@@ -245,7 +247,7 @@ pub(super) unsafe fn make_plan(
     let mut found = 0i32;
     // SAFETY: (1) a live handle (the caller's contract), live descriptor, layouts and
     // preference; (2) `result` holds the one result asked for, `found` is an out-pointer.
-    unsafe {
+    let status = unsafe {
         sys::cublasLtMatmulAlgoGetHeuristic(
             h,
             d,
@@ -258,15 +260,21 @@ pub(super) unsafe fn make_plan(
             &mut result,
             &mut found,
         )
-    }
-    .check("cublasLtMatmulAlgoGetHeuristic")?;
-    if found < 1 {
-        return Err(Error::library(
-            "cublasLtMatmulAlgoGetHeuristic",
-            "no algorithm for this problem (types, layouts, epilogue and alignment) on this GPU",
-        ));
+    };
+    if !has_algorithm(status, found)? {
+        return Err(super::unsupported::error(p, tf32, align));
     }
     Ok(Plan { desc, layouts, algo: result.algo, workspace: result.workspaceSize })
+}
+
+/// What the heuristic's answer means: an algorithm (`true`), none for this problem (`false`:
+/// cuBLASLt says `NOT_SUPPORTED`, or succeeds with no result), or a failure.
+fn has_algorithm(status: sys::cublasStatus_t, found: i32) -> Result<bool> {
+    if status == sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED {
+        return Ok(false);
+    }
+    status.check("cublasLtMatmulAlgoGetHeuristic")?;
+    Ok(found > 0)
 }
 
 /// The operands' device addresses.
@@ -323,4 +331,20 @@ pub(super) unsafe fn matmul(
         )
     }
     .check("cublasLtMatmul")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_algorithm;
+    use crate::error::Error;
+    use cudarc::cublaslt::sys::cublasStatus_t as S;
+
+    #[test]
+    fn a_heuristic_without_an_algorithm_is_unsupported_and_other_statuses_are_failures() {
+        assert!(has_algorithm(S::CUBLAS_STATUS_SUCCESS, 1).unwrap());
+        assert!(!has_algorithm(S::CUBLAS_STATUS_SUCCESS, 0).unwrap());
+        assert!(!has_algorithm(S::CUBLAS_STATUS_NOT_SUPPORTED, 0).unwrap());
+        let e = has_algorithm(S::CUBLAS_STATUS_INVALID_VALUE, 0).unwrap_err();
+        assert!(matches!(&e, Error::Library { call: "cublasLtMatmulAlgoGetHeuristic", status } if status == "CUBLAS_STATUS_INVALID_VALUE"), "{e:?}");
+    }
 }

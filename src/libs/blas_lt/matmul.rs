@@ -16,6 +16,10 @@ use std::ffi::c_void;
 const WORKSPACE_HOPPER: usize = 32 << 20;
 const WORKSPACE_EARLIER: usize = 4 << 20;
 
+/// A non-null, 256-byte-aligned address that sets the amax pointer for the heuristic before
+/// the stage exists. Never dereferenced: each call sets the real pointer.
+const AMAX_STAND_IN: *const c_void = std::ptr::without_provenance(256);
+
 /// What a plan is made for: the whole checked problem, TF32, which pointers the descriptor
 /// carries, and the operands' alignment.
 #[derive(PartialEq)]
@@ -125,19 +129,19 @@ impl BlasLt {
         let h = self.handle()?;
         let stream = self.op.bound_stream()?;
 
-        if mm.amax_d && self.amax_stage.is_none() {
-            self.amax_stage = Some(self.op.device.alloc::<f32>(self.op.stream, 1)?);
-        }
-        let stage = if mm.amax_d { self.amax_stage.clone() } else { None };
-        if let Some(s) = &stage {
-            record(&mut rec, "amax_d", s, Access::ReadWrite)?;
-        }
         let (bias, aux) = epilogue_pointers(&mm.epilogue)?;
         let scales = match &mm.fp8 {
             Some(s) => [ptr(Some(s.a))?, ptr(Some(s.b))?, ptr(s.c)?, ptr(s.d)?],
             None => [std::ptr::null(); 4],
         };
-        let ptrs = Pointers { bias, aux, scales, amax: ptr(stage.as_ref())? };
+        // The amax stage is allocated only once a plan exists (an allocation records on the
+        // stream); until then the heuristic sees a stand-in, which it does not read.
+        let amax = match (&self.amax_stage, mm.amax_d) {
+            (_, false) => std::ptr::null(),
+            (Some(s), true) => ptr(Some(s))?,
+            (None, true) => AMAX_STAND_IN,
+        };
+        let mut ptrs = Pointers { bias, aux, scales, amax };
         let (a, b, d) = (ptr(Some(mm.a))?, ptr(Some(mm.b))?, ptr(Some(mm.d))?);
         let c = if problem.c_is_d { d } else { ptr(mm.c)? };
         let (a, b) = if problem.swapped { (b, a) } else { (a, b) };
@@ -146,12 +150,22 @@ impl BlasLt {
         let key = PlanKey { problem, tf32: mm.tf32, pointers, align: alignment(&[a, b, c, d]) };
         let max_workspace = if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER };
 
-        let BlasLt { op, plans, work, .. } = self;
+        // The plan (the heuristic) comes before anything reaches the stream, so a problem
+        // cuBLASLt has no kernel for fails with nothing recorded.
+        let BlasLt { op, plans, work, amax_stage, .. } = self;
         let plan = plans.get_or_make(key, op, |k| {
-            // SAFETY: (1) a live handle of the context bound above; (2) `ptrs` are this
-            // matmul's pointers.
+            // SAFETY: (1) a live handle of the context bound above; (2) `ptrs` sets this
+            // matmul's pointers (the amax stand-in is never read).
             unsafe { calls::make_plan(h, &k.problem, k.tf32, &ptrs, max_workspace, k.align) }
         })?;
+        if mm.amax_d && amax_stage.is_none() {
+            *amax_stage = Some(op.device.alloc::<f32>(op.stream, 1)?);
+        }
+        let stage = if mm.amax_d { amax_stage.clone() } else { None };
+        if let Some(s) = &stage {
+            record(&mut rec, "amax_d", s, Access::ReadWrite)?;
+            ptrs.amax = ptr(Some(s))?;
+        }
         let ws = work.use_on(op, &mut rec, plan.workspace)?;
         let (workspace, workspace_bytes) = match ws {
             Some(w) => (dptr::<u8, c_void>(w)?, w.len()),

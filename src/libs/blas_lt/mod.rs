@@ -15,6 +15,7 @@ mod calls;
 mod check;
 mod matmul;
 mod types;
+mod unsupported;
 
 pub use crate::memory::{F8E4M3, F8E5M2};
 pub use types::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, MatmulOutput, Order, ReluMask, Transpose};

@@ -1,0 +1,100 @@
+//! The error for a matmul cuBLASLt has no kernel for, described in the caller's terms (the
+//! row-major problem as given, not the swapped column-major one cuBLASLt sees).
+
+use super::check::{EpiKind, Problem};
+use super::types::Transpose;
+use super::BlasLt;
+use crate::error::Error;
+use crate::libs::StreamLibrary;
+
+fn yes_no(t: Transpose) -> &'static str {
+    match t {
+        Transpose::No => "No",
+        Transpose::Yes => "Yes",
+    }
+}
+
+/// `Error::Unsupported` for `p` (with `tf32`, operands aligned to `align` bytes).
+pub(super) fn error(p: &Problem, tf32: bool, align: u32) -> Error {
+    // Back to the caller's problem: a row-major one swapped A and B, and BgradA and BgradB.
+    let (m, n) = if p.swapped { (p.d.cols, p.d.rows) } else { (p.d.rows, p.d.cols) };
+    let k = if p.trans_a == Transpose::Yes { p.a.rows } else { p.a.cols };
+    let (ta, tb) = if p.swapped { (p.trans_b, p.trans_a) } else { (p.trans_a, p.trans_b) };
+    let epi = match (p.swapped, p.epi) {
+        (true, EpiKind::BgradA) => EpiKind::BgradB,
+        (true, EpiKind::BgradB) => EpiKind::BgradA,
+        (_, e) => e,
+    };
+    let [ka, kb, kc, kd, ke] = p.kinds;
+    let mut what = format!(
+        "a {m}x{n}x{k} matmul with Epilogue::{epi:?} on A {}, B {}, C {}, D {}",
+        ka.name(),
+        kb.name(),
+        kc.name(),
+        kd.name()
+    );
+    if epi.bias().is_some() {
+        what += &format!(", bias {}", ke.name());
+    }
+    what += &format!(
+        ", trans_a = {}, trans_b = {}, {}-major",
+        yes_no(ta),
+        yes_no(tb),
+        if p.swapped { "row" } else { "column" }
+    );
+    if tf32 {
+        what += ", TF32";
+    }
+    if p.count > 1 {
+        what += &format!(", a batch of {}", p.count);
+    }
+    what += &format!(", operands {align}-byte aligned");
+
+    let mut hint = match epi {
+        EpiKind::BgradA | EpiKind::BgradB => {
+            let other = if epi == EpiKind::BgradB { "trans_b" } else { "trans_a" };
+            format!(
+                "the BGRADA/BGRADB epilogues have kernels for f16 and bf16 inputs in a weight-gradient layout only: \
+                 use f16 or bf16, try the other {other}, or sum the bias gradient in a separate reduction"
+            )
+        }
+        _ => "try another epilogue, other transposes or element types (cuBLASLt's cublasLtMatmul support tables)"
+            .to_string(),
+    };
+    if align < 16 {
+        hint += &format!("; the operands are only {align}-byte aligned, and 16-byte-aligned ones have more kernels");
+    }
+    Error::Unsupported { library: BlasLt::LIBRARY.name, what, hint }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::check;
+    use super::super::types::{Epilogue, Matmul, Order, Transpose};
+    use crate::error::Error;
+    use crate::{Device, SimConfig};
+
+    #[test]
+    fn the_error_names_the_callers_epilogue_types_transposes_and_order() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s = d.default_stream();
+        let (a, b, out) = (d.alloc_zeros::<f32>(s, 6).unwrap(), d.alloc_zeros::<f32>(s, 12).unwrap(), d.alloc_zeros::<f32>(s, 8).unwrap());
+        let grad = d.alloc_zeros::<f32>(s, 4).unwrap();
+        // Row-major 2x4x3 with BgradB: cuBLASLt sees the column-major 4x2x3 problem with BgradA.
+        let mm = Matmul::new(2, 4, 3, &a, &b, &out)
+            .order(Order::Row)
+            .transpose(Transpose::Yes, Transpose::No)
+            .leading(2, 4, 4)
+            .epilogue(Epilogue::BgradB(&grad));
+        let p = check::problem(&mm).unwrap();
+        assert!(p.swapped);
+        let e = super::error(&p, false, 8);
+        let Error::Unsupported { what, hint, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(
+            what,
+            "a 2x4x3 matmul with Epilogue::BgradB on A f32, B f32, C f32, D f32, bias f32, trans_a = Yes, trans_b = No, row-major, operands 8-byte aligned"
+        );
+        assert!(hint.contains("f16 or bf16") && hint.contains("trans_b") && hint.contains("8-byte"), "{hint}");
+        assert!(e.to_string().starts_with("cuBLASLt (libcublasLt) has no kernel for a 2x4x3 matmul"), "{e}");
+    }
+}
