@@ -5,7 +5,9 @@
 
 mod common;
 use common::*;
-use cusched::blas_lt::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3};
+use cusched::blas_lt::{
+    Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3, F8E5M2,
+};
 use cusched::half::{bf16, f16};
 use cusched::{Device, Error, GpuRef, Handles};
 
@@ -474,6 +476,52 @@ fn fp8_with_scales_and_amax() {
     let amax = out.amax_d.expect("amax asked for");
     let want_amax = want.iter().fold(0.0f64, |acc, v| acc.max(v.abs()));
     assert!((amax as f64 - want_amax).abs() <= 2e-2 * want_amax + 1e-3, "amax {amax}, want {want_amax}");
+}
+
+/// Row-major FP8 with A in E4M3 and B in E5M2: the column-major problem cuBLASLt sees swaps A
+/// and B, so their types (and scales) must swap with them.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_row_major_with_mixed_formats() {
+    let Some(dev) = gpu() else { return };
+    if dev.compute_capability().unwrap() < (8, 9) {
+        eprintln!("skipped: FP8 needs compute capability 8.9");
+        return;
+    }
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&dev, dev.new_stream().unwrap()).unwrap();
+    let (m, n, k) = (32, 48, 64);
+    // Values exact in both formats, so the reference needs no rounding model.
+    let pick = |rng: &mut Rng| [0.0, 0.5, -0.5, 1.0, -1.0, 1.5, -2.0, 3.0][(rng.f32() * 8.0) as usize % 8];
+    let fa: Vec<f64> = (0..m * k).map(|_| pick(&mut rng)).collect();
+    let fb: Vec<f64> = (0..n * k).map(|_| pick(&mut rng)).collect();
+    let qa: Vec<F8E4M3> = fa.iter().map(|&x| e4m3(x)).collect();
+    // E5M2 is the top byte of an IEEE half.
+    let qb: Vec<F8E5M2> = fb.iter().map(|&x| F8E5M2((f16::from_f64(x).to_bits() >> 8) as u8)).collect();
+    let (sa, sb) = (0.25f32, 0.5f32);
+    let (a, b) = (up(&dev, &h, &qa), up(&dev, &h, &qb));
+    let (scale_a, scale_b) = (up(&dev, &h, &[sa]), up(&dev, &h, &[sb]));
+    let d = up(&dev, &h, &vec![bf16::from_f32(f32::NAN); m * n]);
+    // Row-major: A is m x k, B is n x k (used transposed), D = A Bt is m x n.
+    let mm = Matmul::new(m, n, k, &a, &b, &d)
+        .order(Order::Row)
+        .transpose(Transpose::No, Transpose::Yes)
+        .fp8(Fp8Scales { a: &scale_a, b: &scale_b, c: None, d: None }, false)
+        .epilogue(Epilogue::<bf16>::Default);
+    h.blas_lt().unwrap().matmul(&mm).unwrap().wait().unwrap();
+    let scale = (sa * sb) as f64;
+    let mut want = vec![0.0; m * n];
+    let mut mag = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            for l in 0..k {
+                want[i * n + j] += fa[i * k + l] * fb[j * k + l] * scale;
+                mag[i * n + j] += (fa[i * k + l] * fb[j * k + l] * scale).abs();
+            }
+            mag[i * n + j] += 1.0;
+        }
+    }
+    close("row-major fp8 e4m3 x e5m2 -> bf16", &down(&h, &d), &want, &mag, 1e-2);
 }
 
 /// The same matmul from a lane job.

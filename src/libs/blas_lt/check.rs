@@ -415,7 +415,8 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
         epi: kind,
         aux,
         bias_stride,
-        kinds,
+        // The column-major problem's A and B: the caller's B and A when row-major.
+        kinds: if swapped { [kinds[1], kinds[0], kinds[2], kinds[3], kinds[4]] } else { kinds },
         fp8,
     })
 }

@@ -131,6 +131,8 @@ impl BlasLt {
 
         let (bias, aux) = epilogue_pointers(&mm.epilogue)?;
         let scales = match &mm.fp8 {
+            // cuBLASLt's A and B are the caller's B and A in a row-major problem.
+            Some(s) if problem.swapped => [ptr(Some(s.b))?, ptr(Some(s.a))?, ptr(s.c)?, ptr(s.d)?],
             Some(s) => [ptr(Some(s.a))?, ptr(Some(s.b))?, ptr(s.c)?, ptr(s.d)?],
             None => [std::ptr::null(); 4],
         };

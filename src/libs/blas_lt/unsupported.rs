@@ -26,6 +26,7 @@ pub(super) fn error(p: &Problem, tf32: bool, align: u32) -> Error {
         (_, e) => e,
     };
     let [ka, kb, kc, kd, ke] = p.kinds;
+    let (ka, kb) = if p.swapped { (kb, ka) } else { (ka, kb) };
     let mut what = format!(
         "a {m}x{n}x{k} matmul with Epilogue::{epi:?} on A {}, B {}, C {}, D {}",
         ka.name(),
