@@ -7,9 +7,11 @@
 //! [`OpInfo`] from enqueue to completion, and, when GPU timing is on, two timing events
 //! recorded around its GPU work.
 
+mod backlog;
 mod nvtx;
 mod timeline;
 
+pub(crate) use backlog::Backlog;
 pub(crate) use nvtx::NvtxRange;
 pub use timeline::{Timeline, TimelineSpan, TrackKind};
 
@@ -132,6 +134,8 @@ pub(crate) struct Tracer {
     on: AtomicBool,
     active: RwLock<Option<Arc<Active>>>,
     next_id: AtomicU64,
+    /// Completion hooks of traced ops that return no completion.
+    pub(crate) backlog: Backlog,
 }
 
 impl Tracer {

@@ -94,3 +94,16 @@ fn a_several_stream_op_allocates_only_the_simulated_record() {
     let got = per_op(&d, &[d.default_stream(), s2], 2000);
     assert!(got < 1.1, "{got} allocations per op: the simulated record accounts for about 1.03");
 }
+
+struct NoopTrace;
+impl cusched::KernelTrace for NoopTrace {}
+
+/// A traced op without a completion hands its ticket to the device's trace backlog, which the
+/// completion thread drains a watch at a time: no shared completion state per op.
+#[test]
+fn a_traced_one_stream_op_allocates_no_completion() {
+    let d = sim();
+    d.set_trace(std::sync::Arc::new(NoopTrace), cusched::TraceOptions::default()).unwrap();
+    let got = per_op(&d, &[d.default_stream()], 2000);
+    assert!(got < 0.5, "{got} allocations per traced op: one would be a completion per op");
+}

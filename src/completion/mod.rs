@@ -26,7 +26,7 @@ mod thread;
 #[cfg_attr(not(feature = "cublas"), allow(unused_imports))]
 pub(crate) use shared::Deferred;
 pub(crate) use shared::{KeepAlive, Shared};
-pub(crate) use thread::Completions;
+pub(crate) use thread::{Completions, Pending};
 
 use crate::device::DeviceShared;
 use crate::error::Result;

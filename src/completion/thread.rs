@@ -37,6 +37,13 @@ pub(crate) trait Pending: Send + Sync {
     /// Shutdown gave up on the GPU: resolve with [`Error::Timeout`](crate::Error::Timeout) if not yet resolved, and
     /// leak the keep-alives, which the GPU may still be using.
     fn abandon(&self, waited: Duration);
+    /// Whether someone waits for this to resolve promptly: its registration and its delivery
+    /// open the spin window. A job that only promises to run after the GPU finished (trace
+    /// hooks of ops without a completion) is polled at the backoff's pace, so that watching
+    /// it does not keep the thread querying the driver beside the threads that enqueue.
+    fn prompt(&self) -> bool {
+        true
+    }
 }
 
 enum Msg {
@@ -166,7 +173,7 @@ impl Completions {
         crate::sync::role::completion_thread_of() == self.device
     }
 
-    pub(super) fn register(
+    pub(crate) fn register(
         &self,
         stream: u32,
         event: EventRef,
@@ -240,6 +247,8 @@ struct Watched {
     job: Arc<dyn Pending>,
     since: Instant,
     expired: bool,
+    /// [`Pending::prompt`], read once.
+    prompt: bool,
 }
 
 /// Queues `w` on its stream's queue in sequence order: registration is lazy, so a later op can
@@ -356,9 +365,13 @@ fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Opt
                     if queues.len() <= i {
                         queues.resize_with(i + 1, VecDeque::new);
                     }
-                    insert_in_order(&mut queues[i], Watched { event, job, since: Instant::now(), expired: false });
+                    let prompt = job.prompt();
+                    let w = Watched { event, job, since: Instant::now(), expired: false, prompt };
+                    insert_in_order(&mut queues[i], w);
                     pending += 1;
-                    pace.activity();
+                    if prompt {
+                        pace.activity();
+                    }
                 }
                 Some(Msg::Callback(f)) => crate::sync::guarded("an on_complete callback", f),
                 Some(Msg::Shutdown) => {
@@ -388,10 +401,10 @@ fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Opt
                     Err(e) => Err(e),
                 };
                 if let Some(w) = q.pop_front() {
+                    progressed |= w.prompt;
                     deliver(w, outcome);
                 }
                 pending -= 1;
-                progressed = true;
             }
             // One stream's events finish in order, so everything left is still running.
             if let Some(limit) = watchdog {

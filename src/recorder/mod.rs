@@ -95,11 +95,17 @@ impl<R: Send + 'static> Launched<R> {
 }
 
 impl<R> Launched<R> {
-    /// For ops that return no [`crate::Completion`]: hands the trace ticket (if any) to a
-    /// completion of its own, so the completion hooks still run when the GPU finishes.
+    /// For ops that return no [`crate::Completion`]: hands the trace ticket (if any) to the
+    /// device's trace backlog, so the completion hooks still run when the GPU finishes.
     pub(crate) fn untracked(self, device: &Device) -> (R, Option<EventRef>) {
         if let Some(trace) = self.trace {
-            Launched { value: (), event: self.event.clone(), trace: Some(trace) }.complete(device, Vec::new());
+            match &self.event {
+                Some(event) => crate::trace::Backlog::defer(&device.shared, event.clone(), trace),
+                None => {
+                    let span = trace.completing(true);
+                    trace.completed(span);
+                }
+            }
         }
         (self.value, self.event)
     }

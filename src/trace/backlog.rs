@@ -1,0 +1,141 @@
+//! Traced ops that return no completion (user recorder launches, uploads, copies): their
+//! completion hooks, run in batches.
+//!
+//! Giving each such op a completion of its own would allocate shared state, send a
+//! registration to the completion thread and have that thread query (on a one-stream device
+//! first record) one event per op, on the op path of every traced launch. Instead each op's
+//! ticket waits in its stream's backlog, and the completion thread watches one event per
+//! stream at a time, the newest in the backlog when the watch starts: one stream's work
+//! finishes in order, so once the GPU has passed that event, every ticket at or before its
+//! position is done. Hooks may so run a little after the GPU finished the op (at most one
+//! watch later), which they allow: they only promise to run after it.
+
+use super::TraceTicket;
+use crate::completion::Pending;
+use crate::device::DeviceShared;
+use crate::error::Result;
+use crate::track::EventRef;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One traced op waiting for the GPU.
+struct Waiting {
+    event: EventRef,
+    ticket: TraceTicket,
+}
+
+#[derive(Default)]
+struct StreamBacklog {
+    /// The stream's process-wide index (the `stream` of its positions).
+    stream: u32,
+    /// In commit order, except that two threads sharing a stream can hand their ops in out of
+    /// sequence order: everything is selected by position, never by place.
+    waiting: Vec<Waiting>,
+    /// The completion thread watches an event of this stream for the backlog.
+    watching: bool,
+}
+
+/// The device's backlog of traced ops without a completion, per stream.
+#[derive(Default)]
+pub(crate) struct Backlog {
+    streams: Mutex<Vec<StreamBacklog>>,
+}
+
+/// What the completion thread watches for one stream's backlog: the GPU passing `event`.
+struct Watch {
+    /// The device whose tracer holds the backlog.
+    device: Arc<DeviceShared>,
+    stream: u32,
+    /// The sequence number of the watched event's position.
+    seq: u64,
+}
+
+impl Backlog {
+    /// Hands `ticket`'s completion hooks to the backlog: they run once the GPU has passed
+    /// `event`. Watches `event` if nothing of its stream is watched yet.
+    pub(crate) fn defer(device: &Arc<DeviceShared>, event: EventRef, ticket: TraceTicket) {
+        let this = &device.tracer.backlog;
+        let pos = event.pos();
+        let start = {
+            let mut streams = crate::sync::lock(&this.streams);
+            let i = match streams.iter().position(|s| s.stream == pos.stream) {
+                Some(i) => i,
+                None => {
+                    streams.push(StreamBacklog { stream: pos.stream, ..StreamBacklog::default() });
+                    streams.len() - 1
+                }
+            };
+            let s = &mut streams[i];
+            let start = !s.watching;
+            s.watching = true;
+            s.waiting.push(Waiting { event: event.clone(), ticket });
+            start
+        };
+        if start {
+            Self::watch(device, pos.stream, event);
+        }
+    }
+
+    fn watch(device: &Arc<DeviceShared>, stream: u32, event: EventRef) {
+        let seq = event.pos().seq;
+        let job: Arc<dyn Pending> = Arc::new(Watch { device: device.clone(), stream, seq });
+        if let Err((_, event, job)) = device.completions().register(stream, event, job) {
+            // No completion thread any more (the device shut down): finish here.
+            job.resolve(event.synchronize());
+        }
+    }
+
+    /// Takes the tickets of `stream` at or before `seq` (all of them with `None`), and what to
+    /// watch next, if anything is left.
+    fn take(&self, stream: u32, seq: Option<u64>) -> (Vec<TraceTicket>, Option<EventRef>) {
+        let mut streams = crate::sync::lock(&self.streams);
+        let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else { return (Vec::new(), None) };
+        let mut done: Vec<Waiting> = Vec::new();
+        let mut i = 0;
+        while i < s.waiting.len() {
+            if seq.is_none_or(|seq| s.waiting[i].event.pos().seq <= seq) {
+                done.push(s.waiting.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        done.sort_by_key(|w| w.event.pos().seq);
+        let next = s.waiting.iter().max_by_key(|w| w.event.pos().seq).map(|w| w.event.clone());
+        s.watching = next.is_some();
+        (done.into_iter().map(|w| w.ticket).collect(), next)
+    }
+}
+
+/// Runs the completion hooks of `tickets`, in commit order.
+fn complete(tickets: Vec<TraceTicket>, gpu_ok: bool) {
+    for t in tickets {
+        crate::sync::guarded("a KernelTrace completion hook", move || {
+            let span = t.completing(gpu_ok);
+            t.completed(span);
+        });
+    }
+}
+
+impl Pending for Watch {
+    fn resolve(&self, outcome: Result<()>) {
+        let (done, next) = self.device.tracer.backlog.take(self.stream, Some(self.seq));
+        complete(done, outcome.is_ok());
+        if let Some(event) = next {
+            Backlog::watch(&self.device, self.stream, event);
+        }
+    }
+
+    fn expire(&self, _waited: Duration) {
+        // Hooks wait for the GPU however long it takes: nothing is resolved early.
+    }
+
+    fn prompt(&self) -> bool {
+        false
+    }
+
+    fn abandon(&self, _waited: Duration) {
+        // Shutdown gave up on the GPU: nothing of this stream will be watched again.
+        let (done, _) = self.device.tracer.backlog.take(self.stream, None);
+        complete(done, false);
+    }
+}
