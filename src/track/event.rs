@@ -2,9 +2,10 @@
 //!
 //! # The slab
 //!
-//! Every event lives in an `Arc<FenceEvent>` that the device's pool hands out again once
-//! nothing else holds it: the pool's slab keeps one reference to each event it has made, and
-//! an entry whose only reference is the slab's (`Arc::get_mut` succeeds) is free. Taking one
+//! Every event lives in an `Arc<FenceEvent>` that is handed out again once nothing else holds
+//! it: each stream keeps its few newest events and refills one that only it still holds (no
+//! pool lock in steady state); the others sit in the pool's slab, where an entry whose only
+//! reference is the slab's is free. Taking one
 //! rewrites its position and clock in place and keeps its backend event, so steady state
 //! allocates nothing and creates no event, and dropping the last outside reference is one
 //! atomic decrement (no lock, no return trip to a free list).
@@ -119,8 +120,10 @@ impl EventPool {
             while probes > 0 {
                 probes -= 1;
                 let i = st.cursor % st.slab.len();
-                // A plain load first: `get_mut` itself is a compare-and-swap.
-                if Arc::strong_count(&st.slab[i]) == 1 && Arc::get_mut(&mut st.slab[i]).is_some() {
+                // Plain loads: no event is ever downgraded, and under the pool's lock nothing
+                // can clone an entry that only the slab holds; `commit`'s `get_mut` then
+                // succeeds and synchronizes with the last holder's drop.
+                if Arc::strong_count(&st.slab[i]) == 1 && Arc::weak_count(&st.slab[i]) == 0 {
                     st.cursor = i;
                     return Ok(st.slab.swap_remove(i));
                 }
@@ -205,11 +208,14 @@ pub(crate) enum Record {
 }
 
 impl EventPool {
-    /// A new position `pos` with clock `clock` on `stream`, recorded now or lazily; `back` is
-    /// the stream's previous event, handed back to the slab. On a failed record the event goes
-    /// back to the slab and the error is returned.
+    /// A new position `pos` with clock `clock` on `stream`, recorded now or lazily, in `reuse`
+    /// (an event of the stream that only the caller holds) or else in one from the slab; `back`
+    /// is an event the stream hands back to the slab. On a failed record the event goes back
+    /// to the slab and the error is returned.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit(
         &self,
+        reuse: Option<EventRef>,
         back: Option<EventRef>,
         stream: &Arc<RawStream>,
         pos: Pos,
@@ -217,7 +223,11 @@ impl EventPool {
         clock: &Clock,
         how: Record,
     ) -> Result<EventRef> {
-        let mut ev = self.take(back)?;
+        // An event of an earlier context is not refilled (dropping it destroys it).
+        let mut ev = match reuse.filter(|ev| ev.epoch == self.epoch()) {
+            Some(ev) => ev,
+            None => self.take(back)?,
+        };
         let Some(e) = Arc::get_mut(&mut ev) else { unreachable!("a taken event is held by its taker alone") };
         e.pos = pos;
         e.device = device;

@@ -7,6 +7,7 @@ use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::error::{Error, Result};
+use smallvec::SmallVec;
 use std::sync::{Arc, Mutex};
 
 /// A stream of one device. Only [`crate::Device::new_stream`] and
@@ -60,10 +61,16 @@ struct State {
     raw: Arc<RawStream>,
     /// The context epoch `raw` belongs to.
     epoch: u64,
-    /// The stream's newest event, handed back to the pool's slab by the next commit (so that
-    /// a commit takes the pool's lock once).
-    last: Option<EventRef>,
+    /// The stream's newest events, oldest first. A commit refills one that nothing else holds
+    /// any more in place, under this lock, so that steady state takes no pool lock at all;
+    /// only when none is free does it take one from the pool, handing the oldest back.
+    recent: SmallVec<[EventRef; RECENT]>,
 }
+
+/// How many of its newest events a stream keeps for reuse: the previous op's event is still
+/// held by its buffers when the next op commits, and with several streams each buffer's reads
+/// keep one event per stream, so the few before it are the ones that come free.
+const RECENT: usize = 4;
 
 /// One stream of a device: its backend handle and its clock, under one lock.
 pub(crate) struct StreamSlot {
@@ -100,7 +107,7 @@ impl StreamSlot {
                 stats: StreamStats::default(),
                 raw: Arc::new(raw),
                 epoch,
-                last: None,
+                recent: SmallVec::new(),
             }),
             lane: Mutex::new(None),
             index,
@@ -140,8 +147,8 @@ impl StreamSlot {
             let mut st = crate::sync::lock(&self.state);
             st.epoch = epoch;
             st.clock = Clock::default();
-            let last = st.last.take();
-            (std::mem::replace(&mut st.raw, Arc::new(raw)), last)
+            let recent = std::mem::take(&mut st.recent);
+            (std::mem::replace(&mut st.raw, Arc::new(raw)), recent)
         };
         // Dropped outside the lock: a simulated stream joins its thread on drop.
         drop(old);
@@ -213,15 +220,21 @@ impl StreamSlot {
         let index = self.index();
         let pos = Pos { stream: index, seq: st.seq + 1 };
         st.clock.set(index, pos.seq);
-        let back = st.last.take();
-        match pool.commit(back, &st.raw, pos, self.id.device, &st.clock, how) {
+        // A plain load per entry: an entry only this stream holds can gain no other holder
+        // while the stream's lock is held, since only this stream hands its entries out.
+        let (reuse, back) = match st.recent.iter().position(|e| Arc::strong_count(e) == 1) {
+            Some(i) => (Some(st.recent.remove(i)), None),
+            None if st.recent.len() == RECENT => (None, Some(st.recent.remove(0))),
+            None => (None, None),
+        };
+        match pool.commit(reuse, back, &st.raw, pos, self.id.device, &st.clock, how) {
             Ok(ev) => {
                 st.seq = pos.seq;
                 st.stats.events += 1;
                 if how != Record::Lazily {
                     st.stats.recorded += 1;
                 }
-                st.last = Some(ev.clone());
+                st.recent.push(ev.clone());
                 Some(Ok(ev))
             }
             Err(e) => {
