@@ -15,6 +15,10 @@
 //! After the table, each budget of the op path is checked against its reference row of the
 //! same run: (c1) ≤ (a) + 0.3 µs, (c) ≤ (a+) + 0.25 µs, (c') ≤ (c) + 0.2 µs, (e) ≤ (c) + 0.5 µs.
 //!
+//! A breakdown follows: the inline path of (c1) and (c) in pieces (declares only; + preflight
+//! and commit around an empty enqueue; + the enqueue closure's own work without the launch;
+//! the full path), each a row of the same run, so that the gap to (a) is explained in numbers.
+//!
 //! Host time is the enqueue loop only: batches of 256 ops (below the driver's queue depth, so a
 //! launch never blocks on the GPU), synchronized between batches, median over batches.
 //!
@@ -166,6 +170,109 @@ impl Ours {
 struct Noop;
 impl KernelTrace for Noop {}
 
+/// The pieces of the inline path, each timed alone.
+#[derive(Clone, Copy)]
+enum Piece {
+    /// A recorder with three declares, dropped unpreflighted (a list of uses: reserves nothing).
+    Declares,
+    /// Adds preflight and commit around an empty enqueue closure.
+    Empty,
+    /// Adds what the bench's closure does besides the launch: the stream, three validated
+    /// slices and the context bind the launch itself makes (`cuCtxGetCurrent`).
+    Args,
+    /// The full path, as (c1)/(c).
+    Full,
+    /// Only the enqueue closure's work of `Args` (no recorder): its own cost.
+    ArgsAlone,
+}
+
+fn piece_batch(o: &Ours, stream: StreamId, piece: Piece) -> Res<f64> {
+    let f = o.kernel.function()?;
+    let (d, a, b, c) = (&o.device, &o.a, &o.b, &o.c);
+    let args = |s: &Arc<CudaStream>| -> cusched::Result<()> {
+        let ptrs = (a.cuda_slice()?, b.cuda_slice()?, c.cuda_slice()?);
+        std::hint::black_box(ptrs);
+        s.context().bind_to_thread().map_err(|status| cusched::Error::Driver { call: "cuCtxGetCurrent", status })
+    };
+    let raw_stream = {
+        let mut rec = LaunchRecorder::new_strict(stream);
+        rec.read(a)?;
+        rec.launch(d, |scope| Ok(scope.cuda_stream()?.clone()))?
+    };
+    let t = Instant::now();
+    for _ in 0..BATCH {
+        match piece {
+            Piece::Declares => {
+                let mut rec = LaunchRecorder::new_strict(stream);
+                rec.read(a)?.read(b)?.write(c)?;
+                std::hint::black_box(&rec);
+            }
+            Piece::Empty | Piece::Args => {
+                let mut rec = LaunchRecorder::new_strict(stream);
+                rec.read(a)?.read(b)?.write(c)?;
+                rec.launch(d, |scope| match piece {
+                    Piece::Args => args(scope.cuda_stream()?),
+                    _ => Ok(()),
+                })?;
+            }
+            Piece::Full => recorder_launch(d, stream, f, a, b, c)?,
+            Piece::ArgsAlone => args(&raw_stream)?,
+        }
+    }
+    let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
+    d.synchronize(stream)?;
+    Ok(per_op)
+}
+
+/// The inline path in pieces on the one-stream device (lazy events) and on the several-stream
+/// device's first stream (one event per commit), next to (a) of the same rounds.
+fn breakdown(ours1: &Ours, ours: &Ours, raw: &mut Raw, batches: usize) -> Res<()> {
+    let pieces = [
+        (Piece::Declares, "recorder + 3 declares, dropped"),
+        (Piece::Empty, "+ preflight + commit, empty enqueue"),
+        (Piece::Args, "+ stream, 3 slices, context bind (no launch)"),
+        (Piece::Full, "full path (launch included)"),
+        (Piece::ArgsAlone, "stream, 3 slices, context bind alone"),
+    ];
+    let mut raw_samples = Vec::new();
+    let mut samples = vec![[Vec::new(), Vec::new()]; pieces.len()];
+    for round in 0..batches + 3 {
+        let r = raw.batch(1, false)?;
+        for (i, &(piece, _)) in pieces.iter().enumerate() {
+            let one = piece_batch(ours1, ours1.s[0], piece)?;
+            let several = piece_batch(ours, ours.s[0], piece)?;
+            if round >= 3 {
+                samples[i][0].push(one);
+                samples[i][1].push(several);
+            }
+        }
+        if round >= 3 {
+            raw_samples.push(r);
+        }
+    }
+    let raw_med = median(&mut raw_samples);
+    println!(
+        "\nbreakdown of the inline path, 1 stream, median of {batches} batches of {BATCH}; (a) this run: {}\n",
+        ns(raw_med)
+    );
+    println!("| piece | one-stream device (lazy) | step | several streams (eager) | step |");
+    println!("| --- | --- | --- | --- | --- |");
+    let mut prev = [0.0, 0.0];
+    for (i, (piece, label)) in pieces.iter().enumerate() {
+        let m = [median(&mut samples[i][0]), median(&mut samples[i][1])];
+        let step = |col: usize| match piece {
+            Piece::ArgsAlone => "".to_string(),
+            _ => format!("{:+.0} ns", (m[col] - prev[col]) * 1e9),
+        };
+        println!("| {label} | {} | {} | {} | {} |", ns(m[0]), step(0), ns(m[1]), step(1));
+        if !matches!(piece, Piece::ArgsAlone) {
+            prev = m;
+        }
+    }
+    println!("\n(full path) - (a) is the tracker's share; (+ preflight + commit) - (declares) its commit-side part.");
+    Ok(())
+}
+
 /// A device of its own for the one-stream rows: only its default stream ever commits, so its
 /// commits record no event (the lazy path).
 fn one_stream_device(kernel_src: &str) -> Res<Ours> {
@@ -313,6 +420,7 @@ fn main() -> Res<()> {
         let delta = delta * 1e9;
         println!("| {what} | {delta:+.0} ns | +{limit:.0} ns | {} |", if delta <= limit { "met" } else { "MISSED" });
     }
+    breakdown(&ours1, &ours, &mut untracked, batches)?;
     println!(
         "\nevents created by cusched in total: {} + {} (one-stream device) (pooled: constant in steady state)",
         device.events_created(),

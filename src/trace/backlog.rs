@@ -15,7 +15,8 @@ use crate::completion::Pending;
 use crate::device::DeviceShared;
 use crate::error::Result;
 use crate::track::EventRef;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// One traced op waiting for the GPU.
@@ -24,7 +25,6 @@ struct Waiting {
     ticket: TraceTicket,
 }
 
-#[derive(Default)]
 struct StreamBacklog {
     /// The stream's process-wide index (the `stream` of its positions).
     stream: u32,
@@ -33,6 +33,8 @@ struct StreamBacklog {
     waiting: Vec<Waiting>,
     /// The completion thread watches an event of this stream for the backlog.
     watching: bool,
+    /// The stream's one watch, registered again for each event watched (never twice at once).
+    watch: Arc<Watch>,
 }
 
 /// The device's backlog of traced ops without a completion, per stream.
@@ -41,53 +43,49 @@ pub(crate) struct Backlog {
     streams: Mutex<Vec<StreamBacklog>>,
 }
 
-/// What the completion thread watches for one stream's backlog: the GPU passing `event`.
+/// What the completion thread watches for one stream's backlog: the GPU passing the event at
+/// `seq`.
 struct Watch {
-    /// The device whose tracer holds the backlog.
-    device: Arc<DeviceShared>,
+    /// The device whose tracer holds the backlog (weak: the backlog holds this watch).
+    device: Weak<DeviceShared>,
     stream: u32,
-    /// The sequence number of the watched event's position.
-    seq: u64,
+    /// The sequence number of the watched event's position; set under the backlog's lock
+    /// before each registration.
+    seq: AtomicU64,
 }
 
 impl Backlog {
     /// Hands `ticket`'s completion hooks to the backlog: they run once the GPU has passed
     /// `event`. Watches `event` if nothing of its stream is watched yet.
     pub(crate) fn defer(device: &Arc<DeviceShared>, event: EventRef, ticket: TraceTicket) {
-        let this = &device.tracer.backlog;
         let pos = event.pos();
         let start = {
-            let mut streams = crate::sync::lock(&this.streams);
+            let mut streams = crate::sync::lock(&device.tracer.backlog.streams);
             let i = match streams.iter().position(|s| s.stream == pos.stream) {
                 Some(i) => i,
                 None => {
-                    streams.push(StreamBacklog { stream: pos.stream, ..StreamBacklog::default() });
+                    let watch =
+                        Arc::new(Watch { device: Arc::downgrade(device), stream: pos.stream, seq: AtomicU64::new(0) });
+                    streams.push(StreamBacklog { stream: pos.stream, waiting: Vec::new(), watching: false, watch });
                     streams.len() - 1
                 }
             };
             let s = &mut streams[i];
-            let start = !s.watching;
-            s.watching = true;
             s.waiting.push(Waiting { event: event.clone(), ticket });
-            start
+            (!s.watching).then(|| {
+                s.watching = true;
+                s.watch.seq.store(pos.seq, Ordering::Relaxed);
+                s.watch.clone()
+            })
         };
-        if start {
-            Self::watch(device, pos.stream, event);
+        if let Some(watch) = start {
+            watch.register(device, event);
         }
     }
 
-    fn watch(device: &Arc<DeviceShared>, stream: u32, event: EventRef) {
-        let seq = event.pos().seq;
-        let job: Arc<dyn Pending> = Arc::new(Watch { device: device.clone(), stream, seq });
-        if let Err((_, event, job)) = device.completions().register(stream, event, job) {
-            // No completion thread any more (the device shut down): finish here.
-            job.resolve(event.synchronize());
-        }
-    }
-
-    /// Takes the tickets of `stream` at or before `seq` (all of them with `None`), and what to
-    /// watch next, if anything is left.
-    fn take(&self, stream: u32, seq: Option<u64>) -> (Vec<TraceTicket>, Option<EventRef>) {
+    /// Takes the tickets of `stream` at or before `seq` (all of them with `None`), and the
+    /// watch to register again with the event to watch next, if anything is left.
+    fn take(&self, stream: u32, seq: Option<u64>) -> (Vec<TraceTicket>, Option<(Arc<Watch>, EventRef)>) {
         let mut streams = crate::sync::lock(&self.streams);
         let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else { return (Vec::new(), None) };
         let mut done: Vec<Waiting> = Vec::new();
@@ -102,7 +100,21 @@ impl Backlog {
         done.sort_by_key(|w| w.event.pos().seq);
         let next = s.waiting.iter().max_by_key(|w| w.event.pos().seq).map(|w| w.event.clone());
         s.watching = next.is_some();
+        let next = next.map(|ev| {
+            s.watch.seq.store(ev.pos().seq, Ordering::Relaxed);
+            (s.watch.clone(), ev)
+        });
         (done.into_iter().map(|w| w.ticket).collect(), next)
+    }
+}
+
+impl Watch {
+    fn register(self: Arc<Self>, device: &DeviceShared, event: EventRef) {
+        let job: Arc<dyn Pending> = self;
+        if let Err((_, event, job)) = device.completions().register(event.pos().stream, event, job) {
+            // No completion thread any more (the device shut down): finish here.
+            job.resolve(event.synchronize());
+        }
     }
 }
 
@@ -118,10 +130,12 @@ fn complete(tickets: Vec<TraceTicket>, gpu_ok: bool) {
 
 impl Pending for Watch {
     fn resolve(&self, outcome: Result<()>) {
-        let (done, next) = self.device.tracer.backlog.take(self.stream, Some(self.seq));
+        let Some(device) = self.device.upgrade() else { return };
+        let seq = self.seq.load(Ordering::Relaxed);
+        let (done, next) = device.tracer.backlog.take(self.stream, Some(seq));
         complete(done, outcome.is_ok());
-        if let Some(event) = next {
-            Backlog::watch(&self.device, self.stream, event);
+        if let Some((watch, event)) = next {
+            watch.register(&device, event);
         }
     }
 
@@ -135,7 +149,8 @@ impl Pending for Watch {
 
     fn abandon(&self, _waited: Duration) {
         // Shutdown gave up on the GPU: nothing of this stream will be watched again.
-        let (done, _) = self.device.tracer.backlog.take(self.stream, None);
+        let Some(device) = self.device.upgrade() else { return };
+        let (done, _) = device.tracer.backlog.take(self.stream, None);
         complete(done, false);
     }
 }
