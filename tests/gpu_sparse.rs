@@ -579,5 +579,7 @@ fn blocked_ell_spmm_matches_a_dense_product() {
         .map(|p| (0..cols).map(|l| dense[(p % rows) * cols + l] * b[(p / rows) * cols + l] as f64).sum())
         .collect();
     let got: Vec<f64> = dc.download(s).unwrap().iter().map(|&v| v as f64).collect();
-    close(&got, &want, 1e-5, "blocked-ell spmm");
+    // cuSPARSE runs Blocked-ELL SpMM on tensor cores, which round f32 inputs to TF32 (10-bit
+    // mantissa): seen on an H100 as a relative error of 5e-5.
+    close(&got, &want, 1e-3, "blocked-ell spmm");
 }
