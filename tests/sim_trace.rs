@@ -7,8 +7,10 @@ mod common;
 mod timeline;
 
 use common::*;
-use cusched::{Device, Error, GpuSpan, KernelTrace, LaunchRecorder, OpInfo, SimConfig, Timeline, TraceOptions};
-use std::sync::{Arc, Mutex};
+use cusched::{
+    Device, DeviceConfig, Error, GpuSpan, KernelTrace, LaunchRecorder, OpInfo, SimConfig, Timeline, TraceOptions,
+};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 /// One hook call: op id, hook name, what the hook was given.
@@ -157,4 +159,67 @@ fn timeline_json_has_one_group_per_lane_and_no_overlap_on_any_track() {
         assert_eq!(counts[&format!("lane {n}/host: {n}")], 40, "host spans on lane {n}'s thread");
     }
     assert_eq!(timeline.dropped(), 0);
+}
+
+/// A kernel on `s` that runs until `gate` says go (or two minutes pass).
+fn held(device: &Device, s: cusched::StreamId, name: &'static str, gate: mpsc::Receiver<()>) {
+    LaunchRecorder::new_strict(s)
+        .named(name)
+        .launch(device, move |scope| {
+            scope.sim_kernel(move || {
+                gate.recv_timeout(Duration::from_secs(120)).ok();
+            })
+        })
+        .unwrap();
+}
+
+/// The trace backlog watches a stream's ops one event at a time. When the watched op finishes
+/// after shutdown closed the completion thread to new registrations, the watch on the next op
+/// must stay on that thread (which gives up on it after the watchdog), not block it until the
+/// stuck op ends; and every op's completion hooks still run exactly once.
+#[test]
+fn shutdown_gives_up_on_a_stuck_op_in_the_trace_backlog_after_the_watchdog() {
+    let watchdog = Duration::from_millis(200);
+    let d =
+        Device::sim_with(SimConfig::default(), DeviceConfig { watchdog: Some(watchdog), ..DeviceConfig::default() })
+            .unwrap();
+    let s = d.new_stream().unwrap();
+    // Two streams in use: every commit records its event at once (a lazy one would be
+    // recorded when first queried, after `b`, and cover `b` as well).
+    d.upload(d.default_stream(), &[0u8]).unwrap();
+    d.upload(s, &[0u8]).unwrap();
+    let calls = Arc::new(Calls::default());
+    d.set_trace(calls.clone(), TraceOptions::default()).unwrap();
+    let (release_a, gate_a) = mpsc::channel::<()>();
+    let (release_b, gate_b) = mpsc::channel::<()>();
+    // `a` is watched at once; `b` waits in the backlog behind that watch.
+    held(&d, s, "a", gate_a);
+    held(&d, s, "b", gate_b);
+    // On the completion thread, shutdown closes registrations there and then; only after that
+    // does `a` finish, so the backlog's next watch (on `b`) meets a closed gate.
+    let lane = d.lane("x").unwrap();
+    let dev = d.clone();
+    let (stopped_tx, stopped_rx) = mpsc::channel();
+    lane.submit(|_| Ok(())).on_complete(move |_| {
+        dev.shutdown();
+        release_a.send(()).ok();
+        stopped_tx.send(()).ok();
+    });
+    stopped_rx.recv_timeout(Duration::from_secs(60)).expect("the callback runs");
+    drop(lane);
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        d.shutdown();
+        done_tx.send(()).ok();
+    });
+    let returned = done_rx.recv_timeout(Duration::from_secs(60));
+    release_b.send(()).ok();
+    assert!(returned.is_ok(), "shutdown waited for the stuck op instead of giving up after the watchdog");
+    let calls = calls.0.lock().unwrap().clone();
+    let ids: std::collections::BTreeSet<_> = calls.iter().map(|c| c.0).collect();
+    assert_eq!(ids.len(), 2, "two traced ops");
+    for id in ids {
+        let kinds: Vec<_> = calls.iter().filter(|c| c.0 == id).map(|c| c.1).collect();
+        assert_eq!(kinds, ["before_enqueue", "after_enqueue", "before_completion", "after_completion"], "op {id}");
+    }
 }

@@ -44,6 +44,14 @@ pub(crate) trait Pending: Send + Sync {
     fn prompt(&self) -> bool {
         true
     }
+    /// [`resolve`](Self::resolve), for a job that watches a sequence of events (a stream's
+    /// trace backlog): the event to watch next, if any. The thread keeps watching it itself,
+    /// even after shutdown closed the gate to registrations, so that it stays under the
+    /// watchdog and never blocks the thread.
+    fn resolve_then(&self, outcome: Result<()>) -> Option<EventRef> {
+        self.resolve(outcome);
+        None
+    }
 }
 
 enum Msg {
@@ -260,12 +268,18 @@ fn insert_in_order(q: &mut VecDeque<Watched>, w: Watched) {
 }
 
 /// Resolves a job and drops the thread's hold on it, catching any panic of user code in it (a
-/// value's `Drop`, say) so that later deliveries go on.
-fn deliver(w: Watched, outcome: Result<()>) {
-    crate::sync::guarded("delivering a completion", move || {
-        w.job.resolve(outcome);
+/// value's `Drop`, say) so that later deliveries go on. Returns the job again, watching its
+/// next event, if it has one.
+fn deliver(w: Watched, outcome: Result<()>) -> Option<Watched> {
+    let mut again = None;
+    crate::sync::guarded("delivering a completion", || {
+        if let Some(event) = w.job.resolve_then(outcome) {
+            again =
+                Some(Watched { event, job: w.job.clone(), since: Instant::now(), expired: false, prompt: w.prompt });
+        }
         drop(w);
     });
+    again
 }
 
 /// Shortest and longest sleep between two polls once the spin window has passed.
@@ -402,7 +416,10 @@ fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Opt
                 };
                 if let Some(w) = q.pop_front() {
                     progressed |= w.prompt;
-                    deliver(w, outcome);
+                    if let Some(again) = deliver(w, outcome) {
+                        insert_in_order(q, again);
+                        pending += 1;
+                    }
                 }
                 pending -= 1;
             }

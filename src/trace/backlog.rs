@@ -109,12 +109,29 @@ impl Backlog {
 }
 
 impl Watch {
+    /// Hands the watch to the completion thread. Once the device has shut down there is none:
+    /// the caller then waits for the GPU itself, as a refused completion does.
     fn register(self: Arc<Self>, device: &DeviceShared, event: EventRef) {
-        let job: Arc<dyn Pending> = self;
-        if let Err((_, event, job)) = device.completions().register(event.pos().stream, event, job) {
-            // No completion thread any more (the device shut down): finish here.
-            job.resolve(event.synchronize());
+        let job: Arc<dyn Pending> = self.clone();
+        let Err((_, mut event, _)) = device.completions().register(event.pos().stream, event, job) else { return };
+        // Each round takes every ticket up to the event it waited for; what other threads added
+        // meanwhile (nobody else watches while this does) is the next round's.
+        loop {
+            let outcome = event.synchronize();
+            match self.step(device, outcome) {
+                Some((_, next)) => event = next,
+                None => return,
+            }
         }
+    }
+
+    /// Runs the hooks of every ticket at or before the watched event; returns this watch and
+    /// the event it watches next, if any is left.
+    fn step(&self, device: &DeviceShared, outcome: Result<()>) -> Option<(Arc<Watch>, EventRef)> {
+        let seq = self.seq.load(Ordering::Relaxed);
+        let (done, next) = device.tracer.backlog.take(self.stream, Some(seq));
+        complete(done, outcome.is_ok());
+        next
     }
 }
 
@@ -131,12 +148,14 @@ fn complete(tickets: Vec<TraceTicket>, gpu_ok: bool) {
 impl Pending for Watch {
     fn resolve(&self, outcome: Result<()>) {
         let Some(device) = self.device.upgrade() else { return };
-        let seq = self.seq.load(Ordering::Relaxed);
-        let (done, next) = device.tracer.backlog.take(self.stream, Some(seq));
-        complete(done, outcome.is_ok());
-        if let Some((watch, event)) = next {
+        if let Some((watch, event)) = self.step(&device, outcome) {
             watch.register(&device, event);
         }
+    }
+
+    fn resolve_then(&self, outcome: Result<()>) -> Option<EventRef> {
+        let device = self.device.upgrade()?;
+        self.step(&device, outcome).map(|(_, event)| event)
     }
 
     fn expire(&self, _waited: Duration) {
