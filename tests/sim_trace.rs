@@ -223,3 +223,96 @@ fn shutdown_gives_up_on_a_stuck_op_in_the_trace_backlog_after_the_watchdog() {
         assert_eq!(kinds, ["before_enqueue", "after_enqueue", "before_completion", "after_completion"], "op {id}");
     }
 }
+
+thread_local! {
+    /// Set by a launching thread just before its launch: the flag its kernel raises when it runs.
+    static RAN: std::cell::RefCell<Option<Arc<std::sync::atomic::AtomicBool>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Checks that each op's completion hooks run once, in order, and only after its kernel ran.
+#[derive(Default)]
+struct AfterKernel {
+    ran: Mutex<std::collections::HashMap<u64, Arc<std::sync::atomic::AtomicBool>>>,
+    calls: Mutex<std::collections::HashMap<u64, Vec<&'static str>>>,
+    early: std::sync::atomic::AtomicUsize,
+}
+
+impl AfterKernel {
+    fn note(&self, op: &OpInfo, what: &'static str) {
+        self.calls.lock().unwrap().entry(op.id).or_default().push(what);
+    }
+}
+
+impl KernelTrace for AfterKernel {
+    fn before_enqueue(&self, op: &OpInfo) {
+        // Runs on the launching thread, before the kernel is enqueued.
+        let flag = RAN.with(|r| r.borrow().clone()).expect("each launch sets its flag");
+        self.ran.lock().unwrap().insert(op.id, flag);
+        self.note(op, "before_enqueue");
+    }
+    fn after_enqueue(&self, op: &OpInfo) {
+        self.note(op, "after_enqueue");
+    }
+    fn before_completion(&self, op: &OpInfo, _gpu: Option<GpuSpan>) {
+        let ran = self.ran.lock().unwrap().get(&op.id).map(|f| f.load(std::sync::atomic::Ordering::SeqCst));
+        if ran != Some(true) {
+            self.early.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.note(op, "before_completion");
+    }
+    fn after_completion(&self, op: &OpInfo, _gpu: Option<GpuSpan>) {
+        self.note(op, "after_completion");
+    }
+}
+
+/// Threads sharing streams hand their traced ops to the backlog out of sequence order: every
+/// op's completion hooks still run exactly once, in order, and never before its kernel ran.
+#[test]
+fn backlog_hooks_run_once_each_and_only_after_the_kernel_under_load() {
+    bounded(Duration::from_secs(120), || {
+        let d = Device::sim(SimConfig {
+            min_delay: Duration::ZERO,
+            max_delay: Duration::from_micros(50),
+            seed: 11,
+            ..SimConfig::default()
+        })
+        .unwrap();
+        let streams = [d.default_stream(), d.new_stream().unwrap()];
+        let hook = Arc::new(AfterKernel::default());
+        d.set_trace(hook.clone(), TraceOptions::default()).unwrap();
+        let (threads, per_thread) = (4, 250);
+        std::thread::scope(|sc| {
+            for t in 0..threads {
+                let d = &d;
+                sc.spawn(move || {
+                    for i in 0..per_thread {
+                        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                        RAN.with(|r| *r.borrow_mut() = Some(flag.clone()));
+                        let s = streams[(t + i) % 2];
+                        LaunchRecorder::new_strict(s)
+                            .launch(d, move |scope| {
+                                scope.sim_kernel(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+                            })
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let ops = threads * per_thread;
+        let done = || {
+            let calls = hook.calls.lock().unwrap();
+            calls.values().filter(|v| v.len() == 4).count()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while done() < ops && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        d.shutdown();
+        let calls = hook.calls.lock().unwrap();
+        assert_eq!(calls.len(), ops, "every op traced");
+        for (id, kinds) in calls.iter() {
+            assert_eq!(kinds, &["before_enqueue", "after_enqueue", "before_completion", "after_completion"], "op {id}");
+        }
+        assert_eq!(hook.early.load(std::sync::atomic::Ordering::SeqCst), 0, "a completion hook ran before its kernel");
+    });
+}
