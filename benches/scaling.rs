@@ -1,14 +1,18 @@
 //! Scaling: 1, 2, 4 and 8 submitting threads over 1, 2 and 4 lanes, each job one small kernel
 //! launch on its lane's own buffers (no cross-lane fences), every completion waited for. Jobs per
 //! second, next to the same launches made directly with cudarc from the same threads onto as
-//! many streams.
+//! many streams, and next to those launches each followed by one `cuEventRecord`: the event the
+//! contract records per committed launch once several streams are in use, so that row is the
+//! floor of any tracker that keeps it.
 //!
 //! Run from the GPU bundle: `target/gpu-bundle/bin/bench-scaling [jobs]`.
 
 mod common;
 
 use common::*;
-use cusched::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cusched::cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
 use cusched::{Device, GpuRef, Kernel, Lane};
 use std::sync::Arc;
 use std::time::Instant;
@@ -53,9 +57,11 @@ struct RawLane {
     s: Arc<CudaStream>,
     a: CudaSlice<f32>,
     c: CudaSlice<f32>,
+    /// Re-recorded after each launch when the baseline includes the contract's event.
+    ev: CudaEvent,
 }
 
-fn raw(lanes: &[RawLane], f: &CudaFunction, threads: usize, jobs: usize) -> Res<f64> {
+fn raw(lanes: &[RawLane], f: &CudaFunction, threads: usize, jobs: usize, with_event: bool) -> Res<f64> {
     let t = Instant::now();
     std::thread::scope(|sc| -> Res<()> {
         let handles: Vec<_> = (0..threads)
@@ -68,6 +74,9 @@ fn raw(lanes: &[RawLane], f: &CudaFunction, threads: usize, jobs: usize) -> Res<
                         // SAFETY: `add3` takes three float pointers and a length; N floats each.
                         // Concurrent writers of `c` race by design: only host throughput counts.
                         unsafe { b.launch(LaunchConfig::for_num_elems(N)) }?;
+                        if with_event {
+                            l.ev.record(&l.s)?;
+                        }
                     }
                     Ok(())
                 })
@@ -109,25 +118,36 @@ fn main() -> Res<()> {
     let raws: Vec<RawLane> = (0..4)
         .map(|_| -> Res<RawLane> {
             let s = ctx.new_stream()?;
-            Ok(RawLane { a: s.alloc_zeros(N as usize)?, c: s.alloc_zeros(N as usize)?, s })
+            Ok(RawLane { a: s.alloc_zeros(N as usize)?, c: s.alloc_zeros(N as usize)?, ev: ctx.new_event(None)?, s })
         })
         .collect::<Result<_, _>>()?;
     ours(&lanes, &k, 2, 2000)?;
-    raw(&raws, &f, 2, 2000)?;
+    raw(&raws, &f, 2, 2000, false)?;
+    raw(&raws, &f, 2, 2000, true)?;
     println!(
-        "{jobs} jobs of one small launch each; thousands of jobs per second, best of 2 (raw cudarc in parentheses)\n"
+        "{jobs} jobs of one small launch each; thousands of jobs per second, best of 2; in parentheses raw \
+         cudarc launches and our ratio to them, then raw launches each followed by one cuEventRecord and \
+         our ratio to those\n"
     );
     println!("| threads | 1 lane | 2 lanes | 4 lanes |");
     println!("| --- | --- | --- | --- |");
     for threads in [1usize, 2, 4, 8] {
         let mut cells = Vec::new();
         for l in [1usize, 2, 4] {
-            let (mut o, mut r) = (0.0f64, 0.0f64);
+            let (mut o, mut r, mut re) = (0.0f64, 0.0f64, 0.0f64);
             for _ in 0..2 {
                 o = o.max(ours(&lanes[..l], &k, threads, jobs)?);
-                r = r.max(raw(&raws[..l], &f, threads, jobs)?);
+                r = r.max(raw(&raws[..l], &f, threads, jobs, false)?);
+                re = re.max(raw(&raws[..l], &f, threads, jobs, true)?);
             }
-            cells.push(format!("{:.0}k ({:.0}k raw, {:.2})", o / 1e3, r / 1e3, o / r));
+            cells.push(format!(
+                "{:.0}k ({:.0}k raw, {:.2}; {:.0}k raw+event, {:.2})",
+                o / 1e3,
+                r / 1e3,
+                o / r,
+                re / 1e3,
+                o / re
+            ));
         }
         println!("| {threads} | {} |", cells.join(" | "));
     }

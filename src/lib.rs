@@ -7,6 +7,7 @@ mod backend;
 mod completion;
 mod device;
 mod error;
+mod host_cache;
 mod lane;
 mod libs;
 mod memory;
@@ -21,6 +22,7 @@ pub use backend::sim::{FenceMutation, Hazard, HazardKind, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId};
 pub use error::{Error, NumericalFailure, Result};
+pub use host_cache::HostCacheStats;
 pub use lane::{Handles, JobBuilder, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};

@@ -188,3 +188,17 @@ fn every_completion_resolves_once_and_callbacks_keep_stream_order() {
         );
     });
 }
+
+#[test]
+fn wait_all_returns_each_value_in_the_order_given_over_several_streams() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let streams: Vec<StreamId> = (0..3).map(|_| d.new_stream().unwrap()).collect();
+        let mut handles: Vec<Handles> = streams.iter().map(|&s| Handles::new(&d, s).unwrap()).collect();
+        // Interleaved over the streams, so that waiting newest first visits them out of order.
+        let batch: Vec<Completion<u64>> =
+            (0..60u64).map(|seq| op(&mut handles[(seq % 3) as usize], seq, None)).collect();
+        let got: Vec<u64> = cusched::wait_all(batch).into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(got, (0..60).collect::<Vec<u64>>());
+    });
+}

@@ -330,7 +330,24 @@ impl<T> Staging<T> {
 pub(crate) struct Pinned<T> {
     ptr: NonNull<T>,
     len: usize,
+    /// Bytes allocated: `len` elements rounded up to [`pinned_capacity`], so that the block can
+    /// serve a later buffer of the same size class.
+    capacity: usize,
     ctx: Arc<CudaContext>,
+}
+
+/// The bytes actually allocated for a pinned buffer of `bytes`: its size class. Classes are
+/// powers of two up to a page, then a quarter of the enclosing power of two, page-aligned, so
+/// a block kept for reuse serves every size in its class and wastes at most a quarter (or
+/// less than a page).
+pub(crate) fn pinned_capacity(bytes: usize) -> usize {
+    const PAGE: usize = 4096;
+    if bytes <= PAGE {
+        return bytes.next_power_of_two().max(64);
+    }
+    let top = 1usize << (usize::BITS - 1 - bytes.leading_zeros());
+    let step = (top / 4).max(PAGE);
+    bytes.div_ceil(step) * step
 }
 
 /// The memory of one host buffer: pinned on CUDA, a simulated buffer on the simulator.
@@ -348,29 +365,46 @@ unsafe impl<T: Send + Sync> Sync for HostMemory<T> {}
 
 impl<T: Plain> HostMemory<T> {
     /// Allocates `len` elements (`bytes` bytes) in `backend`'s context: zeroed, or a copy of
-    /// `init` (which has `len` elements).
-    pub(crate) fn alloc(backend: &BackendCtx, len: usize, bytes: usize, init: Option<&[T]>) -> Result<Self> {
+    /// `init` (which has `len` elements). On CUDA, `reuse` (a block of this context whose GPU
+    /// uses have all finished) serves instead of a new allocation when it is large enough; one
+    /// that is not is freed.
+    pub(crate) fn alloc(
+        backend: &BackendCtx,
+        len: usize,
+        bytes: usize,
+        init: Option<&[T]>,
+        reuse: Option<PinnedFree>,
+    ) -> Result<Self> {
         match backend {
             BackendCtx::Cuda(ctx) => {
                 if init.is_some_and(|data| data.len() != len) {
                     return Err(Error::invalid("len", "the initial data has another length"));
                 }
-                let ptr = if bytes == 0 {
-                    NonNull::dangling()
+                let (ptr, capacity) = if bytes == 0 {
+                    (NonNull::dangling(), 0)
                 } else {
-                    let ptr = cuda::memory::malloc_host(ctx, bytes)?.cast::<T>();
-                    // SAFETY: 1. `ptr` points to `bytes` fresh bytes no one else references;
-                    // 2. zero is a valid `T` (`Plain` types are `ValidAsZeroBits`); 3. `init` (if
-                    // any) has exactly `len` elements (checked above).
+                    let (raw, capacity) = match reuse {
+                        Some(block) if block.capacity >= bytes => block.into_raw(),
+                        _ => {
+                            let capacity = pinned_capacity(bytes);
+                            (cuda::memory::malloc_host(ctx, capacity)?, capacity)
+                        }
+                    };
+                    let ptr = raw.cast::<T>();
+                    // SAFETY: 1. `ptr` points to `capacity >= bytes` bytes no one else
+                    // references (fresh, or a block whose owner gave it up and whose GPU uses
+                    // have finished); 2. zero is a valid `T` (`Plain` types are
+                    // `ValidAsZeroBits`); 3. `init` (if any) has exactly `len` elements (checked
+                    // above).
                     unsafe {
                         match init {
                             Some(data) => std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), len),
                             None => std::ptr::write_bytes(ptr.as_ptr(), 0, len),
                         }
                     }
-                    ptr
+                    (ptr, capacity)
                 };
-                Ok(HostMemory::Pinned(Pinned { ptr, len, ctx: ctx.clone() }))
+                Ok(HostMemory::Pinned(Pinned { ptr, len, capacity, ctx: ctx.clone() }))
             }
             BackendCtx::Sim(_) => SimMem::try_new(len, bytes, init).map(HostMemory::Sim),
         }
@@ -426,8 +460,8 @@ impl<T> HostMemory<T> {
     /// Called at most once, and the memory is not used after the returned value drops.
     pub(crate) unsafe fn take_free(&self) -> Option<(Arc<CudaContext>, PinnedFree)> {
         match self {
-            HostMemory::Pinned(p) if p.len != 0 && std::mem::size_of::<T>() != 0 => {
-                Some((p.ctx.clone(), PinnedFree(p.ptr.cast::<u8>())))
+            HostMemory::Pinned(p) if p.capacity != 0 => {
+                Some((p.ctx.clone(), PinnedFree { ptr: p.ptr.cast::<u8>(), capacity: p.capacity }))
             }
             _ => None,
         }
@@ -435,20 +469,36 @@ impl<T> HostMemory<T> {
 }
 
 /// A pinned allocation whose drop frees it; dropped with its context bound (the reaper binds
-/// it).
-pub(crate) struct PinnedFree(NonNull<u8>);
+/// it), or handed to a new buffer ([`HostMemory::alloc`]'s `reuse`).
+pub(crate) struct PinnedFree {
+    ptr: NonNull<u8>,
+    capacity: usize,
+}
 
 // SAFETY: the pointer is owned exclusively by this value (its owner gave it up in
-// `take_free`), and only its drop uses it.
+// `take_free`), and only its drop or `into_raw` uses it.
 unsafe impl Send for PinnedFree {}
+
+impl PinnedFree {
+    /// Bytes allocated.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Gives up ownership without freeing: the pointer and its capacity.
+    fn into_raw(self) -> (NonNull<u8>, usize) {
+        let this = std::mem::ManuallyDrop::new(self);
+        (this.ptr, this.capacity)
+    }
+}
 
 impl Drop for PinnedFree {
     fn drop(&mut self) {
         // SAFETY: 1. the pointer came from `malloc_host` in `HostMemory::alloc` and is freed
-        // once, here (`take_free` is called once); 2. whoever drops this has waited for every
-        // GPU use, and the host buffer is gone; 3. the reaper drops this with the allocating
-        // context bound.
-        unsafe { cuda::memory::free_host(self.0) }
+        // once, here (`take_free` is called once per owner, and `into_raw` hands ownership on
+        // without running this); 2. whoever drops this has waited for every GPU use, and the
+        // host buffer is gone; 3. the reaper drops this with the allocating context bound.
+        unsafe { cuda::memory::free_host(self.ptr) }
     }
 }
 

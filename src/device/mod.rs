@@ -17,7 +17,7 @@ use std::time::Duration;
 /// Settings shared by both backends.
 ///
 /// The defaults: `max_streams` 64, `preflight_timeout` 10 s, `spin` 50 µs, no on-disk kernel
-/// cache, no watchdog.
+/// cache, no watchdog, no limit on cached pinned memory.
 ///
 /// ```
 /// use cusched::{Device, DeviceConfig, SimConfig};
@@ -52,6 +52,14 @@ pub struct DeviceConfig {
     /// rather than synchronizing on the event itself. Shutdown, too, gives up on the GPU after
     /// this long (see [`Device::shutdown`]).
     pub watchdog: Option<Duration>,
+    /// Most bytes of pinned host memory kept for reuse after [`HostBuffer`](crate::HostBuffer)s
+    /// drop. Freeing pinned memory (`cuMemFreeHost`) waits until the whole device is idle and
+    /// holds up every other thread's CUDA calls meanwhile, so a dropped buffer's memory is kept
+    /// and serves the next [`Device::alloc_host`] or [`Device::host_from_slice`] of its size
+    /// class (sizes round up by at most a quarter, or to a whole page). Blocks past the limit are freed on the
+    /// reaper thread, with that stall. `None` (the default): no limit; release memory with
+    /// [`Device::trim_host_cache`]. Unused by the simulator, which has no pinned memory.
+    pub host_cache_limit: Option<usize>,
 }
 
 impl Default for DeviceConfig {
@@ -63,6 +71,7 @@ impl Default for DeviceConfig {
             #[cfg(feature = "nvrtc")]
             kernel_cache_dir: None,
             watchdog: None,
+            host_cache_limit: None,
         }
     }
 }
@@ -102,6 +111,8 @@ pub(crate) struct DeviceShared {
     pub tracer: crate::trace::Tracer,
     /// Destroys library handles, plans and pinned memory after the GPU is done with them.
     pub reaper: crate::reaper::Reaper,
+    /// Pinned blocks of dropped host buffers, for reuse.
+    pub host_cache: crate::host_cache::HostCache,
 }
 
 type LaneThread = Arc<Mutex<Option<std::thread::JoinHandle<()>>>>;
@@ -118,7 +129,7 @@ impl DeviceShared {
             return Err(Error::invalid("DeviceConfig::max_streams", "must be at least 1"));
         }
         let streams = (0..config.max_streams).map(|_| OnceLock::new()).collect();
-        let (config_spin, watchdog) = (config.spin, config.watchdog);
+        let (config_spin, watchdog, host_cache_limit) = (config.spin, config.watchdog, config.host_cache_limit);
         let (shutdown_tx, shutdown_rx) = crossbeam_channel::bounded(0);
         let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
         let shared = Arc::new(DeviceShared {
@@ -145,6 +156,7 @@ impl DeviceShared {
             libs: Default::default(),
             tracer: Default::default(),
             reaper: Default::default(),
+            host_cache: crate::host_cache::HostCache::new(host_cache_limit),
         });
         shared.create_stream()?;
         Ok(shared)
@@ -206,6 +218,7 @@ impl DeviceShared {
     fn shutdown(&self) {
         if !self.shut_down.swap(true, Ordering::AcqRel) {
             drop(crate::sync::lock(&self.shutdown_tx).take());
+            self.host_cache.close(&self.reaper);
         }
         if crate::sync::role::on_device_thread() {
             self.completions.stop();

@@ -1,9 +1,11 @@
 //! Pinned host buffers: [`HostBuffer`] and its read and write guards.
 
 use super::{bytes_of, Element};
-use crate::backend::memory::{HostMemory, HostReadView, HostWriteView};
+use crate::backend::memory::{pinned_capacity, HostMemory, HostReadView, HostWriteView};
+use crate::backend::BackendCtx;
 use crate::device::{Device, DeviceShared};
 use crate::error::{Error, Result};
+use crate::host_cache::{HostCacheStats, ParkedBlock};
 use crate::recorder::{Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
 use crate::track::{Access, BufferTrack};
 use std::fmt;
@@ -112,6 +114,20 @@ impl Device {
     pub fn host_from_slice<T: Element>(&self, data: &[T]) -> Result<HostBuffer<T>> {
         HostBuffer::new(&self.shared, data.len(), Some(data))
     }
+
+    /// Frees the pinned memory that dropped host buffers left for reuse (see
+    /// [`DeviceConfig::host_cache_limit`](crate::DeviceConfig::host_cache_limit)) and returns
+    /// how many bytes that is. The frees run on the device's reaper thread, after the copies
+    /// that used each block; each waits until the whole device is idle and holds up other
+    /// threads' CUDA calls meanwhile, so call this between phases of work, not during them.
+    pub fn trim_host_cache(&self) -> usize {
+        self.shared.host_cache.trim(&self.shared.reaper)
+    }
+
+    /// How much pinned memory the device keeps for reuse, and how often host buffers reused it.
+    pub fn host_cache_stats(&self) -> HostCacheStats {
+        self.shared.host_cache.stats()
+    }
 }
 
 impl<T: Element> HostBuffer<T> {
@@ -121,7 +137,13 @@ impl<T: Element> HostBuffer<T> {
             return Err(poisoned);
         }
         let (backend, epoch) = device.backend_epoch();
-        let memory = device.check(HostMemory::alloc(&backend, len, bytes, init), epoch)?;
+        let reuse = match backend {
+            BackendCtx::Cuda(_) if bytes != 0 => {
+                device.host_cache.take(pinned_capacity(bytes), epoch, &device.reaper).map(|parked| parked.block)
+            }
+            _ => None,
+        };
+        let memory = device.check(HostMemory::alloc(&backend, len, bytes, init, reuse), epoch)?;
         let track = BufferTrack::new("host buffer", device.clone(), epoch);
         memory.bind_buffer(track.id.0);
         Ok(HostBuffer { inner: Arc::new(HostInner { track, len, memory }) })
@@ -185,16 +207,14 @@ impl<T> Drop for HostInner<T> {
         // memory after the free: the buffer is gone, and the reaper frees it only after the GPU
         // uses listed below.
         let Some((ctx, free)) = (unsafe { self.memory.take_free() }) else { return };
-        // The free must follow every copy that still uses the memory: the reaper waits for
-        // them, so this thread never blocks. (In a poisoned context nothing runs any more, and
-        // its events only report the poison: there is nothing to wait for.)
+        // Reuse or free must follow every copy that still uses the memory: the cache hands the
+        // block out again only once these events passed, and the reaper frees it only then, so
+        // this thread never blocks. (In a poisoned context nothing runs any more, and its events
+        // only report the poison: there is nothing to wait for.)
         let device = &self.track.device;
-        let after = if self.track.epoch == device.epoch() { self.track.all_uses().into_vec() } else { Vec::new() };
-        device.reaper.defer(crate::reaper::Retired {
-            what: "pinned host memory",
-            after,
-            ctx: Some(ctx),
-            object: Box::new(free),
-        });
+        let current = device.epoch();
+        let after = if self.track.epoch == current { self.track.all_uses().into_vec() } else { Vec::new() };
+        let parked = ParkedBlock { ctx, block: free, epoch: self.track.epoch, after };
+        device.host_cache.put(parked, current, &device.reaper);
     }
 }

@@ -37,6 +37,21 @@ use std::sync::{Arc, Mutex};
 /// bounded when most events are held (many buffers, each holding its last write).
 const PROBES: usize = 32;
 
+/// Process-wide stream indices that keep a done watermark; streams past it always ask the
+/// driver.
+const WATERMARKS: usize = 1024;
+
+/// Per process-wide stream index, the highest sequence number the GPU is known to have passed.
+///
+/// A stream's events are recorded in sequence order (under its slot lock, at commit; a lazy
+/// event later still), so once the event of position `s` is seen done, every position up to `s`
+/// of that stream is done too, and waiting on one of those needs no driver call: waiting on a
+/// batch newest first costs one synchronize per stream. An index passes to a new stream only
+/// after every event naming it is gone, and the new holder's sequence numbers go on after the
+/// old one's, so a mark never covers a position it has not passed. Positions of a replaced
+/// (poisoned) context neither read nor set marks, so their failure still comes from the driver.
+static DONE: [AtomicU64; WATERMARKS] = [const { AtomicU64::new(0) }; WATERMARKS];
+
 /// No stream has committed yet.
 const NO_STREAM: u32 = u32::MAX;
 /// Streams of more than one index have committed.
@@ -303,12 +318,41 @@ impl FenceEvent {
 
     /// Whether the GPU has passed this event.
     pub(crate) fn is_done(&self) -> Result<bool> {
-        self.raw()?.query()
+        if self.known_done() {
+            return Ok(true);
+        }
+        let done = self.raw()?.query()?;
+        if done {
+            self.note_done();
+        }
+        Ok(done)
     }
 
     /// Blocks the calling thread until the GPU has passed this event.
     pub(crate) fn synchronize(&self) -> Result<()> {
-        self.raw()?.synchronize()
+        if self.known_done() {
+            return Ok(());
+        }
+        self.raw()?.synchronize()?;
+        self.note_done();
+        Ok(())
+    }
+
+    /// Whether a later position of the same stream has been seen done (no driver call).
+    fn known_done(&self) -> bool {
+        // Events of a replaced context report its failure from the driver instead.
+        self.pos.seq != 0
+            && !self.context_replaced()
+            && DONE.get(self.pos.stream as usize).is_some_and(|w| self.pos.seq <= w.load(Ordering::Acquire))
+    }
+
+    /// Publishes that the GPU passed this position, and so every earlier one of its stream.
+    fn note_done(&self) {
+        if self.pos.seq != 0 && !self.context_replaced() {
+            if let Some(w) = DONE.get(self.pos.stream as usize) {
+                w.fetch_max(self.pos.seq, Ordering::AcqRel);
+            }
+        }
     }
 }
 
@@ -326,3 +370,6 @@ impl std::fmt::Debug for FenceEvent {
         write!(f, "event(device #{}, stream {}, seq {})", self.device, self.pos.stream, self.pos.seq)
     }
 }
+
+#[cfg(test)]
+mod watermark_tests;
