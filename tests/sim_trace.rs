@@ -316,3 +316,31 @@ fn backlog_hooks_run_once_each_and_only_after_the_kernel_under_load() {
         assert_eq!(hook.early.load(std::sync::atomic::Ordering::SeqCst), 0, "a completion hook ran before its kernel");
     });
 }
+
+#[test]
+fn traced_ops_waiting_for_their_hooks_do_not_hold_their_fence_events() {
+    bounded(Duration::from_secs(60), || {
+        let device = sim();
+        let (s, other) = (device.new_stream().unwrap(), device.new_stream().unwrap());
+        // Two streams commit, so every commit records its event at once.
+        LaunchRecorder::new_strict(other).launch(&device, |_| Ok(())).unwrap();
+        let calls = Arc::new(Calls::default());
+        device.set_trace(calls.clone(), TraceOptions::default()).unwrap();
+        let (open, gate) = mpsc::channel();
+        held(&device, s, "gate", gate);
+        let before = device.events_created();
+        // The stream is held, so none of these ops' hooks can run yet: they all wait in the
+        // backlog. Their events are free for reuse all the same (nothing but the backlog's
+        // newest needs them), so the pool makes only a few.
+        const OPS: usize = 200;
+        for _ in 0..OPS {
+            LaunchRecorder::new_strict(s).named("waiting").launch(&device, |_| Ok(())).unwrap();
+        }
+        let made = device.events_created() - before;
+        open.send(()).unwrap();
+        let settled = calls_settled(&calls, OPS + 1);
+        assert!(made < 20, "{made} events made for {OPS} traced ops waiting on a held stream");
+        let completed = settled.iter().filter(|c| c.1 == "after_completion").count();
+        assert_eq!(completed, OPS + 1, "every op's hooks ran once the stream moved");
+    });
+}

@@ -19,9 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-/// One traced op waiting for the GPU.
+/// One traced op waiting for the GPU: its position's sequence number on the stream. Only the
+/// stream's newest event is kept (in [`StreamBacklog::newest`]): holding each op's event would
+/// keep the stream from refilling its recent events in place and fill the device's event slab
+/// while the hooks wait.
 struct Waiting {
-    event: EventRef,
+    seq: u64,
     ticket: TraceTicket,
 }
 
@@ -31,6 +34,9 @@ struct StreamBacklog {
     /// In commit order, except that two threads sharing a stream can hand their ops in out of
     /// sequence order: everything is selected by position, never by place.
     waiting: Vec<Waiting>,
+    /// The event of the highest position handed in while anything waits: it covers every
+    /// waiting op, so it is what the next watch watches.
+    newest: Option<EventRef>,
     /// The completion thread watches an event of this stream for the backlog.
     watching: bool,
     /// The stream's one watch, registered again for each event watched (never twice at once).
@@ -66,19 +72,29 @@ impl Backlog {
                 None => {
                     let watch =
                         Arc::new(Watch { device: Arc::downgrade(device), stream: pos.stream, seq: AtomicU64::new(0) });
-                    streams.push(StreamBacklog { stream: pos.stream, waiting: Vec::new(), watching: false, watch });
+                    streams.push(StreamBacklog {
+                        stream: pos.stream,
+                        waiting: Vec::new(),
+                        newest: None,
+                        watching: false,
+                        watch,
+                    });
                     streams.len() - 1
                 }
             };
             let s = &mut streams[i];
-            s.waiting.push(Waiting { event: event.clone(), ticket });
-            (!s.watching).then(|| {
+            s.waiting.push(Waiting { seq: pos.seq, ticket });
+            let start = (!s.watching).then(|| {
                 s.watching = true;
                 s.watch.seq.store(pos.seq, Ordering::Relaxed);
-                s.watch.clone()
-            })
+                (s.watch.clone(), event.clone())
+            });
+            if s.newest.as_ref().is_none_or(|newest| newest.pos().seq < pos.seq) {
+                s.newest = Some(event);
+            }
+            start
         };
-        if let Some(watch) = start {
+        if let Some((watch, event)) = start {
             watch.register(device, event);
         }
     }
@@ -91,14 +107,20 @@ impl Backlog {
         let mut done: Vec<Waiting> = Vec::new();
         let mut i = 0;
         while i < s.waiting.len() {
-            if seq.is_none_or(|seq| s.waiting[i].event.pos().seq <= seq) {
+            if seq.is_none_or(|seq| s.waiting[i].seq <= seq) {
                 done.push(s.waiting.swap_remove(i));
             } else {
                 i += 1;
             }
         }
-        done.sort_by_key(|w| w.event.pos().seq);
-        let next = s.waiting.iter().max_by_key(|w| w.event.pos().seq).map(|w| w.event.clone());
+        done.sort_by_key(|w| w.seq);
+        // Whatever still waits lies after `seq`, and the newest event covers all of it.
+        let next = if s.waiting.is_empty() {
+            s.newest = None;
+            None
+        } else {
+            s.newest.clone()
+        };
         s.watching = next.is_some();
         let next = next.map(|ev| {
             s.watch.seq.store(ev.pos().seq, Ordering::Relaxed);
