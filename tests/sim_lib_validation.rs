@@ -5,58 +5,17 @@
 #![cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]
 
 mod common;
-use common::*;
+use common::fixture::{fx, rejects};
+#[cfg(feature = "cublas")]
+use common::{fixture::Fx, sim};
 #[cfg(feature = "cublas")]
 use cusched::blas::{BatchStrides, Fill, Geam, Gemm, GemmBatched, Gemv, Side, Syrk, Transpose, Trsm, Vector};
 #[cfg(feature = "cufft")]
 use cusched::fft::{DataLayout, Direction, FftLayout};
 #[cfg(feature = "curand")]
 use cusched::rng::{Generator, Seed};
-use cusched::{Device, Error, GpuRef, Handles, Result, StreamId};
-
-struct Fx {
-    device: Device,
-    // Only the cuBLAS checks use a second device.
-    #[cfg_attr(not(feature = "cublas"), allow(dead_code))]
-    other: Device,
-    s: StreamId,
-    h: Handles,
-}
-
-fn fx() -> Fx {
-    let device = sim();
-    let s = device.new_stream().unwrap();
-    let h = Handles::new(&device, s).unwrap();
-    Fx { other: sim(), device, s, h }
-}
-
-impl Fx {
-    fn buf<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
-        self.device.alloc_zeros::<T>(self.s, n).unwrap()
-    }
-    #[cfg_attr(not(feature = "cublas"), allow(dead_code))]
-    fn foreign<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
-        let s = self.other.default_stream();
-        self.other.alloc_zeros::<T>(s, n).unwrap()
-    }
-}
-
-/// Runs `op` and checks it fails with `InvalidArgument` naming `arg` (or, for `arg` starting
-/// with `!`, the error kind named), and that the device recorded no event and queued no wait.
-#[track_caller]
-fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
-    let before = fx.device.stats();
-    let got = op(fx);
-    match (&got, arg) {
-        (Err(Error::InvalidArgument { arg: a, .. }), _) if *a == arg => {}
-        (Err(Error::ForeignDevice { what, .. }), "!foreign") if what.contains("argument") => {}
-        (Err(Error::Stale { what, .. }), "!stale") if what.contains("argument") => {}
-        (Err(Error::LibraryUnavailable { .. }), "!unavailable") => {}
-        _ => panic!("expected a rejection of `{arg}`, got {got:?}"),
-    }
-    let after = fx.device.stats();
-    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
-}
+#[cfg(feature = "cublas")]
+use cusched::{Error, GpuRef, Result};
 
 #[test]
 #[cfg(feature = "cublas")]

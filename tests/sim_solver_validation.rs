@@ -4,52 +4,14 @@
 #![cfg(feature = "cusolver")]
 
 mod common;
-use common::*;
+use common::fixture::{fx, rejects};
 use cusched::solver::{
     Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr,
     Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
 };
-use cusched::{Complex, Device, Error, GpuRef, Handles, Result, StreamId};
-
-struct Fx {
-    device: Device,
-    other: Device,
-    s: StreamId,
-    h: Handles,
-}
-
-fn fx() -> Fx {
-    let device = sim();
-    let s = device.new_stream().unwrap();
-    let h = Handles::new(&device, s).unwrap();
-    Fx { other: sim(), device, s, h }
-}
-
-impl Fx {
-    fn buf<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
-        self.device.alloc_zeros::<T>(self.s, n).unwrap()
-    }
-    fn foreign<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
-        let s = self.other.default_stream();
-        self.other.alloc_zeros::<T>(s, n).unwrap()
-    }
-}
+use cusched::{Complex, Error, GpuRef};
 
 #[track_caller]
-fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
-    let before = fx.device.stats();
-    let got = op(fx);
-    match (&got, arg) {
-        (Err(Error::InvalidArgument { arg: a, .. }), _) if *a == arg => {}
-        (Err(Error::ForeignDevice { what, .. }), "!foreign") if what.contains("argument") => {}
-        (Err(Error::Stale { what, .. }), "!stale") if what.contains("argument") => {}
-        (Err(Error::LibraryUnavailable { .. }), "!unavailable") => {}
-        _ => panic!("expected a rejection of `{arg}`, got {got:?}"),
-    }
-    let after = fx.device.stats();
-    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
-}
-
 fn potrf<'a, T: cusched::solver::SolverElement>(n: usize, a: &'a GpuRef<T>, lda: Option<usize>) -> Potrf<'a, T> {
     Potrf { fill: Fill::Lower, n, a, lda }
 }

@@ -4,35 +4,11 @@
 #![cfg(feature = "cusparse")]
 
 mod common;
-use common::*;
+use common::fixture::{fx, rejects, Fx};
 use cusched::sparse::{DenseMatrix, Fill, SparseMatrix, SparseVector, Transpose, Triangle};
-use cusched::{Device, Error, GpuRef, Handles, Result, StreamId};
-
-struct Fx {
-    device: Device,
-    other: Device,
-    s: StreamId,
-    h: Handles,
-}
-
-fn fx() -> Fx {
-    let device = sim();
-    let s = device.new_stream().unwrap();
-    let h = Handles::new(&device, s).unwrap();
-    Fx { other: sim(), device, s, h }
-}
+use cusched::{Error, GpuRef, Result};
 
 impl Fx {
-    fn buf<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
-        self.device.alloc_zeros::<T>(self.s, n).unwrap()
-    }
-    fn foreign<T: cusched::Element>(&self, n: usize) -> GpuRef<T> {
-        let s = self.other.default_stream();
-        self.other.alloc_zeros::<T>(s, n).unwrap()
-    }
-    fn upload<T: cusched::Element>(&self, v: &[T]) -> GpuRef<T> {
-        self.device.upload(self.s, v).unwrap()
-    }
     /// A 3x4 CSR matrix with 5 nonzeros.
     fn csr(&self) -> SparseMatrix<f64> {
         let offsets = self.upload(&[0i32, 2, 2, 5]);
@@ -62,23 +38,6 @@ impl Fx {
     fn spvec(&self) -> SparseVector<f64> {
         SparseVector::new(5, 2, &self.upload(&[1i32, 3]), &self.upload(&[1.0f64, 2.0])).unwrap()
     }
-}
-
-/// Runs `op` and checks it fails with `InvalidArgument` naming `arg` (or, for `arg` starting
-/// with `!`, the error kind named), and that the device recorded no event and queued no wait.
-#[track_caller]
-fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
-    let before = fx.device.stats();
-    let got = op(fx);
-    match (&got, arg) {
-        (Err(Error::InvalidArgument { arg: a, .. }), _) if *a == arg => {}
-        (Err(Error::ForeignDevice { what, .. }), "!foreign") if what.contains("argument") => {}
-        (Err(Error::Stale { what, .. }), "!stale") if what.contains("argument") => {}
-        (Err(Error::LibraryUnavailable { .. }), "!unavailable") => {}
-        _ => panic!("expected a rejection of `{arg}`, got {got:?}"),
-    }
-    let after = fx.device.stats();
-    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
 }
 
 #[track_caller]

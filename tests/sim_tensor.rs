@@ -4,51 +4,17 @@
 #![cfg(feature = "cutensor")]
 
 mod common;
+use common::fixture::{fx, Fx};
 use common::*;
 use cusched::tensor::{Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorRef};
-use cusched::{Device, Error, GpuRef, Handles, Result, StreamId};
+use cusched::{Error, GpuRef, Result};
 
-struct Fx {
-    device: Device,
-    other: Device,
-    s: StreamId,
-    h: Handles,
-}
-
-fn fx() -> Fx {
-    let device = sim();
-    let s = device.new_stream().unwrap();
-    let h = Handles::new(&device, s).unwrap();
-    Fx { other: sim(), device, s, h }
-}
-
-impl Fx {
-    fn buf(&self, n: usize) -> GpuRef<f32> {
-        self.device.alloc_zeros::<f32>(self.s, n).unwrap()
-    }
-    fn foreign(&self, n: usize) -> GpuRef<f32> {
-        let s = self.other.default_stream();
-        self.other.alloc_zeros::<f32>(s, n).unwrap()
-    }
-}
-
-/// Runs `op` and checks it fails with `InvalidArgument` naming `arg` (or, for `arg` starting
-/// with `!`, the error kind named), and that the device recorded no event and queued no wait.
+/// [`common::fixture::rejects`], and a missing library is named.
 #[track_caller]
 fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
-    let before = fx.device.stats();
-    let got = op(fx);
-    match (&got, arg) {
-        (Err(Error::InvalidArgument { arg: a, .. }), _) if *a == arg => {}
-        (Err(Error::ForeignDevice { what, .. }), "!foreign") if what.contains("argument") => {}
-        (Err(Error::Stale { what, .. }), "!stale") if what.contains("argument") => {}
-        (Err(e @ Error::LibraryUnavailable { .. }), "!unavailable") => {
-            assert!(e.to_string().contains("libcutensor.so.2"), "{e}");
-        }
-        _ => panic!("expected a rejection of `{arg}`, got {got:?}"),
+    if let Err(e @ Error::LibraryUnavailable { .. }) = common::fixture::rejection(fx, arg, op) {
+        assert!(e.to_string().contains("libcutensor.so.2"), "{e}");
     }
-    let after = fx.device.stats();
-    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
 }
 
 fn t<'a>(buf: &'a GpuRef<f32>, extents: &[usize]) -> TensorRef<'a, f32> {

@@ -1,6 +1,7 @@
 //! Helpers shared by the test suites.
 #![allow(dead_code)]
 
+pub mod fixture;
 #[cfg(feature = "nvrtc")]
 pub mod slow;
 
