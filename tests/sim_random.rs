@@ -360,12 +360,14 @@ fn random_op(w: &World, rng: &mut Rng, p: &mut Private, shared_ok: bool) -> cusc
         5 if p.dev.len() > 1 => {
             let (b, model) = p.dev.swap_remove(rng.below(p.dev.len() as u64) as usize);
             if rng.below(2) == 0 {
+                jobs_done(p)?;
                 check_data(w, &b.download(s)?, &model, &format!("{b:?} before its free"));
             }
             drop(b);
         }
         6 if !p.dev.is_empty() => {
             let i = rng.below(p.dev.len() as u64) as usize;
+            jobs_done(p)?;
             check_data(w, &p.dev[i].0.download(s)?, &p.dev[i].1, &format!("{:?}", p.dev[i].0));
         }
         7 if p.dev.len() > 1 => {
@@ -400,6 +402,7 @@ fn random_op(w: &World, rng: &mut Rng, p: &mut Private, shared_ok: bool) -> cusc
                     p.dev[i].1 = p.host[h].1.clone();
                 }
                 2 => {
+                    jobs_done(p)?;
                     let got = p.host[h].0.read()?.to_vec();
                     check_data(w, &got, &p.host[h].1, &format!("{:?}", p.host[h].0));
                 }
@@ -416,11 +419,19 @@ fn random_op(w: &World, rng: &mut Rng, p: &mut Private, shared_ok: bool) -> cusc
     Ok(())
 }
 
-/// Checks every buffer of `p` against its model, waits for its lane jobs, and frees it all.
-fn settle(w: &World, p: &mut Private) -> cusched::Result<()> {
+/// Waits for the thread's lane jobs, so that a check sees their failures before their data:
+/// `wait_committed` does not report a job's outcome, and a job racing the rebuild can fail
+/// (and leave its buffers unchanged) while the buffers stay usable in the new context.
+fn jobs_done(p: &mut Private) -> cusched::Result<()> {
     for job in p.jobs.drain(..) {
         job.wait()?;
     }
+    Ok(())
+}
+
+/// Checks every buffer of `p` against its model, waits for its lane jobs, and frees it all.
+fn settle(w: &World, p: &mut Private) -> cusched::Result<()> {
+    jobs_done(p)?;
     for (b, model) in &p.dev {
         check_data(w, &b.download(w.streams[0])?, model, &format!("{b:?}"));
     }
