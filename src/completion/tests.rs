@@ -92,6 +92,61 @@ fn the_completion_thread_backs_off_while_the_gpu_is_busy() {
     assert!(rx.recv_timeout(LIMIT).unwrap());
 }
 
+/// A job that is not prompt (as a trace backlog's watch): it notes when it was resolved.
+struct Lazy(mpsc::Sender<Instant>);
+
+impl super::Pending for Lazy {
+    fn resolve(&self, _outcome: crate::Result<()>) {
+        let _ = self.0.send(Instant::now());
+    }
+    fn expire(&self, _waited: Duration) {}
+    fn abandon(&self, _waited: Duration) {}
+    fn prompt(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_job_that_is_not_prompt_is_queried_once_per_lazy_poll_only() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    warm_and_park(&d, &mut h);
+    let ev = d.shared.record(s).unwrap();
+    ev.synchronize().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let registered = Instant::now();
+    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(tx));
+    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    // The event is already done, yet the first query waits out the lazy interval: a lower
+    // bound, which load cannot break.
+    let resolved = rx.recv_timeout(LIMIT).unwrap();
+    assert!(
+        resolved.duration_since(registered) >= super::thread::LAZY_POLL,
+        "a lazy job was resolved {:?} after its registration",
+        resolved.duration_since(registered)
+    );
+}
+
+#[test]
+fn a_prompt_job_behind_a_lazy_one_still_gets_its_query() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    warm_and_park(&d, &mut h);
+    let ev = d.shared.record(s).unwrap();
+    let (lazy_tx, lazy_rx) = mpsc::channel();
+    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(lazy_tx));
+    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    // A prompt completion behind it on the same stream: the lazy front is queried for it, and
+    // both resolve in that pass, the lazy one first (a stream's events finish in order).
+    let (tx, rx) = mpsc::channel();
+    h.run(|_| Ok(())).on_complete(move |_| tx.send(Instant::now()).unwrap());
+    let prompt_at = rx.recv_timeout(LIMIT).unwrap();
+    let lazy_at = lazy_rx.recv_timeout(LIMIT).unwrap();
+    assert!(lazy_at <= prompt_at, "the prompt job was resolved before the lazy one ahead of it");
+}
+
 /// An op enqueued on `s` whose kernel waits for `gate` (if any), with a completion made the way
 /// an op on the caller's thread makes it: no keep-alives, no trace, so held in place.
 fn local_op(d: &Device, s: crate::StreamId, gate: Option<mpsc::Receiver<()>>, v: u32) -> Completion<u32> {

@@ -8,7 +8,9 @@
 //! stream at a time, the newest in the backlog when the watch starts: one stream's work
 //! finishes in order, so once the GPU has passed that event, every ticket at or before its
 //! position is done. Hooks may so run a little after the GPU finished the op (at most one
-//! watch later), which they allow: they only promise to run after it.
+//! watch later), which they allow: they only promise to run after it. The completion thread
+//! queries a backlog's event once a millisecond at most (`LAZY_POLL` of the completion thread):
+//! queries made while other threads enqueue contend with them inside the driver.
 
 use super::TraceTicket;
 use crate::completion::Pending;
@@ -101,20 +103,30 @@ impl Backlog {
 
     /// Takes the tickets of `stream` at or before `seq` (all of them with `None`), and the
     /// watch to register again with the event to watch next, if anything is left.
+    ///
+    /// Threads enqueueing on the stream hand tickets in under the same lock meanwhile, so it is
+    /// held only to swap lists: the tickets are sorted out between the two short holds. Nobody
+    /// else takes from this stream meanwhile (its one watch is with the caller), and `watching`
+    /// stays set, so no one starts a second watch.
     fn take(&self, stream: u32, seq: Option<u64>) -> (Vec<TraceTicket>, Option<(Arc<Watch>, EventRef)>) {
-        let mut streams = crate::sync::lock(&self.streams);
-        let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else { return (Vec::new(), None) };
-        let mut done: Vec<Waiting> = Vec::new();
-        let mut i = 0;
-        while i < s.waiting.len() {
-            if seq.is_none_or(|seq| s.waiting[i].seq <= seq) {
-                done.push(s.waiting.swap_remove(i));
-            } else {
-                i += 1;
-            }
-        }
+        let all = {
+            let mut streams = crate::sync::lock(&self.streams);
+            let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else { return (Vec::new(), None) };
+            std::mem::take(&mut s.waiting)
+        };
+        let (mut done, later): (Vec<Waiting>, Vec<Waiting>) =
+            all.into_iter().partition(|w| seq.is_none_or(|seq| w.seq <= seq));
         done.sort_by_key(|w| w.seq);
+        let mut streams = crate::sync::lock(&self.streams);
+        let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else {
+            return (done.into_iter().map(|w| w.ticket).collect(), None);
+        };
         // Whatever still waits lies after `seq`, and the newest event covers all of it.
+        if s.waiting.is_empty() {
+            s.waiting = later;
+        } else {
+            s.waiting.extend(later);
+        }
         let next = if s.waiting.is_empty() {
             s.newest = None;
             None
@@ -126,6 +138,7 @@ impl Backlog {
             s.watch.seq.store(ev.pos().seq, Ordering::Relaxed);
             (s.watch.clone(), ev)
         });
+        drop(streams);
         (done.into_iter().map(|w| w.ticket).collect(), next)
     }
 }
