@@ -19,6 +19,12 @@
 //! and commit around an empty enqueue; + the enqueue closure's own work without the launch;
 //! the full path), each a row of the same run, so that the gap to (a) is explained in numbers.
 //!
+//! A second table shows, per row, what the process's other threads did meanwhile (from
+//! `/proc`): the completion threads' CPU time and wake-ups per op, and how often the enqueuing
+//! thread blocked or was preempted, to tell more work on the op path from contention with them.
+//! The typed launch is broken down the same way: its declarations alone, then the whole launch,
+//! each next to the recorder's piece.
+//!
 //! Host time is the enqueue loop only: batches of 256 ops (below the driver's queue depth, so a
 //! launch never blocks on the GPU), synchronized between batches, median over batches.
 //!
@@ -26,6 +32,7 @@
 
 mod common;
 
+use common::threads::ThreadSample;
 use common::*;
 use cusched::cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use cusched::{Device, GpuRef, KernelTrace, LaunchRecorder, StreamId, TraceOptions};
@@ -184,6 +191,10 @@ enum Piece {
     Full,
     /// Only the enqueue closure's work of `Args` (no recorder): its own cost.
     ArgsAlone,
+    /// A typed launch with its three buffers and scalar declared, dropped unenqueued.
+    TypedDeclares,
+    /// The whole typed launch, as (c').
+    TypedFull,
 }
 
 fn piece_batch(o: &Ours, stream: StreamId, piece: Piece) -> Res<f64> {
@@ -217,6 +228,17 @@ fn piece_batch(o: &Ours, stream: StreamId, piece: Piece) -> Res<f64> {
             }
             Piece::Full => recorder_launch(d, stream, f, a, b, c)?,
             Piece::ArgsAlone => args(&raw_stream)?,
+            Piece::TypedDeclares | Piece::TypedFull => {
+                let launch =
+                    o.kernel.launch(d, stream, LaunchConfig::for_num_elems(N)).read(a).read(b).write(c).scalar(N);
+                if matches!(piece, Piece::TypedFull) {
+                    // SAFETY: as in `Ours::batch`: add3 reads a and b and writes c, indices below
+                    // N, three float pointers and an unsigned, as declared.
+                    unsafe { launch.enqueue() }?;
+                } else {
+                    std::hint::black_box(launch);
+                }
+            }
         }
     }
     let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
@@ -233,6 +255,8 @@ fn breakdown(ours1: &Ours, ours: &Ours, raw: &mut Raw, batches: usize) -> Res<()
         (Piece::Args, "+ stream, 3 slices, context bind (no launch)"),
         (Piece::Full, "full path (launch included)"),
         (Piece::ArgsAlone, "stream, 3 slices, context bind alone"),
+        (Piece::TypedDeclares, "typed: launch + 3 declares + scalar, dropped"),
+        (Piece::TypedFull, "typed: full launch (completion dropped)"),
     ];
     let mut raw_samples = Vec::new();
     let mut samples = vec![[Vec::new(), Vec::new()]; pieces.len()];
@@ -257,19 +281,26 @@ fn breakdown(ours1: &Ours, ours: &Ours, raw: &mut Raw, batches: usize) -> Res<()
     );
     println!("| piece | one-stream device (lazy) | step | several streams (eager) | step |");
     println!("| --- | --- | --- | --- | --- |");
+    let meds: Vec<[f64; 2]> = samples.iter_mut().map(|[one, two]| [median(one), median(two)]).collect();
+    let of = |p: fn(&Piece) -> bool| pieces.iter().position(|(q, _)| p(q)).map_or([f64::NAN; 2], |i| meds[i]);
     let mut prev = [0.0, 0.0];
     for (i, (piece, label)) in pieces.iter().enumerate() {
-        let m = [median(&mut samples[i][0]), median(&mut samples[i][1])];
-        let step = |col: usize| match piece {
-            Piece::ArgsAlone => "".to_string(),
-            _ => format!("{:+.0} ns", (m[col] - prev[col]) * 1e9),
+        let m = meds[i];
+        // Each piece adds to the one before; the typed pieces compare with the recorder's.
+        let reference = match piece {
+            Piece::ArgsAlone => None,
+            Piece::TypedDeclares => Some(of(|p| matches!(p, Piece::Declares))),
+            Piece::TypedFull => Some(of(|p| matches!(p, Piece::Full))),
+            _ => Some(prev),
         };
+        let step = |col: usize| reference.map_or_else(String::new, |r| format!("{:+.0} ns", (m[col] - r[col]) * 1e9));
         println!("| {label} | {} | {} | {} | {} |", ns(m[0]), step(0), ns(m[1]), step(1));
-        if !matches!(piece, Piece::ArgsAlone) {
+        if !matches!(piece, Piece::ArgsAlone | Piece::TypedDeclares | Piece::TypedFull) {
             prev = m;
         }
     }
-    println!("\n(full path) - (a) is the tracker's share; (+ preflight + commit) - (declares) its commit-side part.");
+    println!("\n(full path) - (a) is the tracker's share; (+ preflight + commit) - (declares) its commit-side part;");
+    println!("the typed rows' steps are against the recorder's declares and full path.");
     Ok(())
 }
 
@@ -338,19 +369,23 @@ fn main() -> Res<()> {
         (Row::Hook, "(e) (c) with a KernelTrace hook"),
     ];
     let mut samples = vec![[Vec::new(), Vec::new()]; rows.len()];
+    let mut threads = vec![[ThreadSample::default(); 2]; rows.len()];
     // Events recorded and waits queued per op, for the cusched rows.
     let mut calls = vec![[(0.0, 0.0); 2]; rows.len()];
     for streams in [1usize, 2] {
         let lanes: &[cusched::Lane] = if streams == 1 { &lanes1 } else { &lanes2 };
         for round in 0..batches + 3 {
             let warm = round < 3;
-            // Interleaved, so clocks and caches treat every variant alike.
-            for (i, &(row, _)) in rows.iter().enumerate() {
+            // Interleaved, so clocks and caches treat every variant alike, and each round starts
+            // at the next row, so that no row always runs right after the same other one.
+            for i in (0..rows.len()).map(|k| (k + round) % rows.len()) {
+                let row = rows[i].0;
                 if row == Row::OursOneStream && streams == 2 {
                     continue;
                 }
                 let dev = if row == Row::OursOneStream { &ours1.device } else { &device };
                 let before = dev.stats();
+                let threads_before = ThreadSample::now();
                 let t = match row {
                     Row::Raw => untracked.batch(streams, false)?,
                     Row::RawRecord => untracked.batch(streams, true)?,
@@ -366,9 +401,11 @@ fn main() -> Res<()> {
                         t?
                     }
                 };
+                let threads_after = ThreadSample::now();
                 let after = dev.stats();
                 if !warm {
                     samples[i][streams - 1].push(t);
+                    threads[i][streams - 1].add(&threads_after.since(&threads_before));
                     let n = BATCH as f64;
                     calls[i][streams - 1] =
                         ((after.recorded - before.recorded) as f64 / n, (after.waits - before.waits) as f64 / n);
@@ -403,6 +440,16 @@ fn main() -> Res<()> {
             None => "n/a | n/a".to_string(),
         };
         println!("| {label} | {} | {} |", cell(0), cell(1));
+    }
+    let ops = (batches * BATCH) as u64;
+    println!("\nother threads during the enqueue loops, per op: completion threads' CPU time, their wake-ups / the enqueuing thread blocked, preempted\n");
+    println!("| path | 1 stream | 2 streams |");
+    println!("| --- | --- | --- |");
+    for (i, (row, label)) in rows.iter().enumerate() {
+        let cell = |col: usize| if med[i][col].is_some() { threads[i][col].per_op(ops) } else { "n/a".to_string() };
+        if *row != Row::Raw && *row != Row::RawTracked {
+            println!("| {label} | {} | {} |", cell(0), cell(1));
+        }
     }
     // The budgets, each against its own reference row of this run.
     let budgets = [

@@ -2,6 +2,8 @@
 //! `block_on`, and raw cudarc setup for the side-by-side baselines.
 #![allow(dead_code)]
 
+pub mod threads;
+
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
