@@ -99,15 +99,29 @@ impl<R> Launched<R> {
     /// device's trace backlog, so the completion hooks still run when the GPU finishes.
     pub(crate) fn untracked(self, device: &Device) -> (R, Option<EventRef>) {
         if let Some(trace) = self.trace {
-            match &self.event {
-                Some(event) => crate::trace::Backlog::defer(&device.shared, event.clone(), trace),
-                None => {
-                    let span = trace.completing(true);
-                    trace.completed(span);
-                }
-            }
+            hand_to_backlog(device, trace, self.event.clone());
         }
         (self.value, self.event)
+    }
+
+    /// [`untracked`](Self::untracked), for a caller that has no use for the event: the backlog
+    /// takes it as it is.
+    pub(crate) fn into_value(self, device: &Device) -> R {
+        if let Some(trace) = self.trace {
+            hand_to_backlog(device, trace, self.event);
+        }
+        self.value
+    }
+}
+
+/// Runs `trace`'s completion hooks once the GPU has passed `event` (at once without one).
+fn hand_to_backlog(device: &Device, trace: TraceTicket, event: Option<EventRef>) {
+    match event {
+        Some(event) => crate::trace::Backlog::defer(&device.shared, event, trace),
+        None => {
+            let span = trace.completing(true);
+            trace.completed(span);
+        }
     }
 }
 
@@ -317,7 +331,7 @@ impl LaunchRecorder {
     /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
     /// [`commit`](Preflighted::commit) calls.
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
-        self.launch_event(device, enqueue).map(|l| l.untracked(device).0)
+        self.launch_event(device, enqueue).map(|l| l.into_value(device))
     }
 
     /// The one launch path under every op: trace, preflight, enqueue, commit.

@@ -8,6 +8,7 @@ use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A stream of one device. Only [`crate::Device::new_stream`] and
@@ -84,6 +85,9 @@ pub(crate) struct StreamSlot {
     /// The lane that owns the stream, for traces; a dropped lane's stream passes to a later
     /// lane. Read only while tracing.
     lane: Mutex<Option<Arc<str>>>,
+    /// Whether `lane` is set: a traced op on a stream no lane owns (every inline op) then
+    /// skips the lock. The name is informational, so a trace racing `set_lane` may see either.
+    has_lane: AtomicBool,
 }
 
 impl StreamSlot {
@@ -110,17 +114,23 @@ impl StreamSlot {
                 recent: SmallVec::new(),
             }),
             lane: Mutex::new(None),
+            has_lane: AtomicBool::new(false),
             index,
         }
     }
 
     /// The lane that owns the stream now, if a lane does.
     pub(crate) fn lane(&self) -> Option<Arc<str>> {
+        if !self.has_lane.load(Ordering::Acquire) {
+            return None;
+        }
         crate::sync::lock(&self.lane).clone()
     }
 
     pub(crate) fn set_lane(&self, lane: Option<Arc<str>>) {
-        *crate::sync::lock(&self.lane) = lane;
+        let mut held = crate::sync::lock(&self.lane);
+        self.has_lane.store(lane.is_some(), Ordering::Release);
+        *held = lane;
     }
 
     /// The process-wide index (not the per-device `id.index`): the `stream` of its positions.
