@@ -57,7 +57,9 @@ pub struct GpuSpan {
 /// op exists). `before_completion` and `after_completion` run on whichever thread first sees
 /// the GPU finish the op (the completion thread, or a thread in [`crate::Completion::wait`]):
 /// before the op's completion publishes its value, drops its keep-alives and wakes waiters,
-/// and after. Hooks must be quick and must not block on the GPU.
+/// and after. For an op that returns no completion (a recorder launch, an upload, a copy) the
+/// completion thread runs them in batches, within about a millisecond after the GPU finished
+/// the op and never before. Hooks must be quick and must not block on the GPU.
 ///
 /// ```
 /// use cusched::{Device, KernelTrace, OpInfo, SimConfig, TraceOptions};

@@ -99,6 +99,22 @@ fn no_hook_no_calls_and_clear_stops_tracing() {
     assert!(calls.iter().all(|c| c.3.is_none()), "no GPU timing asked for, none given");
 }
 
+/// A traced op without a completion that faults the context: the completion thread that sees
+/// the fault through the op's backlog classifies it, as it would a completion's, so the device
+/// moves to a new context without waiting for the next op to find the poison.
+#[test]
+fn a_fault_seen_through_the_trace_backlog_poisons_and_rebuilds_the_context() {
+    let device = sim();
+    let calls = Arc::new(Calls::default());
+    device.set_trace(calls.clone(), TraceOptions::default()).unwrap();
+    let generation = device.generation();
+    LaunchRecorder::new_strict(device.default_stream()).named("faults").launch(&device, |s| s.sim_fault()).unwrap();
+    let calls = calls_settled(&calls, 1);
+    assert_eq!(calls.len(), 4, "the faulting op's hooks ran");
+    assert!(calls[2].3.is_none(), "a failed op has no GPU span");
+    assert!(device.generation() > generation, "the fault seen by the backlog's watch rebuilt the context");
+}
+
 #[test]
 fn a_failed_op_still_gets_all_four_calls() {
     let device = sim();

@@ -95,10 +95,7 @@ impl OpStream {
     }
 
     pub(crate) fn unavailable_on_sim(&self) -> Error {
-        Error::LibraryUnavailable {
-            library: self.library,
-            hint: "the simulated backend has no NVIDIA libraries; open a CUDA device with Device::open",
-        }
+        unavailable_on_sim(self.library)
     }
 
     /// Preflights `rec`, runs `enqueue` (a library call on a handle bound to this stream) with
@@ -156,29 +153,38 @@ impl OpStream {
         Ok(rec.launch_event(&self.device, enqueue)?.complete(&self.device, keep))
     }
 
-    /// Like [`run`](Self::run), for ops that enqueue on the scope's stream themselves (kernel
-    /// launches) rather than through a library handle bound to it.
-    #[cfg(feature = "nvrtc")]
-    pub(crate) fn run_scoped<R: Send + 'static>(
-        &self,
-        rec: LaunchRecorder,
-        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
-    ) -> Result<Completion<R>> {
-        Ok(self.launch_cuda(rec, enqueue)?.complete(&self.device, Vec::new()))
-    }
-
     /// The launch path of ops that need CUDA: refused on the simulator before preflight.
     pub(super) fn launch_cuda<R>(
         &self,
         rec: LaunchRecorder,
         enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
     ) -> Result<Launched<R>> {
-        if self.device.is_simulated() {
-            return Err(self.unavailable_on_sim());
+        Self::launch_cuda_on(&self.device, self.library, rec, enqueue)
+    }
+
+    /// [`launch_cuda`](Self::launch_cuda) without an `OpStream`, for a launch that borrows its
+    /// device (a kernel launch) rather than keeping library state on a stream; `library` names
+    /// what the simulator cannot run.
+    pub(crate) fn launch_cuda_on<R>(
+        device: &Device,
+        library: &'static str,
+        rec: LaunchRecorder,
+        enqueue: impl FnOnce(&Arc<CudaStream>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        if device.is_simulated() {
+            return Err(unavailable_on_sim(library));
         }
         // Library calls go to the current context; the handle was given this stream. Bound once
         // here for the op: the library call and the commit's record both run with it.
-        rec.launch_event(&self.device, |scope| enqueue(scope.bound_cuda_stream()?))
+        rec.launch_event(device, |scope| enqueue(scope.bound_cuda_stream()?))
+    }
+}
+
+/// What a library op returns on the simulator, which has no NVIDIA libraries.
+fn unavailable_on_sim(library: &'static str) -> Error {
+    Error::LibraryUnavailable {
+        library,
+        hint: "the simulated backend has no NVIDIA libraries; open a CUDA device with Device::open",
     }
 }
 

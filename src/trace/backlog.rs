@@ -60,6 +60,9 @@ struct Watch {
     /// The sequence number of the watched event's position; set under the backlog's lock
     /// before each registration.
     seq: AtomicU64,
+    /// The context epoch of the watched event, set with `seq`: a failed query is classified
+    /// for it.
+    epoch: AtomicU64,
 }
 
 impl Backlog {
@@ -72,8 +75,12 @@ impl Backlog {
             let i = match streams.iter().position(|s| s.stream == pos.stream) {
                 Some(i) => i,
                 None => {
-                    let watch =
-                        Arc::new(Watch { device: Arc::downgrade(device), stream: pos.stream, seq: AtomicU64::new(0) });
+                    let watch = Arc::new(Watch {
+                        device: Arc::downgrade(device),
+                        stream: pos.stream,
+                        seq: AtomicU64::new(0),
+                        epoch: AtomicU64::new(0),
+                    });
                     streams.push(StreamBacklog {
                         stream: pos.stream,
                         waiting: Vec::new(),
@@ -89,6 +96,7 @@ impl Backlog {
             let start = (!s.watching).then(|| {
                 s.watching = true;
                 s.watch.seq.store(pos.seq, Ordering::Relaxed);
+                s.watch.epoch.store(event.epoch(), Ordering::Relaxed);
                 (s.watch.clone(), event.clone())
             });
             if s.newest.as_ref().is_none_or(|newest| newest.pos().seq < pos.seq) {
@@ -136,6 +144,7 @@ impl Backlog {
         s.watching = next.is_some();
         let next = next.map(|ev| {
             s.watch.seq.store(ev.pos().seq, Ordering::Relaxed);
+            s.watch.epoch.store(ev.epoch(), Ordering::Relaxed);
             (s.watch.clone(), ev)
         });
         drop(streams);
@@ -161,11 +170,21 @@ impl Watch {
     }
 
     /// Runs the hooks of every ticket at or before the watched event; returns this watch and
-    /// the event it watches next, if any is left.
+    /// the event it watches next, if any is left. A failed query is classified first, as a
+    /// completion's is: a sticky fault poisons (and rebuilds) the context now, not at the next
+    /// op.
     fn step(&self, device: &DeviceShared, outcome: Result<()>) -> Option<(Arc<Watch>, EventRef)> {
         let seq = self.seq.load(Ordering::Relaxed);
+        let gpu_ok = match outcome {
+            Ok(()) => true,
+            Err(e) => {
+                let e = device.classify(e, self.epoch.load(Ordering::Relaxed));
+                log::debug!("cusched: traced ops of stream {} end with an error: {e}", self.stream);
+                false
+            }
+        };
         let (done, next) = device.tracer.backlog.take(self.stream, Some(seq));
-        complete(done, outcome.is_ok());
+        complete(done, gpu_ok);
         next
     }
 }

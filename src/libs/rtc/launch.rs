@@ -21,10 +21,10 @@ impl Kernel {
     /// [`read_write`](KernelLaunch::read_write) or [`scalar`](KernelLaunch::scalar), then
     /// [`enqueue`](KernelLaunch::enqueue), which is `unsafe`: the caller vouches for what the
     /// device code does. The recorder is built from the declarations.
-    pub fn launch(&self, device: &Device, stream: StreamId, config: LaunchConfig) -> KernelLaunch<'_> {
+    pub fn launch<'k>(&'k self, device: &'k Device, stream: StreamId, config: LaunchConfig) -> KernelLaunch<'k> {
         KernelLaunch {
             kernel: self,
-            op: OpStream::new(device, stream, "NVRTC (libnvrtc)"),
+            device,
             config,
             rec: LaunchRecorder::new_strict(stream)
                 .labelled(OpLabel { library: "kernel", op: OpName::Shared(self.name.clone()) }),
@@ -59,11 +59,23 @@ struct ArgSlot([u8; 16]);
 /// ```
 pub struct KernelLaunch<'k> {
     kernel: &'k Kernel,
-    op: OpStream,
+    /// Borrowed, not cloned: the launch path takes no reference count of its own.
+    device: &'k Device,
     config: LaunchConfig,
     rec: LaunchRecorder,
-    args: SmallVec<[(ArgSlot, usize, &'static str); 8]>,
-    error: Option<Error>,
+    /// Each parameter's bytes, size, and what was declared (for the size mismatch error).
+    args: SmallVec<[(ArgSlot, usize, Declared); 8]>,
+    /// The first declaration error, returned by `enqueue`; boxed, because the builder moves the
+    /// whole launch through every declaration.
+    error: Option<Box<Error>>,
+}
+
+/// What a parameter was declared as, named only when its size is wrong (a function, so that
+/// an argument takes one word for it).
+type Declared = fn() -> &'static str;
+
+fn a_device_pointer() -> &'static str {
+    "a device pointer"
 }
 
 impl std::fmt::Debug for KernelLaunch<'_> {
@@ -85,13 +97,13 @@ impl KernelLaunch<'_> {
             .and_then(|()| buf.raw_device_ptr())
             .map_err(|e| name_parameter(e, index));
         match declared {
-            Ok(ptr) => self.push(&ptr, "a device pointer"),
-            Err(e) => self.error = Some(e),
+            Ok(ptr) => self.push(&ptr, a_device_pointer),
+            Err(e) => self.error = Some(Box::new(e)),
         }
         self
     }
 
-    fn push<T: Copy>(&mut self, v: &T, what: &'static str) {
+    fn push<T: Copy>(&mut self, v: &T, what: Declared) {
         let mut slot = ArgSlot([0; 16]);
         let n = std::mem::size_of::<T>();
         // SAFETY: `T` is at most 16 bytes (every Element and u64 are), so the copy stays inside
@@ -118,7 +130,7 @@ impl KernelLaunch<'_> {
     /// The next parameter is the value `v`.
     pub fn scalar<T: Element>(mut self, v: T) -> Self {
         if self.error.is_none() {
-            self.push(&v, std::any::type_name::<T>());
+            self.push(&v, std::any::type_name::<T>);
         }
         self
     }
@@ -155,15 +167,15 @@ impl KernelLaunch<'_> {
     ///    a `u64` declared where the kernel takes a pointer is accepted), and every value the
     ///    kernel reads is valid for its type.
     pub unsafe fn enqueue(self) -> Result<Completion<()>> {
-        let KernelLaunch { kernel, op, config, rec, mut args, error } = self;
+        let KernelLaunch { kernel, device, config, rec, mut args, error } = self;
         if let Some(e) = error {
-            return Err(e);
+            return Err(*e);
         }
         kernel.check()?;
-        if kernel.device.uid != op.device.shared.uid {
+        if kernel.device.uid != device.shared.uid {
             return Err(Error::ForeignDevice {
                 what: format!("kernel `{}`", kernel.name),
-                expected: op.device.shared.label(),
+                expected: device.shared.label(),
                 found: kernel.device.label(),
             });
         }
@@ -183,8 +195,9 @@ impl KernelLaunch<'_> {
                 return Err(Error::invalid(
                     "args",
                     format!(
-                        "parameter {i} of `{}` is {want} bytes, but {what} ({size} bytes) was declared",
-                        kernel.name
+                        "parameter {i} of `{}` is {want} bytes, but {} ({size} bytes) was declared",
+                        kernel.name,
+                        what()
                     ),
                 ));
             }
@@ -196,7 +209,7 @@ impl KernelLaunch<'_> {
             block: config.block_dim,
             shared_mem_bytes: config.shared_mem_bytes,
         };
-        op.run_scoped(rec, move |stream| {
+        let launched = OpStream::launch_cuda_on(device, "NVRTC (libnvrtc)", rec, move |stream| {
             let mut params: SmallVec<[*mut c_void; 8]> =
                 args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
             // SAFETY: 1. the function is live (`kernel` holds its module) and of this device and
@@ -207,7 +220,8 @@ impl KernelLaunch<'_> {
             // the launch; 4. the config was validated; 5. what the device code does with its
             // parameters is the caller's contract (`enqueue`'s `# Safety`).
             unsafe { cuda::launch::launch_kernel(function.cu_function(), dims, stream.cu_stream(), &mut params) }
-        })
+        })?;
+        Ok(launched.complete(device, Vec::new()))
     }
 }
 
@@ -244,7 +258,7 @@ fn check_config(c: &LaunchConfig) -> Result<()> {
 /// Launches from a lane job or inline.
 impl crate::lane::Handles {
     /// Starts a typed launch of `kernel` on this stream (see [`Kernel::launch`]).
-    pub fn launch<'k>(&self, kernel: &'k Kernel, config: LaunchConfig) -> KernelLaunch<'k> {
+    pub fn launch<'k>(&'k self, kernel: &'k Kernel, config: LaunchConfig) -> KernelLaunch<'k> {
         kernel.launch(self.device(), self.stream(), config)
     }
 }
