@@ -43,6 +43,10 @@ struct StreamBacklog {
     watching: bool,
     /// The stream's one watch, registered again for each event watched (never twice at once).
     watch: Arc<Watch>,
+    /// An empty list with room, swapped in for `waiting` when a watch takes it: the two lists
+    /// go back and forth between the enqueuing threads and the completion thread, so steady
+    /// state allocates (and frees across threads) nothing.
+    spare: Vec<Waiting>,
 }
 
 /// The device's backlog of traced ops without a completion, per stream.
@@ -87,6 +91,7 @@ impl Backlog {
                         newest: None,
                         watching: false,
                         watch,
+                        spare: Vec::new(),
                     });
                     streams.len() - 1
                 }
@@ -109,32 +114,32 @@ impl Backlog {
         }
     }
 
-    /// Takes the tickets of `stream` at or before `seq` (all of them with `None`), and the
-    /// watch to register again with the event to watch next, if anything is left.
+    /// Takes the tickets of `stream` at or before `seq` (all of them with `None`), in sequence
+    /// order, and the watch to register again with the event to watch next, if anything is
+    /// left. Hand the emptied list back with [`recycle`](Self::recycle).
     ///
     /// Threads enqueueing on the stream hand tickets in under the same lock meanwhile, so it is
     /// held only to swap lists: the tickets are sorted out between the two short holds. Nobody
     /// else takes from this stream meanwhile (its one watch is with the caller), and `watching`
     /// stays set, so no one starts a second watch.
-    fn take(&self, stream: u32, seq: Option<u64>) -> (Vec<TraceTicket>, Option<(Arc<Watch>, EventRef)>) {
-        let all = {
+    fn take(&self, stream: u32, seq: Option<u64>) -> (Vec<Waiting>, Option<(Arc<Watch>, EventRef)>) {
+        let mut all = {
             let mut streams = crate::sync::lock(&self.streams);
             let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else { return (Vec::new(), None) };
-            std::mem::take(&mut s.waiting)
+            let spare = std::mem::take(&mut s.spare);
+            std::mem::replace(&mut s.waiting, spare)
         };
-        let (mut done, later): (Vec<Waiting>, Vec<Waiting>) =
-            all.into_iter().partition(|w| seq.is_none_or(|seq| w.seq <= seq));
-        done.sort_by_key(|w| w.seq);
+        // Positions of one stream are unique: an unstable sort (which allocates nothing) is
+        // exact.
+        all.sort_unstable_by_key(|w| w.seq);
+        let done = all.partition_point(|w| seq.is_none_or(|seq| w.seq <= seq));
         let mut streams = crate::sync::lock(&self.streams);
         let Some(s) = streams.iter_mut().find(|s| s.stream == stream) else {
-            return (done.into_iter().map(|w| w.ticket).collect(), None);
+            all.truncate(done);
+            return (all, None);
         };
         // Whatever still waits lies after `seq`, and the newest event covers all of it.
-        if s.waiting.is_empty() {
-            s.waiting = later;
-        } else {
-            s.waiting.extend(later);
-        }
+        s.waiting.extend(all.drain(done..));
         let next = if s.waiting.is_empty() {
             s.newest = None;
             None
@@ -148,7 +153,33 @@ impl Backlog {
             (s.watch.clone(), ev)
         });
         drop(streams);
-        (done.into_iter().map(|w| w.ticket).collect(), next)
+        (all, next)
+    }
+
+    /// Keeps `list` (emptied) as the stream's spare, if it has more room than the one there.
+    fn recycle(&self, stream: u32, list: Vec<Waiting>) {
+        debug_assert!(list.is_empty());
+        let mut streams = crate::sync::lock(&self.streams);
+        if let Some(s) = streams.iter_mut().find(|s| s.stream == stream) {
+            if list.capacity() > s.spare.capacity() {
+                s.spare = list;
+            }
+        }
+    }
+
+    /// Runs the hooks of the tickets of `stream` at or before `seq` (all with `None`), in
+    /// commit order, outside the lock; returns the watch and the event to watch next.
+    fn complete(&self, stream: u32, seq: Option<u64>, gpu_ok: bool) -> Option<(Arc<Watch>, EventRef)> {
+        let (mut done, next) = self.take(stream, seq);
+        for w in done.drain(..) {
+            let t = w.ticket;
+            crate::sync::guarded("a KernelTrace completion hook", move || {
+                let span = t.completing(gpu_ok);
+                t.completed(span);
+            });
+        }
+        self.recycle(stream, done);
+        next
     }
 }
 
@@ -183,19 +214,7 @@ impl Watch {
                 false
             }
         };
-        let (done, next) = device.tracer.backlog.take(self.stream, Some(seq));
-        complete(done, gpu_ok);
-        next
-    }
-}
-
-/// Runs the completion hooks of `tickets`, in commit order.
-fn complete(tickets: Vec<TraceTicket>, gpu_ok: bool) {
-    for t in tickets {
-        crate::sync::guarded("a KernelTrace completion hook", move || {
-            let span = t.completing(gpu_ok);
-            t.completed(span);
-        });
+        device.tracer.backlog.complete(self.stream, Some(seq), gpu_ok)
     }
 }
 
@@ -223,7 +242,6 @@ impl Pending for Watch {
     fn abandon(&self, _waited: Duration) {
         // Shutdown gave up on the GPU: nothing of this stream will be watched again.
         let Some(device) = self.device.upgrade() else { return };
-        let (done, _) = device.tracer.backlog.take(self.stream, None);
-        complete(done, false);
+        device.tracer.backlog.complete(self.stream, None, false);
     }
 }
