@@ -154,17 +154,21 @@ impl Ours {
 
     fn lane_batch(&self, lanes: &[cusched::Lane]) -> Res<f64> {
         let t = Instant::now();
-        let mut last = None;
+        // Each lane's last job: lanes run side by side, so the batch's last job can commit
+        // while another lane still works through its queue. The batch ends when every lane's
+        // last job has committed; otherwise the rest would run into the next row's batch.
+        let mut last: Vec<Option<cusched::Completion<()>>> = lanes.iter().map(|_| None).collect();
         for i in 0..BATCH {
-            let lane = &lanes[i % lanes.len()];
+            let l = i % lanes.len();
             let (k, a, b, c) = (self.kernel.clone(), self.a.clone(), self.b.clone(), self.c.clone());
-            last = Some(lane.submit(move |cx| recorder_launch(cx.device(), cx.stream(), k.function()?, &a, &b, &c)));
+            last[l] =
+                Some(lanes[l].submit(move |cx| recorder_launch(cx.device(), cx.stream(), k.function()?, &a, &b, &c)));
         }
-        if let Some(done) = &last {
+        for done in last.iter().flatten() {
             done.wait_committed()?;
         }
         let per_op = t.elapsed().as_secs_f64() / BATCH as f64;
-        if let Some(done) = last {
+        for done in last.into_iter().flatten() {
             done.wait()?;
         }
         for l in lanes {
