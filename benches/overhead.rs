@@ -3,6 +3,8 @@
 //!
 //! - (a) raw cudarc with its event tracking off (no ordering at all: the floor),
 //! - (a+) (a) plus one `cuEventRecord` per op (the one driver call several streams need),
+//! - (a++) (a+) plus, alternating over two streams, one `cuStreamWaitEvent` per op (the fence
+//!   such an op needs: the fair reference for (c) on two streams),
 //! - (b) raw cudarc with its tracking on (two streams exist, so it manages synchronization),
 //! - (c1) cusched inline on a device of its own where only one stream ever commits (commits
 //!   record no event),
@@ -13,7 +15,8 @@
 //! - (e) (c) with a no-op `KernelTrace` hook set.
 //!
 //! After the table, each budget of the op path is checked against its reference row of the
-//! same run: (c1) ≤ (a) + 0.3 µs, (c) ≤ (a+) + 0.25 µs, (c') ≤ (c) + 0.2 µs, (e) ≤ (c) + 0.5 µs.
+//! same run: (c1) ≤ (a) + 0.3 µs, (c) ≤ (a+) + 0.25 µs (and, on two streams, ≤ (a++) + 0.25 µs),
+//! (c') ≤ (c) + 0.2 µs, (e) ≤ (c) + 0.5 µs.
 //!
 //! A breakdown follows: the inline path of (c1) and (c) in pieces (declares only; + preflight
 //! and commit around an empty enqueue; + the enqueue closure's own work without the launch;
@@ -70,14 +73,17 @@ impl Raw {
         Ok(Raw { ev, s, f, a, b, c })
     }
 
-    /// Seconds per op of one batch.
-    /// `record`: also record one event after each launch, the one driver call cusched's
-    /// contract adds per op.
-    fn batch(&mut self, streams: usize, record: bool) -> Res<f64> {
+    /// Seconds per op of one batch, with the driver calls `sync` adds per op.
+    fn batch(&mut self, streams: usize, sync: RawSync) -> Res<f64> {
         let cfg = LaunchConfig::for_num_elems(N);
+        let record = sync != RawSync::None;
         let t = Instant::now();
         for i in 0..BATCH {
             let s = &self.s[i % streams];
+            if sync == RawSync::RecordWait && streams > 1 && i > 0 {
+                // The event last recorded, after the previous op on the other stream.
+                s.wait(&self.ev)?;
+            }
             let mut l = s.launch_builder(&self.f);
             l.arg(&self.a).arg(&self.b).arg(&mut self.c).arg(&N);
             // SAFETY: `add3` takes three float pointers and a length; each slice holds N floats.
@@ -92,6 +98,17 @@ impl Raw {
         }
         Ok(per_op)
     }
+}
+
+/// What a raw batch adds to each launch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RawSync {
+    None,
+    /// One `cuEventRecord` after each launch: what cusched's contract adds per op.
+    Record,
+    /// Also, with two streams, one `cuStreamWaitEvent` on the previous op's event before each
+    /// launch: the fence an op alternating between streams over the same buffers needs.
+    RecordWait,
 }
 
 struct Ours {
@@ -266,7 +283,7 @@ fn breakdown(ours1: &Ours, ours: &Ours, raw: &mut Raw, batches: usize) -> Res<()
     let mut samples = vec![[Vec::new(), Vec::new()]; pieces.len()];
     let (mut lock_samples, mut arc_samples) = (Vec::new(), Vec::new());
     for round in 0..batches + 3 {
-        let r = raw.batch(1, false)?;
+        let r = raw.batch(1, RawSync::None)?;
         let (lock, arc) = (lock_pair(), arc_pair());
         if round >= 3 {
             lock_samples.push(lock);
@@ -373,6 +390,7 @@ fn one_stream_device(kernel_src: &str) -> Res<Ours> {
 enum Row {
     Raw,
     RawRecord,
+    RawRecordWait,
     RawTracked,
     /// The recorder path on the one-stream device (1-stream column only).
     OursOneStream,
@@ -410,6 +428,7 @@ fn main() -> Res<()> {
     let rows = [
         (Row::Raw, "(a) raw cudarc, tracking off"),
         (Row::RawRecord, "(a+) (a) plus one cuEventRecord per op"),
+        (Row::RawRecordWait, "(a++) (a+) plus, on 2 streams, one cuStreamWaitEvent per op"),
         (Row::RawTracked, "(b) raw cudarc, tracking on"),
         (Row::OursOneStream, "(c1) cusched inline (recorder), one-stream device"),
         (Row::Ours, "(c) cusched inline (recorder), several streams in use"),
@@ -436,9 +455,10 @@ fn main() -> Res<()> {
                 let before = dev.stats();
                 let threads_before = ThreadSample::now();
                 let t = match row {
-                    Row::Raw => untracked.batch(streams, false)?,
-                    Row::RawRecord => untracked.batch(streams, true)?,
-                    Row::RawTracked => tracked.batch(streams, false)?,
+                    Row::Raw => untracked.batch(streams, RawSync::None)?,
+                    Row::RawRecord => untracked.batch(streams, RawSync::Record)?,
+                    Row::RawRecordWait => untracked.batch(streams, RawSync::RecordWait)?,
+                    Row::RawTracked => tracked.batch(streams, RawSync::None)?,
                     Row::OursOneStream => ours1.batch(1, false)?,
                     Row::Ours => ours.batch(streams, false)?,
                     Row::Typed => ours.batch(streams, true)?,
@@ -465,9 +485,11 @@ fn main() -> Res<()> {
     // cudarc 0.19.10 with tracking on (see `DevicePtr`/`DevicePtrMut` for `CudaSlice`): each read
     // argument waits on the slice's write event and records its read event; the written one
     // waits on both events and records its write event. Same-stream waits are not skipped.
-    calls[0] = [(0.0, 0.0); 2];
-    calls[1] = [(1.0, 0.0); 2];
-    calls[2] = [(3.0, 4.0); 2];
+    let row_at = |row: Row| rows.iter().position(|r| r.0 == row).unwrap_or(0);
+    calls[row_at(Row::Raw)] = [(0.0, 0.0); 2];
+    calls[row_at(Row::RawRecord)] = [(1.0, 0.0); 2];
+    calls[row_at(Row::RawRecordWait)] = [(1.0, 0.0), (1.0, 1.0)];
+    calls[row_at(Row::RawTracked)] = [(3.0, 4.0); 2];
     let med: Vec<[Option<f64>; 2]> = samples
         .iter_mut()
         .map(|[one, two]| [(!one.is_empty()).then(|| median(one)), (!two.is_empty()).then(|| median(two))])
@@ -505,6 +527,7 @@ fn main() -> Res<()> {
         ("(c1) one stream vs (a)", at(Row::OursOneStream, 0) - at(Row::Raw, 0), 300.0),
         ("(c) 1 stream vs (a+)", at(Row::Ours, 0) - at(Row::RawRecord, 0), 250.0),
         ("(c) 2 streams vs (a+)", at(Row::Ours, 1) - at(Row::RawRecord, 1), 250.0),
+        ("(c) 2 streams vs (a++), the same driver calls", at(Row::Ours, 1) - at(Row::RawRecordWait, 1), 250.0),
         ("(c') typed vs (c), 1 stream", at(Row::Typed, 0) - at(Row::Ours, 0), 200.0),
         ("(c') typed vs (c), 2 streams", at(Row::Typed, 1) - at(Row::Ours, 1), 200.0),
         ("(e) hook vs (c), 1 stream", at(Row::Hook, 0) - at(Row::Ours, 0), 500.0),
