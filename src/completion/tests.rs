@@ -129,6 +129,37 @@ fn a_job_that_is_not_prompt_is_queried_once_per_lazy_poll_only() {
 }
 
 #[test]
+fn a_lazy_job_on_busy_work_is_queried_once_per_lazy_poll_not_continuously() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    warm_and_park(&d, &mut h);
+    let (release, gate) = mpsc::channel::<()>();
+    LaunchRecorder::new_strict(s)
+        .launch(&d, move |scope| {
+            scope.sim_kernel(move || {
+                let _ = gate.recv_timeout(LIMIT);
+            })
+        })
+        .unwrap();
+    let ev = d.shared.record(s).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(tx));
+    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    let stats = d.shared.completions().stats();
+    // Past its first lazy interval, a job whose event is still pending waits another interval
+    // between queries: 30 ms leave room for a few dozen passes, not the many thousands of a
+    // loop that queries without sleeping.
+    std::thread::sleep(super::thread::LAZY_POLL * 3);
+    let before = stats.iterations();
+    std::thread::sleep(Duration::from_millis(30));
+    let passes = stats.iterations() - before;
+    assert!(passes < 1000, "{passes} passes in 30 ms with one lazy job pending");
+    release.send(()).unwrap();
+    rx.recv_timeout(LIMIT).unwrap();
+}
+
+#[test]
 fn a_prompt_job_behind_a_lazy_one_still_gets_its_query() {
     let d = sim();
     let s = d.default_stream();

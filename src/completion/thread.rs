@@ -257,6 +257,16 @@ struct Watched {
     expired: bool,
     /// [`Pending::prompt`], read once.
     prompt: bool,
+    /// When its event was last queried (or, before that, registered): a lazy job waits
+    /// [`LAZY_POLL`] from here for its next query.
+    queried: Instant,
+}
+
+impl Watched {
+    fn new(event: EventRef, job: Arc<dyn Pending>, prompt: bool) -> Self {
+        let now = Instant::now();
+        Watched { event, job, since: now, expired: false, prompt, queried: now }
+    }
 }
 
 /// Queues `w` on its stream's queue in sequence order: registration is lazy, so a later op can
@@ -274,8 +284,7 @@ fn deliver(w: Watched, outcome: Result<()>) -> Option<Watched> {
     let mut again = None;
     crate::sync::guarded("delivering a completion", || {
         if let Some(event) = w.job.resolve_then(outcome) {
-            again =
-                Some(Watched { event, job: w.job.clone(), since: Instant::now(), expired: false, prompt: w.prompt });
+            again = Some(Watched::new(event, w.job.clone(), w.prompt));
         }
         drop(w);
     });
@@ -336,7 +345,7 @@ fn lazy_due_in(queues: &[VecDeque<Watched>]) -> Duration {
     queues
         .iter()
         .filter_map(|q| q.front())
-        .map(|w| LAZY_POLL.saturating_sub(w.since.elapsed()))
+        .map(|w| LAZY_POLL.saturating_sub(w.queried.elapsed()))
         .min()
         .unwrap_or(MAX_BACKOFF)
         .min(MAX_BACKOFF)
@@ -405,7 +414,7 @@ fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Opt
                         queues.resize_with(i + 1, VecDeque::new);
                     }
                     let prompt = job.prompt();
-                    let w = Watched { event, job, since: Instant::now(), expired: false, prompt };
+                    let w = Watched::new(event, job, prompt);
                     insert_in_order(&mut queues[i], w);
                     pending += 1;
                     if prompt {
@@ -434,13 +443,21 @@ fn completion_loop(device: u32, rx: Receiver<Msg>, spin: Duration, watchdog: Opt
         let mut progressed = false;
         for q in &mut queues {
             while let Some(w) = q.front() {
-                if shutting_down.is_none() && !w.prompt && w.since.elapsed() < LAZY_POLL && q.iter().all(|x| !x.prompt)
+                if shutting_down.is_none()
+                    && !w.prompt
+                    && w.queried.elapsed() < LAZY_POLL
+                    && q.iter().all(|x| !x.prompt)
                 {
                     break;
                 }
                 let outcome = if block { w.event.synchronize().map(|_| true) } else { w.event.is_done() };
                 let outcome = match outcome {
-                    Ok(false) => break,
+                    Ok(false) => {
+                        if let Some(w) = q.front_mut().filter(|w| !w.prompt) {
+                            w.queried = Instant::now();
+                        }
+                        break;
+                    }
                     Ok(true) => Ok(()),
                     Err(e) => Err(e),
                 };
