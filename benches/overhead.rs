@@ -349,23 +349,25 @@ fn breakdown(ours1: &Ours, ours: &Ours, raw: &mut Raw, batches: usize) -> Res<()
 
 /// Seconds per uncontended `Mutex` lock and unlock on this thread.
 fn lock_pair() -> f64 {
-    const N: usize = 4096;
     let m = std::sync::Mutex::new(0u64);
-    let t = Instant::now();
-    for _ in 0..N {
+    per_iteration(|| {
         let mut g = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *g = std::hint::black_box(*g + 1);
-    }
-    t.elapsed().as_secs_f64() / N as f64
+    })
 }
 
 /// Seconds per `Arc` clone and drop on this thread.
 fn arc_pair() -> f64 {
-    const N: usize = 4096;
     let a = Arc::new(0u64);
+    per_iteration(|| drop(std::hint::black_box(Arc::clone(std::hint::black_box(&a)))))
+}
+
+/// Seconds per call of `f`, over a few thousand calls in a row.
+fn per_iteration(mut f: impl FnMut()) -> f64 {
+    const N: usize = 4096;
     let t = Instant::now();
     for _ in 0..N {
-        std::hint::black_box(Arc::clone(std::hint::black_box(&a)));
+        f();
     }
     t.elapsed().as_secs_f64() / N as f64
 }

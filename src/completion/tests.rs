@@ -106,6 +106,15 @@ impl super::Pending for Lazy {
     }
 }
 
+/// Registers a [`Lazy`] job on `ev` with `d`'s completion thread; the receiver gets the time it
+/// was resolved.
+fn watch_lazily(d: &Device, ev: crate::track::EventRef) -> mpsc::Receiver<Instant> {
+    let (tx, rx) = mpsc::channel();
+    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(tx));
+    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    rx
+}
+
 #[test]
 fn a_job_that_is_not_prompt_is_queried_once_per_lazy_poll_only() {
     let d = sim();
@@ -114,10 +123,8 @@ fn a_job_that_is_not_prompt_is_queried_once_per_lazy_poll_only() {
     warm_and_park(&d, &mut h);
     let ev = d.shared.record(s).unwrap();
     ev.synchronize().unwrap();
-    let (tx, rx) = mpsc::channel();
     let registered = Instant::now();
-    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(tx));
-    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    let rx = watch_lazily(&d, ev);
     // The event is already done, yet the first query waits out the lazy interval: a lower
     // bound, which load cannot break.
     let resolved = rx.recv_timeout(LIMIT).unwrap();
@@ -142,10 +149,7 @@ fn a_lazy_job_on_busy_work_is_queried_once_per_lazy_poll_not_continuously() {
             })
         })
         .unwrap();
-    let ev = d.shared.record(s).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(tx));
-    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    let rx = watch_lazily(&d, d.shared.record(s).unwrap());
     let stats = d.shared.completions().stats();
     // Past its first lazy interval, a job whose event is still pending waits another interval
     // between queries: 30 ms leave room for a few dozen passes, not the many thousands of a
@@ -165,10 +169,7 @@ fn a_prompt_job_behind_a_lazy_one_still_gets_its_query() {
     let s = d.default_stream();
     let mut h = Handles::new(&d, s).unwrap();
     warm_and_park(&d, &mut h);
-    let ev = d.shared.record(s).unwrap();
-    let (lazy_tx, lazy_rx) = mpsc::channel();
-    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(lazy_tx));
-    assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
+    let lazy_rx = watch_lazily(&d, d.shared.record(s).unwrap());
     // A prompt completion behind it on the same stream: the lazy front is queried for it, and
     // both resolve in that pass, the lazy one first (a stream's events finish in order).
     let (tx, rx) = mpsc::channel();
