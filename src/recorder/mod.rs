@@ -252,8 +252,12 @@ impl LaunchRecorder {
             self.reject(stale)?;
             return Ok(self);
         }
-        match self.uses.iter_mut().find(|u| u.track().id == t.id) {
-            Some(u) => u.access = u.access.merge(access),
+        // Kept sorted by buffer id, the order preflight reserves in (a launch uses few
+        // buffers: a linear scan beats a search).
+        let id = t.id;
+        match self.uses.iter().position(|u| u.track().id >= id) {
+            Some(i) if self.uses[i].track().id == id => self.uses[i].access = self.uses[i].access.merge(access),
+            Some(i) => self.uses.insert(i, Use { buf, access }),
             None => self.uses.push(Use { buf, access }),
         }
         Ok(self)
@@ -284,8 +288,9 @@ impl LaunchRecorder {
             self.check_peer_backends(device)?;
         }
         // Reserving in one global order (buffer ids are process-wide, so this holds across
-        // devices too) means two preflights never hold-and-wait in a cycle.
-        self.uses.sort_unstable_by_key(|u| u.track().id);
+        // devices too) means two preflights never hold-and-wait in a cycle: `record` keeps the
+        // uses sorted by id.
+        debug_assert!(self.uses.windows(2).all(|w| w[0].track().id < w[1].track().id));
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
         // Declared lane jobs submitted earlier go first; waited out before any mark is taken.

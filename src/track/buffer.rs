@@ -123,7 +123,13 @@ impl BufferTrack {
         mutation: Option<FenceMutation>,
     ) -> Result<()> {
         use super::plan::FencePoint;
-        let elsewhere = |ev: &&EventRef| ev.pos().stream != on;
+        // Plain pushes, not `extend`: its reserve-then-fill costs more than the few (usually
+        // no) events it adds.
+        let mut push_elsewhere = |ev: &EventRef| {
+            if ev.pos().stream != on {
+                out.push(ev.clone());
+            }
+        };
         let mut st = crate::sync::lock(&self.state);
         let mut deadline = None;
         loop {
@@ -153,16 +159,16 @@ impl BufferTrack {
             st.pending_writer = Some(holder);
             if mutation == Some(FenceMutation::LatestReaderOnly) {
                 // `fold` keeps the reads in commit order under this mutation.
-                out.extend(st.reads.last().filter(elsewhere).cloned());
+                st.reads.last().into_iter().for_each(&mut push_elsewhere);
             } else {
-                out.extend(st.reads.iter().filter(elsewhere).cloned());
+                st.reads.iter().for_each(&mut push_elsewhere);
             }
         } else {
             st.pending_readers.push(holder);
         }
         if access.writes() || mutation != Some(FenceMutation::NoCrossStreamRaw) {
             // (A last write on the reader's own stream is ordered by stream order anyway.)
-            out.extend(st.last_write.iter().filter(elsewhere).cloned());
+            st.last_write.iter().for_each(&mut push_elsewhere);
         }
         Ok(())
     }

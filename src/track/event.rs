@@ -246,7 +246,7 @@ impl EventPool {
         let Some(e) = Arc::get_mut(&mut ev) else { unreachable!("a taken event is held by its taker alone") };
         e.pos = pos;
         e.device = device;
-        e.clock.clone_from(clock);
+        e.clock.copy_from(clock);
         *e.recorded.get_mut() = false;
         let lazy = e.lazy.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         if how == Record::Lazily {

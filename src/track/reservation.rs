@@ -46,7 +46,7 @@ use super::buffer::BufferId;
 use super::{Access, EventRef, StreamId};
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -173,11 +173,21 @@ pub(crate) struct JobScope {
 
 thread_local!(static JOB: RefCell<Option<JobScope>> = const { RefCell::new(None) });
 
+// How many job scopes this thread is inside. Every op checks it before `JOB`: a slot with no
+// destructor is one load, where `JOB`'s access also checks its destructor's registration.
+thread_local!(static JOB_DEPTH: Cell<u32> = const { Cell::new(0) });
+
+/// Whether this thread runs inside a job scope.
+fn in_any_job() -> bool {
+    JOB_DEPTH.with(|d| d.get() > 0)
+}
+
 /// Puts the previous scope back, also when the job unwinds.
 struct Restore(Option<Option<JobScope>>);
 
 impl Drop for Restore {
     fn drop(&mut self) {
+        JOB_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
         if let Some(prev) = self.0.take() {
             // `try_with`: during thread teardown the slot may be gone; nothing to restore then.
             let _ = JOB.try_with(|j| *j.borrow_mut() = prev);
@@ -201,6 +211,7 @@ pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, Optio
         }
         j.replace(scope)
     });
+    JOB_DEPTH.with(|d| d.set(d.get() + 1));
     let restore = Restore(Some(prev));
     let value = f();
     let last = JOB.with(|j| j.borrow_mut().as_mut().and_then(|s| s.last_commit.take()));
@@ -214,6 +225,9 @@ pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, Optio
 
 /// Notes a commit on `stream`: the job running on this thread (if any) may end with it.
 pub(crate) fn note_commit(stream: StreamId, ev: &EventRef) {
+    if !in_any_job() {
+        return;
+    }
     let _ = JOB.try_with(|j| {
         if let Ok(mut j) = j.try_borrow_mut() {
             if let Some(scope) = j.as_mut().filter(|s| s.stream == stream) {
@@ -239,30 +253,34 @@ pub(crate) fn before_use<'a>(
     strict: bool,
     timeout: Duration,
 ) -> Result<()> {
-    let before = JOB.with(|j| -> Result<Option<Ticket>> {
-        let j = j.borrow();
-        let Some(scope) = j.as_ref() else { return Ok(None) };
-        if let Some(declared) = &scope.declared {
-            for (t, access) in uses.clone() {
-                let covered = declared.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()));
-                if covered {
-                    continue;
+    let before = if !in_any_job() {
+        None
+    } else {
+        JOB.with(|j| -> Result<Option<Ticket>> {
+            let j = j.borrow();
+            let Some(scope) = j.as_ref() else { return Ok(None) };
+            if let Some(declared) = &scope.declared {
+                for (t, access) in uses.clone() {
+                    let covered = declared.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()));
+                    if covered {
+                        continue;
+                    }
+                    let (words, call) = access_words(access);
+                    let err = Error::UndeclaredUse {
+                        buffer: t.name(),
+                        lane: scope.lane.as_deref().unwrap_or("?").to_string(),
+                        access: words,
+                        access_call: call,
+                    };
+                    if strict {
+                        return Err(err);
+                    }
+                    log::debug!("cusched: permissive recorder in a declared job: {err}");
                 }
-                let (words, call) = access_words(access);
-                let err = Error::UndeclaredUse {
-                    buffer: t.name(),
-                    lane: scope.lane.as_deref().unwrap_or("?").to_string(),
-                    access: words,
-                    access_call: call,
-                };
-                if strict {
-                    return Err(err);
-                }
-                log::debug!("cusched: permissive recorder in a declared job: {err}");
             }
-        }
-        Ok(scope.ticket)
-    })?;
+            Ok(scope.ticket)
+        })?
+    };
     for (t, access) in uses {
         t.reservations.await_turn(|| t.name(), access, before, timeout)?;
     }
@@ -272,6 +290,6 @@ pub(crate) fn before_use<'a>(
 /// Host access to a buffer (reading or filling pinned memory on the host) follows the
 /// reservations like a use; it is not a launch, so declaration is not checked.
 pub(crate) fn before_host_use(t: &super::BufferTrack, access: Access, timeout: Duration) -> Result<()> {
-    let before = JOB.with(|j| j.borrow().as_ref().and_then(|s| s.ticket));
+    let before = if in_any_job() { JOB.with(|j| j.borrow().as_ref().and_then(|s| s.ticket)) } else { None };
     t.reservations.await_turn(|| t.name(), access, before, timeout)
 }
