@@ -233,3 +233,66 @@ fn preflight_to_commit_is_atomic_per_buffer() {
         assert!(hazards.is_empty(), "{hazards:?}");
     });
 }
+
+/// A preflight that fails after entering some of its uses (here its second buffer is held by
+/// an uncommitted launch of the same thread) leaves nothing pending on the first: another
+/// thread's use of it goes on at once instead of waiting out the timeout.
+#[test]
+fn a_preflight_failing_part_way_leaves_no_use_pending() {
+    let cfg = DeviceConfig { preflight_timeout: Duration::from_millis(200), ..Default::default() };
+    let d = Device::sim_with(SimConfig::default(), cfg).unwrap();
+    let s = d.default_stream();
+    // Reserved in id order: `first` is entered before `second` is found held.
+    let first = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let second = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let mut held = LaunchRecorder::new_strict(s);
+    held.write(&second).unwrap();
+    let held = held.preflight(&d).unwrap();
+    let mut both = LaunchRecorder::new_strict(s);
+    both.write(&first).unwrap().write(&second).unwrap();
+    assert!(matches!(both.preflight(&d), Err(Error::WouldDeadlock { .. })));
+    let (d2, first2) = (d.clone(), first.clone());
+    let other = bounded(LIMIT, move || {
+        let mut w = LaunchRecorder::new_strict(d2.default_stream());
+        w.write(&first2).unwrap();
+        w.launch(&d2, |_| Ok(()))
+    });
+    assert!(other.is_ok(), "the failed preflight left its use of `first` pending: {other:?}");
+    held.commit().unwrap();
+}
+
+/// Conflicting launches on two threads, each waiting for the other's commit thousands of times:
+/// a commit that failed to wake its waiter would leave it blocked for the hour-long timeout,
+/// far past the hang guard.
+#[test]
+fn every_commit_wakes_the_preflights_waiting_for_it() {
+    let cfg = DeviceConfig { preflight_timeout: Duration::from_secs(3600), ..Default::default() };
+    let d = Device::sim_with(SimConfig::default(), cfg).unwrap();
+    let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.alloc_zeros::<u32>(s1, 1).unwrap();
+    let b = d.alloc_zeros::<u32>(s1, 1).unwrap();
+    d.synchronize(s1).unwrap();
+    let threads: Vec<_> = [(s1, true), (s2, false), (s1, false), (s2, true)]
+        .into_iter()
+        .map(|(s, writes)| {
+            let (d, a, b) = (d.clone(), a.clone(), b.clone());
+            std::thread::spawn(move || {
+                for i in 0..2000 {
+                    let mut rec = LaunchRecorder::new_strict(s);
+                    if writes == (i % 2 == 0) {
+                        rec.write(&a).unwrap().read(&b).unwrap();
+                    } else {
+                        rec.read(&a).unwrap().write(&b).unwrap();
+                    }
+                    let launch = rec.preflight(&d).unwrap();
+                    // Held a little, so that the others queue up behind it.
+                    std::thread::yield_now();
+                    launch.commit().unwrap();
+                }
+            })
+        })
+        .collect();
+    bounded(LIMIT, move || threads.into_iter().for_each(|t| t.join().unwrap()));
+    let hazards = d.sim_hazards().unwrap();
+    assert!(hazards.is_empty(), "{hazards:?}");
+}

@@ -1,11 +1,11 @@
 //! A preflighted launch: its buffers reserved and its stream fenced, waiting for its work to be
 //! enqueued and committed.
 
-use super::{release, LaunchScope, Use};
+use super::{abandon, LaunchScope, Use};
 use crate::backend::RawStream;
 use crate::device::{DeviceShared, StreamId};
 use crate::error::{Error, Result};
-use crate::track::{Access, EventRef, HolderId};
+use crate::track::{Access, Begun, EventRef};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -107,11 +107,13 @@ pub struct Preflighted {
     stream: StreamId,
     uses: SmallVec<[Use; 4]>,
     device: Arc<DeviceShared>,
-    holder: HolderId,
+    /// The event the commit places, entered as pending in every use; `None` once committed.
+    event: Option<EventRef>,
     raw: Arc<RawStream>,
     /// The context epoch of `raw`, which the enqueued work belongs to.
     epoch: u64,
-    committed: bool,
+    /// The commit leaves the backend record for later (one stream in use).
+    lazy: bool,
     /// The op's own enqueue made the stream's context current and ran only crate code after,
     /// so the commit's record needs no bind of its own.
     bound: AtomicBool,
@@ -127,15 +129,9 @@ impl std::fmt::Debug for Preflighted {
 }
 
 impl Preflighted {
-    pub(super) fn new(
-        stream: StreamId,
-        uses: SmallVec<[Use; 4]>,
-        device: Arc<DeviceShared>,
-        holder: HolderId,
-        raw: Arc<RawStream>,
-        epoch: u64,
-    ) -> Self {
-        Preflighted { stream, uses, device, holder, raw, epoch, committed: false, bound: AtomicBool::new(false) }
+    pub(super) fn new(stream: StreamId, uses: SmallVec<[Use; 4]>, device: Arc<DeviceShared>, begun: Begun) -> Self {
+        let Begun { event, raw, epoch, lazy } = begun;
+        Preflighted { stream, uses, device, event: Some(event), raw, epoch, lazy, bound: AtomicBool::new(false) }
     }
 
     /// The stream the launch runs on.
@@ -173,7 +169,9 @@ impl Preflighted {
     }
 
     fn finish(&mut self) -> Result<EventRef> {
-        self.committed = true;
+        let Some(event) = self.event.take() else {
+            unreachable!("a launch commits once: `commit` consumes it and `Drop` skips a committed one")
+        };
         let device = &self.device;
         // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
         // on external memory): the op's completion and keep-alives need a point on the stream
@@ -183,22 +181,26 @@ impl Preflighted {
         // The stream was looked up and validated at preflight; the slot of an index handed out
         // once is never replaced, so this is a plain index.
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
-        let recorded = slot.and_then(|slot| {
+        let placed = slot.and_then(|slot| {
             let bound = self.bound.load(Ordering::Relaxed);
-            slot.commit_in(&device.events, self.epoch, bound).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+            slot.commit(&device.events, &event, self.epoch, self.lazy, bound)
+                .unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
-        match recorded {
-            Ok(ev) => {
-                crate::track::reservation::note_commit(self.stream, &ev);
-                for u in &self.uses {
-                    u.track().publish(u.access, self.holder, Some(&ev));
+        match placed {
+            Ok(()) => {
+                // Every use sees the launch committed at once: no buffer lock is taken again.
+                if event.set_committed() {
+                    for u in &self.uses {
+                        u.track().wake();
+                    }
                 }
-                Ok(ev)
+                crate::track::reservation::note_commit(self.stream, &event);
+                Ok(event)
             }
             Err(e) => {
                 let err = device.classify(e, self.epoch);
                 unfenced(device, &self.raw, self.epoch);
-                release(&self.uses, self.holder);
+                abandon(&event, &self.uses);
                 Err(err)
             }
         }
@@ -207,7 +209,7 @@ impl Preflighted {
 
 impl Drop for Preflighted {
     fn drop(&mut self) {
-        if self.committed {
+        if self.event.is_none() {
             return;
         }
         log::error!(
