@@ -119,8 +119,15 @@ impl BufferTrack {
         on: u32,
         out: &mut SmallVec<[EventRef; 8]>,
     ) -> Result<()> {
-        let mut st = self.wait_turn(access, event.holder(), timeout)?;
-        self.collect(&st, access, on, out, self.device.fence_mutation);
+        let mutation = self.device.fence_mutation;
+        // Uncontended, the lock is taken once and nothing waits: the slow path relocks.
+        let mut st = crate::sync::lock(&self.state);
+        settle(&mut st, mutation);
+        if conflicts(&st, access) {
+            drop(st);
+            st = self.wait_turn(access, event.holder(), timeout)?;
+        }
+        self.collect(&st, access, on, out, mutation);
         if access.writes() {
             st.pending_write = Some(event.clone());
         } else {
@@ -145,8 +152,7 @@ impl BufferTrack {
         let mut deadline = None;
         loop {
             settle(&mut st, self.device.fence_mutation);
-            let conflict = st.pending_write.is_some() || (access.writes() && !st.pending_reads.is_empty());
-            if !conflict {
+            if !conflicts(&st, access) {
                 return Ok(st);
             }
             if pending(&st).any(|ev| ev.holder() == holder) {
@@ -244,12 +250,19 @@ impl BufferTrack {
 /// those whose launches failed. Pending uses are one write or only reads (a write waits for
 /// every other use to settle, and every use waits for a pending write): reads fold in any order
 /// (`fold` keeps the newest per stream).
+#[inline]
 fn settle(st: &mut State, mutation: Option<FenceMutation>) {
     if st.pending_write.as_ref().is_some_and(|w| !w.is_pending()) {
         if let Some(w) = st.pending_write.take() {
             fold_settled(st, Access::Write, w, mutation);
         }
     }
+    if !st.pending_reads.is_empty() {
+        settle_reads(st, mutation);
+    }
+}
+
+fn settle_reads(st: &mut State, mutation: Option<FenceMutation>) {
     // From the back, so that `swap_remove` only moves entries already looked at (and the usual
     // single entry is a pop).
     let mut i = st.pending_reads.len();
@@ -260,6 +273,11 @@ fn settle(st: &mut State, mutation: Option<FenceMutation>) {
             fold_settled(st, Access::Read, r, mutation);
         }
     }
+}
+
+/// Whether a use with `access` must wait for a pending one (of a settled state).
+fn conflicts(st: &State, access: Access) -> bool {
+    st.pending_write.is_some() || (access.writes() && !st.pending_reads.is_empty())
 }
 
 /// The uses pending on a buffer.
@@ -284,22 +302,25 @@ fn fold(st: &mut State, access: Access, ev: EventRef, in_commit_order: bool) {
     use super::plan::FencePoint;
     if access.writes() {
         st.last_write = Some(ev);
-        st.reads.clear();
+        if !st.reads.is_empty() {
+            st.reads.clear();
+        }
         return;
     }
     // Two reads on one stream can commit out of sequence order when two threads share the
     // stream; keep the newer, which covers the older by stream order.
-    let stream = ev.pos().stream;
-    match st.reads.iter().position(|r| r.pos().stream == stream) {
-        Some(i) if st.reads[i].pos().seq < ev.pos().seq => {
-            if in_commit_order {
-                st.reads.remove(i);
-                st.reads.push(ev);
-            } else {
-                st.reads[i] = ev;
-            }
-        }
-        Some(_) => {}
-        None => st.reads.push(ev),
+    let pos = ev.pos();
+    let Some(i) = st.reads.iter().position(|r| r.pos().stream == pos.stream) else {
+        st.reads.push(ev);
+        return;
+    };
+    if st.reads[i].pos().seq >= pos.seq {
+        return;
+    }
+    if in_commit_order {
+        st.reads.remove(i);
+        st.reads.push(ev);
+    } else {
+        st.reads[i] = ev;
     }
 }

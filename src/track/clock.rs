@@ -38,7 +38,9 @@ impl Clock {
     /// Makes this clock equal to `other`, reusing its storage (a plain copy: `clone_from`'s
     /// generic extend costs several times more for the few entries a clock has).
     pub(crate) fn copy_from(&mut self, other: &Clock) {
-        self.0.resize(other.0.len(), 0);
+        if self.0.len() != other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
         self.0.copy_from_slice(&other.0);
     }
 

@@ -63,9 +63,9 @@ struct State {
     raw: Arc<RawStream>,
     /// The context epoch `raw` belongs to.
     epoch: u64,
-    /// The stream's newest events, oldest first. A commit refills one that nothing else holds
-    /// any more in place, under this lock, so that steady state takes no pool lock at all;
-    /// only when none is free does it take one from the pool, handing the oldest back.
+    /// The stream's newest events. A launch refills one that nothing else holds any more in
+    /// place, under this lock, so that steady state takes no pool lock at all; only when none
+    /// is free does it take one from the pool, handing the first of these back.
     recent: SmallVec<[EventRef; RECENT]>,
 }
 
@@ -298,7 +298,9 @@ impl StreamSlot {
         // A plain load per entry: an entry only this stream holds can gain no other holder
         // while the stream's lock is held, since only this stream hands its entries out.
         let (reuse, back) = match st.recent.iter().position(|e| Arc::strong_count(e) == 1) {
-            Some(i) => (Some(st.recent.remove(i)), None),
+            // Order among recent events only picks which goes back when none is free, so the
+            // cheaper swap does.
+            Some(i) => (Some(st.recent.swap_remove(i)), None),
             None if st.recent.len() == RECENT => (None, Some(st.recent.remove(0))),
             None => (None, None),
         };
