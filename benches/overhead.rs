@@ -329,15 +329,15 @@ fn breakdown(ours1: &Ours, ours: &Ours, raw: &mut Raw, batches: usize) -> Res<()
     println!("\n(full path) - (a) is the tracker's share; (+ preflight + commit) - (declares) its commit-side part;");
     println!("the typed rows' steps are against the recorder's declares and full path.");
     // What the commit-side part is made of, on the one-stream device: per 3-buffer op, each
-    // buffer's state lock taken once (acquire) and the stream's lock twice (begin, commit): 5
-    // lock/unlock pairs; and about 12 reference-count changes (the launch's device and stream
-    // handles, the stream's and each buffer's hold on the new event, the old events they drop,
+    // buffer's state lock taken twice (acquire, publish) and the stream's lock twice (fence,
+    // commit): 8 lock/unlock pairs; and about 10 reference-count changes (the launch's device
+    // handle, the stream's and each buffer's hold on the new event, the old events they drop,
     // the returned event).
     let (lock, arc) = (median(&mut lock_samples), median(&mut arc_samples));
     let commit_side = meds[1][0] - meds[0][0];
-    let locked = 5.0 * lock + 6.0 * arc;
+    let locked = 8.0 * lock + 5.0 * arc;
     println!(
-        "\nthe same thread, uncontended: a Mutex lock + unlock {}, an Arc clone + drop {}; 5 lock pairs + 12 count changes (6 pairs) = {} of the {} that preflight + commit add on one stream ({:.0}%)",
+        "\nthe same thread, uncontended: a Mutex lock + unlock {}, an Arc clone + drop {}; 8 lock pairs + 10 count changes (5 pairs) = {} of the {} that preflight + commit add on one stream ({:.0}%)",
         ns(lock),
         ns(arc),
         ns(locked),

@@ -293,56 +293,40 @@ impl LaunchRecorder {
         debug_assert!(self.uses.windows(2).all(|w| w[0].track().id < w[1].track().id));
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
-        // Declared lane jobs submitted earlier go first; waited out before any use is entered.
+        // Declared lane jobs submitted earlier go first; waited out before any mark is taken.
         crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)?;
-        // The event the commit will place, and the stream and its context epoch, read together.
-        let begun = match slot.begin(&shared.events, holder) {
-            Some(begun) => begun?,
-            // The device is moving to a new context: the stream still belongs to the old one.
-            None => return Err(shared.poison_since(slot.current().1)),
-        };
-        let event = &begun.event;
         let mut candidates = SmallVec::<[EventRef; 8]>::new();
         for (n, u) in self.uses.iter().enumerate() {
-            if let Err(e) = u.track().acquire(u.access, event, timeout, slot.index(), &mut candidates) {
-                abandon(&begun.event, &self.uses[..n]);
+            if let Err(e) = u.track().acquire(u.access, holder, timeout, slot.index(), &mut candidates) {
+                release(&self.uses[..n], holder);
                 return Err(e);
             }
         }
-        // Fenced in the context the launch began in: if the device rebuilt its context since
-        // the uses were checked, their memory belongs to the old one and must not reach a
-        // stream of the new one.
-        let epoch = begun.epoch;
-        if !candidates.is_empty() {
-            let fenced = slot.fence_in(&candidates, epoch);
-            drop(candidates);
-            match fenced {
-                Ok(()) => {}
-                Err(FenceError::EarlierContext { stream_epoch }) => {
-                    // A candidate event belongs to an earlier context: its buffer is stale.
-                    abandon(&begun.event, &self.uses);
-                    let t = self.uses.iter().map(|u| u.track()).find(|t| outdated(shared, t, stream_epoch));
-                    return Err(t.map_or_else(
-                        || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
-                        of_old_context,
-                    ));
-                }
-                Err(FenceError::Replaced) => {
-                    abandon(&begun.event, &self.uses);
-                    return Err(shared.poison_since(epoch));
-                }
-                Err(FenceError::Failed(e)) => {
-                    abandon(&begun.event, &self.uses);
-                    return Err(e);
-                }
+        // The stream and its context epoch come back read together with the fencing: if the
+        // device rebuilt its context since the uses were checked, their memory belongs to the
+        // old one and must not reach a stream of the new one.
+        let (raw, epoch) = match slot.fence(&candidates) {
+            Ok(current) => current,
+            Err(FenceError::EarlierContext { stream_epoch }) => {
+                // A candidate event belongs to an earlier context: its buffer is stale.
+                release(&self.uses, holder);
+                let t = self.uses.iter().map(|u| u.track()).find(|t| outdated(shared, t, stream_epoch));
+                return Err(t.map_or_else(
+                    || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
+                    of_old_context,
+                ));
             }
-        }
+            Err(FenceError::Failed(e)) => {
+                release(&self.uses, holder);
+                return Err(e);
+            }
+        };
         if let Some(u) = self.uses.iter().find(|u| outdated(shared, u.track(), epoch)) {
             let err = of_old_context(u.track());
-            abandon(&begun.event, &self.uses);
+            release(&self.uses, holder);
             return Err(err);
         }
-        Ok(Preflighted::new(self.stream, self.uses, shared.clone(), begun))
+        Ok(Preflighted::new(self.stream, self.uses, shared.clone(), holder, raw, epoch))
     }
 
     /// Preflights, runs `enqueue` with the launch's scope, and commits, even if `enqueue`
@@ -431,13 +415,10 @@ fn outdated(stream_device: &DeviceShared, t: &BufferTrack, epoch: u64) -> bool {
     }
 }
 
-/// Gives up on a launch's `event`, entered as pending in `uses`: nothing was enqueued for them,
-/// or the work that was has finished. Their buffers drop it when next used; preflights waiting
-/// for it are woken.
-fn abandon(event: &EventRef, uses: &[Use]) {
-    if event.abandon() {
-        for u in uses {
-            u.track().wake();
-        }
+/// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for
+/// them, or the work that was has finished.
+fn release(uses: &[Use], holder: HolderId) {
+    for u in uses {
+        u.track().publish(u.access, holder, None);
     }
 }

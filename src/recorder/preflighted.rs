@@ -1,11 +1,11 @@
 //! A preflighted launch: its buffers reserved and its stream fenced, waiting for its work to be
 //! enqueued and committed.
 
-use super::{abandon, LaunchScope, Use};
+use super::{release, LaunchScope, Use};
 use crate::backend::RawStream;
 use crate::device::{DeviceShared, StreamId};
 use crate::error::{Error, Result};
-use crate::track::{Access, Begun, EventRef};
+use crate::track::{Access, EventRef, HolderId};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -107,13 +107,11 @@ pub struct Preflighted {
     stream: StreamId,
     uses: SmallVec<[Use; 4]>,
     device: Arc<DeviceShared>,
-    /// The event the commit places, entered as pending in every use; `None` once committed.
-    event: Option<EventRef>,
+    holder: HolderId,
     raw: Arc<RawStream>,
     /// The context epoch of `raw`, which the enqueued work belongs to.
     epoch: u64,
-    /// The commit leaves the backend record for later (one stream in use).
-    lazy: bool,
+    committed: bool,
     /// The op's own enqueue made the stream's context current and ran only crate code after,
     /// so the commit's record needs no bind of its own.
     bound: AtomicBool,
@@ -129,9 +127,15 @@ impl std::fmt::Debug for Preflighted {
 }
 
 impl Preflighted {
-    pub(super) fn new(stream: StreamId, uses: SmallVec<[Use; 4]>, device: Arc<DeviceShared>, begun: Begun) -> Self {
-        let Begun { event, raw, epoch, lazy } = begun;
-        Preflighted { stream, uses, device, event: Some(event), raw, epoch, lazy, bound: AtomicBool::new(false) }
+    pub(super) fn new(
+        stream: StreamId,
+        uses: SmallVec<[Use; 4]>,
+        device: Arc<DeviceShared>,
+        holder: HolderId,
+        raw: Arc<RawStream>,
+        epoch: u64,
+    ) -> Self {
+        Preflighted { stream, uses, device, holder, raw, epoch, committed: false, bound: AtomicBool::new(false) }
     }
 
     /// The stream the launch runs on.
@@ -169,9 +173,7 @@ impl Preflighted {
     }
 
     fn finish(&mut self) -> Result<EventRef> {
-        let Some(event) = self.event.take() else {
-            unreachable!("a launch commits once: `commit` consumes it and `Drop` skips a committed one")
-        };
+        self.committed = true;
         let device = &self.device;
         // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
         // on external memory): the op's completion and keep-alives need a point on the stream
@@ -181,26 +183,22 @@ impl Preflighted {
         // The stream was looked up and validated at preflight; the slot of an index handed out
         // once is never replaced, so this is a plain index.
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
-        let placed = slot.and_then(|slot| {
+        let recorded = slot.and_then(|slot| {
             let bound = self.bound.load(Ordering::Relaxed);
-            slot.commit(&device.events, &event, self.epoch, self.lazy, bound)
-                .unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+            slot.commit_in(&device.events, self.epoch, bound).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
-        match placed {
-            Ok(()) => {
-                // Every use sees the launch committed at once: no buffer lock is taken again.
-                if event.set_committed() {
-                    for u in &self.uses {
-                        u.track().wake();
-                    }
+        match recorded {
+            Ok(ev) => {
+                crate::track::reservation::note_commit(self.stream, &ev);
+                for u in &self.uses {
+                    u.track().publish(u.access, self.holder, Some(&ev));
                 }
-                crate::track::reservation::note_commit(self.stream, &event);
-                Ok(event)
+                Ok(ev)
             }
             Err(e) => {
                 let err = device.classify(e, self.epoch);
                 unfenced(device, &self.raw, self.epoch);
-                abandon(&event, &self.uses);
+                release(&self.uses, self.holder);
                 Err(err)
             }
         }
@@ -209,7 +207,7 @@ impl Preflighted {
 
 impl Drop for Preflighted {
     fn drop(&mut self) {
-        if self.event.is_none() {
+        if self.committed {
             return;
         }
         log::error!(

@@ -27,12 +27,10 @@
 
 use super::plan::FencePoint;
 use super::registry::StreamIndex;
-use super::HolderId;
 use super::{Clock, Pos};
 use crate::backend::{BackendCtx, RawEvent, RawStream};
 use crate::error::Result;
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How many slab entries a take looks at before it makes a new event instead: keeps a take
@@ -151,17 +149,23 @@ impl EventPool {
         let raw = backend.new_event()?;
         self.created.fetch_add(1, Ordering::Relaxed);
         Ok(Arc::new(FenceEvent {
-            at: UnsafeCell::new(Placed { pos: Pos { stream: 0, seq: 0 }, clock: Clock::default() }),
+            pos: Pos { stream: 0, seq: 0 },
             device: 0,
-            holder: HolderId::NONE,
-            state: AtomicU8::new(COMMITTED),
-            waiters: AtomicU32::new(0),
+            clock: Clock::default(),
             raw,
             epoch,
             lazy: Mutex::new(None),
             recorded: AtomicBool::new(false),
             pool: self.shared.clone(),
         }))
+    }
+
+    /// Returns an event taken but not handed out (its record failed).
+    fn put(&self, ev: EventRef) {
+        let mut st = crate::sync::lock(&self.state);
+        if ev.epoch == st.epoch {
+            st.slab.push(ev);
+        }
     }
 
     /// Starts handing out events of a rebuilt context. Events of the old one are dropped (each
@@ -191,19 +195,10 @@ impl EventPool {
 /// A committed position: where it sits on its stream, what that point covers, and the backend
 /// event that marks it (recorded at commit, or lazily on first need).
 pub(crate) struct FenceEvent {
-    /// Written once per claim, by the claimer, before `state` becomes [`COMMITTED`]; read only
-    /// after `state` is seen [`COMMITTED`] (see [`FenceEvent::placed`]).
-    at: UnsafeCell<Placed>,
+    pos: Pos,
     /// The uid of the device whose stream recorded it.
     device: u32,
-    /// The thread whose launch claimed it, so that a preflight on that same thread that would
-    /// wait for it fails at once instead.
-    holder: HolderId,
-    /// [`PENDING`], [`COMMITTED`] or [`ABANDONED`].
-    state: AtomicU8,
-    /// Preflights blocked on this event while it is pending: its commit wakes them only when
-    /// there are any.
-    waiters: AtomicU32,
+    clock: Clock,
     raw: RawEvent,
     /// The context epoch `raw` belongs to.
     epoch: u64,
@@ -215,21 +210,10 @@ pub(crate) struct FenceEvent {
     pool: Arc<PoolShared>,
 }
 
-// SAFETY: `FenceEvent` is shared between threads through `Arc`; every field but `at` is Sync on
-// its own. `at` is an `UnsafeCell`, and:
-// 1. it is written only by `place` (by the one thread that claimed the event, while its state
-//    is PENDING);
-// 2. it is read only by `placed`, after an Acquire load of `state` saw COMMITTED, and the
-//    writer's `set_committed` is a SeqCst (so Release) store made after its write: the write
-//    happens before every read;
-// 3. once COMMITTED, `at` is written again only after a new claim, which needs the `Arc` to be
-//    unique (`Arc::get_mut`), so no reader can hold a reference to it then.
-unsafe impl Sync for FenceEvent {}
-
 /// Shared handle to a committed position; free for reuse once only the pool's slab holds it.
 pub(crate) type EventRef = Arc<FenceEvent>;
 
-/// How a commit marks a new position.
+/// How [`EventPool::commit`] marks a new position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Record {
     /// Record the backend event now; `bound`: the stream's context is current on this thread.
@@ -239,18 +223,19 @@ pub(crate) enum Record {
 }
 
 impl EventPool {
-    /// An event for a position of `stream` that is not committed yet: `reuse` (an event of the
-    /// stream that only the caller holds) or else one from the slab, into which `back` (an
-    /// event the stream hands back) goes. The event is the caller's alone, pending for
-    /// `holder`, until [`FenceEvent::place`] and [`FenceEvent::set_committed`] give it a
-    /// position, or [`FenceEvent::abandon`] gives up on it.
-    pub(crate) fn claim(
+    /// A new position `pos` with clock `clock` on `stream`, recorded now or lazily, in `reuse`
+    /// (an event of the stream that only the caller holds) or else in one from the slab; `back`
+    /// is an event the stream hands back to the slab. On a failed record the event goes back
+    /// to the slab and the error is returned.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn commit(
         &self,
         reuse: Option<EventRef>,
         back: Option<EventRef>,
         stream: &Arc<RawStream>,
+        pos: Pos,
         device: u32,
-        holder: HolderId,
+        clock: &Clock,
         how: Record,
     ) -> Result<EventRef> {
         // An event of an earlier context is not refilled (dropping it destroys it).
@@ -259,10 +244,9 @@ impl EventPool {
             None => self.take(back)?,
         };
         let Some(e) = Arc::get_mut(&mut ev) else { unreachable!("a taken event is held by its taker alone") };
+        e.pos = pos;
         e.device = device;
-        e.holder = holder;
-        *e.state.get_mut() = PENDING;
-        *e.waiters.get_mut() = 0;
+        e.clock.copy_from(clock);
         *e.recorded.get_mut() = false;
         let lazy = e.lazy.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         if how == Record::Lazily {
@@ -274,22 +258,16 @@ impl EventPool {
             // replaced stream (and a simulated stream's thread) alive.
             *lazy = None;
         }
+        if let Record::Now { bound } = how {
+            if let Err(err) = stream.record_as(&e.raw, bound) {
+                self.put(ev);
+                return Err(err);
+            }
+            *e.recorded.get_mut() = true;
+        }
         Ok(ev)
     }
 }
-
-/// Where a committed event sits: its position and the clock of its stream at that point.
-struct Placed {
-    pos: Pos,
-    clock: Clock,
-}
-
-/// [`FenceEvent::state`]: claimed for a launch that has not committed yet.
-const PENDING: u8 = 0;
-/// Its position is set and final until the event is claimed again.
-const COMMITTED: u8 = 1;
-/// The launch it was claimed for failed before its commit: it marks nothing.
-const ABANDONED: u8 = 2;
 
 impl FenceEvent {
     /// The uid of the device whose stream recorded the event.
@@ -309,87 +287,7 @@ impl FenceEvent {
     }
 
     pub(crate) fn pos(&self) -> Pos {
-        self.placed().pos
-    }
-
-    /// The position and clock. Only a committed event has them: the tracker never reads an
-    /// event it cannot see committed (buffers settle their pending uses first), so a failure
-    /// here is a bug in the tracker, reported instead of reading a position being written.
-    fn placed(&self) -> &Placed {
-        let state = self.state.load(Ordering::Acquire);
-        assert_eq!(state, COMMITTED, "cusched bug: the position of an uncommitted event was read");
-        // SAFETY: 1. `state` was seen COMMITTED with Acquire, after the claimer's write of `at`
-        // (see the `Sync` impl), so the write happens before this read; 2. it stays COMMITTED
-        // while this `&self` lives: a new claim needs the `Arc` unique.
-        unsafe { &*self.at.get() }
-    }
-
-    /// The claim's state: whether a preflight must still wait for it.
-    pub(crate) fn is_pending(&self) -> bool {
-        self.state.load(Ordering::Acquire) == PENDING
-    }
-
-    /// Whether its launch failed before committing: its holders drop it.
-    pub(crate) fn is_abandoned(&self) -> bool {
-        self.state.load(Ordering::Acquire) == ABANDONED
-    }
-
-    /// The thread whose launch claimed it.
-    pub(crate) fn holder(&self) -> HolderId {
-        self.holder
-    }
-
-    /// Sets the position and clock of a claimed, still pending event. Only the claimer calls
-    /// it, before [`set_committed`](Self::set_committed).
-    pub(super) fn place(&self, pos: Pos, clock: &Clock) {
-        debug_assert_eq!(self.state.load(Ordering::Relaxed), PENDING);
-        // SAFETY: 1. the event is PENDING and its claimer (this caller, under its stream's
-        // lock) is its only writer; 2. nobody reads `at` of a PENDING event (`placed` checks),
-        // so no reference to it exists now.
-        let at = unsafe { &mut *self.at.get() };
-        at.pos = pos;
-        at.clock.copy_from(clock);
-    }
-
-    /// Records the backend event on `stream` now (a commit that does not leave it for later).
-    pub(crate) fn record_now(&self, stream: &RawStream, bound: bool) -> Result<()> {
-        stream.record_as(&self.raw, bound)?;
-        self.recorded.store(true, Ordering::Release);
-        Ok(())
-    }
-
-    /// Publishes the position: preflights waiting for it may go on. Returns whether any waits
-    /// (the caller then wakes them).
-    pub(crate) fn set_committed(&self) -> bool {
-        // SeqCst, paired with the waiters' SeqCst increment and state load: either the waiter
-        // sees the event committed, or this load sees the waiter (see `BufferTrack::acquire`).
-        self.state.store(COMMITTED, Ordering::SeqCst);
-        self.waiters.load(Ordering::SeqCst) > 0
-    }
-
-    /// Marks a claimed event's launch failed; returns whether any preflight waits for it.
-    pub(crate) fn abandon(&self) -> bool {
-        if self.state.load(Ordering::Relaxed) != PENDING {
-            return false;
-        }
-        self.state.store(ABANDONED, Ordering::SeqCst);
-        self.waiters.load(Ordering::SeqCst) > 0
-    }
-
-    /// Registers a preflight that is about to wait for this event; true if it is still
-    /// pending (else the caller must not wait, and has been unregistered again).
-    pub(crate) fn add_waiter(&self) -> bool {
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        if self.state.load(Ordering::SeqCst) == PENDING {
-            return true;
-        }
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
-        false
-    }
-
-    /// Undoes [`add_waiter`](Self::add_waiter) once the wait is over.
-    pub(crate) fn remove_waiter(&self) {
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        self.pos
     }
 
     /// The backend event, recorded first if its commit left that for later. Recording it now,
@@ -443,18 +341,16 @@ impl FenceEvent {
     /// Whether a later position of the same stream has been seen done (no driver call).
     fn known_done(&self) -> bool {
         // Events of a replaced context report its failure from the driver instead.
-        let pos = self.placed().pos;
-        pos.seq != 0
+        self.pos.seq != 0
             && !self.context_replaced()
-            && DONE.get(pos.stream as usize).is_some_and(|w| pos.seq <= w.load(Ordering::Acquire))
+            && DONE.get(self.pos.stream as usize).is_some_and(|w| self.pos.seq <= w.load(Ordering::Acquire))
     }
 
     /// Publishes that the GPU passed this position, and so every earlier one of its stream.
     fn note_done(&self) {
-        let pos = self.placed().pos;
-        if pos.seq != 0 && !self.context_replaced() {
-            if let Some(w) = DONE.get(pos.stream as usize) {
-                w.fetch_max(pos.seq, Ordering::AcqRel);
+        if self.pos.seq != 0 && !self.context_replaced() {
+            if let Some(w) = DONE.get(self.pos.stream as usize) {
+                w.fetch_max(self.pos.seq, Ordering::AcqRel);
             }
         }
     }
@@ -462,20 +358,16 @@ impl FenceEvent {
 
 impl FencePoint for EventRef {
     fn pos(&self) -> Pos {
-        self.placed().pos
+        self.pos
     }
     fn clock(&self) -> &Clock {
-        &self.placed().clock
+        &self.clock
     }
 }
 
 impl std::fmt::Debug for FenceEvent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.state.load(Ordering::Acquire) != COMMITTED {
-            return write!(f, "event(device #{}, not committed)", self.device);
-        }
-        let pos = self.placed().pos;
-        write!(f, "event(device #{}, stream {}, seq {})", self.device, pos.stream, pos.seq)
+        write!(f, "event(device #{}, stream {}, seq {})", self.device, self.pos.stream, self.pos.seq)
     }
 }
 

@@ -12,7 +12,7 @@
 //! live in a guard that the queued job owns: a job that returns, fails, panics, or is dropped
 //! unrun by a shutdown or a closed queue releases them).
 //!
-//! Before a preflight (or a host access) enters any pending use, each of its buffers waits until
+//! Before a preflight (or a host access) takes any pending mark, each of its buffers waits until
 //! no *conflicting* reservation is left among those it must follow: a write conflicts with every
 //! reservation, a read only with write reservations. Which reservations a use must follow
 //! depends on where it runs:
@@ -31,9 +31,9 @@
 //! smaller ticket (queue order is ticket order among them) and so has finished, or carries
 //! `FIRST` and ends once run: `J` runs.
 //! `J` waits only for reservations with smaller tickets, and those belong to finished jobs,
-//! which released them: `J` waits for no reservation. Waits on pending uses are bounded by the
+//! which released them: `J` waits for no reservation. Waits on pending marks are bounded by the
 //! commit of a launch already past its reservation waits (a preflight waits for all of its
-//! reservations before entering its first pending use, so no thread holds one while it waits for a
+//! reservations before taking its first mark, so no thread holds a mark while it waits for a
 //! reservation). So `J` ends, and by induction on tickets every job does. Inline uses wait only
 //! for jobs, never the reverse, so they add no cycle either.
 //!
@@ -245,7 +245,7 @@ fn access_words(a: Access) -> (&'static str, &'static str) {
     }
 }
 
-/// What every use does before it is entered as pending: in a declared job, checks that a strict
+/// What every use does before it takes a pending mark: in a declared job, checks that a strict
 /// use was declared (the error names the buffer); then waits for the reservations the use must
 /// follow (see the module docs).
 pub(crate) fn before_use<'a>(

@@ -3,7 +3,6 @@
 
 use super::event::Record;
 use super::registry::StreamIndex;
-use super::HolderId;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
@@ -63,7 +62,7 @@ struct State {
     raw: Arc<RawStream>,
     /// The context epoch `raw` belongs to.
     epoch: u64,
-    /// The stream's newest events. A launch refills one that nothing else holds any more in
+    /// The stream's newest events. A commit refills one that nothing else holds any more in
     /// place, under this lock, so that steady state takes no pool lock at all; only when none
     /// is free does it take one from the pool, handing the first of these back.
     recent: SmallVec<[EventRef; RECENT]>,
@@ -171,21 +170,6 @@ impl StreamSlot {
     /// `current` is the stream's epoch) before anything is queued.
     pub(crate) fn fence(&self, candidates: &[EventRef]) -> std::result::Result<(Arc<RawStream>, u64), FenceError> {
         let mut st = crate::sync::lock(&self.state);
-        self.fence_locked(&mut st, candidates)?;
-        Ok((st.raw.clone(), st.epoch))
-    }
-
-    /// [`fence`](Self::fence) for a launch that [began](Self::begin) in context `epoch`:
-    /// [`FenceError::Replaced`] if the stream has moved to a new context since.
-    pub(crate) fn fence_in(&self, candidates: &[EventRef], epoch: u64) -> std::result::Result<(), FenceError> {
-        let mut st = crate::sync::lock(&self.state);
-        if st.epoch != epoch {
-            return Err(FenceError::Replaced);
-        }
-        self.fence_locked(&mut st, candidates)
-    }
-
-    fn fence_locked(&self, st: &mut State, candidates: &[EventRef]) -> std::result::Result<(), FenceError> {
         // A candidate of an earlier context was recorded on a stream that is gone (and may have
         // faulted): waiting on it from this context could never be satisfied, and its buffer
         // is stale. Checked under the lock that a rebuild takes to swap the stream, before any
@@ -217,7 +201,7 @@ impl StreamSlot {
                 st.stats.waits += 1;
             }
         }
-        Ok(())
+        Ok((st.raw.clone(), st.epoch))
     }
 
     /// Records the next pooled event on the stream: a new position covering all work so far.
@@ -225,76 +209,27 @@ impl StreamSlot {
     /// the stream lock): `None` once the device has moved to a new context, whose stream cannot
     /// mark the end of work sent to the old one.
     pub(crate) fn record_in(&self, pool: &EventPool, required: Option<u64>) -> Option<Result<EventRef>> {
-        let how = Record::Now { bound: false };
+        self.position(pool, required, Record::Now { bound: false })
+    }
+
+    /// A launch's commit: [`record_in`](Self::record_in) with `required`, leaving the backend
+    /// record for later while this is the only stream of its device that has ever committed.
+    /// `bound`: the stream's context is current on this thread (the op's enqueue bound it).
+    pub(crate) fn commit_in(&self, pool: &EventPool, required: u64, bound: bool) -> Option<Result<EventRef>> {
+        let how = if pool.only_stream(self.id.index) { Record::Lazily } else { Record::Now { bound } };
+        self.position(pool, Some(required), how)
+    }
+
+    fn position(&self, pool: &EventPool, required: Option<u64>, how: Record) -> Option<Result<EventRef>> {
         let mut st = crate::sync::lock(&self.state);
+        // The pooled event must belong to the stream's context too: during a rebuild the pool
+        // moves to the new context before the streams do.
         if required.is_some_and(|required| required != st.epoch || pool.epoch() != st.epoch) {
             return None;
         }
-        let ev = match self.claim_locked(&mut st, pool, HolderId::NONE, how) {
-            Ok(ev) => ev,
-            Err(e) => return Some(Err(e)),
-        };
-        let placed = self.place_locked(&mut st, &ev, how);
-        drop(st);
-        Some(match placed {
-            Ok(()) => {
-                ev.set_committed();
-                Ok(ev)
-            }
-            Err(e) => {
-                // Nobody else has seen it: it goes back to the stream's recent events.
-                ev.abandon();
-                Err(e)
-            }
-        })
-    }
-
-    /// Starts a launch: claims the event its commit will place, and returns it with the
-    /// backend stream and its context epoch, read together. `None` while the device is moving
-    /// to a new context (the event pool already has, this stream not yet).
-    ///
-    /// Whether the commit records at once or lazily is decided here: recording lazily is only
-    /// right while this is the device's only stream, and a device never goes back to one
-    /// stream, so a launch that began lazy may still record lazily after another stream has
-    /// committed (either way is correct then, see [`EventPool::only_stream`]).
-    pub(crate) fn begin(&self, pool: &EventPool, holder: HolderId) -> Option<Result<Begun>> {
-        let how = if pool.only_stream(self.id.index) { Record::Lazily } else { Record::Now { bound: false } };
-        let mut st = crate::sync::lock(&self.state);
-        if pool.epoch() != st.epoch {
-            return None;
-        }
-        Some(self.claim_locked(&mut st, pool, holder, how).map(|event| Begun {
-            event,
-            raw: st.raw.clone(),
-            epoch: st.epoch,
-            lazy: how == Record::Lazily,
-        }))
-    }
-
-    /// A launch's commit: places `ev` (claimed by [`begin`](Self::begin)) at the next position,
-    /// recording it now or leaving that for later (`lazy`), while the stream still belongs to
-    /// context `epoch` (`None` once it does not). `bound`: the stream's context is current on
-    /// this thread (the op's enqueue bound it). The caller then publishes it
-    /// ([`super::FenceEvent::set_committed`]).
-    pub(crate) fn commit(
-        &self,
-        pool: &EventPool,
-        ev: &EventRef,
-        epoch: u64,
-        lazy: bool,
-        bound: bool,
-    ) -> Option<Result<()>> {
-        let how = if lazy { Record::Lazily } else { Record::Now { bound } };
-        let mut st = crate::sync::lock(&self.state);
-        if epoch != st.epoch || pool.epoch() != st.epoch {
-            return None;
-        }
-        Some(self.place_locked(&mut st, ev, how))
-    }
-
-    /// Claims an event for the stream's next position: one of its recent events that only it
-    /// still holds, else one from the pool (handing the oldest recent one back).
-    fn claim_locked(&self, st: &mut State, pool: &EventPool, holder: HolderId, how: Record) -> Result<EventRef> {
+        let index = self.index();
+        let pos = Pos { stream: index, seq: st.seq + 1 };
+        st.clock.set(index, pos.seq);
         // A plain load per entry: an entry only this stream holds can gain no other holder
         // while the stream's lock is held, since only this stream hands its entries out.
         let (reuse, back) = match st.recent.iter().position(|e| Arc::strong_count(e) == 1) {
@@ -304,29 +239,23 @@ impl StreamSlot {
             None if st.recent.len() == RECENT => (None, Some(st.recent.remove(0))),
             None => (None, None),
         };
-        let ev = pool.claim(reuse, back, &st.raw, self.id.device, holder, how)?;
-        st.recent.push(ev.clone());
-        Ok(ev)
-    }
-
-    /// Gives the claimed `ev` the stream's next position and records it (unless `how` is lazy).
-    fn place_locked(&self, st: &mut State, ev: &EventRef, how: Record) -> Result<()> {
-        let index = self.index();
-        let pos = Pos { stream: index, seq: st.seq + 1 };
-        st.clock.set(index, pos.seq);
-        if let Record::Now { bound } = how {
-            if let Err(e) = ev.record_now(&st.raw, bound) {
+        match pool.commit(reuse, back, &st.raw, pos, self.id.device, &st.clock, how) {
+            Ok(ev) => {
+                st.seq = pos.seq;
+                st.stats.events += 1;
+                if how != Record::Lazily {
+                    st.stats.recorded += 1;
+                }
+                st.recent.push(ev.clone());
+                Some(Ok(ev))
+            }
+            Err(e) => {
                 // The stream's own entry goes back to what it covered before.
                 let seq = st.seq;
                 st.clock.set(index, seq);
-                return Err(e);
+                Some(Err(e))
             }
-            st.stats.recorded += 1;
         }
-        ev.place(pos, &st.clock);
-        st.seq = pos.seq;
-        st.stats.events += 1;
-        Ok(())
     }
 
     pub(crate) fn stats(&self) -> StreamStats {
@@ -348,22 +277,8 @@ pub(crate) enum FenceError {
     /// (`stream_epoch`): the buffer it came from belongs to that context, and no wait on it
     /// could ever be satisfied from this one.
     EarlierContext { stream_epoch: u64 },
-    /// The stream itself moved to a new context since its launch began.
-    Replaced,
     /// Any other failure: a driver error, or a peer device's context that was replaced.
     Failed(Error),
-}
-
-/// A launch begun on a stream ([`StreamSlot::begin`]).
-pub(crate) struct Begun {
-    /// The event its commit places.
-    pub event: EventRef,
-    /// The backend stream to enqueue on.
-    pub raw: Arc<RawStream>,
-    /// The context epoch `raw` belongs to.
-    pub epoch: u64,
-    /// Whether the commit leaves the backend record for later.
-    pub lazy: bool,
 }
 
 impl From<Error> for FenceError {
