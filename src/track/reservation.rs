@@ -130,6 +130,7 @@ impl Reservations {
     }
 
     /// Waits until no reservation before `before` (all, with `None`) conflicts with `access`.
+    #[inline]
     fn await_turn(
         &self,
         name: impl Fn() -> String,
@@ -137,9 +138,21 @@ impl Reservations {
         before: Option<Ticket>,
         timeout: Duration,
     ) -> Result<()> {
+        // Every use of every op asks: the common answer (no reservation at all) stays inline.
         if self.count.load(Ordering::Acquire) == 0 {
             return Ok(());
         }
+        self.await_turn_held(name, access, before, timeout)
+    }
+
+    #[inline(never)]
+    fn await_turn_held(
+        &self,
+        name: impl Fn() -> String,
+        access: Access,
+        before: Option<Ticket>,
+        timeout: Duration,
+    ) -> Result<()> {
         let conflicts = |e: &Entry| before.is_none_or(|b| e.ticket < b) && (e.writes || access.writes());
         let mut h = crate::sync::lock(&self.held);
         let mut deadline = None;
