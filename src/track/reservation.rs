@@ -130,7 +130,12 @@ impl Reservations {
     }
 
     /// Waits until no reservation before `before` (all, with `None`) conflicts with `access`.
+    /// Whether no reservation is held: every use of every op asks, so this stays inline.
     #[inline]
+    fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+
     fn await_turn(
         &self,
         name: impl Fn() -> String,
@@ -138,21 +143,9 @@ impl Reservations {
         before: Option<Ticket>,
         timeout: Duration,
     ) -> Result<()> {
-        // Every use of every op asks: the common answer (no reservation at all) stays inline.
-        if self.count.load(Ordering::Acquire) == 0 {
+        if self.is_empty() {
             return Ok(());
         }
-        self.await_turn_held(name, access, before, timeout)
-    }
-
-    #[inline(never)]
-    fn await_turn_held(
-        &self,
-        name: impl Fn() -> String,
-        access: Access,
-        before: Option<Ticket>,
-        timeout: Duration,
-    ) -> Result<()> {
         let conflicts = |e: &Entry| before.is_none_or(|b| e.ticket < b) && (e.writes || access.writes());
         let mut h = crate::sync::lock(&self.held);
         let mut deadline = None;
@@ -295,7 +288,9 @@ pub(crate) fn before_use<'a>(
         })?
     };
     for (t, access) in uses {
-        t.reservations.await_turn(|| t.name(), access, before, timeout)?;
+        if !t.reservations.is_empty() {
+            t.reservations.await_turn(|| t.name(), access, before, timeout)?;
+        }
     }
     Ok(())
 }
