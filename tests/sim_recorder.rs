@@ -285,7 +285,9 @@ fn every_commit_wakes_the_preflights_waiting_for_it() {
                         rec.read(&a).unwrap().write(&b).unwrap();
                     }
                     let launch = rec.preflight(&d).unwrap();
-                    // Held a little, so that the others queue up behind it.
+                    // A kernel, so that the hazard checker sees every use; held a little, so
+                    // that the others queue up behind it.
+                    launch.scope().sim_kernel(|| {}).unwrap();
                     std::thread::yield_now();
                     launch.commit().unwrap();
                 }
@@ -295,4 +297,39 @@ fn every_commit_wakes_the_preflights_waiting_for_it() {
     bounded(LIMIT, move || threads.into_iter().for_each(|t| t.join().unwrap()));
     let hazards = d.sim_hazards().unwrap();
     assert!(hazards.is_empty(), "{hazards:?}");
+}
+
+/// Uses declared out of buffer-id order are still reserved in id order, the order that keeps
+/// two preflights from each holding a buffer the other waits for. A launch declaring `second`
+/// before `first`, blocked on `first`, must not be holding `second` meanwhile.
+#[test]
+fn uses_declared_out_of_order_are_reserved_in_id_order() {
+    let cfg = DeviceConfig { preflight_timeout: Duration::from_millis(100), ..Default::default() };
+    let d = Device::sim_with(SimConfig::default(), cfg).unwrap();
+    let s = d.default_stream();
+    let first = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let second = d.alloc_zeros::<u32>(s, 1).unwrap();
+    let mut held = LaunchRecorder::new_strict(s);
+    held.write(&first).unwrap();
+    let held = held.preflight(&d).unwrap();
+    let (d2, first2, second2) = (d.clone(), first.clone(), second.clone());
+    let blocked = std::thread::spawn(move || {
+        let mut rec = LaunchRecorder::new_strict(d2.default_stream());
+        rec.write(&second2).unwrap().write(&first2).unwrap();
+        // Retried past the short timeout until `held` commits below.
+        loop {
+            match rec.clone().preflight(&d2) {
+                Err(Error::BufferBusy { .. }) => continue,
+                other => return other.and_then(|launch| launch.commit()),
+            }
+        }
+    });
+    // Gives the other thread time to block; a correct order passes however long this takes.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut other = LaunchRecorder::new_strict(s);
+    other.write(&second).unwrap();
+    let r = other.launch(&d, |_| Ok(()));
+    assert!(r.is_ok(), "`second` was held by a launch waiting for `first`: {r:?}");
+    held.commit().unwrap();
+    bounded(LIMIT, move || blocked.join().unwrap()).unwrap();
 }

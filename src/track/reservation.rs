@@ -129,13 +129,13 @@ impl Reservations {
         }
     }
 
-    /// Waits until no reservation before `before` (all, with `None`) conflicts with `access`.
     /// Whether no reservation is held: every use of every op asks, so this stays inline.
     #[inline]
     fn is_empty(&self) -> bool {
         self.count.load(Ordering::Acquire) == 0
     }
 
+    /// Waits until no reservation before `before` (all, with `None`) conflicts with `access`.
     fn await_turn(
         &self,
         name: impl Fn() -> String,
