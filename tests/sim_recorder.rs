@@ -141,6 +141,39 @@ fn dropped_after_preflight_commits_anyway() {
     assert_eq!(d.stats().waits, waits + 1);
 }
 
+/// The closure form commits even when its enqueue closure panics after enqueueing: the buffer is
+/// released, and a reader on another stream waits for the kernel (the checker would report the
+/// read otherwise, and the data would be the old one).
+#[test]
+fn a_launch_whose_closure_panics_after_enqueueing_still_commits() {
+    let d = sim();
+    let (s1, s2) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.alloc_zeros::<u32>(s1, 1).unwrap();
+    let events = d.stats().events;
+    let data = a.sim_data().unwrap();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut rec = LaunchRecorder::new_strict(s1);
+        rec.write(&a).unwrap();
+        rec.launch(&d, |scope| -> cusched::Result<()> {
+            scope.sim_kernel(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                data.lock()[0] = 5;
+            })?;
+            panic!("the enqueue closure fails after its kernel is enqueued");
+        })
+    }));
+    assert!(unwound.is_err(), "the panic reaches the caller");
+    assert_eq!(d.stats().events, events + 1, "the unwinding launch recorded its event");
+    // Not left reserved: a write on this thread would fail at once with WouldDeadlock if it were.
+    let mut r = LaunchRecorder::new_strict(s2);
+    r.read_write(&a).unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(0));
+    let (src, out) = (a.sim_data().unwrap(), seen.clone());
+    r.launch(&d, |scope| scope.sim_kernel(move || *out.lock().unwrap() = src.lock()[0])).unwrap();
+    d.synchronize(s2).unwrap();
+    assert_eq!(*seen.lock().unwrap(), 5, "the reader on another stream ran after the kernel");
+}
+
 #[test]
 fn same_thread_conflicting_preflight_fails_at_once() {
     // Waiting for itself would last the whole preflight timeout, far beyond the hang guard;

@@ -19,6 +19,7 @@ mod resource;
 mod scope;
 
 pub use preflighted::Preflighted;
+use preflighted::Reserved;
 pub use resource::{External, Resource};
 pub(crate) use resource::{ResourceKind, ResourceRef, ResourceSealed, Tracked};
 pub use scope::LaunchScope;
@@ -270,19 +271,26 @@ impl LaunchRecorder {
     /// On error nothing is reserved and the recorder is gone: to retry (after a
     /// [`Error::BufferBusy`], say), preflight a clone.
     pub fn preflight(mut self, device: &Device) -> Result<Preflighted> {
+        let reserved = self.reserve(device)?;
+        Ok(Preflighted::new(self.uses, device.shared.clone(), reserved))
+    }
+
+    /// The preflight proper: checks the uses, takes every pending mark and fences the stream;
+    /// on error nothing stays reserved. The uses stay in place: the closure form borrows them
+    /// until its commit, the hand-paired form moves them into its [`Preflighted`].
+    fn reserve(&mut self, device: &Device) -> Result<Reserved> {
         let shared = &device.shared;
         let slot = shared.stream(self.stream)?;
-        // The generation may have advanced since the uses were recorded.
-        let mut i = 0;
-        while i < self.uses.len() {
-            match self.uses[i].track().check_fresh() {
-                Ok(()) => i += 1,
-                Err(e) if self.strict => return Err(e),
-                Err(e) => {
-                    log::debug!("cusched: permissive recorder skips a use: {e}");
-                    self.uses.remove(i);
-                }
-            }
+        // One pass for the common case: every handle still of the device's generation (it may
+        // have advanced since the uses were recorded), no declared lane job holding any of
+        // them, and the caller not in a lane job.
+        let mut plain = crate::track::reservation::nothing_before_unreserved();
+        for u in &self.uses {
+            let t = u.track();
+            plain &= t.is_fresh() & t.reservations.is_empty();
+        }
+        if !plain {
+            self.before_marks(shared.config.preflight_timeout)?;
         }
         if self.peers {
             self.check_peer_backends(device)?;
@@ -293,8 +301,6 @@ impl LaunchRecorder {
         debug_assert!(self.uses.windows(2).all(|w| w[0].track().id < w[1].track().id));
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
-        // Declared lane jobs submitted earlier go first; waited out before any mark is taken.
-        crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)?;
         let mut candidates = SmallVec::<[EventRef; 8]>::new();
         for (n, u) in self.uses.iter().enumerate() {
             if let Err(e) = u.track().acquire(u.access, holder, timeout, slot.index(), &mut candidates) {
@@ -307,26 +313,38 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
-            Err(FenceError::EarlierContext { stream_epoch }) => {
-                // A candidate event belongs to an earlier context: its buffer is stale.
-                release(&self.uses, holder);
-                let t = self.uses.iter().map(|u| u.track()).find(|t| outdated(shared, t, stream_epoch));
-                return Err(t.map_or_else(
-                    || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
-                    of_old_context,
-                ));
-            }
-            Err(FenceError::Failed(e)) => {
-                release(&self.uses, holder);
-                return Err(e);
-            }
+            Err(e) => return Err(fence_failed(shared, &self.uses, holder, e)),
         };
-        if let Some(u) = self.uses.iter().find(|u| outdated(shared, u.track(), epoch)) {
-            let err = of_old_context(u.track());
-            release(&self.uses, holder);
-            return Err(err);
+        if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
+            return Err(of_earlier_context(shared, &self.uses, holder, epoch));
         }
-        Ok(Preflighted::new(self.stream, self.uses, shared.clone(), holder, raw, epoch))
+        Ok(Reserved::new(self.stream, holder, raw, epoch))
+    }
+
+    /// What comes before any pending mark is taken, beyond the common case: stale uses fail
+    /// (strict) or are dropped (permissive), then the declared lane jobs submitted earlier are
+    /// waited out and a declared job's undeclared uses are refused.
+    #[cold]
+    #[inline(never)]
+    fn before_marks(&mut self, timeout: std::time::Duration) -> Result<()> {
+        self.drop_stale()?;
+        crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)
+    }
+
+    /// Strict: the first stale use's error. Permissive: drops the stale uses.
+    fn drop_stale(&mut self) -> Result<()> {
+        let mut i = 0;
+        while i < self.uses.len() {
+            match self.uses[i].track().check_fresh() {
+                Ok(()) => i += 1,
+                Err(e) if self.strict => return Err(e),
+                Err(e) => {
+                    log::debug!("cusched: permissive recorder skips a use: {e}");
+                    self.uses.remove(i);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Preflights, runs `enqueue` with the launch's scope, and commits, even if `enqueue`
@@ -341,7 +359,7 @@ impl LaunchRecorder {
 
     /// The one launch path under every op: trace, preflight, enqueue, commit.
     pub(crate) fn launch_event<R>(
-        self,
+        mut self,
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
     ) -> Result<Launched<R>> {
@@ -369,27 +387,86 @@ impl LaunchRecorder {
     }
 
     fn launch_traced<R>(
-        self,
+        &mut self,
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
         trace: &mut Option<TraceTicket>,
     ) -> Result<(R, EventRef)> {
-        let launch = self.preflight(device)?;
+        let reserved = self.reserve(device)?;
+        let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
         let out = {
-            let scope = launch.scope();
+            let scope = LaunchScope::new(&reserved, &self.uses);
             if let Some(t) = trace.as_mut() {
-                t.gpu_start(launch.raw());
+                t.gpu_start(&reserved.raw);
             }
             let out = enqueue(&scope);
             if let Some(t) = trace.as_mut() {
-                t.gpu_end(launch.raw());
+                t.gpu_end(&reserved.raw);
             }
             out
         };
-        let ev = launch.commit_event();
+        let ev = pending.commit();
         let r = out?;
         Ok((r, ev?))
     }
+}
+
+/// The closure form's launch between preflight and commit: commits on drop too, so that work
+/// already enqueued stays fenced when the enqueue closure panics.
+struct Uncommitted<'a> {
+    device: &'a DeviceShared,
+    uses: &'a [Use],
+    reserved: &'a Reserved,
+    armed: bool,
+}
+
+impl Uncommitted<'_> {
+    fn commit(mut self) -> Result<EventRef> {
+        self.armed = false;
+        self.reserved.commit(self.device, self.uses)
+    }
+}
+
+impl Drop for Uncommitted<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        log::error!(
+            "cusched: a launch on {} unwound before its commit; committing it so its work stays fenced",
+            self.reserved.stream
+        );
+        if let Err(e) = self.reserved.commit(self.device, self.uses) {
+            log::error!("cusched: committing the unwound launch failed: {e}");
+        }
+    }
+}
+
+/// Releases every mark after a failed fence and says why it failed.
+#[cold]
+#[inline(never)]
+fn fence_failed(shared: &DeviceShared, uses: &[Use], holder: HolderId, e: FenceError) -> Error {
+    release(uses, holder);
+    match e {
+        // A candidate event belongs to an earlier context: its buffer is stale.
+        FenceError::EarlierContext { stream_epoch } => {
+            let t = uses.iter().map(Use::track).find(|t| outdated(shared, t, stream_epoch));
+            t.map_or_else(
+                || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
+                of_old_context,
+            )
+        }
+        FenceError::Failed(e) => e,
+    }
+}
+
+/// Releases every mark when a use's memory belongs to a context the stream has left.
+#[cold]
+#[inline(never)]
+fn of_earlier_context(shared: &DeviceShared, uses: &[Use], holder: HolderId, epoch: u64) -> Error {
+    let err = uses.iter().find(|u| outdated(shared, u.track(), epoch)).map(|u| of_old_context(u.track()));
+    release(uses, holder);
+    err.unwrap_or_else(|| Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() })
 }
 
 /// The error for a use of memory of an earlier context. Memory made while the device was

@@ -5,7 +5,7 @@ use super::{release, LaunchScope, Use};
 use crate::backend::RawStream;
 use crate::device::{DeviceShared, StreamId};
 use crate::error::{Error, Result};
-use crate::track::{Access, EventRef, HolderId};
+use crate::track::{EventRef, HolderId};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -104,77 +104,33 @@ use std::sync::Arc;
 /// ```
 #[must_use = "a preflighted launch must be committed once its work is enqueued (dropping it commits and logs an error)"]
 pub struct Preflighted {
-    stream: StreamId,
     uses: SmallVec<[Use; 4]>,
     device: Arc<DeviceShared>,
-    holder: HolderId,
-    raw: Arc<RawStream>,
-    /// The context epoch of `raw`, which the enqueued work belongs to.
-    epoch: u64,
+    reserved: Reserved,
     committed: bool,
+}
+
+/// What a launch holds between preflight and commit, besides its uses and its device: the
+/// same for a [`Preflighted`] launch and for the closure form, which keeps it on the stack and
+/// borrows the rest.
+pub(super) struct Reserved {
+    pub(super) stream: StreamId,
+    pub(super) holder: HolderId,
+    pub(super) raw: Arc<RawStream>,
+    /// The context epoch of `raw`, which the enqueued work belongs to.
+    pub(super) epoch: u64,
     /// The op's own enqueue made the stream's context current and ran only crate code after,
     /// so the commit's record needs no bind of its own.
-    bound: AtomicBool,
+    pub(super) bound: AtomicBool,
 }
 
-impl std::fmt::Debug for Preflighted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Preflighted")
-            .field("stream", &self.stream)
-            .field("uses", &self.uses.iter().map(|u| (u.track().name(), u.access)).collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-impl Preflighted {
-    pub(super) fn new(
-        stream: StreamId,
-        uses: SmallVec<[Use; 4]>,
-        device: Arc<DeviceShared>,
-        holder: HolderId,
-        raw: Arc<RawStream>,
-        epoch: u64,
-    ) -> Self {
-        Preflighted { stream, uses, device, holder, raw, epoch, committed: false, bound: AtomicBool::new(false) }
+impl Reserved {
+    pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
+        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false) }
     }
 
-    /// The stream the launch runs on.
-    pub fn stream(&self) -> StreamId {
-        self.stream
-    }
-
-    /// The scope to enqueue the launch's work on.
-    pub fn scope(&self) -> LaunchScope<'_> {
-        LaunchScope::new(self)
-    }
-
-    /// Records the launch's event on its stream and publishes it to every buffer it uses.
-    /// Call after enqueueing.
-    pub fn commit(self) -> Result<()> {
-        self.commit_event().map(drop)
-    }
-
-    /// [`commit`](Self::commit), returning the event later uses wait on.
-    pub(crate) fn commit_event(mut self) -> Result<EventRef> {
-        self.finish()
-    }
-
-    pub(super) fn raw(&self) -> &Arc<RawStream> {
-        &self.raw
-    }
-
-    /// Notes that the stream's context is current on this thread and stays so until commit.
-    pub(super) fn set_bound(&self) {
-        self.bound.store(true, Ordering::Relaxed);
-    }
-
-    pub(super) fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
-        self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
-    }
-
-    fn finish(&mut self) -> Result<EventRef> {
-        self.committed = true;
-        let device = &self.device;
+    /// Records the launch's event on its stream and publishes it to every buffer in `uses`.
+    pub(super) fn commit(&self, device: &DeviceShared, uses: &[Use]) -> Result<EventRef> {
         // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
         // on external memory): the op's completion and keep-alives need a point on the stream
         // that covers its work.
@@ -190,18 +146,59 @@ impl Preflighted {
         match recorded {
             Ok(ev) => {
                 crate::track::reservation::note_commit(self.stream, &ev);
-                for u in &self.uses {
+                for u in uses {
                     u.track().publish(u.access, self.holder, Some(&ev));
                 }
                 Ok(ev)
             }
-            Err(e) => {
-                let err = device.classify(e, self.epoch);
-                unfenced(device, &self.raw, self.epoch);
-                release(&self.uses, self.holder);
-                Err(err)
-            }
+            Err(e) => Err(self.commit_failed(device, uses, e)),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn commit_failed(&self, device: &DeviceShared, uses: &[Use], e: Error) -> Error {
+        let err = device.classify(e, self.epoch);
+        unfenced(device, &self.raw, self.epoch);
+        release(uses, self.holder);
+        err
+    }
+}
+
+impl std::fmt::Debug for Preflighted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preflighted")
+            .field("stream", &self.reserved.stream)
+            .field("uses", &self.uses.iter().map(|u| (u.track().name(), u.access)).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Preflighted {
+    pub(super) fn new(uses: SmallVec<[Use; 4]>, device: Arc<DeviceShared>, reserved: Reserved) -> Self {
+        Preflighted { uses, device, reserved, committed: false }
+    }
+
+    /// The stream the launch runs on.
+    pub fn stream(&self) -> StreamId {
+        self.reserved.stream
+    }
+
+    /// The scope to enqueue the launch's work on.
+    pub fn scope(&self) -> LaunchScope<'_> {
+        LaunchScope::new(&self.reserved, &self.uses)
+    }
+
+    /// Records the launch's event on its stream and publishes it to every buffer it uses.
+    /// Call after enqueueing.
+    pub fn commit(self) -> Result<()> {
+        self.commit_event().map(drop)
+    }
+
+    /// [`commit`](Self::commit), returning the event later uses wait on.
+    pub(crate) fn commit_event(mut self) -> Result<EventRef> {
+        self.committed = true;
+        self.reserved.commit(&self.device, &self.uses)
     }
 }
 
@@ -212,9 +209,9 @@ impl Drop for Preflighted {
         }
         log::error!(
             "cusched: a launch on {} was dropped after preflight without commit; committing it so its work stays fenced",
-            self.stream
+            self.reserved.stream
         );
-        if let Err(e) = self.finish() {
+        if let Err(e) = self.reserved.commit(&self.device, &self.uses) {
             log::error!("cusched: committing the dropped launch failed: {e}");
         }
     }

@@ -1,36 +1,47 @@
 //! `LaunchScope`: what a preflighted launch's work is enqueued on.
 
-use super::Preflighted;
+use super::preflighted::Reserved;
+use super::Use;
 use crate::backend::RawStream;
 use crate::device::StreamId;
 use crate::error::{Error, Result};
+use crate::track::Access;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What a launch's work is enqueued on between preflight and commit: the stream, fenced.
-/// Borrowed from a [`Preflighted`] launch, so it cannot outlive the commit.
+/// Borrowed from a [`Preflighted`](super::Preflighted) launch (or from
+/// [`LaunchRecorder::launch`](super::LaunchRecorder::launch)), so it cannot outlive the commit.
 pub struct LaunchScope<'a> {
-    launch: &'a Preflighted,
+    launch: &'a Reserved,
+    uses: &'a [Use],
 }
 
 impl std::fmt::Debug for LaunchScope<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LaunchScope({})", self.launch.stream())
+        write!(f, "LaunchScope({})", self.launch.stream)
     }
 }
 
 impl<'a> LaunchScope<'a> {
-    pub(super) fn new(launch: &'a Preflighted) -> Self {
-        LaunchScope { launch }
+    pub(super) fn new(launch: &'a Reserved, uses: &'a [Use]) -> Self {
+        LaunchScope { launch, uses }
     }
 
     /// The launch's stream.
     pub fn stream(&self) -> StreamId {
-        self.launch.stream()
+        self.launch.stream
+    }
+
+    /// The uses declared, as the simulator's checker takes them.
+    fn checker_uses(&self) -> SmallVec<[(u64, Access); 4]> {
+        self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
     }
 
     /// The cudarc stream to enqueue on (CUDA devices).
     pub fn cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
-        match &**self.launch.raw() {
+        match &*self.launch.raw {
             RawStream::Cuda(s) => Ok(s),
             RawStream::Sim(_) => {
                 Err(Error::WrongBackend { what: "LaunchScope::cuda_stream", needed: "cuda", actual: "sim" })
@@ -43,16 +54,17 @@ impl<'a> LaunchScope<'a> {
     pub(crate) fn bound_cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
         let stream = self.cuda_stream()?;
         crate::backend::cuda::bind(stream.context())?;
-        self.launch.set_bound();
+        // The context stays current on this thread until the commit.
+        self.launch.bound.store(true, Ordering::Relaxed);
         Ok(stream)
     }
 
     /// Enqueues a host closure as the launch's kernel (simulated devices). The hazard checker
     /// sees it use exactly the buffers the recorder declared.
     pub fn sim_kernel(&self, f: impl FnOnce() + Send + 'static) -> Result<()> {
-        match &**self.launch.raw() {
+        match &*self.launch.raw {
             RawStream::Sim(s) => {
-                s.run(self.launch.checker_uses(), Box::new(f));
+                s.run(self.checker_uses(), Box::new(f));
                 Ok(())
             }
             RawStream::Cuda(_) => {
@@ -65,7 +77,7 @@ impl<'a> LaunchScope<'a> {
     /// (`CUDA_ERROR_ILLEGAL_ADDRESS`): the simulated context is poisoned, no later kernel in it
     /// runs, and its events report the error, so that recovery can be exercised without a GPU.
     pub fn sim_fault(&self) -> Result<()> {
-        match &**self.launch.raw() {
+        match &*self.launch.raw {
             RawStream::Sim(s) => {
                 s.fault();
                 Ok(())
@@ -80,10 +92,10 @@ impl<'a> LaunchScope<'a> {
 /// Backend memory operations enqueue on a launch's stream and show the checker its uses.
 impl crate::backend::memory::Enqueue for LaunchScope<'_> {
     fn raw_stream(&self) -> &RawStream {
-        self.launch.raw()
+        &self.launch.raw
     }
 
     fn declared_uses(&self) -> crate::backend::memory::SimUses {
-        self.launch.checker_uses()
+        self.checker_uses()
     }
 }

@@ -6,7 +6,7 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use crate::access::Access;
@@ -89,11 +89,21 @@ impl BufferTrack {
     }
 
     pub(crate) fn check_fresh(&self) -> Result<()> {
-        let current = self.device.generation();
-        if current != self.generation {
-            return Err(Error::Stale { what: self.name(), made: self.generation, current });
+        if !self.is_fresh() {
+            return Err(self.stale());
         }
         Ok(())
+    }
+
+    /// Whether the handle is of the device's current generation.
+    pub(crate) fn is_fresh(&self) -> bool {
+        self.device.generation() == self.generation
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stale(&self) -> Error {
+        Error::Stale { what: self.name(), made: self.generation, current: self.device.generation() }
     }
 
     /// Waits until no conflicting recorder is pending, marks `holder` pending with `access`, and
@@ -113,6 +123,11 @@ impl BufferTrack {
 
     /// `acquire`, breaking `mutation`'s rule when one is given (stream uses only: the host's
     /// own waits are not what the checker observes).
+    ///
+    /// Kept small on purpose: waiting for a conflicting holder and the checker's mutations are
+    /// out of line, so the common case (no conflict, no mutation) is one lock, a few loads and
+    /// pushes, and one unlock.
+    #[inline(always)]
     fn acquire_as(
         &self,
         access: Access,
@@ -122,20 +137,49 @@ impl BufferTrack {
         out: &mut SmallVec<[EventRef; 8]>,
         mutation: Option<FenceMutation>,
     ) -> Result<()> {
-        use super::plan::FencePoint;
+        let mut st = crate::sync::lock(&self.state);
+        if st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty()) {
+            st = self.wait_unpending(st, access, holder, timeout)?;
+        }
+        if mutation.is_some() {
+            self.mark_mutated(&mut st, access, holder, on, out, mutation);
+            return Ok(());
+        }
         // Plain pushes, not `extend`: its reserve-then-fill costs more than the few (usually
-        // no) events it adds.
-        let mut push_elsewhere = |ev: &EventRef| {
+        // no) events it adds. Events of stream `on` are ordered by stream order already.
+        if access.writes() {
+            st.pending_writer = Some(holder);
+            for ev in &st.reads {
+                if ev.pos().stream != on {
+                    out.push(ev.clone());
+                }
+            }
+        } else {
+            st.pending_readers.push(holder);
+        }
+        if let Some(ev) = &st.last_write {
             if ev.pos().stream != on {
                 out.push(ev.clone());
             }
-        };
-        let mut st = crate::sync::lock(&self.state);
+        }
+        Ok(())
+    }
+
+    /// Waits, bounded by `timeout`, until no recorder holds a mark conflicting with `access`.
+    #[cold]
+    #[inline(never)]
+    fn wait_unpending<'a>(
+        &self,
+        mut st: MutexGuard<'a, State>,
+        access: Access,
+        holder: HolderId,
+        timeout: Duration,
+    ) -> Result<MutexGuard<'a, State>> {
         let mut deadline = None;
         loop {
             let conflict = st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty());
             if !conflict {
-                break;
+                return Ok(st);
             }
             if st.pending_writer == Some(holder) || st.pending_readers.contains(&holder) {
                 return Err(Error::WouldDeadlock {
@@ -155,6 +199,25 @@ impl BufferTrack {
             st = crate::sync::wait_timeout(&self.cv, st, left);
             st.waiters -= 1;
         }
+    }
+
+    /// The pending mark and candidates under one of the checker's mutations.
+    #[cold]
+    #[inline(never)]
+    fn mark_mutated(
+        &self,
+        st: &mut State,
+        access: Access,
+        holder: HolderId,
+        on: u32,
+        out: &mut SmallVec<[EventRef; 8]>,
+        mutation: Option<FenceMutation>,
+    ) {
+        let mut push_elsewhere = |ev: &EventRef| {
+            if ev.pos().stream != on {
+                out.push(ev.clone());
+            }
+        };
         if access.writes() {
             st.pending_writer = Some(holder);
             if mutation == Some(FenceMutation::LatestReaderOnly) {
@@ -170,7 +233,6 @@ impl BufferTrack {
             // (A last write on the reader's own stream is ordered by stream order anyway.)
             st.last_write.iter().for_each(&mut push_elsewhere);
         }
-        Ok(())
     }
 
     /// Clears `holder`'s pending mark; with `event`, first folds the committed use into the
@@ -185,9 +247,14 @@ impl BufferTrack {
         }
         if let Some(ev) = event {
             let mutation = self.device.fence_mutation;
-            let allocation = std::mem::take(&mut st.allocation_next);
-            if !(allocation && mutation == Some(FenceMutation::NoAllocationWrite)) {
-                fold(&mut st, access, ev, mutation == Some(FenceMutation::LatestReaderOnly));
+            if mutation.is_none() {
+                st.allocation_next = false;
+                fold(&mut st, access, ev, false);
+            } else {
+                let allocation = std::mem::take(&mut st.allocation_next);
+                if !(allocation && mutation == Some(FenceMutation::NoAllocationWrite)) {
+                    fold(&mut st, access, ev, mutation == Some(FenceMutation::LatestReaderOnly));
+                }
             }
         }
         if st.waiters > 0 {

@@ -131,7 +131,7 @@ impl Reservations {
 
     /// Whether no reservation is held: every use of every op asks, so this stays inline.
     #[inline]
-    fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count.load(Ordering::Acquire) == 0
     }
 
@@ -249,6 +249,12 @@ fn access_words(a: Access) -> (&'static str, &'static str) {
         Access::Write => ("write", "write"),
         Access::ReadWrite => ("read and write", "read_write"),
     }
+}
+
+/// Whether [`before_use`] has nothing to do for uses of buffers with no reservation: true
+/// outside lane jobs (one thread-local load).
+pub(crate) fn nothing_before_unreserved() -> bool {
+    !in_any_job()
 }
 
 /// What every use does before it takes a pending mark: in a declared job, checks that a strict
