@@ -284,21 +284,38 @@ impl DeviceShared {
     /// The slot of `id`, after checking the id belongs to this device.
     pub(crate) fn stream(&self, id: StreamId) -> Result<&StreamSlot> {
         if self.dead.load(Ordering::Relaxed) {
-            if let Some(e) = self.poisoned() {
+            if let Some(e) = self.poisoned_now() {
                 return Err(e);
             }
         }
+        if id.device == self.uid {
+            if let Some(slot) = self.streams.get(id.index as usize).and_then(|s| s.get()) {
+                return Ok(slot);
+            }
+        }
+        Err(self.no_stream(id))
+    }
+
+    /// [`poisoned`](Self::poisoned), out of line for the lookups that check it first.
+    #[cold]
+    #[inline(never)]
+    fn poisoned_now(&self) -> Option<Error> {
+        self.poisoned()
+    }
+
+    /// Why [`stream`](Self::stream) has no slot for `id`. Out of line: building the error
+    /// would otherwise cost every lookup a larger frame.
+    #[cold]
+    #[inline(never)]
+    fn no_stream(&self, id: StreamId) -> Error {
         if id.device != self.uid {
-            return Err(Error::ForeignDevice {
+            return Error::ForeignDevice {
                 what: id.to_string(),
                 expected: self.label(),
                 found: format!("#{}", id.device),
-            });
+            };
         }
-        self.streams
-            .get(id.index as usize)
-            .and_then(|s| s.get())
-            .ok_or_else(|| Error::UnknownStream { stream: id.to_string(), device: self.label() })
+        Error::UnknownStream { stream: id.to_string(), device: self.label() }
     }
 
     /// The name of the lane that owns `stream`, if a lane does.

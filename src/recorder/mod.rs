@@ -223,6 +223,24 @@ impl LaunchRecorder {
         self.record(buf.resource(), access)
     }
 
+    /// A buffer of another device (without [`with_peers`](Self::with_peers)) or of an earlier
+    /// generation: an error (strict) or skipped (permissive).
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, t: &BufferTrack) -> Result<()> {
+        if t.device.uid != self.stream.device && !self.peers {
+            return self.reject(Error::ForeignDevice {
+                what: t.name(),
+                expected: format!("#{}", self.stream.device),
+                found: t.device.label(),
+            });
+        }
+        match t.check_fresh() {
+            Ok(()) => Ok(()),
+            Err(stale) => self.reject(stale),
+        }
+    }
+
     fn reject(&self, err: Error) -> Result<()> {
         if self.strict {
             return Err(err);
@@ -241,16 +259,8 @@ impl LaunchRecorder {
             ResourceKind::Tracked(buf) => buf,
         };
         let t = buf.track();
-        if t.device.uid != self.stream.device && !self.peers {
-            self.reject(Error::ForeignDevice {
-                what: t.name(),
-                expected: format!("#{}", self.stream.device),
-                found: t.device.label(),
-            })?;
-            return Ok(self);
-        }
-        if let Err(stale) = t.check_fresh() {
-            self.reject(stale)?;
+        if (t.device.uid != self.stream.device && !self.peers) || !t.is_fresh() {
+            self.refuse(t)?;
             return Ok(self);
         }
         // Kept sorted by buffer id, the order preflight reserves in (a launch uses few

@@ -230,10 +230,15 @@ pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, Optio
 }
 
 /// Notes a commit on `stream`: the job running on this thread (if any) may end with it.
+#[inline]
 pub(crate) fn note_commit(stream: StreamId, ev: &EventRef) {
-    if !in_any_job() {
-        return;
+    if in_any_job() {
+        note_job_commit(stream, ev);
     }
+}
+
+#[inline(never)]
+fn note_job_commit(stream: StreamId, ev: &EventRef) {
     let _ = JOB.try_with(|j| {
         if let Ok(mut j) = j.try_borrow_mut() {
             if let Some(scope) = j.as_mut().filter(|s| s.stream == stream) {
