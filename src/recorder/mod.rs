@@ -295,9 +295,15 @@ impl LaunchRecorder {
         // have advanced since the uses were recorded), no declared lane job holding any of
         // them, and the caller not in a lane job.
         let mut plain = crate::track::reservation::nothing_before_unreserved();
+        // Whether every buffer is of the device's current context, so that a fence returning
+        // that same context clears them all at once (buffers of other devices come only with
+        // peers, which take the full check).
+        let device_epoch = shared.epoch();
+        let mut current = !self.peers;
         for u in &self.uses {
             let t = u.track();
             plain &= t.is_fresh() & t.reservations.is_empty();
+            current &= t.epoch == device_epoch;
         }
         if !plain {
             self.before_marks(shared.config.preflight_timeout)?;
@@ -325,7 +331,7 @@ impl LaunchRecorder {
             Ok(current) => current,
             Err(e) => return Err(fence_failed(shared, &self.uses, holder, e)),
         };
-        if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
+        if !(current && epoch == device_epoch) && self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
             return Err(of_earlier_context(shared, &self.uses, holder, epoch));
         }
         Ok(Reserved::new(self.stream, holder, raw, epoch))
