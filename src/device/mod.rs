@@ -1,6 +1,8 @@
 //! `Device`: a context (CUDA or simulated), its streams, configuration and generation.
 
 mod poison;
+#[cfg(test)]
+mod rebuild_tests;
 
 use crate::backend::sim::{FenceMutation, Hazard, SimConfig, SimShared};
 use crate::backend::{cuda, BackendCtx};

@@ -90,6 +90,8 @@ impl DeviceShared {
         };
         let streams: Vec<crate::backend::RawStream> =
             self.slots().map(|slot| fresh.new_stream(slot.id.index)).collect::<Result<_>>()?;
+        #[cfg(test)]
+        rebuild_hooks::at(self.uid, rebuild_hooks::Stage::ContextMade);
         // The generation advanced first: a preflight that sees a new stream also sees its old
         // buffers stale. The epoch advances with the context, under its lock (`backend_epoch`).
         let epoch = {
@@ -100,12 +102,22 @@ impl DeviceShared {
         self.events.reset(fresh.clone(), epoch);
         for (slot, raw) in self.slots().zip(streams) {
             slot.replace(raw, epoch);
+            #[cfg(test)]
+            rebuild_hooks::at(self.uid, rebuild_hooks::Stage::Replaced(slot.id.index));
         }
         if let Some(slot) = self.slot_by_index(0) {
             self.tracer.rebase(&fresh, &slot.raw());
         }
         log::warn!("cusched: device {} runs on a new context (epoch {epoch})", self.label());
         Ok(())
+    }
+
+    /// Returns once no rebuild is under way: a stream still of an earlier context than the
+    /// device's is replaced by the rebuild that holds `stream_create`, before it lets go.
+    pub(crate) fn await_rebuild(&self) {
+        #[cfg(test)]
+        rebuild_hooks::at(self.uid, rebuild_hooks::Stage::Awaited);
+        drop(crate::sync::lock(&self.stream_create));
     }
 
     /// The error for work of context epoch `epoch` after the device moved to a newer context:
@@ -117,6 +129,42 @@ impl DeviceShared {
             // that saw the new epoch before the poison record (it is written first, but read
             // without the epoch's ordering here).
             _ => Error::ContextPoisoned { call: "a context rebuild", status: cuda::CONTEXT_IS_DESTROYED },
+        }
+    }
+}
+
+/// Test-only interposition in a rebuild, to open its window between the device's new context
+/// and the last stream moved into it deterministically.
+#[cfg(test)]
+pub(crate) mod rebuild_hooks {
+    use std::sync::{Arc, Mutex};
+
+    /// Where a rebuild is.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum Stage {
+        /// The new context and its streams are made; the device still runs on the old one.
+        ContextMade,
+        /// The stream of this index moved to the new context; those after it not yet.
+        Replaced(u32),
+        /// A thread waits for the rebuild to end.
+        Awaited,
+    }
+
+    type Hook = Arc<dyn Fn(Stage) + Send + Sync>;
+
+    /// Per device uid, what runs at each stage. Called outside this lock, so that a hook that
+    /// blocks holds up only its own device's rebuild.
+    static HOOKS: Mutex<Vec<(u32, Hook)>> = Mutex::new(Vec::new());
+
+    pub(crate) fn on(device: u32, hook: impl Fn(Stage) + Send + Sync + 'static) {
+        crate::sync::lock(&HOOKS).push((device, Arc::new(hook)));
+    }
+
+    pub(super) fn at(device: u32, stage: Stage) {
+        let hooks: Vec<Hook> =
+            crate::sync::lock(&HOOKS).iter().filter(|(d, _)| *d == device).map(|(_, h)| h.clone()).collect();
+        for hook in hooks {
+            hook(stage);
         }
     }
 }

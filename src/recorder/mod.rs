@@ -329,12 +329,50 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
-            Err(e) => return Err(fence_failed(shared, &self.uses, holder, e)),
+            Err(e) => return self.fence_refused(device, holder, e),
         };
         if !(current && epoch == device_epoch) && self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
-            return Err(of_earlier_context(shared, &self.uses, holder, epoch));
+            return self.context_refused(device, holder, epoch);
         }
         Ok(Reserved::new(self.stream, holder, raw, epoch))
+    }
+
+    /// The fence failed: every mark is released. A stream that is only behind its device's
+    /// rebuild is waited for; anything else is the error.
+    #[cold]
+    #[inline(never)]
+    fn fence_refused(&mut self, device: &Device, holder: HolderId, e: FenceError) -> Result<Reserved> {
+        let shared = &device.shared;
+        if let FenceError::EarlierContext { stream_epoch } = e {
+            if stream_epoch < shared.epoch() {
+                release(&self.uses, holder);
+                return self.after_rebuild(device);
+            }
+        }
+        Err(fence_failed(shared, &self.uses, holder, e))
+    }
+
+    /// A use's memory is of another context than the stream (of context `epoch`): every mark is
+    /// released. A stream that is only behind its device's rebuild is waited for; else the
+    /// memory is of a context the device has left, and that is the error.
+    #[cold]
+    #[inline(never)]
+    fn context_refused(&mut self, device: &Device, holder: HolderId, epoch: u64) -> Result<Reserved> {
+        let shared = &device.shared;
+        if epoch < shared.epoch() {
+            release(&self.uses, holder);
+            return self.after_rebuild(device);
+        }
+        Err(of_earlier_context(shared, &self.uses, holder, epoch))
+    }
+
+    /// The stream is still of a context its device has left: the rebuild under way moves it to
+    /// the new one before it finishes. Waits for that, then preflights again. Each wait ends a
+    /// rebuild, so this repeats only while new faults keep rebuilding the device; after it, a
+    /// use of memory of the old context is refused as stale.
+    fn after_rebuild(&mut self, device: &Device) -> Result<Reserved> {
+        device.shared.await_rebuild();
+        self.reserve(device)
     }
 
     /// What comes before any pending mark is taken, beyond the common case: stale uses fail
