@@ -50,7 +50,10 @@
 //! the next is taken), then at most one stream lock, then the event pool lock or one event's
 //! lazy-record lock (never both). Nothing takes a buffer lock while holding a stream lock. A
 //! lazily recorded event is recorded on its producer's backend stream, which the event holds:
-//! no second stream lock is taken for it.
+//! no second stream lock is taken for it. A preflight whose stream is still of a context the
+//! device is leaving releases every mark before it waits for the rebuild (the device's stream
+//! creation lock, which the rebuild holds until every stream has moved), so that wait holds
+//! nothing the rebuild needs.
 
 mod buffer;
 mod clock;

@@ -273,9 +273,10 @@ impl Drop for StreamSlot {
 /// Why a fence queued no wait.
 #[derive(Debug)]
 pub(crate) enum FenceError {
-    /// A candidate was recorded in an earlier context of this device than the stream's
-    /// (`stream_epoch`): the buffer it came from belongs to that context, and no wait on it
-    /// could ever be satisfied from this one.
+    /// A candidate was recorded in another context of this device than the stream's
+    /// (`stream_epoch`). Either an earlier one: the buffer belongs to that context, and a wait
+    /// from this one could never be satisfied. Or a later one: a rebuild is moving the streams
+    /// and has not reached this one yet.
     EarlierContext { stream_epoch: u64 },
     /// Any other failure: a driver error, or a peer device's context that was replaced.
     Failed(Error),
