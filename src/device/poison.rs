@@ -150,16 +150,25 @@ pub(crate) mod rebuild_hooks {
         Awaited,
     }
 
+    /// A hook, shared so that it runs outside the registry's lock.
     type Hook = Arc<dyn Fn(Stage) + Send + Sync>;
 
     /// Per device uid, what runs at each stage. Called outside this lock, so that a hook that
     /// blocks holds up only its own device's rebuild.
     static HOOKS: Mutex<Vec<(u32, Hook)>> = Mutex::new(Vec::new());
 
+    /// Runs `hook` at every stage of every rebuild of the device of uid `device`, until
+    /// [`off`] for that device.
     pub(crate) fn on(device: u32, hook: impl Fn(Stage) + Send + Sync + 'static) {
         crate::sync::lock(&HOOKS).push((device, Arc::new(hook)));
     }
 
+    /// Drops the hooks of the device of uid `device` (with whatever they own).
+    pub(crate) fn off(device: u32) {
+        crate::sync::lock(&HOOKS).retain(|(d, _)| *d != device);
+    }
+
+    /// Runs the hooks of the device of uid `device` for `stage`.
     pub(super) fn at(device: u32, stage: Stage) {
         let hooks: Vec<Hook> =
             crate::sync::lock(&HOOKS).iter().filter(|(d, _)| *d == device).map(|(_, h)| h.clone()).collect();

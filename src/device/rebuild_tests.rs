@@ -2,6 +2,7 @@
 
 use super::poison::rebuild_hooks::{self, Stage};
 use crate::{Device, Error, LaunchRecorder, SimConfig, StreamId};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,14 +51,17 @@ fn during_rebuild<T: Send + 'static>(
         }
     });
     fault_and_rebuild(d, fault_on);
+    // Drops the hook's sender too: a worker still waiting for a stage the rebuild never
+    // reached ends instead of hanging the test.
+    rebuild_hooks::off(d.shared.uid);
     worker.join().unwrap();
     let value = result.lock().unwrap().take();
     value.expect("the rebuild reached the stage")
 }
 
 /// A buffer made on a stream already moved to the new context, used on a stream that is not
-/// yet: the use waits for the rebuild to finish and then runs (it used to fail with a
-/// `ContextPoisoned` naming "a context rebuild", though nothing the use touched was poisoned).
+/// yet: the use waits for the rebuild to finish and then runs, rather than failing with a
+/// `ContextPoisoned` naming "a context rebuild" when nothing the use touched was poisoned.
 #[test]
 fn a_use_on_a_stream_not_yet_rebuilt_waits_for_the_rebuild() {
     let d = Device::sim(SimConfig::default()).unwrap();
@@ -89,4 +93,89 @@ fn memory_made_during_a_rebuild_is_refused_after_it() {
     rec.write(&buf).expect("the handle is of the new generation");
     let err = rec.launch(&d, |_| Ok(())).expect_err("memory of the poisoned context must not reach its new stream");
     assert!(matches!(err, Error::ContextPoisoned { .. }), "{err}");
+}
+
+/// A launch with no tracked buffer on a stream the rebuild has not moved yet waits for it too:
+/// its kernel runs on the new context instead of being dropped by the poisoned one.
+#[test]
+fn a_launch_without_buffers_on_a_stream_not_yet_rebuilt_runs_after_the_rebuild() {
+    let d = Device::sim(SimConfig::default()).unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let ran = Arc::new(AtomicBool::new(false));
+    let (dev, flag) = (d.clone(), ran.clone());
+    let result = during_rebuild(&d, s1, Stage::Replaced(s0.index()), move || {
+        LaunchRecorder::new_strict(s1)
+            .launch(&dev, |scope| scope.sim_kernel(move || flag.store(true, Ordering::SeqCst)))?;
+        dev.synchronize(s1)
+    });
+    result.expect("the launch after the rebuild runs and completes");
+    assert!(ran.load(Ordering::SeqCst), "the kernel ran");
+}
+
+/// Holds a launch named `late` between its start (where it reads the device's context epoch)
+/// and its preflight until `release` fires.
+struct HoldLate {
+    reached: Mutex<mpsc::Sender<()>>,
+    release: Mutex<mpsc::Receiver<()>>,
+}
+
+impl crate::KernelTrace for HoldLate {
+    fn before_enqueue(&self, op: &crate::OpInfo) {
+        if op.op == "late" {
+            let _ = self.reached.lock().unwrap().send(());
+            let _ = self.release.lock().unwrap().recv_timeout(HOLD);
+        }
+    }
+}
+
+/// A launch that started on the old context, found its stream behind the rebuild and waited
+/// for it, runs on the new context: a sticky failure of it is a fault of the new context,
+/// recorded and rebuilt again, not reported as the poison the first rebuild cured (which would
+/// leave the device on a context that runs nothing).
+#[test]
+fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
+    let d = Device::sim(SimConfig::default()).unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let before = d.shared.epoch();
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let hold = HoldLate { reached: Mutex::new(reached_tx), release: Mutex::new(release_rx) };
+    d.set_trace(Arc::new(hold), crate::TraceOptions::default()).unwrap();
+    // The rebuild lets the launch go on once the device is on the new context and `s1` is not
+    // yet, and goes on itself once the launch waits for it.
+    let (awaited_tx, awaited_rx) = mpsc::channel::<()>();
+    let (release_tx, awaited_tx, awaited_rx) =
+        (Mutex::new(Some(release_tx)), Mutex::new(awaited_tx), Mutex::new(awaited_rx));
+    rebuild_hooks::on(d.shared.uid, move |at| match at {
+        // The first rebuild only: the second, which the launch's fault starts, runs through.
+        Stage::Replaced(i) if i == s0.index() => {
+            if let Some(release) = release_tx.lock().unwrap().take() {
+                let _ = release.send(());
+                let _ = awaited_rx.lock().unwrap().recv_timeout(HOLD);
+            }
+        }
+        Stage::Awaited => {
+            let _ = awaited_tx.lock().unwrap().send(());
+        }
+        _ => {}
+    });
+    let dev = d.clone();
+    let worker = std::thread::spawn(move || {
+        LaunchRecorder::new_strict(s1).named("late").launch(&dev, |_| {
+            Err::<(), _>(Error::Driver { call: "second_fault", status: crate::backend::cuda::ILLEGAL_ADDRESS })
+        })
+    });
+    reached_rx.recv_timeout(HOLD).expect("the launch starts");
+    fault_and_rebuild(&d, s1);
+    let err = worker.join().unwrap().expect_err("the launch fails");
+    rebuild_hooks::off(d.shared.uid);
+    assert!(matches!(err, Error::ContextPoisoned { call: "second_fault", .. }), "{err}");
+    assert_eq!(d.shared.epoch(), before + 2, "the second fault rebuilt the device again");
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    LaunchRecorder::new_strict(s1)
+        .launch(&d, |scope| scope.sim_kernel(move || flag.store(true, Ordering::SeqCst)))
+        .unwrap();
+    d.synchronize(s1).unwrap();
+    assert!(ran.load(Ordering::SeqCst), "the device runs work again");
 }

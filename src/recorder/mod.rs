@@ -289,6 +289,16 @@ impl LaunchRecorder {
     /// on error nothing stays reserved. The uses stay in place: the closure form borrows them
     /// until its commit, the hand-paired form moves them into its [`Preflighted`].
     fn reserve(&mut self, device: &Device) -> Result<Reserved> {
+        match self.try_reserve(device)? {
+            Ok(reserved) => Ok(reserved),
+            Err(Behind(stream_epoch)) => self.after_rebuild(device, stream_epoch),
+        }
+    }
+
+    /// One attempt at [`reserve`](Self::reserve). `Ok(Err(Behind))` when the stream is still of
+    /// a context its device has left (a rebuild under way has not moved it yet): nothing is
+    /// reserved then, and the attempt is worth repeating once the rebuild ends.
+    fn try_reserve(&mut self, device: &Device) -> Result<std::result::Result<Reserved, Behind>> {
         let shared = &device.shared;
         let slot = shared.stream(self.stream)?;
         // One pass for the common case: every handle still of the device's generation (it may
@@ -305,11 +315,11 @@ impl LaunchRecorder {
             plain &= t.is_fresh() & t.reservations.is_empty();
             current &= t.epoch == device_epoch;
         }
-        if !plain {
-            self.before_marks(shared.config.preflight_timeout)?;
-        }
         if self.peers {
             self.check_peer_backends(device)?;
+        }
+        if !plain {
+            self.before_marks(shared.config.preflight_timeout)?;
         }
         // Reserving in one global order (buffer ids are process-wide, so this holds across
         // devices too) means two preflights never hold-and-wait in a cycle: `record` keeps the
@@ -329,50 +339,74 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
-            Err(e) => return self.fence_refused(device, holder, e),
+            Err(e) => return self.fence_refused(shared, holder, e),
         };
-        if !(current && epoch == device_epoch) && self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
-            return self.context_refused(device, holder, epoch);
+        if !(current && epoch == device_epoch) {
+            if let Some(refused) = self.context_refused(shared, holder, epoch) {
+                return refused;
+            }
         }
-        Ok(Reserved::new(self.stream, holder, raw, epoch))
+        Ok(Ok(Reserved::new(self.stream, holder, raw, epoch)))
     }
 
     /// The fence failed: every mark is released. A stream that is only behind its device's
-    /// rebuild is waited for; anything else is the error.
+    /// rebuild is [`Behind`]; anything else is the error.
     #[cold]
     #[inline(never)]
-    fn fence_refused(&mut self, device: &Device, holder: HolderId, e: FenceError) -> Result<Reserved> {
-        let shared = &device.shared;
-        if let FenceError::EarlierContext { stream_epoch } = e {
+    fn fence_refused(
+        &self,
+        shared: &DeviceShared,
+        holder: HolderId,
+        e: FenceError,
+    ) -> Result<std::result::Result<Reserved, Behind>> {
+        if let FenceError::OtherContext { stream_epoch } = e {
             if stream_epoch < shared.epoch() {
                 release(&self.uses, holder);
-                return self.after_rebuild(device);
+                return Ok(Err(Behind(stream_epoch)));
             }
         }
         Err(fence_failed(shared, &self.uses, holder, e))
     }
 
-    /// A use's memory is of another context than the stream (of context `epoch`): every mark is
-    /// released. A stream that is only behind its device's rebuild is waited for; else the
-    /// memory is of a context the device has left, and that is the error.
+    /// After a fence that returned a stream of context `epoch` when the quick check could not
+    /// clear it: `None` when the stream and every use are of that one current context, else
+    /// every mark is released and the outcome says why. A stream behind its device's rebuild is
+    /// [`Behind`], whatever it is used with (a launch with no buffers too); a use of memory of
+    /// a context the device has left is the error.
     #[cold]
     #[inline(never)]
-    fn context_refused(&mut self, device: &Device, holder: HolderId, epoch: u64) -> Result<Reserved> {
-        let shared = &device.shared;
+    fn context_refused(
+        &self,
+        shared: &DeviceShared,
+        holder: HolderId,
+        epoch: u64,
+    ) -> Option<Result<std::result::Result<Reserved, Behind>>> {
         if epoch < shared.epoch() {
             release(&self.uses, holder);
-            return self.after_rebuild(device);
+            return Some(Ok(Err(Behind(epoch))));
         }
-        Err(of_earlier_context(shared, &self.uses, holder, epoch))
+        if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
+            return Some(Err(of_earlier_context(shared, &self.uses, holder, epoch)));
+        }
+        None
     }
 
     /// The stream is still of a context its device has left: the rebuild under way moves it to
-    /// the new one before it finishes. Waits for that, then preflights again. Each wait ends a
-    /// rebuild, so this repeats only while new faults keep rebuilding the device; after it, a
-    /// use of memory of the old context is refused as stale.
-    fn after_rebuild(&mut self, device: &Device) -> Result<Reserved> {
-        device.shared.await_rebuild();
-        self.reserve(device)
+    /// the new one before it finishes. Waits for that, then preflights again. Each round needs
+    /// the stream to have moved on: a rebuild ends by moving every stream, so this repeats only
+    /// while new faults keep rebuilding the device, and a stream that a rebuild left behind
+    /// (one that unwound halfway) fails with the poison instead of waiting forever.
+    #[cold]
+    #[inline(never)]
+    fn after_rebuild(&mut self, device: &Device, mut behind: u64) -> Result<Reserved> {
+        loop {
+            device.shared.await_rebuild();
+            match self.try_reserve(device)? {
+                Ok(reserved) => return Ok(reserved),
+                Err(Behind(stream_epoch)) if stream_epoch > behind => behind = stream_epoch,
+                Err(Behind(stream_epoch)) => return Err(device.shared.poison_since(stream_epoch)),
+            }
+        }
     }
 
     /// What comes before any pending mark is taken, beyond the common case: stale uses fail
@@ -419,10 +453,13 @@ impl LaunchRecorder {
     ) -> Result<Launched<R>> {
         let _nvtx = NvtxRange::push(self.label.library, self.label.op());
         let shared = &device.shared;
-        let epoch = shared.epoch();
+        // The context the work goes to, for telling a fault of this launch from one already
+        // recorded: the device's now, the stream's once preflight has fenced it (a rebuild may
+        // have moved it in between).
+        let mut epoch = shared.epoch();
         let stream = self.stream;
         let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
-        match self.launch_traced(device, enqueue, &mut trace) {
+        match self.launch_traced(device, enqueue, &mut trace, &mut epoch) {
             Ok((value, event)) => {
                 if let Some(t) = &trace {
                     t.enqueued();
@@ -445,8 +482,10 @@ impl LaunchRecorder {
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
         trace: &mut Option<TraceTicket>,
+        epoch: &mut u64,
     ) -> Result<(R, EventRef)> {
         let reserved = self.reserve(device)?;
+        *epoch = reserved.epoch;
         let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
         let out = {
             let scope = LaunchScope::new(&reserved, &self.uses);
@@ -465,12 +504,20 @@ impl LaunchRecorder {
     }
 }
 
+/// A preflight found its stream still of context epoch `.0`, which its device has left: a
+/// rebuild under way moves the stream before it ends.
+struct Behind(u64);
+
 /// The closure form's launch between preflight and commit: commits on drop too, so that work
 /// already enqueued stays fenced when the enqueue closure panics.
 struct Uncommitted<'a> {
+    /// The device the launch runs on.
     device: &'a DeviceShared,
+    /// The launch's uses, borrowed from its recorder.
     uses: &'a [Use],
+    /// The launch's stream and marks.
     reserved: &'a Reserved,
+    /// Whether the drop still has to commit (cleared by an explicit commit).
     armed: bool,
 }
 
@@ -503,7 +550,7 @@ fn fence_failed(shared: &DeviceShared, uses: &[Use], holder: HolderId, e: FenceE
     release(uses, holder);
     match e {
         // A candidate event belongs to an earlier context: its buffer is stale.
-        FenceError::EarlierContext { stream_epoch } => {
+        FenceError::OtherContext { stream_epoch } => {
             let t = uses.iter().map(Use::track).find(|t| outdated(shared, t, stream_epoch));
             t.map_or_else(
                 || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },

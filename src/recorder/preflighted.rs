@@ -114,8 +114,11 @@ pub struct Preflighted {
 /// same for a [`Preflighted`] launch and for the closure form, which keeps it on the stack and
 /// borrows the rest.
 pub(super) struct Reserved {
+    /// The stream the launch runs on.
     pub(super) stream: StreamId,
+    /// Who holds the launch's pending marks (the thread, or its lane job).
     pub(super) holder: HolderId,
+    /// The stream's backend handle as the fence left it, for the enqueue and the commit.
     pub(super) raw: Arc<RawStream>,
     /// The context epoch of `raw`, which the enqueued work belongs to.
     pub(super) epoch: u64,
@@ -155,6 +158,9 @@ impl Reserved {
         }
     }
 
+    /// The commit's record failed: nothing marks the end of the launch's work, so the stream
+    /// is drained first (see `unfenced`), then every mark is released,
+    /// and the error is classified against the launch's context.
     #[cold]
     #[inline(never)]
     fn commit_failed(&self, device: &DeviceShared, uses: &[Use], e: Error) -> Error {

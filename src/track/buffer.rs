@@ -100,6 +100,7 @@ impl BufferTrack {
         self.device.generation() == self.generation
     }
 
+    /// The error for a use of this handle after its device moved to a new generation.
     #[cold]
     #[inline(never)]
     fn stale(&self) -> Error {

@@ -237,6 +237,7 @@ pub(crate) fn note_commit(stream: StreamId, ev: &EventRef) {
     }
 }
 
+/// The job's part of [`note_commit`], out of line: outside jobs it is never reached.
 #[inline(never)]
 fn note_job_commit(stream: StreamId, ev: &EventRef) {
     let _ = JOB.try_with(|j| {

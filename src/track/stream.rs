@@ -166,8 +166,8 @@ impl StreamSlot {
 
     /// Queues the minimal waits so that every candidate happens before the stream's next work,
     /// and returns the stream and its context epoch as they were under the same lock. A
-    /// candidate of another context epoch fails the whole fence with [`Error::Stale`] (whose
-    /// `current` is the stream's epoch) before anything is queued.
+    /// candidate of another context epoch of this device fails the whole fence with
+    /// [`FenceError::OtherContext`] before anything is queued.
     pub(crate) fn fence(&self, candidates: &[EventRef]) -> std::result::Result<(Arc<RawStream>, u64), FenceError> {
         let mut st = crate::sync::lock(&self.state);
         // A candidate of an earlier context was recorded on a stream that is gone (and may have
@@ -178,7 +178,7 @@ impl StreamSlot {
         for ev in candidates {
             if ev.device() == self.id.device {
                 if ev.epoch() != st.epoch {
-                    return Err(FenceError::EarlierContext { stream_epoch: st.epoch });
+                    return Err(FenceError::OtherContext { stream_epoch: st.epoch });
                 }
             } else if ev.context_replaced() {
                 return Err(FenceError::Failed(peer_context_lost(ev)));
@@ -277,7 +277,7 @@ pub(crate) enum FenceError {
     /// (`stream_epoch`). Either an earlier one: the buffer belongs to that context, and a wait
     /// from this one could never be satisfied. Or a later one: a rebuild is moving the streams
     /// and has not reached this one yet.
-    EarlierContext { stream_epoch: u64 },
+    OtherContext { stream_epoch: u64 },
     /// Any other failure: a driver error, or a peer device's context that was replaced.
     Failed(Error),
 }
@@ -320,7 +320,7 @@ mod tests {
         let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
         let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None, &pool);
         let r = consumer.fence(&[ev]);
-        assert!(matches!(r, Err(FenceError::EarlierContext { stream_epoch: 2 })), "a fence across contexts must fail");
+        assert!(matches!(r, Err(FenceError::OtherContext { stream_epoch: 2 })), "a fence across contexts must fail");
         assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");
     }
 
