@@ -289,16 +289,12 @@ impl LaunchRecorder {
     /// on error nothing stays reserved. The uses stay in place: the closure form borrows them
     /// until its commit, the hand-paired form moves them into its [`Preflighted`].
     fn reserve(&mut self, device: &Device) -> Result<Reserved> {
-        match self.try_reserve(device)? {
-            Ok(reserved) => Ok(reserved),
-            Err(Behind(stream_epoch)) => self.after_rebuild(device, stream_epoch),
-        }
+        self.reserve_after(device, None)
     }
 
-    /// One attempt at [`reserve`](Self::reserve). `Ok(Err(Behind))` when the stream is still of
-    /// a context its device has left (a rebuild under way has not moved it yet): nothing is
-    /// reserved then, and the attempt is worth repeating once the rebuild ends.
-    fn try_reserve(&mut self, device: &Device) -> Result<std::result::Result<Reserved, Behind>> {
+    /// [`reserve`](Self::reserve); `behind` is the context epoch of the stream when an earlier
+    /// attempt found it behind its device's rebuild and waited for that.
+    fn reserve_after(&mut self, device: &Device, behind: Option<u64>) -> Result<Reserved> {
         let shared = &device.shared;
         let slot = shared.stream(self.stream)?;
         // One pass for the common case: every handle still of the device's generation (it may
@@ -339,51 +335,55 @@ impl LaunchRecorder {
         // old one and must not reach a stream of the new one.
         let (raw, epoch) = match slot.fence(&candidates) {
             Ok(current) => current,
-            Err(e) => return self.fence_refused(shared, holder, e),
+            Err(e) => return self.fence_refused(device, holder, e, behind),
         };
         if !(current && epoch == device_epoch) {
-            if let Some(refused) = self.context_refused(shared, holder, epoch) {
+            if let Some(refused) = self.context_refused(device, holder, epoch, behind) {
                 return refused;
             }
         }
-        Ok(Ok(Reserved::new(self.stream, holder, raw, epoch)))
+        Ok(Reserved::new(self.stream, holder, raw, epoch))
     }
 
     /// The fence failed: every mark is released. A stream that is only behind its device's
-    /// rebuild is [`Behind`]; anything else is the error.
+    /// rebuild is waited for; anything else is the error.
     #[cold]
     #[inline(never)]
     fn fence_refused(
-        &self,
-        shared: &DeviceShared,
+        &mut self,
+        device: &Device,
         holder: HolderId,
         e: FenceError,
-    ) -> Result<std::result::Result<Reserved, Behind>> {
+        behind: Option<u64>,
+    ) -> Result<Reserved> {
+        let shared = &device.shared;
         if let FenceError::OtherContext { stream_epoch } = e {
             if stream_epoch < shared.epoch() {
                 release(&self.uses, holder);
-                return Ok(Err(Behind(stream_epoch)));
+                return self.after_rebuild(device, stream_epoch, behind);
             }
         }
         Err(fence_failed(shared, &self.uses, holder, e))
     }
 
-    /// After a fence that returned a stream of context `epoch` when the quick check could not
-    /// clear it: `None` when the stream and every use are of that one current context, else
-    /// every mark is released and the outcome says why. A stream behind its device's rebuild is
-    /// [`Behind`], whatever it is used with (a launch with no buffers too); a use of memory of
-    /// a context the device has left is the error.
+    /// After a fence that returned a stream of context `epoch`, when the quick check could not
+    /// clear it: `None` when the stream and every use are of that one current context. Else
+    /// every mark is released and the outcome is returned: a stream behind its device's rebuild
+    /// is waited for, whatever it is used with (a launch with no buffers too), and preflighted
+    /// again; a use of memory of a context the device has left is the error.
     #[cold]
     #[inline(never)]
     fn context_refused(
-        &self,
-        shared: &DeviceShared,
+        &mut self,
+        device: &Device,
         holder: HolderId,
         epoch: u64,
-    ) -> Option<Result<std::result::Result<Reserved, Behind>>> {
+        behind: Option<u64>,
+    ) -> Option<Result<Reserved>> {
+        let shared = &device.shared;
         if epoch < shared.epoch() {
             release(&self.uses, holder);
-            return Some(Ok(Err(Behind(epoch))));
+            return Some(self.after_rebuild(device, epoch, behind));
         }
         if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
             return Some(Err(of_earlier_context(shared, &self.uses, holder, epoch)));
@@ -391,22 +391,18 @@ impl LaunchRecorder {
         None
     }
 
-    /// The stream is still of a context its device has left: the rebuild under way moves it to
-    /// the new one before it finishes. Waits for that, then preflights again. Each round needs
-    /// the stream to have moved on: a rebuild ends by moving every stream, so this repeats only
-    /// while new faults keep rebuilding the device, and a stream that a rebuild left behind
-    /// (one that unwound halfway) fails with the poison instead of waiting forever.
-    #[cold]
-    #[inline(never)]
-    fn after_rebuild(&mut self, device: &Device, mut behind: u64) -> Result<Reserved> {
-        loop {
-            device.shared.await_rebuild();
-            match self.try_reserve(device)? {
-                Ok(reserved) => return Ok(reserved),
-                Err(Behind(stream_epoch)) if stream_epoch > behind => behind = stream_epoch,
-                Err(Behind(stream_epoch)) => return Err(device.shared.poison_since(stream_epoch)),
-            }
+    /// The stream is still of context `stream_epoch`, which its device has left: the rebuild
+    /// under way moves it to the new one before it finishes. Waits for that, then preflights
+    /// again. Each round needs the stream to have moved on since the last (`behind`): a rebuild
+    /// ends by moving every stream, so this repeats only while new faults keep rebuilding the
+    /// device, and a stream that a rebuild left behind (one that unwound halfway) fails with
+    /// the poison instead of waiting again.
+    fn after_rebuild(&mut self, device: &Device, stream_epoch: u64, behind: Option<u64>) -> Result<Reserved> {
+        if behind.is_some_and(|b| stream_epoch <= b) {
+            return Err(device.shared.poison_since(stream_epoch));
         }
+        device.shared.await_rebuild();
+        self.reserve_after(device, Some(stream_epoch))
     }
 
     /// What comes before any pending mark is taken, beyond the common case: stale uses fail
@@ -453,13 +449,10 @@ impl LaunchRecorder {
     ) -> Result<Launched<R>> {
         let _nvtx = NvtxRange::push(self.label.library, self.label.op());
         let shared = &device.shared;
-        // The context the work goes to, for telling a fault of this launch from one already
-        // recorded: the device's now, the stream's once preflight has fenced it (a rebuild may
-        // have moved it in between).
-        let mut epoch = shared.epoch();
+        let epoch = shared.epoch();
         let stream = self.stream;
         let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
-        match self.launch_traced(device, enqueue, &mut trace, &mut epoch) {
+        match self.launch_traced(device, enqueue, &mut trace) {
             Ok((value, event)) => {
                 if let Some(t) = &trace {
                     t.enqueued();
@@ -482,10 +475,8 @@ impl LaunchRecorder {
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
         trace: &mut Option<TraceTicket>,
-        epoch: &mut u64,
     ) -> Result<(R, EventRef)> {
         let reserved = self.reserve(device)?;
-        *epoch = reserved.epoch;
         let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
         let out = {
             let scope = LaunchScope::new(&reserved, &self.uses);
@@ -499,14 +490,16 @@ impl LaunchRecorder {
             out
         };
         let ev = pending.commit();
-        let r = out?;
-        Ok((r, ev?))
+        match out {
+            Ok(value) => Ok((value, ev?)),
+            // Against the context the work went to: preflight may have waited for a rebuild
+            // that moved the stream to a context newer than the one the launch began in, and
+            // a fault there is new, not the one that rebuild cured. (`launch_event` classifies
+            // again, which leaves a classified error as it is.)
+            Err(e) => Err(device.shared.classify(e, reserved.epoch)),
+        }
     }
 }
-
-/// A preflight found its stream still of context epoch `.0`, which its device has left: a
-/// rebuild under way moves the stream before it ends.
-struct Behind(u64);
 
 /// The closure form's launch between preflight and commit: commits on drop too, so that work
 /// already enqueued stays fenced when the enqueue closure panics.
