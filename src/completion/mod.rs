@@ -17,6 +17,7 @@
 
 mod blocking;
 mod local;
+mod poll_loop;
 mod shared;
 #[cfg(test)]
 mod tests;

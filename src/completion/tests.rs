@@ -129,7 +129,7 @@ fn a_job_that_is_not_prompt_is_queried_once_per_lazy_poll_only() {
     // bound, which load cannot break.
     let resolved = rx.recv_timeout(LIMIT).unwrap();
     assert!(
-        resolved.duration_since(registered) >= super::thread::LAZY_POLL,
+        resolved.duration_since(registered) >= super::poll_loop::LAZY_POLL,
         "a lazy job was resolved {:?} after its registration",
         resolved.duration_since(registered)
     );
@@ -154,7 +154,7 @@ fn a_lazy_job_on_busy_work_is_queried_once_per_lazy_poll_not_continuously() {
     // Past its first lazy interval, a job whose event is still pending waits another interval
     // between queries: 30 ms leave room for a few dozen passes, not the many thousands of a
     // loop that queries without sleeping.
-    std::thread::sleep(super::thread::LAZY_POLL * 3);
+    std::thread::sleep(super::poll_loop::LAZY_POLL * 3);
     let before = stats.iterations();
     std::thread::sleep(Duration::from_millis(30));
     let passes = stats.iterations() - before;
