@@ -12,6 +12,7 @@
 //! [`LaunchRecorder::launch`] does all of it around a closure and is the everyday path; every
 //! op of the crate goes through its internal form, `launch_event`.
 
+mod context;
 #[cfg(test)]
 mod lazy_tests;
 mod preflighted;
@@ -27,7 +28,7 @@ pub use scope::LaunchScope;
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::trace::{NvtxRange, OpLabel, TraceTicket};
-use crate::track::{Access, BufferTrack, EventRef, FenceError, HolderId};
+use crate::track::{Access, BufferTrack, EventRef, HolderId};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -345,66 +346,6 @@ impl LaunchRecorder {
         Ok(Reserved::new(self.stream, holder, raw, epoch))
     }
 
-    /// The fence failed: every mark is released. A stream that is only behind its device's
-    /// rebuild is waited for; anything else is the error.
-    #[cold]
-    #[inline(never)]
-    fn fence_refused(
-        &mut self,
-        device: &Device,
-        holder: HolderId,
-        e: FenceError,
-        behind: Option<u64>,
-    ) -> Result<Reserved> {
-        let shared = &device.shared;
-        if let FenceError::OtherContext { stream_epoch } = e {
-            if stream_epoch < shared.epoch() {
-                release(&self.uses, holder);
-                return self.after_rebuild(device, stream_epoch, behind);
-            }
-        }
-        Err(fence_failed(shared, &self.uses, holder, e))
-    }
-
-    /// After a fence that returned a stream of context `epoch`, when the quick check could not
-    /// clear it: `None` when the stream and every use are of that one current context. Else
-    /// every mark is released and the outcome is returned: a stream behind its device's rebuild
-    /// is waited for, whatever it is used with (a launch with no buffers too), and preflighted
-    /// again; a use of memory of a context the device has left is the error.
-    #[cold]
-    #[inline(never)]
-    fn context_refused(
-        &mut self,
-        device: &Device,
-        holder: HolderId,
-        epoch: u64,
-        behind: Option<u64>,
-    ) -> Option<Result<Reserved>> {
-        let shared = &device.shared;
-        if epoch < shared.epoch() {
-            release(&self.uses, holder);
-            return Some(self.after_rebuild(device, epoch, behind));
-        }
-        if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
-            return Some(Err(of_earlier_context(shared, &self.uses, holder, epoch)));
-        }
-        None
-    }
-
-    /// The stream is still of context `stream_epoch`, which its device has left: the rebuild
-    /// under way moves it to the new one before it finishes. Waits for that, then preflights
-    /// again. Each round needs the stream to have moved on since the last (`behind`): a rebuild
-    /// ends by moving every stream, so this repeats only while new faults keep rebuilding the
-    /// device, and a stream that a rebuild left behind (one that unwound halfway) fails with
-    /// the poison instead of waiting again.
-    fn after_rebuild(&mut self, device: &Device, stream_epoch: u64, behind: Option<u64>) -> Result<Reserved> {
-        if behind.is_some_and(|b| stream_epoch <= b) {
-            return Err(device.shared.poison_since(stream_epoch));
-        }
-        device.shared.await_rebuild();
-        self.reserve_after(device, Some(stream_epoch))
-    }
-
     /// What comes before any pending mark is taken, beyond the common case: stale uses fail
     /// (strict) or are dropped (permissive), then the declared lane jobs submitted earlier are
     /// waited out and a declared job's undeclared uses are refused.
@@ -533,56 +474,6 @@ impl Drop for Uncommitted<'_> {
         if let Err(e) = self.reserved.commit(self.device, self.uses) {
             log::error!("cusched: committing the unwound launch failed: {e}");
         }
-    }
-}
-
-/// Releases every mark after a failed fence and says why it failed.
-#[cold]
-#[inline(never)]
-fn fence_failed(shared: &DeviceShared, uses: &[Use], holder: HolderId, e: FenceError) -> Error {
-    release(uses, holder);
-    match e {
-        // A candidate event belongs to an earlier context: its buffer is stale.
-        FenceError::OtherContext { stream_epoch } => {
-            let t = uses.iter().map(Use::track).find(|t| outdated(shared, t, stream_epoch));
-            t.map_or_else(
-                || Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() },
-                of_old_context,
-            )
-        }
-        FenceError::Failed(e) => e,
-    }
-}
-
-/// Releases every mark when a use's memory belongs to a context the stream has left.
-#[cold]
-#[inline(never)]
-fn of_earlier_context(shared: &DeviceShared, uses: &[Use], holder: HolderId, epoch: u64) -> Error {
-    let err = uses.iter().find(|u| outdated(shared, u.track(), epoch)).map(|u| of_old_context(u.track()));
-    release(uses, holder);
-    err.unwrap_or_else(|| Error::Stale { what: "a buffer".into(), made: 0, current: shared.generation() })
-}
-
-/// The error for a use of memory of an earlier context. Memory made while the device was
-/// moving to a new context can carry the new generation with the old context's memory: it is
-/// not stale in the generation's sense, but the poisoned context it lives in is the cause.
-fn of_old_context(t: &BufferTrack) -> Error {
-    let device = &t.device;
-    let current = device.generation();
-    if t.generation >= current {
-        return device.poison_since(t.epoch);
-    }
-    Error::Stale { what: t.name(), made: t.generation, current }
-}
-
-/// Whether `t`'s memory belongs to a context its device has left: for the stream's own device
-/// judged by `epoch`, the stream's epoch read under its lock; for a buffer of another device, by
-/// that device's own epoch (epochs count per device).
-fn outdated(stream_device: &DeviceShared, t: &BufferTrack, epoch: u64) -> bool {
-    if t.device.uid == stream_device.uid {
-        t.epoch != epoch
-    } else {
-        t.epoch != t.device.epoch()
     }
 }
 
