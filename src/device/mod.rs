@@ -2,6 +2,8 @@
 
 mod poison;
 #[cfg(test)]
+pub(crate) use poison::rebuild_hooks;
+#[cfg(test)]
 mod rebuild_tests;
 
 use crate::backend::sim::{FenceMutation, Hazard, SimConfig, SimShared};

@@ -148,6 +148,9 @@ pub(crate) mod rebuild_hooks {
         Replaced(u32),
         /// A thread waits for the rebuild to end.
         Awaited,
+        /// Not a rebuild's: a preflight on the device has taken its marks and not yet fenced
+        /// its stream (run on the preflighting thread).
+        MarksTaken,
     }
 
     /// A hook, shared so that it runs outside the registry's lock.
@@ -169,7 +172,7 @@ pub(crate) mod rebuild_hooks {
     }
 
     /// Runs the hooks of the device of uid `device` for `stage`.
-    pub(super) fn at(device: u32, stage: Stage) {
+    pub(crate) fn at(device: u32, stage: Stage) {
         let hooks: Vec<Hook> =
             crate::sync::lock(&HOOKS).iter().filter(|(d, _)| *d == device).map(|(_, h)| h.clone()).collect();
         for hook in hooks {

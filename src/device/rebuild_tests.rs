@@ -18,6 +18,18 @@ fn fault_and_rebuild(d: &Device, s: StreamId) {
     assert!(matches!(r, Err(Error::ContextPoisoned { .. })), "the fault poisons the context");
 }
 
+/// Removes a device's rebuild hooks when dropped, so that a failing test leaves none behind.
+struct HooksOff(u32);
+
+impl Drop for HooksOff {
+    fn drop(&mut self) {
+        rebuild_hooks::off(self.0);
+    }
+}
+
+/// The name of the thread whose launch a test holds at a stage.
+const LATE: &str = "late-launch";
+
 /// Runs `during` on another thread once the rebuild of `d` reaches `stage`, holding the rebuild
 /// there until `during` has started waiting for it (or has ended), and returns its result.
 fn during_rebuild<T: Send + 'static>(
@@ -41,6 +53,7 @@ fn during_rebuild<T: Send + 'static>(
             }
         }
     });
+    let _off = HooksOff(d.shared.uid);
     let result = Arc::new(Mutex::new(None));
     let out = result.clone();
     let worker = std::thread::spawn(move || {
@@ -131,7 +144,7 @@ impl crate::KernelTrace for HoldLate {
 /// A launch that started on the old context, found its stream behind the rebuild and waited
 /// for it, runs on the new context: a sticky failure of it is a fault of the new context,
 /// recorded and rebuilt again, not reported as the poison the first rebuild cured (which would
-/// leave the device on a context that runs nothing).
+/// leave the new context poisoned until a later op found the fault again).
 #[test]
 fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
     let d = Device::sim(SimConfig::default()).unwrap();
@@ -141,6 +154,7 @@ fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
     let (release_tx, release_rx) = mpsc::channel();
     let hold = HoldLate { reached: Mutex::new(reached_tx), release: Mutex::new(release_rx) };
     d.set_trace(Arc::new(hold), crate::TraceOptions::default()).unwrap();
+    let _off = HooksOff(d.shared.uid);
     // The rebuild lets the launch go on once the device is on the new context and `s1` is not
     // yet, and goes on itself once the launch waits for it.
     let (awaited_tx, awaited_rx) = mpsc::channel::<()>();
@@ -166,9 +180,11 @@ fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
         })
     });
     reached_rx.recv_timeout(HOLD).expect("the launch starts");
-    fault_and_rebuild(&d, s1);
+    // The fault is found here or, since the device traces, by the completion thread watching
+    // the trace backlog: either rebuilds, and this synchronize may see the stream already moved.
+    LaunchRecorder::new_strict(s1).named("oob_write").launch(&d, |scope| scope.sim_fault()).unwrap();
+    let _ = d.synchronize(s1);
     let err = worker.join().unwrap().expect_err("the launch fails");
-    rebuild_hooks::off(d.shared.uid);
     assert!(matches!(err, Error::ContextPoisoned { call: "second_fault", .. }), "{err}");
     assert_eq!(d.shared.epoch(), before + 2, "the second fault rebuilt the device again");
     let ran = Arc::new(AtomicBool::new(false));
@@ -178,4 +194,51 @@ fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
         .unwrap();
     d.synchronize(s1).unwrap();
     assert!(ran.load(Ordering::SeqCst), "the device runs work again");
+}
+
+/// A preflight that read the device's context before a rebuild began, and fences a stream the
+/// rebuild has not moved yet after the device moved on, waits for the rebuild as well: its
+/// kernel runs on the new context instead of being dropped by the poisoned one.
+#[test]
+fn a_preflight_overtaken_by_a_rebuild_waits_for_it() {
+    let d = Device::sim(SimConfig::default()).unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let _off = HooksOff(d.shared.uid);
+    let (taken_tx, taken_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (awaited_tx, awaited_rx) = mpsc::channel::<()>();
+    let (taken_tx, go_rx) = (Mutex::new(taken_tx), Mutex::new(go_rx));
+    let (go_tx, awaited_tx, awaited_rx) = (Mutex::new(Some(go_tx)), Mutex::new(awaited_tx), Mutex::new(awaited_rx));
+    rebuild_hooks::on(d.shared.uid, move |at| match at {
+        // The late launch has read the device's epoch and taken its marks: it fences only once
+        // the rebuild has moved the device and `s0`, and not `s1`.
+        Stage::MarksTaken if std::thread::current().name() == Some(LATE) => {
+            let _ = taken_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv_timeout(HOLD);
+        }
+        Stage::Replaced(i) if i == s0.index() => {
+            if let Some(go) = go_tx.lock().unwrap().take() {
+                let _ = go.send(());
+                let _ = awaited_rx.lock().unwrap().recv_timeout(HOLD);
+            }
+        }
+        Stage::Awaited => {
+            let _ = awaited_tx.lock().unwrap().send(());
+        }
+        _ => {}
+    });
+    let ran = Arc::new(AtomicBool::new(false));
+    let (dev, flag) = (d.clone(), ran.clone());
+    let worker = std::thread::Builder::new()
+        .name(LATE.into())
+        .spawn(move || {
+            LaunchRecorder::new_strict(s1)
+                .launch(&dev, |scope| scope.sim_kernel(move || flag.store(true, Ordering::SeqCst)))
+        })
+        .unwrap();
+    taken_rx.recv_timeout(HOLD).expect("the late launch takes its marks");
+    fault_and_rebuild(&d, s1);
+    worker.join().unwrap().expect("the late launch runs after the rebuild");
+    d.synchronize(s1).unwrap();
+    assert!(ran.load(Ordering::SeqCst), "the late launch's kernel ran on the new context");
 }

@@ -236,7 +236,7 @@ impl<T: Element> Drop for BufferInner<T> {
             Ok((raw, epoch)) if epoch == self.track.epoch => raw,
             // The device rebuilt its context since the check above; nothing was queued.
             Ok(_) | Err(FenceError::OtherContext { .. }) => return memory.free_in_old_context(&what),
-            Err(FenceError::Failed(e)) => {
+            Err(FenceError::Failed { error: e, .. }) => {
                 // Freeing now could hand the memory to a new owner while a kernel still uses
                 // it; leaking it is the safe failure.
                 log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.track.name());

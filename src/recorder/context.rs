@@ -68,7 +68,8 @@ impl LaunchRecorder {
     }
 }
 
-/// Releases every mark after a failed fence and says why it failed.
+/// Releases every mark after a failed fence and says why it failed: a driver error classified
+/// against the stream's context.
 #[cold]
 #[inline(never)]
 fn fence_failed(shared: &DeviceShared, uses: &[Use], holder: HolderId, e: FenceError) -> Error {
@@ -82,7 +83,9 @@ fn fence_failed(shared: &DeviceShared, uses: &[Use], holder: HolderId, e: FenceE
                 of_old_context,
             )
         }
-        FenceError::Failed(e) => e,
+        // Against the context the stream was of: after a wait for a rebuild that is newer
+        // than the one the launch began in, and a fault there is new.
+        FenceError::Failed { error, stream_epoch } => shared.classify(error, stream_epoch),
     }
 }
 

@@ -184,6 +184,7 @@ impl LaunchRecorder {
         Ok(())
     }
 
+    /// Names the launch with a library's label (library ops name their launches this way).
     pub(crate) fn labelled(mut self, label: OpLabel) -> Self {
         self.label = label;
         self
@@ -312,6 +313,11 @@ impl LaunchRecorder {
             plain &= t.is_fresh() & t.reservations.is_empty();
             current &= t.epoch == device_epoch;
         }
+        // Stale uses go first (an error, or dropped when permissive), so that only live ones
+        // are checked for their backend and waited for.
+        if !plain {
+            self.drop_stale()?;
+        }
         if self.peers {
             self.check_peer_backends(device)?;
         }
@@ -331,6 +337,8 @@ impl LaunchRecorder {
                 return Err(e);
             }
         }
+        #[cfg(test)]
+        crate::device::rebuild_hooks::at(shared.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
         // The stream and its context epoch come back read together with the fencing: if the
         // device rebuilt its context since the uses were checked, their memory belongs to the
         // old one and must not reach a stream of the new one.
@@ -338,7 +346,9 @@ impl LaunchRecorder {
             Ok(current) => current,
             Err(e) => return self.fence_refused(device, holder, e, behind),
         };
-        if !(current && epoch == device_epoch) {
+        // The device's epoch is read again: a rebuild that began while the marks were taken has
+        // moved the device on, and maybe not this stream yet.
+        if !(current && epoch == device_epoch && epoch == shared.epoch()) {
             if let Some(refused) = self.context_refused(device, holder, epoch, behind) {
                 return refused;
             }
@@ -346,17 +356,18 @@ impl LaunchRecorder {
         Ok(Reserved::new(self.stream, holder, raw, epoch))
     }
 
-    /// What comes before any pending mark is taken, beyond the common case: stale uses fail
-    /// (strict) or are dropped (permissive), then the declared lane jobs submitted earlier are
-    /// waited out and a declared job's undeclared uses are refused.
+    /// What comes before any pending mark is taken, beyond the common case, once stale uses
+    /// are gone: the declared lane jobs submitted earlier are waited out and a declared job's
+    /// undeclared uses are refused.
     #[cold]
     #[inline(never)]
     fn before_marks(&mut self, timeout: std::time::Duration) -> Result<()> {
-        self.drop_stale()?;
         crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)
     }
 
     /// Strict: the first stale use's error. Permissive: drops the stale uses.
+    #[cold]
+    #[inline(never)]
     fn drop_stale(&mut self) -> Result<()> {
         let mut i = 0;
         while i < self.uses.len() {

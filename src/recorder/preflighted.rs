@@ -128,6 +128,7 @@ pub(super) struct Reserved {
 }
 
 impl Reserved {
+    /// A launch reserved on `stream` (backend handle `raw`, of context `epoch`) by `holder`.
     pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
         Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false) }
     }
@@ -158,9 +159,9 @@ impl Reserved {
         }
     }
 
-    /// The commit's record failed: nothing marks the end of the launch's work, so the stream
-    /// is drained first (see `unfenced`), then every mark is released,
-    /// and the error is classified against the launch's context.
+    /// The commit's record failed: the error is classified against the launch's context
+    /// (which may start a rebuild); since nothing marks the end of the launch's work, the
+    /// stream is drained (see `unfenced`) before every mark is released.
     #[cold]
     #[inline(never)]
     fn commit_failed(&self, device: &DeviceShared, uses: &[Use], e: Error) -> Error {
@@ -181,6 +182,7 @@ impl std::fmt::Debug for Preflighted {
 }
 
 impl Preflighted {
+    /// The hand-paired launch: its uses, device and reservation, until its commit.
     pub(super) fn new(uses: SmallVec<[Use; 4]>, device: Arc<DeviceShared>, reserved: Reserved) -> Self {
         Preflighted { uses, device, reserved, committed: false }
     }

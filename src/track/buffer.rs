@@ -16,6 +16,7 @@ pub use crate::access::Access;
 pub(crate) struct BufferId(pub u64);
 
 impl BufferId {
+    /// A new identity, never handed out before in this process.
     pub(crate) fn next() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         BufferId(NEXT.fetch_add(1, Ordering::Relaxed))
@@ -28,6 +29,7 @@ impl BufferId {
 pub(crate) struct HolderId(u64);
 
 impl HolderId {
+    /// The calling thread's identity.
     pub(crate) fn current() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
@@ -84,10 +86,12 @@ impl BufferTrack {
         }
     }
 
+    /// The buffer as errors and logs name it (`buffer #N`).
     pub(crate) fn name(&self) -> String {
         format!("{} #{}", self.kind, self.id.0)
     }
 
+    /// [`Error::Stale`] when the handle is of an earlier generation of its device.
     pub(crate) fn check_fresh(&self) -> Result<()> {
         if !self.is_fresh() {
             return Err(self.stale());

@@ -77,12 +77,15 @@ impl Ticket {
 /// then takes a ticket under the lock like any other).
 static DECLARED_SEEN: AtomicBool = AtomicBool::new(false);
 
+/// Notes that a declared lane job is being submitted: from now on every submit takes its ticket
+/// under the submit lock.
 pub(crate) fn note_declared() {
     if !DECLARED_SEEN.load(Ordering::Relaxed) {
         DECLARED_SEEN.store(true, Ordering::Release);
     }
 }
 
+/// Whether a declared lane job was ever submitted in this process.
 pub(crate) fn declared_seen() -> bool {
     DECLARED_SEEN.load(Ordering::Acquire)
 }
@@ -112,12 +115,14 @@ pub(crate) struct Reservations {
 }
 
 impl Reservations {
+    /// Adds `ticket`'s claim on the buffer's next use, with `access`.
     pub(crate) fn reserve(&self, ticket: Ticket, access: Access) {
         let mut h = crate::sync::lock(&self.held);
         h.entries.push(Entry { ticket, writes: access.writes() });
         self.count.fetch_add(1, Ordering::Release);
     }
 
+    /// Removes `ticket`'s claim: its job committed or will not run.
     pub(crate) fn release(&self, ticket: Ticket) {
         let mut h = crate::sync::lock(&self.held);
         if let Some(i) = h.entries.iter().position(|e| e.ticket == ticket) {

@@ -127,6 +127,7 @@ impl StreamSlot {
         crate::sync::lock(&self.lane).clone()
     }
 
+    /// Gives the stream to `lane` (or back to no lane), for traces and timelines.
     pub(crate) fn set_lane(&self, lane: Option<Arc<str>>) {
         let mut held = crate::sync::lock(&self.lane);
         self.has_lane.store(lane.is_some(), Ordering::Release);
@@ -181,21 +182,23 @@ impl StreamSlot {
                     return Err(FenceError::OtherContext { stream_epoch: st.epoch });
                 }
             } else if ev.context_replaced() {
-                return Err(FenceError::Failed(peer_context_lost(ev)));
+                return Err(FenceError::Failed { error: peer_context_lost(ev), stream_epoch: st.epoch });
             }
         }
         if !candidates.is_empty() && self.fencing {
+            let stream_epoch = st.epoch;
+            let failed = |error| FenceError::Failed { error, stream_epoch };
             let plan = plan_waits(self.index(), &st.clock, candidates);
             if !plan.is_empty() {
-                st.raw.bind()?;
+                st.raw.bind().map_err(failed)?;
             }
             for ev in plan {
                 // A lazily recorded producer is recorded on its own stream now (no tracker lock
                 // of that stream is taken: only its backend handle, which the event holds).
                 // Recording a lazy producer may bind another context (a peer's): bind again
                 // only then.
-                let raw = ev.raw_in(&st.raw)?;
-                st.raw.wait_current(raw)?;
+                let raw = ev.raw_in(&st.raw).map_err(failed)?;
+                st.raw.wait_current(raw).map_err(failed)?;
                 use super::plan::FencePoint;
                 st.clock.join(ev.clock());
                 st.stats.waits += 1;
@@ -258,6 +261,7 @@ impl StreamSlot {
         }
     }
 
+    /// The stream's counters so far.
     pub(crate) fn stats(&self) -> StreamStats {
         crate::sync::lock(&self.state).stats
     }
@@ -278,14 +282,9 @@ pub(crate) enum FenceError {
     /// from this one could never be satisfied. Or a later one: a rebuild is moving the streams
     /// and has not reached this one yet.
     OtherContext { stream_epoch: u64 },
-    /// Any other failure: a driver error, or a peer device's context that was replaced.
-    Failed(Error),
-}
-
-impl From<Error> for FenceError {
-    fn from(e: Error) -> Self {
-        FenceError::Failed(e)
-    }
+    /// Any other failure: a driver error, or a peer device's context that was replaced; the
+    /// stream was of context `stream_epoch`, which a driver error is classified against.
+    Failed { error: Error, stream_epoch: u64 },
 }
 
 /// A use on another device whose context was poisoned and replaced since: the work went to a
