@@ -1,10 +1,11 @@
 //! Eigenvalues and singular values: `syevd` (any element type; Hermitian for complex),
-//! `gesvd` (any), Jacobi `gesvdj` (real).
+//! `gesvd` and Jacobi `gesvdj` (any).
 
 use super::calls::{self, data_type, OwnedJacobi, OwnedSyevj};
 use super::factor::{matrix, vptr, CheckStatus};
 use super::info::Meaning;
-use super::{Fill, SizeKey, Solver, SolverElement, SolverReal};
+use super::symmetric::work_bytes;
+use super::{Fill, SizeKey, Solver, SolverElement};
 use crate::libs::dtype::DataTypes;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -58,11 +59,11 @@ pub struct Gesvd<'a, T: SolverElement> {
     pub ldvt: Option<usize>,
 }
 
-/// Jacobi SVD `A = U Σ Vᵀ` of the `m x n` matrix `A` (overwritten), economy size: `s` holds
-/// `min(m, n)` values, `U` is `m x min(m, n)`, `V` (not transposed) `n x min(m, n)`. Tolerance
-/// and sweeps are [`Solver::set_jacobi`]'s settings.
+/// Jacobi SVD `A = U Σ Vᴴ` (`Vᵀ` for real types) of the `m x n` matrix `A` (overwritten),
+/// economy size: `s` holds `min(m, n)` real values, `U` is `m x min(m, n)`, `V` (not
+/// transposed) `n x min(m, n)`. Tolerance and sweeps are [`Solver::set_jacobi`]'s settings.
 #[derive(Debug)]
-pub struct Gesvdj<'a, T: SolverReal> {
+pub struct Gesvdj<'a, T: SolverElement> {
     /// Whether `U` and `V` are computed.
     pub vectors: bool,
     /// Rows.
@@ -73,8 +74,8 @@ pub struct Gesvdj<'a, T: SolverReal> {
     pub a: &'a GpuRef<T>,
     /// Leading dimension of `A`; `None`: packed.
     pub lda: Option<usize>,
-    /// Singular values, `min(m, n)`.
-    pub s: &'a GpuRef<T>,
+    /// Singular values, `min(m, n)`, real for every element type.
+    pub s: &'a GpuRef<T::Real>,
     /// `U`.
     pub u: &'a GpuRef<T>,
     /// Leading dimension of `U`; `None`: packed.
@@ -111,7 +112,7 @@ impl std::fmt::Debug for JacobiRun {
 /// What a Jacobi method achieved.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct JacobiReport {
-    /// The residual `‖Σ - Uᵀ A V‖_F` it reached.
+    /// The residual `‖Σ - Uᴴ A V‖_F` it reached.
     pub residual: f64,
     /// Sweeps it ran.
     pub sweeps: u32,
@@ -180,8 +181,9 @@ impl Solver {
     }
 
     /// Jacobi SVD (see [`Gesvdj`]); the completion's [`JacobiRun`] gives the residual and
-    /// sweeps through [`jacobi_report`](Self::jacobi_report).
-    pub fn gesvdj<T: SolverReal>(&mut self, g: &Gesvdj<'_, T>) -> Result<Completion<JacobiRun>> {
+    /// sweeps through [`jacobi_report`](Self::jacobi_report). Complex types run
+    /// `cusolverDn{C,Z}gesvdj`, with complex `U`, `V` and real singular values.
+    pub fn gesvdj<T: SolverElement>(&mut self, g: &Gesvdj<'_, T>) -> Result<Completion<JacobiRun>> {
         let (m, n) = (check::dim("m", g.m, false)?, check::dim("n", g.n, false)?);
         let p = g.m.min(g.n);
         let lda = matrix("a", "lda", g.a, g.m, g.n, g.lda)? as i32;
@@ -201,7 +203,7 @@ impl Solver {
         record(&mut rec, "u", g.u, Access::Write)?;
         record(&mut rec, "v", g.v, Access::Write)?;
         let (h, _) = self.handle()?;
-        let (a, s, u, v): (*mut T, *mut T, *mut T, *mut T) = (dptr(g.a)?, dptr(g.s)?, dptr(g.u)?, dptr(g.v)?);
+        let (a, s, u, v) = (vptr(g.a)?, vptr(g.s)?, vptr(g.u)?, vptr(g.v)?);
         let info = OwnedJacobi::create(self.jacobi.tolerance, self.jacobi.max_sweeps)?;
         let (mode, raw) = (calls::eig_mode(g.vectors), info.raw());
         let key = SizeKey {
@@ -212,17 +214,18 @@ impl Solver {
         let sizes = self.sizes(key, || {
             let mut lwork = 0;
             // SAFETY: a live handle and info, context bound; the query reads nothing.
-            unsafe { (T::fns().gesvdj_size)(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, &mut lwork, raw) }
+            unsafe { T::gesvdj_size(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, &mut lwork, raw) }
                 .check_status("cusolverDn<t>gesvdj_bufferSize")?;
-            Ok((lwork.max(0) as usize * std::mem::size_of::<T>(), 0))
+            Ok(work_bytes::<T>(lwork))
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
         self.run_info(rec, keep, "gesvdj", 1, Meaning::Converge, None, |pin| {
             // SAFETY: a live handle and info object (moved into the completion, so alive until
-            // the op resolved); `a`, `s`, `u`, `v` cover their validated shapes and are
-            // distinct; the workspace holds `lwork` elements; `info` pinned.
-            unsafe { (T::fns().gesvdj)(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, work.device.cast(), lwork, pin.info(), raw) }
+            // the op resolved); `a`, `u`, `v` (of `T`) and `s` (of `T::Real`, the type the
+            // entry point writes) cover their validated shapes and are distinct; the workspace
+            // holds `lwork` elements; `info` pinned.
+            unsafe { T::gesvdj(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, work.device, lwork, pin.info(), raw) }
                 .check_status("cusolverDn<t>gesvdj")
         }, move || JacobiRun { info: RunInfo::Svd(info) })
     }

@@ -1,14 +1,16 @@
 //! cuSOLVER dense: Cholesky (`potrf`, `potrs`, batched `potrf`), LU with or without pivoting
-//! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`), symmetric and Hermitian eigenvalues
-//! (`syevd`, Jacobi `syevj`), the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from
-//! a Cholesky factor (`potri`), SVD (`gesvd`, Jacobi `gesvdj`), and batched forms
-//! (`potrf_batched`, `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`,
-//! `gesvdj_batched`, `syevj_batched`) that report every matrix's status.
+//! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`; for complex types these two run the
+//! unitary `ungqr`, `unmqr`), symmetric and Hermitian eigenvalues (`syevd`, Jacobi `syevj`),
+//! the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a Cholesky factor
+//! (`potri`), SVD (`gesvd`, Jacobi `gesvdj`), and batched forms (`potrf_batched`,
+//! `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`, `gesvdj_batched`,
+//! `syevj_batched`) that report every matrix's status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
-//! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, so those ops
-//! take `f32`, `f64`, `Complex<f32>` and `Complex<f64>` alike (Hermitian for complex). The
-//! status word (`devInfo`) is written by the GPU into pinned memory and read when the op's
+//! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed
+//! entry points elsewhere; every op but `potrf_batched` takes `f32`, `f64`, `Complex<f32>` and
+//! `Complex<f64>` alike (Hermitian or unitary for complex). The status word (`devInfo`) is
+//! written by the GPU into pinned memory and read when the op's
 //! [`Completion`](crate::Completion) resolves: the op never synchronizes, and a numerical
 //! failure resolves the completion with [`Error::Numerical`](crate::Error::Numerical) saying
 //! what happened ("leading minor 5 is not positive definite"). Workspace sizes come from the
@@ -76,8 +78,8 @@ pub trait SolverElement: Element + DataTypes + calls::Typed + sealed::Sealed {
     type Real: SolverElement;
 }
 
-/// Real types with the legacy typed entry points (`orgqr`, `ormqr`, `gesvdj`, batched
-/// Cholesky): `f32` and `f64`.
+/// Real types with the legacy typed entry points that cusched binds for real types only
+/// (batched Cholesky): `f32` and `f64`.
 pub trait SolverReal: SolverElement<Real = Self> + calls::sealed::LegacyType {}
 
 mod sealed {
@@ -102,6 +104,11 @@ impl SolverElement for Complex<f64> {
 }
 impl SolverReal for f32 {}
 impl SolverReal for f64 {}
+
+/// Whether `T` is complex, so that LAPACK's unitary (`ung..`, `unm..`) forms apply to it.
+fn is_complex<T: SolverElement>() -> bool {
+    matches!(T::CUDA, super::dtype::CudaType::C32F | super::dtype::CudaType::C64F)
+}
 
 /// The Jacobi methods' settings ([`Solver::set_jacobi`]).
 #[derive(Clone, Copy, Debug, PartialEq)]

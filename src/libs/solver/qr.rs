@@ -1,13 +1,15 @@
-//! QR: `geqrf` (any element type), and `orgqr`, `ormqr` (real types).
+//! QR: `geqrf`, and `orgqr`, `ormqr` (the unitary `ungqr`, `unmqr` for complex types), all
+//! for any element type.
 
 use super::calls::{self, data_type};
 use super::factor::{matrix, vptr, CheckStatus};
 use super::info::Meaning;
-use super::{Side, SizeKey, Solver, SolverElement, SolverReal, Trans};
+use super::symmetric::work_bytes;
+use super::{is_complex, Side, SizeKey, Solver, SolverElement, Trans};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::validate as check;
-use crate::libs::{dptr, record};
+use crate::libs::record;
 use crate::memory::GpuRef;
 use crate::track::Access;
 
@@ -28,9 +30,10 @@ pub struct Geqrf<'a, T: SolverElement> {
 }
 
 /// Forms the first `n` columns of `Q` (`m x n`, `m >= n >= k`) from `k` reflectors of
-/// [`Solver::geqrf`], overwriting `A`.
+/// [`Solver::geqrf`], overwriting `A`. `Q` is orthogonal for real types and unitary for complex
+/// ones (LAPACK's `ungqr`).
 #[derive(Debug)]
-pub struct Orgqr<'a, T: SolverReal> {
+pub struct Orgqr<'a, T: SolverElement> {
     /// Rows of `Q`.
     pub m: usize,
     /// Columns of `Q` formed.
@@ -46,12 +49,15 @@ pub struct Orgqr<'a, T: SolverReal> {
 }
 
 /// `C = op(Q) C` (left) or `C op(Q)` (right), `C` being `m x n`, with `Q` held as `k`
-/// reflectors of [`Solver::geqrf`].
+/// reflectors of [`Solver::geqrf`] (orthogonal for real types, unitary for complex ones, as in
+/// LAPACK's `unmqr`).
 #[derive(Debug)]
-pub struct Ormqr<'a, T: SolverReal> {
+pub struct Ormqr<'a, T: SolverElement> {
     /// Which side `Q` multiplies from.
     pub side: Side,
-    /// How `Q` is applied (`Yes` or `Conj`: `Qᵀ`).
+    /// How `Q` is applied. Real types: `Yes` and `Conj` both apply `Qᵀ`. Complex types: `Conj`
+    /// applies `Qᴴ`, and `Yes` is rejected (a plain `Qᵀ` of a unitary `Q` is not something
+    /// cuSOLVER's `unmqr` computes).
     pub trans: Trans,
     /// Rows of `C`.
     pub m: usize,
@@ -95,8 +101,9 @@ impl Solver {
         }, || ())
     }
 
-    /// Forms `Q` (see [`Orgqr`]).
-    pub fn orgqr<T: SolverReal>(&mut self, o: &Orgqr<'_, T>) -> Result<Completion<()>> {
+    /// Forms `Q` (see [`Orgqr`]); complex types run the unitary form
+    /// (`cusolverDn{C,Z}ungqr`), real types `cusolverDn{S,D}orgqr`.
+    pub fn orgqr<T: SolverElement>(&mut self, o: &Orgqr<'_, T>) -> Result<Completion<()>> {
         let (m, n, k) = (check::dim("m", o.m, false)?, check::dim("n", o.n, false)?, check::dim("k", o.k, false)?);
         if o.n > o.m {
             return Err(Error::invalid("n", format!("{} exceeds m = {}: Q has at most m columns", o.n, o.m)));
@@ -111,27 +118,37 @@ impl Solver {
         record(&mut rec, "a", o.a, Access::ReadWrite)?;
         record(&mut rec, "tau", o.tau, Access::Read)?;
         let (h, _) = self.handle()?;
-        let (a, tau): (*mut T, *mut T) = (dptr(o.a)?, dptr(o.tau)?);
+        let (a, tau) = (vptr(o.a)?, vptr(o.tau)?);
+        let (size_call, call) = if is_complex::<T>() {
+            ("cusolverDn<t>ungqr_bufferSize", "cusolverDn<t>ungqr")
+        } else {
+            ("cusolverDn<t>orgqr_bufferSize", "cusolverDn<t>orgqr")
+        };
         let key = SizeKey { op: "orgqr", dtype: T::CUDA as u32, dims: [m.into(), n.into(), k.into(), lda.into(), 0, 0] };
         let sizes = self.sizes(key, || {
             let mut lwork = 0;
             // SAFETY: a live handle, context bound; the query reads nothing.
-            unsafe { (T::fns().orgqr_size)(h, m, n, k, a, lda, tau, &mut lwork) }.check_status("cusolverDn<t>orgqr_bufferSize")?;
-            Ok((lwork.max(0) as usize * std::mem::size_of::<T>(), 0))
+            unsafe { T::orgqr_size(h, m, n, k, a, lda, tau, &mut lwork) }.check_status(size_call)?;
+            Ok(work_bytes::<T>(lwork))
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
         self.run_info(rec, keep, "orgqr", 1, Meaning::ParamsOnly, None, |pin| {
             // SAFETY: a live handle; `a` (m x n at lda, read-write) and `tau` (k, read) cover
-            // their shapes; the workspace holds `lwork` elements; `info` is pinned mapped.
-            unsafe { (T::fns().orgqr)(h, m, n, k, a, lda, tau, work.device.cast(), lwork, pin.info()) }
-                .check_status("cusolverDn<t>orgqr")
+            // their shapes, of `T`; the workspace holds `lwork` elements; `info` is pinned
+            // mapped.
+            unsafe { T::orgqr(h, m, n, k, a, lda, tau, work.device, lwork, pin.info()) }.check_status(call)
         }, || ())
     }
 
-    /// Applies `Q` (see [`Ormqr`]).
-    pub fn ormqr<T: SolverReal>(&mut self, o: &Ormqr<'_, T>) -> Result<Completion<()>> {
+    /// Applies `Q` (see [`Ormqr`]); complex types run the unitary form
+    /// (`cusolverDn{C,Z}unmqr`), real types `cusolverDn{S,D}ormqr`.
+    pub fn ormqr<T: SolverElement>(&mut self, o: &Ormqr<'_, T>) -> Result<Completion<()>> {
         let (m, n, k) = (check::dim("m", o.m, false)?, check::dim("n", o.n, false)?, check::dim("k", o.k, false)?);
+        let complex = is_complex::<T>();
+        if complex && o.trans == Trans::Yes {
+            return Err(Error::invalid("trans", "must be No or Conj (Qᴴ) for a complex Q: unmqr has no plain transpose"));
+        }
         let q_order = match o.side {
             Side::Left => o.m,
             Side::Right => o.n,
@@ -149,8 +166,19 @@ impl Solver {
         record(&mut rec, "tau", o.tau, Access::Read)?;
         record(&mut rec, "c", o.c, Access::ReadWrite)?;
         let (h, _) = self.handle()?;
-        let (a, tau, c): (*mut T, *mut T, *mut T) = (dptr(o.a)?, dptr(o.tau)?, dptr(o.c)?);
-        let (side, trans) = (calls::side(o.side), calls::trans(if o.trans == Trans::No { Trans::No } else { Trans::Yes }));
+        let (a, tau, c) = (vptr(o.a)?, vptr(o.tau)?, vptr(o.c)?);
+        // ormqr takes T for Qᵀ, unmqr C for Qᴴ; `Yes` on a complex type was rejected above.
+        let applied = match (o.trans, complex) {
+            (Trans::No, _) => Trans::No,
+            (_, false) => Trans::Yes,
+            (_, true) => Trans::Conj,
+        };
+        let (side, trans) = (calls::side(o.side), calls::trans(applied));
+        let (size_call, call) = if complex {
+            ("cusolverDn<t>unmqr_bufferSize", "cusolverDn<t>unmqr")
+        } else {
+            ("cusolverDn<t>ormqr_bufferSize", "cusolverDn<t>ormqr")
+        };
         let key = SizeKey {
             op: "ormqr",
             dtype: T::CUDA as u32,
@@ -159,18 +187,17 @@ impl Solver {
         let sizes = self.sizes(key, || {
             let mut lwork = 0;
             // SAFETY: a live handle, context bound; the query reads nothing.
-            unsafe { (T::fns().ormqr_size)(h, side, trans, m, n, k, a, lda, tau, c, ldc, &mut lwork) }
-                .check_status("cusolverDn<t>ormqr_bufferSize")?;
-            Ok((lwork.max(0) as usize * std::mem::size_of::<T>(), 0))
+            unsafe { T::ormqr_size(h, side, trans, m, n, k, a, lda, tau, c, ldc, &mut lwork) }.check_status(size_call)?;
+            Ok(work_bytes::<T>(lwork))
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
         self.run_info(rec, keep, "ormqr", 1, Meaning::ParamsOnly, None, |pin| {
             // SAFETY: a live handle; `a`, `tau` (read) and `c` (read-write) cover their
-            // validated shapes, `c` distinct; the workspace holds `lwork` elements; `info` is
-            // pinned mapped memory.
-            unsafe { (T::fns().ormqr)(h, side, trans, m, n, k, a, lda, tau, c, ldc, work.device.cast(), lwork, pin.info()) }
-                .check_status("cusolverDn<t>ormqr")
+            // validated shapes, of `T`, `c` distinct; the workspace holds `lwork` elements;
+            // `info` is pinned mapped memory.
+            unsafe { T::ormqr(h, side, trans, m, n, k, a, lda, tau, c, ldc, work.device, lwork, pin.info()) }
+                .check_status(call)
         }, || ())
     }
 }

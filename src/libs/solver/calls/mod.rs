@@ -6,8 +6,9 @@
 //! Every wrapper that takes a handle needs the handle's context current on the calling thread
 //! (the op path binds it) and the handle used by one thread at a time (`Solver` methods take
 //! `&mut self`). The 64-bit generic API (`cusolverDnX...`) takes element types as
-//! `cudaDataType`, so one wrapper serves every element type; the legacy typed entry points
-//! (`orgqr`, `ormqr`, Jacobi SVD, batched Cholesky) go through [`sealed::LegacyFns`].
+//! `cudaDataType`, so one wrapper serves every element type; the typed entry points of all four
+//! types go through [`Typed`], and the one that cusched binds for real types only (batched
+//! Cholesky) through [`sealed::LegacyFns`].
 
 use super::{Fill, Side, Trans};
 use crate::error::Result;
@@ -586,52 +587,10 @@ pub(crate) mod sealed {
     use cudarc::cusolver::sys::{self, cusolverDnHandle_t as H, cusolverStatus_t as S};
     use std::ffi::c_int as I;
 
-    type Op = sys::cublasOperation_t;
-    type Side = sys::cublasSideMode_t;
     type Uplo = sys::cublasFillMode_t;
-    type Mode = sys::cusolverEigMode_t;
 
     /// The typed legacy entry points of one real type: C signatures, spelled out.
-    #[allow(clippy::type_complexity)]
     pub struct LegacyFns<T: 'static> {
-        pub orgqr_size: unsafe fn(H, I, I, I, *const T, I, *const T, *mut I) -> S,
-        pub orgqr: unsafe fn(H, I, I, I, *mut T, I, *const T, *mut T, I, *mut I) -> S,
-        pub ormqr_size: unsafe fn(H, Side, Op, I, I, I, *const T, I, *const T, *const T, I, *mut I) -> S,
-        pub ormqr: unsafe fn(H, Side, Op, I, I, I, *const T, I, *const T, *mut T, I, *mut T, I, *mut I) -> S,
-        pub gesvdj_size: unsafe fn(
-            H,
-            Mode,
-            I,
-            I,
-            I,
-            *const T,
-            I,
-            *const T,
-            *const T,
-            I,
-            *const T,
-            I,
-            *mut I,
-            sys::gesvdjInfo_t,
-        ) -> S,
-        pub gesvdj: unsafe fn(
-            H,
-            Mode,
-            I,
-            I,
-            I,
-            *mut T,
-            I,
-            *mut T,
-            *mut T,
-            I,
-            *mut T,
-            I,
-            *mut T,
-            I,
-            *mut I,
-            sys::gesvdjInfo_t,
-        ) -> S,
         pub potrf_batched: unsafe fn(H, Uplo, I, *mut *mut T, I, *mut I, I) -> S,
     }
 
@@ -641,41 +600,15 @@ pub(crate) mod sealed {
     }
 
     macro_rules! legacy {
-        ($t:ty, $orgqr_size:ident, $orgqr:ident, $ormqr_size:ident, $ormqr:ident, $gesvdj_size:ident, $gesvdj:ident, $potrf_batched:ident) => {
+        ($t:ty, $potrf_batched:ident) => {
             impl LegacyType for $t {
                 fn fns() -> &'static LegacyFns<$t> {
-                    static FNS: LegacyFns<$t> = LegacyFns {
-                        orgqr_size: sys::$orgqr_size,
-                        orgqr: sys::$orgqr,
-                        ormqr_size: sys::$ormqr_size,
-                        ormqr: sys::$ormqr,
-                        gesvdj_size: sys::$gesvdj_size,
-                        gesvdj: sys::$gesvdj,
-                        potrf_batched: sys::$potrf_batched,
-                    };
+                    static FNS: LegacyFns<$t> = LegacyFns { potrf_batched: sys::$potrf_batched };
                     &FNS
                 }
             }
         };
     }
-    legacy!(
-        f32,
-        cusolverDnSorgqr_bufferSize,
-        cusolverDnSorgqr,
-        cusolverDnSormqr_bufferSize,
-        cusolverDnSormqr,
-        cusolverDnSgesvdj_bufferSize,
-        cusolverDnSgesvdj,
-        cusolverDnSpotrfBatched
-    );
-    legacy!(
-        f64,
-        cusolverDnDorgqr_bufferSize,
-        cusolverDnDorgqr,
-        cusolverDnDormqr_bufferSize,
-        cusolverDnDormqr,
-        cusolverDnDgesvdj_bufferSize,
-        cusolverDnDgesvdj,
-        cusolverDnDpotrfBatched
-    );
+    legacy!(f32, cusolverDnSpotrfBatched);
+    legacy!(f64, cusolverDnDpotrfBatched);
 }
