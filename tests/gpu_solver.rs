@@ -6,8 +6,8 @@
 mod common;
 use common::*;
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Potrf,
-    PotrfBatched, Potri, Potrs, PotrsBatched, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    Fill, Generalized, Geqrf, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr, Potrf,
+    PotrfBatched, Potri, Potrs, PotrsBatched, Side, SolverElement, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
 
@@ -48,8 +48,13 @@ fn fro(a: &[f64]) -> f64 {
 
 /// ‖X − Y‖ / (‖Y‖ · size · ε): below a few tens for a backward-stable algorithm.
 fn scaled(x: &[f64], y: &[f64], size: usize) -> f64 {
+    scaled_eps(x, y, size, f64::EPSILON)
+}
+
+/// [`scaled`] in units of `eps`, the precision the GPU computed in.
+fn scaled_eps(x: &[f64], y: &[f64], size: usize, eps: f64) -> f64 {
     let d: Vec<f64> = x.iter().zip(y).map(|(a, b)| a - b).collect();
-    fro(&d) / (fro(y).max(1.0) * size as f64 * f64::EPSILON)
+    fro(&d) / (fro(y).max(1.0) * size as f64 * eps)
 }
 
 fn random(rng: &mut Rng, n: usize) -> Vec<f64> {
@@ -625,4 +630,260 @@ fn batched_syevj_satisfies_av_equals_v_lambda_for_every_matrix() {
     }
     println!("syevjBatched {batch} x n={n}: worst ‖AV−VΛ‖ scaled = {worst:.2}");
     assert!(worst < 1000.0, "{worst}");
+}
+
+// The complex cases bound their errors by 100 in units of size · ε of the GPU's precision, as
+// the real ones do: a backward-stable result stays within a few tens, while a wrong transpose,
+// side or element type is off by O(1), i.e. by 1/ε in these units.
+
+/// The complex element types under test, widened to `Complex<f64>` for the CPU references.
+trait Cx: SolverElement + Copy {
+    /// The precision the GPU computes in.
+    const EPS: f64;
+    const NAME: &'static str;
+    fn narrow(z: Complex<f64>) -> Self;
+    fn widen(self) -> Complex<f64>;
+}
+
+impl Cx for Complex<f32> {
+    const EPS: f64 = f32::EPSILON as f64;
+    const NAME: &'static str = "c32";
+    fn narrow(z: Complex<f64>) -> Self {
+        Complex { re: z.re as f32, im: z.im as f32 }
+    }
+    fn widen(self) -> Complex<f64> {
+        Complex { re: self.re as f64, im: self.im as f64 }
+    }
+}
+
+impl Cx for Complex<f64> {
+    const EPS: f64 = f64::EPSILON;
+    const NAME: &'static str = "c64";
+    fn narrow(z: Complex<f64>) -> Self {
+        z
+    }
+    fn widen(self) -> Complex<f64> {
+        self
+    }
+}
+
+fn narrow<T: Cx>(a: &[Complex<f64>]) -> Vec<T> {
+    a.iter().map(|&z| T::narrow(z)).collect()
+}
+
+fn widen<T: Cx>(a: &[T]) -> Vec<Complex<f64>> {
+    a.iter().map(|&z| z.widen()).collect()
+}
+
+/// Random complex entries drawn as `f32`, so that the `Complex<f32>` upload holds exactly the
+/// matrix the f64 reference uses.
+fn crandom(rng: &mut Rng, n: usize) -> Vec<Complex<f64>> {
+    (0..n).map(|_| Complex { re: rng.f32() as f64, im: rng.f32() as f64 }).collect()
+}
+
+/// Conjugate transpose of the column-major `m x n` `A`.
+fn ctranspose(a: &[Complex<f64>], m: usize, n: usize) -> Vec<Complex<f64>> {
+    let mut t = vec![Complex { re: 0.0, im: 0.0 }; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            let z = a[i + j * m];
+            t[j + i * n] = Complex { re: z.re, im: -z.im };
+        }
+    }
+    t
+}
+
+fn cidentity(n: usize) -> Vec<Complex<f64>> {
+    identity(n).into_iter().map(|re| Complex { re, im: 0.0 }).collect()
+}
+
+/// [`scaled_eps`] of complex matrices (the Frobenius norm over real and imaginary parts).
+fn cscaled(x: &[Complex<f64>], y: &[Complex<f64>], size: usize, eps: f64) -> f64 {
+    let flat = |a: &[Complex<f64>]| a.iter().flat_map(|z| [z.re, z.im]).collect::<Vec<f64>>();
+    scaled_eps(&flat(x), &flat(y), size, eps)
+}
+
+/// The singular values of the `m x n` complex `A`, descending, by one-sided (Hestenes) Jacobi
+/// in f64 on whichever of `A`, `Aᴴ` has no more columns than rows: accurate to a few ε‖A‖.
+fn singular_values(a: &[Complex<f64>], m: usize, n: usize) -> Vec<f64> {
+    let (mut w, rows, cols) = if m >= n { (a.to_vec(), m, n) } else { (ctranspose(a, m, n), n, m) };
+    for _sweep in 0..60 {
+        let mut rotated = false;
+        for i in 0..cols {
+            for j in i + 1..cols {
+                let (mut alpha, mut beta, mut g) = (0.0, 0.0, Complex { re: 0.0, im: 0.0 });
+                for r in 0..rows {
+                    let (x, y) = (w[r + i * rows], w[r + j * rows]);
+                    alpha += x.re * x.re + x.im * x.im;
+                    beta += y.re * y.re + y.im * y.im;
+                    // conj(x) y
+                    g.re += x.re * y.re + x.im * y.im;
+                    g.im += x.re * y.im - x.im * y.re;
+                }
+                let gabs = g.re.hypot(g.im);
+                if gabs <= 1e-15 * (alpha * beta).sqrt() {
+                    continue;
+                }
+                rotated = true;
+                // Column j times conj(g)/|g| makes the pair's inner product real; then the real
+                // Jacobi rotation that zeroes it.
+                let (pr, pi) = (g.re / gabs, -g.im / gabs);
+                let zeta = (beta - alpha) / (2.0 * gabs);
+                let t = zeta.signum() / (zeta.abs() + (1.0 + zeta * zeta).sqrt());
+                let c = 1.0 / (1.0 + t * t).sqrt();
+                let s = c * t;
+                for r in 0..rows {
+                    let x = w[r + i * rows];
+                    let y0 = w[r + j * rows];
+                    let y = Complex { re: y0.re * pr - y0.im * pi, im: y0.re * pi + y0.im * pr };
+                    w[r + i * rows] = Complex { re: c * x.re - s * y.re, im: c * x.im - s * y.im };
+                    w[r + j * rows] = Complex { re: s * x.re + c * y.re, im: s * x.im + c * y.im };
+                }
+            }
+        }
+        if !rotated {
+            break;
+        }
+    }
+    let mut sv: Vec<f64> = (0..cols)
+        .map(|j| w[j * rows..][..rows].iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt())
+        .collect();
+    sv.sort_by(|x, y| y.total_cmp(x));
+    sv
+}
+
+/// `geqrf` then `orgqr` (`ungqr`) on a random complex `m x n`: ‖QR − A‖ and ‖QᴴQ − I‖ in units
+/// of `m ε`.
+fn ungqr_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize) {
+    let a = crandom(rng, m * n);
+    let (da, tau) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.alloc_zeros::<T>(s, n).unwrap());
+    h.solver().unwrap().geqrf(&Geqrf { m, n, a: &da, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let f = widen(&da.download(s).unwrap());
+    let mut r = vec![Complex { re: 0.0, im: 0.0 }; n * n];
+    for j in 0..n {
+        for i in 0..=j {
+            r[i + j * n] = f[i + j * m];
+        }
+    }
+    h.solver().unwrap().orgqr(&Orgqr { m, n, k: n, a: &da, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let q = widen(&da.download(s).unwrap());
+    let rec = cscaled(&cmatmul(&q, &r, m, n, n), &a, m, T::EPS);
+    let orth = cscaled(&cmatmul(&ctranspose(&q, m, n), &q, n, m, n), &cidentity(n), m, T::EPS);
+    println!("geqrf/ungqr {} {m}x{n}: ‖QR−A‖ scaled = {rec:.2}, ‖QᴴQ−I‖ scaled = {orth:.2}", T::NAME);
+    assert!(rec < 100.0 && orth < 100.0, "{} {rec} {orth}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_geqrf_and_ungqr_give_a_unitary_q_that_reconstructs() {
+    let Some((d, s, mut h)) = setup() else { return };
+    let mut rng = Rng::new();
+    ungqr_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 71, 29);
+    ungqr_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 71, 29);
+}
+
+/// `ormqr` (`unmqr`) with the `k` reflectors of a random `m x k`: `Qᴴ C` against the explicit
+/// `Q` that `ungqr` forms, multiplied on the CPU; `Q (Qᴴ C)` against `C`; and from the right,
+/// `D Qᴴ`. In units of `m ε`.
+fn unmqr_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, k: usize, n: usize) {
+    let a = crandom(rng, m * k);
+    let (da, tau) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.alloc_zeros::<T>(s, k).unwrap());
+    h.solver().unwrap().geqrf(&Geqrf { m, n: k, a: &da, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    // The whole m x m Q: the reflectors in the first k columns, ungqr forms the rest.
+    let mut full = da.download(s).unwrap();
+    full.resize(m * m, T::narrow(Complex { re: 0.0, im: 0.0 }));
+    let dq = d.upload(s, &full).unwrap();
+    h.solver().unwrap().orgqr(&Orgqr { m, n: m, k, a: &dq, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let q = widen(&dq.download(s).unwrap());
+    let qh = ctranspose(&q, m, m);
+
+    let c = crandom(rng, m * n);
+    let dc = d.upload(s, &narrow::<T>(&c)).unwrap();
+    let apply = |h: &mut Handles, side, trans, rows, cols, dc| {
+        let o = Ormqr { side, trans, m: rows, n: cols, k, a: &da, lda: None, tau: &tau, c: dc, ldc: None };
+        h.solver().unwrap().ormqr(&o).unwrap().wait().unwrap();
+    };
+    apply(h, Side::Left, Trans::Conj, m, n, &dc);
+    let qhc = widen(&dc.download(s).unwrap());
+    let vs_explicit = cscaled(&qhc, &cmatmul(&qh, &c, m, m, n), m, T::EPS);
+    apply(h, Side::Left, Trans::No, m, n, &dc);
+    let round_trip = cscaled(&widen(&dc.download(s).unwrap()), &c, m, T::EPS);
+
+    let e = crandom(rng, n * m);
+    let de = d.upload(s, &narrow::<T>(&e)).unwrap();
+    apply(h, Side::Right, Trans::Conj, n, m, &de);
+    let right = cscaled(&widen(&de.download(s).unwrap()), &cmatmul(&e, &qh, n, m, m), m, T::EPS);
+    println!(
+        "unmqr {} m={m} k={k} n={n}: ‖QᴴC − (explicit Q)ᴴC‖ scaled = {vs_explicit:.2}, \
+         ‖Q(QᴴC) − C‖ scaled = {round_trip:.2}, ‖DQᴴ − D(explicit Q)ᴴ‖ scaled = {right:.2}",
+        T::NAME
+    );
+    assert!(
+        vs_explicit < 100.0 && round_trip < 100.0 && right < 100.0,
+        "{} {vs_explicit} {round_trip} {right}",
+        T::NAME
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_unmqr_applies_q_and_its_conjugate_transpose() {
+    let Some((d, s, mut h)) = setup() else { return };
+    let mut rng = Rng::new();
+    unmqr_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 43, 17, 9);
+    unmqr_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 43, 17, 9);
+}
+
+/// Jacobi SVD of a random complex `m x n`: the real singular values against the CPU's
+/// (descending, as gesvdj sorts them), `‖UΣVᴴ − A‖`, `‖UᴴU − I‖` and `‖VᴴV − I‖`, in units of
+/// `max(m, n) ε`.
+fn gesvdj_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize)
+where
+    T::Real: Into<f64>,
+{
+    let (p, size) = (m.min(n), m.max(n));
+    let a = crandom(rng, m * n);
+    let da = d.upload(s, &narrow::<T>(&a)).unwrap();
+    let (sv, u, v) = (
+        d.alloc_zeros::<T::Real>(s, p).unwrap(),
+        d.alloc_zeros::<T>(s, m * p).unwrap(),
+        d.alloc_zeros::<T>(s, n * p).unwrap(),
+    );
+    let g = Gesvdj { vectors: true, m, n, a: &da, lda: None, s: &sv, u: &u, ldu: None, v: &v, ldv: None };
+    let run = h.solver().unwrap().gesvdj(&g).unwrap().wait().unwrap();
+    let report = h.solver().unwrap().jacobi_report(&run).unwrap();
+    let sv: Vec<f64> = sv.download(s).unwrap().into_iter().map(Into::into).collect();
+    let (u, v) = (widen(&u.download(s).unwrap()), widen(&v.download(s).unwrap()));
+    let want = singular_values(&a, m, n);
+    // Singular values are perfectly conditioned (|Δσ| ≤ ‖ΔA‖₂), so a backward-stable SVD is
+    // within a small multiple of ε‖A‖₂ = ε σ₁ of the exact ones.
+    let sv_err =
+        sv.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / (want[0] * size as f64 * T::EPS);
+    let us: Vec<Complex<f64>> =
+        (0..m * p).map(|k| Complex { re: u[k].re * sv[k / m], im: u[k].im * sv[k / m] }).collect();
+    let rec = cscaled(&cmatmul(&us, &ctranspose(&v, n, p), m, p, n), &a, size, T::EPS);
+    let uu = cscaled(&cmatmul(&ctranspose(&u, m, p), &u, p, m, p), &cidentity(p), size, T::EPS);
+    let vv = cscaled(&cmatmul(&ctranspose(&v, n, p), &v, p, n, p), &cidentity(p), size, T::EPS);
+    println!(
+        "gesvdj {} {m}x{n}: σ error scaled = {sv_err:.2}, ‖UΣVᴴ−A‖ scaled = {rec:.2}, ‖UᴴU−I‖ scaled = {uu:.2}, \
+         ‖VᴴV−I‖ scaled = {vv:.2}; residual {:.2e} after {} sweeps",
+        T::NAME,
+        report.residual,
+        report.sweeps
+    );
+    assert_eq!(sv.len(), want.len());
+    assert!(sv.windows(2).all(|w| w[0] >= w[1]), "singular values descend: {sv:?}");
+    assert!(sv_err < 100.0 && rec < 100.0 && uu < 100.0 && vv < 100.0, "{} {sv_err} {rec} {uu} {vv}", T::NAME);
+    assert!(report.sweeps >= 1);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_gesvdj_matches_the_cpu_and_reconstructs() {
+    let Some((d, s, mut h)) = setup() else { return };
+    let mut rng = Rng::new();
+    for (m, n) in [(6, 4), (4, 6)] {
+        gesvdj_case::<Complex<f32>>(&d, s, &mut h, &mut rng, m, n);
+        gesvdj_case::<Complex<f64>>(&d, s, &mut h, &mut rng, m, n);
+    }
 }

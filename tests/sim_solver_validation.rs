@@ -4,7 +4,7 @@
 #![cfg(feature = "cusolver")]
 
 mod common;
-use common::fixture::{fx, rejects};
+use common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
     Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr,
     Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
@@ -91,6 +91,67 @@ fn qr_ops_reject_bad_input() {
     rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(4, 3, 3, &c)));
     rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(4, 2, 3, &a)));
     rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(4, 2, 3, &c)));
+}
+
+#[test]
+fn complex_qr_ops_validate_like_the_real_ones() {
+    let mut fx = fx();
+    let (a, tau) = (fx.buf::<Complex<f32>>(12), fx.buf::<Complex<f32>>(3));
+    let short = fx.buf::<Complex<f32>>(2);
+    let o = |m, n, k, tau| Orgqr { m, n, k, a: &a, lda: None, tau };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.orgqr(&o(3, 4, 3, &tau)));
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.orgqr(&o(4, 2, 3, &tau)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.orgqr(&o(5, 3, 3, &tau)));
+    rejects(&mut fx, "tau", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3, &short)));
+    rejects(&mut fx, "tau", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3, &tau)));
+    let (a, tau, c) = (fx.buf::<Complex<f64>>(12), fx.buf::<Complex<f64>>(3), fx.buf::<Complex<f64>>(8));
+    let q = |side, trans, m, n, k, cc| Ormqr { side, trans, m, n, k, a: &a, lda: None, tau: &tau, c: cc, ldc: None };
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Conj, 2, 4, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Conj, 4, 3, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::No, 4, 2, 3, &a)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.ormqr(&q(Side::Right, Trans::Conj, 2, 5, 3, &c)));
+    // unmqr has no plain transpose: `Yes` on a complex Q is refused whatever the side, and
+    // before anything is recorded.
+    let e = rejection(&mut fx, "trans", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Yes, 4, 2, 3, &c)));
+    assert!(e.unwrap_err().to_string().contains("Conj"));
+    rejects(&mut fx, "trans", |fx| fx.h.solver()?.ormqr(&q(Side::Right, Trans::Yes, 2, 4, 3, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Conj, 4, 2, 3, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::No, 4, 2, 3, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(Side::Right, Trans::Conj, 2, 4, 3, &c)));
+    // A real Q keeps taking `Yes` and `Conj` alike (both are Qᵀ).
+    let (ra, rtau, rc) = (fx.buf::<f32>(12), fx.buf::<f32>(3), fx.buf::<f32>(8));
+    for trans in [Trans::Yes, Trans::Conj] {
+        let r = Ormqr { side: Side::Left, trans, m: 4, n: 2, k: 3, a: &ra, lda: None, tau: &rtau, c: &rc, ldc: None };
+        rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&r));
+    }
+}
+
+#[test]
+fn complex_gesvdj_validates_like_the_real_one() {
+    let mut fx = fx();
+    // 6x4 takes U 6x4 and V 4x4; 4x6 takes U 4x4 and V 6x4; both take 4 real singular values.
+    let (a, big, small) = (fx.buf::<Complex<f64>>(24), fx.buf::<Complex<f64>>(24), fx.buf::<Complex<f64>>(16));
+    let (sv, short) = (fx.buf::<f64>(4), fx.buf::<f64>(3));
+    let j = |m, n, s, u, v| Gesvdj { vectors: true, m, n, a: &a, lda: None, s, u, ldu: None, v, ldv: None };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvdj(&j(6, 5, &sv, &big, &small)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesvdj(&j(6, 0, &sv, &big, &small)));
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &short, &big, &small)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &sv, &small, &big)));
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &sv, &small, &small)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &sv, &a, &small)));
+    rejects(&mut fx, "ldu", |fx| {
+        let g = Gesvdj { ldu: Some(5), ..j(6, 4, &sv, &big, &small) };
+        fx.h.solver()?.gesvdj(&g)
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &sv, &big, &small)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &sv, &small, &big)));
+    let (a, sv, u, v) =
+        (fx.buf::<Complex<f32>>(24), fx.buf::<f32>(4), fx.buf::<Complex<f32>>(16), fx.buf::<Complex<f32>>(24));
+    let j = |m, n, v| Gesvdj { vectors: true, m, n, a: &a, lda: None, s: &sv, u: &u, ldu: None, v, ldv: None };
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &u)));
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &v)));
 }
 
 #[test]
