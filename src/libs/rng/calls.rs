@@ -99,6 +99,11 @@ impl RawGenerator {
         status.check("curandGenerate")
     }
 
+    /// The raw generator.
+    pub(super) fn get(&self) -> sys::curandGenerator_t {
+        self.0.get()
+    }
+
     /// `curandGeneratePoisson`: `n` counts of mean `lambda` at `out`.
     ///
     /// # Safety

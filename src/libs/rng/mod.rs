@@ -171,6 +171,22 @@ impl Rng {
         self.op.stream
     }
 
+    /// The raw cuRAND generator of `seed.generator` (made on first use, as a draw makes it),
+    /// set to `seed`, for calls cusched does not wrap (`curandGenerate` of raw `u32`s, say).
+    /// Declare their buffer uses on a [`crate::LaunchRecorder`] on [`stream`](Self::stream)
+    /// yourself and enqueue them inside its [`launch`](crate::LaunchRecorder::launch) closure,
+    /// with the stream's context current (`scope.cuda_stream()?.context().bind_to_thread()`).
+    /// Leave the generator's stream and ordering as they are; its seed, offset and dimensions
+    /// you may change, as cusched sets them again before each of its draws. The generator
+    /// stays this `Rng`'s, valid while it lives, except an MTGP32 one: the next MTGP32 draw or
+    /// call here replaces it with a fresh generator. On the simulator it fails with
+    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the draws do there.
+    pub fn curand_generator(&mut self, seed: &Seed) -> Result<cudarc::curand::sys::curandGenerator_t> {
+        check_generator(seed)?;
+        let stream = self.op.bound_stream()?;
+        generator(&mut self.generators, seed, stream.cu_stream()).map(|g| g.get())
+    }
+
     /// Fills `out` with uniform values in `(0, 1]`.
     pub fn uniform<T: RandomFloat>(&mut self, seed: &Seed, out: &GpuRef<T>) -> Result<Completion<()>> {
         self.draw(seed, out, Draw::Uniform, None)
@@ -309,11 +325,8 @@ fn check_moments(mean: f64, stddev: f64) -> Result<()> {
     Ok(())
 }
 
-/// Checks the seed against an output of `len` elements and returns the count to draw.
-fn check_seed(seed: &Seed, len: usize, pairs: bool) -> Result<usize> {
-    if len == 0 {
-        return Err(Error::invalid("out", "is empty: there is nothing to draw"));
-    }
+/// Checks the seed's offset and dimensions against its generator.
+fn check_generator(seed: &Seed) -> Result<()> {
     if seed.generator == Generator::Mtgp32 && seed.offset != 0 {
         return Err(Error::invalid("seed.offset", "MTGP32 does not support offsets; use 0 or another generator"));
     }
@@ -322,6 +335,17 @@ fn check_seed(seed: &Seed, len: usize, pairs: bool) -> Result<usize> {
         if seed.dimensions > 20_000 {
             return Err(Error::invalid("seed.dimensions", "cuRAND supports at most 20,000 quasi-random dimensions"));
         }
+    }
+    Ok(())
+}
+
+/// Checks the seed against an output of `len` elements and returns the count to draw.
+fn check_seed(seed: &Seed, len: usize, pairs: bool) -> Result<usize> {
+    if len == 0 {
+        return Err(Error::invalid("out", "is empty: there is nothing to draw"));
+    }
+    check_generator(seed)?;
+    if seed.generator.is_quasi() {
         if len % seed.dimensions as usize != 0 {
             return Err(Error::invalid(
                 "out",

@@ -26,7 +26,7 @@ pub(super) fn is_present() -> bool {
 
 /// A cuSOLVER sparse handle.
 #[derive(Clone, Copy)]
-pub(crate) struct Handle(sys::cusolverSpHandle_t);
+pub(crate) struct Handle(pub(super) sys::cusolverSpHandle_t);
 
 // SAFETY: a cuSOLVER handle may be used from any thread, one at a time.
 unsafe impl RawObject for Handle {

@@ -112,6 +112,17 @@ impl SolverSparse {
         self.op.stream
     }
 
+    /// The raw cuSOLVER sparse handle, for calls cusched does not wrap. Declare their buffer
+    /// uses on a [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue
+    /// them inside its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's
+    /// context current (`scope.cuda_stream()?.context().bind_to_thread()`). Leave the handle's
+    /// stream as it is; matrix descriptors you make are yours to destroy. On the simulator it
+    /// fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops
+    /// do there.
+    pub fn cusolver_sp_handle(&self) -> Result<cudarc::cusolver::sys::cusolverSpHandle_t> {
+        self.raw.as_ref().map(|r| r.handle.get().0).ok_or_else(|| self.op.unavailable_on_sim())
+    }
+
     /// Solves `A x = b` by sparse QR (`cusolverSp?csrlsvqr`). `tol` decides singularity (a
     /// pivot below it); the completion fails with [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is singular.
     /// **Blocks** until the solve is done (see the module docs).

@@ -244,6 +244,18 @@ impl Sparse {
         self.mats.forget(&self.op, |k| *k == key);
     }
 
+    /// The raw cuSPARSE handle, for calls cusched does not wrap. Declare their buffer uses on a
+    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside
+    /// its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
+    /// (`scope.cuda_stream()?.context().bind_to_thread()`). Leave the handle's stream and
+    /// pointer mode (host, which cusched's ops pass their scalars in) as they are; external
+    /// buffers come from your own allocations (declared on the recorder), not cusched's shared
+    /// workspace, and descriptors you make are yours to destroy. On the simulator it fails with
+    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
+    pub fn cusparse_handle(&self) -> Result<cudarc::cusparse::sys::cusparseHandle_t> {
+        self.handle()
+    }
+
     fn handle(&self) -> Result<calls::H> {
         self.raw.as_ref().map(|h| h.get().0).ok_or_else(|| self.op.unavailable_on_sim())
     }
