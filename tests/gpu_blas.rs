@@ -508,3 +508,27 @@ fn gpu_rejects_bad_input_without_recording() {
     let after = d.stats();
     assert_eq!((before.events, before.waits), (after.events, after.waits));
 }
+
+/// The raw handle is the live cuBLAS handle of the `Blas`, bound to the stream it enqueues on.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_cublas_handle_is_live_on_the_blas_stream() {
+    use cusched::cudarc::cublas::sys;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let lib = h.blas().unwrap();
+    let raw = lib.cublas_handle().unwrap();
+    let (status, got, want) = raw_launch(&d, cusched::LaunchRecorder::new_strict(lib.stream()), |stream| {
+        let mut got: sys::cudaStream_t = std::ptr::null_mut();
+        // SAFETY: 1. `raw` is the live handle of `lib`, which outlives the launch, and its
+        // context is current (`raw_launch` binds it); 2. `got` is a valid out-pointer for one
+        // stream; 3. the query enqueues nothing and touches no device memory, so the launch
+        // declares no uses.
+        let status = unsafe { sys::cublasGetStream_v2(raw, &mut got) };
+        (status, got as usize, stream as usize)
+    });
+    assert_eq!(status, sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+    assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
+    assert_eq!(got, want, "the raw handle is not bound to the stream of its Blas");
+}

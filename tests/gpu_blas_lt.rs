@@ -547,3 +547,41 @@ fn lane_path() {
     let want: Vec<f64> = x.iter().map(|v| v.max(0.0)).collect();
     close("lane relu", &down(&h, &d), &want, &mag, 1e-5);
 }
+
+/// The raw handle is a live cuBLASLt handle: it answers a query cusched does not wrap, the f32
+/// matmul algorithms.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_cublaslt_handle_lists_f32_algorithms() {
+    use cusched::cudarc::cublaslt::sys;
+    let Some(dev) = gpu() else { return };
+    let mut h = Handles::new(&dev, dev.new_stream().unwrap()).unwrap();
+    let lt = h.blas_lt().unwrap();
+    let raw = lt.cublaslt_handle().unwrap();
+    let mut ids = [-1i32; 64];
+    let (status, count) = raw_launch(&dev, cusched::LaunchRecorder::new_strict(lt.stream()), |_| {
+        let (mut count, f32t) = (0, sys::cudaDataType_t::CUDA_R_32F);
+        // SAFETY: 1. `raw` is the live handle of `lt`, which outlives the launch, and its
+        // context is current (`raw_launch` binds it); 2. `ids` holds the 64 ids requested and
+        // `count` is a valid out-pointer; 3. a host query: it enqueues nothing and touches no
+        // device memory, so the launch declares no uses.
+        let status = unsafe {
+            sys::cublasLtMatmulAlgoGetIds(
+                raw,
+                sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                f32t,
+                f32t,
+                f32t,
+                f32t,
+                f32t,
+                64,
+                ids.as_mut_ptr(),
+                &mut count,
+            )
+        };
+        (status, count)
+    });
+    assert_eq!(status, sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+    assert!((1..=64).contains(&count), "{count} f32 algorithms");
+    assert!(ids[..count as usize].iter().all(|&id| id >= 0), "{:?}", &ids[..count as usize]);
+}

@@ -153,3 +153,40 @@ fn quasi_random_dimensions_and_lane_path() {
         assert!((below_half as i64 - 2048).abs() <= 8, "dimension {dim}: {below_half} of 4096 below 0.5");
     }
 }
+
+/// The raw generator draws what cusched does not wrap (raw `u32`s, `curandGenerate`) on the
+/// `Rng`'s stream, into a buffer declared on the recorder; `curand_generator` sets it to the
+/// seed each time, as a draw does.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_generator_draws_u32s_on_the_rng_stream() {
+    use cusched::cudarc::curand::sys;
+    const N: usize = 4096;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let seed = Rng::new().next();
+    let mut draw = |sd: Seed| -> Vec<u32> {
+        let rng = h.rng().unwrap();
+        let g = rng.curand_generator(&sd).unwrap();
+        let out = d.upload(s, &vec![0u32; N]).unwrap();
+        let p = out.raw_device_ptr().unwrap();
+        let mut rec = cusched::LaunchRecorder::new_strict(rng.stream());
+        rec.write(&out).unwrap();
+        let status = raw_launch(&d, rec, |_| {
+            // SAFETY: 1. `g` is the live Philox generator of `rng` (which outlives the launch),
+            // made in this device's context, current here, and set to this launch's stream;
+            // 2. `p` is the address of `out`, which holds N u32s and is declared written on
+            // the recorder, so the launch is fenced against its other uses; 3. `curandGenerate`
+            // writes exactly N u32s there, enqueued on the generator's stream.
+            unsafe { sys::curandGenerate(g, p as *mut u32, N) }
+        });
+        assert_eq!(status, sys::curandStatus_t::CURAND_STATUS_SUCCESS);
+        out.download(s).unwrap()
+    };
+    let a = draw(Seed::new(Generator::Philox4x32_10, seed));
+    assert!(a.iter().any(|&x| x != 0), "the raw draw wrote nothing");
+    assert!(a.iter().any(|&x| x != a[0]), "the raw draw wrote one value {} everywhere", a[0]);
+    assert_eq!(a, draw(Seed::new(Generator::Philox4x32_10, seed)), "same seed, different numbers");
+    assert_ne!(a, draw(Seed::new(Generator::Philox4x32_10, seed.wrapping_add(1))), "different seeds, same numbers");
+}

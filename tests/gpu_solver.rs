@@ -887,3 +887,27 @@ fn complex_gesvdj_matches_the_cpu_and_reconstructs() {
         gesvdj_case::<Complex<f64>>(&d, s, &mut h, &mut rng, m, n);
     }
 }
+
+/// The raw handle is the live cuSOLVER dense handle of the `Solver`, bound to the stream it enqueues on.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_cusolver_handle_is_live_on_the_solver_stream() {
+    use cusched::cudarc::cusolver::sys;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let lib = h.solver().unwrap();
+    let raw = lib.cusolver_handle().unwrap();
+    let (status, got, want) = raw_launch(&d, cusched::LaunchRecorder::new_strict(lib.stream()), |stream| {
+        let mut got: sys::cudaStream_t = std::ptr::null_mut();
+        // SAFETY: 1. `raw` is the live handle of `lib`, which outlives the launch, and its
+        // context is current (`raw_launch` binds it); 2. `got` is a valid out-pointer for one
+        // stream; 3. the query enqueues nothing and touches no device memory, so the launch
+        // declares no uses.
+        let status = unsafe { sys::cusolverDnGetStream(raw, &mut got) };
+        (status, got as usize, stream as usize)
+    });
+    assert_eq!(status, sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS);
+    assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
+    assert_eq!(got, want, "the raw handle is not bound to the stream of its Solver");
+}

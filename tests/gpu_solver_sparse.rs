@@ -96,3 +96,27 @@ fn a_singular_system_fails_with_the_row() {
     let sys = CsrSystem { n, nnz: good.1.len(), offsets: &o, indices: &i, values: &v };
     h.solver_sparse().unwrap().csrlsvchol(sys, &b, &x, 1e-12, Reorder::None).unwrap().wait().unwrap();
 }
+
+/// The raw handle is the live cuSOLVER sparse handle of the `SolverSparse`, bound to the stream it enqueues on.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_cusolver_sp_handle_is_live_on_the_solver_sparse_stream() {
+    use cusched::cudarc::cusolver::sys;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let lib = h.solver_sparse().unwrap();
+    let raw = lib.cusolver_sp_handle().unwrap();
+    let (status, got, want) = raw_launch(&d, cusched::LaunchRecorder::new_strict(lib.stream()), |stream| {
+        let mut got: sys::cudaStream_t = std::ptr::null_mut();
+        // SAFETY: 1. `raw` is the live handle of `lib`, which outlives the launch, and its
+        // context is current (`raw_launch` binds it); 2. `got` is a valid out-pointer for one
+        // stream; 3. the query enqueues nothing and touches no device memory, so the launch
+        // declares no uses.
+        let status = unsafe { sys::cusolverSpGetStream(raw, &mut got) };
+        (status, got as usize, stream as usize)
+    });
+    assert_eq!(status, sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS);
+    assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
+    assert_eq!(got, want, "the raw handle is not bound to the stream of its SolverSparse");
+}

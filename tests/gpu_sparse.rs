@@ -583,3 +583,27 @@ fn blocked_ell_spmm_matches_a_dense_product() {
     // mantissa): seen on an H100 as a relative error of 5e-5.
     close(&got, &want, 1e-3, "blocked-ell spmm");
 }
+
+/// The raw handle is the live cuSPARSE handle of the `Sparse`, bound to the stream it enqueues on.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_cusparse_handle_is_live_on_the_sparse_stream() {
+    use cusched::cudarc::cusparse::sys;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let lib = h.sparse().unwrap();
+    let raw = lib.cusparse_handle().unwrap();
+    let (status, got, want) = raw_launch(&d, cusched::LaunchRecorder::new_strict(lib.stream()), |stream| {
+        let mut got: sys::cudaStream_t = std::ptr::null_mut();
+        // SAFETY: 1. `raw` is the live handle of `lib`, which outlives the launch, and its
+        // context is current (`raw_launch` binds it); 2. `got` is a valid out-pointer for one
+        // stream; 3. the query enqueues nothing and touches no device memory, so the launch
+        // declares no uses.
+        let status = unsafe { sys::cusparseGetStream(raw, &mut got) };
+        (status, got as usize, stream as usize)
+    });
+    assert_eq!(status, sys::cusparseStatus_t::CUSPARSE_STATUS_SUCCESS);
+    assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
+    assert_eq!(got, want, "the raw handle is not bound to the stream of its Sparse");
+}

@@ -434,3 +434,41 @@ fn the_cpu_einsum_is_a_matrix_product() {
         }
     }
 }
+
+/// The raw handle is a live cuTENSOR handle: it makes (and the test destroys) a tensor
+/// descriptor of its own.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_cutensor_handle_makes_a_tensor_descriptor() {
+    use cusched::cudarc::cutensor::sys;
+    let Some((d, _, mut h)) = setup() else { return };
+    let t = h.tensor().unwrap();
+    let raw = t.cutensor_handle().unwrap();
+    let (extents, strides) = ([4i64, 3], [3i64, 1]);
+    let ok = sys::cutensorStatus_t::CUTENSOR_STATUS_SUCCESS;
+    let (made, destroyed) = raw_launch(&d, cusched::LaunchRecorder::new_strict(t.stream()), |_| {
+        let mut desc: sys::cutensorTensorDescriptor_t = std::ptr::null_mut();
+        // SAFETY: 1. `raw` is the live handle of `t`, which outlives the launch, and its
+        // context is current (`raw_launch` binds it); 2. `extents` and `strides` hold the 2
+        // modes' entries and outlive the call (cuTENSOR copies them), and `desc` is a valid
+        // out-pointer; 3. it enqueues nothing and touches no device memory, so the launch
+        // declares no uses.
+        let made = unsafe {
+            sys::cutensorCreateTensorDescriptor(
+                raw,
+                &mut desc,
+                2,
+                extents.as_ptr(),
+                strides.as_ptr(),
+                sys::cudaDataType_t::CUDA_R_32F,
+                256,
+            )
+        };
+        // SAFETY: 1. `desc` was just made by the call above, which succeeded; 2. nothing else
+        // holds it, and it is destroyed once.
+        let destroyed = (made == ok).then(|| unsafe { sys::cutensorDestroyTensorDescriptor(desc) });
+        (made, destroyed)
+    });
+    assert_eq!(made, ok);
+    assert_eq!(destroyed, Some(ok));
+}

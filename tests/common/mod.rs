@@ -97,3 +97,19 @@ pub fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send 
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("test body did not finish within {limit:?}"),
     }
 }
+
+/// Launches `rec` (its uses declared by the caller) on `d` and runs `f` inside the launch with
+/// the stream's context current on this thread, handing it the raw stream: the frame for calls
+/// on a library's raw handle. Panics if the launch fails.
+pub fn raw_launch<R>(
+    d: &Device,
+    rec: cusched::LaunchRecorder,
+    f: impl FnOnce(cusched::cudarc::driver::sys::CUstream) -> R,
+) -> R {
+    rec.launch(d, |scope| {
+        let cuda = scope.cuda_stream()?;
+        cuda.context().bind_to_thread().map_err(|status| cusched::Error::Driver { call: "cuCtxSetCurrent", status })?;
+        Ok(f(cuda.cu_stream()))
+    })
+    .unwrap()
+}
