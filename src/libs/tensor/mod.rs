@@ -14,7 +14,7 @@
 //! recorder. The handle, plans and descriptors are destroyed by the reaper.
 //!
 //! cuTENSOR is loaded at run time as `libcutensor.so` (a link to `libcutensor.so.2`), found on
-//! the library path. Without it every op fails with [`Error::LibraryUnavailable`] naming
+//! the library path. Without it every op fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable) naming
 //! `libcutensor.so.2`.
 
 mod calls;
