@@ -29,13 +29,17 @@ fn axpb(
     rec.launch(device, |scope| match kernel {
         Some(k) => {
             let n = out.len() as u32;
-            let s = scope.cuda_stream()?;
-            let mut launch = s.launch_builder(k.function()?);
-            launch.arg(out.cuda_slice()?).arg(input.cuda_slice()?).arg(&a).arg(&b).arg(&n);
-            // SAFETY: the argument list matches `axpb`'s signature, both buffers hold `n`
-            // floats, and the recorder fenced their uses on this stream.
-            unsafe { launch.launch(LaunchConfig::for_num_elems(n)) }
-                .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })?;
+            // SAFETY: (1) the kernel reads `input` and writes `out`, as the recorder declared,
+            // on the launch's stream, enqueued before the closure returns, and no cudarc memory
+            // is made; (2) the argument list matches `axpb`'s signature and both buffers hold
+            // `n` floats of this device.
+            unsafe {
+                let s = scope.cuda_stream()?;
+                let mut launch = s.launch_builder(k.function()?);
+                launch.arg(out.cuda_slice()?).arg(input.cuda_slice()?).arg(&a).arg(&b).arg(&n);
+                launch.launch(LaunchConfig::for_num_elems(n))
+            }
+            .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })?;
             Ok(())
         }
         None => {

@@ -28,12 +28,16 @@ fn compute(cx: &mut cusched::LaneCtx, kernel: Option<&Kernel>, x: &GpuRef<f32>, 
     rec.launch(cx.device(), |scope| match kernel {
         Some(k) => {
             let n = x.len() as u32;
-            let mut b = scope.cuda_stream()?.launch_builder(k.function()?);
-            b.arg(y.cuda_slice()?).arg(x.cuda_slice()?).arg(&n);
-            // SAFETY: arguments match `poly`; both buffers hold `n` floats and are fenced.
-            unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
-                .map(drop)
-                .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
+            // SAFETY: (1) the kernel reads `x` and writes `y`, as declared, on the launch's
+            // stream, enqueued before the closure returns, and no cudarc memory is made; (2) the
+            // arguments match `poly`, and both buffers hold `n` floats of this device.
+            unsafe {
+                let mut b = scope.cuda_stream()?.launch_builder(k.function()?);
+                b.arg(y.cuda_slice()?).arg(x.cuda_slice()?).arg(&n);
+                b.launch(LaunchConfig::for_num_elems(n))
+            }
+            .map(drop)
+            .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
         }
         None => {
             let (xs, ys) = (x.sim_data()?, y.sim_data()?);

@@ -63,7 +63,9 @@ fn inline_launch(d: &Device, s: StreamId, k: &Kernel, x: &Bufs) -> cusched::Resu
     let mut rec = LaunchRecorder::new_strict(s);
     rec.read(&x.a)?.read(&x.b)?.write(&x.c)?;
     rec.launch(d, |scope| {
-        let cuda = scope.cuda_stream()?;
+        // SAFETY: the launch below reads `a` and `b` and writes `c`, as declared, on this stream
+        // before the closure returns, and makes no cudarc memory.
+        let cuda = unsafe { scope.cuda_stream() }?;
         cuda.context().bind_to_thread().map_err(|status| cusched::Error::Driver { call: "cuCtxSetCurrent", status })?;
         let stream = cuda.cu_stream();
         let mut params: [*mut c_void; 4] = [

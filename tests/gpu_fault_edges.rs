@@ -27,7 +27,8 @@ fn spin_kernel(d: &Device) -> Kernel {
 
 /// Whether every kernel enqueued on `s` so far has finished (`cuStreamQuery`).
 fn stream_idle(d: &Device, s: StreamId) -> bool {
-    let raw = d.cuda_stream(s).unwrap();
+    // SAFETY: the stream is only queried: no work is enqueued and no memory made.
+    let raw = unsafe { d.cuda_stream(s) }.unwrap();
     raw.context().bind_to_thread().unwrap();
     // SAFETY: a live stream of the bound context.
     match unsafe { sys::cuStreamQuery(raw.cu_stream()) } {

@@ -125,7 +125,9 @@ fn gpu_device_to_device_copy_and_adopt() {
     b.copy_from(s1, &a).unwrap();
     assert_eq!(b.download(s0).unwrap(), vec![1.0, 2.0, 3.0]);
 
-    let raw = d.cuda_stream(s1).unwrap().clone_htod(&[7u32, 8, 9]).unwrap();
+    // SAFETY: (1) the slice's only work before `adopt` takes it over is this copy on `s1`, its
+    // own stream, which `adopt` waits for; (2) no memory cusched owns is touched.
+    let raw = unsafe { d.cuda_stream(s1) }.unwrap().clone_htod(&[7u32, 8, 9]).unwrap();
     let adopted = d.adopt(s0, raw).unwrap();
     assert_eq!(adopted.download(s0).unwrap(), vec![7, 8, 9]);
     assert!(adopted.raw_device_ptr().unwrap() != 0);
@@ -139,7 +141,8 @@ fn gpu_stale_buffer_is_rejected_and_new_work_succeeds() {
     let a = d.upload(s, &[1u32]).unwrap();
     d.advance_generation();
     assert!(matches!(a.download(s), Err(Error::Stale { .. })));
-    assert!(matches!(a.cuda_slice(), Err(Error::Stale { .. })));
+    // SAFETY: the call fails (the handle is stale): no slice is handed out.
+    assert!(matches!(unsafe { a.cuda_slice() }, Err(Error::Stale { .. })));
     assert_eq!(d.upload(s, &[2u32]).unwrap().download(s).unwrap(), vec![2]);
 }
 

@@ -24,12 +24,16 @@ fn add(cx: &mut LaneCtx, k: &Kernel, acc: &GpuRef<u64>, v: u64) -> Result<()> {
     rec.read_write(acc)?;
     rec.launch(cx.device(), |scope| {
         let n = acc.len() as u32;
-        let mut b = scope.cuda_stream()?.launch_builder(k.function()?);
-        b.arg(acc.cuda_slice()?).arg(&v).arg(&n);
-        // SAFETY: arguments match `add`; `acc` holds `n` values and is fenced.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
-            .map(drop)
-            .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
+        // SAFETY: (1) the kernel reads and writes `acc`, as declared, on the launch's stream,
+        // enqueued before the closure returns, and no cudarc memory is made; (2) the arguments
+        // match `add` and `acc` holds `n` values.
+        unsafe {
+            let mut b = scope.cuda_stream()?.launch_builder(k.function()?);
+            b.arg(acc.cuda_slice()?).arg(&v).arg(&n);
+            b.launch(LaunchConfig::for_num_elems(n))
+        }
+        .map(drop)
+        .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
     })
 }
 
@@ -118,12 +122,16 @@ fn gpu_pipeline_over_three_lanes() {
             rec.read(&x)?.write(&ym)?;
             rec.launch(cx.device(), |scope| {
                 let n = x.len() as u32;
-                let mut b = scope.cuda_stream()?.launch_builder(k2.function()?);
-                b.arg(ym.cuda_slice()?).arg(x.cuda_slice()?).arg(&n);
-                // SAFETY: arguments match `square`; both buffers hold `n` floats.
-                unsafe { b.launch(LaunchConfig::for_num_elems(n)) }
-                    .map(drop)
-                    .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
+                // SAFETY: (1) the kernel reads `x` and writes `ym`, as declared, on the launch's
+                // stream, enqueued before the closure returns, and no cudarc memory is made; (2)
+                // the arguments match `square` and both buffers hold `n` floats.
+                unsafe {
+                    let mut b = scope.cuda_stream()?.launch_builder(k2.function()?);
+                    b.arg(ym.cuda_slice()?).arg(x.cuda_slice()?).arg(&n);
+                    b.launch(LaunchConfig::for_num_elems(n))
+                }
+                .map(drop)
+                .map_err(|status| Error::Driver { call: "cuLaunchKernel", status })
             })
         })
         .wait_committed()

@@ -34,7 +34,8 @@ fn compiles_for_the_device_architecture() {
     unsafe { launch.enqueue() }.unwrap().wait().unwrap();
     let (major, minor) = {
         use cusched::cudarc::driver::sys::CUdevice_attribute as A;
-        let ctx = d.cuda_context().unwrap();
+        // SAFETY: the context is only queried for attributes: no work, no memory.
+        let ctx = unsafe { d.cuda_context() }.unwrap();
         (
             ctx.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).unwrap(),
             ctx.attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).unwrap(),

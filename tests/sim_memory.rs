@@ -66,11 +66,14 @@ fn copy_from_slice_overwrites_in_order() {
 fn raw_cuda_accessors_say_which_backend_they_need() {
     let d = sim();
     let a = d.alloc_zeros::<u32>(d.default_stream(), 1).unwrap();
-    assert!(matches!(a.cuda_slice(), Err(Error::WrongBackend { needed: "cuda", .. })));
-    assert!(matches!(d.cuda_stream(d.default_stream()), Err(Error::WrongBackend { .. })));
+    // SAFETY: on the simulator these fail: nothing is handed out.
+    assert!(matches!(unsafe { a.cuda_slice() }, Err(Error::WrongBackend { needed: "cuda", .. })));
+    // SAFETY: as above.
+    assert!(matches!(unsafe { d.cuda_stream(d.default_stream()) }, Err(Error::WrongBackend { .. })));
     let mut rec = LaunchRecorder::new_strict(d.default_stream());
     rec.read(&a).unwrap();
-    let r = rec.launch(&d, |scope| scope.cuda_stream().map(|_| ()));
+    // SAFETY: on the simulator this fails: no stream is handed out.
+    let r = rec.launch(&d, |scope| unsafe { scope.cuda_stream() }.map(|_| ()));
     assert!(matches!(r, Err(Error::WrongBackend { .. })));
 }
 

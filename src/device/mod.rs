@@ -510,13 +510,58 @@ impl Device {
 
     /// The cudarc context, for calls this crate does not wrap. After the device rebuilds a
     /// poisoned context this is a new one: fetch it again rather than keeping it.
-    pub fn cuda_context(&self) -> Result<Arc<cudarc::driver::CudaContext>> {
+    ///
+    /// # Safety
+    ///
+    /// cusched turns cudarc's own event tracking off on the device's context: it orders work
+    /// itself, through the recorder. cudarc's safe API relies on that tracking to order memory
+    /// used from several streams and to keep it alive until the GPU is done with it, so these
+    /// duties pass to the caller.
+    /// 1. Every cudarc object made from the context (streams, slices, events, modules) must be
+    ///    used so that its GPU work is ordered by the caller: memory on one stream only, or with
+    ///    the caller's own events between streams, and freed only after the work that uses it
+    ///    (cudarc's drop no longer waits for it).
+    /// 2. Memory cusched owns is reached only inside a [`crate::LaunchRecorder`] launch that
+    ///    declares the use, on that launch's stream.
+    ///
+    /// Calling it needs `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// fn context(device: &cusched::Device) {
+    ///     let _ = device.cuda_context();
+    /// }
+    /// ```
+    pub unsafe fn cuda_context(&self) -> Result<Arc<cudarc::driver::CudaContext>> {
         self.shared.cuda_ctx("Device::cuda_context")
     }
 
-    /// The cudarc stream behind `stream`, for raw launches. Declare the launch's uses on a
-    /// [`crate::LaunchRecorder`] around it.
-    pub fn cuda_stream(&self, stream: StreamId) -> Result<Arc<cudarc::driver::CudaStream>> {
+    /// The cudarc stream behind `stream`, for work cusched does not wrap. Inside a launch,
+    /// prefer [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream).
+    ///
+    /// # Safety
+    ///
+    /// cusched turns cudarc's own event tracking off on the device's context: it orders work
+    /// itself, through the recorder. cudarc's safe API relies on that tracking to order memory
+    /// used from several streams and to keep it alive until the GPU is done with it, so these
+    /// duties pass to the caller.
+    /// 1. Work that touches memory cusched owns is enqueued on it only inside a
+    ///    [`crate::LaunchRecorder`] launch on `stream` that declares each use.
+    /// 2. cudarc memory made from it (or from its context) is ordered by the caller when used
+    ///    from another stream, and freed only after the work that uses it.
+    ///
+    /// Calling it needs `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// fn stream(device: &cusched::Device) {
+    ///     let _ = device.cuda_stream(device.default_stream());
+    /// }
+    /// ```
+    pub unsafe fn cuda_stream(&self, stream: StreamId) -> Result<Arc<cudarc::driver::CudaStream>> {
+        self.raw_cuda_stream(stream)
+    }
+
+    /// The cudarc stream behind `stream`, for crate code (which orders its own work).
+    pub(crate) fn raw_cuda_stream(&self, stream: StreamId) -> Result<Arc<cudarc::driver::CudaStream>> {
         match &*self.shared.stream(stream)?.raw() {
             crate::backend::RawStream::Cuda(s) => Ok(s.clone()),
             crate::backend::RawStream::Sim(_) => {

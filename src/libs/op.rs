@@ -56,7 +56,7 @@ impl OpStream {
         if self.device.is_simulated() {
             return Err(self.unavailable_on_sim());
         }
-        self.device.cuda_stream(self.stream)
+        self.device.raw_cuda_stream(self.stream)
     }
 
     /// The raw stream, with its context made current on this thread: for library calls made

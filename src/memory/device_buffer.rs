@@ -182,9 +182,29 @@ impl<T: Element> GpuRef<T> {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// The cudarc slice, for raw launches (validated: not stale). Declare the launch's uses on
-    /// a [`LaunchRecorder`]; cudarc's own tracking is off for it.
-    pub fn cuda_slice(&self) -> Result<&CudaSlice<T>> {
+    /// The cudarc slice, for raw launches (validated: not stale).
+    ///
+    /// # Safety
+    ///
+    /// cudarc's own event tracking is off for the slice: cusched orders its uses through the
+    /// recorder, and cudarc's safe methods on it (cloning it, reaching its stream) do not.
+    /// 1. The slice is used only by work enqueued inside a [`LaunchRecorder`] launch that
+    ///    declares this buffer with the access the work makes, on that launch's stream.
+    /// 2. It is not cloned, nor is its stream or context used, outside such work.
+    ///
+    /// Calling it needs `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// fn slice(buf: &cusched::GpuRef<f32>) {
+    ///     let _ = buf.cuda_slice();
+    /// }
+    /// ```
+    pub unsafe fn cuda_slice(&self) -> Result<&CudaSlice<T>> {
+        self.slice()
+    }
+
+    /// The cudarc slice, validated, for crate code.
+    fn slice(&self) -> Result<&CudaSlice<T>> {
         self.inner.track.check_fresh()?;
         self.memory().cuda_slice().ok_or(Error::WrongBackend {
             what: "GpuRef::cuda_slice",
@@ -196,7 +216,7 @@ impl<T: Element> GpuRef<T> {
     /// The raw device address, for foreign calls (TensorRT and the like), validated first.
     /// The caller declares the call's use on a recorder.
     pub fn raw_device_ptr(&self) -> Result<u64> {
-        self.cuda_slice().map(crate::backend::cuda::memory::device_address)
+        self.slice().map(crate::backend::cuda::memory::device_address)
     }
 
     /// The contents of a simulated buffer, for simulated kernels.

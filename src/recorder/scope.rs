@@ -39,8 +39,33 @@ impl<'a> LaunchScope<'a> {
         self.uses.iter().map(|u| (u.track().id.0, u.access)).collect()
     }
 
-    /// The cudarc stream to enqueue on (CUDA devices).
-    pub fn cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
+    /// The cudarc stream to enqueue the launch's work on (CUDA devices).
+    ///
+    /// # Safety
+    ///
+    /// cusched turns cudarc's own event tracking off on the device's context: it orders work
+    /// itself, through the recorder, and cudarc's safe API relies on that tracking to order
+    /// memory used from several streams. So:
+    /// 1. The work enqueued on the stream touches memory cusched owns only as the recorder
+    ///    declared it (a buffer declared read is not written).
+    /// 2. It is enqueued before the launch's closure returns: the commit's event covers only
+    ///    work enqueued by then.
+    /// 3. cudarc memory made from the stream (or its context) is ordered by the caller when used
+    ///    from another stream, and freed only after the work that uses it.
+    ///
+    /// Calling it needs `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// fn stream(scope: &cusched::LaunchScope<'_>) {
+    ///     let _ = scope.cuda_stream();
+    /// }
+    /// ```
+    pub unsafe fn cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
+        self.stream_handle()
+    }
+
+    /// The cudarc stream, for crate code.
+    fn stream_handle(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
         match &*self.launch.raw {
             RawStream::Cuda(s) => Ok(s),
             RawStream::Sim(_) => {
@@ -52,7 +77,7 @@ impl<'a> LaunchScope<'a> {
     /// The cudarc stream with its context made current on this thread, for crate code that
     /// enqueues only on it until the commit: the commit then records without binding again.
     pub(crate) fn bound_cuda_stream(&self) -> Result<&'a Arc<cudarc::driver::CudaStream>> {
-        let stream = self.cuda_stream()?;
+        let stream = self.stream_handle()?;
         crate::backend::cuda::bind(stream.context())?;
         // The context stays current on this thread until the commit.
         self.launch.bound.store(true, Ordering::Relaxed);

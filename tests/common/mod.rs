@@ -107,7 +107,9 @@ pub fn raw_launch<R>(
     f: impl FnOnce(cusched::cudarc::driver::sys::CUstream) -> R,
 ) -> R {
     rec.launch(d, |scope| {
-        let cuda = scope.cuda_stream()?;
+        // SAFETY: the caller's `f` enqueues only work on the buffers it declared on `rec`, as
+        // declared, on this stream and before the closure returns, and makes no cudarc memory.
+        let cuda = unsafe { scope.cuda_stream() }?;
         cuda.context().bind_to_thread().map_err(|status| cusched::Error::Driver { call: "cuCtxSetCurrent", status })?;
         Ok(f(cuda.cu_stream()))
     })

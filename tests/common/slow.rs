@@ -54,10 +54,15 @@ pub fn fill(d: &Device, k: &Kernels, s: StreamId, out: &GpuRef<f32>, v: f32, cyc
     rec.write(out)?;
     rec.launch(d, |scope| {
         let n = out.len() as u32;
-        let mut b = scope.cuda_stream()?.launch_builder(k.fill.function()?);
-        b.arg(out.cuda_slice()?).arg(&v).arg(&n).arg(&cycles);
-        // SAFETY: arguments match `fill`'s signature; `out` holds `n` floats of this device.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }.map(drop).map_err(launch_err)
+        // SAFETY: (1) the kernel touches its buffers only as the recorder declared them, on the
+        // launch's stream, before the closure returns, and no cudarc memory is made; (2) arguments match `fill`'s signature; `out` holds `n` floats of this device.
+        unsafe {
+            let mut b = scope.cuda_stream()?.launch_builder(k.fill.function()?);
+            b.arg(out.cuda_slice()?).arg(&v).arg(&n).arg(&cycles);
+            b.launch(LaunchConfig::for_num_elems(n))
+        }
+        .map(drop)
+        .map_err(launch_err)
     })
 }
 
@@ -67,10 +72,15 @@ pub fn copy(d: &Device, k: &Kernels, s: StreamId, out: &GpuRef<f32>, input: &Gpu
     rec.read(input)?.write(out)?;
     rec.launch(d, |scope| {
         let n = out.len() as u32;
-        let mut b = scope.cuda_stream()?.launch_builder(k.copy.function()?);
-        b.arg(out.cuda_slice()?).arg(input.cuda_slice()?).arg(&n).arg(&cycles);
-        // SAFETY: arguments match `copy`'s signature; both buffers hold `n` floats of this device.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }.map(drop).map_err(launch_err)
+        // SAFETY: (1) the kernel touches its buffers only as the recorder declared them, on the
+        // launch's stream, before the closure returns, and no cudarc memory is made; (2) arguments match `copy`'s signature; both buffers hold `n` floats of this device.
+        unsafe {
+            let mut b = scope.cuda_stream()?.launch_builder(k.copy.function()?);
+            b.arg(out.cuda_slice()?).arg(input.cuda_slice()?).arg(&n).arg(&cycles);
+            b.launch(LaunchConfig::for_num_elems(n))
+        }
+        .map(drop)
+        .map_err(launch_err)
     })
 }
 
@@ -80,10 +90,15 @@ pub fn add(d: &Device, k: &Kernels, s: StreamId, x: &GpuRef<f32>, v: f32, cycles
     rec.read_write(x)?;
     rec.launch(d, |scope| {
         let n = x.len() as u32;
-        let mut b = scope.cuda_stream()?.launch_builder(k.add.function()?);
-        b.arg(x.cuda_slice()?).arg(&v).arg(&n).arg(&cycles);
-        // SAFETY: arguments match `add`'s signature; `x` holds `n` floats of this device.
-        unsafe { b.launch(LaunchConfig::for_num_elems(n)) }.map(drop).map_err(launch_err)
+        // SAFETY: (1) the kernel touches its buffers only as the recorder declared them, on the
+        // launch's stream, before the closure returns, and no cudarc memory is made; (2) arguments match `add`'s signature; `x` holds `n` floats of this device.
+        unsafe {
+            let mut b = scope.cuda_stream()?.launch_builder(k.add.function()?);
+            b.arg(x.cuda_slice()?).arg(&v).arg(&n).arg(&cycles);
+            b.launch(LaunchConfig::for_num_elems(n))
+        }
+        .map(drop)
+        .map_err(launch_err)
     })
 }
 
