@@ -264,6 +264,15 @@ impl RawHandle {
             return Ok(b.get());
         }
         use cudarc::cublas::sys as blas;
+        // cudarc panics on a call into a library that does not load: probe first, as every
+        // library does before its first call.
+        // SAFETY: only tries to dlopen the library by name and drops the handle.
+        if !unsafe { blas::is_culib_present() } {
+            return Err(crate::Error::LibraryUnavailable {
+                library: "cuBLAS (libcublas)",
+                hint: "install the CUDA toolkit's cuBLAS library (libcublas.so.13): cuSOLVER's batched LU calls it",
+            });
+        }
         let mut h: blas::cublasHandle_t = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
         blas_check(unsafe { blas::cublasCreate_v2(&mut h) }, "cublasCreate")?;
