@@ -243,6 +243,37 @@ fn random_schedules_of_declared_and_undeclared_jobs_never_deadlock() {
 }
 
 #[test]
+fn a_declared_job_uses_the_buffers_it_makes_without_declaring_them() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("maker").unwrap();
+        let x = d.upload(d.default_stream(), &[5u64, 6]).unwrap();
+        let xc = x.clone();
+        let out = lane
+            .job()
+            .read(&x)
+            .submit(move |cx| {
+                // Made inside the job: an allocation (a write), an upload (a write) and strict
+                // launches on both, none of which the job could have declared at submit.
+                let made = cx.device().alloc_zeros::<u64>(cx.stream(), 2)?;
+                let up = cx.device().upload(cx.stream(), &[1u64, 2])?;
+                made.copy_from(cx.stream(), &xc)?;
+                step(cx, &made, Some(&up), 0)?;
+                made.download(cx.stream())
+            })
+            .wait()
+            .unwrap();
+        // made = [5, 6] -> 5 * 3 + up[0] (1) = 16 everywhere.
+        assert_eq!(out, [16, 16]);
+        // A buffer made before the job started still has to be declared.
+        let early = d.alloc_zeros::<u64>(d.default_stream(), 2).unwrap();
+        let err = lane.job().submit(move |cx| set(cx, &early, 1, 0)).wait().unwrap_err();
+        assert!(matches!(err, Error::UndeclaredUse { access: "write", .. }), "{err:?}");
+        assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+    });
+}
+
+#[test]
 fn a_strict_use_of_an_undeclared_buffer_in_a_declared_job_is_an_error_naming_it() {
     bounded(LIMIT, || {
         let d = sim();

@@ -5,8 +5,8 @@ use super::{Lane, LaneCtx};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::recorder::{Resource, ResourceKind, ResourceRef, Tracked};
-use crate::track::reservation::{JobScope, Ticket};
-use crate::track::{Access, BufferId};
+use crate::track::reservation::{Declared, JobScope, Ticket};
+use crate::track::Access;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -44,8 +44,9 @@ impl Held {
         }
     }
 
-    fn declared(&self) -> SmallVec<[(BufferId, Access); 4]> {
-        self.uses.iter().map(|(b, a)| (b.track().id, *a)).collect()
+    /// What a job holding these uses may touch, for a job starting now.
+    fn declared(&self) -> Declared {
+        Declared::starting(self.uses.iter().map(|(b, a)| (b.track().id, *a)).collect())
     }
 }
 
@@ -176,7 +177,8 @@ impl<'a> JobBuilder<'a> {
     }
 
     /// Queues `f` like [`Lane::submit`], after reserving the declared buffers. The job may
-    /// use only the buffers it declared (a strict recorder in it fails with
+    /// use only the buffers it declared, those made after it started (its own allocations and
+    /// uploads) and the libraries' own scratch (a strict recorder in it fails with
     /// [`Error::UndeclaredUse`] otherwise, naming the buffer); its own uses never wait for its
     /// own reservations. A declaration error resolves the completion with it, unqueued.
     pub fn submit<T: Send + 'static>(

@@ -189,8 +189,9 @@ impl Lane {
     /// [`DeviceConfig::preflight_timeout`](crate::DeviceConfig), then
     /// [`Error::BufferReserved`]) until this job has ended, then fences on the GPU as usual; no
     /// host thread waits for the GPU. Reads declared by several jobs do not wait for each other;
-    /// a later write waits for all of them. The job may use only what it declared (a strict
-    /// recorder fails with [`Error::UndeclaredUse`] otherwise); a declared buffer the job never
+    /// a later write waits for all of them. The job may use only what it declared, besides
+    /// buffers made after it started and the libraries' own scratch (a strict recorder fails
+    /// with [`Error::UndeclaredUse`] otherwise); a declared buffer the job never
     /// touches is released when the job ends, and a job that fails, panics or is never run
     /// (shutdown) releases everything it reserved.
     ///

@@ -141,6 +141,34 @@ mod tests {
     }
 
     #[test]
+    fn a_declared_job_needs_not_declare_the_library_workspace() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let lane = d.lane("fake").unwrap();
+        let x = d.upload(d.default_stream(), &[1u32; 4]).unwrap();
+        // The lane's workspace is made by an undeclared job, before the declared ones start:
+        // only its being scratch lets them use it.
+        let y = x.clone();
+        lane.submit(move |cx| cx.fake()?.scale(4, &y, 1, 2)?.wait()).wait_timeout(LIMIT).unwrap();
+        let y = x.clone();
+        lane.job().read_write(&x).submit(move |cx| cx.fake()?.scale(4, &y, 1, 3)?.wait()).wait_timeout(LIMIT).unwrap();
+        // A larger need grows the workspace inside the declared job.
+        let (y, big) = (x.clone(), d.upload(d.default_stream(), &[1u32; 16]).unwrap());
+        let b = big.clone();
+        lane.job()
+            .read_write(&x)
+            .read_write(&big)
+            .submit(move |cx| {
+                cx.fake()?.scale(16, &b, 1, 5)?.wait()?;
+                cx.fake()?.scale(4, &y, 1, 5)?.wait()
+            })
+            .wait_timeout(LIMIT)
+            .unwrap();
+        assert_eq!(x.download(d.default_stream()).unwrap(), [30; 4]);
+        assert_eq!(big.download(d.default_stream()).unwrap(), [5; 16]);
+        assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+    }
+
+    #[test]
     fn evicted_plans_and_the_state_itself_go_to_the_reaper() {
         let d = Device::sim(SimConfig::default()).unwrap();
         let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();

@@ -37,7 +37,7 @@ impl Workspace {
         need: usize,
     ) -> Result<Option<&GpuRef<u8>>> {
         if need > self.bytes() {
-            let grown = op.device.alloc::<u8>(op.stream, need)?;
+            let grown = op.device.alloc_scratch::<u8>(op.stream, need)?;
             if let Some(old) = self.buf.replace(grown) {
                 op.retire("a replaced workspace", old);
             }

@@ -19,7 +19,14 @@ impl Device {
     /// and so for the work queued on `stream` before it; [`GpuRef::copy_from_host`] is the
     /// asynchronous path for pinned data.
     pub fn upload<T: Element>(&self, stream: StreamId, data: &[T]) -> Result<GpuRef<T>> {
-        self.new_buffer(stream, data.len(), Init::Copy(data))
+        self.new_buffer(stream, data.len(), Init::Copy(data), false)
+    }
+
+    /// [`upload`](Self::upload) as scratch for the crate's own ops (see
+    /// `BufferTrack::scratch`).
+    #[cfg_attr(not(feature = "cublas"), allow(dead_code))]
+    pub(crate) fn upload_scratch<T: Element>(&self, stream: StreamId, data: &[T]) -> Result<GpuRef<T>> {
+        self.new_buffer(stream, data.len(), Init::Copy(data), true)
     }
 }
 

@@ -78,15 +78,40 @@ impl Device {
     /// unspecified, but every bit pattern is a valid `T`). The allocation counts as a write on
     /// `stream`, so a first use on another stream waits for it.
     pub fn alloc<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
-        self.new_buffer(stream, len, Init::Uninit)
+        self.new_buffer(stream, len, Init::Uninit, false)
     }
 
     /// Allocates `len` zeroed elements on `stream`.
     pub fn alloc_zeros<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
-        self.new_buffer(stream, len, Init::Zero)
+        self.new_buffer(stream, len, Init::Zero, false)
     }
 
-    pub(super) fn new_buffer<T: Element>(&self, stream: StreamId, len: usize, init: Init<'_, T>) -> Result<GpuRef<T>> {
+    /// Allocates `len` uninitialised elements on `stream` as scratch for the crate's own ops
+    /// (see `BufferTrack::scratch`).
+    #[cfg_attr(
+        not(any(
+            test,
+            feature = "cufft",
+            feature = "cublaslt",
+            feature = "cusparse",
+            feature = "cusolver",
+            feature = "cutensor"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn alloc_scratch<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
+        self.new_buffer(stream, len, Init::Uninit, true)
+    }
+
+    /// Makes a buffer of `len` elements on `stream`, filled as `init` says; `scratch` when only
+    /// the crate's own ops will see it.
+    pub(super) fn new_buffer<T: Element>(
+        &self,
+        stream: StreamId,
+        len: usize,
+        init: Init<'_, T>,
+        scratch: bool,
+    ) -> Result<GpuRef<T>> {
         let slot = self.shared.stream(stream)?;
         let bytes = bytes_of::<T>(len)?;
         let (raw, epoch) = slot.current();
@@ -96,7 +121,7 @@ impl Device {
         let memory = unsafe { DeviceMemory::<T>::alloc(&raw, len, bytes) };
         // A sticky fault can surface first at an allocation: classify it like any other.
         let memory = self.shared.check(memory, epoch)?;
-        let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch);
+        let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch, scratch);
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
         rec.write(&buf)?;
         let target = buf.clone();
@@ -126,7 +151,7 @@ impl Device {
             found: format!("CUDA context of ordinal {ordinal}"),
         })?;
         let len = memory.cuda_slice().map_or(0, CudaSlice::len);
-        let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch);
+        let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch, false);
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "adopt"));
         rec.write(&buf)?;
         rec.launch(self, |_| Ok(()))?;
@@ -135,8 +160,17 @@ impl Device {
 }
 
 impl<T: Element> GpuRef<T> {
-    fn from_memory(device: &Arc<DeviceShared>, memory: DeviceMemory<T>, len: usize, home: u32, epoch: u64) -> Self {
-        let track = BufferTrack::new("buffer", device.clone(), epoch);
+    /// Wraps `memory` of context epoch `epoch`, allocated on the device's stream of index
+    /// `home`, in a new tracked buffer; `scratch` when only the crate's own ops will see it.
+    fn from_memory(
+        device: &Arc<DeviceShared>,
+        memory: DeviceMemory<T>,
+        len: usize,
+        home: u32,
+        epoch: u64,
+        scratch: bool,
+    ) -> Self {
+        let track = BufferTrack::new("buffer", device.clone(), epoch, scratch);
         memory.bind_buffer(track.id.0);
         GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory) }) }
     }

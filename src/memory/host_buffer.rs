@@ -144,7 +144,7 @@ impl<T: Element> HostBuffer<T> {
             _ => None,
         };
         let memory = device.check(HostMemory::alloc(&backend, len, bytes, init, reuse), epoch)?;
-        let track = BufferTrack::new("host buffer", device.clone(), epoch);
+        let track = BufferTrack::new("host buffer", device.clone(), epoch, false);
         memory.bind_buffer(track.id.0);
         Ok(HostBuffer { inner: Arc::new(HostInner { track, len, memory }) })
     }

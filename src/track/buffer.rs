@@ -15,11 +15,21 @@ pub use crate::access::Access;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct BufferId(pub u64);
 
+/// The next buffer identity to hand out.
+static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
+
 impl BufferId {
     /// A new identity, never handed out before in this process.
     pub(crate) fn next() -> Self {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
-        BufferId(NEXT.fetch_add(1, Ordering::Relaxed))
+        BufferId(NEXT_BUFFER.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A bound below every identity handed out from now on: a buffer whose id is at or above
+    /// it was made after this call. `Relaxed` suffices: a buffer made before this call in
+    /// happens-before order took its id earlier in the counter's modification order, so the
+    /// load sees at least its successor (read-write coherence).
+    pub(crate) fn watermark() -> Self {
+        BufferId(NEXT_BUFFER.load(Ordering::Relaxed))
     }
 }
 
@@ -65,12 +75,17 @@ pub(crate) struct BufferTrack {
     cv: Condvar,
     /// Declared lane jobs' claims on the next uses (`reservation`).
     pub(crate) reservations: super::reservation::Reservations,
+    /// Scratch the crate made for its own ops (a library's workspace, analysis buffers,
+    /// pointer arrays): no user holds a handle to it, so a declared job need not (and could
+    /// not) declare it.
+    pub(crate) scratch: bool,
 }
 
 impl BufferTrack {
     /// Tracking for memory of context epoch `epoch` (read from the stream or context the
-    /// memory came from, not from the device, which may have moved on meanwhile).
-    pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>, epoch: u64) -> Self {
+    /// memory came from, not from the device, which may have moved on meanwhile); `scratch`
+    /// for memory only the crate's own ops see.
+    pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>, epoch: u64, scratch: bool) -> Self {
         let generation = device.generation();
         // Pinned host memory is filled by the host; only device memory has an allocation write.
         let state = State { allocation_next: kind == "buffer", ..State::default() };
@@ -83,6 +98,7 @@ impl BufferTrack {
             state: Mutex::new(state),
             cv: Condvar::new(),
             reservations: Default::default(),
+            scratch,
         }
     }
 

@@ -64,7 +64,7 @@ pub(crate) mod reservation;
 mod stream;
 
 pub use buffer::Access;
-pub(crate) use buffer::{BufferId, BufferTrack, HolderId};
+pub(crate) use buffer::{BufferTrack, HolderId};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub(crate) use plan::plan_waits;

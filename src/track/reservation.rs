@@ -169,13 +169,49 @@ impl Reservations {
     }
 }
 
+/// What a declared job may use without failing a strict recorder.
+#[derive(Clone)]
+pub(crate) struct Declared {
+    /// The buffers declared at submit, with their access.
+    pub uses: SmallVec<[(BufferId, Access); 4]>,
+    /// [`BufferId::watermark`] when the job started: buffers at or above it were made after
+    /// that, by the job itself or handed to it, and none of them could have been declared.
+    pub made_from: BufferId,
+}
+
+impl Declared {
+    /// A job that starts now, having declared `uses`.
+    pub(crate) fn starting(uses: SmallVec<[(BufferId, Access); 4]>) -> Self {
+        Declared { uses, made_from: BufferId::watermark() }
+    }
+
+    /// Whether the job may make this use of `t` without having declared it.
+    ///
+    /// Buffers made after the job started and the crate's own scratch are exempt. The
+    /// exemption only skips the declaration check, never a reservation wait, so the job still
+    /// follows every job submitted before it. What an undeclared use gives up is a reservation
+    /// that later submits follow, and these buffers need none:
+    /// - a buffer made after the job started did not exist at its submit, so the job could not
+    ///   have declared it; every other use of it comes through a handle passed on after it was
+    ///   made (by the job itself, for the buffers it makes), and is ordered after the job's
+    ///   uses by commit, like a use of any buffer a job hands out;
+    /// - scratch is seen only by the crate's ops of the library state that owns it, each of
+    ///   which declares it on its own recorder and so is fenced after the previous one, and no
+    ///   user can name it to reserve it.
+    fn exempts(&self, t: &super::BufferTrack, access: Access) -> bool {
+        t.scratch
+            || t.id >= self.made_from
+            || self.uses.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()))
+    }
+}
+
 /// The job a lane thread is running (or an inline [`Handles::run`](crate::Handles::run)): its
 /// ticket, what it declared, and the last event it committed on its own stream.
 pub(crate) struct JobScope {
     /// `None` inline: uses there follow every reservation present.
     pub ticket: Option<Ticket>,
     /// `None` for an undeclared job.
-    pub declared: Option<SmallVec<[(BufferId, Access); 4]>>,
+    pub declared: Option<Declared>,
     /// The lane's name, for errors; `None` inline.
     pub lane: Option<std::sync::Arc<str>>,
     pub stream: StreamId,
@@ -269,7 +305,8 @@ pub(crate) fn nothing_before_unreserved() -> bool {
 }
 
 /// What every use does before it takes a pending mark: in a declared job, checks that a strict
-/// use was declared (the error names the buffer); then waits for the reservations the use must
+/// use was declared or is exempt (see [`Declared::exempts`]; the error names the buffer); then
+/// waits for the reservations the use must
 /// follow (see the module docs).
 pub(crate) fn before_use<'a>(
     uses: impl Iterator<Item = (&'a super::BufferTrack, Access)> + Clone,
@@ -284,8 +321,7 @@ pub(crate) fn before_use<'a>(
             let Some(scope) = j.as_ref() else { return Ok(None) };
             if let Some(declared) = &scope.declared {
                 for (t, access) in uses.clone() {
-                    let covered = declared.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()));
-                    if covered {
+                    if declared.exempts(t, access) {
                         continue;
                     }
                     let (words, call) = access_words(access);

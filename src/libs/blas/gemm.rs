@@ -299,12 +299,12 @@ impl Blas {
         let ptrs = |bufs: &[GpuRef<T>]| bufs.iter().map(|b| b.raw_device_ptr()).collect::<Result<Vec<u64>>>();
         let (pa, pb, pc) = (ptrs(g.a)?, ptrs(g.b)?, ptrs(g.c)?);
         // The pointer arrays are tracked buffers like any other: uploaded on this stream, read by
-        // the GEMM, freed after it.
+        // the GEMM, freed after it; scratch, since no caller sees them to declare them.
         let device = &self.op.device;
         let (da, db, dc) = (
-            device.upload(self.op.stream, &pa)?,
-            device.upload(self.op.stream, &pb)?,
-            device.upload(self.op.stream, &pc)?,
+            device.upload_scratch(self.op.stream, &pa)?,
+            device.upload_scratch(self.op.stream, &pb)?,
+            device.upload_scratch(self.op.stream, &pc)?,
         );
         for (arg, p) in [("a", &da), ("b", &db), ("c", &dc)] {
             record(&mut rec, arg, p, Access::Read)?;

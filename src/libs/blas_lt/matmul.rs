@@ -161,7 +161,7 @@ impl BlasLt {
             unsafe { calls::make_plan(h, &k.problem, k.tf32, &ptrs, max_workspace, k.align) }
         })?;
         if mm.amax_d && amax_stage.is_none() {
-            *amax_stage = Some(op.device.alloc::<f32>(op.stream, 1)?);
+            *amax_stage = Some(op.device.alloc_scratch::<f32>(op.stream, 1)?);
         }
         let stage = if mm.amax_d { amax_stage.clone() } else { None };
         if let Some(s) = &stage {

@@ -121,7 +121,7 @@ impl Sparse {
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
         let bytes = unsafe { calls::dense_to_sparse_size(h, da, db.get()) }?;
         // Its own buffer: the analysis leaves state in it for the conversion.
-        let buffer: GpuRef<u8> = dev.alloc(self.op.stream, bytes.max(1))?;
+        let buffer: GpuRef<u8> = dev.alloc_scratch(self.op.stream, bytes.max(1))?;
         record(&mut rec, "conversion buffer", &buffer, Access::ReadWrite)?;
         let bp = buffer.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut nnz = 0i64;

@@ -143,7 +143,7 @@ impl Sparse {
             // SAFETY: (1) a live handle; (2) the descriptors point at the validated buffers;
             // (3) host scalars of T.
             let bytes = unsafe { calls::spsv_size(h, tri.transpose, s, da, dx, dy, descr.get()) }?;
-            let buffer = op.device.alloc::<u8>(stream, bytes.max(1))?;
+            let buffer = op.device.alloc_scratch::<u8>(stream, bytes.max(1))?;
             fresh = true;
             Ok(Analysis { descr, buffer })
         })?;

@@ -145,7 +145,7 @@ impl Sparse {
             retire(&self.op, (descr, [da, db, dc]));
             return Err(e);
         }
-        let buf1: GpuRef<u8> = dev.alloc(stream, size1.max(1))?;
+        let buf1: GpuRef<u8> = dev.alloc_scratch(stream, size1.max(1))?;
         record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
         let p1 = buf1.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut sizes = [0usize; 3];
@@ -163,7 +163,7 @@ impl Sparse {
             return Err(e);
         }
 
-        let bufs: Vec<GpuRef<u8>> = sizes.iter().map(|&n| dev.alloc(stream, n.max(1))).collect::<Result<_>>()?;
+        let bufs: Vec<GpuRef<u8>> = sizes.iter().map(|&n| dev.alloc_scratch(stream, n.max(1))).collect::<Result<_>>()?;
         let mut rec = self.op.recorder("spgemm_reuse.nnz");
         record_matrix(&mut rec, names, a)?;
         record_matrix(&mut rec, bnames, b)?;
@@ -207,7 +207,7 @@ impl Sparse {
             retire(&self.op, (descr, [da, db, dc]));
             return Err(e);
         }
-        let buf5: GpuRef<u8> = dev.alloc(stream, size5.max(1))?;
+        let buf5: GpuRef<u8> = dev.alloc_scratch(stream, size5.max(1))?;
         let mut rec = self.op.recorder("spgemm_reuse.copy");
         record_matrix(&mut rec, names, a)?;
         record_matrix(&mut rec, bnames, b)?;

@@ -69,7 +69,7 @@ impl Sparse {
             // SAFETY: (1) a live handle; (2) descriptors of the validated buffers; (3) host
             // scalars of T.
             let bytes = unsafe { calls::spsm_size(p) }?;
-            let buffer = op.device.alloc::<u8>(stream, bytes.max(1))?;
+            let buffer = op.device.alloc_scratch::<u8>(stream, bytes.max(1))?;
             fresh = true;
             Ok(ManyAnalysis { descr, buffer })
         })?;

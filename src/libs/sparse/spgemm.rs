@@ -67,7 +67,7 @@ impl Sparse {
         // SAFETY: (1) a live handle and descriptors of validated, live buffers; (2) a null
         // buffer: a size query.
         unsafe { calls::spgemm_work_estimation(g, &mut size1, std::ptr::null_mut()) }?;
-        let buf1: GpuRef<u8> = self.op.device.alloc(self.op.stream, size1.max(1))?;
+        let buf1: GpuRef<u8> = self.op.device.alloc_scratch(self.op.stream, size1.max(1))?;
         record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
         let p1 = buf1.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut size2 = 0;
@@ -85,7 +85,7 @@ impl Sparse {
             return Err(e);
         }
 
-        let buf2: GpuRef<u8> = self.op.device.alloc(self.op.stream, size2.max(1))?;
+        let buf2: GpuRef<u8> = self.op.device.alloc_scratch(self.op.stream, size2.max(1))?;
         let mut rec = self.op.recorder("spgemm.compute");
         record_matrix(&mut rec, names, a)?;
         record_matrix(&mut rec, bnames, b)?;
