@@ -4,8 +4,8 @@
 
 mod common;
 use common::*;
-use cusched::{wait_all, Device, DeviceConfig, Error, GpuRef, Lane, LaneOptions, SimConfig};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use cusched::{wait_all, Device, DeviceConfig, Error, GpuRef, Lane, LaneOptions, LaunchRecorder, SimConfig, StreamId};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -265,6 +265,103 @@ fn keep_alives_are_held_until_the_gpu_finishes() {
         assert_eq!(dropped.try_recv(), Err(mpsc::TryRecvError::Empty), "released while the GPU work is unfinished");
         release.send(()).unwrap();
         dropped.recv_timeout(LIMIT).expect("released once the GPU work finished");
+    });
+}
+
+/// Enqueues on `stream` a simulated kernel that blocks until `gate` opens, then sets `ran`.
+fn gated_kernel(d: &Device, stream: StreamId, gate: mpsc::Receiver<()>, ran: Arc<AtomicBool>) -> cusched::Result<()> {
+    let b = d.alloc_zeros::<u8>(stream, 1)?;
+    let mut rec = LaunchRecorder::new_strict(stream);
+    rec.write(&b)?;
+    rec.launch(d, move |s| {
+        s.sim_kernel(move || {
+            gate.recv().ok();
+            ran.store(true, Ordering::SeqCst);
+        })
+    })
+}
+
+/// A keep-alive that reports, when dropped, whether the job's kernel had run by then.
+struct Witness(Arc<AtomicBool>, mpsc::Sender<bool>);
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0.load(Ordering::SeqCst));
+    }
+}
+
+/// Checks a completion whose job enqueued `gated_kernel` on another stream than its own:
+/// neither it nor its keep-alives (`kept`, `dropped`) may be done while the kernel is blocked,
+/// and `wait` returns only after the kernel ran.
+fn check_covers_other_stream(
+    c: cusched::Completion<()>,
+    release: mpsc::Sender<()>,
+    ran: &AtomicBool,
+    kept: &Arc<()>,
+    dropped: mpsc::Receiver<bool>,
+) {
+    c.wait_committed().unwrap();
+    assert!(matches!(c.wait_timeout(Duration::from_millis(20)), Err(Error::Timeout { .. })));
+    assert_eq!(Arc::strong_count(kept), 2, "a keep-alive was dropped while the job's kernel was blocked");
+    assert_eq!(
+        dropped.try_recv(),
+        Err(mpsc::TryRecvError::Empty),
+        "a keep-alive was dropped while the job's kernel was blocked"
+    );
+    // Opened while this thread is already waiting.
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        release.send(()).unwrap();
+    });
+    c.wait().unwrap();
+    assert!(ran.load(Ordering::SeqCst), "wait returned before the job's kernel on another stream ran");
+    assert!(dropped.recv_timeout(LIMIT).unwrap(), "a keep-alive was dropped before the job's kernel ran");
+    assert_eq!(Arc::strong_count(kept), 1);
+    opener.join().unwrap();
+}
+
+#[test]
+fn a_job_that_enqueues_on_another_stream_completes_after_that_work() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("two-streams").unwrap();
+        let s2 = d.new_stream().unwrap();
+        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
+        let (release, gate) = mpsc::channel::<()>();
+        let (dropped_tx, dropped) = mpsc::channel();
+        let (r, k) = (ran.clone(), kept.clone());
+        let c = lane.submit(move |cx| {
+            gated_kernel(cx.device(), s2, gate, r.clone())?;
+            // Also some work on the job's own stream, which finishes at once.
+            cx.device().alloc_zeros::<u8>(cx.stream(), 1)?;
+            cx.keep(k);
+            cx.keep(Witness(r, dropped_tx));
+            Ok(())
+        });
+        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+    });
+}
+
+#[test]
+fn an_inline_run_that_enqueues_on_another_stream_completes_after_that_work() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+        let mut h = cusched::Handles::new(&d, s1).unwrap();
+        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
+        let (release, gate) = mpsc::channel::<()>();
+        let (dropped_tx, dropped) = mpsc::channel();
+        let (r, k) = (ran.clone(), kept.clone());
+        // Only on the other stream: the run commits nothing on its own.
+        let c = h.run(move |h| {
+            gated_kernel(h.device(), s2, gate, r.clone())?;
+            h.keep(k);
+            h.keep(Witness(r, dropped_tx));
+            Ok(())
+        });
+        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
     });
 }
 

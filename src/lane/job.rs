@@ -95,13 +95,8 @@ impl Job {
     /// Runs the job on `handles`, then releases its reservations: its uses are committed (or
     /// it never made them), so later uses may fence on what it published.
     pub(super) fn run(mut self, handles: &mut crate::Handles, lane: &Arc<str>) {
-        let scope = JobScope {
-            ticket: self.ticket,
-            declared: self.held.as_ref().map(|h| h.declared()),
-            lane: Some(lane.clone()),
-            stream: handles.stream(),
-            last_commit: None,
-        };
+        let declared = self.held.as_ref().map(|h| h.declared());
+        let scope = JobScope::new(self.ticket, declared, Some(lane.clone()), handles.stream());
         let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
         body(Call::Run(handles, scope));
         self.unreserve();

@@ -13,6 +13,7 @@ use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::LaunchRecorder;
 use crate::track::reservation::{self, JobScope};
+use crate::track::{EventRef, FenceError};
 use std::sync::Arc;
 
 /// A stream and what work on it needs: recorders bound to it, keep-alives, and (with the
@@ -138,7 +139,7 @@ impl Handles {
     }
 
     /// Runs `f` now, on this thread, and returns a completion that resolves once the GPU work
-    /// it enqueued on this stream has finished.
+    /// it enqueued has finished, on this stream and on any other it enqueued on.
     ///
     /// Like [`Lane::submit`], once the device has shut down this runs nothing and the
     /// completion resolves with [`Error::Shutdown`]. (Buffers stay usable until dropped, so
@@ -150,7 +151,7 @@ impl Handles {
             shared.enqueued(Err(Error::Shutdown), None, Vec::new());
             return completion;
         }
-        let scope = JobScope { ticket: None, declared: None, lane: None, stream: self.stream, last_commit: None };
+        let scope = JobScope::new(None, None, None, self.stream);
         self.finish_job(&shared, f, scope);
         completion
     }
@@ -166,7 +167,7 @@ impl Handles {
         self.keep.clear();
         // The context the job's work goes to: its end must be marked in that same context.
         let epoch = self.device.shared.epoch();
-        let (value, last) = reservation::in_job(scope, || {
+        let (value, ends) = reservation::in_job(scope, || {
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *self))) {
                 Ok(v) => v,
                 Err(payload) => Err(Error::JobPanicked { message: panic_message(payload.as_ref()) }),
@@ -175,8 +176,10 @@ impl Handles {
         let keep = std::mem::take(&mut self.keep);
         // The job's last commit on this stream covers everything it enqueued here (every
         // enqueue is inside a launch, which commits even when it fails), so it is the job's end
-        // unless the context moved since; otherwise one event after the job covers it all.
-        let end = match last {
+        // unless the context moved since, or the job enqueued on other streams too; otherwise
+        // one event after the job covers it all.
+        let end = match ends.own {
+            _ if !ends.others.is_empty() => self.join_streams(&ends.others, epoch),
             Some(ev) if ev.epoch() == epoch && !ev.context_replaced() => Ok(ev),
             _ => self.device.shared.record_since(self.stream, epoch),
         };
@@ -189,6 +192,26 @@ impl Handles {
                 std::mem::forget(keep);
                 shared.enqueued(value.and(Err(e)), None, Vec::new());
             }
+        }
+    }
+}
+
+impl Handles {
+    /// The end of a job that also committed on other streams (`others`: each one's last
+    /// commit), begun in context epoch `epoch`: this stream waits for those commits (only the
+    /// waits its clock does not cover already), and an event recorded after the waits covers
+    /// everything the job enqueued, on every stream, so its completion and keep-alives wait
+    /// for all of it.
+    #[cold]
+    #[inline(never)]
+    fn join_streams(&self, others: &[(StreamId, EventRef)], epoch: u64) -> Result<EventRef> {
+        let shared = &self.device.shared;
+        let events: Vec<EventRef> = others.iter().map(|(_, ev)| ev.clone()).collect();
+        match shared.stream(self.stream)?.fence(&events) {
+            Ok((_, fenced)) if fenced == epoch => shared.record_since(self.stream, epoch),
+            // Part of the job's work went to a context the device has left since it began.
+            Ok(_) | Err(FenceError::OtherContext { .. }) => Err(shared.poison_since(epoch)),
+            Err(FenceError::Failed { error, stream_epoch }) => Err(shared.classify(error, stream_epoch)),
         }
     }
 }

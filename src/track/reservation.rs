@@ -206,7 +206,7 @@ impl Declared {
 }
 
 /// The job a lane thread is running (or an inline [`Handles::run`](crate::Handles::run)): its
-/// ticket, what it declared, and the last event it committed on its own stream.
+/// ticket, what it declared, and the last event it committed on each stream.
 pub(crate) struct JobScope {
     /// `None` inline: uses there follow every reservation present.
     pub ticket: Option<Ticket>,
@@ -214,8 +214,46 @@ pub(crate) struct JobScope {
     pub declared: Option<Declared>,
     /// The lane's name, for errors; `None` inline.
     pub lane: Option<std::sync::Arc<str>>,
+    /// The stream the job's end is recorded on.
     pub stream: StreamId,
-    pub last_commit: Option<EventRef>,
+    /// What the job committed so far.
+    end: JobEnd,
+}
+
+impl JobScope {
+    /// A job on `stream` that has committed nothing yet.
+    pub(crate) fn new(
+        ticket: Option<Ticket>,
+        declared: Option<Declared>,
+        lane: Option<std::sync::Arc<str>>,
+        stream: StreamId,
+    ) -> Self {
+        JobScope { ticket, declared, lane, stream, end: JobEnd::default() }
+    }
+}
+
+/// The last event a job committed on its own stream, and on each other stream it enqueued on.
+#[derive(Default)]
+pub(crate) struct JobEnd {
+    /// On the job's own stream: covers everything the job enqueued there.
+    pub own: Option<EventRef>,
+    /// On every other stream, one entry per stream. Empty (and unallocated) for the common job
+    /// that enqueues only on its own stream.
+    pub others: Vec<(StreamId, EventRef)>,
+}
+
+impl JobEnd {
+    /// Notes `ev`, committed on the job's stream when `own`, else on `stream`. A thread's
+    /// commits on one stream come in stream order, so the newest replaces the older.
+    fn note(&mut self, own: bool, stream: StreamId, ev: &EventRef) {
+        if own {
+            self.own = Some(ev.clone());
+        } else if let Some(entry) = self.others.iter_mut().find(|(s, _)| *s == stream) {
+            entry.1 = ev.clone();
+        } else {
+            self.others.push((stream, ev.clone()));
+        }
+    }
 }
 
 thread_local!(static JOB: RefCell<Option<JobScope>> = const { RefCell::new(None) });
@@ -242,10 +280,10 @@ impl Drop for Restore {
     }
 }
 
-/// Runs `f` as the job `scope`; returns its value and the last event it committed on its
-/// stream. An inline scope (no ticket) inside a job keeps the job's ticket and declarations:
-/// it runs as part of that job.
-pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, Option<EventRef>) {
+/// Runs `f` as the job `scope`; returns its value and the last events it committed. An inline
+/// scope (no ticket) inside a job keeps the job's ticket and declarations: it runs as part of
+/// that job.
+pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, JobEnd) {
     let stream = scope.stream;
     let prev = JOB.with(|j| {
         let mut j = j.borrow_mut();
@@ -261,16 +299,19 @@ pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, Optio
     JOB_DEPTH.with(|d| d.set(d.get() + 1));
     let restore = Restore(Some(prev));
     let value = f();
-    let last = JOB.with(|j| j.borrow_mut().as_mut().and_then(|s| s.last_commit.take()));
+    let end = JOB.with(|j| j.borrow_mut().as_mut().map(|s| std::mem::take(&mut s.end))).unwrap_or_default();
     drop(restore);
-    // Work an inline run inside a job put on the job's stream is the job's work too.
-    if let Some(ev) = &last {
+    // Work an inline run inside a job enqueued is the job's work too, on whichever stream.
+    if let Some(ev) = &end.own {
         note_commit(stream, ev);
     }
-    (value, last)
+    for (s, ev) in &end.others {
+        note_commit(*s, ev);
+    }
+    (value, end)
 }
 
-/// Notes a commit on `stream`: the job running on this thread (if any) may end with it.
+/// Notes a commit on `stream`: the job running on this thread (if any) ends after it.
 #[inline]
 pub(crate) fn note_commit(stream: StreamId, ev: &EventRef) {
     if in_any_job() {
@@ -283,8 +324,8 @@ pub(crate) fn note_commit(stream: StreamId, ev: &EventRef) {
 fn note_job_commit(stream: StreamId, ev: &EventRef) {
     let _ = JOB.try_with(|j| {
         if let Ok(mut j) = j.try_borrow_mut() {
-            if let Some(scope) = j.as_mut().filter(|s| s.stream == stream) {
-                scope.last_commit = Some(ev.clone());
+            if let Some(scope) = j.as_mut() {
+                scope.end.note(scope.stream == stream, stream, ev);
             }
         }
     });
