@@ -273,6 +273,30 @@ fn a_declared_job_uses_the_buffers_it_makes_without_declaring_them() {
     });
 }
 
+/// A buffer made on another thread while a declared job runs is not the job's own: a submit
+/// after the job may have reserved it before handing it over, and only a declaration orders the
+/// job before that submit. So its strict use in the job is refused, as for any undeclared
+/// buffer.
+#[test]
+fn a_buffer_made_on_another_thread_during_a_declared_job_must_be_declared() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("taker").unwrap();
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let (buf_tx, buf_rx) = mpsc::channel::<GpuRef<u64>>();
+        let job = lane.job().submit(move |cx| {
+            started_tx.send(()).map_err(|_| Error::Shutdown)?;
+            let given = buf_rx.recv().map_err(|_| Error::Shutdown)?;
+            set(cx, &given, 1, 0)
+        });
+        started_rx.recv().unwrap();
+        let made_after_start = d.alloc_zeros::<u64>(d.default_stream(), 2).unwrap();
+        buf_tx.send(made_after_start).unwrap();
+        let err = job.wait().unwrap_err();
+        assert!(matches!(err, Error::UndeclaredUse { access: "write", .. }), "{err:?}");
+    });
+}
+
 #[test]
 fn a_strict_use_of_an_undeclared_buffer_in_a_declared_job_is_an_error_naming_it() {
     bounded(LIMIT, || {

@@ -139,7 +139,10 @@ impl Handles {
     }
 
     /// Runs `f` now, on this thread, and returns a completion that resolves once the GPU work
-    /// it enqueued has finished, on this stream and on any other it enqueued on.
+    /// it enqueued has finished, on this stream and on any other it enqueued on. Only work
+    /// committed on this thread while `f` runs counts: commits made by threads `f` starts, or
+    /// a hand-paired [`Preflighted`](crate::Preflighted) committed after `f` returns, are not
+    /// waited for.
     ///
     /// Like [`Lane::submit`], once the device has shut down this runs nothing and the
     /// completion resolves with [`Error::Shutdown`]. (Buffers stay usable until dropped, so

@@ -224,7 +224,8 @@ impl<T: Element> GpuRef<T> {
     /// recorder, and cudarc's safe methods on it (cloning it, reaching its stream) do not.
     /// 1. The slice is used only by work enqueued inside a [`LaunchRecorder`] launch that
     ///    declares this buffer with the access the work makes, on that launch's stream.
-    /// 2. It is not cloned, nor is its stream or context used, outside such work.
+    /// 2. It is never cloned (cudarc's clone copies on the slice's own stream, unordered), and
+    ///    its stream and context are not used outside such work.
     ///
     /// Calling it needs `unsafe`:
     ///

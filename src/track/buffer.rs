@@ -15,21 +15,11 @@ pub use crate::access::Access;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct BufferId(pub u64);
 
-/// The next buffer identity to hand out.
-static NEXT_BUFFER: AtomicU64 = AtomicU64::new(1);
-
 impl BufferId {
     /// A new identity, never handed out before in this process.
     pub(crate) fn next() -> Self {
-        BufferId(NEXT_BUFFER.fetch_add(1, Ordering::Relaxed))
-    }
-
-    /// A bound below every identity handed out from now on: a buffer whose id is at or above
-    /// it was made after this call. `Relaxed` suffices: a buffer made before this call in
-    /// happens-before order took its id earlier in the counter's modification order, so the
-    /// load sees at least its successor (read-write coherence).
-    pub(crate) fn watermark() -> Self {
-        BufferId(NEXT_BUFFER.load(Ordering::Relaxed))
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        BufferId(NEXT.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -79,6 +69,8 @@ pub(crate) struct BufferTrack {
     /// pointer arrays): no user holds a handle to it, so a declared job need not (and could
     /// not) declare it.
     pub(crate) scratch: bool,
+    /// The lane job whose thread made the buffer, if one did: that job may use it undeclared.
+    pub(crate) made_in: Option<super::reservation::Ticket>,
 }
 
 impl BufferTrack {
@@ -99,6 +91,7 @@ impl BufferTrack {
             cv: Condvar::new(),
             reservations: Default::default(),
             scratch,
+            made_in: super::reservation::current_ticket(),
         }
     }
 

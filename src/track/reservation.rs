@@ -174,35 +174,45 @@ impl Reservations {
 pub(crate) struct Declared {
     /// The buffers declared at submit, with their access.
     pub uses: SmallVec<[(BufferId, Access); 4]>,
-    /// [`BufferId::watermark`] when the job started: buffers at or above it were made after
-    /// that, by the job itself or handed to it, and none of them could have been declared.
-    pub made_from: BufferId,
 }
 
 impl Declared {
-    /// A job that starts now, having declared `uses`.
+    /// A job that declared `uses`.
     pub(crate) fn starting(uses: SmallVec<[(BufferId, Access); 4]>) -> Self {
-        Declared { uses, made_from: BufferId::watermark() }
+        Declared { uses }
     }
 
-    /// Whether the job may make this use of `t` without having declared it.
+    /// Whether job `ticket` may make this use of `t` without having declared it.
     ///
-    /// Buffers made after the job started and the crate's own scratch are exempt. The
-    /// exemption only skips the declaration check, never a reservation wait, so the job still
-    /// follows every job submitted before it. What an undeclared use gives up is a reservation
-    /// that later submits follow, and these buffers need none:
-    /// - a buffer made after the job started did not exist at its submit, so the job could not
-    ///   have declared it; every other use of it comes through a handle passed on after it was
-    ///   made (by the job itself, for the buffers it makes), and is ordered after the job's
-    ///   uses by commit, like a use of any buffer a job hands out;
+    /// Buffers the job itself made (on its own thread, inline runs included) and the crate's
+    /// own scratch are exempt. The exemption only skips the declaration check, never a
+    /// reservation wait, so the job still follows every job submitted before it. What an
+    /// undeclared use gives up is a reservation that later submits follow, and these buffers
+    /// need none:
+    /// - a buffer the job made did not exist at its submit, so no earlier submit can hold it;
+    ///   a later submit can reach it only through a handle the job passed on, and the job's
+    ///   uses after that are ordered with that submit's by commit, as for any buffer a job
+    ///   hands out while it still uses it;
     /// - scratch is seen only by the crate's ops of the library state that owns it, each of
     ///   which declares it on its own recorder and so is fenced after the previous one, and no
     ///   user can name it to reserve it.
-    fn exempts(&self, t: &super::BufferTrack, access: Access) -> bool {
+    ///
+    /// A buffer made on another thread is not exempt, even if made after the job started: a
+    /// later submit may have reserved it before it reached the job, and only a declaration
+    /// orders the job before that submit.
+    fn exempts(&self, t: &super::BufferTrack, access: Access, ticket: Option<Ticket>) -> bool {
         t.scratch
-            || t.id >= self.made_from
+            || (ticket.is_some() && t.made_in == ticket)
             || self.uses.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()))
     }
+}
+
+/// The ticket of the lane job this thread runs, if any: the job that owns buffers made now.
+pub(crate) fn current_ticket() -> Option<Ticket> {
+    if !in_any_job() {
+        return None;
+    }
+    JOB.try_with(|j| j.try_borrow().ok().and_then(|j| j.as_ref().and_then(|s| s.ticket))).ok().flatten()
 }
 
 /// The job a lane thread is running (or an inline [`Handles::run`](crate::Handles::run)): its
@@ -362,7 +372,7 @@ pub(crate) fn before_use<'a>(
             let Some(scope) = j.as_ref() else { return Ok(None) };
             if let Some(declared) = &scope.declared {
                 for (t, access) in uses.clone() {
-                    if declared.exempts(t, access) {
+                    if declared.exempts(t, access, scope.ticket) {
                         continue;
                     }
                     let (words, call) = access_words(access);

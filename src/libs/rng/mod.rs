@@ -175,7 +175,8 @@ impl Rng {
     /// set to `seed`, for calls cusched does not wrap (`curandGenerate` of raw `u32`s, say).
     /// Declare their buffer uses on a [`crate::LaunchRecorder`] on [`stream`](Self::stream)
     /// yourself and enqueue them inside its [`launch`](crate::LaunchRecorder::launch) closure,
-    /// with the stream's context current (`scope.cuda_stream()?.context().bind_to_thread()`).
+    /// with the stream's context current (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists).
     /// Leave the generator's stream and ordering as they are; its seed, offset and dimensions
     /// you may change, as cusched sets them again before each of its draws. The generator
     /// stays this `Rng`'s, valid while it lives, except an MTGP32 one: the next MTGP32 draw or
@@ -184,7 +185,7 @@ impl Rng {
     pub fn curand_generator(&mut self, seed: &Seed) -> Result<cudarc::curand::sys::curandGenerator_t> {
         check_generator(seed)?;
         let stream = self.op.bound_stream()?;
-        generator(&mut self.generators, seed, stream.cu_stream()).map(|g| g.get())
+        generator(&self.op, &mut self.generators, seed, stream.cu_stream()).map(|g| g.get())
     }
 
     /// Fills `out` with uniform values in `(0, 1]`.
@@ -242,7 +243,7 @@ impl Rng {
         let mut rec = self.op.recorder("poisson");
         record(&mut rec, "out", out, Access::Write)?;
         let stream = self.op.bound_stream()?;
-        let g = generator(&mut self.generators, seed, stream.cu_stream())?;
+        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
             // generator is set to this stream.
@@ -267,7 +268,7 @@ impl Rng {
         let mut rec = self.op.recorder(name);
         record(&mut rec, "out", out, Access::Write)?;
         let stream = self.op.bound_stream()?;
-        let g = generator(&mut self.generators, seed, stream.cu_stream())?;
+        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         if range.is_some() && self.affine.is_none() {
             self.affine = Some(Affine::load()?);
         }
@@ -292,8 +293,11 @@ impl Rng {
     }
 }
 
-/// The generator of `seed.generator`, made on first use on `stream`, and set to `seed`.
+/// The generator of `seed.generator`, made on first use on `stream`, and set to `seed`. A
+/// generator replaced here goes to `op`'s reaper, destroyed only after the work enqueued so far
+/// on the stream (its earlier draws, or a caller's raw calls) has finished.
 fn generator<'a>(
+    op: &OpStream,
     generators: &'a mut HashMap<Generator, RawGenerator>,
     seed: &Seed,
     stream: crate::backend::cuda::CuStream,
@@ -301,7 +305,9 @@ fn generator<'a>(
     if seed.generator == Generator::Mtgp32 {
         // MTGP32 keeps its state across a re-seed with the same value, and has no offsets: a
         // fresh generator is the only way to restart its sequence.
-        generators.remove(&Generator::Mtgp32);
+        if let Some(old) = generators.remove(&Generator::Mtgp32) {
+            op.retire("an MTGP32 generator", old);
+        }
     }
     let g = match generators.entry(seed.generator) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),

@@ -247,7 +247,8 @@ impl Sparse {
     /// The raw cuSPARSE handle, for calls cusched does not wrap. Declare their buffer uses on a
     /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside
     /// its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
-    /// (`scope.cuda_stream()?.context().bind_to_thread()`). Leave the handle's stream and
+    /// (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's stream and
     /// pointer mode (host, which cusched's ops pass their scalars in) as they are; external
     /// buffers come from your own allocations (declared on the recorder), not cusched's shared
     /// workspace, and descriptors you make are yours to destroy. On the simulator it fails with
