@@ -888,6 +888,89 @@ fn complex_gesvdj_matches_the_cpu_and_reconstructs() {
     }
 }
 
+/// `B Bᴴ + n I` for a random complex `n x n` `B`: Hermitian positive definite, every eigenvalue
+/// at least `n`.
+fn hpd(rng: &mut Rng, n: usize) -> Vec<Complex<f64>> {
+    let b = crandom(rng, n * n);
+    let mut a = cmatmul(&b, &ctranspose(&b, n, n), n, n, n);
+    for i in 0..n {
+        a[i + i * n].re += n as f64;
+    }
+    a
+}
+
+/// The product that gives back the input from the factor in the `fill` triangle of the
+/// column-major `n x n` `f` (the other triangle, which potrf leaves alone, ignored): `L Lᴴ`
+/// from the lower, `Uᴴ U` from the upper.
+fn cholesky_product(f: &[Complex<f64>], n: usize, fill: Fill) -> Vec<Complex<f64>> {
+    let mut t = vec![Complex { re: 0.0, im: 0.0 }; n * n];
+    for j in 0..n {
+        for i in 0..n {
+            if (fill == Fill::Lower && i >= j) || (fill == Fill::Upper && i <= j) {
+                t[i + j * n] = f[i + j * n];
+            }
+        }
+    }
+    match fill {
+        Fill::Lower => cmatmul(&t, &ctranspose(&t, n, n), n, n, n),
+        Fill::Upper => cmatmul(&ctranspose(&t, n, n), &t, n, n, n),
+    }
+}
+
+/// Batched Cholesky of 3 Hermitian positive definite `5 x 5`: each factor reproduces its input;
+/// then the same batch with matrix 1 made indefinite fails naming it, and the others' factors
+/// still reproduce theirs.
+///
+/// Tolerance: Cholesky is backward stable, `L̂ L̂ᴴ = A + ΔA` with `|ΔA| ≤ γ₍ₙ₊₁₎ |L̂| |L̂ᴴ|`
+/// (Higham, Thm 10.3), and `|l_i|·|l_j| ≤ √(a_ii a_jj)` bounds `‖|L̂| |L̂ᴴ|‖_F` by
+/// `tr A ≤ √n ‖A‖_F`; so `‖ΔA‖_F / (n ε ‖A‖_F) ≲ (n + 1)/√n ≈ 3` at `n = 5`, a small constant
+/// more for complex arithmetic. 100 leaves an order of magnitude over that and still catches a
+/// wrong triangle, a missing conjugate or a real-only kernel, each an O(1) relative error (about
+/// 10⁶ in these units for `Complex<f32>`). The reference is the exact input the GPU got (narrowed
+/// to `T`, then widened), multiplied in f64.
+fn potrf_batched_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, fill: Fill) {
+    let (n, batch, bad) = (5, 3, 1);
+    let inputs: Vec<Vec<Complex<f64>>> = (0..batch).map(|_| widen(&narrow::<T>(&hpd(rng, n)))).collect();
+    let check = |f: &[Complex<f64>], which: &[usize], what: &str| {
+        for &i in which {
+            let r = cscaled(&cholesky_product(&f[i * n * n..][..n * n], n, fill), &inputs[i], n, T::EPS);
+            println!("potrf_batched {} {fill:?} {what} matrix {i}: ‖factor product − A‖ scaled = {r:.2}", T::NAME);
+            assert!(r < 100.0, "{} {fill:?} {what} matrix {i}: {r}", T::NAME);
+        }
+    };
+
+    let da = d.upload(s, &narrow::<T>(&inputs.concat())).unwrap();
+    let p = PotrfBatched { fill, n, batch, a: &da, lda: None, stride: None };
+    h.solver().unwrap().potrf_batched(&p).unwrap().wait().unwrap();
+    check(&widen(&da.download(s).unwrap()), &[0, 1, 2], "good batch");
+
+    // A diagonal entry of -1000 at (2, 2) in matrix 1: its leading 2x2 minor stays positive
+    // definite, its 3x3 one cannot be (the Schur complement's (2, 2) entry is at most -1000).
+    let mut all = inputs.concat();
+    all[bad * n * n + 2 + 2 * n].re = -1e3;
+    let da = d.upload(s, &narrow::<T>(&all)).unwrap();
+    let p = PotrfBatched { fill, n, batch, a: &da, lda: None, stride: None };
+    match h.solver().unwrap().potrf_batched(&p).unwrap().wait() {
+        Err(Error::Numerical { batch: b, failures, .. }) => {
+            assert_eq!(b, batch);
+            assert_eq!(failures, vec![NumericalFailure::NotPositiveDefinite { matrix: bad, minor: 3 }]);
+        }
+        other => panic!("{} {fill:?}: expected matrix {bad} listed, got {other:?}", T::NAME),
+    }
+    check(&widen(&da.download(s).unwrap()), &[0, 2], "bad batch");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_batched_potrf_reconstructs_and_lists_the_one_bad_matrix() {
+    let Some((d, s, mut h)) = setup() else { return };
+    let mut rng = Rng::new();
+    for fill in [Fill::Lower, Fill::Upper] {
+        potrf_batched_case::<Complex<f32>>(&d, s, &mut h, &mut rng, fill);
+        potrf_batched_case::<Complex<f64>>(&d, s, &mut h, &mut rng, fill);
+    }
+}
+
 /// The raw handle is the live cuSOLVER dense handle of the `Solver`, bound to the stream it enqueues on.
 #[test]
 #[ignore = "needs a CUDA GPU"]

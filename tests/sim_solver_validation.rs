@@ -188,6 +188,41 @@ fn batched_potrf_rejects_bad_input() {
 }
 
 #[test]
+fn complex_batched_potrf_validates_like_the_real_one() {
+    let mut fx = fx();
+    // Four packed 3x3 matrices fit; a fifth, a 4x4, or matrices 4 elements apart do not.
+    let a = fx.buf::<Complex<f32>>(4 * 9);
+    let p = |n, batch, lda, stride| PotrfBatched { fill: Fill::Upper, n, batch, a: &a, lda, stride };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.potrf_batched(&p(0, 4, None, None)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrf_batched(&p(3, 0, None, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&p(3, 5, None, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&p(4, 3, None, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.potrf_batched(&p(3, 4, Some(2), None)));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.potrf_batched(&p(3, 2, None, Some(4))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&p(3, 4, None, None)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&p(3, 2, None, Some(18))));
+    let z = fx.buf::<Complex<f64>>(4 * 9);
+    let q = |n, batch, stride| PotrfBatched { fill: Fill::Lower, n, batch, a: &z, lda: None, stride };
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrf_batched(&q(3, 0, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&q(3, 5, None)));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.potrf_batched(&q(3, 2, Some(8))));
+    let f = fx.foreign::<Complex<f64>>(4 * 9);
+    rejects(&mut fx, "!foreign", |fx| {
+        fx.h.solver()?.potrf_batched(&PotrfBatched {
+            fill: Fill::Lower,
+            n: 3,
+            batch: 4,
+            a: &f,
+            lda: None,
+            stride: None,
+        })
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&q(3, 4, None)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.solver()?.potrf_batched(&q(3, 4, None)));
+}
+
+#[test]
 fn jacobi_settings_are_checked() {
     let mut fx = fx();
     let bad = cusched::solver::JacobiSettings { tolerance: -1.0, max_sweeps: 10 };

@@ -3,7 +3,7 @@
 
 use super::calls::{self, data_type};
 use super::info::Meaning;
-use super::{Fill, SizeKey, Solver, SolverElement, SolverReal, Trans};
+use super::{Fill, SizeKey, Solver, SolverElement, Trans};
 use crate::completion::{Completion, KeepAlive};
 use crate::error::{Error, Result};
 use crate::libs::validate as check;
@@ -86,12 +86,13 @@ pub struct Getrs<'a, T: SolverElement> {
     pub ldb: Option<usize>,
 }
 
-/// Cholesky factorizations of `batch` matrices of order `n`, stored one after another in `a`,
+/// Cholesky factorizations `A_i = L_i L_iᴴ` (or `U_iᴴ U_i`) of `batch` Hermitian (for real
+/// types, symmetric) positive definite matrices of order `n`, stored one after another in `a`,
 /// `stride` elements apart (`None`: `lda * n`). Each matrix's status is its own: one that is
 /// not positive definite fails the completion with every bad index listed, and the others'
 /// factors are valid.
 #[derive(Debug)]
-pub struct PotrfBatched<'a, T: SolverReal> {
+pub struct PotrfBatched<'a, T: SolverElement> {
     /// The triangle read and written.
     pub fill: Fill,
     /// Order of each matrix.
@@ -251,7 +252,7 @@ impl Solver {
     }
 
     /// Batched Cholesky (see [`PotrfBatched`]).
-    pub fn potrf_batched<T: SolverReal>(&mut self, p: &PotrfBatched<'_, T>) -> Result<Completion<()>> {
+    pub fn potrf_batched<T: SolverElement>(&mut self, p: &PotrfBatched<'_, T>) -> Result<Completion<()>> {
         let n = check::dim("n", p.n, false)?;
         let batch = check::dim("batch", p.batch, false)?;
         let m = check::matrix("a", "lda", p.n, p.n, p.lda)?;
@@ -271,12 +272,13 @@ impl Solver {
         let (h, _) = self.handle()?;
         let (fill, lda) = (calls::fill(p.fill), m.ld);
         self.run_info(rec, Vec::new(), "potrfBatched", p.batch, Meaning::Minor, Some(ptrs), |pin| {
-            let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut T>()).unwrap_or(std::ptr::null_mut());
+            let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
             // SAFETY: (1) a live handle on this stream; (2) the pointer array, in pinned mapped
             // memory kept until the completion reads, holds `batch` pointers to distinct n x n
-            // matrices at lda inside `a` (validated, declared read-write); (3) `info` holds
-            // `batch` words.
-            unsafe { (T::fns().potrf_batched)(h, fill, n, array, lda, pin.info(), batch) }
+            // matrices of `T` at lda inside `a` (validated, declared read-write), and
+            // `T::potrf_batched` is the entry point of `T` itself; (3) `info` holds `batch`
+            // words.
+            unsafe { T::potrf_batched(h, fill, n, array, lda, pin.info(), batch) }
                 .check_status("cusolverDn<t>potrfBatched")
         }, || ())
     }

@@ -8,13 +8,13 @@
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
 //! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed
-//! entry points elsewhere; every op but `potrf_batched` takes `f32`, `f64`, `Complex<f32>` and
-//! `Complex<f64>` alike (Hermitian or unitary for complex). The status word (`devInfo`) is
-//! written by the GPU into pinned memory and read when the op's
-//! [`Completion`](crate::Completion) resolves: the op never synchronizes, and a numerical
-//! failure resolves the completion with [`Error::Numerical`](crate::Error::Numerical) saying
-//! what happened ("leading minor 5 is not positive definite"). Workspace sizes come from the
-//! library's own queries, cached per shape; the device workspace is the stream's shared one.
+//! entry points elsewhere; every op takes `f32`, `f64`, `Complex<f32>` and `Complex<f64>`
+//! alike (Hermitian or unitary for complex). The status word (`devInfo`) is written by the GPU
+//! into pinned memory and read when the op's [`Completion`](crate::Completion) resolves: the
+//! op never synchronizes, and a numerical failure resolves the completion with
+//! [`Error::Numerical`](crate::Error::Numerical) saying what happened ("leading minor 5 is not
+//! positive definite"). Workspace sizes come from the library's own queries, cached per shape;
+//! the device workspace is the stream's shared one.
 
 mod calls;
 mod eigen;
@@ -78,9 +78,12 @@ pub trait SolverElement: Element + DataTypes + calls::Typed + sealed::Sealed {
     type Real: SolverElement;
 }
 
-/// Real types with the legacy typed entry points that cusched binds for real types only
-/// (batched Cholesky): `f32` and `f64`.
-pub trait SolverReal: SolverElement<Real = Self> + calls::sealed::LegacyType {}
+/// The real solver element types, `f32` and `f64` (sealed): those whose
+/// [`SolverElement::Real`] is the type itself.
+///
+/// No op of [`Solver`] bounds on it any more (every op takes all four element types); it stays
+/// for users' own generic code that wants to accept only the real types.
+pub trait SolverReal: SolverElement<Real = Self> {}
 
 mod sealed {
     pub trait Sealed {}

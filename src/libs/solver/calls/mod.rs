@@ -6,9 +6,8 @@
 //! Every wrapper that takes a handle needs the handle's context current on the calling thread
 //! (the op path binds it) and the handle used by one thread at a time (`Solver` methods take
 //! `&mut self`). The 64-bit generic API (`cusolverDnX...`) takes element types as
-//! `cudaDataType`, so one wrapper serves every element type; the typed entry points of all four
-//! types go through [`Typed`], and the one that cusched binds for real types only (batched
-//! Cholesky) through [`sealed::LegacyFns`].
+//! `cudaDataType`, so one wrapper serves every element type; the typed entry points go through
+//! [`Typed`], which binds each of them for all four types.
 
 use super::{Fill, Side, Trans};
 use crate::error::Result;
@@ -589,35 +588,4 @@ pub(super) unsafe fn gesvd(
             }
         }
     }
-}
-
-pub(crate) mod sealed {
-    #![allow(unreachable_pub, missing_debug_implementations)]
-    use cudarc::cusolver::sys::{self, cusolverDnHandle_t as H, cusolverStatus_t as S};
-    use std::ffi::c_int as I;
-
-    type Uplo = sys::cublasFillMode_t;
-
-    /// The typed legacy entry points of one real type: C signatures, spelled out.
-    pub struct LegacyFns<T: 'static> {
-        pub potrf_batched: unsafe fn(H, Uplo, I, *mut *mut T, I, *mut I, I) -> S,
-    }
-
-    /// Real types with the legacy typed entry points.
-    pub trait LegacyType: Sized + 'static {
-        fn fns() -> &'static LegacyFns<Self>;
-    }
-
-    macro_rules! legacy {
-        ($t:ty, $potrf_batched:ident) => {
-            impl LegacyType for $t {
-                fn fns() -> &'static LegacyFns<$t> {
-                    static FNS: LegacyFns<$t> = LegacyFns { potrf_batched: sys::$potrf_batched };
-                    &FNS
-                }
-            }
-        };
-    }
-    legacy!(f32, cusolverDnSpotrfBatched);
-    legacy!(f64, cusolverDnDpotrfBatched);
 }

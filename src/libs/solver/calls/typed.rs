@@ -1,8 +1,8 @@
 //! The typed entry points (`cusolverDn<t>...`, and cuBLAS's batched LU) that exist for all
 //! four element types and have no 64-bit generic form in the CUDA version cusched builds
 //! against: `potri`, `syevj`/`heevj`, `sygvd`/`hegvd`, `orgqr`/`ungqr`, `ormqr`/`unmqr`,
-//! `gesvdj`, `potrsBatched`, `gesvdjBatched`, `syevjBatched`/`heevjBatched`, cuBLAS
-//! `getrfBatched`/`getrsBatched`. Where LAPACK names the complex form differently (the
+//! `gesvdj`, `potrfBatched`, `potrsBatched`, `gesvdjBatched`, `syevjBatched`/`heevjBatched`,
+//! cuBLAS `getrfBatched`/`getrsBatched`. Where LAPACK names the complex form differently (the
 //! unitary `ungqr`/`unmqr`, the Hermitian `heevj`/`hegvd`), the complex types bind that form.
 //!
 //! Every wrapper takes element pointers untyped (`*mut c_void`) and casts them to the call's
@@ -41,6 +41,7 @@ pub trait Typed: Sized + 'static {
     unsafe fn ormqr(h: H, side: Side, t: Op, m: I, n: I, k: I, a: V, lda: I, tau: V, c: V, ldc: I, work: V, lwork: I, info: *mut I) -> S;
     unsafe fn gesvdj_size(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: Jacobi) -> S;
     unsafe fn gesvdj(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: Jacobi) -> S;
+    unsafe fn potrf_batched(h: H, u: Uplo, n: I, a: *mut V, lda: I, info: *mut I, batch: I) -> S;
     unsafe fn potrs_batched(h: H, u: Uplo, n: I, nrhs: I, a: *mut V, lda: I, b: *mut V, ldb: I, info: *mut I, batch: I) -> S;
     unsafe fn gesvdj_batched_size(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S;
     unsafe fn gesvdj_batched(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S;
@@ -53,8 +54,8 @@ pub trait Typed: Sized + 'static {
 macro_rules! typed {
     ($t:ty: $potri_size:ident, $potri:ident, $syevj_size:ident, $syevj:ident, $sygvd_size:ident, $sygvd:ident,
      $orgqr_size:ident, $orgqr:ident, $ormqr_size:ident, $ormqr:ident, $gesvdj_size:ident, $gesvdj:ident,
-     $potrs_batched:ident, $gesvdj_batched_size:ident, $gesvdj_batched:ident, $syevj_batched_size:ident,
-     $syevj_batched:ident, $getrf_batched:ident, $getrs_batched:ident) => {
+     $potrf_batched:ident, $potrs_batched:ident, $gesvdj_batched_size:ident, $gesvdj_batched:ident,
+     $syevj_batched_size:ident, $syevj_batched:ident, $getrf_batched:ident, $getrs_batched:ident) => {
         // SAFETY (of every call below): the trait's contract; the casts change only the
         // pointee type, to one of the same layout.
         impl Typed for $t {
@@ -94,6 +95,9 @@ macro_rules! typed {
             unsafe fn gesvdj(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: Jacobi) -> S {
                 unsafe { sys::$gesvdj(h, j, econ, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, work as _, lwork, info, p) }
             }
+            unsafe fn potrf_batched(h: H, u: Uplo, n: I, a: *mut V, lda: I, info: *mut I, batch: I) -> S {
+                unsafe { sys::$potrf_batched(h, u, n, a as _, lda, info, batch) }
+            }
             unsafe fn potrs_batched(h: H, u: Uplo, n: I, nrhs: I, a: *mut V, lda: I, b: *mut V, ldb: I, info: *mut I, batch: I) -> S {
                 unsafe { sys::$potrs_batched(h, u, n, nrhs, a as _, lda, b as _, ldb, info, batch) }
             }
@@ -122,22 +126,22 @@ macro_rules! typed {
 typed!(f32: cusolverDnSpotri_bufferSize, cusolverDnSpotri, cusolverDnSsyevj_bufferSize, cusolverDnSsyevj,
     cusolverDnSsygvd_bufferSize, cusolverDnSsygvd, cusolverDnSorgqr_bufferSize, cusolverDnSorgqr,
     cusolverDnSormqr_bufferSize, cusolverDnSormqr, cusolverDnSgesvdj_bufferSize, cusolverDnSgesvdj,
-    cusolverDnSpotrsBatched, cusolverDnSgesvdjBatched_bufferSize, cusolverDnSgesvdjBatched,
+    cusolverDnSpotrfBatched, cusolverDnSpotrsBatched, cusolverDnSgesvdjBatched_bufferSize, cusolverDnSgesvdjBatched,
     cusolverDnSsyevjBatched_bufferSize, cusolverDnSsyevjBatched, cublasSgetrfBatched, cublasSgetrsBatched);
 typed!(f64: cusolverDnDpotri_bufferSize, cusolverDnDpotri, cusolverDnDsyevj_bufferSize, cusolverDnDsyevj,
     cusolverDnDsygvd_bufferSize, cusolverDnDsygvd, cusolverDnDorgqr_bufferSize, cusolverDnDorgqr,
     cusolverDnDormqr_bufferSize, cusolverDnDormqr, cusolverDnDgesvdj_bufferSize, cusolverDnDgesvdj,
-    cusolverDnDpotrsBatched, cusolverDnDgesvdjBatched_bufferSize, cusolverDnDgesvdjBatched,
+    cusolverDnDpotrfBatched, cusolverDnDpotrsBatched, cusolverDnDgesvdjBatched_bufferSize, cusolverDnDgesvdjBatched,
     cusolverDnDsyevjBatched_bufferSize, cusolverDnDsyevjBatched, cublasDgetrfBatched, cublasDgetrsBatched);
 typed!(crate::memory::Complex<f32>: cusolverDnCpotri_bufferSize, cusolverDnCpotri, cusolverDnCheevj_bufferSize,
     cusolverDnCheevj, cusolverDnChegvd_bufferSize, cusolverDnChegvd, cusolverDnCungqr_bufferSize, cusolverDnCungqr,
     cusolverDnCunmqr_bufferSize, cusolverDnCunmqr, cusolverDnCgesvdj_bufferSize, cusolverDnCgesvdj,
-    cusolverDnCpotrsBatched, cusolverDnCgesvdjBatched_bufferSize, cusolverDnCgesvdjBatched,
+    cusolverDnCpotrfBatched, cusolverDnCpotrsBatched, cusolverDnCgesvdjBatched_bufferSize, cusolverDnCgesvdjBatched,
     cusolverDnCheevjBatched_bufferSize, cusolverDnCheevjBatched, cublasCgetrfBatched, cublasCgetrsBatched);
 typed!(crate::memory::Complex<f64>: cusolverDnZpotri_bufferSize, cusolverDnZpotri, cusolverDnZheevj_bufferSize,
     cusolverDnZheevj, cusolverDnZhegvd_bufferSize, cusolverDnZhegvd, cusolverDnZungqr_bufferSize, cusolverDnZungqr,
     cusolverDnZunmqr_bufferSize, cusolverDnZunmqr, cusolverDnZgesvdj_bufferSize, cusolverDnZgesvdj,
-    cusolverDnZpotrsBatched, cusolverDnZgesvdjBatched_bufferSize, cusolverDnZgesvdjBatched,
+    cusolverDnZpotrfBatched, cusolverDnZpotrsBatched, cusolverDnZgesvdjBatched_bufferSize, cusolverDnZgesvdjBatched,
     cusolverDnZheevjBatched_bufferSize, cusolverDnZheevjBatched, cublasZgetrfBatched, cublasZgetrsBatched);
 
 pub(crate) use sys::cusolverEigType_t as EigType;
