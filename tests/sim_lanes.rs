@@ -366,6 +366,51 @@ fn an_inline_run_that_enqueues_on_another_stream_completes_after_that_work() {
 }
 
 #[test]
+fn a_job_with_an_inline_run_on_a_third_stream_completes_after_its_work() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("nested").unwrap();
+        let s3 = d.new_stream().unwrap();
+        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
+        let (release, gate) = mpsc::channel::<()>();
+        let (dropped_tx, dropped) = mpsc::channel();
+        let (r, k) = (ran.clone(), kept.clone());
+        let c = lane.submit(move |cx| {
+            // An inline run of its own stream inside the job: its work is the job's work too.
+            let mut inner = cusched::Handles::new(cx.device(), s3)?;
+            let r2 = r.clone();
+            let _inner_done = inner.run(move |h| gated_kernel(h.device(), s3, gate, r2));
+            cx.keep(k);
+            cx.keep(Witness(r, dropped_tx));
+            Ok(())
+        });
+        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+    });
+}
+
+#[test]
+fn a_job_that_enqueues_on_another_device_completes_after_that_work() {
+    bounded(LIMIT, || {
+        let mut g = Device::sim_group(SimConfig::default(), 2).unwrap();
+        let (d1, d2) = (g.remove(0), g.remove(0));
+        let lane = d1.lane("cross-device").unwrap();
+        let s2 = d2.default_stream();
+        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
+        let (release, gate) = mpsc::channel::<()>();
+        let (dropped_tx, dropped) = mpsc::channel();
+        let (r, k) = (ran.clone(), kept.clone());
+        let c = lane.submit(move |cx| {
+            gated_kernel(&d2, s2, gate, r.clone())?;
+            cx.keep(k);
+            cx.keep(Witness(r, dropped_tx));
+            Ok(())
+        });
+        check_covers_other_stream(c, release, &ran, &kept, dropped);
+    });
+}
+
+#[test]
 fn queue_full_and_blocking_submit() {
     bounded(LIMIT, || {
         let d = sim();
