@@ -154,9 +154,9 @@ fn quasi_random_dimensions_and_lane_path() {
     }
 }
 
-/// The raw generator draws what cusched does not wrap (raw `u32`s, `curandGenerate`) on the
-/// `Rng`'s stream, into a buffer declared on the recorder; `curand_generator` sets it to the
-/// seed each time, as a draw does.
+/// The raw generator draws on the `Rng`'s stream with a call of your own (`curandGenerate`
+/// here, which `Rng::bits` also wraps), into a buffer declared on the recorder;
+/// `curand_generator` sets it to the seed each time, as a draw does.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn raw_generator_draws_u32s_on_the_rng_stream() {
@@ -189,4 +189,58 @@ fn raw_generator_draws_u32s_on_the_rng_stream() {
     assert!(a.iter().any(|&x| x != a[0]), "the raw draw wrote one value {} everywhere", a[0]);
     assert_eq!(a, draw(Seed::new(Generator::Philox4x32_10, seed)), "same seed, different numbers");
     assert_ne!(a, draw(Seed::new(Generator::Philox4x32_10, seed.wrapping_add(1))), "different seeds, same numbers");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bits_are_balanced_and_reproducible() {
+    const N: usize = 4096;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let seed = Rng::new().next();
+    let mut draw = |sd: Seed| -> Vec<u32> {
+        let out = d.upload(s, &vec![0u32; N]).unwrap();
+        h.rng().unwrap().bits(&sd, &out).unwrap().wait().unwrap();
+        out.download(s).unwrap()
+    };
+    let a = draw(Seed::new(Generator::Philox4x32_10, seed));
+    assert!(a.iter().any(|&x| x != a[0]), "bits wrote one value {} everywhere", a[0]);
+    // 131,072 fair bits: the standard deviation of the fraction set is about 0.0014.
+    let ones: u64 = a.iter().map(|x| x.count_ones() as u64).sum();
+    let frac = ones as f64 / (32 * N) as f64;
+    assert!((frac - 0.5).abs() < 0.01, "{frac} of the bits are set");
+    assert_eq!(a, draw(Seed::new(Generator::Philox4x32_10, seed)), "same seed, different numbers");
+    assert_ne!(a, draw(Seed::new(Generator::Philox4x32_10, seed.wrapping_add(1))), "different seeds, same numbers");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bits64_draws_a_sobol_sequence() {
+    const N: usize = 1024;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut draw = |sd: Seed| -> Vec<u64> {
+        let out = d.upload(s, &vec![u64::MAX; N]).unwrap();
+        h.rng().unwrap().bits64(&sd, &out).unwrap().wait().unwrap();
+        out.download(s).unwrap()
+    };
+    let sobol = Seed::new(Generator::Sobol64, 0);
+    let a = draw(sobol);
+    let mut sorted = a.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), N, "Sobol points repeat");
+    // A one-dimensional Sobol sequence's first 2^k points fall one in each of 2^k equal
+    // intervals; whether cuRAND's sequence starts at the point 0 or after it, at most one
+    // point moves, so each of 16 bins by the top 4 bits holds 64 +- 1 of the 1024.
+    let mut bins = [0usize; 16];
+    for &x in &a {
+        bins[(x >> 60) as usize] += 1;
+    }
+    assert!(bins.iter().all(|&b| b.abs_diff(N / 16) <= 1), "unevenly spread: {bins:?}");
+    assert_eq!(a, draw(sobol), "same dimensions and offset, different numbers");
+    let b = draw(sobol.at(N as u64));
+    assert_ne!(a, b, "the offset changed nothing");
 }

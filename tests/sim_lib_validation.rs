@@ -273,6 +273,49 @@ fn rng_rejects_bad_requests() {
 }
 
 #[test]
+#[cfg(feature = "curand")]
+fn rng_bits_reject_bad_requests() {
+    let mut fx = fx();
+    let (u, w) = (fx.buf::<u32>(16), fx.buf::<u64>(16));
+    let (empty32, empty64) = (fx.buf::<u32>(0), fx.buf::<u64>(0));
+    let philox = Seed::new(Generator::Philox4x32_10, 42);
+    let sobol64 = Seed::new(Generator::Sobol64, 0);
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits(&philox, &empty32));
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits64(&sobol64, &empty64));
+    // Each width has its own generators: 64-bit values only from the 64-bit Sobols.
+    for g in Generator::ALL {
+        let wide = matches!(g, Generator::Sobol64 | Generator::ScrambledSobol64);
+        let (narrow_arg, wide_arg) =
+            if wide { ("seed.generator", "!unavailable") } else { ("!unavailable", "seed.generator") };
+        rejects(&mut fx, narrow_arg, |fx| fx.h.rng()?.bits(&Seed::new(g, 7), &u));
+        rejects(&mut fx, wide_arg, |fx| fx.h.rng()?.bits64(&Seed::new(g, 7), &w));
+    }
+    let got = rejection(&mut fx, "seed.generator", |fx| fx.h.rng()?.bits(&sobol64, &u));
+    assert!(matches!(&got, Err(Error::InvalidArgument { reason, .. }) if reason.contains("bits64")), "{got:?}");
+    let got = rejection(&mut fx, "seed.generator", |fx| fx.h.rng()?.bits64(&philox, &w));
+    assert!(matches!(&got, Err(Error::InvalidArgument { reason, .. }) if reason.contains("use bits")), "{got:?}");
+    // The seed is checked as a draw's is.
+    rejects(&mut fx, "seed.offset", |fx| fx.h.rng()?.bits(&Seed::new(Generator::Mtgp32, 1).at(5), &u));
+    let mut sobol32 = Seed::new(Generator::Sobol32, 0);
+    sobol32.dimensions = 5;
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits(&sobol32, &u));
+    let mut sobol = sobol64;
+    sobol.dimensions = 3;
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits64(&sobol, &w));
+    sobol.dimensions = 0;
+    rejects(&mut fx, "seed.dimensions", |fx| fx.h.rng()?.bits64(&sobol, &w));
+    sobol.dimensions = 4;
+    rejects(&mut fx, "!unavailable", |fx| fx.h.rng()?.bits64(&sobol, &w));
+    // Foreign and stale buffers.
+    let (fu, fw) = (fx.foreign::<u32>(16), fx.foreign::<u64>(16));
+    rejects(&mut fx, "!foreign", |fx| fx.h.rng()?.bits(&philox, &fu));
+    rejects(&mut fx, "!foreign", |fx| fx.h.rng()?.bits64(&sobol64, &fw));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.rng()?.bits(&philox, &u));
+    rejects(&mut fx, "!stale", |fx| fx.h.rng()?.bits64(&sobol64, &w));
+}
+
+#[test]
 #[cfg(feature = "cufft")]
 fn fft_rejects_layouts_the_buffers_do_not_fit() {
     let mut fx = fx();

@@ -113,6 +113,28 @@ impl RawGenerator {
         // SAFETY: a live generator; the caller vouches for the buffer.
         unsafe { sys::curandGeneratePoisson(self.0.get(), out, n, lambda) }.check("curandGeneratePoisson")
     }
+
+    /// `curandGenerate`: `n` raw 32-bit values at `out`. cuRAND refuses it for the 64-bit
+    /// quasi-random generators (Sobol64 and scrambled Sobol64).
+    ///
+    /// # Safety
+    /// `out` is a live device buffer of the current context holding `n` `u32`s, fenced on the
+    /// generator's stream.
+    pub(super) unsafe fn bits(&mut self, out: *mut u32, n: usize) -> Result<()> {
+        // SAFETY: a live generator; the caller vouches for the buffer.
+        unsafe { sys::curandGenerate(self.0.get(), out, n) }.check("curandGenerate")
+    }
+
+    /// `curandGenerateLongLong`: `n` raw 64-bit values at `out`. cuRAND accepts it only for the
+    /// 64-bit quasi-random generators (Sobol64 and scrambled Sobol64).
+    ///
+    /// # Safety
+    /// `out` is a live device buffer of the current context holding `n` `u64`s, fenced on the
+    /// generator's stream.
+    pub(super) unsafe fn bits64(&mut self, out: *mut u64, n: usize) -> Result<()> {
+        // SAFETY: a live generator; the caller vouches for the buffer.
+        unsafe { sys::curandGenerateLongLong(self.0.get(), out, n) }.check("curandGenerateLongLong")
+    }
 }
 
 fn rng_type(g: Generator) -> sys::curandRngType_t {

@@ -1,5 +1,5 @@
-//! cuRAND: every host-API generator, and the uniform (with bounds), normal, log-normal and
-//! Poisson distributions.
+//! cuRAND: every host-API generator, the uniform (with bounds), normal, log-normal and
+//! Poisson distributions, and raw 32- and 64-bit integers.
 //!
 //! Each call names its generator, seed and offset ([`Seed`]) and the generator is reset to
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
@@ -172,7 +172,7 @@ impl Rng {
     }
 
     /// The raw cuRAND generator of `seed.generator` (made on first use, as a draw makes it),
-    /// set to `seed`, for calls cusched does not wrap (`curandGenerate` of raw `u32`s, say).
+    /// set to `seed`, for calls cusched does not wrap (`curandGeneratePoissonMethod`, say).
     /// Declare their buffer uses on a [`crate::LaunchRecorder`] on [`stream`](Self::stream)
     /// yourself and enqueue them inside its [`launch`](crate::LaunchRecorder::launch) closure,
     /// with the stream's context current (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
@@ -248,6 +248,41 @@ impl Rng {
             // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
             // generator is set to this stream.
             unsafe { g.poisson(dptr(out)?, n, lambda) }
+        })
+    }
+
+    /// Fills `out` with raw 32-bit values (`curandGenerate`): uniform over all of `u32` from
+    /// the pseudo-random generators, the sequence's points scaled to 32 bits from Sobol32 and
+    /// scrambled Sobol32. Accepts every generator but the 64-bit quasi-random ones (Sobol64 and
+    /// scrambled Sobol64), which draw with [`bits64`](Self::bits64).
+    pub fn bits(&mut self, seed: &Seed, out: &GpuRef<u32>) -> Result<Completion<()>> {
+        check_width(seed, false)?;
+        let n = check_seed(seed, out.len(), false)?;
+        let mut rec = self.op.recorder("bits");
+        record(&mut rec, "out", out, Access::Write)?;
+        let stream = self.op.bound_stream()?;
+        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
+        self.op.run(rec, Vec::new(), || {
+            // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
+            // generator is set to this stream, and is a 32-bit one (`check_width`).
+            unsafe { g.bits(dptr(out)?, n) }
+        })
+    }
+
+    /// Fills `out` with raw 64-bit values (`curandGenerateLongLong`): the quasi-random
+    /// sequence's points scaled to 64 bits. Accepts only the 64-bit quasi-random generators,
+    /// Sobol64 and scrambled Sobol64; the others draw with [`bits`](Self::bits).
+    pub fn bits64(&mut self, seed: &Seed, out: &GpuRef<u64>) -> Result<Completion<()>> {
+        check_width(seed, true)?;
+        let n = check_seed(seed, out.len(), false)?;
+        let mut rec = self.op.recorder("bits64");
+        record(&mut rec, "out", out, Access::Write)?;
+        let stream = self.op.bound_stream()?;
+        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
+        self.op.run(rec, Vec::new(), || {
+            // SAFETY: `out` is a live device buffer of `n` u64s, fenced by preflight; the
+            // generator is set to this stream, and is a 64-bit Sobol one (`check_width`).
+            unsafe { g.bits64(dptr(out)?, n) }
         })
     }
 
@@ -329,6 +364,21 @@ fn check_moments(mean: f64, stddev: f64) -> Result<()> {
         return Err(Error::invalid("stddev", format!("{stddev} must be finite and positive")));
     }
     Ok(())
+}
+
+/// Checks that `seed.generator` draws raw integers of the width asked for: 64-bit ones
+/// (`curandGenerateLongLong`) only from Sobol64 and scrambled Sobol64, 32-bit ones
+/// (`curandGenerate`) from every other generator.
+fn check_width(seed: &Seed, wide: bool) -> Result<()> {
+    let g = seed.generator;
+    match (wide, matches!(g, Generator::Sobol64 | Generator::ScrambledSobol64)) {
+        (false, true) => Err(Error::invalid("seed.generator", format!("{g:?} draws 64-bit values: use bits64"))),
+        (true, false) => Err(Error::invalid(
+            "seed.generator",
+            format!("{g:?} draws 32-bit values (bits64 needs Sobol64 or ScrambledSobol64): use bits"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Checks the seed's offset and dimensions against its generator.
