@@ -114,8 +114,8 @@ pub enum Error {
     },
 
     /// A job submitted with declared uses (`Lane::job`) used a buffer it did not declare, or
-    /// wrote one it declared only as read, through a strict recorder. (Buffers made after the
-    /// job started and the libraries' own scratch need no declaration.)
+    /// wrote one it declared only as read, through a strict recorder. (Buffers the job made on
+    /// its own thread and the libraries' own scratch need no declaration.)
     #[error("a declared job on lane `{lane}` used {buffer} ({access}) without declaring it; add .{access_call}(&buffer) to the lane.job() builder, or submit the job undeclared with Lane::submit")]
     UndeclaredUse {
         /// The buffer.

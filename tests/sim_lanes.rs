@@ -290,34 +290,63 @@ impl Drop for Witness {
     }
 }
 
-/// Checks a completion whose job enqueued `gated_kernel` on another stream than its own:
-/// neither it nor its keep-alives (`kept`, `dropped`) may be done while the kernel is blocked,
-/// and `wait` returns only after the kernel ran.
-fn check_covers_other_stream(
-    c: cusched::Completion<()>,
+/// The test's side of a job whose kernel waits on a gate: it opens the gate and watches the
+/// job's keep-alives.
+struct GateProbe {
+    ran: Arc<AtomicBool>,
+    kept: Arc<()>,
     release: mpsc::Sender<()>,
-    ran: &AtomicBool,
-    kept: &Arc<()>,
     dropped: mpsc::Receiver<bool>,
-) {
-    c.wait_committed().unwrap();
-    assert!(matches!(c.wait_timeout(Duration::from_millis(20)), Err(Error::Timeout { .. })));
-    assert_eq!(Arc::strong_count(kept), 2, "a keep-alive was dropped while the job's kernel was blocked");
-    assert_eq!(
-        dropped.try_recv(),
-        Err(mpsc::TryRecvError::Empty),
-        "a keep-alive was dropped while the job's kernel was blocked"
-    );
-    // Opened while this thread is already waiting.
-    let opener = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        release.send(()).unwrap();
-    });
-    c.wait().unwrap();
-    assert!(ran.load(Ordering::SeqCst), "wait returned before the job's kernel on another stream ran");
-    assert!(dropped.recv_timeout(LIMIT).unwrap(), "a keep-alive was dropped before the job's kernel ran");
-    assert_eq!(Arc::strong_count(kept), 1);
-    opener.join().unwrap();
+}
+
+/// The job's side: the gate its kernel waits on, and the keep-alives it hands to its context.
+struct Gated {
+    gate: mpsc::Receiver<()>,
+    ran: Arc<AtomicBool>,
+    keep: (Arc<()>, Witness),
+}
+
+impl Gated {
+    /// Launches the gated kernel on `stream` of `d`; returns the keep-alives to keep.
+    fn launch(self, d: &Device, stream: StreamId) -> cusched::Result<(Arc<()>, Witness)> {
+        gated_kernel(d, stream, self.gate, self.ran)?;
+        Ok(self.keep)
+    }
+}
+
+fn gate_probe() -> (GateProbe, Gated) {
+    let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
+    let (release, gate) = mpsc::channel::<()>();
+    let (dropped_tx, dropped) = mpsc::channel();
+    let keep = (kept.clone(), Witness(ran.clone(), dropped_tx));
+    (GateProbe { ran: ran.clone(), kept, release, dropped }, Gated { gate, ran, keep })
+}
+
+impl GateProbe {
+    /// Checks a completion whose job enqueued the gated kernel on another stream than its own:
+    /// neither it nor its keep-alives may be done while the kernel is blocked, and `wait`
+    /// returns only after the kernel ran.
+    fn check(self, c: cusched::Completion<()>) {
+        let GateProbe { ran, kept, release, dropped } = self;
+        c.wait_committed().unwrap();
+        assert!(matches!(c.wait_timeout(Duration::from_millis(20)), Err(Error::Timeout { .. })));
+        assert_eq!(Arc::strong_count(&kept), 2, "a keep-alive was dropped while the job's kernel was blocked");
+        assert_eq!(
+            dropped.try_recv(),
+            Err(mpsc::TryRecvError::Empty),
+            "a keep-alive was dropped while the job's kernel was blocked"
+        );
+        // Opened while this thread is already waiting.
+        let opener = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            release.send(()).unwrap();
+        });
+        c.wait().unwrap();
+        assert!(ran.load(Ordering::SeqCst), "wait returned before the job's kernel on another stream ran");
+        assert!(dropped.recv_timeout(LIMIT).unwrap(), "a keep-alive was dropped before the job's kernel ran");
+        assert_eq!(Arc::strong_count(&kept), 1);
+        opener.join().unwrap();
+    }
 }
 
 #[test]
@@ -326,19 +355,15 @@ fn a_job_that_enqueues_on_another_stream_completes_after_that_work() {
         let d = sim();
         let lane = d.lane("two-streams").unwrap();
         let s2 = d.new_stream().unwrap();
-        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
-        let (release, gate) = mpsc::channel::<()>();
-        let (dropped_tx, dropped) = mpsc::channel();
-        let (r, k) = (ran.clone(), kept.clone());
+        let (probe, gated) = gate_probe();
         let c = lane.submit(move |cx| {
-            gated_kernel(cx.device(), s2, gate, r.clone())?;
+            let keep = gated.launch(cx.device(), s2)?;
             // Also some work on the job's own stream, which finishes at once.
             cx.device().alloc_zeros::<u8>(cx.stream(), 1)?;
-            cx.keep(k);
-            cx.keep(Witness(r, dropped_tx));
+            cx.keep(keep);
             Ok(())
         });
-        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        probe.check(c);
         assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
     });
 }
@@ -349,18 +374,14 @@ fn an_inline_run_that_enqueues_on_another_stream_completes_after_that_work() {
         let d = sim();
         let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
         let mut h = cusched::Handles::new(&d, s1).unwrap();
-        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
-        let (release, gate) = mpsc::channel::<()>();
-        let (dropped_tx, dropped) = mpsc::channel();
-        let (r, k) = (ran.clone(), kept.clone());
+        let (probe, gated) = gate_probe();
         // Only on the other stream: the run commits nothing on its own.
         let c = h.run(move |h| {
-            gated_kernel(h.device(), s2, gate, r.clone())?;
-            h.keep(k);
-            h.keep(Witness(r, dropped_tx));
+            let keep = gated.launch(h.device(), s2)?;
+            h.keep(keep);
             Ok(())
         });
-        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        probe.check(c);
         assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
     });
 }
@@ -371,20 +392,18 @@ fn a_job_with_an_inline_run_on_a_third_stream_completes_after_its_work() {
         let d = sim();
         let lane = d.lane("nested").unwrap();
         let s3 = d.new_stream().unwrap();
-        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
-        let (release, gate) = mpsc::channel::<()>();
-        let (dropped_tx, dropped) = mpsc::channel();
-        let (r, k) = (ran.clone(), kept.clone());
+        let (probe, gated) = gate_probe();
         let c = lane.submit(move |cx| {
             // An inline run of its own stream inside the job: its work is the job's work too.
+            // The keep-alives go to the outer job, whose end must cover the inner run's kernel.
             let mut inner = cusched::Handles::new(cx.device(), s3)?;
-            let r2 = r.clone();
-            let _inner_done = inner.run(move |h| gated_kernel(h.device(), s3, gate, r2));
-            cx.keep(k);
-            cx.keep(Witness(r, dropped_tx));
+            let (keep_tx, keep_rx) = mpsc::channel();
+            let _inner_done =
+                inner.run(move |h| keep_tx.send(gated.launch(h.device(), s3)?).map_err(|_| Error::Shutdown));
+            cx.keep(keep_rx.recv().map_err(|_| Error::Shutdown)?);
             Ok(())
         });
-        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        probe.check(c);
         assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
     });
 }
@@ -396,17 +415,13 @@ fn a_job_that_enqueues_on_another_device_completes_after_that_work() {
         let (d1, d2) = (g.remove(0), g.remove(0));
         let lane = d1.lane("cross-device").unwrap();
         let s2 = d2.default_stream();
-        let (ran, kept) = (Arc::new(AtomicBool::new(false)), Arc::new(()));
-        let (release, gate) = mpsc::channel::<()>();
-        let (dropped_tx, dropped) = mpsc::channel();
-        let (r, k) = (ran.clone(), kept.clone());
+        let (probe, gated) = gate_probe();
         let c = lane.submit(move |cx| {
-            gated_kernel(&d2, s2, gate, r.clone())?;
-            cx.keep(k);
-            cx.keep(Witness(r, dropped_tx));
+            let keep = gated.launch(&d2, s2)?;
+            cx.keep(keep);
             Ok(())
         });
-        check_covers_other_stream(c, release, &ran, &kept, dropped);
+        probe.check(c);
     });
 }
 

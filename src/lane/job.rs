@@ -44,9 +44,9 @@ impl Held {
         }
     }
 
-    /// What a job holding these uses may touch, for a job starting now.
+    /// The declaration a job holding these uses is checked against.
     fn declared(&self) -> Declared {
-        Declared::starting(self.uses.iter().map(|(b, a)| (b.track().id, *a)).collect())
+        Declared::new(self.uses.iter().map(|(b, a)| (b.track().id, *a)).collect())
     }
 }
 
@@ -172,7 +172,7 @@ impl<'a> JobBuilder<'a> {
     }
 
     /// Queues `f` like [`Lane::submit`], after reserving the declared buffers. The job may
-    /// use only the buffers it declared, those made after it started (its own allocations and
+    /// use only the buffers it declared, those it makes on its own thread (allocations and
     /// uploads) and the libraries' own scratch (a strict recorder in it fails with
     /// [`Error::UndeclaredUse`] otherwise, naming the buffer); its own uses never wait for its
     /// own reservations. A declaration error resolves the completion with it, unqueued.

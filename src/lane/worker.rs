@@ -257,9 +257,9 @@ impl Lane {
         }
     }
 
-    /// Queues `f` to run on the lane's thread, blocking while the queue is full. The
-    /// completion resolves with `f`'s value once the GPU work `f` enqueued on the lane's thread
-    /// has finished (on any stream; see [`Handles::run`](crate::Handles::run) for what counts), with
+    /// Queues `f` to run on the lane's thread, blocking while the queue is full. The completion
+    /// resolves with `f`'s value once the GPU work `f` enqueued on the lane's thread has finished
+    /// (on any stream; see [`Handles::run`](crate::Handles::run) for what counts), with
     /// `f`'s error, with [`Error::JobPanicked`] if it panicked, or with [`Error::Shutdown`] if the
     /// device shut down before it ran. From a job on this same lane, a full queue could never
     /// drain: the job is not queued and the completion resolves with [`Error::WouldDeadlock`].

@@ -178,7 +178,7 @@ pub(crate) struct Declared {
 
 impl Declared {
     /// A job that declared `uses`.
-    pub(crate) fn starting(uses: SmallVec<[(BufferId, Access); 4]>) -> Self {
+    pub(crate) fn new(uses: SmallVec<[(BufferId, Access); 4]>) -> Self {
         Declared { uses }
     }
 
@@ -357,8 +357,7 @@ pub(crate) fn nothing_before_unreserved() -> bool {
 
 /// What every use does before it takes a pending mark: in a declared job, checks that a strict
 /// use was declared or is exempt (see [`Declared::exempts`]; the error names the buffer); then
-/// waits for the reservations the use must
-/// follow (see the module docs).
+/// waits for the reservations the use must follow (see the module docs).
 pub(crate) fn before_use<'a>(
     uses: impl Iterator<Item = (&'a super::BufferTrack, Access)> + Clone,
     strict: bool,

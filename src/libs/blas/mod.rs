@@ -201,12 +201,12 @@ impl std::fmt::Debug for Blas {
 
 impl Blas {
     /// The raw cuBLAS handle, for calls cusched does not wrap. Declare their buffer uses on a
-    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside
-    /// its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
+    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside its
+    /// [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
     /// (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
-    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's stream, pointer
-    /// mode (host) and math mode as they are: cusched remembers the math mode, so change it with
-    /// [`set_math_mode`](Self::set_math_mode). On the simulator it fails with
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's
+    /// stream, pointer mode (host) and math mode as they are: cusched remembers the math mode, so
+    /// change it with [`set_math_mode`](Self::set_math_mode). On the simulator it fails with
     /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
     pub fn cublas_handle(&self) -> Result<cublasHandle_t> {
         self.handle()

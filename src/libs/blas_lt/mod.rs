@@ -114,15 +114,15 @@ impl BlasLt {
     }
 
     /// The raw cuBLASLt handle, for calls cusched does not wrap. Declare their buffer uses on a
-    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside
-    /// its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
+    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside its
+    /// [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
     /// (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
-    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). cuBLASLt takes the stream per call:
-    /// pass that one (`scope.cuda_stream()?.cu_stream()`), and a workspace of your own (declared
-    /// on the recorder), not cusched's shared one. Descriptors, layouts and preferences you make
-    /// are yours to destroy; cusched's cached plans are not reachable through the handle. On the
-    /// simulator it fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable),
-    /// as the ops do there.
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). cuBLASLt takes the
+    /// stream per call: pass that one (`scope.cuda_stream()?.cu_stream()`), and a workspace of your
+    /// own (declared on the recorder), not cusched's shared one. Descriptors, layouts and
+    /// preferences you make are yours to destroy; cusched's cached plans are not reachable through
+    /// the handle. On the simulator it fails with
+    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
     pub fn cublaslt_handle(&self) -> Result<cudarc::cublaslt::sys::cublasLtHandle_t> {
         self.handle()
     }

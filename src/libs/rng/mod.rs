@@ -175,7 +175,8 @@ impl Rng {
     /// set to `seed`, for calls cusched does not wrap (`curandGeneratePoissonMethod`, say).
     /// Declare their buffer uses on a [`crate::LaunchRecorder`] on [`stream`](Self::stream)
     /// yourself and enqueue them inside its [`launch`](crate::LaunchRecorder::launch) closure,
-    /// with the stream's context current (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
+    /// with the stream's context current (`scope.cuda_stream()?.context().bind_to_thread()`,
+    /// in the `unsafe` block whose duties
     /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists).
     /// Leave the generator's stream and ordering as they are; its seed, offset and dimensions
     /// you may change, as cusched sets them again before each of its draws. The generator

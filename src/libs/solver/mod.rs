@@ -217,13 +217,13 @@ impl Solver {
         self.work.bytes()
     }
 
-    /// The raw cuSOLVER dense handle, for calls cusched does not wrap. Declare their buffer uses
-    /// on a [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them
-    /// inside its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context
-    /// current (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
-    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's stream
-    /// and its other settings (such as the deterministic mode) as they are: cusched caches the
-    /// workspace sizes the library reported per shape under them. Workspaces and `devInfo`
+    /// The raw cuSOLVER dense handle, for calls cusched does not wrap. Declare their buffer uses on
+    /// a [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside its
+    /// [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
+    /// (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's
+    /// stream and its other settings (such as the deterministic mode) as they are: cusched caches
+    /// the workspace sizes the library reported per shape under them. Workspaces and `devInfo`
     /// words come from your own allocations (declared on the recorder), not cusched's shared
     /// workspace. On the simulator it fails with
     /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.

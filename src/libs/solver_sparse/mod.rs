@@ -115,7 +115,8 @@ impl SolverSparse {
     /// The raw cuSOLVER sparse handle, for calls cusched does not wrap. Declare their buffer
     /// uses on a [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue
     /// them inside its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's
-    /// context current (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
+    /// context current (`scope.cuda_stream()?.context().bind_to_thread()`,
+    /// in the `unsafe` block whose duties
     /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's
     /// stream as it is; matrix descriptors you make are yours to destroy. On the simulator it
     /// fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops

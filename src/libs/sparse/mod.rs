@@ -245,14 +245,14 @@ impl Sparse {
     }
 
     /// The raw cuSPARSE handle, for calls cusched does not wrap. Declare their buffer uses on a
-    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside
-    /// its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
+    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside its
+    /// [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
     /// (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
-    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's stream and
-    /// pointer mode (host, which cusched's ops pass their scalars in) as they are; external
-    /// buffers come from your own allocations (declared on the recorder), not cusched's shared
-    /// workspace, and descriptors you make are yours to destroy. On the simulator it fails with
-    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's
+    /// stream and pointer mode (host, which cusched's ops pass their scalars in) as they are;
+    /// external buffers come from your own allocations (declared on the recorder), not cusched's
+    /// shared workspace, and descriptors you make are yours to destroy. On the simulator it fails
+    /// with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
     pub fn cusparse_handle(&self) -> Result<cudarc::cusparse::sys::cusparseHandle_t> {
         self.handle()
     }

@@ -168,14 +168,14 @@ impl Tensor {
         self.jit = jit;
     }
 
-    /// The raw cuTENSOR handle, for calls cusched does not wrap. Declare their buffer uses on
-    /// a [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside
-    /// its [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
+    /// The raw cuTENSOR handle, for calls cusched does not wrap. Declare their buffer uses on a
+    /// [`crate::LaunchRecorder`] on [`stream`](Self::stream) yourself and enqueue them inside its
+    /// [`launch`](crate::LaunchRecorder::launch) closure, with the stream's context current
     /// (`scope.cuda_stream()?.context().bind_to_thread()`, in the `unsafe` block whose duties
-    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). cuTENSOR takes the stream per call:
-    /// pass that one (`scope.cuda_stream()?.cu_stream()`), and a workspace of your own (declared
-    /// on the recorder), not cusched's shared one. Plans and descriptors you make are yours to
-    /// destroy. On the simulator it fails with
+    /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). cuTENSOR takes the
+    /// stream per call: pass that one (`scope.cuda_stream()?.cu_stream()`), and a workspace of your
+    /// own (declared on the recorder), not cusched's shared one. Plans and descriptors you make are
+    /// yours to destroy. On the simulator it fails with
     /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
     pub fn cutensor_handle(&self) -> Result<cudarc::cutensor::sys::cutensorHandle_t> {
         self.raw.as_ref().map(|h| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
