@@ -212,6 +212,15 @@ fn bits_are_balanced_and_reproducible() {
     assert!((frac - 0.5).abs() < 0.01, "{frac} of the bits are set");
     assert_eq!(a, draw(Seed::new(Generator::Philox4x32_10, seed)), "same seed, different numbers");
     assert_ne!(a, draw(Seed::new(Generator::Philox4x32_10, seed.wrapping_add(1))), "different seeds, same numbers");
+    // CPU reference: cuRAND's uniform floats are these same 32-bit values mapped to (0, 1] as
+    // x * 2^-32 + 2^-33 (curand_uniform.h), so the two draws of one seed agree value by value.
+    let out = d.upload(s, &vec![0f32; N]).unwrap();
+    h.rng().unwrap().uniform(&Seed::new(Generator::Philox4x32_10, seed), &out).unwrap().wait().unwrap();
+    let u = out.download(s).unwrap();
+    for (i, (&x, &got)) in a.iter().zip(&u).enumerate() {
+        let want = x as f32 * 2.328_306_4e-10_f32 + 1.164_153_2e-10_f32;
+        assert!((got - want).abs() <= want * f32::EPSILON, "value {i}: uniform {got}, bits {x} give {want}");
+    }
 }
 
 #[test]
@@ -243,4 +252,16 @@ fn bits64_draws_a_sobol_sequence() {
     assert_eq!(a, draw(sobol), "same dimensions and offset, different numbers");
     let b = draw(sobol.at(N as u64));
     assert_ne!(a, b, "the offset changed nothing");
+    // CPU reference: dimension 1 of Sobol is the van der Corput sequence in Gray-code order,
+    // point n being the bit-reversed Gray code of n.
+    let point = |n: u64| (n ^ (n >> 1)).reverse_bits();
+    let start = SOBOL_FIRST_POINT;
+    let want: Vec<u64> = (start..start + N as u64).map(point).collect();
+    assert_eq!(a[..8], want[..8], "not the van der Corput points from point {start}");
+    assert_eq!(a, want);
+    let want: Vec<u64> = (start + N as u64..start + 2 * N as u64).map(point).collect();
+    assert_eq!(b, want, "the offset did not skip {N} points");
 }
+
+/// The index of the first Sobol point cuRAND's host API returns at offset 0.
+const SOBOL_FIRST_POINT: u64 = 0;
