@@ -205,3 +205,14 @@ fn declared_accesses_and_host_accesses_are_not_reported() {
     d.synchronize(s1).unwrap();
     assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards().unwrap());
 }
+
+#[test]
+fn a_second_stream_not_waiting_for_the_first_streams_solo_work_is_a_read_after_write() {
+    // x's upload runs while s0 is the device's only stream, so it is in no buffer state: only
+    // the floor orders s1's and s2's first reads after it.
+    let (hazards, _) = every_rule_schedule(Some(FenceMutation::NoSoloFloor));
+    assert_eq!(
+        pairs(&hazards),
+        vec![(HazardKind::ReadAfterWrite, op(0, 1), op(1, 1)), (HazardKind::ReadAfterWrite, op(0, 1), op(2, 1))]
+    );
+}

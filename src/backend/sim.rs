@@ -99,6 +99,10 @@ pub enum FenceMutation {
     /// A read does not wait for the last write when that write was on another stream.
     /// Breaks read-after-write across streams.
     NoCrossStreamRaw,
+    /// When a device that has used one stream so far starts using a second, the second does
+    /// not wait for the first stream's work (whose launches left the buffer states out).
+    /// Breaks read-after-write (and write-after-read) against that earlier work.
+    NoSoloFloor,
 }
 
 /// Which ordering rule a hazard broke.

@@ -6,7 +6,7 @@ use crate::backend::BackendCtx;
 use crate::completion::Completions;
 use crate::error::{Error, Result};
 use crate::track::StreamId;
-use crate::track::{EventPool, EventRef, StreamSlot};
+use crate::track::{EventPool, EventRef, Solo, StreamSlot};
 use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -32,6 +32,8 @@ pub(crate) struct DeviceShared {
     /// Streams that dropped lanes gave back, for the next lanes to take.
     pub(super) free_streams: Mutex<Vec<StreamId>>,
     pub events: Arc<EventPool>,
+    /// Whether only one stream has run tracked work yet, and the floor once several have.
+    pub solo: Solo,
     /// The ordering rule the tracker breaks on purpose (simulated checker self-tests only).
     pub fence_mutation: Option<FenceMutation>,
     pub(super) completions: Completions,
@@ -71,6 +73,9 @@ impl DeviceShared {
             uid,
             ordinal,
             events: Arc::new(EventPool::new(backend.clone(), 1)),
+            // The checker's other mutations break rules of the marked path: every launch
+            // takes it on those devices.
+            solo: Solo::new(fence_mutation.is_none_or(|m| m == FenceMutation::NoSoloFloor)),
             is_sim: matches!(backend, BackendCtx::Sim(_)),
             backend: RwLock::new(backend),
             config,
@@ -264,6 +269,15 @@ impl DeviceShared {
 
     pub(crate) fn slots(&self) -> impl Iterator<Item = &StreamSlot> {
         self.streams.iter().map_while(|s| s.get())
+    }
+
+    /// Ends solo mode (see [`Solo`]) if it is open or closing, and returns the floor every
+    /// other stream must wait on once.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn close_solo(&self) -> Result<Option<EventRef>> {
+        let floor = self.solo.close(|i| self.slot_by_index(i), &self.events, self.uid, self.config.preflight_timeout);
+        floor.map_err(|e| self.classify(e, self.epoch()))
     }
 
     /// Records an event on `stream` covering all work enqueued there so far.

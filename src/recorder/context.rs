@@ -64,7 +64,8 @@ impl LaunchRecorder {
             return Err(device.shared.poison_since(stream_epoch));
         }
         device.shared.await_rebuild();
-        self.reserve_after(device, Some(stream_epoch))
+        // Marked: this may be a hand-paired preflight, which never takes the solo path.
+        self.reserve_after(device, Some(stream_epoch), false)
     }
 }
 

@@ -28,8 +28,9 @@ pub use scope::LaunchScope;
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::trace::{NvtxRange, OpLabel, TraceTicket};
-use crate::track::{Access, BufferTrack, EventRef, HolderId};
+use crate::track::{Access, BufferTrack, EventRef, HeldHere, HolderId, StreamSlot};
 use smallvec::SmallVec;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 const USER_LAUNCH: OpLabel = OpLabel::new("user", "launch");
@@ -283,7 +284,9 @@ impl LaunchRecorder {
     /// On error nothing is reserved and the recorder is gone: to retry (after a
     /// [`Error::BufferBusy`], say), preflight a clone.
     pub fn preflight(mut self, device: &Device) -> Result<Preflighted> {
-        let reserved = self.reserve(device)?;
+        // Always marked: a hand-paired launch may be committed on another thread, so a close
+        // of solo mode could not tell whether the closing thread holds it (see `track::solo`).
+        let reserved = self.reserve_after(device, None, false)?;
         Ok(Preflighted::new(self.uses, device.shared.clone(), reserved))
     }
 
@@ -291,12 +294,13 @@ impl LaunchRecorder {
     /// on error nothing stays reserved. The uses stay in place: the closure form borrows them
     /// until its commit, the hand-paired form moves them into its [`Preflighted`].
     fn reserve(&mut self, device: &Device) -> Result<Reserved> {
-        self.reserve_after(device, None)
+        self.reserve_after(device, None, true)
     }
 
     /// [`reserve`](Self::reserve); `behind` is the context epoch of the stream when an earlier
-    /// attempt found it behind its device's rebuild and waited for that.
-    fn reserve_after(&mut self, device: &Device, behind: Option<u64>) -> Result<Reserved> {
+    /// attempt found it behind its device's rebuild and waited for that; `solo`: the launch
+    /// may take the solo path (see `track::solo`).
+    fn reserve_after(&mut self, device: &Device, behind: Option<u64>, solo: bool) -> Result<Reserved> {
         let shared = &device.shared;
         let slot = shared.stream(self.stream)?;
         // One pass for the common case: every handle still of the device's generation (it may
@@ -308,18 +312,44 @@ impl LaunchRecorder {
         // peers, which take the full check).
         let device_epoch = shared.epoch();
         let mut current = !self.peers;
+        // Whether every use is device memory, which a launch on a one-stream device may leave
+        // out of the buffer states (see `track::solo`).
+        let mut stream_only = true;
+        let solo = solo && shared.solo.open_on(self.stream.index);
         for u in &self.uses {
             let t = u.track();
             plain &= t.is_fresh() & t.reservations.is_empty();
             current &= t.epoch == device_epoch;
+            stream_only &= t.stream_only;
+            if solo {
+                // Before the launch is counted in flight, so that a close, which waits for
+                // the commit, sees it. Set for a launch that ends up marked too: its buffers
+                // then wait on the floor once, needlessly but harmlessly.
+                mark_solo_used(t);
+            }
+        }
+        if solo & plain & current & stream_only {
+            if let Some(reserved) = self.reserve_solo(shared, slot, device_epoch) {
+                return Ok(reserved);
+            }
         }
         // Stale uses go first (an error, or dropped when permissive), so that only live ones
         // are checked for their backend and waited for.
         if !plain {
             self.drop_stale()?;
         }
+        let mut candidates = SmallVec::<[EventRef; 8]>::new();
+        // Before any mark is taken: closing a device's solo mode waits for launches that hold
+        // none (see `track::solo`).
+        let mut saw_floor = false;
+        if shared.solo.needs_floor(self.stream.index, slot.floor_seen()) {
+            let floor;
+            (floor, saw_floor) = solo_floor(shared, slot, &self.uses)?;
+            candidates.extend(floor);
+        }
         if self.peers {
             self.check_peer_backends(device)?;
+            self.peer_floors(device, &mut candidates)?;
         }
         if !plain {
             self.before_marks(shared.config.preflight_timeout)?;
@@ -330,7 +360,6 @@ impl LaunchRecorder {
         debug_assert!(self.uses.windows(2).all(|w| w[0].track().id < w[1].track().id));
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
-        let mut candidates = SmallVec::<[EventRef; 8]>::new();
         for (n, u) in self.uses.iter().enumerate() {
             if let Err(e) = u.track().acquire(u.access, holder, timeout, slot.index(), &mut candidates) {
                 release(&self.uses[..n], holder);
@@ -346,6 +375,9 @@ impl LaunchRecorder {
             Ok(current) => current,
             Err(e) => return self.fence_refused(device, holder, e, behind),
         };
+        if saw_floor {
+            slot.saw_floor();
+        }
         // The device's epoch is read again: a rebuild that began while the marks were taken has
         // moved the device on, and maybe not this stream yet.
         if !(current && epoch == device_epoch && epoch == shared.epoch()) {
@@ -354,6 +386,44 @@ impl LaunchRecorder {
             }
         }
         Ok(Reserved::new(self.stream, holder, raw, epoch))
+    }
+
+    /// The preflight of a solo launch (see `track::solo`): no mark, no candidate, only the
+    /// stream and its context epoch, read under the stream's lock where the launch is counted
+    /// in flight. `None` when solo mode closed meanwhile, or the stream or the device is not
+    /// of `device_epoch` any more: the marked preflight then handles it.
+    #[inline(always)]
+    fn reserve_solo(&self, shared: &DeviceShared, slot: &StreamSlot, device_epoch: u64) -> Option<Reserved> {
+        #[cfg(test)]
+        crate::device::rebuild_hooks::at(shared.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
+        let (raw, epoch) = slot.enter_solo(&shared.solo)?;
+        if epoch == device_epoch && epoch == shared.epoch() {
+            return Some(Reserved::solo(self.stream, raw, epoch));
+        }
+        slot.leave_solo();
+        None
+    }
+
+    /// For a launch with peers: closes the solo mode of every other device whose memory it
+    /// uses, and adds each one's floor to `candidates` (a peer launch waits on it every time:
+    /// the stream's own flag covers only its own device's floor).
+    #[cold]
+    #[inline(never)]
+    fn peer_floors(&self, device: &Device, candidates: &mut SmallVec<[EventRef; 8]>) -> Result<()> {
+        let mut seen = SmallVec::<[u32; 2]>::new();
+        for u in &self.uses {
+            let other = &u.track().device;
+            if other.uid == device.shared.uid || seen.contains(&other.uid) {
+                continue;
+            }
+            seen.push(other.uid);
+            if let Some(floor) = other.close_solo()? {
+                if !floor.context_replaced() {
+                    candidates.push(floor);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// What comes before any pending mark is taken, beyond the common case, once stale uses
@@ -390,26 +460,42 @@ impl LaunchRecorder {
     /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
     /// [`commit`](Preflighted::commit) calls.
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
-        self.launch_event(device, enqueue).map(|l| l.into_value(device))
+        // Nothing here hands the event out: a launch on a one-stream device can skip its
+        // position unless a trace needs it.
+        self.launch_as(device, enqueue, false).map(|l| l.into_value(device))
     }
 
-    /// The one launch path under every op: trace, preflight, enqueue, commit.
+    /// The one launch path under every op: trace, preflight, enqueue, commit. The event comes
+    /// back.
     pub(crate) fn launch_event<R>(
+        self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        self.launch_as(device, enqueue, true)
+    }
+
+    /// [`launch_event`](Self::launch_event); without `position`, a solo launch (see
+    /// `track::solo`) that no trace follows comes back with no event.
+    #[inline(always)]
+    fn launch_as<R>(
         mut self,
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+        position: bool,
     ) -> Result<Launched<R>> {
         let _nvtx = NvtxRange::push(self.label.library, self.label.op());
         let shared = &device.shared;
         let epoch = shared.epoch();
         let stream = self.stream;
         let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
-        match self.launch_traced(device, enqueue, &mut trace) {
+        let position = position || trace.is_some();
+        match self.launch_traced(device, enqueue, &mut trace, position) {
             Ok((value, event)) => {
                 if let Some(t) = &trace {
                     t.enqueued();
                 }
-                Ok(Launched { value, event: Some(event), trace })
+                Ok(Launched { value, event, trace })
             }
             Err(e) => {
                 if let Some(t) = trace {
@@ -427,8 +513,11 @@ impl LaunchRecorder {
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
         trace: &mut Option<TraceTicket>,
-    ) -> Result<(R, EventRef)> {
+        position: bool,
+    ) -> Result<(R, Option<EventRef>)> {
         let reserved = self.reserve(device)?;
+        // Until the commit: a close of solo mode on this thread would wait for this launch.
+        let _held = reserved.solo.then(|| HeldHere::enter(device.shared.uid));
         let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
         let out = {
             let scope = LaunchScope::new(&reserved, &self.uses);
@@ -441,7 +530,7 @@ impl LaunchRecorder {
             }
             out
         };
-        let ev = pending.commit();
+        let ev = pending.commit(position);
         match out {
             Ok(value) => Ok((value, ev?)),
             // Against the context the work went to: preflight may have waited for a rebuild
@@ -467,9 +556,10 @@ struct Uncommitted<'a> {
 }
 
 impl Uncommitted<'_> {
-    fn commit(mut self) -> Result<EventRef> {
+    #[inline(always)]
+    fn commit(mut self, position: bool) -> Result<Option<EventRef>> {
         self.armed = false;
-        self.reserved.commit(self.device, self.uses)
+        self.reserved.commit_as(self.device, self.uses, position)
     }
 }
 
@@ -485,6 +575,40 @@ impl Drop for Uncommitted<'_> {
         if let Err(e) = self.reserved.commit(self.device, self.uses) {
             log::error!("cusched: committing the unwound launch failed: {e}");
         }
+    }
+}
+
+/// What a marked launch on `slot` with `uses` waits on for its device's solo mode: closes it
+/// if it is open on another stream (or closing), and returns its floor when a solo launch used
+/// one of the buffers (the others' states miss nothing), unless `slot` is
+/// the solo stream or the floor is of a context the device has left (whose buffers are all
+/// stale). Also whether the stream needs never look again: it waits on the floor now, or
+/// there is none to wait on.
+#[cold]
+#[inline(never)]
+fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<(Option<EventRef>, bool)> {
+    let floor = match shared.solo.closed_floor() {
+        Some(floor) => floor.cloned(),
+        None => shared.close_solo()?,
+    };
+    let floor = floor.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch());
+    let Some(floor) = floor else { return Ok((None, true)) };
+    if shared.fence_mutation == Some(crate::FenceMutation::NoSoloFloor) {
+        return Ok((None, true));
+    }
+    let solo_used = |u: &Use| u.track().device.uid == shared.uid && u.track().solo_used.load(Ordering::Relaxed);
+    if uses.iter().any(solo_used) {
+        Ok((Some(floor), true))
+    } else {
+        Ok((None, false))
+    }
+}
+
+/// Notes that a solo launch uses `t` (a load, and a store the first time only).
+#[inline(always)]
+fn mark_solo_used(t: &BufferTrack) {
+    if !t.solo_used.load(Ordering::Relaxed) {
+        t.solo_used.store(true, Ordering::Relaxed);
     }
 }
 

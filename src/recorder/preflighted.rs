@@ -125,12 +125,35 @@ pub(super) struct Reserved {
     /// The op's own enqueue made the stream's context current and ran only crate code after,
     /// so the commit's record needs no bind of its own.
     pub(super) bound: AtomicBool,
+    /// A solo launch (see `track::solo`): counted in flight on its stream, no marks taken.
+    pub(super) solo: bool,
 }
 
 impl Reserved {
     /// A launch reserved on `stream` (backend handle `raw`, of context `epoch`) by `holder`.
     pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
-        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false) }
+        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: false }
+    }
+
+    /// A solo launch on `stream` (see `track::solo`).
+    pub(super) fn solo(stream: StreamId, raw: Arc<RawStream>, epoch: u64) -> Self {
+        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound: AtomicBool::new(false), solo: true }
+    }
+
+    /// [`commit`](Self::commit), leaving out the position of a solo launch when `position`
+    /// is false: stream order orders its work, and a later position covers it. `None` comes
+    /// back only then.
+    #[inline(always)]
+    pub(super) fn commit_as(&self, device: &DeviceShared, uses: &[Use], position: bool) -> Result<Option<EventRef>> {
+        if position || !self.solo {
+            return self.commit(device, uses).map(Some);
+        }
+        let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
+        match slot {
+            Ok(slot) if slot.end_solo(&device.events, self.epoch) => Ok(None),
+            Ok(_) => Err(self.commit_failed(device, uses, device.poison_since(self.epoch))),
+            Err(e) => Err(self.commit_failed(device, uses, e)),
+        }
     }
 
     /// Records the launch's event on its stream and publishes it to every buffer in `uses`.
@@ -145,13 +168,24 @@ impl Reserved {
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
         let recorded = slot.and_then(|slot| {
             let bound = self.bound.load(Ordering::Relaxed);
-            slot.commit_in(&device.events, self.epoch, bound).unwrap_or_else(|| Err(device.poison_since(self.epoch)))
+            // Lazily while solo mode is open on the stream. A close racing this read records
+            // its floor after this commit, and a lazy event is recorded whenever a stream needs
+            // it: either way nothing waits for less than it must.
+            let lazy = device.solo.admits(self.stream.index);
+            let recorded = if self.solo {
+                slot.commit_solo(&device.events, self.epoch, bound, lazy)
+            } else {
+                slot.commit_in(&device.events, self.epoch, bound, lazy)
+            };
+            recorded.unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
         match recorded {
             Ok(ev) => {
                 crate::track::reservation::note_commit(self.stream, &ev);
-                for u in uses {
-                    u.track().publish(u.access, self.holder, Some(&ev));
+                if !self.solo {
+                    for u in uses {
+                        u.track().publish(u.access, self.holder, Some(&ev));
+                    }
                 }
                 Ok(ev)
             }
@@ -167,7 +201,9 @@ impl Reserved {
     fn commit_failed(&self, device: &DeviceShared, uses: &[Use], e: Error) -> Error {
         let err = device.classify(e, self.epoch);
         unfenced(device, &self.raw, self.epoch);
-        release(uses, self.holder);
+        if !self.solo {
+            release(uses, self.holder);
+        }
         err
     }
 }

@@ -5,7 +5,7 @@ use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,9 @@ impl BufferId {
 pub(crate) struct HolderId(u64);
 
 impl HolderId {
+    /// No holder: a launch that takes no marks.
+    pub(crate) const NONE: HolderId = HolderId(0);
+
     /// The calling thread's identity.
     pub(crate) fn current() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -71,6 +74,12 @@ pub(crate) struct BufferTrack {
     pub(crate) scratch: bool,
     /// The lane job whose thread made the buffer, if one did: that job may use it undeclared.
     pub(crate) made_in: Option<super::reservation::Ticket>,
+    /// Device memory, which only streams touch: the host never reads its state, so a launch
+    /// on a one-stream device may leave it out (see `solo`). Pinned host memory is not.
+    pub(crate) stream_only: bool,
+    /// A solo launch used the buffer (see `solo`): its state may miss uses, so a stream other
+    /// than the solo one waits on the device's floor before it uses the buffer.
+    pub(crate) solo_used: AtomicBool,
 }
 
 impl BufferTrack {
@@ -92,6 +101,8 @@ impl BufferTrack {
             reservations: Default::default(),
             scratch,
             made_in: super::reservation::current_ticket(),
+            stream_only: kind == "buffer",
+            solo_used: AtomicBool::new(false),
         }
     }
 

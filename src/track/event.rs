@@ -16,13 +16,13 @@
 //!
 //! # Lazy events
 //!
-//! On a device where only one stream has ever committed, no stream ever waits on an event, so
-//! commits record none: the event's position and clock are set, and its backend event is
-//! recorded on the producing stream the first time something needs it (a host wait, a query, a
-//! free or a wait from a second stream). Recorded later on the same stream, it marks a point at
-//! or after the position, so it covers everything the position covers (and maybe more work
-//! after it, which only makes waiters wait a little longer). Once a second stream commits, the
-//! pool switches for good to recording every commit at once, so that a cross-stream wait never
+//! While a device is in solo mode (only one stream has run tracked work: see `solo`), no
+//! stream waits on an event, so commits record none: the event's position and clock are set,
+//! and its backend event is recorded on the producing stream the first time something needs
+//! it (a host wait, a query, a free or a wait from a second stream). Recorded later on the
+//! same stream, it marks a point at or after the position, so it covers everything the
+//! position covers (and maybe more work after it, which only makes waiters wait a little
+//! longer). Once solo mode closes, commits record at once, so that a cross-stream wait never
 //! waits for more than it must.
 
 use super::plan::FencePoint;
@@ -30,7 +30,7 @@ use super::registry::StreamIndex;
 use super::{Clock, Pos};
 use crate::backend::{BackendCtx, RawEvent, RawStream};
 use crate::error::Result;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// How many slab entries a take looks at before it makes a new event instead: keeps a take
@@ -52,11 +52,6 @@ const WATERMARKS: usize = 1024;
 /// (poisoned) context neither read nor set marks, so their failure still comes from the driver.
 static DONE: [AtomicU64; WATERMARKS] = [const { AtomicU64::new(0) }; WATERMARKS];
 
-/// No stream has committed yet.
-const NO_STREAM: u32 = u32::MAX;
-/// Streams of more than one index have committed.
-const SEVERAL: u32 = u32::MAX - 1;
-
 /// What every event of a pool refers back to.
 struct PoolShared {
     /// `PoolState::epoch`, readable without the lock: a stream of another device checks it
@@ -73,9 +68,6 @@ pub(crate) struct EventPool {
     state: Mutex<PoolState>,
     /// Events ever created; read by tests and benches to prove steady state creates none.
     created: AtomicU64,
-    /// The per-device index of the one stream that has committed, or [`NO_STREAM`] or
-    /// [`SEVERAL`].
-    committed_on: AtomicU32,
 }
 
 struct PoolState {
@@ -93,32 +85,12 @@ impl EventPool {
             shared: Arc::new(PoolShared { epoch: AtomicU64::new(epoch), indices: Mutex::new(Vec::new()) }),
             state: Mutex::new(PoolState { backend, epoch, slab: Vec::new(), cursor: 0 }),
             created: AtomicU64::new(0),
-            committed_on: AtomicU32::new(NO_STREAM),
         }
     }
 
     /// The epoch events are made in now.
     pub(crate) fn epoch(&self) -> u64 {
         self.shared.epoch.load(Ordering::Acquire)
-    }
-
-    /// Notes a commit on the device's stream `index`; true while it is the only stream that
-    /// has ever committed (its commits may then record lazily). One relaxed load in steady
-    /// state.
-    pub(crate) fn only_stream(&self, index: u32) -> bool {
-        let seen = self.committed_on.load(Ordering::Relaxed);
-        if seen == index {
-            return true;
-        }
-        if seen == NO_STREAM {
-            match self.committed_on.compare_exchange(NO_STREAM, index, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return true,
-                Err(now) if now == index => return true,
-                Err(_) => {}
-            }
-        }
-        self.committed_on.store(SEVERAL, Ordering::Relaxed);
-        false
     }
 
     /// A free event of the current epoch, owned by the caller alone (so it can be filled in

@@ -61,6 +61,7 @@ mod event;
 mod plan;
 mod registry;
 pub(crate) mod reservation;
+mod solo;
 mod stream;
 
 pub use buffer::Access;
@@ -68,5 +69,6 @@ pub(crate) use buffer::{BufferTrack, HolderId};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub(crate) use plan::plan_waits;
+pub(crate) use solo::{HeldHere, Solo};
 pub(crate) use stream::{FenceError, StreamSlot};
 pub use stream::{StreamId, StreamStats};

@@ -3,6 +3,7 @@
 
 use super::event::Record;
 use super::registry::StreamIndex;
+use super::solo::Solo;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
@@ -66,6 +67,8 @@ struct State {
     /// place, under this lock, so that steady state takes no pool lock at all; only when none
     /// is free does it take one from the pool, handing the first of these back.
     recent: SmallVec<[EventRef; RECENT]>,
+    /// Solo launches preflighted on this stream and not yet committed (see `solo`).
+    solo_in_flight: u32,
 }
 
 /// How many of its newest events a stream keeps for reuse: the previous op's event is still
@@ -88,6 +91,8 @@ pub(crate) struct StreamSlot {
     /// Whether `lane` is set: a traced op on a stream no lane owns (every inline op) then
     /// skips the lock. The name is informational, so a trace racing `set_lane` may see either.
     has_lane: AtomicBool,
+    /// The stream has waited on its device's solo floor (or needs not: it is the solo stream).
+    floor_seen: AtomicBool,
 }
 
 impl StreamSlot {
@@ -112,9 +117,11 @@ impl StreamSlot {
                 raw: Arc::new(raw),
                 epoch,
                 recent: SmallVec::new(),
+                solo_in_flight: 0,
             }),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
+            floor_seen: AtomicBool::new(false),
             index,
         }
     }
@@ -216,10 +223,17 @@ impl StreamSlot {
     }
 
     /// A launch's commit: [`record_in`](Self::record_in) with `required`, leaving the backend
-    /// record for later while this is the only stream of its device that has ever committed.
-    /// `bound`: the stream's context is current on this thread (the op's enqueue bound it).
-    pub(crate) fn commit_in(&self, pool: &EventPool, required: u64, bound: bool) -> Option<Result<EventRef>> {
-        let how = if pool.only_stream(self.id.index) { Record::Lazily } else { Record::Now { bound } };
+    /// record for later when `lazy` (its device is still in solo mode on this stream: no other
+    /// stream has waited on anything yet). `bound`: the stream's context is current on this
+    /// thread (the op's enqueue bound it).
+    pub(crate) fn commit_in(
+        &self,
+        pool: &EventPool,
+        required: u64,
+        bound: bool,
+        lazy: bool,
+    ) -> Option<Result<EventRef>> {
+        let how = if lazy { Record::Lazily } else { Record::Now { bound } };
         self.position(pool, Some(required), how)
     }
 
@@ -230,6 +244,12 @@ impl StreamSlot {
         if required.is_some_and(|required| required != st.epoch || pool.epoch() != st.epoch) {
             return None;
         }
+        Some(self.position_locked(&mut st, pool, how))
+    }
+
+    /// A new position on the stream, under its lock (see [`position`](Self::position)).
+    #[inline(always)]
+    fn position_locked(&self, st: &mut State, pool: &EventPool, how: Record) -> Result<EventRef> {
         let index = self.index();
         let pos = Pos { stream: index, seq: st.seq + 1 };
         st.clock.set(index, pos.seq);
@@ -250,15 +270,94 @@ impl StreamSlot {
                     st.stats.recorded += 1;
                 }
                 st.recent.push(ev.clone());
-                Some(Ok(ev))
+                Ok(ev)
             }
             Err(e) => {
                 // The stream's own entry goes back to what it covered before.
                 let seq = st.seq;
                 st.clock.set(index, seq);
-                Some(Err(e))
+                Err(e)
             }
         }
+    }
+
+    /// Starts a solo launch (see `solo`) if the device still admits them on this stream:
+    /// counts it in flight and returns the stream and its context epoch, read together.
+    #[inline(always)]
+    pub(crate) fn enter_solo(&self, solo: &Solo) -> Option<(Arc<RawStream>, u64)> {
+        let mut st = crate::sync::lock(&self.state);
+        if !solo.admits(self.id.index) {
+            return None;
+        }
+        st.solo_in_flight += 1;
+        Some((st.raw.clone(), st.epoch))
+    }
+
+    /// Takes back a solo launch that [`enter_solo`](Self::enter_solo) counted and that will
+    /// not commit (its preflight went the marked way after all).
+    pub(crate) fn leave_solo(&self) {
+        let mut st = crate::sync::lock(&self.state);
+        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+    }
+
+    /// A solo launch's commit: takes it out of flight and commits a position as
+    /// [`commit_in`](Self::commit_in) does (`bound` and `lazy` as there). `None` once the stream has left
+    /// context `required`.
+    #[inline(always)]
+    pub(crate) fn commit_solo(
+        &self,
+        pool: &EventPool,
+        required: u64,
+        bound: bool,
+        lazy: bool,
+    ) -> Option<Result<EventRef>> {
+        let mut st = crate::sync::lock(&self.state);
+        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+        if required != st.epoch || pool.epoch() != st.epoch {
+            return None;
+        }
+        let how = if lazy { Record::Lazily } else { Record::Now { bound } };
+        Some(self.position_locked(&mut st, pool, how))
+    }
+
+    /// A solo launch's commit without a position: takes it out of flight and marks nothing
+    /// (stream order orders its work, and a later position covers it). False once the stream
+    /// has left context `required`.
+    #[inline(always)]
+    pub(crate) fn end_solo(&self, pool: &EventPool, required: u64) -> bool {
+        let mut st = crate::sync::lock(&self.state);
+        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+        required == st.epoch && pool.epoch() == st.epoch
+    }
+
+    /// Records the next pooled event on the stream now, whatever its context epoch.
+    pub(crate) fn record_now(&self, pool: &EventPool) -> Result<EventRef> {
+        let mut st = crate::sync::lock(&self.state);
+        self.position_locked(&mut st, pool, Record::Now { bound: false })
+    }
+
+    /// Runs `close` (which ends solo mode) under the stream's lock, where solo launches check
+    /// whether they may start.
+    pub(crate) fn close_solo(&self, close: impl FnOnce()) {
+        let _st = crate::sync::lock(&self.state);
+        close();
+        self.floor_seen.store(true, Ordering::Relaxed);
+    }
+
+    /// Solo launches in flight on the stream.
+    pub(crate) fn solo_in_flight(&self) -> u32 {
+        crate::sync::lock(&self.state).solo_in_flight
+    }
+
+    /// Whether the stream has waited on its device's solo floor, or needs not.
+    #[inline(always)]
+    pub(crate) fn floor_seen(&self) -> bool {
+        self.floor_seen.load(Ordering::Relaxed)
+    }
+
+    /// Notes that the stream's work now follows its device's solo floor.
+    pub(crate) fn saw_floor(&self) {
+        self.floor_seen.store(true, Ordering::Relaxed);
     }
 
     /// The stream's counters so far.
