@@ -6,10 +6,10 @@
 
 mod common;
 use common::*;
-use cusched::{Device, Error, GpuRef, LaunchRecorder, SimConfig, StreamId};
+use cusched::{Device, DeviceConfig, Error, GpuRef, LaunchRecorder, SimConfig, StreamId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A kernel on `s` that sleeps `slow`, then adds `by` to every element of `x`.
 fn add(d: &Device, s: StreamId, x: &GpuRef<u32>, by: u32, slow: Duration) -> cusched::Result<()> {
@@ -230,4 +230,149 @@ fn a_peer_launch_closes_the_other_devices_solo_mode_and_waits_on_its_floor() {
     assert_eq!(y.download(sb).unwrap(), vec![2; 4], "the peer read ran before a's solo writes");
     assert!(a.sim_hazards().unwrap().is_empty());
     assert!(b.sim_hazards().unwrap().is_empty());
+}
+
+/// The wait bound of the devices below, short so that a stall shows as a failure quickly.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+fn short_timeout() -> Device {
+    Device::sim_with(
+        SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(30), seed: 7, ..SimConfig::default() },
+        DeviceConfig { preflight_timeout: TIMEOUT, ..DeviceConfig::default() },
+    )
+    .unwrap()
+}
+
+#[test]
+fn closing_solo_mode_waits_for_nothing_a_launch_does_not_use() {
+    // T is inside a solo launch when C makes the device's first launch on s2, on a buffer of
+    // its own: C neither waits for T nor blocks T, and T's own use of solo memory on s1 from
+    // inside its launch is WouldDeadlock at once, not after C's wait.
+    let d = short_timeout();
+    let (s0, s1, s2) = (d.default_stream(), d.new_stream().unwrap(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let y = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    d.synchronize(s0).unwrap();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let (closed_tx, closed_rx) = mpsc::channel::<()>();
+    let t = {
+        let (d, x, y) = (d.clone(), x.clone(), y.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(s0);
+            rec.read(&x).unwrap();
+            rec.launch(&d, |_| {
+                inside_tx.send(()).unwrap();
+                closed_rx.recv().unwrap();
+                let t0 = Instant::now();
+                Ok((copy(&d, s1, &y, &x), t0.elapsed()))
+            })
+            .unwrap()
+        })
+    };
+    inside_rx.recv().unwrap();
+    let t0 = Instant::now();
+    let z = d.alloc_zeros::<u32>(s2, 4);
+    let closer_took = t0.elapsed();
+    closed_tx.send(()).unwrap();
+    let (inner, inner_took) = t.join().unwrap();
+    assert!(z.is_ok(), "the first launch on s2 failed after {closer_took:?}: {:?}", z.err());
+    assert!(closer_took < TIMEOUT / 2, "the first launch on s2 waited {closer_took:?}");
+    assert!(matches!(inner, Err(Error::WouldDeadlock { .. })), "{inner:?}");
+    assert!(inner_took < TIMEOUT / 2, "the WouldDeadlock came after {inner_took:?}");
+    assert_clean(&d);
+}
+
+#[test]
+fn a_helper_thread_inside_a_solo_launch_may_use_new_memory_on_another_stream() {
+    // The enclosing launch cannot commit until its helper is done, so the helper's launch
+    // must not wait for it: it uses no memory a solo launch used, and does not.
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let t0 = Instant::now();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.read(&x).unwrap();
+    let inner = rec
+        .launch(&d, |_| {
+            Ok(std::thread::scope(|sc| {
+                sc.spawn(|| -> cusched::Result<Vec<u32>> {
+                    let a = d.upload(s1, &[5u32; 4])?;
+                    let b = d.alloc_zeros::<u32>(s1, 4)?;
+                    copy(&d, s1, &b, &a)?;
+                    b.download(s1)
+                })
+                .join()
+                .unwrap()
+            }))
+        })
+        .unwrap();
+    let took = t0.elapsed();
+    assert_eq!(inner.unwrap(), vec![5; 4]);
+    assert!(took < TIMEOUT / 2, "the helper waited {took:?}");
+    assert_clean(&d);
+}
+
+#[test]
+fn a_helper_thread_inside_a_solo_launch_using_solo_memory_elsewhere_fails_bounded() {
+    // The documented limit: a use on another stream of memory a solo launch used waits for
+    // every solo launch in flight when solo mode closed (it cannot tell which buffers they
+    // use), here for the launch that waits for it. The wait ends at the preflight timeout
+    // with BufferBusy; it never hangs.
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let a = d.upload(s0, &[5u32; 4]).unwrap();
+    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let t0 = Instant::now();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.read(&x).unwrap();
+    let inner =
+        rec.launch(&d, |_| Ok(std::thread::scope(|sc| sc.spawn(|| copy(&d, s1, &b, &a)).join().unwrap()))).unwrap();
+    let took = t0.elapsed();
+    assert!(matches!(inner, Err(Error::BufferBusy { .. })), "{inner:?}");
+    assert!(took < TIMEOUT * 3, "the wait was not bounded: {took:?}");
+    // Once the enclosing launch committed, the same use works.
+    copy(&d, s1, &b, &a).unwrap();
+    assert_eq!(b.download(s1).unwrap(), vec![5; 4]);
+    assert_clean(&d);
+}
+
+#[test]
+fn closing_solo_mode_while_holding_a_mark_a_solo_launch_waits_for_does_not_stall() {
+    // C holds a hand-paired launch on s0 (a mark on `b`); T's solo launch waits, inside its
+    // enqueue, for that mark. C's first launch on s1 touches neither, so it must not wait for
+    // T (which waits for C).
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    d.synchronize(s0).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.write(&b).unwrap();
+    let held = rec.preflight(&d).unwrap();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let t = {
+        let (d, x, b) = (d.clone(), x.clone(), b.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(s0);
+            rec.read(&x).unwrap();
+            rec.launch(&d, |_| {
+                inside_tx.send(()).unwrap();
+                let mut marked = LaunchRecorder::new_strict(s0);
+                marked.write(&b).unwrap();
+                Ok(marked.preflight(&d).and_then(|p| p.commit()))
+            })
+            .unwrap()
+        })
+    };
+    inside_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    let z = d.alloc_zeros::<u32>(s1, 4);
+    let took = t0.elapsed();
+    held.commit().unwrap();
+    t.join().unwrap().unwrap();
+    assert!(z.is_ok(), "the first launch on s1 failed after {took:?}: {:?}", z.err());
+    assert!(took < TIMEOUT / 2, "the first launch on s1 waited {took:?}");
+    assert_clean(&d);
 }

@@ -242,3 +242,24 @@ fn a_preflight_overtaken_by_a_rebuild_waits_for_it() {
     d.synchronize(s1).unwrap();
     assert!(ran.load(Ordering::SeqCst), "the late launch's kernel ran on the new context");
 }
+
+/// A device in solo mode on `s1` is rebuilt; while `s0` has moved to the new context and `s1`
+/// has not, a launch on `s0` closes solo mode. The floor must not be an event of the new
+/// context recorded on `s1`'s stream of the poisoned one: every solo use was of the old
+/// context (its buffers are stale), so there is none, or one that reports no old fault.
+#[test]
+fn closing_solo_mode_during_a_rebuild_records_no_floor_on_the_old_stream() {
+    let d = Device::sim(SimConfig::default()).unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let dev = d.clone();
+    // `fault_and_rebuild(d, s1)` makes s1 the solo stream: its fault launch is the first.
+    let r = during_rebuild(&d, s1, Stage::Replaced(s0.index()), move || {
+        LaunchRecorder::new_strict(s0).launch(&dev, |_| Ok(()))
+    });
+    r.expect("the launch on the rebuilt stream runs");
+    let floor = d.shared.solo.closed_floor().expect("solo mode closed").cloned();
+    if let Some(floor) = floor {
+        let waited = floor.synchronize();
+        assert!(waited.is_ok(), "the floor (epoch {}) reports the old context's fault: {waited:?}", floor.epoch());
+    }
+}

@@ -271,13 +271,24 @@ impl DeviceShared {
         self.streams.iter().map_while(|s| s.get())
     }
 
-    /// Ends solo mode (see [`Solo`]) if it is open or closing, and returns the floor every
-    /// other stream must wait on once.
+    /// Closes solo mode (see [`Solo`]) if it is open. Never waits.
+    pub(crate) fn close_solo(&self) {
+        self.solo.close(|i| self.slot_by_index(i), &self.events);
+    }
+
+    /// Closes solo mode if it is open and returns the floor that a use of memory a solo launch
+    /// used must wait on from another stream (`None`: none is needed), once it is recorded:
+    /// waits for that, bounded by `DeviceConfig::preflight_timeout`.
     #[cold]
     #[inline(never)]
-    pub(crate) fn close_solo(&self) -> Result<Option<EventRef>> {
-        let floor = self.solo.close(|i| self.slot_by_index(i), &self.events, self.uid, self.config.preflight_timeout);
-        floor.map_err(|e| self.classify(e, self.epoch()))
+    pub(crate) fn solo_floor(&self) -> Result<Option<EventRef>> {
+        self.close_solo();
+        let floor =
+            self.solo.await_floor(|i| self.slot_by_index(i), &self.events, self.uid, self.config.preflight_timeout);
+        floor.map_err(|(e, epoch)| match epoch {
+            Some(epoch) => self.classify(e, epoch),
+            None => e,
+        })
     }
 
     /// Records an event on `stream` covering all work enqueued there so far.

@@ -10,7 +10,11 @@
 //! error, so no enqueued work is ever left unfenced.
 //!
 //! [`LaunchRecorder::launch`] does all of it around a closure and is the everyday path; every
-//! op of the crate goes through its internal form, `launch_event`.
+//! op of the crate goes through its internal form, `launch_event`. On a device that has run
+//! tracked work on one stream only, the closure form of a launch of device memory is a solo
+//! launch (see `track::solo`): it reserves and publishes nothing, since stream order orders
+//! it, and `launch` records no position unless a trace needs one. The hand-paired form always
+//! reserves.
 
 mod context;
 #[cfg(test)]
@@ -315,7 +319,9 @@ impl LaunchRecorder {
         // Whether every use is device memory, which a launch on a one-stream device may leave
         // out of the buffer states (see `track::solo`).
         let mut stream_only = true;
-        let solo = solo && shared.solo.open_on(self.stream.index);
+        // A stream that has seen the floor is past solo mode: one load of its own slot, so
+        // that steady state with several streams never reads the device's solo state.
+        let solo = solo && !slot.floor_seen() && shared.solo.open_on(self.stream.index);
         for u in &self.uses {
             let t = u.track();
             plain &= t.is_fresh() & t.reservations.is_empty();
@@ -400,13 +406,14 @@ impl LaunchRecorder {
         if epoch == device_epoch && epoch == shared.epoch() {
             return Some(Reserved::solo(self.stream, raw, epoch));
         }
-        slot.leave_solo();
+        slot.leave_solo(&shared.solo, &shared.events);
         None
     }
 
     /// For a launch with peers: closes the solo mode of every other device whose memory it
-    /// uses, and adds each one's floor to `candidates` (a peer launch waits on it every time:
-    /// the stream's own flag covers only its own device's floor).
+    /// uses, and adds that device's floor to `candidates` when a solo launch used one of its
+    /// buffers here (a peer launch looks each time: the stream's own flag covers only its own
+    /// device's floor).
     #[cold]
     #[inline(never)]
     fn peer_floors(&self, device: &Device, candidates: &mut SmallVec<[EventRef; 8]>) -> Result<()> {
@@ -417,7 +424,12 @@ impl LaunchRecorder {
                 continue;
             }
             seen.push(other.uid);
-            if let Some(floor) = other.close_solo()? {
+            other.close_solo();
+            let solo_used = |u: &Use| u.track().device.uid == other.uid && u.track().solo_used.load(Ordering::Relaxed);
+            if !self.uses.iter().any(solo_used) {
+                continue;
+            }
+            if let Some(floor) = other.solo_floor()? {
                 if !floor.context_replaced() {
                     candidates.push(floor);
                 }
@@ -579,29 +591,26 @@ impl Drop for Uncommitted<'_> {
 }
 
 /// What a marked launch on `slot` with `uses` waits on for its device's solo mode: closes it
-/// if it is open on another stream (or closing), and returns its floor when a solo launch used
-/// one of the buffers (the others' states miss nothing), unless `slot` is
-/// the solo stream or the floor is of a context the device has left (whose buffers are all
-/// stale). Also whether the stream needs never look again: it waits on the floor now, or
-/// there is none to wait on.
+/// if it is open on another stream, and returns its floor when a solo launch used one of the
+/// buffers (the others' states miss nothing), unless `slot` is the solo stream or the floor
+/// is of a context the device has left (whose buffers are all stale). Also whether the stream
+/// needs never look again: it waits on the floor now, or there is none to wait on.
 #[cold]
 #[inline(never)]
 fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<(Option<EventRef>, bool)> {
-    let floor = match shared.solo.closed_floor() {
-        Some(floor) => floor.cloned(),
-        None => shared.close_solo()?,
-    };
-    let floor = floor.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch());
-    let Some(floor) = floor else { return Ok((None, true)) };
+    shared.close_solo();
+    if shared.solo.closed_on() == Some(slot.id.index) {
+        return Ok((None, true));
+    }
     if shared.fence_mutation == Some(crate::FenceMutation::NoSoloFloor) {
         return Ok((None, true));
     }
     let solo_used = |u: &Use| u.track().device.uid == shared.uid && u.track().solo_used.load(Ordering::Relaxed);
-    if uses.iter().any(solo_used) {
-        Ok((Some(floor), true))
-    } else {
-        Ok((None, false))
+    if !uses.iter().any(solo_used) {
+        return Ok((None, false));
     }
+    let floor = shared.solo_floor()?;
+    Ok((floor.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch()), true))
 }
 
 /// Notes that a solo launch uses `t` (a load, and a store the first time only).

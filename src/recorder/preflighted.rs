@@ -150,13 +150,14 @@ impl Reserved {
         }
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
         match slot {
-            Ok(slot) if slot.end_solo(&device.events, self.epoch) => Ok(None),
+            Ok(slot) if slot.end_solo(&device.solo, &device.events, self.epoch) => Ok(None),
             Ok(_) => Err(self.commit_failed(device, uses, device.poison_since(self.epoch))),
             Err(e) => Err(self.commit_failed(device, uses, e)),
         }
     }
 
-    /// Records the launch's event on its stream and publishes it to every buffer in `uses`.
+    /// Records the launch's event on its stream and publishes it to every buffer in `uses` (a
+    /// solo launch publishes nothing: see `track::solo`).
     pub(super) fn commit(&self, device: &DeviceShared, uses: &[Use]) -> Result<EventRef> {
         // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
         // on external memory): the op's completion and keep-alives need a point on the stream
@@ -171,9 +172,9 @@ impl Reserved {
             // Lazily while solo mode is open on the stream. A close racing this read records
             // its floor after this commit, and a lazy event is recorded whenever a stream needs
             // it: either way nothing waits for less than it must.
-            let lazy = device.solo.admits(self.stream.index);
+            let lazy = !slot.floor_seen() && device.solo.admits(self.stream.index);
             let recorded = if self.solo {
-                slot.commit_solo(&device.events, self.epoch, bound, lazy)
+                slot.commit_solo(&device.solo, &device.events, self.epoch, bound, lazy)
             } else {
                 slot.commit_in(&device.events, self.epoch, bound, lazy)
             };

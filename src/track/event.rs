@@ -17,12 +17,13 @@
 //! # Lazy events
 //!
 //! While a device is in solo mode (only one stream has run tracked work: see `solo`), no
-//! stream waits on an event, so commits record none: the event's position and clock are set,
+//! stream of the device waits on its events, so commits record none: the event's position and clock are set,
 //! and its backend event is recorded on the producing stream the first time something needs
 //! it (a host wait, a query, a free or a wait from a second stream). Recorded later on the
 //! same stream, it marks a point at or after the position, so it covers everything the
 //! position covers (and maybe more work after it, which only makes waiters wait a little
-//! longer). Once solo mode closes, commits record at once, so that a cross-stream wait never
+//! longer); a stream of another device that waits on one (a peer launch) records it the same
+//! way. Once solo mode closes, commits record at once, so that a cross-stream wait never
 //! waits for more than it must.
 
 use super::plan::FencePoint;

@@ -44,6 +44,14 @@
 //! preflight on another thread blocks (bounded by `DeviceConfig::preflight_timeout`) until
 //! the holder commits, so no committed use is ever missing from the state it reads.
 //!
+//! # Solo mode
+//!
+//! A device that has run tracked work on one stream only needs none of this for device
+//! memory: stream order orders every launch there. Its closure-form launches then skip
+//! acquire and publish (and, when nothing needs it, the position), and the states miss their
+//! uses until a launch on another stream closes solo mode and waits on one event, the floor,
+//! which covers them all. `solo` has the protocol and why it holds.
+//!
 //! # Lock order
 //!
 //! Buffer locks in increasing buffer id (never two at once in practice: each is released before

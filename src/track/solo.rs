@@ -8,40 +8,45 @@
 //!   NONE ──first launch on stream X──▶ SOLO(X) ──first launch elsewhere──▶ CLOSING ──▶ SEVERAL
 //! ```
 //!
-//! In `SOLO(X)` a launch on X whose uses are all device memory of the device (no peers, no
-//! pinned host memory, no lane job) is a *solo launch*: its preflight counts it in X's
-//! in-flight count under X's stream lock, and its commit takes it out again under the same
-//! lock, with no buffer lock taken either time. Buffer states therefore miss solo uses, and
-//! three things make up for that:
+//! In `SOLO(X)` a closure-form launch on X whose uses are all fresh device memory of the
+//! device's current context (no peers, no pinned host memory, no lane job, no declared job's
+//! reservation) is a *solo launch*: it flags each of its buffers `solo_used`, counts itself in
+//! X's in-flight count under X's stream lock, and takes itself out again at commit under the
+//! same lock, with no buffer lock taken either time. Buffer states therefore miss solo uses,
+//! and three things make up for that:
 //!
 //! - **Stream order.** Every solo use is on X, and X runs its work in enqueue order. Two
 //!   threads' conflicting solo launches are ordered by their enqueue on X rather than held
 //!   apart from preflight to commit: both orders are sequential, neither can race.
 //! - **Frees.** A device buffer is freed on its home stream, which for memory allocated in
 //!   `SOLO(X)` is X: every solo use is before the free in stream order.
-//! - **The floor.** The first launch on another stream (or on another device, through peers)
-//!   closes solo mode: it stores `CLOSING` under X's lock (no solo launch can start after
-//!   that), waits until the solo launches in flight have committed, and records one event on
-//!   X, the floor, covering every solo use there will ever be. Every other stream waits on the
-//!   floor once before its first launch (a peer launch, each time), and only then reads the
-//!   buffer states, which from then on miss nothing.
+//! - **The floor.** The first marked launch on another stream (or on another device, through
+//!   peers) closes solo mode: under X's lock it stores `CLOSING`, after which no solo launch
+//!   starts. The last solo launch to commit (or the close itself, when none is in flight)
+//!   records one event on X under the same lock, the floor, which covers every solo use there
+//!   will ever be, and stores `SEVERAL`. A launch on any stream but X that uses a `solo_used`
+//!   buffer waits on the floor first (a stream once; a peer launch each time), so it reads
+//!   the buffer's state only when nothing is missing from it.
 //!
 //! Host accesses read only pinned host memory's states, and pinned memory never takes the
-//! solo path. A device never goes back to `SOLO`: after a rebuild its floor is of a dead
-//! context and is skipped (every buffer of that context is stale).
+//! solo path. A device never goes back to `SOLO`. A floor that would be recorded on X while X
+//! is behind a context rebuild is left out: every solo use was then of the old context, whose
+//! buffers are all stale.
 //!
-//! # Why the close cannot deadlock
+//! # Waiting for the floor
 //!
-//! The close holds only the device's switch lock while it waits: no buffer mark (it runs
-//! before the launch takes any) and no stream lock. A solo launch in flight needs neither to
-//! commit (its commit takes X's stream lock alone). The one launch that can never commit while
-//! the close waits is one held by the closing thread itself (a launch on a second stream made
-//! inside another launch's enqueue); the thread knows it holds one (a thread-local count), and
-//! the close returns [`Error::WouldDeadlock`] instead of waiting. Any other wait is bounded by
+//! The close itself never waits: it holds the close mutex and then X's lock only briefly.
+//! Only a launch that uses a `solo_used` buffer waits, until the solo launches in flight when
+//! solo mode closed have committed, as it would have waited for their marks on the buffers
+//! they share. It waits holding no buffer mark and no lock, and a solo launch's commit takes
+//! only X's lock. What it cannot tell is which buffers the launches in flight use, so it
+//! waits for all of them: a launch held by the waiting thread itself (a use of such a buffer
+//! on another stream from inside a solo launch's enqueue) is [`Error::WouldDeadlock`] at once
+//! (the thread knows, from a thread-local count), and any other wait is bounded by
 //! `DeviceConfig::preflight_timeout`.
 
 use super::{EventPool, EventRef, StreamSlot};
-use crate::error::{Error, Result};
+use crate::error::Error;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -57,13 +62,15 @@ const SEVERAL: u32 = u32::MAX - 2;
 /// A device's solo state and, once several streams are in use, its floor.
 pub(crate) struct Solo {
     /// `NONE`, the per-device index of the one stream (`SOLO`), `CLOSING` or `SEVERAL`.
-    /// Changes away from `SOLO(X)` only under X's stream lock, where solo launches check it.
+    /// Leaves `SOLO(X)` and `CLOSING` only under X's stream lock, where solo launches check it
+    /// and count themselves.
     state: AtomicU32,
-    /// Held by the thread closing solo mode, so that others needing the floor wait for it;
-    /// holds the solo stream's index once a close began (the state then reads `CLOSING`).
-    closing: Mutex<u32>,
-    /// The event on the solo stream after every solo use; unset when solo mode never ran a
-    /// launch or its record failed.
+    /// Serializes closes, so that one finds X and stores `CLOSING`; never held while waiting.
+    closing: Mutex<()>,
+    /// X, once a close began (written before `CLOSING` is stored).
+    solo_stream: AtomicU32,
+    /// The event on X after every solo use; unset when solo mode never ran a launch, or X was
+    /// behind a rebuild when it closed.
     floor: OnceLock<EventRef>,
 }
 
@@ -72,7 +79,7 @@ impl Solo {
     /// closed from the start (every launch takes marks).
     pub(crate) fn new(open: bool) -> Self {
         let state = AtomicU32::new(if open { NONE } else { SEVERAL });
-        Solo { state, closing: Mutex::new(NONE), floor: OnceLock::new() }
+        Solo { state, closing: Mutex::new(()), solo_stream: AtomicU32::new(NONE), floor: OnceLock::new() }
     }
 
     /// Whether a launch on the device's stream `index` may take the solo path: true while
@@ -100,10 +107,9 @@ impl Solo {
         self.state.load(Ordering::Relaxed) == index
     }
 
-    /// Whether a launch that takes marks on the device's stream `index` must first close
-    /// solo mode or wait on its floor; `floor_seen`: the stream has waited on the floor
-    /// already, or is the solo stream of a close (it then needs neither, even while the
-    /// close is under way). One relaxed load in steady state.
+    /// Whether a launch that takes marks on the device's stream `index` must first close solo
+    /// mode or look at its floor; `floor_seen`: the stream has waited on the floor already, or
+    /// is X (it then needs neither). One relaxed load in steady state.
     #[inline(always)]
     pub(crate) fn needs_floor(&self, index: u32, floor_seen: bool) -> bool {
         if floor_seen {
@@ -113,70 +119,98 @@ impl Solo {
         !(now == index || (now == NONE && self.claim(index)))
     }
 
-    /// The floor, once solo mode has closed (`None` before, or when it never ran a launch).
+    /// The stream solo mode closed on, once a close began.
+    pub(crate) fn closed_on(&self) -> Option<u32> {
+        let now = self.state.load(Ordering::Acquire);
+        (now == CLOSING || now == SEVERAL).then(|| self.solo_stream.load(Ordering::Relaxed)).filter(|&x| x != NONE)
+    }
+
+    /// The floor, once recorded (or known not to be needed: `Some(None)`); `None` while solo
+    /// mode is still open or closing.
     pub(crate) fn closed_floor(&self) -> Option<Option<&EventRef>> {
         (self.state.load(Ordering::Acquire) == SEVERAL).then(|| self.floor.get())
     }
 
-    /// Closes solo mode (see the module docs) and returns the floor. `slot` finds a stream
-    /// of the device by its per-device index; `device` names the device in errors.
-    pub(crate) fn close<'a>(
-        &self,
-        slot: impl Fn(u32) -> Option<&'a StreamSlot>,
-        pool: &EventPool,
-        device: u32,
-        timeout: Duration,
-    ) -> Result<Option<EventRef>> {
-        let mut closing = crate::sync::lock(&self.closing);
+    /// Closes solo mode if it is open (see the module docs). Never waits: the floor is
+    /// recorded now if no solo launch is in flight, else by the last of them to commit.
+    /// `slot` finds a stream of the device by its per-device index.
+    pub(crate) fn close<'a>(&self, slot: impl Fn(u32) -> Option<&'a StreamSlot>, pool: &EventPool) {
+        let now = self.state.load(Ordering::Acquire);
+        if now == SEVERAL || now == CLOSING {
+            return;
+        }
+        let _closing = crate::sync::lock(&self.closing);
         let mut now = self.state.load(Ordering::Acquire);
         if now == NONE {
             // No launch ever ran: no solo use to cover. (A stream that claimed the device
             // meanwhile is closed like any other.)
             match self.state.compare_exchange(NONE, SEVERAL, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(None),
+                Ok(_) => return,
                 Err(claimed) => now = claimed,
             }
         }
-        if now == SEVERAL {
-            return Ok(self.floor.get().cloned());
+        if now == SEVERAL || now == CLOSING {
+            return;
         }
-        // `now` is SOLO(X), or CLOSING after an earlier close that failed, which noted X.
-        let solo = if now == CLOSING { *closing } else { now };
-        *closing = solo;
-        let Some(x) = slot(solo) else {
+        let Some(x) = slot(now) else {
             // A solo stream is a stream the device made: it always has its slot.
             self.state.store(SEVERAL, Ordering::Release);
-            return Ok(None);
+            return;
         };
-        x.close_solo(|| self.state.store(CLOSING, Ordering::Release));
-        self.await_solo_launches(x, device, timeout)?;
-        let floor = x.record_now(pool)?;
-        let _ = self.floor.set(floor.clone());
-        self.state.store(SEVERAL, Ordering::Release);
-        Ok(Some(floor))
+        self.solo_stream.store(now, Ordering::Relaxed);
+        x.close_solo(self, pool);
     }
 
-    /// Waits until no solo launch is in flight on `x`, bounded by `timeout`; one held by this
-    /// very thread is an error at once.
-    fn await_solo_launches(&self, x: &StreamSlot, device: u32, timeout: Duration) -> Result<()> {
+    /// Under X's lock: stops new solo launches.
+    pub(crate) fn begin_closing(&self) {
+        self.state.store(CLOSING, Ordering::Release);
+    }
+
+    /// Under X's lock, once no solo launch is in flight: solo mode has closed, with `floor`.
+    pub(crate) fn finish(&self, floor: Option<EventRef>) {
+        if let Some(floor) = floor {
+            let _ = self.floor.set(floor);
+        }
+        self.state.store(SEVERAL, Ordering::Release);
+    }
+
+    /// Waits, bounded by `timeout`, until the floor is recorded, and returns it (`None`: none
+    /// is needed). A record that failed at the last commit is tried again here; its error
+    /// comes back with the context epoch of X it was made in. `device` names the device.
+    pub(crate) fn await_floor<'a>(
+        &self,
+        slot: impl Fn(u32) -> Option<&'a StreamSlot>,
+        pool: &EventPool,
+        device: u32,
+        timeout: Duration,
+    ) -> std::result::Result<Option<EventRef>, (Error, Option<u64>)> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
-            if x.solo_in_flight() == 0 {
-                return Ok(());
+            if let Some(floor) = self.closed_floor() {
+                return Ok(floor.cloned());
+            }
+            let Some(x) = self.closed_on().and_then(&slot) else {
+                // Not even closing yet: the caller closes first, so this is a race with
+                // nothing; look again.
+                std::thread::yield_now();
+                continue;
+            };
+            if let Some(Err((e, epoch))) = x.retry_floor(self, pool) {
+                return Err((e, Some(epoch)));
+            }
+            if self.closed_floor().is_some() {
+                continue;
             }
             if held_here(device) {
-                return Err(Error::WouldDeadlock {
-                    what: format!(
-                        "a first launch on a second stream of device #{device} must wait until the launches in flight on its first stream ({}) have committed, and this thread holds one of them; make the second stream's first launch outside that launch's enqueue",
-                        x.id
-                    ),
-                });
+                let what = format!(
+                    "a buffer used on {} while it was the only stream of device #{device} is used on another stream from inside a launch on {} that has not committed, and that use must wait for it; make it outside the launch's enqueue",
+                    x.id, x.id
+                );
+                return Err((Error::WouldDeadlock { what }, None));
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::BufferBusy {
-                    buffer: format!("the memory used on {} (a launch there not yet committed)", x.id),
-                    waited: timeout,
-                });
+                let buffer = format!("a buffer used on {} (the only stream of device #{device} until now)", x.id);
+                return Err((Error::BufferBusy { buffer, waited: timeout }, None));
             }
             std::thread::sleep(Duration::from_micros(20));
         }

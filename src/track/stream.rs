@@ -39,8 +39,10 @@ pub struct StreamStats {
     /// `cuStreamWaitEvent` calls queued by preflights and frees.
     pub waits: u64,
     /// Positions committed: one per launch (and per host synchronization or deferred
-    /// destroy). On a device where only one stream has ever committed, most are never
-    /// recorded as backend events (see [`recorded`](Self::recorded)).
+    /// destroy), except that on a device that has used one stream only (solo mode), a
+    /// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch) with no trace hook takes
+    /// none. There, most are never recorded as backend events either (see
+    /// [`recorded`](Self::recorded)).
     pub events: u64,
     /// `cuEventRecord` calls the tracker made: at commit once several streams are in use, else
     /// only when a host wait, a query, a free or another stream needed a position.
@@ -69,6 +71,8 @@ struct State {
     recent: SmallVec<[EventRef; RECENT]>,
     /// Solo launches preflighted on this stream and not yet committed (see `solo`).
     solo_in_flight: u32,
+    /// Solo mode is closing on this stream: the last solo launch out records the floor.
+    solo_closing: bool,
 }
 
 /// How many of its newest events a stream keeps for reuse: the previous op's event is still
@@ -118,6 +122,7 @@ impl StreamSlot {
                 epoch,
                 recent: SmallVec::new(),
                 solo_in_flight: 0,
+                solo_closing: false,
             }),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
@@ -295,58 +300,109 @@ impl StreamSlot {
 
     /// Takes back a solo launch that [`enter_solo`](Self::enter_solo) counted and that will
     /// not commit (its preflight went the marked way after all).
-    pub(crate) fn leave_solo(&self) {
+    pub(crate) fn leave_solo(&self, solo: &Solo, pool: &EventPool) {
         let mut st = crate::sync::lock(&self.state);
-        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+        self.solo_done(&mut st, solo, pool);
     }
 
     /// A solo launch's commit: takes it out of flight and commits a position as
-    /// [`commit_in`](Self::commit_in) does (`bound` and `lazy` as there). `None` once the stream has left
-    /// context `required`.
+    /// [`commit_in`](Self::commit_in) does (`bound` and `lazy` as there). `None` once the
+    /// stream has left context `required`.
     #[inline(always)]
     pub(crate) fn commit_solo(
         &self,
+        solo: &Solo,
         pool: &EventPool,
         required: u64,
         bound: bool,
         lazy: bool,
     ) -> Option<Result<EventRef>> {
         let mut st = crate::sync::lock(&self.state);
-        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
-        if required != st.epoch || pool.epoch() != st.epoch {
-            return None;
-        }
-        let how = if lazy { Record::Lazily } else { Record::Now { bound } };
-        Some(self.position_locked(&mut st, pool, how))
+        let current = required == st.epoch && pool.epoch() == st.epoch;
+        // The launch's position first: a floor recorded by this commit then comes after it.
+        let position = current.then(|| {
+            let how = if lazy { Record::Lazily } else { Record::Now { bound } };
+            self.position_locked(&mut st, pool, how)
+        });
+        self.solo_done(&mut st, solo, pool);
+        position
     }
 
     /// A solo launch's commit without a position: takes it out of flight and marks nothing
     /// (stream order orders its work, and a later position covers it). False once the stream
     /// has left context `required`.
     #[inline(always)]
-    pub(crate) fn end_solo(&self, pool: &EventPool, required: u64) -> bool {
+    pub(crate) fn end_solo(&self, solo: &Solo, pool: &EventPool, required: u64) -> bool {
         let mut st = crate::sync::lock(&self.state);
-        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+        self.solo_done(&mut st, solo, pool);
         required == st.epoch && pool.epoch() == st.epoch
     }
 
-    /// Records the next pooled event on the stream now, whatever its context epoch.
-    pub(crate) fn record_now(&self, pool: &EventPool) -> Result<EventRef> {
+    /// Takes a solo launch out of flight; the last one out of a closing solo mode records the
+    /// floor.
+    #[inline(always)]
+    fn solo_done(&self, st: &mut State, solo: &Solo, pool: &EventPool) {
+        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+        if st.solo_closing && st.solo_in_flight == 0 {
+            self.floor_or_log(st, solo, pool);
+        }
+    }
+
+    /// Closes its device's solo mode on this, the solo stream (see `solo`): under the lock
+    /// where solo launches count themselves, so none starts after; records the floor now if
+    /// none is in flight.
+    pub(crate) fn close_solo(&self, solo: &Solo, pool: &EventPool) {
         let mut st = crate::sync::lock(&self.state);
-        self.position_locked(&mut st, pool, Record::Now { bound: false })
-    }
-
-    /// Runs `close` (which ends solo mode) under the stream's lock, where solo launches check
-    /// whether they may start.
-    pub(crate) fn close_solo(&self, close: impl FnOnce()) {
-        let _st = crate::sync::lock(&self.state);
-        close();
+        // Before the state says closing: a launch on this stream that sees that state never
+        // needs the floor.
         self.floor_seen.store(true, Ordering::Relaxed);
+        solo.begin_closing();
+        st.solo_closing = true;
+        if st.solo_in_flight == 0 {
+            self.floor_or_log(&mut st, solo, pool);
+        }
     }
 
-    /// Solo launches in flight on the stream.
-    pub(crate) fn solo_in_flight(&self) -> u32 {
-        crate::sync::lock(&self.state).solo_in_flight
+    /// [`floor_locked`](Self::floor_locked) where nobody waits for the outcome: a failure is
+    /// logged, and the first launch that needs the floor records it again.
+    #[cold]
+    #[inline(never)]
+    fn floor_or_log(&self, st: &mut State, solo: &Solo, pool: &EventPool) {
+        if let Err(e) = self.floor_locked(st, solo, pool) {
+            log::warn!(
+                "cusched: recording the solo floor on {} failed ({e}); the first launch that needs it tries again",
+                self.id
+            );
+        }
+    }
+
+    /// Records the floor of a closing solo mode once no solo launch is in flight: `None` while
+    /// one is, else the outcome, with the stream's context epoch on failure.
+    pub(crate) fn retry_floor(&self, solo: &Solo, pool: &EventPool) -> Option<std::result::Result<(), (Error, u64)>> {
+        let mut st = crate::sync::lock(&self.state);
+        if st.solo_in_flight > 0 {
+            return None;
+        }
+        let epoch = st.epoch;
+        Some(self.floor_locked(&mut st, solo, pool).map_err(|e| (e, epoch)))
+    }
+
+    /// The floor, under the stream's lock with no solo launch in flight. Left out when the
+    /// stream is behind its device's rebuild (the pool has moved on): every solo use was then
+    /// of the old context, whose buffers are all stale, and an event of the new one cannot be
+    /// recorded on this stream.
+    fn floor_locked(&self, st: &mut State, solo: &Solo, pool: &EventPool) -> Result<()> {
+        if !st.solo_closing {
+            return Ok(());
+        }
+        let floor = if st.epoch == pool.epoch() {
+            Some(self.position_locked(st, pool, Record::Now { bound: false })?)
+        } else {
+            None
+        };
+        st.solo_closing = false;
+        solo.finish(floor);
+        Ok(())
     }
 
     /// Whether the stream has waited on its device's solo floor, or needs not.
