@@ -101,9 +101,9 @@ fn the_second_stream_waits_for_solo_launches_still_in_flight() {
     let y = d.alloc_zeros::<u32>(s0, 4).unwrap();
     d.synchronize(s0).unwrap();
     let (inside_tx, inside_rx) = mpsc::channel::<()>();
-    let committed = Arc::new(AtomicBool::new(false));
+    let enqueued = Arc::new(AtomicBool::new(false));
     let solo = {
-        let (d, x, committed) = (d.clone(), x.clone(), committed.clone());
+        let (d, x, enqueued) = (d.clone(), x.clone(), enqueued.clone());
         std::thread::spawn(move || {
             let mut rec = LaunchRecorder::new_strict(s0);
             rec.write(&x).unwrap();
@@ -111,15 +111,16 @@ fn the_second_stream_waits_for_solo_launches_still_in_flight() {
             rec.launch(&d, |scope| {
                 inside_tx.send(()).unwrap();
                 std::thread::sleep(Duration::from_millis(100));
-                scope.sim_kernel(move || m.lock().fill(7))
+                let r = scope.sim_kernel(move || m.lock().fill(7));
+                enqueued.store(true, Ordering::SeqCst);
+                r
             })
             .unwrap();
-            committed.store(true, Ordering::SeqCst);
         })
     };
     inside_rx.recv().unwrap();
     copy(&d, s1, &y, &x).unwrap();
-    assert!(committed.load(Ordering::SeqCst), "the second stream's launch ran before the solo launch committed");
+    assert!(enqueued.load(Ordering::SeqCst), "the second stream's launch ran before the solo launch's enqueue ended");
     solo.join().unwrap();
     assert_eq!(y.download(s1).unwrap(), vec![7; 4]);
     assert_clean(&d);

@@ -471,6 +471,14 @@ impl LaunchRecorder {
     /// This is the traced path: [`crate::KernelTrace`] hooks and NVTX ranges see launches made
     /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
     /// [`commit`](Preflighted::commit) calls.
+    ///
+    /// On a device that has run tracked work on this one stream only (solo mode), a launch
+    /// whose uses are all device memory of the device takes no per-buffer marks: stream order
+    /// orders it against every other launch there, so a conflicting launch of another thread
+    /// on the same stream is ordered by enqueue rather than held until this one commits. The
+    /// first launch on another stream ends solo mode; a use there of memory a solo launch used
+    /// waits until the solo launches still enqueueing have committed, and from inside one of
+    /// their enqueue closures is [`Error::WouldDeadlock`].
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a launch on a one-stream device can skip its
         // position unless a trace needs it.
