@@ -6,8 +6,8 @@
 //! - (a++) (a+) plus, alternating over two streams, one `cuStreamWaitEvent` per op (the fence
 //!   such an op needs: the fair reference for (c) on two streams),
 //! - (b) raw cudarc with its tracking on (two streams exist, so it manages synchronization),
-//! - (c1) cusched inline on a device of its own where only one stream ever commits (commits
-//!   record no event),
+//! - (c1) cusched inline on a device of its own where only one stream ever commits (solo mode:
+//!   no per-buffer marks, and `launch` takes no position),
 //! - (c) cusched inline: a strict recorder around the same cudarc launch, on a device where
 //!   several streams are in use (one event per commit),
 //! - (c') cusched inline through the typed launch (`Kernel::launch`, returns a completion),

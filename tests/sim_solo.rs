@@ -127,21 +127,40 @@ fn the_second_stream_waits_for_solo_launches_still_in_flight() {
 }
 
 #[test]
-fn a_second_stream_from_inside_a_solo_launch_is_would_deadlock_not_a_hang() {
+fn a_conflicting_use_elsewhere_from_inside_a_solo_launch_is_would_deadlock_not_a_hang() {
+    // The outer solo launch writes x; from inside its enqueue, a read of x on s1 would have to
+    // wait for it, as it would for the outer launch's mark on x with several streams.
     let d = sim();
     let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
     let x = d.upload(s0, &[1u32; 4]).unwrap();
     let y = d.alloc_zeros::<u32>(s0, 4).unwrap();
     let t = std::time::Instant::now();
-    let inner = LaunchRecorder::new_strict(s0)
-        .launch(&d, |_| Ok(copy(&d, s1, &y, &x)))
-        .expect("the outer launch itself is fine");
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.write(&x).unwrap();
+    let inner = rec.launch(&d, |_| Ok(copy(&d, s1, &y, &x))).expect("the outer launch itself is fine");
     let err = inner.expect_err("the inner launch would wait for the outer one");
     assert!(matches!(err, Error::WouldDeadlock { .. }), "{err}");
     assert!(t.elapsed() < Duration::from_secs(5), "the error came after a wait");
     // Outside the enqueue, the second stream works, after the first stream's work.
     copy(&d, s1, &y, &x).unwrap();
     assert_eq!(y.download(s1).unwrap(), vec![1; 4]);
+    assert_clean(&d);
+}
+
+#[test]
+fn a_use_elsewhere_from_inside_a_solo_launch_that_does_not_conflict_runs() {
+    // The outer solo launch reads x and writes z; from inside its enqueue, a read of x into y
+    // on s1 conflicts with neither: it runs at once, ordered after x's upload.
+    let d = sim();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[4u32; 4]).unwrap();
+    let y = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let z = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.read(&x).unwrap().write(&z).unwrap();
+    let inner = rec.launch(&d, |_| Ok(copy(&d, s1, &y, &x))).unwrap();
+    inner.expect("a use that conflicts with no launch in flight waits for none");
+    assert_eq!(y.download(s1).unwrap(), vec![4; 4]);
     assert_clean(&d);
 }
 
@@ -246,9 +265,9 @@ fn short_timeout() -> Device {
 
 #[test]
 fn closing_solo_mode_waits_for_nothing_a_launch_does_not_use() {
-    // T is inside a solo launch when C makes the device's first launch on s2, on a buffer of
-    // its own: C neither waits for T nor blocks T, and T's own use of solo memory on s1 from
-    // inside its launch is WouldDeadlock at once, not after C's wait.
+    // T is inside a solo launch (reading x, writing y) when C makes the device's first launch
+    // on s2, on a buffer of its own: C neither waits for T nor blocks T, and T's own write of
+    // y on s1 from inside its launch is WouldDeadlock at once, not after C's wait.
     let d = short_timeout();
     let (s0, s1, s2) = (d.default_stream(), d.new_stream().unwrap(), d.new_stream().unwrap());
     let x = d.upload(s0, &[1u32; 4]).unwrap();
@@ -260,7 +279,7 @@ fn closing_solo_mode_waits_for_nothing_a_launch_does_not_use() {
         let (d, x, y) = (d.clone(), x.clone(), y.clone());
         std::thread::spawn(move || {
             let mut rec = LaunchRecorder::new_strict(s0);
-            rec.read(&x).unwrap();
+            rec.read(&x).unwrap().write(&y).unwrap();
             rec.launch(&d, |_| {
                 inside_tx.send(()).unwrap();
                 closed_rx.recv().unwrap();
@@ -314,11 +333,9 @@ fn a_helper_thread_inside_a_solo_launch_may_use_new_memory_on_another_stream() {
 }
 
 #[test]
-fn a_helper_thread_inside_a_solo_launch_using_solo_memory_elsewhere_fails_bounded() {
-    // The documented limit: a use on another stream of memory a solo launch used waits for
-    // every solo launch in flight when solo mode closed (it cannot tell which buffers they
-    // use), here for the launch that waits for it. The wait ends at the preflight timeout
-    // with BufferBusy; it never hangs.
+fn a_helper_thread_inside_a_solo_launch_using_other_solo_memory_elsewhere_runs() {
+    // a and b were used by solo launches that have committed; the enclosing launch uses
+    // neither, so the helper's launch on s1 waits for nothing that waits for it.
     let d = short_timeout();
     let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
     let x = d.upload(s0, &[1u32; 4]).unwrap();
@@ -330,11 +347,32 @@ fn a_helper_thread_inside_a_solo_launch_using_solo_memory_elsewhere_fails_bounde
     let inner =
         rec.launch(&d, |_| Ok(std::thread::scope(|sc| sc.spawn(|| copy(&d, s1, &b, &a)).join().unwrap()))).unwrap();
     let took = t0.elapsed();
+    inner.unwrap();
+    assert!(took < TIMEOUT / 2, "the helper waited {took:?}");
+    assert_eq!(b.download(s1).unwrap(), vec![5; 4]);
+    assert_clean(&d);
+}
+
+#[test]
+fn a_helper_thread_inside_a_solo_launch_using_its_memory_elsewhere_fails_bounded() {
+    // The enclosing solo launch writes x and waits for its helper, whose read of x on s1 must
+    // wait for that launch: as with its mark on x with several streams, the wait ends at the
+    // preflight timeout with BufferBusy; it never hangs.
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let t0 = Instant::now();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.write(&x).unwrap();
+    let inner =
+        rec.launch(&d, |_| Ok(std::thread::scope(|sc| sc.spawn(|| copy(&d, s1, &b, &x)).join().unwrap()))).unwrap();
+    let took = t0.elapsed();
     assert!(matches!(inner, Err(Error::BufferBusy { .. })), "{inner:?}");
     assert!(took < TIMEOUT * 3, "the wait was not bounded: {took:?}");
     // Once the enclosing launch committed, the same use works.
-    copy(&d, s1, &b, &a).unwrap();
-    assert_eq!(b.download(s1).unwrap(), vec![5; 4]);
+    copy(&d, s1, &b, &x).unwrap();
+    assert_eq!(b.download(s1).unwrap(), vec![1; 4]);
     assert_clean(&d);
 }
 
@@ -376,4 +414,188 @@ fn closing_solo_mode_while_holding_a_mark_a_solo_launch_waits_for_does_not_stall
     assert!(z.is_ok(), "the first launch on s1 failed after {took:?}: {:?}", z.err());
     assert!(took < TIMEOUT / 2, "the first launch on s1 waited {took:?}");
     assert_clean(&d);
+}
+
+/// C holds a hand-paired write of `b`; T's solo launch reads `x` and, inside its enqueue,
+/// preflights `b` (waits for C). C then reads `x` on a second stream. Read/read never
+/// conflicts: C must not wait for T (which waits for C), as with marks it would not.
+#[test]
+fn a_read_on_a_second_stream_while_holding_a_mark_does_not_cycle_through_the_floor() {
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    d.synchronize(s0).unwrap();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.write(&b).unwrap();
+    let held = rec.preflight(&d).unwrap();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let t = {
+        let (d, x, b) = (d.clone(), x.clone(), b.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(s0);
+            rec.read(&x).unwrap();
+            rec.launch(&d, |_| {
+                inside_tx.send(()).unwrap();
+                let mut marked = LaunchRecorder::new_strict(s0);
+                marked.write(&b).unwrap();
+                Ok(marked.preflight(&d).and_then(|p| p.commit()))
+            })
+            .unwrap()
+        })
+    };
+    inside_rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let y = d.alloc_zeros::<u32>(s1, 4).unwrap();
+    let t0 = Instant::now();
+    let r = copy(&d, s1, &y, &x);
+    let took = t0.elapsed();
+    held.commit().unwrap();
+    let inner = t.join().unwrap();
+    assert!(r.is_ok() && inner.is_ok(), "read on s1: {r:?} after {took:?}; T's inner preflight: {inner:?}");
+}
+
+/// A kernel on `s` (of `d`, with peers) that sleeps `slow`, then adds `by` to every element.
+fn add_peer(d: &Device, s: StreamId, x: &GpuRef<u32>, by: u32, slow: Duration) -> cusched::Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s).with_peers();
+    rec.read_write(x)?;
+    let m = x.sim_data()?;
+    rec.launch(d, |scope| {
+        if !slow.is_zero() {
+            std::thread::sleep(slow);
+        }
+        scope.sim_kernel(move || m.lock().iter_mut().for_each(|v| *v += by))
+    })
+}
+
+/// A kernel on `s` that adds `from` into `x`, element by element.
+fn add_from(d: &Device, s: StreamId, x: &GpuRef<u32>, from: &GpuRef<u32>) -> cusched::Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s).with_peers();
+    rec.read_write(x)?.read(from)?;
+    let (m, f) = (x.sim_data()?, from.sim_data()?);
+    rec.launch(d, |scope| {
+        scope.sim_kernel(move || {
+            let v = f.read().to_vec();
+            m.lock().iter_mut().zip(v).for_each(|(a, b)| *a = a.wrapping_add(b));
+        })
+    })
+}
+
+/// A kernel on `s` that adds one to every element of `x`.
+fn add_one(d: &Device, s: StreamId, x: &GpuRef<u32>) -> cusched::Result<()> {
+    add(d, s, x, 1, Duration::ZERO)
+}
+
+/// A random mix: threads on the solo stream (slow enqueues), a thread that starts using other
+/// streams, allocating and dropping buffers, and a peer device reading.
+#[test]
+fn solo_launches_frees_a_second_stream_and_a_peer_device_at_random_stay_exact() {
+    use std::sync::{Arc, Barrier};
+    for seed in 0..12u64 {
+        let mut g = Device::sim_group(
+            SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(80), seed, ..SimConfig::default() },
+            2,
+        )
+        .unwrap();
+        let (p, d) = (g.pop().unwrap(), g.pop().unwrap());
+        let s0 = d.default_stream();
+        let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+        let ps = p.default_stream();
+        let bufs: Vec<GpuRef<u32>> = (0..4).map(|_| d.alloc_zeros::<u32>(s0, 8).unwrap()).collect();
+        let start = Arc::new(Barrier::new(5));
+        let mut th = Vec::new();
+        for t in 0..3u64 {
+            let (d, bufs, start) = (d.clone(), bufs.clone(), start.clone());
+            th.push(std::thread::spawn(move || {
+                let mut r = common::Rng::seeded(seed * 31 + t);
+                start.wait();
+                for _ in 0..40 {
+                    let i = r.below(4) as usize;
+                    let slow = Duration::from_micros(r.below(400));
+                    add_peer(&d, s0, &bufs[i], 1, slow).unwrap();
+                    // Short-lived temporaries on the solo stream, dropped at once (freed on s0).
+                    let tmp = d.alloc_zeros::<u32>(s0, 8).unwrap();
+                    add_peer(&d, s0, &tmp, 1, Duration::ZERO).unwrap();
+                    add_from(&d, s0, &bufs[i], &tmp).unwrap();
+                }
+            }));
+        }
+        {
+            let (d, bufs, start) = (d.clone(), bufs.clone(), start.clone());
+            th.push(std::thread::spawn(move || {
+                let mut r = common::Rng::seeded(seed * 77);
+                start.wait();
+                std::thread::sleep(Duration::from_micros(r.below(3000)));
+                for k in 0..40 {
+                    let s = if k % 2 == 0 { s1 } else { s2 };
+                    let i = r.below(4) as usize;
+                    add_peer(&d, s, &bufs[i], 1, Duration::ZERO).unwrap();
+                }
+            }));
+        }
+        {
+            let (p, bufs, start) = (p.clone(), bufs.clone(), start.clone());
+            th.push(std::thread::spawn(move || {
+                let mut r = common::Rng::seeded(seed * 91);
+                start.wait();
+                std::thread::sleep(Duration::from_micros(r.below(3000)));
+                for _ in 0..20 {
+                    let i = r.below(4) as usize;
+                    add_peer(&p, ps, &bufs[i], 1, Duration::ZERO).unwrap();
+                }
+            }));
+        }
+        th.into_iter().for_each(|t| t.join().unwrap());
+        let total: u32 = bufs.iter().map(|b| b.download(s0).unwrap()[0]).sum();
+        assert_eq!(total, 3 * 40 * 2 + 40 + 20, "seed {seed}");
+        let (h1, h2) = (d.sim_hazards().unwrap(), p.sim_hazards().unwrap());
+        assert!(h1.is_empty() && h2.is_empty(), "seed {seed}: {h1:?} {h2:?}");
+    }
+}
+
+/// The thread-local count of held solo launches keeps "any device" after a nested solo launch
+/// on a second device has committed: a wait for that second device's floor, which this
+/// thread does not hold up, is then refused as WouldDeadlock instead of waiting.
+#[test]
+fn a_committed_nested_solo_launch_of_another_device_leaves_no_false_would_deadlock() {
+    let mut g = Device::sim_group(
+        SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(30), seed: 1, ..SimConfig::default() },
+        2,
+    )
+    .unwrap();
+    let (p, d) = (g.pop().unwrap(), g.pop().unwrap());
+    let s0 = d.default_stream();
+    let (ps0, ps1) = (p.default_stream(), p.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let z = p.upload(ps0, &[2u32; 4]).unwrap();
+    let w = p.alloc_zeros::<u32>(ps0, 4).unwrap();
+    p.synchronize(ps0).unwrap();
+    // U holds a solo launch on p's ps0 for 300 ms.
+    let (in_tx, in_rx) = mpsc::channel::<()>();
+    let u = {
+        let (p, w) = (p.clone(), w.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(ps0);
+            rec.write(&w).unwrap();
+            rec.launch(&p, |_| {
+                in_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(())
+            })
+            .unwrap()
+        })
+    };
+    in_rx.recv().unwrap();
+    let y = p.alloc_zeros::<u32>(ps0, 4).unwrap(); // a solo launch on p, committed at once
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.read(&x).unwrap();
+    let inner = rec
+        .launch(&d, |_| {
+            // A solo launch on p (nested, committed), then p's second stream reads z.
+            add_one(&p, ps0, &y)?;
+            Ok(copy(&p, ps1, &y, &z))
+        })
+        .unwrap();
+    u.join().unwrap();
+    assert!(inner.is_ok(), "{inner:?}");
 }

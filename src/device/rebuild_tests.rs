@@ -263,3 +263,38 @@ fn closing_solo_mode_during_a_rebuild_records_no_floor_on_the_old_stream() {
         assert!(waited.is_ok(), "the floor (epoch {}) reports the old context's fault: {waited:?}", floor.epoch());
     }
 }
+
+/// Solo launches on the solo stream after it moved to the new context, then a close from a
+/// stream still behind: the data and the order stay right.
+#[test]
+fn solo_launches_on_a_rebuilt_solo_stream_then_a_close_from_a_stream_behind() {
+    let d = Device::sim(SimConfig { max_delay: Duration::from_micros(200), ..SimConfig::default() }).unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let dev = d.clone();
+    let r = during_rebuild(&d, s0, Stage::Replaced(s0.index()), move || {
+        let b = dev.alloc_zeros::<u32>(s0, 4)?;
+        let y = dev.alloc_zeros::<u32>(s0, 4)?;
+        let m = b.sim_data()?;
+        let mut rec = LaunchRecorder::new_strict(s0);
+        rec.write(&b)?;
+        rec.launch(&dev, |scope| {
+            scope.sim_kernel(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                m.lock().fill(7)
+            })
+        })?;
+        let (o, i) = (y.sim_data()?, b.sim_data()?);
+        let mut rec = LaunchRecorder::new_strict(s1);
+        rec.read(&b)?.write(&y)?;
+        rec.launch(&dev, |scope| {
+            scope.sim_kernel(move || {
+                let v = i.read().to_vec();
+                o.lock().copy_from_slice(&v)
+            })
+        })?;
+        Ok::<_, Error>(y)
+    });
+    let y = r.expect("runs");
+    assert_eq!(y.download(s1).unwrap(), vec![7; 4]);
+    assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+}

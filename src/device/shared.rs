@@ -276,16 +276,18 @@ impl DeviceShared {
         self.solo.close(|i| self.slot_by_index(i), &self.events);
     }
 
-    /// Closes solo mode if it is open and returns the floor that a use of memory a solo launch
-    /// used must wait on from another stream (`None`: none is needed), once it is recorded:
-    /// waits for that, bounded by `DeviceConfig::preflight_timeout`.
+    /// Closes solo mode if it is open and returns the event a use on another stream waits on
+    /// before it uses memory that solo launches used: once no solo launch in flight conflicts
+    /// with its `uses` (buffer ids and accesses of this device), waiting for that bounded
+    /// by `DeviceConfig::preflight_timeout`. With `true` when that event is the floor (the
+    /// stream need not look again); `None` for the event when none is needed.
     #[cold]
     #[inline(never)]
-    pub(crate) fn solo_floor(&self) -> Result<Option<EventRef>> {
+    pub(crate) fn solo_wait(&self, uses: crate::track::IdUses) -> Result<(Option<EventRef>, bool)> {
         self.close_solo();
-        let floor =
-            self.solo.await_floor(|i| self.slot_by_index(i), &self.events, self.uid, self.config.preflight_timeout);
-        floor.map_err(|(e, epoch)| match epoch {
+        let timeout = self.config.preflight_timeout;
+        let covered = self.solo.await_uses(|i| self.slot_by_index(i), &self.events, self.uid, timeout, &uses);
+        covered.map_err(|(e, epoch)| match epoch {
             Some(epoch) => self.classify(e, epoch),
             None => e,
         })

@@ -34,7 +34,6 @@ use crate::error::{Error, Result};
 use crate::trace::{NvtxRange, OpLabel, TraceTicket};
 use crate::track::{Access, BufferTrack, EventRef, HeldHere, HolderId, StreamSlot};
 use smallvec::SmallVec;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 const USER_LAUNCH: OpLabel = OpLabel::new("user", "launch");
@@ -43,6 +42,9 @@ const USER_LAUNCH: OpLabel = OpLabel::new("user", "launch");
 struct Use {
     buf: Arc<dyn Tracked>,
     access: Access,
+    /// The buffer's id, kept beside it so that sorting and solo bookkeeping need no call
+    /// through `buf`.
+    id: u64,
 }
 
 impl Use {
@@ -272,11 +274,11 @@ impl LaunchRecorder {
         }
         // Kept sorted by buffer id, the order preflight reserves in (a launch uses few
         // buffers: a linear scan beats a search).
-        let id = t.id;
-        match self.uses.iter().position(|u| u.track().id >= id) {
-            Some(i) if self.uses[i].track().id == id => self.uses[i].access = self.uses[i].access.merge(access),
-            Some(i) => self.uses.insert(i, Use { buf, access }),
-            None => self.uses.push(Use { buf, access }),
+        let id = t.id.0;
+        match self.uses.iter().position(|u| u.id >= id) {
+            Some(i) if self.uses[i].id == id => self.uses[i].access = self.uses[i].access.merge(access),
+            Some(i) => self.uses.insert(i, Use { buf, access, id }),
+            None => self.uses.push(Use { buf, access, id }),
         }
         Ok(self)
     }
@@ -327,12 +329,6 @@ impl LaunchRecorder {
             plain &= t.is_fresh() & t.reservations.is_empty();
             current &= t.epoch == device_epoch;
             stream_only &= t.stream_only;
-            if solo {
-                // Before the launch is counted in flight, so that a close, which waits for
-                // the commit, sees it. Set for a launch that ends up marked too: its buffers
-                // then wait on the floor once, needlessly but harmlessly.
-                mark_solo_used(t);
-            }
         }
         if solo & plain & current & stream_only {
             if let Some(reserved) = self.reserve_solo(shared, slot, device_epoch) {
@@ -363,7 +359,7 @@ impl LaunchRecorder {
         // Reserving in one global order (buffer ids are process-wide, so this holds across
         // devices too) means two preflights never hold-and-wait in a cycle: `record` keeps the
         // uses sorted by id.
-        debug_assert!(self.uses.windows(2).all(|w| w[0].track().id < w[1].track().id));
+        debug_assert!(self.uses.windows(2).all(|w| w[0].id < w[1].id));
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
         for (n, u) in self.uses.iter().enumerate() {
@@ -402,11 +398,11 @@ impl LaunchRecorder {
     fn reserve_solo(&self, shared: &DeviceShared, slot: &StreamSlot, device_epoch: u64) -> Option<Reserved> {
         #[cfg(test)]
         crate::device::rebuild_hooks::at(shared.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
-        let (raw, epoch) = slot.enter_solo(&shared.solo)?;
+        let (raw, epoch, ticket) = slot.enter_solo(&shared.solo, solo_uses(&self.uses))?;
         if epoch == device_epoch && epoch == shared.epoch() {
-            return Some(Reserved::solo(self.stream, raw, epoch));
+            return Some(Reserved::solo(self.stream, raw, epoch, ticket));
         }
-        slot.leave_solo(&shared.solo, &shared.events);
+        slot.leave_solo(&shared.solo, &shared.events, ticket);
         None
     }
 
@@ -425,13 +421,14 @@ impl LaunchRecorder {
             }
             seen.push(other.uid);
             other.close_solo();
-            let solo_used = |u: &Use| u.track().device.uid == other.uid && u.track().solo_used.load(Ordering::Relaxed);
-            if !self.uses.iter().any(solo_used) {
+            let of_other = |u: &&Use| u.track().device.uid == other.uid;
+            if !self.uses.iter().filter(of_other).any(|u| other.solo.maybe_used(u.id)) {
                 continue;
             }
-            if let Some(floor) = other.solo_floor()? {
-                if !floor.context_replaced() {
-                    candidates.push(floor);
+            let theirs = self.uses.iter().filter(of_other).map(|u| (u.id, u.access)).collect();
+            if let (Some(event), _) = other.solo_wait(theirs)? {
+                if !event.context_replaced() {
+                    candidates.push(event);
                 }
             }
         }
@@ -599,10 +596,11 @@ impl Drop for Uncommitted<'_> {
 }
 
 /// What a marked launch on `slot` with `uses` waits on for its device's solo mode: closes it
-/// if it is open on another stream, and returns its floor when a solo launch used one of the
-/// buffers (the others' states miss nothing), unless `slot` is the solo stream or the floor
-/// is of a context the device has left (whose buffers are all stale). Also whether the stream
-/// needs never look again: it waits on the floor now, or there is none to wait on.
+/// if it is open on another stream, and, when a solo launch used one of the buffers (the
+/// others' states miss nothing), returns the event that covers those uses once no solo launch
+/// in flight conflicts with this one (see `track::solo`), unless `slot` is the solo stream or
+/// the event is of a context the device has left (whose buffers are all stale). Also whether
+/// the stream needs never look again: it waits on the floor now, or there is none to wait on.
 #[cold]
 #[inline(never)]
 fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<(Option<EventRef>, bool)> {
@@ -613,20 +611,18 @@ fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<
     if shared.fence_mutation == Some(crate::FenceMutation::NoSoloFloor) {
         return Ok((None, true));
     }
-    let solo_used = |u: &Use| u.track().device.uid == shared.uid && u.track().solo_used.load(Ordering::Relaxed);
-    if !uses.iter().any(solo_used) {
+    let own = |u: &&Use| u.track().device.uid == shared.uid;
+    if !uses.iter().filter(own).any(|u| shared.solo.maybe_used(u.id)) {
         return Ok((None, false));
     }
-    let floor = shared.solo_floor()?;
-    Ok((floor.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch()), true))
+    let (event, done) = shared.solo_wait(uses.iter().filter(own).map(|u| (u.id, u.access)).collect())?;
+    Ok((event.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch()), done))
 }
 
-/// Notes that a solo launch uses `t` (a load, and a store the first time only).
+/// A solo launch's uses as its stream lists them while it is in flight.
 #[inline(always)]
-fn mark_solo_used(t: &BufferTrack) {
-    if !t.solo_used.load(Ordering::Relaxed) {
-        t.solo_used.store(true, Ordering::Relaxed);
-    }
+fn solo_uses(uses: &[Use]) -> impl Iterator<Item = (u64, Access)> + '_ {
+    uses.iter().map(|u| (u.id, u.access))
 }
 
 /// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for

@@ -127,17 +127,20 @@ pub(super) struct Reserved {
     pub(super) bound: AtomicBool,
     /// A solo launch (see `track::solo`): counted in flight on its stream, no marks taken.
     pub(super) solo: bool,
+    /// The solo launch's number on its stream, under which the stream lists its uses.
+    pub(super) solo_ticket: u64,
 }
 
 impl Reserved {
     /// A launch reserved on `stream` (backend handle `raw`, of context `epoch`) by `holder`.
     pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
-        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: false }
+        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: false, solo_ticket: 0 }
     }
 
     /// A solo launch on `stream` (see `track::solo`).
-    pub(super) fn solo(stream: StreamId, raw: Arc<RawStream>, epoch: u64) -> Self {
-        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound: AtomicBool::new(false), solo: true }
+    pub(super) fn solo(stream: StreamId, raw: Arc<RawStream>, epoch: u64, ticket: u64) -> Self {
+        let bound = AtomicBool::new(false);
+        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound, solo: true, solo_ticket: ticket }
     }
 
     /// [`commit`](Self::commit), leaving out the position of a solo launch when `position`
@@ -150,7 +153,7 @@ impl Reserved {
         }
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
         match slot {
-            Ok(slot) if slot.end_solo(&device.solo, &device.events, self.epoch) => Ok(None),
+            Ok(slot) if slot.end_solo(&device.solo, &device.events, self.epoch, self.solo_ticket) => Ok(None),
             Ok(_) => Err(self.commit_failed(device, uses, device.poison_since(self.epoch))),
             Err(e) => Err(self.commit_failed(device, uses, e)),
         }
@@ -174,7 +177,7 @@ impl Reserved {
             // it: either way nothing waits for less than it must.
             let lazy = !slot.floor_seen() && device.solo.admits(self.stream.index);
             let recorded = if self.solo {
-                slot.commit_solo(&device.solo, &device.events, self.epoch, bound, lazy)
+                slot.commit_solo(&device.solo, &device.events, self.epoch, bound, lazy, self.solo_ticket)
             } else {
                 slot.commit_in(&device.events, self.epoch, bound, lazy)
             };

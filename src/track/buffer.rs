@@ -5,7 +5,7 @@ use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -77,9 +77,6 @@ pub(crate) struct BufferTrack {
     /// Device memory, which only streams touch: the host never reads its state, so a launch
     /// on a one-stream device may leave it out (see `solo`). Pinned host memory is not.
     pub(crate) stream_only: bool,
-    /// A solo launch used the buffer (see `solo`): its state may miss uses, so a stream other
-    /// than the solo one waits on the device's floor before it uses the buffer.
-    pub(crate) solo_used: AtomicBool,
 }
 
 impl BufferTrack {
@@ -102,7 +99,6 @@ impl BufferTrack {
             scratch,
             made_in: super::reservation::current_ticket(),
             stream_only: kind == "buffer",
-            solo_used: AtomicBool::new(false),
         }
     }
 

@@ -77,6 +77,6 @@ pub(crate) use buffer::{BufferTrack, HolderId};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub(crate) use plan::plan_waits;
-pub(crate) use solo::{HeldHere, Solo};
+pub(crate) use solo::{HeldHere, IdUses, Solo};
 pub(crate) use stream::{FenceError, StreamSlot};
 pub use stream::{StreamId, StreamStats};

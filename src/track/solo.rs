@@ -10,45 +10,51 @@
 //!
 //! In `SOLO(X)` a closure-form launch on X whose uses are all fresh device memory of the
 //! device's current context (no peers, no pinned host memory, no lane job, no declared job's
-//! reservation) is a *solo launch*: it flags each of its buffers `solo_used`, counts itself in
-//! X's in-flight count under X's stream lock, and takes itself out again at commit under the
-//! same lock, with no buffer lock taken either time. Buffer states therefore miss solo uses,
-//! and three things make up for that:
+//! reservation) is a *solo launch*: under X's stream lock it counts itself in flight and
+//! lists its uses there (buffer ids and accesses, which the launch keeps beside its buffers),
+//! and at commit it takes itself and them out again under the same lock. No buffer lock is
+//! taken either time. X also keeps the highest buffer id a solo launch used, so that later a
+//! buffer with a higher id is known to have no solo use. Buffer states therefore miss solo
+//! uses, and three things make up for that:
 //!
 //! - **Stream order.** Every solo use is on X, and X runs its work in enqueue order. Two
 //!   threads' conflicting solo launches are ordered by their enqueue on X rather than held
 //!   apart from preflight to commit: both orders are sequential, neither can race.
 //! - **Frees.** A device buffer is freed on its home stream, which for memory allocated in
 //!   `SOLO(X)` is X: every solo use is before the free in stream order.
-//! - **The floor.** The first marked launch on another stream (or on another device, through
-//!   peers) closes solo mode: under X's lock it stores `CLOSING`, after which no solo launch
-//!   starts. The last solo launch to commit (or the close itself, when none is in flight)
-//!   records one event on X under the same lock, the floor, which covers every solo use there
-//!   will ever be, and stores `SEVERAL`. A launch on any stream but X that uses a `solo_used`
-//!   buffer waits on the floor first (a stream once; a peer launch each time), so it reads
-//!   the buffer's state only when nothing is missing from it.
+//! - **Covering events.** The first marked launch on another stream (or on another device,
+//!   through peers) closes solo mode: under X's lock it stores `CLOSING`, after which no solo
+//!   launch starts. The last solo launch to commit (or the close itself, when none is in
+//!   flight) records one event on X under the same lock, the floor, which covers every solo
+//!   use there will ever be, and stores `SEVERAL`. A launch on any stream but X that uses a
+//!   buffer a solo launch used waits on the floor first (a stream once; a peer launch each
+//!   time). Before the floor exists, it looks under X's lock for a solo launch in flight that
+//!   uses one of its buffers in a conflicting way (a write conflicts with every use, a read
+//!   with writes); while one does, it waits, as it would have waited for that launch's mark;
+//!   once none does, an event recorded on X then covers every solo use of its buffers, since
+//!   each has been enqueued.
 //!
 //! Host accesses read only pinned host memory's states, and pinned memory never takes the
-//! solo path. A device never goes back to `SOLO`. A floor that would be recorded on X while X
-//! is behind a context rebuild is left out: every solo use was then of the old context, whose
-//! buffers are all stale.
+//! solo path. A device never goes back to `SOLO`. An event that would be recorded on X while
+//! X is behind a context rebuild is left out: every solo use was then of the old context,
+//! whose buffers are all stale.
 //!
-//! # Waiting for the floor
+//! # Waiting
 //!
-//! The close itself never waits: it holds the close mutex and then X's lock only briefly.
-//! Only a launch that uses a `solo_used` buffer waits, until the solo launches in flight when
-//! solo mode closed have committed, as it would have waited for their marks on the buffers
-//! they share. It waits holding no buffer mark and no lock, and a solo launch's commit takes
-//! only X's lock. What it cannot tell is which buffers the launches in flight use, so it
-//! waits for all of them: a launch held by the waiting thread itself (a use of such a buffer
+//! The close never waits: it holds the close mutex and then X's lock only briefly. A launch
+//! waits only for solo launches that conflict with it, holding no buffer mark of its own
+//! launch and no lock, and a solo launch's commit takes only X's lock, so the wait is the one
+//! marks would have made. A solo launch held by the waiting thread itself (a conflicting use
 //! on another stream from inside a solo launch's enqueue) is [`Error::WouldDeadlock`] at once
-//! (the thread knows, from a thread-local count), and any other wait is bounded by
+//! (the thread knows, from a thread-local count per device, though not which of the device's
+//! launches in flight it holds); any other wait is bounded by
 //! `DeviceConfig::preflight_timeout`.
 
-use super::{EventPool, EventRef, StreamSlot};
+use super::{Access, EventPool, EventRef, StreamSlot};
 use crate::error::Error;
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use smallvec::SmallVec;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -72,6 +78,9 @@ pub(crate) struct Solo {
     /// The event on X after every solo use; unset when solo mode never ran a launch, or X was
     /// behind a rebuild when it closed.
     floor: OnceLock<EventRef>,
+    /// Once solo mode is closing: every buffer a solo launch used has an id below this
+    /// (written before `CLOSING` is stored; ids only grow).
+    used_below: AtomicU64,
 }
 
 impl Solo {
@@ -79,7 +88,13 @@ impl Solo {
     /// closed from the start (every launch takes marks).
     pub(crate) fn new(open: bool) -> Self {
         let state = AtomicU32::new(if open { NONE } else { SEVERAL });
-        Solo { state, closing: Mutex::new(()), solo_stream: AtomicU32::new(NONE), floor: OnceLock::new() }
+        Solo {
+            state,
+            closing: Mutex::new(()),
+            solo_stream: AtomicU32::new(NONE),
+            floor: OnceLock::new(),
+            used_below: AtomicU64::new(0),
+        }
     }
 
     /// Whether a launch on the device's stream `index` may take the solo path: true while
@@ -161,9 +176,18 @@ impl Solo {
         x.close_solo(self, pool);
     }
 
-    /// Under X's lock: stops new solo launches.
-    pub(crate) fn begin_closing(&self) {
+    /// Under X's lock: stops new solo launches; `used_below` bounds the ids of every buffer a
+    /// solo launch used.
+    pub(crate) fn begin_closing(&self, used_below: u64) {
+        self.used_below.store(used_below, Ordering::Relaxed);
         self.state.store(CLOSING, Ordering::Release);
+    }
+
+    /// Whether a solo launch may have used buffer `id` (read after seeing solo mode closing or
+    /// closed, which orders it after the store). A buffer made during solo mode but never
+    /// used there may answer yes: it then waits on the floor once, needlessly.
+    pub(crate) fn maybe_used(&self, id: u64) -> bool {
+        id < self.used_below.load(Ordering::Relaxed)
     }
 
     /// Under X's lock, once no solo launch is in flight: solo mode has closed, with `floor`.
@@ -174,36 +198,38 @@ impl Solo {
         self.state.store(SEVERAL, Ordering::Release);
     }
 
-    /// Waits, bounded by `timeout`, until the floor is recorded, and returns it (`None`: none
-    /// is needed). A record that failed at the last commit is tried again here; its error
-    /// comes back with the context epoch of X it was made in. `device` names the device.
-    pub(crate) fn await_floor<'a>(
+    /// Waits, bounded by `timeout`, until no solo launch in flight conflicts with the
+    /// caller's `uses` (checked under the solo stream's lock), and returns the event
+    /// on the solo stream that then covers every solo use of the caller's buffers: the floor
+    /// once recorded (with `true`: nothing need look again), else one recorded now (`false`).
+    /// `None` for the event: none is needed (the solo stream is behind a rebuild). A failed
+    /// record comes back with the solo stream's context epoch. `device` names the device.
+    pub(crate) fn await_uses<'a>(
         &self,
         slot: impl Fn(u32) -> Option<&'a StreamSlot>,
         pool: &EventPool,
         device: u32,
         timeout: Duration,
-    ) -> std::result::Result<Option<EventRef>, (Error, Option<u64>)> {
+        uses: &[(u64, Access)],
+    ) -> std::result::Result<(Option<EventRef>, bool), (Error, Option<u64>)> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
             if let Some(floor) = self.closed_floor() {
-                return Ok(floor.cloned());
+                return Ok((floor.cloned(), true));
             }
             let Some(x) = self.closed_on().and_then(&slot) else {
-                // Not even closing yet: the caller closes first, so this is a race with
-                // nothing; look again.
+                // The caller closed solo mode before it came here: `CLOSING` is stored.
                 std::thread::yield_now();
                 continue;
             };
-            if let Some(Err((e, epoch))) = x.retry_floor(self, pool) {
-                return Err((e, Some(epoch)));
-            }
-            if self.closed_floor().is_some() {
-                continue;
+            match x.solo_cover(self, pool, uses) {
+                Some(Ok(covered)) => return Ok(covered),
+                Some(Err((e, epoch))) => return Err((e, Some(epoch))),
+                None => {}
             }
             if held_here(device) {
                 let what = format!(
-                    "a buffer used on {} while it was the only stream of device #{device} is used on another stream from inside a launch on {} that has not committed, and that use must wait for it; make it outside the launch's enqueue",
+                    "a buffer that a launch still enqueueing on {} uses (that stream was the only one of device #{device} until now) is used on another stream from inside a launch on {} that has not committed, maybe that same one; make the use outside the launch's enqueue",
                     x.id, x.id
                 );
                 return Err((Error::WouldDeadlock { what }, None));
@@ -217,46 +243,76 @@ impl Solo {
     }
 }
 
-thread_local! {
-    /// The solo launches this thread holds between preflight and commit (closure form
-    /// only): the device uid of the first, and how many.
-    static HELD: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+/// The uses of one launch, or of the solo launches in flight: (buffer id, access).
+pub(crate) type IdUses = SmallVec<[(u64, Access); 8]>;
+
+/// Whether a use with `access` must follow one with `other` (a write follows every use, a
+/// read only writes).
+pub(crate) fn conflict(access: Access, other: Access) -> bool {
+    access.writes() || other.writes()
 }
 
-/// Held by a closure-form solo launch from its preflight until its commit, so that a close on
-/// the same thread knows it would wait for itself.
-pub(crate) struct HeldHere;
+thread_local! {
+    /// The solo launches this thread holds between preflight and commit (closure form only):
+    /// the device uid and count of the outermost device's, which is all a thread holds unless
+    /// it nests launches of several devices.
+    static HELD: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    /// Those of other devices, nested inside (uid, count).
+    static HELD_NESTED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
+}
 
-/// Several devices' solo launches held at once: any device matches.
-const ANY_DEVICE: u32 = 0;
+/// Held by a closure-form solo launch from its preflight until its commit, so that a wait on
+/// the same thread for the solo launches in flight knows it may be waiting for itself.
+pub(crate) struct HeldHere {
+    device: u32,
+    /// Counted in `HELD_NESTED` rather than `HELD`.
+    nested: bool,
+}
 
 impl HeldHere {
     /// Counts a solo launch of device `device` as held by this thread.
     #[inline(always)]
     pub(crate) fn enter(device: u32) -> HeldHere {
-        HELD.with(|h| {
-            let (uid, n) = h.get();
-            let uid = if n == 0 || uid == device { device } else { ANY_DEVICE };
-            h.set((uid, n + 1));
+        let (uid, n) = HELD.with(Cell::get);
+        if n == 0 || uid == device {
+            HELD.set((device, n + 1));
+            return HeldHere { device, nested: false };
+        }
+        Self::enter_nested(device)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn enter_nested(device: u32) -> HeldHere {
+        HELD_NESTED.with_borrow_mut(|held| match held.iter_mut().find(|(uid, _)| *uid == device) {
+            Some((_, n)) => *n += 1,
+            None => held.push((device, 1)),
         });
-        HeldHere
+        HeldHere { device, nested: true }
     }
 }
 
 impl Drop for HeldHere {
     #[inline(always)]
     fn drop(&mut self) {
-        HELD.with(|h| {
-            let (uid, n) = h.get();
-            h.set((uid, n.saturating_sub(1)));
+        if !self.nested {
+            let (uid, n) = HELD.with(Cell::get);
+            HELD.set((uid, n.saturating_sub(1)));
+            return;
+        }
+        HELD_NESTED.with_borrow_mut(|held| {
+            if let Some(i) = held.iter().position(|(uid, _)| *uid == self.device) {
+                held[i].1 -= 1;
+                if held[i].1 == 0 {
+                    held.swap_remove(i);
+                }
+            }
         });
     }
 }
 
-/// Whether this thread holds a solo launch of `device` (or of several devices at once).
+/// Whether this thread holds a solo launch of `device`.
 fn held_here(device: u32) -> bool {
-    HELD.with(|h| {
-        let (uid, n) = h.get();
-        n > 0 && (uid == device || uid == ANY_DEVICE)
-    })
+    let (uid, n) = HELD.with(Cell::get);
+    (n > 0 && uid == device) || HELD_NESTED.with_borrow(|held| held.iter().any(|(uid, _)| *uid == device))
 }

@@ -4,6 +4,7 @@
 use super::event::Record;
 use super::registry::StreamIndex;
 use super::solo::Solo;
+use super::Access;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
@@ -73,6 +74,13 @@ struct State {
     solo_in_flight: u32,
     /// Solo mode is closing on this stream: the last solo launch out records the floor.
     solo_closing: bool,
+    /// The uses of the solo launches in flight: (launch number, buffer id, access). Kept
+    /// with its capacity, so steady state allocates nothing.
+    solo_uses: Vec<(u64, u64, Access)>,
+    /// Solo launches started so far (the last launch number).
+    solo_launches: u64,
+    /// The highest buffer id a solo launch has used.
+    solo_max_id: u64,
 }
 
 /// How many of its newest events a stream keeps for reuse: the previous op's event is still
@@ -123,6 +131,9 @@ impl StreamSlot {
                 recent: SmallVec::new(),
                 solo_in_flight: 0,
                 solo_closing: false,
+                solo_uses: Vec::new(),
+                solo_launches: 0,
+                solo_max_id: 0,
             }),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
@@ -286,29 +297,41 @@ impl StreamSlot {
         }
     }
 
-    /// Starts a solo launch (see `solo`) if the device still admits them on this stream:
-    /// counts it in flight and returns the stream and its context epoch, read together.
+    /// Starts a solo launch with `uses` (see `solo`) if the device still admits them on this
+    /// stream: counts it in flight and lists its uses, and returns the stream and its context
+    /// epoch, read together, and the launch's number.
     #[inline(always)]
-    pub(crate) fn enter_solo(&self, solo: &Solo) -> Option<(Arc<RawStream>, u64)> {
+    pub(crate) fn enter_solo(
+        &self,
+        solo: &Solo,
+        uses: impl Iterator<Item = (u64, Access)>,
+    ) -> Option<(Arc<RawStream>, u64, u64)> {
         let mut st = crate::sync::lock(&self.state);
         if !solo.admits(self.id.index) {
             return None;
         }
         st.solo_in_flight += 1;
-        Some((st.raw.clone(), st.epoch))
+        st.solo_launches += 1;
+        let ticket = st.solo_launches;
+        for (id, access) in uses {
+            st.solo_uses.push((ticket, id, access));
+            st.solo_max_id = st.solo_max_id.max(id);
+        }
+        Some((st.raw.clone(), st.epoch, ticket))
     }
 
-    /// Takes back a solo launch that [`enter_solo`](Self::enter_solo) counted and that will
-    /// not commit (its preflight went the marked way after all).
-    pub(crate) fn leave_solo(&self, solo: &Solo, pool: &EventPool) {
+    /// Takes back solo launch `ticket` that [`enter_solo`](Self::enter_solo) counted and that
+    /// will not commit (its preflight went the marked way after all).
+    pub(crate) fn leave_solo(&self, solo: &Solo, pool: &EventPool, ticket: u64) {
         let mut st = crate::sync::lock(&self.state);
-        self.solo_done(&mut st, solo, pool);
+        self.solo_done(&mut st, solo, pool, ticket);
     }
 
-    /// A solo launch's commit: takes it out of flight and commits a position as
+    /// A solo launch's commit: takes launch `ticket` out of flight and commits a position as
     /// [`commit_in`](Self::commit_in) does (`bound` and `lazy` as there). `None` once the
     /// stream has left context `required`.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_solo(
         &self,
         solo: &Solo,
@@ -316,6 +339,7 @@ impl StreamSlot {
         required: u64,
         bound: bool,
         lazy: bool,
+        ticket: u64,
     ) -> Option<Result<EventRef>> {
         let mut st = crate::sync::lock(&self.state);
         let current = required == st.epoch && pool.epoch() == st.epoch;
@@ -324,25 +348,31 @@ impl StreamSlot {
             let how = if lazy { Record::Lazily } else { Record::Now { bound } };
             self.position_locked(&mut st, pool, how)
         });
-        self.solo_done(&mut st, solo, pool);
+        self.solo_done(&mut st, solo, pool, ticket);
         position
     }
 
-    /// A solo launch's commit without a position: takes it out of flight and marks nothing
+    /// A solo launch's commit without a position: takes launch `ticket` out of flight and
+    /// marks nothing
     /// (stream order orders its work, and a later position covers it). False once the stream
     /// has left context `required`.
     #[inline(always)]
-    pub(crate) fn end_solo(&self, solo: &Solo, pool: &EventPool, required: u64) -> bool {
+    pub(crate) fn end_solo(&self, solo: &Solo, pool: &EventPool, required: u64, ticket: u64) -> bool {
         let mut st = crate::sync::lock(&self.state);
-        self.solo_done(&mut st, solo, pool);
+        self.solo_done(&mut st, solo, pool, ticket);
         required == st.epoch && pool.epoch() == st.epoch
     }
 
-    /// Takes a solo launch out of flight; the last one out of a closing solo mode records the
-    /// floor.
+    /// Takes solo launch `ticket` out of flight, with its uses; the last one out of a closing
+    /// solo mode records the floor.
     #[inline(always)]
-    fn solo_done(&self, st: &mut State, solo: &Solo, pool: &EventPool) {
+    fn solo_done(&self, st: &mut State, solo: &Solo, pool: &EventPool, ticket: u64) {
         st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
+        if st.solo_in_flight == 0 {
+            st.solo_uses.clear();
+        } else {
+            st.solo_uses.retain(|(t, _, _)| *t != ticket);
+        }
         if st.solo_closing && st.solo_in_flight == 0 {
             self.floor_or_log(st, solo, pool);
         }
@@ -356,7 +386,7 @@ impl StreamSlot {
         // Before the state says closing: a launch on this stream that sees that state never
         // needs the floor.
         self.floor_seen.store(true, Ordering::Relaxed);
-        solo.begin_closing();
+        solo.begin_closing(st.solo_max_id + 1);
         st.solo_closing = true;
         if st.solo_in_flight == 0 {
             self.floor_or_log(&mut st, solo, pool);
@@ -376,15 +406,36 @@ impl StreamSlot {
         }
     }
 
-    /// Records the floor of a closing solo mode once no solo launch is in flight: `None` while
-    /// one is, else the outcome, with the stream's context epoch on failure.
-    pub(crate) fn retry_floor(&self, solo: &Solo, pool: &EventPool) -> Option<std::result::Result<(), (Error, u64)>> {
+    /// For `uses` on another stream while solo mode closes on this stream: `None` while a solo
+    /// launch in flight uses one of those buffers in a conflicting way, else the event that covers
+    /// every solo use of its buffers. That is the floor, recorded now if no solo launch is in
+    /// flight any more (with `true`), or an event recorded now (`false`): every solo use of
+    /// those buffers has been enqueued. No event (`None`) when this stream is behind its
+    /// device's rebuild, as for the floor. A failed record comes with the stream's epoch.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn solo_cover(
+        &self,
+        solo: &Solo,
+        pool: &EventPool,
+        uses: &[(u64, Access)],
+    ) -> Option<std::result::Result<(Option<EventRef>, bool), (Error, u64)>> {
         let mut st = crate::sync::lock(&self.state);
-        if st.solo_in_flight > 0 {
+        let epoch = st.epoch;
+        if st.solo_in_flight == 0 {
+            let floor = self.floor_locked(&mut st, solo, pool).map_err(|e| (e, epoch));
+            return Some(floor.map(|()| (solo.closed_floor().flatten().cloned(), true)));
+        }
+        let conflicts = st.solo_uses.iter().any(|&(_, id, theirs)| {
+            uses.iter().any(|&(mine, access)| mine == id && super::solo::conflict(access, theirs))
+        });
+        if conflicts {
             return None;
         }
-        let epoch = st.epoch;
-        Some(self.floor_locked(&mut st, solo, pool).map_err(|e| (e, epoch)))
+        if epoch != pool.epoch() {
+            return Some(Ok((None, false)));
+        }
+        let covering = self.position_locked(&mut st, pool, Record::Now { bound: false });
+        Some(covering.map(|ev| (Some(ev), false)).map_err(|e| (e, epoch)))
     }
 
     /// The floor, under the stream's lock with no solo launch in flight. Left out when the
