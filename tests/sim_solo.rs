@@ -1,12 +1,13 @@
 //! Solo mode: while a device has run tracked work on one stream only, its launches of device
 //! memory take no per-buffer marks (stream order orders them); the first launch on a second
-//! stream (or on another device, through peers) waits for the launches in flight on the first,
-//! and every later stream waits on one event, the floor, before it uses memory those launches
-//! used. Checked with the simulator's hazard checker and exact results.
+//! stream (or on another device, through peers) ends solo mode, and a use elsewhere of memory
+//! those launches used waits for the conflicting ones still in flight, then on an event of the
+//! first stream that covers them (the floor, once all have committed). Checked with the
+//! simulator's hazard checker and exact results.
 
 mod common;
 use common::*;
-use cusched::{Device, DeviceConfig, Error, GpuRef, LaunchRecorder, SimConfig, StreamId};
+use cusched::{Access, Device, DeviceConfig, Error, GpuRef, LaunchRecorder, SimConfig, StreamId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -553,9 +554,9 @@ fn solo_launches_frees_a_second_stream_and_a_peer_device_at_random_stay_exact() 
     }
 }
 
-/// The thread-local count of held solo launches keeps "any device" after a nested solo launch
-/// on a second device has committed: a wait for that second device's floor, which this
-/// thread does not hold up, is then refused as WouldDeadlock instead of waiting.
+/// After a nested solo launch of a second device has committed, a wait for that device's
+/// solo launches, none of which this thread holds, must wait rather than be refused as
+/// WouldDeadlock.
 #[test]
 fn a_committed_nested_solo_launch_of_another_device_leaves_no_false_would_deadlock() {
     let mut g = Device::sim_group(
@@ -598,4 +599,158 @@ fn a_committed_nested_solo_launch_of_another_device_leaves_no_false_would_deadlo
         .unwrap();
     u.join().unwrap();
     assert!(inner.is_ok(), "{inner:?}");
+}
+
+/// A kernel on `s` using `x` with `access`; sleeps `slow` in the enqueue closure first.
+fn op(d: &Device, s: StreamId, x: &GpuRef<u32>, access: Access, slow: Duration) -> cusched::Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.access(x, access)?;
+    let m = x.sim_data()?;
+    rec.launch(d, |scope| {
+        if !slow.is_zero() {
+            std::thread::sleep(slow);
+        }
+        scope.sim_kernel(move || {
+            if access.writes() {
+                m.lock().iter_mut().for_each(|v| *v += 1)
+            } else {
+                let _ = m.read().to_vec();
+            }
+        })
+    })
+}
+
+/// T holds a solo launch that writes `a` only. Another thread U holds a solo launch writing
+/// `b`. From inside T's enqueue, a read of `b` on s1 conflicts with U's launch, not T's: as
+/// with marks, it waits for U's commit rather than failing.
+#[test]
+fn a_conflict_held_by_another_threads_solo_launch_is_waited_for_not_would_deadlock() {
+    let d = Device::sim_with(
+        SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(30), seed: 7, ..SimConfig::default() },
+        DeviceConfig { preflight_timeout: Duration::from_secs(5), ..DeviceConfig::default() },
+    )
+    .unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let a = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let y = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let (in_tx, in_rx) = mpsc::channel::<()>();
+    let u = {
+        let (d, b) = (d.clone(), b.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(s0);
+            rec.write(&b).unwrap();
+            let m = b.sim_data().unwrap();
+            rec.launch(&d, |scope| {
+                in_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(200));
+                scope.sim_kernel(move || m.lock().fill(9))
+            })
+            .unwrap()
+        })
+    };
+    in_rx.recv().unwrap();
+    let mut rec = LaunchRecorder::new_strict(s0);
+    rec.write(&a).unwrap();
+    let inner = rec.launch(&d, |_| Ok(copy(&d, s1, &y, &b))).unwrap();
+    u.join().unwrap();
+    assert!(inner.is_ok(), "the read of b on s1 conflicts only with U's launch: {inner:?}");
+}
+
+#[test]
+fn random_solo_reads_and_writes_with_two_more_streams_have_no_hazard() {
+    for seed in 0..16u64 {
+        let d = Device::sim(SimConfig {
+            min_delay: Duration::ZERO,
+            max_delay: Duration::from_micros(150),
+            seed,
+            ..SimConfig::default()
+        })
+        .unwrap();
+        let s0 = d.default_stream();
+        let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+        let bufs: Vec<GpuRef<u32>> = (0..3).map(|_| d.alloc_zeros::<u32>(s0, 8).unwrap()).collect();
+        let start = Arc::new(Barrier::new(5));
+        let mut th = Vec::new();
+        for t in 0..3u64 {
+            let (d, bufs, start) = (d.clone(), bufs.clone(), start.clone());
+            th.push(std::thread::spawn(move || {
+                let mut r = common::Rng::seeded(seed * 31 + t);
+                start.wait();
+                for _ in 0..40 {
+                    let i = r.below(3) as usize;
+                    let acc = if r.below(3) == 0 { Access::Write } else { Access::Read };
+                    let slow = Duration::from_micros(r.below(600));
+                    op(&d, s0, &bufs[i], acc, slow).unwrap();
+                }
+            }));
+        }
+        for t in 0..2u64 {
+            let (d, bufs, start) = (d.clone(), bufs.clone(), start.clone());
+            th.push(std::thread::spawn(move || {
+                let mut r = common::Rng::seeded(seed * 77 + t);
+                start.wait();
+                std::thread::sleep(Duration::from_micros(r.below(4000)));
+                for k in 0..30 {
+                    let s = if (k + t) % 2 == 0 { s1 } else { s2 };
+                    let i = r.below(3) as usize;
+                    let acc = if r.below(3) == 0 { Access::Write } else { Access::Read };
+                    op(&d, s, &bufs[i], acc, Duration::ZERO).unwrap();
+                }
+            }));
+        }
+        th.into_iter().for_each(|t| t.join().unwrap());
+        d.synchronize(s0).unwrap();
+        let h = d.sim_hazards().unwrap();
+        assert!(h.is_empty(), "seed {seed}: {h:?}");
+    }
+}
+
+/// A solo read of b is in flight; a read of b on s1 runs at once (reads do not conflict),
+/// then a write of b on s1 must still wait for the solo read.
+#[test]
+fn a_write_after_a_covered_read_elsewhere_still_waits_for_the_solo_read_in_flight() {
+    let d = Device::sim(SimConfig {
+        min_delay: Duration::ZERO,
+        max_delay: Duration::from_micros(100),
+        seed: 3,
+        ..SimConfig::default()
+    })
+    .unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let (in_tx, in_rx) = mpsc::channel::<()>();
+    let enqueued = Arc::new(AtomicBool::new(false));
+    let t = {
+        let (d, b, enqueued) = (d.clone(), b.clone(), enqueued.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(s0);
+            rec.read(&b).unwrap();
+            let m = b.sim_data().unwrap();
+            rec.launch(&d, |scope| {
+                in_tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_millis(100));
+                let r = scope.sim_kernel(move || {
+                    std::thread::sleep(Duration::from_millis(20));
+                    let _ = m.read().to_vec();
+                });
+                enqueued.store(true, Ordering::SeqCst);
+                r
+            })
+            .unwrap()
+        })
+    };
+    in_rx.recv().unwrap();
+    let t0 = Instant::now();
+    op(&d, s1, &b, Access::Read, Duration::ZERO).unwrap();
+    let read_took = t0.elapsed();
+    op(&d, s1, &b, Access::Write, Duration::ZERO).unwrap();
+    let write_took = t0.elapsed();
+    let waited = enqueued.load(Ordering::SeqCst);
+    t.join().unwrap();
+    d.synchronize(s1).unwrap();
+    d.synchronize(s0).unwrap();
+    assert!(waited, "the write did not wait for the solo read (read {read_took:?}, write {write_took:?})");
+    let h = d.sim_hazards().unwrap();
+    assert!(h.is_empty(), "{h:?}");
 }

@@ -474,8 +474,9 @@ impl LaunchRecorder {
     /// orders it against every other launch there, so a conflicting launch of another thread
     /// on the same stream is ordered by enqueue rather than held until this one commits. The
     /// first launch on another stream ends solo mode; a use there of memory a solo launch used
-    /// waits until the solo launches still enqueueing have committed, and from inside one of
-    /// their enqueue closures is [`Error::WouldDeadlock`].
+    /// waits until no solo launch still enqueueing conflicts with it (as it would wait for a
+    /// mark), and one that would wait for a launch whose enqueue closure it runs in is
+    /// [`Error::WouldDeadlock`].
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a launch on a one-stream device can skip its
         // position unless a trace needs it.
@@ -533,8 +534,9 @@ impl LaunchRecorder {
         position: bool,
     ) -> Result<(R, Option<EventRef>)> {
         let reserved = self.reserve(device)?;
-        // Until the commit: a close of solo mode on this thread would wait for this launch.
-        let _held = reserved.solo.then(|| HeldHere::enter(device.shared.uid));
+        // Until the commit: a conflicting use on another stream from this thread would wait
+        // for this launch.
+        let _held = reserved.solo.then(|| HeldHere::enter(device.shared.uid, reserved.solo_ticket));
         let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
         let out = {
             let scope = LaunchScope::new(&reserved, &self.uses);

@@ -46,9 +46,8 @@
 //! launch and no lock, and a solo launch's commit takes only X's lock, so the wait is the one
 //! marks would have made. A solo launch held by the waiting thread itself (a conflicting use
 //! on another stream from inside a solo launch's enqueue) is [`Error::WouldDeadlock`] at once
-//! (the thread knows, from a thread-local count per device, though not which of the device's
-//! launches in flight it holds); any other wait is bounded by
-//! `DeviceConfig::preflight_timeout`.
+//! (the thread keeps the launches it holds in a thread-local stack, as the marked path keeps
+//! holders in the marks); any other wait is bounded by `DeviceConfig::preflight_timeout`.
 
 use super::{Access, EventPool, EventRef, StreamSlot};
 use crate::error::Error;
@@ -185,7 +184,8 @@ impl Solo {
 
     /// Whether a solo launch may have used buffer `id` (read after seeing solo mode closing or
     /// closed, which orders it after the store). A buffer made during solo mode but never
-    /// used there may answer yes: it then waits on the floor once, needlessly.
+    /// used there may answer yes: a use of it on another stream then fences once on the solo
+    /// stream's work, needlessly.
     pub(crate) fn maybe_used(&self, id: u64) -> bool {
         id < self.used_below.load(Ordering::Relaxed)
     }
@@ -222,15 +222,16 @@ impl Solo {
                 std::thread::yield_now();
                 continue;
             };
-            match x.solo_cover(self, pool, uses) {
+            let mut held = false;
+            match x.solo_cover(self, pool, uses, device, &mut held) {
                 Some(Ok(covered)) => return Ok(covered),
                 Some(Err((e, epoch))) => return Err((e, Some(epoch))),
                 None => {}
             }
-            if held_here(device) {
+            if held {
                 let what = format!(
-                    "a buffer that a launch still enqueueing on {} uses (that stream was the only one of device #{device} until now) is used on another stream from inside a launch on {} that has not committed, maybe that same one; make the use outside the launch's enqueue",
-                    x.id, x.id
+                    "a buffer that a launch still enqueueing on {} uses (that stream was the only one of device #{device} until now) is used on another stream from inside that launch's enqueue, so it would wait for itself; make the use outside the launch's enqueue",
+                    x.id
                 );
                 return Err((Error::WouldDeadlock { what }, None));
             }
@@ -253,66 +254,53 @@ pub(crate) fn conflict(access: Access, other: Access) -> bool {
 }
 
 thread_local! {
-    /// The solo launches this thread holds between preflight and commit (closure form only):
-    /// the device uid and count of the outermost device's, which is all a thread holds unless
-    /// it nests launches of several devices.
-    static HELD: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
-    /// Those of other devices, nested inside (uid, count).
-    static HELD_NESTED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
+    /// The solo launch this thread holds between preflight and commit (closure form only),
+    /// as (device uid, launch number); launches nest, so a thread holds a stack of them, and
+    /// this is its bottom.
+    static HELD: Cell<Option<(u32, u64)>> = const { Cell::new(None) };
+    /// The rest of that stack: solo launches made inside another's enqueue.
+    static HELD_NESTED: RefCell<Vec<(u32, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Held by a closure-form solo launch from its preflight until its commit, so that a wait on
-/// the same thread for the solo launches in flight knows it may be waiting for itself.
+/// the same thread for a conflicting solo launch knows when it would wait for itself.
 pub(crate) struct HeldHere {
-    device: u32,
-    /// Counted in `HELD_NESTED` rather than `HELD`.
+    /// Kept in `HELD_NESTED` rather than `HELD`.
     nested: bool,
 }
 
 impl HeldHere {
-    /// Counts a solo launch of device `device` as held by this thread.
+    /// Notes that this thread holds solo launch `ticket` of device `device`.
     #[inline(always)]
-    pub(crate) fn enter(device: u32) -> HeldHere {
-        let (uid, n) = HELD.with(Cell::get);
-        if n == 0 || uid == device {
-            HELD.set((device, n + 1));
-            return HeldHere { device, nested: false };
+    pub(crate) fn enter(device: u32, ticket: u64) -> HeldHere {
+        if HELD.get().is_none() {
+            HELD.set(Some((device, ticket)));
+            return HeldHere { nested: false };
         }
-        Self::enter_nested(device)
+        Self::enter_nested(device, ticket)
     }
 
     #[cold]
     #[inline(never)]
-    fn enter_nested(device: u32) -> HeldHere {
-        HELD_NESTED.with_borrow_mut(|held| match held.iter_mut().find(|(uid, _)| *uid == device) {
-            Some((_, n)) => *n += 1,
-            None => held.push((device, 1)),
-        });
-        HeldHere { device, nested: true }
+    fn enter_nested(device: u32, ticket: u64) -> HeldHere {
+        HELD_NESTED.with_borrow_mut(|held| held.push((device, ticket)));
+        HeldHere { nested: true }
     }
 }
 
 impl Drop for HeldHere {
     #[inline(always)]
     fn drop(&mut self) {
-        if !self.nested {
-            let (uid, n) = HELD.with(Cell::get);
-            HELD.set((uid, n.saturating_sub(1)));
-            return;
+        if self.nested {
+            // Closure-form launches commit in the reverse order of their preflights.
+            HELD_NESTED.with_borrow_mut(|held| held.pop());
+        } else {
+            HELD.set(None);
         }
-        HELD_NESTED.with_borrow_mut(|held| {
-            if let Some(i) = held.iter().position(|(uid, _)| *uid == self.device) {
-                held[i].1 -= 1;
-                if held[i].1 == 0 {
-                    held.swap_remove(i);
-                }
-            }
-        });
     }
 }
 
-/// Whether this thread holds a solo launch of `device`.
-fn held_here(device: u32) -> bool {
-    let (uid, n) = HELD.with(Cell::get);
-    (n > 0 && uid == device) || HELD_NESTED.with_borrow(|held| held.iter().any(|(uid, _)| *uid == device))
+/// Whether this thread holds solo launch `ticket` of `device`.
+pub(crate) fn held_here(device: u32, ticket: u64) -> bool {
+    HELD.get() == Some((device, ticket)) || HELD_NESTED.with_borrow(|held| held.contains(&(device, ticket)))
 }

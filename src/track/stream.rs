@@ -407,7 +407,8 @@ impl StreamSlot {
     }
 
     /// For `uses` on another stream while solo mode closes on this stream: `None` while a solo
-    /// launch in flight uses one of those buffers in a conflicting way, else the event that covers
+    /// launch in flight uses one of those buffers in a conflicting way (`held`: this thread
+    /// holds one such launch, of device `device`), else the event that covers
     /// every solo use of its buffers. That is the floor, recorded now if no solo launch is in
     /// flight any more (with `true`), or an event recorded now (`false`): every solo use of
     /// those buffers has been enqueued. No event (`None`) when this stream is behind its
@@ -418,6 +419,8 @@ impl StreamSlot {
         solo: &Solo,
         pool: &EventPool,
         uses: &[(u64, Access)],
+        device: u32,
+        held: &mut bool,
     ) -> Option<std::result::Result<(Option<EventRef>, bool), (Error, u64)>> {
         let mut st = crate::sync::lock(&self.state);
         let epoch = st.epoch;
@@ -425,10 +428,12 @@ impl StreamSlot {
             let floor = self.floor_locked(&mut st, solo, pool).map_err(|e| (e, epoch));
             return Some(floor.map(|()| (solo.closed_floor().flatten().cloned(), true)));
         }
-        let conflicts = st.solo_uses.iter().any(|&(_, id, theirs)| {
+        let conflicting = |&&(_, id, theirs): &&(u64, u64, Access)| {
             uses.iter().any(|&(mine, access)| mine == id && super::solo::conflict(access, theirs))
-        });
-        if conflicts {
+        };
+        let mut conflicts = st.solo_uses.iter().filter(conflicting).peekable();
+        if conflicts.peek().is_some() {
+            *held = conflicts.any(|&(ticket, _, _)| super::solo::held_here(device, ticket));
             return None;
         }
         if epoch != pool.epoch() {
