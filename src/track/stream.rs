@@ -3,7 +3,6 @@
 
 use super::event::Record;
 use super::registry::StreamIndex;
-use super::solo::Solo;
 use super::Access;
 use super::{plan_waits, Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
@@ -12,6 +11,8 @@ use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+mod solo;
 
 /// A stream of one device. Only [`crate::Device::new_stream`] and
 /// [`crate::Device::default_stream`] make them, and every use checks that the id belongs to the device it is used with.
@@ -295,181 +296,6 @@ impl StreamSlot {
                 Err(e)
             }
         }
-    }
-
-    /// Starts a solo launch with `uses` (see `solo`) if the device still admits them on this
-    /// stream: counts it in flight and lists its uses, and returns the stream and its context
-    /// epoch, read together, and the launch's number.
-    #[inline(always)]
-    pub(crate) fn enter_solo(
-        &self,
-        solo: &Solo,
-        uses: impl Iterator<Item = (u64, Access)>,
-    ) -> Option<(Arc<RawStream>, u64, u64)> {
-        let mut st = crate::sync::lock(&self.state);
-        if !solo.admits(self.id.index) {
-            return None;
-        }
-        st.solo_in_flight += 1;
-        st.solo_launches += 1;
-        let ticket = st.solo_launches;
-        for (id, access) in uses {
-            st.solo_uses.push((ticket, id, access));
-            st.solo_max_id = st.solo_max_id.max(id);
-        }
-        Some((st.raw.clone(), st.epoch, ticket))
-    }
-
-    /// Takes back solo launch `ticket` that [`enter_solo`](Self::enter_solo) counted and that
-    /// will not commit (its preflight went the marked way after all).
-    pub(crate) fn leave_solo(&self, solo: &Solo, pool: &EventPool, ticket: u64) {
-        let mut st = crate::sync::lock(&self.state);
-        self.solo_done(&mut st, solo, pool, ticket);
-    }
-
-    /// A solo launch's commit: takes launch `ticket` out of flight and commits a position as
-    /// [`commit_in`](Self::commit_in) does (`bound` and `lazy` as there). `None` once the
-    /// stream has left context `required`.
-    #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn commit_solo(
-        &self,
-        solo: &Solo,
-        pool: &EventPool,
-        required: u64,
-        bound: bool,
-        lazy: bool,
-        ticket: u64,
-    ) -> Option<Result<EventRef>> {
-        let mut st = crate::sync::lock(&self.state);
-        let current = required == st.epoch && pool.epoch() == st.epoch;
-        // The launch's position first: a floor recorded by this commit then comes after it.
-        let position = current.then(|| {
-            let how = if lazy { Record::Lazily } else { Record::Now { bound } };
-            self.position_locked(&mut st, pool, how)
-        });
-        self.solo_done(&mut st, solo, pool, ticket);
-        position
-    }
-
-    /// A solo launch's commit without a position: takes launch `ticket` out of flight and
-    /// marks nothing
-    /// (stream order orders its work, and a later position covers it). False once the stream
-    /// has left context `required`.
-    #[inline(always)]
-    pub(crate) fn end_solo(&self, solo: &Solo, pool: &EventPool, required: u64, ticket: u64) -> bool {
-        let mut st = crate::sync::lock(&self.state);
-        self.solo_done(&mut st, solo, pool, ticket);
-        required == st.epoch && pool.epoch() == st.epoch
-    }
-
-    /// Takes solo launch `ticket` out of flight, with its uses; the last one out of a closing
-    /// solo mode records the floor.
-    #[inline(always)]
-    fn solo_done(&self, st: &mut State, solo: &Solo, pool: &EventPool, ticket: u64) {
-        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
-        if st.solo_in_flight == 0 {
-            st.solo_uses.clear();
-        } else {
-            st.solo_uses.retain(|(t, _, _)| *t != ticket);
-        }
-        if st.solo_closing && st.solo_in_flight == 0 {
-            self.floor_or_log(st, solo, pool);
-        }
-    }
-
-    /// Closes its device's solo mode on this, the solo stream (see `solo`): under the lock
-    /// where solo launches count themselves, so none starts after; records the floor now if
-    /// none is in flight.
-    pub(crate) fn close_solo(&self, solo: &Solo, pool: &EventPool) {
-        let mut st = crate::sync::lock(&self.state);
-        // Before the state says closing: a launch on this stream that sees that state never
-        // needs the floor.
-        self.floor_seen.store(true, Ordering::Relaxed);
-        solo.begin_closing(st.solo_max_id + 1);
-        st.solo_closing = true;
-        if st.solo_in_flight == 0 {
-            self.floor_or_log(&mut st, solo, pool);
-        }
-    }
-
-    /// [`floor_locked`](Self::floor_locked) where nobody waits for the outcome: a failure is
-    /// logged, and the first launch that needs the floor records it again.
-    #[cold]
-    #[inline(never)]
-    fn floor_or_log(&self, st: &mut State, solo: &Solo, pool: &EventPool) {
-        if let Err(e) = self.floor_locked(st, solo, pool) {
-            log::warn!(
-                "cusched: recording the solo floor on {} failed ({e}); the first launch that needs it tries again",
-                self.id
-            );
-        }
-    }
-
-    /// For `uses` on another stream while solo mode closes on this stream: `None` while a solo
-    /// launch in flight uses one of those buffers in a conflicting way (`held`: this thread
-    /// holds one such launch, of device `device`), else the event that covers
-    /// every solo use of its buffers. That is the floor, recorded now if no solo launch is in
-    /// flight any more (with `true`), or an event recorded now (`false`): every solo use of
-    /// those buffers has been enqueued. No event (`None`) when this stream is behind its
-    /// device's rebuild, as for the floor. A failed record comes with the stream's epoch.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn solo_cover(
-        &self,
-        solo: &Solo,
-        pool: &EventPool,
-        uses: &[(u64, Access)],
-        device: u32,
-        held: &mut bool,
-    ) -> Option<std::result::Result<(Option<EventRef>, bool), (Error, u64)>> {
-        let mut st = crate::sync::lock(&self.state);
-        let epoch = st.epoch;
-        if st.solo_in_flight == 0 {
-            let floor = self.floor_locked(&mut st, solo, pool).map_err(|e| (e, epoch));
-            return Some(floor.map(|()| (solo.closed_floor().flatten().cloned(), true)));
-        }
-        let conflicting = |&&(_, id, theirs): &&(u64, u64, Access)| {
-            uses.iter().any(|&(mine, access)| mine == id && super::solo::conflict(access, theirs))
-        };
-        let mut conflicts = st.solo_uses.iter().filter(conflicting).peekable();
-        if conflicts.peek().is_some() {
-            *held = conflicts.any(|&(ticket, _, _)| super::solo::held_here(device, ticket));
-            return None;
-        }
-        if epoch != pool.epoch() {
-            return Some(Ok((None, false)));
-        }
-        let covering = self.position_locked(&mut st, pool, Record::Now { bound: false });
-        Some(covering.map(|ev| (Some(ev), false)).map_err(|e| (e, epoch)))
-    }
-
-    /// The floor, under the stream's lock with no solo launch in flight. Left out when the
-    /// stream is behind its device's rebuild (the pool has moved on): every solo use was then
-    /// of the old context, whose buffers are all stale, and an event of the new one cannot be
-    /// recorded on this stream.
-    fn floor_locked(&self, st: &mut State, solo: &Solo, pool: &EventPool) -> Result<()> {
-        if !st.solo_closing {
-            return Ok(());
-        }
-        let floor = if st.epoch == pool.epoch() {
-            Some(self.position_locked(st, pool, Record::Now { bound: false })?)
-        } else {
-            None
-        };
-        st.solo_closing = false;
-        solo.finish(floor);
-        Ok(())
-    }
-
-    /// Whether the stream has waited on its device's solo floor, or needs not.
-    #[inline(always)]
-    pub(crate) fn floor_seen(&self) -> bool {
-        self.floor_seen.load(Ordering::Relaxed)
-    }
-
-    /// Notes that the stream's work now follows its device's solo floor.
-    pub(crate) fn saw_floor(&self) {
-        self.floor_seen.store(true, Ordering::Relaxed);
     }
 
     /// The stream's counters so far.
