@@ -377,11 +377,18 @@ fn a_helper_thread_inside_a_solo_launch_using_its_memory_elsewhere_fails_bounded
     assert_clean(&d);
 }
 
-#[test]
-fn closing_solo_mode_while_holding_a_mark_a_solo_launch_waits_for_does_not_stall() {
-    // C holds a hand-paired launch on s0 (a mark on `b`); T's solo launch waits, inside its
-    // enqueue, for that mark. C's first launch on s1 touches neither, so it must not wait for
-    // T (which waits for C).
+/// What the two tests below start from: this thread holds a hand-paired write of `b` on s0,
+/// and thread `t` is inside a solo launch on s0 (reading `x`) whose enqueue waits for that
+/// mark.
+struct HeldMark {
+    d: Device,
+    s1: StreamId,
+    x: GpuRef<u32>,
+    held: cusched::Preflighted,
+    t: std::thread::JoinHandle<cusched::Result<()>>,
+}
+
+fn held_mark_waited_on_by_a_solo_launch() -> HeldMark {
     let d = short_timeout();
     let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
     let x = d.upload(s0, &[1u32; 4]).unwrap();
@@ -407,6 +414,15 @@ fn closing_solo_mode_while_holding_a_mark_a_solo_launch_waits_for_does_not_stall
     };
     inside_rx.recv().unwrap();
     std::thread::sleep(Duration::from_millis(50));
+    HeldMark { d, s1, x, held, t }
+}
+
+#[test]
+fn closing_solo_mode_while_holding_a_mark_a_solo_launch_waits_for_does_not_stall() {
+    // C holds a hand-paired launch on s0 (a mark on `b`); T's solo launch waits, inside its
+    // enqueue, for that mark. C's first launch on s1 touches neither, so it must not wait for
+    // T (which waits for C).
+    let HeldMark { d, s1, held, t, .. } = held_mark_waited_on_by_a_solo_launch();
     let t0 = Instant::now();
     let z = d.alloc_zeros::<u32>(s1, 4);
     let took = t0.elapsed();
@@ -422,31 +438,7 @@ fn closing_solo_mode_while_holding_a_mark_a_solo_launch_waits_for_does_not_stall
 /// conflicts: C must not wait for T (which waits for C), as with marks it would not.
 #[test]
 fn a_read_on_a_second_stream_while_holding_a_mark_does_not_cycle_through_the_floor() {
-    let d = short_timeout();
-    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
-    let x = d.upload(s0, &[1u32; 4]).unwrap();
-    let b = d.alloc_zeros::<u32>(s0, 4).unwrap();
-    d.synchronize(s0).unwrap();
-    let mut rec = LaunchRecorder::new_strict(s0);
-    rec.write(&b).unwrap();
-    let held = rec.preflight(&d).unwrap();
-    let (inside_tx, inside_rx) = mpsc::channel::<()>();
-    let t = {
-        let (d, x, b) = (d.clone(), x.clone(), b.clone());
-        std::thread::spawn(move || {
-            let mut rec = LaunchRecorder::new_strict(s0);
-            rec.read(&x).unwrap();
-            rec.launch(&d, |_| {
-                inside_tx.send(()).unwrap();
-                let mut marked = LaunchRecorder::new_strict(s0);
-                marked.write(&b).unwrap();
-                Ok(marked.preflight(&d).and_then(|p| p.commit()))
-            })
-            .unwrap()
-        })
-    };
-    inside_rx.recv().unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    let HeldMark { d, s1, x, held, t } = held_mark_waited_on_by_a_solo_launch();
     let y = d.alloc_zeros::<u32>(s1, 4).unwrap();
     let t0 = Instant::now();
     let r = copy(&d, s1, &y, &x);
@@ -471,7 +463,7 @@ fn add_peer(d: &Device, s: StreamId, x: &GpuRef<u32>, by: u32, slow: Duration) -
 
 /// A kernel on `s` that adds `from` into `x`, element by element.
 fn add_from(d: &Device, s: StreamId, x: &GpuRef<u32>, from: &GpuRef<u32>) -> cusched::Result<()> {
-    let mut rec = LaunchRecorder::new_strict(s).with_peers();
+    let mut rec = LaunchRecorder::new_strict(s);
     rec.read_write(x)?.read(from)?;
     let (m, f) = (x.sim_data()?, from.sim_data()?);
     rec.launch(d, |scope| {
@@ -513,10 +505,11 @@ fn solo_launches_frees_a_second_stream_and_a_peer_device_at_random_stay_exact() 
                 for _ in 0..40 {
                     let i = r.below(4) as usize;
                     let slow = Duration::from_micros(r.below(400));
-                    add_peer(&d, s0, &bufs[i], 1, slow).unwrap();
+                    // Solo launches (no peers): no marks while solo mode is open.
+                    add(&d, s0, &bufs[i], 1, slow).unwrap();
                     // Short-lived temporaries on the solo stream, dropped at once (freed on s0).
                     let tmp = d.alloc_zeros::<u32>(s0, 8).unwrap();
-                    add_peer(&d, s0, &tmp, 1, Duration::ZERO).unwrap();
+                    add(&d, s0, &tmp, 1, Duration::ZERO).unwrap();
                     add_from(&d, s0, &bufs[i], &tmp).unwrap();
                 }
             }));
@@ -530,7 +523,7 @@ fn solo_launches_frees_a_second_stream_and_a_peer_device_at_random_stay_exact() 
                 for k in 0..40 {
                     let s = if k % 2 == 0 { s1 } else { s2 };
                     let i = r.below(4) as usize;
-                    add_peer(&d, s, &bufs[i], 1, Duration::ZERO).unwrap();
+                    add(&d, s, &bufs[i], 1, Duration::ZERO).unwrap();
                 }
             }));
         }

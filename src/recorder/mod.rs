@@ -493,7 +493,7 @@ impl LaunchRecorder {
         let reserved = self.reserve(device)?;
         // Until the commit: a conflicting use on another stream from this thread would wait
         // for this launch.
-        let _held = reserved.solo.then(|| HeldHere::enter(device.shared.uid, reserved.solo_ticket));
+        let _held = reserved.solo.map(|ticket| HeldHere::enter(device.shared.uid, ticket));
         let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
         let out = {
             let scope = LaunchScope::new(&reserved, &self.uses);

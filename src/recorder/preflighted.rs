@@ -125,22 +125,21 @@ pub(super) struct Reserved {
     /// The op's own enqueue made the stream's context current and ran only crate code after,
     /// so the commit's record needs no bind of its own.
     pub(super) bound: AtomicBool,
-    /// A solo launch (see `track::solo`): counted in flight on its stream, no marks taken.
-    pub(super) solo: bool,
-    /// The solo launch's number on its stream, under which the stream lists its uses.
-    pub(super) solo_ticket: u64,
+    /// For a solo launch (see `track::solo`: counted in flight on its stream, no marks
+    /// taken), its number on the stream, under which the stream lists its uses.
+    pub(super) solo: Option<u64>,
 }
 
 impl Reserved {
     /// A launch reserved on `stream` (backend handle `raw`, of context `epoch`) by `holder`.
     pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
-        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: false, solo_ticket: 0 }
+        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: None }
     }
 
     /// A solo launch on `stream` (see `track::solo`).
     pub(super) fn solo(stream: StreamId, raw: Arc<RawStream>, epoch: u64, ticket: u64) -> Self {
         let bound = AtomicBool::new(false);
-        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound, solo: true, solo_ticket: ticket }
+        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound, solo: Some(ticket) }
     }
 
     /// [`commit`](Self::commit), leaving out the position of a solo launch when `position`
@@ -148,12 +147,12 @@ impl Reserved {
     /// back only then.
     #[inline(always)]
     pub(super) fn commit_as(&self, device: &DeviceShared, uses: &[Use], position: bool) -> Result<Option<EventRef>> {
-        if position || !self.solo {
+        let Some(ticket) = self.solo.filter(|_| !position) else {
             return self.commit(device, uses).map(Some);
-        }
+        };
         let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
         match slot {
-            Ok(slot) if slot.end_solo(&device.solo, &device.events, self.epoch, self.solo_ticket) => Ok(None),
+            Ok(slot) if slot.end_solo(&device.solo, &device.events, self.epoch, ticket) => Ok(None),
             Ok(_) => Err(self.commit_failed(device, uses, device.poison_since(self.epoch))),
             Err(e) => Err(self.commit_failed(device, uses, e)),
         }
@@ -176,17 +175,16 @@ impl Reserved {
             // its floor after this commit, and a lazy event is recorded whenever a stream needs
             // it: either way nothing waits for less than it must.
             let lazy = !slot.floor_seen() && device.solo.admits(self.stream.index);
-            let recorded = if self.solo {
-                slot.commit_solo(&device.solo, &device.events, self.epoch, bound, lazy, self.solo_ticket)
-            } else {
-                slot.commit_in(&device.events, self.epoch, bound, lazy)
+            let recorded = match self.solo {
+                Some(ticket) => slot.commit_solo(&device.solo, &device.events, self.epoch, bound, lazy, ticket),
+                None => slot.commit_in(&device.events, self.epoch, bound, lazy),
             };
             recorded.unwrap_or_else(|| Err(device.poison_since(self.epoch)))
         });
         match recorded {
             Ok(ev) => {
                 crate::track::reservation::note_commit(self.stream, &ev);
-                if !self.solo {
+                if self.solo.is_none() {
                     for u in uses {
                         u.track().publish(u.access, self.holder, Some(&ev));
                     }
@@ -205,7 +203,7 @@ impl Reserved {
     fn commit_failed(&self, device: &DeviceShared, uses: &[Use], e: Error) -> Error {
         let err = device.classify(e, self.epoch);
         unfenced(device, &self.raw, self.epoch);
-        if !self.solo {
+        if self.solo.is_none() {
             release(uses, self.holder);
         }
         err

@@ -39,12 +39,7 @@ impl LaunchRecorder {
             }
             seen.push(other.uid);
             other.close_solo();
-            let of_other = |u: &&Use| u.track().device.uid == other.uid;
-            if !self.uses.iter().filter(of_other).any(|u| other.solo.maybe_used(u.id)) {
-                continue;
-            }
-            let theirs = self.uses.iter().filter(of_other).map(|u| (u.id, u.access)).collect();
-            if let (Some(event), _) = other.solo_wait(theirs)? {
+            if let Some((Some(event), _)) = solo_cover(other, &self.uses)? {
                 if !event.context_replaced() {
                     candidates.push(event);
                 }
@@ -70,12 +65,22 @@ pub(super) fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use])
     if shared.fence_mutation == Some(crate::FenceMutation::NoSoloFloor) {
         return Ok((None, true));
     }
-    let own = |u: &&Use| u.track().device.uid == shared.uid;
-    if !uses.iter().filter(own).any(|u| shared.solo.maybe_used(u.id)) {
+    let Some((event, done)) = solo_cover(shared, uses)? else {
         return Ok((None, false));
-    }
-    let (event, done) = shared.solo_wait(uses.iter().filter(own).map(|u| (u.id, u.access)).collect())?;
+    };
     Ok((event.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch()), done))
+}
+
+/// For a launch elsewhere with `uses`, once `device`'s solo mode is closing or closed: `None`
+/// when no solo launch of `device` can have used one of its buffers of that device, else the
+/// event that covers their solo uses, waited for until no solo launch in flight conflicts
+/// (with whether it is the floor: see `DeviceShared::solo_wait`).
+fn solo_cover(device: &DeviceShared, uses: &[Use]) -> Result<Option<(Option<EventRef>, bool)>> {
+    let of_device = |u: &&Use| u.track().device.uid == device.uid;
+    if !uses.iter().filter(of_device).any(|u| device.solo.maybe_used(u.id)) {
+        return Ok(None);
+    }
+    device.solo_wait(uses.iter().filter(of_device).map(|u| (u.id, u.access)).collect()).map(Some)
 }
 
 /// A solo launch's uses as its stream lists them while it is in flight.

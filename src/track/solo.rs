@@ -41,7 +41,7 @@
 //!
 //! # Waiting
 //!
-//! The close never waits: it holds the close mutex and then X's lock only briefly. A launch
+//! The close never waits: it takes X's lock only briefly. A launch
 //! waits only for solo launches that conflict with it, holding no buffer mark of its own
 //! launch and no lock, and a solo launch's commit takes only X's lock, so the wait is the one
 //! marks would have made. A solo launch held by the waiting thread itself (a conflicting use
@@ -54,7 +54,7 @@ use crate::error::Error;
 use smallvec::SmallVec;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// No stream has run tracked work yet.
@@ -70,8 +70,6 @@ pub(crate) struct Solo {
     /// Leaves `SOLO(X)` and `CLOSING` only under X's stream lock, where solo launches check it
     /// and count themselves.
     state: AtomicU32,
-    /// Serializes closes, so that one finds X and stores `CLOSING`; never held while waiting.
-    closing: Mutex<()>,
     /// X, once a close began (written before `CLOSING` is stored).
     solo_stream: AtomicU32,
     /// The event on X after every solo use; unset when solo mode never ran a launch, or X was
@@ -87,13 +85,7 @@ impl Solo {
     /// closed from the start (every launch takes marks).
     pub(crate) fn new(open: bool) -> Self {
         let state = AtomicU32::new(if open { NONE } else { SEVERAL });
-        Solo {
-            state,
-            closing: Mutex::new(()),
-            solo_stream: AtomicU32::new(NONE),
-            floor: OnceLock::new(),
-            used_below: AtomicU64::new(0),
-        }
+        Solo { state, solo_stream: AtomicU32::new(NONE), floor: OnceLock::new(), used_below: AtomicU64::new(0) }
     }
 
     /// Whether a launch on the device's stream `index` may take the solo path: true while
@@ -149,11 +141,6 @@ impl Solo {
     /// recorded now if no solo launch is in flight, else by the last of them to commit.
     /// `slot` finds a stream of the device by its per-device index.
     pub(crate) fn close<'a>(&self, slot: impl Fn(u32) -> Option<&'a StreamSlot>, pool: &EventPool) {
-        let now = self.state.load(Ordering::Acquire);
-        if now == SEVERAL || now == CLOSING {
-            return;
-        }
-        let _closing = crate::sync::lock(&self.closing);
         let mut now = self.state.load(Ordering::Acquire);
         if now == NONE {
             // No launch ever ran: no solo use to cover. (A stream that claimed the device
@@ -171,13 +158,15 @@ impl Solo {
             self.state.store(SEVERAL, Ordering::Release);
             return;
         };
-        self.solo_stream.store(now, Ordering::Relaxed);
+        // Two closers may both get here: the stream checks, under its lock, that it is still
+        // the solo one, so only the first closes.
         x.close_solo(self, pool);
     }
 
-    /// Under X's lock: stops new solo launches; `used_below` bounds the ids of every buffer a
-    /// solo launch used.
-    pub(crate) fn begin_closing(&self, used_below: u64) {
+    /// Under the lock of X (the device's stream `solo_stream`): stops new solo launches;
+    /// `used_below` bounds the ids of every buffer a solo launch used.
+    pub(crate) fn begin_closing(&self, solo_stream: u32, used_below: u64) {
+        self.solo_stream.store(solo_stream, Ordering::Relaxed);
         self.used_below.store(used_below, Ordering::Relaxed);
         self.state.store(CLOSING, Ordering::Release);
     }

@@ -97,10 +97,14 @@ impl StreamSlot {
     /// none is in flight.
     pub(crate) fn close_solo(&self, solo: &Solo, pool: &EventPool) {
         let mut st = crate::sync::lock(&self.state);
+        if !solo.admits(self.id.index) {
+            // Another close got here first.
+            return;
+        }
         // Before the state says closing: a launch on this stream that sees that state never
         // needs the floor.
         self.floor_seen.store(true, Ordering::Relaxed);
-        solo.begin_closing(st.solo_max_id + 1);
+        solo.begin_closing(self.id.index, st.solo_max_id + 1);
         st.solo_closing = true;
         if st.solo_in_flight == 0 {
             self.floor_or_log(&mut st, solo, pool);
