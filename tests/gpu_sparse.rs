@@ -607,3 +607,47 @@ fn raw_cusparse_handle_is_live_on_the_sparse_stream() {
     assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
     assert_eq!(got, want, "the raw handle is not bound to the stream of its Sparse");
 }
+
+/// The crash a review found: SpMM on a 1x1 `Complex<f64>` CSR matrix with `i64` indices, one
+/// dense column, column-major B and C with leading dimensions above their rows, beta = 0.
+/// cuSPARSE reads the host scalars as `cuDoubleComplex` (16-byte aligned); it died with SIGSEGV.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmm_complex_f64_with_i64_indices_and_padded_columns_runs() {
+    use cusched::Complex;
+    let Some((d, s, mut h, _)) = setup() else { return };
+    let (m, k, n) = (1usize, 1usize, 1usize);
+    let (ldb, ldc) = (k + 2, m + 1);
+    let a = SparseMatrix::<Complex<f64>, i64>::csr(
+        m,
+        k,
+        1,
+        &d.upload(s, &[0i64, 1]).unwrap(),
+        &d.upload(s, &[0i64]).unwrap(),
+        &d.upload(s, &[Complex::new(2.0, -1.0)]).unwrap(),
+    )
+    .unwrap();
+    let b = d.upload(s, &[Complex::new(3.0, 0.5), Complex::new(9.0, 9.0), Complex::new(9.0, 9.0)]).unwrap();
+    let c = d.upload(s, &[Complex::new(f64::NAN, f64::NAN), Complex::new(7.0, 7.0)]).unwrap();
+    let alpha = Complex::new(1.0, 0.0);
+    let beta = Complex::new(0.0, 0.0);
+    for _ in 0..2 {
+        h.sparse()
+            .unwrap()
+            .spmm(
+                Transpose::No,
+                alpha,
+                &a,
+                DenseMatrix::new(&b, k, n).ld(ldb),
+                beta,
+                DenseMatrix::new(&c, m, n).ld(ldc),
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got = c.download(s).unwrap();
+        // (2 - i)(3 + 0.5i) = 6.5 - 2i; the padding entry is untouched.
+        assert_eq!(got[0], Complex::new(6.5, -2.0));
+        assert_eq!(got[1], Complex::new(7.0, 7.0));
+    }
+}
