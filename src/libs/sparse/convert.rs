@@ -1,6 +1,6 @@
 //! Conversions: CSR ↔ CSC (`cusparseCsr2cscEx2`), sparse → dense and dense → CSR.
 
-use super::{calls, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
+use super::{calls, dense_words, mat_key, mat_words, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{dptr, record};
@@ -39,7 +39,9 @@ impl Sparse {
             csc: [dptr(&offsets)?, dptr(&indices)?, dptr(&values)?],
             t: T::CUDA_TYPE,
         };
-        let key = vec![m as u64, n as u64, nnz as u64];
+        // The query takes m, n, nnz, the arrays, the value type and fixed options: A's
+        // descriptor words hold all but the fresh output arrays (allocations, aligned alike).
+        let key = mat_words(&mat_key(a)).to_vec();
         // SAFETY: (1) a live handle; (2) the arrays are live and sized for m, n and nnz
         // (validated when the matrices were made); (3) a size query.
         let bytes = self.size("csr2csc", key, || {
@@ -75,7 +77,7 @@ impl Sparse {
         record(&mut rec, "out", out.buf, Access::Write)?;
         let h = self.handle()?;
         let (da, db) = (self.mat(a)?, self.dense(&out, ld)?);
-        let key = vec![a.values.id(), out.buf.id(), ld as u64];
+        let key = mat_words(&mat_key(a)).into_iter().chain(dense_words(out.buf.id(), [out.rows, out.cols, ld as usize], T::CUDA_TYPE)).collect();
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
         let bytes = self.size("sparse_to_dense", key, || unsafe { calls::sparse_to_dense_size(h, da, db) })?;
         let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;

@@ -24,18 +24,32 @@ mod sealed {
     }
     pub trait Value {
         const KIND: ValueKind;
+        /// The value's bits (real, imaginary), for cache keys.
+        fn bits(self) -> [u64; 2];
     }
     impl Value for f32 {
         const KIND: ValueKind = ValueKind::F32;
+        fn bits(self) -> [u64; 2] {
+            [self.to_bits() as u64, 0]
+        }
     }
     impl Value for f64 {
         const KIND: ValueKind = ValueKind::F64;
+        fn bits(self) -> [u64; 2] {
+            [self.to_bits(), 0]
+        }
     }
     impl Value for crate::Complex<f32> {
         const KIND: ValueKind = ValueKind::C32;
+        fn bits(self) -> [u64; 2] {
+            [self.re.to_bits() as u64, self.im.to_bits() as u64]
+        }
     }
     impl Value for crate::Complex<f64> {
         const KIND: ValueKind = ValueKind::C64;
+        fn bits(self) -> [u64; 2] {
+            [self.re.to_bits(), self.im.to_bits()]
+        }
     }
     pub trait Index {}
     impl Index for i32 {}
@@ -66,6 +80,11 @@ impl SparseValue for Complex<f64> {
     fn zero() -> Self {
         Complex::new(0.0, 0.0)
     }
+}
+
+/// The bits of `v` (real, imaginary), for cache keys.
+pub(super) fn value_bits<T: SparseValue>(v: T) -> [u64; 2] {
+    sealed::Value::bits(v)
 }
 
 /// A value type's row of the data-type table.
@@ -179,7 +198,8 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
     /// A BSR matrix of `block x block` blocks (row-major inside each block): `rows` and `cols`
     /// are multiples of `block`, `offsets` holds exactly `rows / block + 1` block-row offsets,
     /// `indices` at least `blocks` block-column indices and `values` at least
-    /// `blocks * block * block` values. For SpMV and SpMM (not transposed).
+    /// `blocks * block * block` values. `rows`, `cols` and `blocks * block * block` fit the index
+    /// type. For SpMV and SpMM (not transposed).
     pub fn bsr(
         rows: usize,
         cols: usize,
@@ -190,8 +210,17 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         values: &GpuRef<T>,
     ) -> Result<Self> {
         let (brows, bcols) = block_shape(rows, cols, block)?;
+        fits_index::<I>(&[("rows", rows), ("cols", cols), ("block", block)])?;
         let mut m = Self::new(Format::Csr, brows, bcols, blocks, offsets, indices, values)?;
-        let need = blocks.checked_mul(block * block).ok_or_else(|| Error::invalid("blocks", "overflows"))?;
+        // cuSPARSE addresses the values of block `b` from `b * block * block`: the whole count
+        // must fit the index type too.
+        let need = block
+            .checked_mul(block)
+            .and_then(|area| area.checked_mul(blocks))
+            .filter(|&n| n <= I::MAX && i64::try_from(n).is_ok())
+            .ok_or_else(|| {
+                Error::invalid("blocks", format!("{blocks} blocks of {block}x{block} values do not fit {:?} indices", I::KIND))
+            })?;
         if values.len() < need {
             return Err(Error::invalid("values", format!("holds {} entries; {blocks} blocks of {block}x{block} need {need}", values.len())));
         }
@@ -203,7 +232,9 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
     /// `block`, `ell_cols` (the value array's columns, a multiple of `block`, at most `cols`)
     /// says how many blocks each block row holds; `col_indices` holds at least
     /// `(rows / block) * (ell_cols / block)` block-column indices (row-major, `-1` for an empty
-    /// block) and `values` at least `rows * ell_cols` values (row-major).
+    /// block) and `values` at least `rows * ell_cols` values (row-major). cuSPARSE multiplies
+    /// Blocked-ELL matrices of `i32` indices and `f32` or `f64` values only (compute capability
+    /// 8.0 and up): [`Sparse::spmm`](super::Sparse::spmm) rejects the others.
     pub fn blocked_ell(
         rows: usize,
         cols: usize,
@@ -213,10 +244,11 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         values: &GpuRef<T>,
     ) -> Result<Self> {
         let (brows, _) = block_shape(rows, cols, block)?;
+        fits_index::<I>(&[("rows", rows), ("cols", cols), ("block", block)])?;
         if ell_cols == 0 || ell_cols % block != 0 || ell_cols > cols {
             return Err(Error::invalid("ell_cols", format!("{ell_cols} is not a positive multiple of {block} at most {cols}")));
         }
-        let slots = brows * (ell_cols / block);
+        let slots = brows.checked_mul(ell_cols / block).ok_or_else(|| Error::invalid("ell_cols", "the block layout overflows"))?;
         if col_indices.len() < slots {
             return Err(Error::invalid("col_indices", format!("holds {} entries; the layout has {slots} blocks", col_indices.len())));
         }
@@ -238,11 +270,7 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         minor: &GpuRef<I>,
         values: &GpuRef<T>,
     ) -> Result<Self> {
-        for (arg, v) in [("rows", rows), ("cols", cols), ("nnz", nnz)] {
-            if v > I::MAX || i64::try_from(v).is_err() {
-                return Err(Error::invalid(arg, format!("{v} does not fit the {:?} index type", I::KIND)));
-            }
-        }
+        fits_index::<I>(&[("rows", rows), ("cols", cols), ("nnz", nnz)])?;
         if rows == 0 || cols == 0 {
             return Err(Error::invalid(if rows == 0 { "rows" } else { "cols" }, "must be at least 1"));
         }
@@ -363,6 +391,17 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         }
         Ok(())
     }
+}
+
+/// Rejects the first of `args` that does not fit index type `I` or `i64` (cuSPARSE takes every
+/// size as `int64_t`, and indexes with `I`).
+fn fits_index<I: SparseIndex>(args: &[(&'static str, usize)]) -> Result<()> {
+    for &(arg, v) in args {
+        if v > I::MAX || i64::try_from(v).is_err() {
+            return Err(Error::invalid(arg, format!("{v} does not fit the {:?} index type", I::KIND)));
+        }
+    }
+    Ok(())
 }
 
 /// The block grid of a `rows x cols` matrix of `block x block` blocks.

@@ -313,7 +313,11 @@ impl Sparse {
         Ok(self.dense.get_or_make(key, |_| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE) })?.get())
     }
 
-    /// The external buffer size of op `name` on `operands`, from `query` on first use.
+    /// The external buffer size of op `name` on `operands`, from `query` on first use. The key
+    /// holds every argument of the library's size query that can change the size: the op's
+    /// options, every field of each operand's descriptor ([`mat_words`], [`dense_words`]) and
+    /// the scalars; the handle, compute type (the value type) and algorithm are fixed per state
+    /// and op.
     fn size(&mut self, name: &'static str, operands: Vec<u64>, query: impl FnOnce() -> Result<usize>) -> Result<usize> {
         Ok(*self.sizes.get_or_make((name, operands), |_| query())?)
     }
@@ -342,9 +346,47 @@ fn mat_key<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
     }
 }
 
-/// The host scalars `alpha` and `beta` of an op, as the call layer takes them.
-fn scalars<T: SparseValue>(alpha: &T, beta: &T) -> calls::Scalars {
-    calls::Scalars { alpha: (alpha as *const T).cast(), beta: (beta as *const T).cast(), t: T::CUDA_TYPE }
+/// A host value aligned as CUDA's vector types: `cuDoubleComplex` is a 16-byte aligned
+/// `double2`, and cuSPARSE reads host scalars of that type with aligned loads, which fault on
+/// a `Complex<f64>` (8-byte aligned) that happens to sit at 8 mod 16.
+#[repr(C, align(16))]
+#[derive(Clone, Copy)]
+struct Aligned<T>(T);
+
+/// The host scalars `alpha` and `beta` of an op, kept where the library may read them as its
+/// own types. Make one per op, and keep it in place (not moved) while calls use [`Self::raw`].
+struct HostScalars<T> {
+    alpha: Aligned<T>,
+    beta: Aligned<T>,
+}
+
+impl<T: SparseValue> HostScalars<T> {
+    fn new(alpha: T, beta: T) -> Self {
+        HostScalars { alpha: Aligned(alpha), beta: Aligned(beta) }
+    }
+
+    /// The pointers the call layer passes: valid, and 16-byte aligned, while `self` stays put.
+    fn raw(&self) -> calls::Scalars {
+        calls::Scalars { alpha: (&self.alpha.0 as *const T).cast(), beta: (&self.beta.0 as *const T).cast(), t: T::CUDA_TYPE }
+    }
+
+    /// The scalars' bytes, for a workspace-size key: the library's size query takes them.
+    fn words(&self) -> [u64; 4] {
+        let ([a0, a1], [b0, b1]) = (matrix::value_bits(self.alpha.0), matrix::value_bits(self.beta.0));
+        [a0, a1, b0, b1]
+    }
+}
+
+/// Every field of a sparse operand's descriptor, as workspace-size key words.
+fn mat_words(k: &MatKey) -> [u64; 10] {
+    let [r, c, n] = k.shape;
+    let [i0, i1, i2] = k.ids;
+    [k.format as u64, r as u64, c as u64, n as u64, i0, i1, i2, k.index as u64, k.value as u64, k.block as u64]
+}
+
+/// Every field of a dense operand's descriptor (`[n, 1, n]` for a vector), as key words.
+fn dense_words(id: u64, shape: [usize; 3], value: CudaType) -> [u64; 5] {
+    [id, shape[0] as u64, shape[1] as u64, shape[2] as u64, value as u64]
 }
 
 /// `Write` when `beta` is zero (the output is not read), else `ReadWrite`.
@@ -388,5 +430,57 @@ fn takes<T: SparseValue, I: SparseIndex>(op: &str, allowed: &[Format], t: Transp
     if matches!(a.format, Format::Bsr | Format::BlockedEll) && t == Transpose::Yes {
         return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
     }
+    // cuSPARSE's Blocked-ELL kernels take 32-bit indices and real f32 / f64 values only.
+    if a.format == Format::BlockedEll && (I::KIND != IndexKind::I32 || !matches!(T::CUDA_TYPE, CudaType::R32F | CudaType::R64F)) {
+        return Err(crate::Error::invalid(
+            "a",
+            format!("is Blocked-ELL with {:?} indices and {:?} values; cuSPARSE multiplies Blocked-ELL with I32 indices and f32 or f64 values only", I::KIND, T::CUDA_TYPE),
+        ));
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Complex;
+
+    /// A `Complex<f64>` may sit at 8 mod 16; the pointers handed to cuSPARSE never do.
+    #[test]
+    fn host_scalars_are_16_byte_aligned_wherever_the_values_were() {
+        #[repr(C, align(16))]
+        struct Misplaced {
+            _pad: f64,
+            v: [Complex<f64>; 2],
+        }
+        let m = Misplaced { _pad: 0.0, v: [Complex::new(1.0, 2.0), Complex::new(3.0, 4.0)] };
+        assert_eq!(&m.v[0] as *const _ as usize % 16, 8, "the setup places the values at 8 mod 16");
+        let sc = HostScalars::new(m.v[0], m.v[1]);
+        let raw = sc.raw();
+        assert_eq!(raw.alpha as usize % 16, 0);
+        assert_eq!(raw.beta as usize % 16, 0);
+        // SAFETY: the pointers point into `sc`, alive and in place, at `Complex<f64>` values.
+        let (a, b) = unsafe { (*(raw.alpha as *const Complex<f64>), *(raw.beta as *const Complex<f64>)) };
+        assert_eq!((a, b), (m.v[0], m.v[1]));
+        assert_eq!(raw.t, CudaType::C64F);
+    }
+
+    /// A workspace-size key holds every descriptor field and the scalars.
+    #[test]
+    fn size_key_words_cover_every_descriptor_field() {
+        let k = MatKey { format: Format::Csr, shape: [2, 3, 4], ids: [5, 6, 7], index: IndexKind::I64, value: CudaType::C64F, block: 0 };
+        let w = mat_words(&k);
+        let mut other = k.clone();
+        other.shape[0] = 64;
+        assert_ne!(w, mat_words(&other), "rows");
+        other = k.clone();
+        other.value = CudaType::R32F;
+        assert_ne!(w, mat_words(&other), "value type");
+        other = k.clone();
+        other.index = IndexKind::I32;
+        assert_ne!(w, mat_words(&other), "index type");
+        assert_ne!(dense_words(1, [2, 3, 2], CudaType::R64F), dense_words(1, [2, 3, 5], CudaType::R64F), "ld");
+        let (s0, s1) = (HostScalars::new(1.0f64, 0.0), HostScalars::new(1.0f64, 1.0));
+        assert_ne!(s0.words(), s1.words(), "beta");
+    }
 }

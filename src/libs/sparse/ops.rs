@@ -1,13 +1,14 @@
 //! SpMV, SpMM and SpSV: one enqueue each, no host synchronization.
 
 use super::{
-    calls, mat_key, takes, Format, not_in_matrix, output_access, record_matrix, scalars, Analysis, DenseMatrix, Sparse, SparseIndex,
+    calls, dense_words, mat_key, mat_words, takes, Format, not_in_matrix, output_access, record_matrix, HostScalars, Analysis, DenseMatrix, Sparse, SparseIndex,
     SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
 use crate::memory::GpuRef;
+use super::matrix::ValueType;
 use crate::track::Access;
 
 /// `(rows, cols)` of `op(A)`.
@@ -43,14 +44,21 @@ impl Sparse {
         record(&mut rec, "y", y, output_access(beta))?;
         let h = self.handle()?;
         let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, m)?);
-        let s = scalars(&alpha, &beta);
-        let key = vec![op_a as u64, a.format as u64, mat_key(a).ids[2], x.id(), y.id(), a.nnz as u64, m as u64, n as u64];
+        let sc = HostScalars::new(alpha, beta);
+        let s = sc.raw();
+        let key = [&[op_a as u64][..], &mat_words(&mat_key(a)), &dense_words(x.id(), [n, 1, n], T::CUDA_TYPE)]
+            .into_iter()
+            .chain([&dense_words(y.id(), [m, 1, m], T::CUDA_TYPE)[..], &sc.words()])
+            .flatten()
+            .copied()
+            .collect();
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
-        // (3) the scalars are host values of T.
+        // (3) the scalars are host values of T, 16-byte aligned
+        // (`HostScalars`), in place until the call returns.
         let bytes = self.size("spmv", key, || unsafe { calls::spmv_size(h, op_a, s, da, dx, dy) })?;
         let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
         let done = self.op.run(rec, Vec::new(), || {
-            let s = scalars(&alpha, &beta);
+            let s = sc.raw();
             // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried.
             unsafe { calls::spmv(h, op_a, s, da, dx, dy, work.map_or(std::ptr::null_mut(), |w| w as _)) }
         });
@@ -88,14 +96,21 @@ impl Sparse {
         let h = self.handle()?;
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
         let t = [op_a, Transpose::No];
-        let s = scalars(&alpha, &beta);
-        let key = vec![op_a as u64, a.format as u64, mat_key(a).ids[2], b.buf.id(), c.buf.id(), a.nnz as u64, b.cols as u64, ldb as u64, ldc as u64];
+        let sc = HostScalars::new(alpha, beta);
+        let s = sc.raw();
+        let key = [&[op_a as u64][..], &mat_words(&mat_key(a)), &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)]
+            .into_iter()
+            .chain([&dense_words(c.buf.id(), [c.rows, c.cols, ldc as usize], T::CUDA_TYPE)[..], &sc.words()])
+            .flatten()
+            .copied()
+            .collect();
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
-        // (3) the scalars are host values of T.
+        // (3) the scalars are host values of T, 16-byte aligned
+        // (`HostScalars`), in place until the call returns.
         let bytes = self.size("spmm", key, || unsafe { calls::spmm_size(h, t, s, da, db, dc) })?;
         let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
         let done = self.op.run(rec, Vec::new(), || {
-            let s = scalars(&alpha, &beta);
+            let s = sc.raw();
             // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried.
             unsafe { calls::spmm(h, t, s, da, db, dc, work.map_or(std::ptr::null_mut(), |w| w as _)) }
         });
@@ -135,13 +150,14 @@ impl Sparse {
         let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, n)?);
         calls::set_triangle(da, tri.fill, tri.unit_diagonal)?;
         let beta = T::zero();
-        let s = scalars(&alpha, &beta);
+        let sc = HostScalars::new(alpha, beta);
+        let s = sc.raw();
         let (op, stream) = (&self.op, self.op.stream);
         let mut fresh = false;
         let analysis = self.analyses.get_or_make((mat_key(a), tri, 0), |_| {
             let descr = calls::spsv_descr()?;
             // SAFETY: (1) a live handle; (2) the descriptors point at the validated buffers;
-            // (3) host scalars of T.
+            // (3) host scalars of T, 16-byte aligned (`HostScalars`).
             let bytes = unsafe { calls::spsv_size(h, tri.transpose, s, da, dx, dy, descr.get()) }?;
             let buffer = op.device.alloc_scratch::<u8>(stream, bytes.max(1))?;
             fresh = true;
@@ -151,7 +167,7 @@ impl Sparse {
         record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
         let buf_ptr = buffer.raw_device_ptr()?;
         let done = self.op.run(rec, Vec::new(), || {
-            let s = scalars(&alpha, &beta);
+            let s = sc.raw();
             // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
             // queried and lives with the analysis in the cache.
             unsafe {

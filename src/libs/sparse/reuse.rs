@@ -8,7 +8,7 @@
 //! them; the [`SpGemmReuse`] the caller holds names them. When it is dropped, the next op on
 //! that state hands them to the reaper, which destroys them after the work enqueued so far.
 
-use super::{calls, record_matrix, scalars, Format, Sparse, SparseMatrix, SparseValue};
+use super::{calls, record_matrix, HostScalars, Format, Sparse, SparseMatrix, SparseValue};
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
 use crate::libs::{dptr, record, OpStream};
@@ -262,12 +262,13 @@ impl Sparse {
         record(&mut rec, "c.values", &c.values, Access::Write)?;
         record(&mut rec, "nnz buffer 4", &buffers[0], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buffers[1], Access::ReadWrite)?;
-        let beta = T::zero();
+        let sc = HostScalars::new(alpha, T::zero());
         let done = self.op.run(rec, Vec::new(), || {
             // SAFETY: (1) a live handle; (2) the plan's own descriptors point at A, B and C's
-            // live buffers, recorded on this op; (3) host scalars of T; (4) the copy phase ran
-            // (earlier on this stream) and its buffers live with the plan.
-            unsafe { calls::reuse_compute(g, scalars(&alpha, &beta)) }
+            // live buffers, recorded on this op; (3) host scalars of T, 16-byte aligned
+            // (`HostScalars`); (4) the copy phase ran (earlier on this stream) and its buffers
+            // live with the plan.
+            unsafe { calls::reuse_compute(g, sc.raw()) }
         });
         self.trim();
         done

@@ -3,12 +3,13 @@
 //! synchronization.
 
 use super::{
-    calls, mat_key, not_in_matrix, output_access, record_matrix, scalars, DenseMatrix, Format, ManyAnalysis, Sparse,
+    calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, HostScalars, DenseMatrix, Format, ManyAnalysis, Sparse,
     SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
+use super::matrix::ValueType;
 use crate::track::Access;
 
 /// `(rows, cols)` of `op(M)` for a dense `M`.
@@ -59,7 +60,8 @@ impl Sparse {
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
         calls::set_triangle(da, tri.fill, tri.unit_diagonal)?;
         let beta = T::zero();
-        let s = scalars(&alpha, &beta);
+        let sc = HostScalars::new(alpha, beta);
+        let s = sc.raw();
         let (op, stream) = (&self.op, self.op.stream);
         let mut fresh = false;
         let shape = [b.cols, ldb as usize, ldc as usize];
@@ -67,7 +69,7 @@ impl Sparse {
             let descr = calls::spsm_descr()?;
             let p = calls::Spsm { h, t: tri.transpose, s, a: da, b: db, c: dc, d: descr.get() };
             // SAFETY: (1) a live handle; (2) descriptors of the validated buffers; (3) host
-            // scalars of T.
+            // scalars of T, 16-byte aligned (`HostScalars`).
             let bytes = unsafe { calls::spsm_size(p) }?;
             let buffer = op.device.alloc_scratch::<u8>(stream, bytes.max(1))?;
             fresh = true;
@@ -77,7 +79,7 @@ impl Sparse {
         record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
         let buf_ptr = buffer.raw_device_ptr()?;
         let done = self.op.run(rec, Vec::new(), || {
-            let p = calls::Spsm { h, t: tri.transpose, s: scalars(&alpha, &beta), a: da, b: db, c: dc, d: descr };
+            let p = calls::Spsm { h, t: tri.transpose, s: sc.raw(), a: da, b: db, c: dc, d: descr };
             // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
             // queried and lives with the analysis in the cache.
             unsafe {
@@ -136,14 +138,20 @@ impl Sparse {
         let h = self.handle()?;
         let (da, db, dc) = (self.dense(&a, lda)?, self.dense(&b, ldb)?, self.mat(c)?);
         let t = [op_a, op_b];
-        let p = calls::Sddmm { h, t, s: scalars(&alpha, &beta), a: da, b: db, c: dc };
-        let key = vec![op_a as u64, op_b as u64, a.buf.id(), b.buf.id(), c.values.id(), c.nnz as u64, m as u64, n as u64, k as u64];
+        let sc = HostScalars::new(alpha, beta);
+        let p = calls::Sddmm { h, t, s: sc.raw(), a: da, b: db, c: dc };
+        let key = [&[op_a as u64, op_b as u64][..], &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE)]
+            .into_iter()
+            .chain([&dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..], &mat_words(&mat_key(c)), &sc.words()])
+            .flatten()
+            .copied()
+            .collect();
         // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers; (3) host
-        // scalars of T.
+        // scalars of T, 16-byte aligned (`HostScalars`).
         let bytes = self.size("sddmm", key, || unsafe { calls::sddmm_size(p) })?;
         let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
         let done = self.op.run(rec, Vec::new(), || {
-            let p = calls::Sddmm { s: scalars(&alpha, &beta), ..p };
+            let p = calls::Sddmm { s: sc.raw(), ..p };
             // SAFETY: as above; (4) the workspace, declared read-write, holds the size queried;
             // the preprocess step leaves its state there for the product right after it.
             unsafe { calls::sddmm(p, work.map_or(std::ptr::null_mut(), |w| w as _)) }

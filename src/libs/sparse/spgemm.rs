@@ -6,7 +6,7 @@
 //! calling thread until the GPU has computed `C`'s structure; the copy phase, which fills `C`,
 //! is then enqueued without waiting, and `C` comes back through the completion.
 
-use super::{calls, not_in_matrix, record_matrix, scalars, Format, Sparse, SparseMatrix, SparseValue};
+use super::{calls, not_in_matrix, record_matrix, HostScalars, Format, Sparse, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{dptr, record};
@@ -62,17 +62,18 @@ impl Sparse {
         let dc = unsafe { calls::create_sp_mat(&parts) }?;
         let descr = calls::spgemm_descr()?;
         let beta = T::zero();
-        let g = calls::SpGemmArgs { h, s: scalars(&alpha, &beta), a: da, b: db, c: dc.get(), d: descr.get() };
+        let sc = HostScalars::new(alpha, beta);
+        let g = calls::SpGemmArgs { h, s: sc.raw(), a: da, b: db, c: dc.get(), d: descr.get() };
         let mut size1 = 0;
         // SAFETY: (1) a live handle and descriptors of validated, live buffers; (2) a null
-        // buffer: a size query.
+        // buffer: a size query; (3) host scalars of T, 16-byte aligned (`HostScalars`), in place.
         unsafe { calls::spgemm_work_estimation(g, &mut size1, std::ptr::null_mut()) }?;
         let buf1: GpuRef<u8> = self.op.device.alloc_scratch(self.op.stream, size1.max(1))?;
         record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
         let p1 = buf1.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut size2 = 0;
         let estimated = self.op.run(rec, Vec::new(), || {
-            let g = calls::SpGemmArgs { s: scalars(&alpha, &beta), ..g };
+            let g = calls::SpGemmArgs { s: sc.raw(), ..g };
             // SAFETY: as above, with the buffer of the size queried; the compute phase's size
             // query follows the estimation on the stream.
             unsafe {
@@ -94,7 +95,7 @@ impl Sparse {
         let p2 = buf2.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut nnz = 0i64;
         let computed = self.op.run(rec, Vec::new(), || {
-            let g = calls::SpGemmArgs { s: scalars(&alpha, &beta), ..g };
+            let g = calls::SpGemmArgs { s: sc.raw(), ..g };
             // SAFETY: as above; the estimation ran with `buf1`, still live and recorded. Getting
             // the size waits for the phase inside cuSPARSE: the documented blocking step.
             unsafe { calls::spgemm_compute(g, &mut size2, p2) }?;
@@ -125,7 +126,7 @@ impl Sparse {
         record(&mut rec, "c.values", &values, Access::Write)?;
         let ptrs = (dptr(&offsets)?, dptr(&indices)?, dptr(&values)?);
         let done = self.op.run(rec, Vec::new(), || {
-            let g = calls::SpGemmArgs { s: scalars(&alpha, &beta), ..g };
+            let g = calls::SpGemmArgs { s: sc.raw(), ..g };
             // SAFETY: as above; C's arrays hold rows + 1 offsets and nnz indices and values, and
             // are recorded as written.
             unsafe {

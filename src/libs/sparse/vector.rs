@@ -1,7 +1,7 @@
 //! [`SparseVector`] and the sparse-vector ops: axpby, gather and scatter, one enqueue each,
 //! no external buffer.
 
-use super::{calls, output_access, scalars, Sparse, SparseIndex, SparseValue};
+use super::{calls, output_access, HostScalars, Sparse, SparseIndex, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
@@ -102,10 +102,11 @@ impl Sparse {
         record(&mut rec, "y", y, output_access(beta))?;
         let h = self.handle()?;
         let (dx, dy) = (self.spvec(x)?, self.vec(y, x.size)?);
+        let sc = HostScalars::new(alpha, beta);
         let done = self.op.run(rec, Vec::new(), || {
-            let s = scalars(&alpha, &beta);
+            let s = sc.raw();
             // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers, recorded
-            // on this op; (3) host scalars of T.
+            // on this op; (3) host scalars of T, 16-byte aligned (`HostScalars`).
             unsafe { calls::axpby(h, s, dx, dy) }
         });
         self.trim();

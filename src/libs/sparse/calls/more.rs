@@ -3,9 +3,9 @@
 //! Every `unsafe fn` here shares the contract of the sibling `ops` module: (1) `h` is a live
 //! handle whose stream the op was fenced on, with its context current; (2) every descriptor is
 //! live and points at live device buffers of that context, sized and typed as it says; (3)
-//! `alpha` and `beta` point to host scalars of the compute type; (4) a buffer is null where the
-//! call allows (a size query), else a device buffer of at least the size its query returned,
-//! used by no other work until this one is done.
+//! `alpha` and `beta` point to host scalars of the compute type, aligned as CUDA declares it;
+//! (4) a buffer is null where the call allows (a size query), else a device buffer of at least
+//! the size its query returned, used by no other work until this one is done.
 
 use super::{data_type, op, DnMat, DnVec, SpGemm, SpMat, SpSm, SpVec, H};
 use crate::error::Result;

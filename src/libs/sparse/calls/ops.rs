@@ -3,9 +3,11 @@
 //! Every `unsafe fn` here shares one contract, stated once: (1) `h` is a live handle whose
 //! stream the op was fenced on, with its context current; (2) every descriptor is live and
 //! points at live device buffers of that context, sized and typed as the descriptor says;
-//! (3) `alpha` and `beta` point to host scalars of the compute type `t`; (4) `buffer` is null
-//! where the call allows (a size query), else a device buffer of at least the size the
-//! matching `_bufferSize` query returned, used by no other work until this one is done.
+//! (3) `alpha` and `beta` point to host scalars of the compute type `t`, aligned as CUDA
+//! declares that type (16 bytes for `cuDoubleComplex`, which the library loads aligned);
+//! (4) `buffer` is null where the call allows (a size query), else a device buffer of at least
+//! the size the matching `_bufferSize` query returned, used by no other work until this one is
+//! done.
 
 use super::{data_type, op, DnMat, DnVec, SpGemm, SpMat, SpSv, BASE, H};
 use crate::error::Result;
