@@ -189,7 +189,7 @@ fn sweep<TA: Val, TB: Val, TC: Val, TD: Val, E: Val>(dev: &Device, h: &mut Handl
                     TC::NAME,
                     TD::NAME
                 );
-                let d = dev.upload(s, &vec![TD::of(0.0); M * N]).unwrap();
+                let d = dev.upload(s, &[TD::of(0.0); M * N]).unwrap();
                 let aux = dev.upload(s, &haux).unwrap();
                 let mask = dev.upload(s, &mask_bytes).unwrap();
                 let grad = dev.upload(s, &vec![E::of(0.0); M.max(N)]).unwrap();
@@ -381,7 +381,7 @@ fn every_fp8_combination_the_crate_accepts_runs_and_matches_the_reference() {
     let (c, d, bias) = (
         dev.upload(s, &vec![bf16::ZERO; 64 * 48]).unwrap(),
         dev.upload(s, &vec![bf16::ZERO; 64 * 48]).unwrap(),
-        dev.upload(s, &vec![bf16::ZERO; 64]).unwrap(),
+        dev.upload(s, &[bf16::ZERO; 64]).unwrap(),
     );
     let one: GpuRef<f32> = dev.upload(s, &[1.0f32]).unwrap();
     let mm = Matmul::new(64, 48, 96, &a, &b, &d)
