@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use cusched::solver_sparse::{CsrSystem, Reorder};
+use cusched::solver_sparse::{CsrSystem, Reorder, Stored};
 use cusched::{Error, Handles, NumericalFailure};
 
 /// The 1-D Laplacian `tridiag(-1, 2 + shift, -1)` of size `n` in CSR, with `zero_row` (if any)
@@ -48,7 +48,7 @@ fn qr_and_cholesky_solve_a_known_system_in_f32_and_f64() {
         let x = d.upload(s, &vec![f64::NAN; n]).unwrap();
         let solver = h.solver_sparse().unwrap();
         let done = if chol {
-            solver.csrlsvchol(sys, &b64, &x, 1e-12, Reorder::Symrcm)
+            solver.csrlsvchol(sys, Stored::Full, &b64, &x, 1e-12, Reorder::Symrcm)
         } else {
             solver.csrlsvqr(sys, &b64, &x, 1e-12, Reorder::None)
         };
@@ -94,7 +94,7 @@ fn a_singular_system_fails_with_the_row() {
     let good = laplacian(n, 0.5, None);
     let (o, i, v) = (d.upload(s, &good.0).unwrap(), d.upload(s, &good.1).unwrap(), d.upload(s, &good.2).unwrap());
     let sys = CsrSystem { n, nnz: good.1.len(), offsets: &o, indices: &i, values: &v };
-    h.solver_sparse().unwrap().csrlsvchol(sys, &b, &x, 1e-12, Reorder::None).unwrap().wait().unwrap();
+    h.solver_sparse().unwrap().csrlsvchol(sys, Stored::Full, &b, &x, 1e-12, Reorder::None).unwrap().wait().unwrap();
 }
 
 /// The raw handle is the live cuSOLVER sparse handle of the `SolverSparse`, bound to the stream it enqueues on.
@@ -119,4 +119,93 @@ fn raw_cusolver_sp_handle_is_live_on_the_solver_sparse_stream() {
     assert_eq!(status, sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS);
     assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
     assert_eq!(got, want, "the raw handle is not bound to the stream of its SolverSparse");
+}
+
+/// A CSR matrix: offsets, column indices, values.
+type Csr = (Vec<i32>, Vec<i32>, Vec<f64>);
+
+/// A random sparse SPD matrix of size `n` (diagonally dominant), as the full symmetric CSR
+/// and as its lower triangle only.
+fn spd(n: usize, rng: &mut Rng) -> (Csr, Csr) {
+    let mut dense = vec![0.0f64; n * n];
+    for r in 0..n {
+        for c in 0..r {
+            // A band plus a few far entries, so the reorderings have something to move.
+            if r - c <= 2 || rng.below(10) == 0 {
+                let v = -(rng.f32() as f64) - 0.1;
+                dense[r * n + c] = v;
+                dense[c * n + r] = v;
+            }
+        }
+    }
+    for r in 0..n {
+        let off: f64 = (0..n).filter(|&c| c != r).map(|c| dense[r * n + c].abs()).sum();
+        dense[r * n + r] = off + 1.0;
+    }
+    let csr = |lower_only: bool| {
+        let (mut off, mut idx, mut val) = (vec![0i32], Vec::new(), Vec::new());
+        for r in 0..n {
+            for c in 0..n {
+                if dense[r * n + c] != 0.0 && (!lower_only || c <= r) {
+                    idx.push(c as i32);
+                    val.push(dense[r * n + c]);
+                }
+            }
+            off.push(idx.len() as i32);
+        }
+        (off, idx, val)
+    };
+    (csr(false), csr(true))
+}
+
+/// Every storage (full, lower triangle only) with every reordering: the Cholesky solve is
+/// right (residual ‖Ax − b‖ / (‖A‖ ‖x‖) near machine precision, with the full matrix) or the
+/// combination is rejected before anything is recorded.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cholesky_is_right_or_rejected_for_every_storage_and_reordering() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let n = 60;
+    let (full, lower) = spd(n, &mut rng);
+    let x_true: Vec<f64> = (0..n).map(|_| rng.f32() as f64 - 0.5).collect();
+    let b = apply(&full, &x_true);
+    let norm_a = full.2.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let b_dev = d.upload(s, &b).unwrap();
+    let mut failures = Vec::new();
+    for (storage, stored, m) in [("full", Stored::Full, &full), ("lower", Stored::Lower, &lower)] {
+        let (o, i, v) = (d.upload(s, &m.0).unwrap(), d.upload(s, &m.1).unwrap(), d.upload(s, &m.2).unwrap());
+        let sys = CsrSystem { n, nnz: m.1.len(), offsets: &o, indices: &i, values: &v };
+        for reorder in [Reorder::None, Reorder::Symrcm, Reorder::Symamd, Reorder::Metis] {
+            let x = d.upload(s, &vec![f64::NAN; n]).unwrap();
+            let before = d.stats();
+            match h.solver_sparse().unwrap().csrlsvchol(sys, stored, &b_dev, &x, 1e-12, reorder) {
+                Err(Error::InvalidArgument { arg, .. }) if stored == Stored::Lower && reorder != Reorder::None => {
+                    let after = d.stats();
+                    assert_eq!(
+                        (after.events, after.waits),
+                        (before.events, before.waits),
+                        "{storage} {reorder:?}: recorded"
+                    );
+                    println!("{storage} {reorder:?}: rejected (`{arg}`)");
+                }
+                Err(e) => failures.push(format!("{storage} {reorder:?}: {e}")),
+                Ok(done) => {
+                    done.wait().unwrap();
+                    let got = x.download(s).unwrap();
+                    let ax = apply(&full, &got);
+                    let res = ax.iter().zip(&b).map(|(p, q)| (p - q) * (p - q)).sum::<f64>().sqrt();
+                    let norm_x = got.iter().map(|v| v * v).sum::<f64>().sqrt();
+                    let rel = res / (norm_a * norm_x);
+                    println!("{storage} {reorder:?}: relative residual {rel:.2e}");
+                    if rel.is_nan() || rel >= 1e-12 {
+                        failures.push(format!("{storage} {reorder:?}: relative residual {rel:.2e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -124,7 +124,10 @@ fn fp8_without_scales_in_the_wrong_layout_or_on_an_old_gpu_is_rejected() {
     });
     let d4 = buf::<f32>(&f.d, 4);
     rejected(&f.d, "amax_d", || lt.matmul(&Matmul { amax_d: true, ..Matmul::new(2, 2, 2, &s, &s, &d4) }));
-    let ok = lt.matmul(&tn().fp8(scales, true));
+    // cuBLASLt computes D's amax for an FP8 D only: a bf16 D with amax asked for failed inside
+    // the heuristic with CUBLAS_STATUS_INVALID_VALUE.
+    rejected(&f.d, "amax_d", || lt.matmul(&tn().fp8(scales, true)));
+    let ok = lt.matmul(&tn().fp8(scales, false));
     assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
 
     // An Ampere GPU (8.0) has no FP8 tensor cores.
@@ -161,4 +164,88 @@ fn foreign_and_stale_buffers_are_rejected_naming_the_argument() {
     assert!(matches!(&got, Err(Error::Stale { what, .. }) if what.contains("`a`")), "{got:?}");
     let after = f.d.stats();
     assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
+}
+
+/// Every FP8 combination NVIDIA's cublasLtMatmul table leaves out is a typed error naming the
+/// argument, before anything is recorded.
+#[test]
+fn fp8_combinations_cublaslt_does_not_support_are_rejected() {
+    let mut f = fixture((9, 0));
+    let (m, n, k) = (64, 48, 96);
+    let (a, b) = (buf::<F8E4M3>(&f.d, k * m), buf::<F8E4M3>(&f.d, k * n));
+    let b5 = buf::<F8E5M2>(&f.d, k * n);
+    let (d16, c16) = (buf::<bf16>(&f.d, m * n), buf::<bf16>(&f.d, m * n));
+    let (bias16, aux16) = (buf::<bf16>(&f.d, m), buf::<bf16>(&f.d, m * n));
+    let (d32, d8, d5) = (buf::<f32>(&f.d, m * n), buf::<F8E4M3>(&f.d, m * n), buf::<F8E5M2>(&f.d, m * n));
+    let s = buf::<f32>(&f.d, 1);
+    let scales = Fp8Scales { a: &s, b: &s, c: None, d: None };
+    let t = Transpose::Yes;
+    let lt = f.h.blas_lt().unwrap();
+    macro_rules! tn {
+        ($d:expr) => {
+            Matmul::new(m, n, k, &a, &b, $d).transpose(t, Transpose::No).fp8(scales, false)
+        };
+    }
+
+    // The case: E4M3 x E4M3, bf16 C and D, bias, amax of D asked for.
+    rejected(&f.d, "amax_d", || {
+        lt.matmul(&Matmul { amax_d: true, ..tn!(&d16).with_c(&c16, None).epilogue(Epilogue::Bias(&bias16)) })
+    });
+    // cuBLASLt scales C only when C is FP8, which no FP8 row of the table has.
+    rejected(&f.d, "fp8.c", || lt.matmul(&tn!(&d16).fp8(Fp8Scales { c: Some(&s), ..scales }, false)));
+    // An E5M2 D needs an E5M2 input.
+    rejected(&f.d, "d", || lt.matmul(&tn!(&d5).epilogue::<bf16>(Epilogue::Default).with_c(&c16, None)));
+    let ok = lt.matmul(
+        &Matmul::new(m, n, k, &a, &b5, &d5)
+            .transpose(t, Transpose::No)
+            .fp8(scales, true)
+            .epilogue::<bf16>(Epilogue::Default)
+            .with_c(&c16, None),
+    );
+    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    // A GELU aux matrix of another type than D: only GELU_AUX with an E4M3 D from E4M3 inputs.
+    let aux = |buf| Aux { buf, ld: None };
+    rejected(&f.d, "aux", || {
+        lt.matmul(&tn!(&d8).epilogue(Epilogue::GeluAuxBias { bias: &bias16, aux: aux(&aux16) }).with_c(&c16, None))
+    });
+    rejected(&f.d, "aux", || lt.matmul(&tn!(&d8).epilogue(Epilogue::DGelu(aux(&aux16))).with_c(&c16, None)));
+    rejected(&f.d, "aux", || lt.matmul(&tn!(&d32).epilogue(Epilogue::GeluAux(aux(&aux16)))));
+    let ok = lt.matmul(&tn!(&d8).epilogue(Epilogue::GeluAux(aux(&aux16))).with_c(&c16, None));
+    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+}
+
+/// An epilogue output may not be another operand: the library reads one while writing the
+/// other.
+#[test]
+fn epilogue_outputs_aliasing_another_operand_are_rejected() {
+    let mut f = fixture((9, 0));
+    let (a, b, d) = (buf::<f32>(&f.d, 6), buf::<f32>(&f.d, 12), buf::<f32>(&f.d, 8));
+    let c = buf::<f32>(&f.d, 8 * 4);
+    let shared = buf::<f32>(&f.d, 8 * 4);
+    let lt = f.h.blas_lt().unwrap();
+    let mm = || Matmul::new(2, 4, 3, &a, &b, &d);
+    let aux = |buf| Aux { buf, ld: None };
+    // aux = bias
+    rejected(&f.d, "aux", || lt.matmul(&mm().epilogue(Epilogue::GeluAuxBias { bias: &shared, aux: aux(&shared) })));
+    // bias gradient = aux
+    rejected(&f.d, "bias_grad", || {
+        lt.matmul(&mm().epilogue(Epilogue::DGeluBgrad { aux: aux(&shared), bias_grad: &shared }))
+    });
+    // aux = a separate C
+    rejected(&f.d, "aux", || lt.matmul(&mm().with_c(&c, None).epilogue(Epilogue::GeluAux(aux(&c)))));
+    // bias gradient = a separate C
+    rejected(&f.d, "bias_grad", || lt.matmul(&mm().with_c(&c, None).epilogue(Epilogue::BgradA(&c))));
+    // D = a scale of an FP8 matmul with an f32 D.
+    let (a8, b8) = (buf::<F8E4M3>(&f.d, 16 * 16), buf::<F8E4M3>(&f.d, 16 * 16));
+    let d32 = buf::<f32>(&f.d, 16 * 16);
+    let s = buf::<f32>(&f.d, 1);
+    rejected(&f.d, "d", || {
+        lt.matmul(
+            &Matmul::new(16, 16, 16, &a8, &b8, &d32)
+                .transpose(Transpose::Yes, Transpose::No)
+                .fp8(Fp8Scales { a: &d32, b: &s, c: None, d: None }, false),
+        )
+    });
+    let ok = lt.matmul(&mm().with_c(&c, None).epilogue(Epilogue::GeluAux(aux(&shared))));
+    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
 }

@@ -184,7 +184,7 @@ pub struct GemmBatched<'a, T: GemmElement> {
     pub a: &'a [GpuRef<T>],
     /// The `B` matrices (packed).
     pub b: &'a [GpuRef<T>],
-    /// The `C` matrices (packed), all distinct.
+    /// The `C` matrices (packed), all distinct, none of them any entry's `A` or `B`.
     pub c: &'a [GpuRef<T>],
 }
 
@@ -289,6 +289,16 @@ impl Blas {
             one.check_buffers(d.spans, &format!(" (entry {i})"))?;
             if g.c[..i].iter().any(|c| c.same_buffer(&g.c[i])) {
                 return Err(Error::invalid("c", format!("entry {i} repeats an earlier C: the GEMMs would race")));
+            }
+            // The GEMMs run concurrently: a C that is any entry's A or B is read by one while
+            // another writes it.
+            for (arg, inputs) in [("a", g.a), ("b", g.b)] {
+                if let Some(j) = inputs.iter().position(|x| x.same_buffer(&g.c[i])) {
+                    return Err(Error::invalid(
+                        "c",
+                        format!("c[{i}] is the same buffer as {arg}[{j}]: one GEMM would read what another writes"),
+                    ));
+                }
             }
             record(&mut rec, "a", &g.a[i], Access::Read)?;
             record(&mut rec, "b", &g.b[i], Access::Read)?;

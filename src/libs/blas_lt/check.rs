@@ -165,6 +165,12 @@ fn check_types(kinds: [Kind; 5], uses_e: Option<&'static str>) -> Result<bool> {
         if ka == Kind::E5M2 && kb == Kind::E5M2 {
             return Err(Error::invalid("b", "cuBLASLt has no E5M2 x E5M2 matmul: make A or B E4M3"));
         }
+        if kd == Kind::E5M2 && ka != Kind::E5M2 && kb != Kind::E5M2 {
+            return Err(Error::invalid(
+                "d",
+                "cuBLASLt has no E4M3 x E4M3 matmul with an E5M2 D: make D E4M3 (or bf16, f16, f32), or one input E5M2",
+            ));
+        }
         if kd.is_fp8() {
             if !matches!(kc, Kind::Bf16 | Kind::F16) {
                 return Err(Error::invalid(
@@ -213,6 +219,48 @@ fn check_types(kinds: [Kind; 5], uses_e: Option<&'static str>) -> Result<bool> {
     Ok(fp8)
 }
 
+/// A GELU aux matrix holds the epilogue type `E`. cuBLASLt takes an aux type other than D's
+/// (`CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE`) in one FP8 case only: `GELU_AUX` writing a
+/// bf16 or f16 aux (C's type) beside an E4M3 D, from E4M3 inputs. Every other FP8 matmul with a
+/// GELU aux of another type than D is refused by the library.
+fn fp8_aux_type(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
+    let [ka, kb, _, kd, ke] = kinds;
+    let gelu_aux = epi.kind.aux().is_some_and(|u| !u.relu);
+    if !fp8 || !gelu_aux || ke == kd {
+        return Ok(());
+    }
+    let allowed = epi.kind == EpiKind::GeluAux && kd == Kind::E4M3 && ka == Kind::E4M3 && kb == Kind::E4M3;
+    if allowed {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        "aux",
+        format!(
+            "cuBLASLt takes a {} GELU aux beside a {} D in FP8 matmuls only for GeluAux with an E4M3 D from E4M3 inputs; \
+             use that, or an epilogue without a GELU aux",
+            ke.name(),
+            kd.name()
+        ),
+    ))
+}
+
+/// Checks that no buffer the matmul writes is another operand: `uses` lists
+/// `(argument, buffer id, written)`. The error names the written argument and the other one.
+fn no_aliasing(uses: &[(&'static str, u64, bool)]) -> Result<()> {
+    for (i, &(arg, id, written)) in uses.iter().enumerate() {
+        for &(other, other_id, other_written) in &uses[..i] {
+            if id == other_id && (written || other_written) {
+                let (out, with) = if written { (arg, other) } else { (other, arg) };
+                return Err(Error::invalid(
+                    out,
+                    format!("must not be the same buffer as `{with}`: cuBLASLt writes one while using the other"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks everything but the device (compute capability) and the buffers' devices and
 /// generations (the recorder checks those).
 pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
@@ -246,12 +294,26 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
             if s.d.is_some() && !TD::KIND.is_fp8() {
                 return Err(Error::invalid("fp8.d", "D's scale applies to an FP8 D only"));
             }
+            // cuBLASLt scales C only when C is FP8, and no FP8 matmul it has takes an FP8 C.
+            if s.c.is_some() {
+                return Err(Error::invalid(
+                    "fp8.c",
+                    format!("cuBLASLt scales an FP8 C only, and C is {} here: leave it None", TC::KIND.name()),
+                ));
+            }
         }
         (None, false) => {}
     }
     if mm.amax_d && !fp8 {
         return Err(Error::invalid("amax_d", "cuBLASLt computes D's amax for FP8 matmuls only"));
     }
+    if mm.amax_d && !TD::KIND.is_fp8() {
+        return Err(Error::invalid(
+            "amax_d",
+            format!("cuBLASLt computes D's amax for an FP8 D only (D is {}): leave amax_d false", TD::KIND.name()),
+        ));
+    }
+    fp8_aux_type(kinds, fp8, &epi)?;
 
     // The column-major problem: a row-major one is its transpose, with A and B swapped.
     let swapped = mm.order == Order::Row;
@@ -382,6 +444,26 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     } else if batch.aux.is_some() {
         return Err(Error::invalid("batch.aux", "the epilogue has no aux matrix"));
     }
+
+    let mut uses = vec![("a", mm.a.id(), false), ("b", mm.b.id(), false)];
+    if let (Some(c), false) = (mm.c, c_is_d) {
+        uses.push(("c", c.id(), false));
+    }
+    if let Some(s) = &mm.fp8 {
+        uses.push(("fp8.a", s.a.id(), false));
+        uses.push(("fp8.b", s.b.id(), false));
+        if let Some(d) = s.d {
+            uses.push(("fp8.d", d.id(), false));
+        }
+    }
+    uses.push(("d", mm.d.id(), true));
+    if let Some((arg, id, _)) = epi.bias {
+        uses.push((arg, id, kind.bias() == Some(true)));
+    }
+    if let (Some((arg, id, ..)), Some(use_)) = (epi.aux, kind.aux()) {
+        uses.push((arg, id, use_.write));
+    }
+    no_aliasing(&uses)?;
 
     if fp8 && (ta != Transpose::Yes || tb != Transpose::No) {
         let (arg, how) = match (swapped, ta != Transpose::Yes) {

@@ -101,7 +101,10 @@ pub struct Aux<'a, E: Element> {
 /// Vectors are indexed along the rows of the column-major `D` (`m` entries; with
 /// [`Order::Row`], one per column of `D`, `n` entries), except `BgradB`'s (see there). `E` is the
 /// element type of bias vectors and GELU aux matrices: `D`'s type, or for FP8 matmuls the type
-/// cuBLASLt pairs with it (bf16 for an f32 `D`, `C`'s type for an FP8 `D`).
+/// cuBLASLt pairs with it (bf16 for an f32 `D`, `C`'s type for an FP8 `D`). In FP8 matmuls a
+/// GELU aux matrix of another type than `D` is accepted only by [`Epilogue::GeluAux`] with an
+/// E4M3 `D` from E4M3 inputs (the one case cuBLASLt supports). No epilogue buffer may be
+/// another operand of the matmul where either is written.
 #[derive(Clone, Copy, Debug, Default)]
 pub enum Epilogue<'a, E: Element> {
     /// `D` as computed.
@@ -169,7 +172,8 @@ pub struct Fp8Scales<'a> {
     pub a: &'a GpuRef<f32>,
     /// Dequantizes `B`.
     pub b: &'a GpuRef<f32>,
-    /// Scales `C` (cuBLASLt honours it only for an FP8 `C`; it rejects the call otherwise).
+    /// Scales `C`. Leave it `None`: cuBLASLt scales an FP8 `C` only, and none of its FP8
+    /// matmuls takes one, so a scale here is rejected as an invalid `fp8.c`.
     pub c: Option<&'a GpuRef<f32>>,
     /// Quantizes `D` (FP8 `D` only); `None`: 1.
     pub d: Option<&'a GpuRef<f32>>,
@@ -257,8 +261,9 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub tf32: bool,
     /// FP8 inputs: the per-tensor scales (required for them, refused for other types).
     pub fp8: Option<Fp8Scales<'a>>,
-    /// FP8 inputs: return the maximum absolute value of `D` (before `D`'s scale) through the
-    /// completion, for the next step's scale.
+    /// FP8 inputs and an FP8 `D`: return the maximum absolute value of `D` (before `D`'s
+    /// scale) through the completion, for the next step's scale. cuBLASLt computes it for an
+    /// FP8 `D` only; with another `D` it is rejected as an invalid `amax_d`.
     pub amax_d: bool,
 }
 

@@ -193,7 +193,19 @@ fn side_dims(dims: &[usize], complex_half: bool) -> Vec<usize> {
     d
 }
 
+/// `v` as the `i64` cuFFT's 64-bit plan takes.
+fn fits_i64(arg: &'static str, what: &str, v: usize) -> Result<()> {
+    if i64::try_from(v).is_err() {
+        return Err(Error::invalid(arg, format!("{what} = {v} does not fit cuFFT's 64-bit int")));
+    }
+    Ok(())
+}
+
 /// Resolves and checks one side's layout; returns it and the elements it spans.
+///
+/// Every value handed to `cufftMakePlanMany64` is checked to fit `i64` on its own, also where
+/// it is multiplied by zero in the span (a size of 1, a batch of 1), and so is every offset
+/// the library computes from them.
 fn resolve_side(
     arg: &'static str,
     given: &Option<DataLayout>,
@@ -202,7 +214,13 @@ fn resolve_side(
 ) -> Result<(DataLayout, usize)> {
     let layout = match given {
         Some(l) => l.clone(),
-        None => DataLayout { embed: logical.to_vec(), stride: 1, dist: logical.iter().product() },
+        None => {
+            let dist = logical
+                .iter()
+                .try_fold(1usize, |a, &b| a.checked_mul(b))
+                .ok_or_else(|| Error::invalid(arg, format!("the packed size {logical:?} overflows usize")))?;
+            DataLayout { embed: logical.to_vec(), stride: 1, dist }
+        }
     };
     if layout.embed.len() != logical.len() {
         return Err(Error::invalid(
@@ -213,6 +231,11 @@ fn resolve_side(
     if layout.stride == 0 || layout.dist == 0 {
         return Err(Error::invalid(arg, "stride and dist must be at least 1"));
     }
+    for (i, &e) in layout.embed.iter().enumerate() {
+        fits_i64(arg, &format!("embed[{i}]"), e)?;
+    }
+    fits_i64(arg, "stride", layout.stride)?;
+    fits_i64(arg, "dist", layout.dist)?;
     for (i, (&e, &n)) in layout.embed.iter().zip(logical).enumerate().skip(1) {
         if e < n {
             return Err(Error::invalid(arg, format!("embed[{i}] = {e} is below the transform's {n} there")));
@@ -222,11 +245,34 @@ fn resolve_side(
     // whose stride along dimension i is stride times the embedding inside it.
     let strides = (0..logical.len())
         .map(|i| layout.embed[i + 1..].iter().try_fold(layout.stride, |a, &b| a.checked_mul(b)))
-        .collect::<Option<Vec<usize>>>();
-    let span = strides
-        .and_then(|strides| check::tensor_span(logical, &strides, batch, layout.dist))
-        .ok_or_else(|| Error::invalid(arg, "the layout's extent overflows usize"))?;
+        .collect::<Option<Vec<usize>>>()
+        .filter(|s| s.iter().all(|&v| i64::try_from(v).is_ok()))
+        .ok_or_else(|| Error::invalid(arg, "stride times the inner embeddings does not fit cuFFT's 64-bit int"))?;
+    let span = check::tensor_span(logical, &strides, batch, layout.dist)
+        .filter(|&span| i64::try_from(span).is_ok())
+        .ok_or_else(|| Error::invalid(arg, "the layout's extent does not fit cuFFT's 64-bit int"))?;
     Ok((layout, span))
+}
+
+/// Checks that the `batch` transforms of one side touch disjoint elements: each batch a block
+/// past the previous one (dist at least one transform's extent), or batches interleaved inside
+/// the stride (stride at least batch * dist).
+fn disjoint_batches(arg: &'static str, layout: &DataLayout, dims: &[usize], batch: usize) -> Result<()> {
+    if batch <= 1 {
+        return Ok(());
+    }
+    let one = resolve_side(arg, &Some(layout.clone()), dims, 1)?.1;
+    let interleaved = layout.dist.checked_mul(batch).is_some_and(|x| layout.stride >= x);
+    if layout.dist < one && !interleaved {
+        return Err(Error::invalid(
+            arg,
+            format!(
+                "dist {} with stride {} makes transforms overlap (use dist >= {one}, or stride >= batch * dist)",
+                layout.dist, layout.stride
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl Fft {
@@ -323,21 +369,12 @@ impl Fft {
         let out_dims = side_dims(&layout.dims, real && cout);
         let (input, in_span) = resolve_side("layout.input", &layout.input, &in_dims, layout.batch)?;
         let (output, out_span) = resolve_side("layout.output", &layout.output, &out_dims, layout.batch)?;
-        if layout.batch > 1 {
-            // Transforms write disjoint elements when each batch is a block past the previous
-            // one (dist at least one transform's extent), or when batches interleave inside the
-            // stride (stride at least batch * dist).
-            let one = resolve_side("layout.output", &Some(output.clone()), &out_dims, 1)?.1;
-            let interleaved = output.dist.checked_mul(layout.batch).is_some_and(|x| output.stride >= x);
-            if output.dist < one && !interleaved {
-                return Err(Error::invalid(
-                    "layout.output",
-                    format!(
-                        "dist {} with stride {} makes transforms overwrite each other (use dist >= {one}, or stride >= batch * dist)",
-                        output.dist, output.stride
-                    ),
-                ));
-            }
+        // Transforms write their outputs concurrently, and C2R / Z2D overwrite their inputs
+        // too: the written sides' batches must not share elements. The input of the other
+        // kinds is only read, so its batches may overlap.
+        disjoint_batches("layout.output", &output, &out_dims, layout.batch)?;
+        if matches!(kind, Kind::C2R | Kind::Z2D) {
+            disjoint_batches("layout.input", &input, &in_dims, layout.batch)?;
         }
         if in_len < in_span {
             return Err(Error::invalid("input", format!("holds {in_len} elements, the layout needs {in_span}")));

@@ -35,6 +35,21 @@ pub enum Reorder {
     Metis,
 }
 
+/// Which triangles of a symmetric matrix its CSR arrays hold (the `csrlsvchol` matrix).
+///
+/// Without reordering, cuSOLVER's sparse Cholesky reads only the lower triangle (and the
+/// diagonal). With a reordering it permutes the stored entries, `P A Pᵀ`, and then reads the
+/// lower triangle of the result: entries of a lower-only matrix that the permutation moves
+/// above the diagonal are lost, and the answer is silently wrong. So a lower-only matrix takes
+/// [`Reorder::None`] only; store both triangles to reorder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    /// Both triangles (the whole symmetric matrix): every [`Reorder`] is right.
+    Full,
+    /// The lower triangle and the diagonal only: [`Reorder::None`] only.
+    Lower,
+}
+
 /// Float types of the sparse solvers: `f32` and `f64`.
 pub trait SolverReal: Element + calls::sealed::SpReal {}
 impl SolverReal for f32 {}
@@ -140,17 +155,31 @@ impl SolverSparse {
     }
 
     /// Solves `A x = b` by sparse Cholesky (`cusolverSp?csrlsvchol`), `A` symmetric positive
-    /// definite (only its lower triangle is read). The completion fails with
-    /// [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is not positive definite to the tolerance. **Blocks** until
-    /// the solve is done (see the module docs).
+    /// definite, its CSR arrays holding the triangles `stored` says. A [`Stored::Lower`] matrix
+    /// with a reordering other than [`Reorder::None`] is rejected as an invalid `reorder`
+    /// before anything is recorded: cuSOLVER would drop the entries the permutation moves
+    /// above the diagonal (see [`Stored`]). The completion fails with [`Error::Numerical`]
+    /// ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance))
+    /// when `A` is not positive definite to the tolerance. **Blocks** until the solve is done
+    /// (see the module docs).
     pub fn csrlsvchol<T: SolverReal>(
         &mut self,
         a: CsrSystem<'_, T>,
+        stored: Stored,
         b: &GpuRef<T>,
         x: &GpuRef<T>,
         tol: T,
         reorder: Reorder,
     ) -> Result<Completion<()>> {
+        if stored == Stored::Lower && reorder != Reorder::None {
+            return Err(Error::invalid(
+                "reorder",
+                format!(
+                    "{reorder:?} permutes A before cuSOLVER reads its lower triangle, which loses entries of a \
+                     lower-triangle-only matrix: pass Reorder::None, or store both triangles (Stored::Full)"
+                ),
+            ));
+        }
         self.solve(calls::Method::Cholesky, "csrlsvchol", a, b, x, tol, reorder)
     }
 
