@@ -9,11 +9,11 @@
 //! after each registration or delivery before it backs off.
 //!
 //! It ends with the goals (a callback or future at most 3 µs over raw back to back; after idle,
-//! at most one thread wake, half the channel ping-pong, over raw after the same idle; and the
+//! a callback, a future and a lane submit + wait at most one thread wake, half the channel
+//! ping-pong, over raw after the same idle; and the
 //! future's floor back to back: the callback's delivery plus the time a parked executor thread
 //! takes from its unpark to running, which raw synchronize, spinning on the calling thread,
-//! does not pay) and the
-//! completion thread's CPU time: per op in each section, and over half a second of idling, when
+//! does not pay), a lane job after idle by stage, and the completion thread's CPU time: per op in each section, and over half a second of idling, when
 //! it should be parked (read from `/proc/self/task/<tid>/schedstat`, Linux only).
 
 mod common;
@@ -265,6 +265,60 @@ fn main() -> Res<()> {
         let m = |i: usize| median(&mut rows[i].samples.clone());
         sections.push(([m(0), m(2), m(3), m(5), m(4), m(6)], cpu));
     }
+    // Where a lane job's time goes after idle: from submit to the job starting on the worker
+    // (the worker's wake), the job's body (the launch and its commit), from the job's end to
+    // the caller seeing it committed (a spinning caller sees it at once; a parked one pays a
+    // second wake), and from there to `wait` returning (the GPU's own part, as in raw).
+    let stages = {
+        let reps = reps.min(300);
+        let mut stages: [Vec<f64>; 4] = Default::default();
+        for rep in 0..reps + 20 {
+            std::thread::sleep(Duration::from_millis(2));
+            let marks = std::sync::Arc::new(std::sync::Mutex::new(None));
+            let (k, a, c, m) = (kernel.clone(), a.clone(), c.clone(), marks.clone());
+            let t0 = Instant::now();
+            let done = lane.submit(move |cx| {
+                let started = Instant::now();
+                let r = op(cx.device(), k.as_ref(), cx.stream(), &a, &c).map(drop);
+                *m.lock().unwrap_or_else(|e| e.into_inner()) = Some((started, Instant::now()));
+                r
+            });
+            done.wait_committed()?;
+            let seen = Instant::now();
+            done.wait()?;
+            let end = Instant::now();
+            let Some((started, finished)) = *marks.lock().unwrap_or_else(|e| e.into_inner()) else {
+                return Err("the lane job did not run".into());
+            };
+            if rep >= 20 {
+                let span = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64();
+                for (v, x) in stages.iter_mut().zip([
+                    span(t0, started),
+                    span(started, finished),
+                    span(finished, seen),
+                    span(seen, end),
+                ]) {
+                    v.push(x);
+                }
+            }
+        }
+        stages.map(|mut v| median(&mut v))
+    };
+    println!("### lane submit + wait after 2 ms idle, by stage: medians\n");
+    println!("| stage | latency |");
+    println!("| --- | --- |");
+    for (what, x) in [
+        "submit → job starts on the worker (one wake)",
+        "job body (launch and commit)",
+        "job end → caller sees it committed",
+        "committed → wait returns (the GPU)",
+    ]
+    .into_iter()
+    .zip(stages)
+    {
+        println!("| {what} | {} |", us(x));
+    }
+    println!();
     let idle_before = completion_thread_cpu();
     std::thread::sleep(Duration::from_millis(500));
     let idle_cpu = completion_thread_cpu().zip(idle_before).map(|(a, b)| a.saturating_sub(b));
@@ -278,9 +332,12 @@ fn main() -> Res<()> {
     // A future's executor thread is parked and must be woken, which raw synchronize (spinning on
     // the calling thread) never pays: its floor is the callback's delivery plus one wake.
     goal("future, back to back, against its floor", fut, cb + unpark, "on_complete + unpark to running");
-    let ([raw, cb, fut, ping, _, _], _) = sections[1];
+    let ([raw, cb, fut, ping, lane, _], _) = sections[1];
     goal("on_complete, after 2 ms idle", cb, raw + ping / 2.0, "raw after idle + one wake");
     goal("future, after 2 ms idle", fut, raw + ping / 2.0, "raw after idle + one wake");
+    // The worker is parked and must be woken: that is the one wake; the caller must not pay a
+    // second one waiting for the job to commit.
+    goal("lane submit + wait, after 2 ms idle", lane, raw + ping / 2.0, "raw after idle + one wake");
     println!("\ncompletion thread CPU over 500 ms idle (parked: ~0): {}", cpu_us(idle_cpu));
     Ok(())
 }

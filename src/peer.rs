@@ -158,6 +158,15 @@ static TRIED: Mutex<Option<HashMap<PeerKey, bool>>> = Mutex::new(None);
 fn enable_once(a: (u32, u64, &Arc<CudaContext>), b: (u32, u64, &Arc<CudaContext>)) {
     let (lo, hi) = if a.0 <= b.0 { (a, b) } else { (b, a) };
     let key = (lo.0, lo.1, hi.0, hi.1);
+    // A thread copying between one pair over and over (the common case) skips the process-wide
+    // lock and hash: a key, once tried, stays tried.
+    thread_local! {
+        static LAST: std::cell::Cell<Option<PeerKey>> = const { std::cell::Cell::new(None) };
+    }
+    if LAST.try_with(|l| l.get() == Some(key)).unwrap_or(false) {
+        return;
+    }
+    let _ = LAST.try_with(|l| l.set(Some(key)));
     let mut tried = crate::sync::lock(&TRIED);
     let tried = tried.get_or_insert_with(HashMap::new);
     if tried.contains_key(&key) {

@@ -62,29 +62,109 @@ fn gpu_write_after_two_readers_on_two_streams() {
     }
 }
 
-/// A buffer dropped while a slow kernel on another stream still reads it: the free waits on
-/// the device timeline, the memory is reused at once by a new allocation that is overwritten,
-/// and the slow reader still sees the old data.
+/// A reader that cannot finish before the host lets it: every block spins until a flag in
+/// mapped pinned host memory turns non-zero, then copies `in` to `out`.
+const GATED: &str = r#"
+extern "C" __global__ void gated_copy(const volatile int* gate, float* out, const float* in, unsigned n) {
+    if (threadIdx.x == 0) { while (*gate == 0) { } }
+    __syncthreads();
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+"#;
+
+/// A pinned, device-mapped host word that gates [`GATED`]: zero holds the kernel, `open` lets
+/// it go. Freed on drop, after opening (so no kernel is left spinning on freed memory).
+struct Gate {
+    ptr: *mut i32,
+    ctx: std::sync::Arc<cusched::cudarc::driver::CudaContext>,
+}
+
+impl Gate {
+    fn new(d: &cusched::Device) -> Gate {
+        // SAFETY: the context is only bound to allocate and free the gate's memory.
+        let ctx = unsafe { d.cuda_context() }.unwrap();
+        ctx.bind_to_thread().unwrap();
+        let flags = cusched::cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP
+            | cusched::cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE;
+        // SAFETY: 1. a context is bound (above); 2. four bytes, written below before any use.
+        let ptr = unsafe { cusched::cudarc::driver::result::malloc_host(4, flags) }.unwrap().cast::<i32>();
+        // SAFETY: `ptr` is a fresh, aligned 4-byte allocation owned here.
+        unsafe { std::ptr::write_volatile(ptr, 0) };
+        Gate { ptr, ctx }
+    }
+
+    /// Lets every gated kernel finish.
+    fn open(&self) {
+        // SAFETY: the allocation lives until `drop`; a volatile write, since a kernel reads it.
+        unsafe { std::ptr::write_volatile(self.ptr, 1) };
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+        self.ctx.bind_to_thread().unwrap();
+        // The kernels that read the gate finish once it is open; wait for them before freeing.
+        self.ctx.synchronize().unwrap();
+        // SAFETY: allocated by `malloc_host` in this context (bound above); no kernel reads it
+        // any more (the context was synchronized after the gate opened).
+        unsafe { cusched::cudarc::driver::result::free_host(self.ptr.cast()) }.unwrap();
+    }
+}
+
+/// A buffer dropped while a kernel on another stream still reads it: the free waits on the
+/// device timeline, not on the host (the drop returns while the reader is provably still held
+/// at its gate), the memory is reused at once by a new allocation that is overwritten, and the
+/// reader still sees the old data.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gpu_free_while_a_slow_kernel_reads() {
     let Some(d) = gpu() else { return };
     let k = kernels(&d);
+    let gated = d.compile(GATED, &[]).unwrap().kernel("gated_copy").unwrap();
     let (home, reader) = (d.new_stream().unwrap(), d.new_stream().unwrap());
     for trial in 0..5 {
+        let gate = Gate::new(&d);
         let a = d.upload(home, &vec![3.0f32; N]).unwrap();
         let out = d.alloc_zeros::<f32>(reader, N).unwrap();
         d.synchronize(home).unwrap();
         d.synchronize(reader).unwrap();
-        copy(&d, &k, reader, &out, &a, SLOW).unwrap();
-        let t = std::time::Instant::now();
-        drop(a);
-        assert!(t.elapsed() < std::time::Duration::from_millis(5), "dropping blocked the host");
+        let mut rec = cusched::LaunchRecorder::new_strict(reader);
+        rec.read(&a).unwrap().write(&out).unwrap();
+        let gate_address = gate.ptr as u64;
+        rec.launch(&d, |scope| {
+            use cusched::cudarc::driver::PushKernelArg;
+            let n = out.len() as u32;
+            // SAFETY: (1) the kernel reads `a` and writes `out`, as declared, on the launch's
+            // stream, and no cudarc memory is made; (2) the arguments match `gated_copy`: the
+            // gate's mapped host address (valid in kernels under unified addressing), two
+            // buffers of `n` floats of this device, and `n`.
+            unsafe {
+                let mut b = scope.cuda_stream()?.launch_builder(gated.function()?);
+                b.arg(&gate_address).arg(out.cuda_slice()?).arg(a.cuda_slice()?).arg(&n);
+                b.launch(cusched::cudarc::driver::LaunchConfig::for_num_elems(n))
+            }
+            .map(drop)
+            .map_err(|e| Error::Driver { call: "cuLaunchKernel", status: e })
+        })
+        .unwrap();
+        // The drop runs on another thread: one that waited for the reader would never return
+        // while the gate is shut, and this thread must stay free to open it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(a);
+            let _ = tx.send(());
+        });
+        let dropped = rx.recv_timeout(std::time::Duration::from_secs(60));
+        gate.open();
+        assert!(dropped.is_ok(), "trial {trial}: dropping waited for the reader on the host");
         // Same size, same stream: the stream-ordered pool hands back the freed block.
         let b = d.alloc::<f32>(home, N).unwrap();
         fill(&d, &k, home, &b, -1.0, 0).unwrap();
         assert!(all_eq(&out.download(reader).unwrap(), 3.0), "trial {trial}: the slow reader saw reused memory");
         assert!(all_eq(&b.download(home).unwrap(), -1.0));
+        drop(gate);
     }
 }
 

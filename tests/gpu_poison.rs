@@ -86,8 +86,9 @@ fn gpu_fault_poisons_in_flight_work_and_the_device_recovers() {
             other => panic!("in-flight work must resolve ContextPoisoned, got {other:?}"),
         }
     }
+    // Each wait above is bounded by LIMIT only to turn a hang into a failure; how long the
+    // resolution took depends on the host's load and is reported, not asserted.
     eprintln!("all pending completions resolved {:?} after the fault", start.elapsed());
-    assert!(start.elapsed() < LIMIT);
     assert!(d.generation() > generation, "the generation advanced");
 
     // Old handles are stale and touch nothing.
@@ -104,10 +105,9 @@ fn gpu_fault_poisons_in_flight_work_and_the_device_recovers() {
         eprintln!("the device could not rebuild its context on this driver: {e}");
         assert!(matches!(e, Error::ContextPoisoned { .. }));
         for lane in &lanes {
-            let t = Instant::now();
+            // LIMIT only turns a hang into a failure; how fast it fails is not asserted.
             let r = lane.submit(|cx| cx.device().upload(cx.stream(), &[1u8]).map(drop)).wait_timeout(LIMIT);
             assert!(matches!(r, Err(Error::ContextPoisoned { .. })), "{r:?}");
-            assert!(t.elapsed() < Duration::from_secs(1));
         }
         // Every entry point classifies the driver's status the same way, whichever call sees it.
         let compiled = d.compile(SRC, &[]).and_then(|m| m.kernel("slow")).map(drop);

@@ -9,6 +9,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+/// How many spin windows a waiter spends on a lane job its worker has started before parking.
+const RUNNING_SPIN_FACTOR: u32 = 2;
+
 impl<T: Send + 'static> Shared<T> {
     fn spin(&self) -> Duration {
         self.device.config.spin
@@ -18,10 +21,20 @@ impl<T: Send + 'static> Shared<T> {
     /// spins briefly first.
     fn wait_status(&self, at_least: u8, deadline: Option<Instant>) -> bool {
         // Measured as elapsed time, so that any spin, however large, cannot overflow `Instant`.
-        let (start, spin) = (Instant::now(), self.spin());
-        while start.elapsed() < spin && deadline.is_none_or(|d| Instant::now() < d) {
+        let (mut start, spin) = (Instant::now(), self.spin());
+        let mut window = spin;
+        // Waiting for a lane job to be enqueued: once its worker has started it, the spin
+        // restarts with a longer window. After idle the worker's own wake-up takes most of the
+        // first window; parking then would cost a second wake when the job commits.
+        let mut extend = at_least == ENQUEUED && self.runner != 0;
+        while start.elapsed() < window && deadline.is_none_or(|d| Instant::now() < d) {
             if self.status.load(Ordering::Acquire) >= at_least {
                 return true;
+            }
+            if extend && self.is_running() {
+                extend = false;
+                start = Instant::now();
+                window = spin.saturating_mul(RUNNING_SPIN_FACTOR);
             }
             std::hint::spin_loop();
         }

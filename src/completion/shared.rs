@@ -65,6 +65,10 @@ pub(super) struct State<T> {
 
 pub(crate) struct Shared<T> {
     pub(super) status: AtomicU8,
+    /// Set by a lane worker when it starts the job: a waiter that sees it keeps spinning a
+    /// little longer instead of parking, since the job's own enqueue is usually short and a
+    /// parked waiter costs a second thread wake (the first woke the worker). A hint only.
+    running: AtomicBool,
     /// Set when a trace ticket rides along, so untraced resolves skip a lock.
     traced: AtomicBool,
     pub(super) state: Mutex<State<T>>,
@@ -79,6 +83,7 @@ impl<T: Send + 'static> Shared<T> {
     pub(super) fn new(device: &Arc<DeviceShared>, runner: u64) -> Arc<Self> {
         Arc::new(Shared {
             status: AtomicU8::new(QUEUED),
+            running: AtomicBool::new(false),
             traced: AtomicBool::new(false),
             state: Mutex::new(State {
                 value: None,
@@ -117,6 +122,16 @@ impl<T: Send + 'static> Shared<T> {
             shared.status.store(status, Ordering::Release);
         }
         shared
+    }
+
+    /// The job has started on its lane (see `running`).
+    pub(crate) fn mark_running(&self) {
+        self.running.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the job has started on its lane.
+    pub(super) fn is_running(&self) -> bool {
+        self.running.load(Ordering::Relaxed)
     }
 
     /// Attaches an op's trace ticket: its completion hooks run when this resolves.

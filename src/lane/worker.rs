@@ -226,7 +226,10 @@ impl Lane {
             let mut guard = guard;
             let Some(shared) = guard.0.take() else { return };
             match call {
-                Call::Run(h, scope) => h.finish_job(&shared, f, scope),
+                Call::Run(h, scope) => {
+                    shared.mark_running();
+                    h.finish_job(&shared, f, scope)
+                }
                 Call::Cancel(e) => shared.enqueued(Err(e), None, Vec::new()),
             }
         });

@@ -219,8 +219,12 @@ pub(crate) unsafe fn free_host(ptr: NonNull<u8>) {
 /// Whether the driver knows the host range `[ptr, ptr + bytes)` at either end: memory from
 /// `cuMemHostAlloc`, registered with `cuMemHostRegister`, or managed. A host-to-device copy from
 /// such memory reads its source asynchronously, after the call returns; one from plain pageable
-/// memory has staged its source by the time the call returns. A status other than "not a
-/// driver pointer" is returned as an error.
+/// memory has staged its source by the time the call returns.
+///
+/// Asked with `cuPointerGetAttributes` (plural), which answers an address the driver does not
+/// know with a zero memory type and `CUDA_SUCCESS`: the singular call fails with
+/// `CUDA_ERROR_INVALID_VALUE` there, which compute-sanitizer reports as an API error on every
+/// upload from pageable memory. Any error status is returned as an error.
 pub(crate) fn is_driver_host_memory(ctx: &CudaContext, ptr: *const u8, bytes: usize) -> Result<bool> {
     if bytes == 0 {
         return Ok(false);
@@ -229,21 +233,18 @@ pub(crate) fn is_driver_host_memory(ctx: &CudaContext, ptr: *const u8, bytes: us
     let last = ptr.wrapping_add(bytes - 1);
     for p in [ptr, last] {
         let mut memory_type: std::ffi::c_uint = 0;
-        // SAFETY: 1. `memory_type` is a valid out-pointer of the `unsigned int` this attribute
-        // writes; 2. the address is only looked up by the driver, never dereferenced; 3. a context
-        // is bound (above).
-        let status = unsafe {
-            sys::cuPointerGetAttribute(
-                (&mut memory_type as *mut std::ffi::c_uint).cast(),
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                p as sys::CUdeviceptr,
-            )
-        };
+        let mut attribute = sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+        let mut data: [*mut std::ffi::c_void; 1] = [(&mut memory_type as *mut std::ffi::c_uint).cast()];
+        // SAFETY: 1. one attribute, and `data` holds one valid out-pointer, to the `unsigned int`
+        // this attribute writes; 2. the address is only looked up by the driver, never
+        // dereferenced; 3. a context is bound (above).
+        let status =
+            unsafe { sys::cuPointerGetAttributes(1, &mut attribute, data.as_mut_ptr(), p as sys::CUdeviceptr) };
         match status {
-            sys::CUresult::CUDA_SUCCESS => return Ok(true),
-            // The documented answer for an address the driver did not allocate or register.
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => {}
-            other => super::status("cuPointerGetAttribute(MEMORY_TYPE)", other)?,
+            // Zero is no `CUmemorytype`: the driver's default for an address it does not know.
+            sys::CUresult::CUDA_SUCCESS if memory_type != 0 => return Ok(true),
+            sys::CUresult::CUDA_SUCCESS => {}
+            other => super::status("cuPointerGetAttributes(MEMORY_TYPE)", other)?,
         }
     }
     Ok(false)

@@ -77,22 +77,99 @@ pub(crate) fn load_function(
     }
 }
 
-/// The byte size of each of the function's parameters, from `cuFuncGetParamInfo`. CUDA 13.0
-/// has no parameter count call (`cuFuncGetParamCount` is 13.2), so the end is found by the
-/// documented `CUDA_ERROR_INVALID_VALUE` for the index one past the last parameter; sanitizers
-/// report that as an API error unless run with `--report-api-errors no`.
+/// A kernel's parameter layout as its image records it (read by `libs::rtc`): the byte offset
+/// of each parameter by ordinal, and the end of the last one where recorded.
 #[cfg(feature = "nvrtc")]
-pub(crate) fn param_sizes(f: &cudarc::driver::CudaFunction) -> Result<Vec<usize>> {
-    let raw = f.cu_function();
-    let mut sizes = Vec::new();
-    loop {
-        let (mut offset, mut size) = (0usize, 0usize);
-        // SAFETY: 1. a live function handle (`f` keeps its module loaded); 2. two valid
-        // out-pointers; 3. an index past the last parameter only returns an error.
-        match unsafe { sys::cuFuncGetParamInfo(raw, sizes.len(), &mut offset, &mut size) } {
-            sys::CUresult::CUDA_SUCCESS => sizes.push(size),
-            sys::CUresult::CUDA_ERROR_INVALID_VALUE => return Ok(sizes),
-            other => super::status("cuFuncGetParamInfo", other)?,
-        }
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ParamLayout {
+    pub(crate) offsets: Vec<usize>,
+    pub(crate) end: Option<usize>,
+}
+
+/// `cuFuncGetParamCount`, where the installed driver has it (CUDA 13.2 and later; cudarc's
+/// bindings for 13.0 do not declare it). Looked up by name in the driver library, which asks
+/// the driver nothing: a missing symbol is no API error.
+#[cfg(feature = "nvrtc")]
+fn param_count_call() -> Option<unsafe extern "C" fn(sys::CUfunction, *mut usize) -> sys::CUresult> {
+    type ParamCount = unsafe extern "C" fn(sys::CUfunction, *mut usize) -> sys::CUresult;
+    static CALL: std::sync::OnceLock<Option<ParamCount>> = std::sync::OnceLock::new();
+    *CALL.get_or_init(|| {
+        // SAFETY: 1. the driver library is loaded (a function was loaded from it to get here);
+        // 2. the symbol, where present, is the driver's `CUresult cuFuncGetParamCount(CUfunction,
+        // size_t*)`, the type it is read as; 3. the library stays loaded for the process (cudarc
+        // holds it in a static), so the copied function pointer stays valid.
+        unsafe { sys::culib().get::<ParamCount>(b"cuFuncGetParamCount\0").ok().map(|f| *f) }
+    })
+}
+
+/// The offset and byte size of parameter `index`, or `None` where the driver answers
+/// `CUDA_ERROR_INVALID_VALUE` (no such parameter).
+#[cfg(feature = "nvrtc")]
+fn param_info(raw: sys::CUfunction, index: usize) -> Result<Option<(usize, usize)>> {
+    let (mut offset, mut size) = (0usize, 0usize);
+    // SAFETY: 1. a live function handle (the caller's `CudaFunction` keeps its module loaded);
+    // 2. two valid out-pointers; 3. an index past the last parameter only returns an error.
+    match unsafe { sys::cuFuncGetParamInfo(raw, index, &mut offset, &mut size) } {
+        sys::CUresult::CUDA_SUCCESS => Ok(Some((offset, size))),
+        sys::CUresult::CUDA_ERROR_INVALID_VALUE => Ok(None),
+        other => super::status("cuFuncGetParamInfo", other).map(|()| None),
     }
+}
+
+/// The byte size of each of the function's parameters, from `cuFuncGetParamInfo`, asked only
+/// about parameters that exist: compute-sanitizer reports every failing driver call, and
+/// asking one index past the last is the only way to find the end with that call alone.
+///
+/// The count comes from `cuFuncGetParamCount` where the driver has it; else from `layout`,
+/// the kernel's image's own record, used only if the driver confirms each parameter's offset
+/// and the end of the last. Without either (an image whose records were not understood), the
+/// end is found by asking one index past the last after all.
+#[cfg(feature = "nvrtc")]
+pub(crate) fn param_sizes(f: &cudarc::driver::CudaFunction, layout: Option<&ParamLayout>) -> Result<Vec<usize>> {
+    let raw = f.cu_function();
+    if let Some(count_call) = param_count_call() {
+        let mut count = 0usize;
+        // SAFETY: 1. a live function handle (`f` keeps its module loaded); 2. a valid
+        // out-pointer; 3. the pointer has the driver's signature (`param_count_call`).
+        super::status("cuFuncGetParamCount", unsafe { count_call(raw, &mut count) })?;
+        let mut sizes = Vec::with_capacity(count);
+        for i in 0..count {
+            let Some((_, size)) = param_info(raw, i)? else {
+                return Err(Error::driver(
+                    "cuFuncGetParamInfo",
+                    cudarc::driver::DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE),
+                ));
+            };
+            sizes.push(size);
+        }
+        return Ok(sizes);
+    }
+    if let Some(layout) = layout {
+        let mut sizes = Vec::with_capacity(layout.offsets.len());
+        let mut end = 0usize;
+        for (i, &want) in layout.offsets.iter().enumerate() {
+            match param_info(raw, i)? {
+                Some((offset, size)) if offset == want => {
+                    sizes.push(size);
+                    end = end.max(offset.saturating_add(size));
+                }
+                _ => break,
+            }
+        }
+        // The recorded end confirms that no parameter after the last recorded one exists; a
+        // kernel with parameters must have it.
+        let end_agrees = match layout.end {
+            Some(recorded) => recorded == end,
+            None => sizes.is_empty(),
+        };
+        if sizes.len() == layout.offsets.len() && end_agrees {
+            return Ok(sizes);
+        }
+        log::debug!("cusched: a kernel's recorded parameter layout disagrees with the driver; probing instead");
+    }
+    let mut sizes = Vec::new();
+    while let Some((_, size)) = param_info(raw, sizes.len())? {
+        sizes.push(size);
+    }
+    Ok(sizes)
 }

@@ -4,6 +4,19 @@
 use super::{bind, status};
 use crate::error::{Error, Result};
 use cudarc::driver::{sys, CudaContext, DriverError};
+use std::sync::{Arc, Mutex, Weak};
+
+/// The (context, peer) pairs whose access this process enabled, so that enabling again asks the
+/// driver nothing: a second `cuCtxEnablePeerAccess` fails with
+/// `CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED`, which compute-sanitizer reports as an API error.
+/// Weak references name each context: an allocation a `Weak` points to is not reused while it
+/// exists, so a new context never matches an old entry, and entries of dropped contexts are
+/// pruned when a pair is added.
+static ENABLED: Mutex<Vec<(Weak<CudaContext>, Weak<CudaContext>)>> = Mutex::new(Vec::new());
+
+fn is_pair(entry: &(Weak<CudaContext>, Weak<CudaContext>), ctx: &Arc<CudaContext>, peer: &Arc<CudaContext>) -> bool {
+    std::ptr::eq(entry.0.as_ptr(), Arc::as_ptr(ctx)) && std::ptr::eq(entry.1.as_ptr(), Arc::as_ptr(peer))
+}
 
 /// Whether `ctx`'s GPU can map memory of `peer`'s GPU. Two contexts on one GPU never need it:
 /// each reaches that GPU's memory anyway.
@@ -24,8 +37,11 @@ pub(crate) fn can_access(ctx: &CudaContext, peer: &CudaContext) -> Result<bool> 
 /// (`cuCtxEnablePeerAccess`) and, where the GPU has memory pools, the stream-ordered ones too
 /// (`cuMemPoolSetAccess` on `peer`'s current pool, which `cuMemAllocAsync` takes from). Returns
 /// whether access is on; `false` where the GPUs cannot (peer copies are then staged by the
-/// driver). Enabling twice is harmless.
-pub(crate) fn enable(ctx: &CudaContext, peer: &CudaContext) -> Result<bool> {
+/// driver). Enabling twice is harmless, and the second time asks the driver nothing.
+pub(crate) fn enable(ctx: &Arc<CudaContext>, peer: &Arc<CudaContext>) -> Result<bool> {
+    if crate::sync::lock(&ENABLED).iter().any(|e| is_pair(e, ctx, peer)) {
+        return Ok(true);
+    }
     if !can_access(ctx, peer)? {
         return Ok(false);
     }
@@ -49,6 +65,11 @@ pub(crate) fn enable(ctx: &CudaContext, peer: &CudaContext) -> Result<bool> {
         // SAFETY: 1. `pool` was just returned by the driver for a live device; 2. `desc` is one
         // valid descriptor and `count` says one.
         status("cuMemPoolSetAccess", unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) })?;
+    }
+    let mut enabled = crate::sync::lock(&ENABLED);
+    enabled.retain(|(a, b)| a.strong_count() > 0 && b.strong_count() > 0);
+    if !enabled.iter().any(|e| is_pair(e, ctx, peer)) {
+        enabled.push((Arc::downgrade(ctx), Arc::downgrade(peer)));
     }
     Ok(true)
 }

@@ -7,9 +7,11 @@
 //! - this file: [`Program`], [`Device::compile_program`] and the in-memory module cache;
 //! - [`nvrtc`]: the NVRTC calls;
 //! - [`disk`]: the on-disk cache;
+//! - [`cubin`]: the kernels' parameter layouts recorded in a CUBIN;
 //! - [`module`]: loaded modules, [`Module`] and [`Kernel`];
 //! - [`launch`]: [`KernelLaunch`], the typed launch.
 
+mod cubin;
 mod disk;
 mod launch;
 mod module;
@@ -165,8 +167,9 @@ impl Device {
                 built
             }
         };
+        let layouts = cubin::param_layouts(&cubin);
         let loaded = cuda::module::load_cubin(&ctx, cubin)?;
-        let module = Arc::new(LoadedModule::new(loaded, ctx.clone(), &self.shared, epoch));
+        let module = Arc::new(LoadedModule::new(loaded, ctx.clone(), &self.shared, epoch, layouts));
         let lowered = Arc::new(lowered);
         let entry = CachedModule { module: module.clone(), generation, lowered: lowered.clone() };
         let replaced = {

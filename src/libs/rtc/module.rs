@@ -19,6 +19,8 @@ pub(super) struct LoadedModule {
     device: Weak<DeviceShared>,
     /// The context epoch the module was loaded in.
     epoch: u64,
+    /// The parameter layouts its image records, by symbol (see [`super::cubin`]).
+    layouts: HashMap<String, cuda::module::ParamLayout>,
 }
 
 impl LoadedModule {
@@ -27,8 +29,9 @@ impl LoadedModule {
         ctx: Arc<cudarc::driver::CudaContext>,
         device: &Arc<DeviceShared>,
         epoch: u64,
+        layouts: HashMap<String, cuda::module::ParamLayout>,
     ) -> Self {
-        LoadedModule { module: Some(module), ctx, device: Arc::downgrade(device), epoch }
+        LoadedModule { module: Some(module), ctx, device: Arc::downgrade(device), epoch, layouts }
     }
 
     fn module(&self) -> Result<&Arc<CudaModule>> {
@@ -133,7 +136,7 @@ impl Module {
                 format!("no kernel `{name}` in the module (declare it extern \"C\", or add it as a name expression)"),
             ));
         };
-        let params = cuda::module::param_sizes(&function)?.into();
+        let params = cuda::module::param_sizes(&function, self.module.layouts.get(symbol))?.into();
         Ok(Kernel {
             function,
             name: Arc::from(name),
