@@ -663,7 +663,7 @@ fn workspace_sizes_are_not_reused_across_shapes_or_value_types() {
     // SDDMM: the same A and B buffers read with two leading dimensions each.
     let pattern = cx.random(6, 5, 0.5, false);
     let c = cx.matrix::<f64, i32>(&pattern, "csr");
-    let (raw_a, raw_b): (Vec<f64>, Vec<f64>) = (cx.vals(80), cx.vals(80));
+    let (raw_a, raw_b): (Vec<f64>, Vec<f64>) = (cx.vals(100), cx.vals(100));
     let (da, dbm) = (cx.up(&raw_a), cx.up(&raw_b));
     for (lda, ldb) in [(6usize, 4usize), (20, 20)] {
         cx.h.sparse()

@@ -214,6 +214,40 @@ fn fp8_combinations_cublaslt_does_not_support_are_rejected() {
     assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
 }
 
+/// The FP8 gradient epilogues that cuBLASLt has no kernel for on sm_90 (the GPU sweep in
+/// `gpu_blas_lt_fp8.rs` found them accepted, then failing in the heuristic) are rejected as an
+/// invalid `epilogue` before anything is recorded; their bf16 forms still pass validation.
+#[test]
+fn fp8_gradient_epilogues_without_a_kernel_are_rejected() {
+    let mut f = fixture((9, 0));
+    let (m, n, k) = (64, 48, 96);
+    let (a, b) = (buf::<F8E4M3>(&f.d, k * m), buf::<F8E4M3>(&f.d, k * n));
+    let (d16, c16, d32, d8) =
+        (buf::<bf16>(&f.d, m * n), buf::<bf16>(&f.d, m * n), buf::<f32>(&f.d, m * n), buf::<F8E4M3>(&f.d, m * n));
+    let (grad_m, grad_n) = (buf::<bf16>(&f.d, m), buf::<bf16>(&f.d, n));
+    let mask = buf::<u8>(&f.d, 128 / 8 * n);
+    let s = buf::<f32>(&f.d, 1);
+    let scales = Fp8Scales { a: &s, b: &s, c: None, d: None };
+    let lt = f.h.blas_lt().unwrap();
+    macro_rules! tn {
+        ($d:expr) => {
+            Matmul::new(m, n, k, &a, &b, $d).transpose(Transpose::Yes, Transpose::No).fp8(scales, false)
+        };
+    }
+    let relu = || ReluMask { buf: &mask, ld: None };
+    rejected(&f.d, "epilogue", || lt.matmul(&tn!(&d16).epilogue(Epilogue::BgradA(&grad_m))));
+    rejected(&f.d, "epilogue", || lt.matmul(&tn!(&d16).epilogue(Epilogue::BgradB(&grad_n))));
+    rejected(&f.d, "epilogue", || lt.matmul(&tn!(&d8).epilogue::<bf16>(Epilogue::DRelu(relu())).with_c(&c16, None)));
+    rejected(&f.d, "epilogue", || {
+        lt.matmul(&tn!(&d8).epilogue(Epilogue::DReluBgrad { mask: relu(), bias_grad: &grad_m }).with_c(&c16, None))
+    });
+    rejected(&f.d, "epilogue", || {
+        lt.matmul(&tn!(&d32).epilogue(Epilogue::DReluBgrad { mask: relu(), bias_grad: &grad_m }))
+    });
+    let ok = lt.matmul(&tn!(&d16).epilogue(Epilogue::DReluBgrad { mask: relu(), bias_grad: &grad_m }));
+    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+}
+
 /// An epilogue output may not be another operand: the library reads one while writing the
 /// other.
 #[test]
