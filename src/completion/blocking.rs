@@ -9,8 +9,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-/// How many spin windows a waiter spends on a lane job its worker has started before parking.
-const RUNNING_SPIN_FACTOR: u32 = 2;
+/// How many spin windows a waiter on a lane job spends before parking: while the job is queued
+/// (after idle, the worker's own wake-up alone can outlast one window), and again once the
+/// worker has started it. A waiter that parks pays a second thread wake when the job commits.
+const LANE_SPIN_FACTOR: u32 = 4;
 
 impl<T: Send + 'static> Shared<T> {
     fn spin(&self) -> Duration {
@@ -22,11 +24,11 @@ impl<T: Send + 'static> Shared<T> {
     fn wait_status(&self, at_least: u8, deadline: Option<Instant>) -> bool {
         // Measured as elapsed time, so that any spin, however large, cannot overflow `Instant`.
         let (mut start, spin) = (Instant::now(), self.spin());
-        let mut window = spin;
-        // Waiting for a lane job to be enqueued: once its worker has started it, the spin
-        // restarts with a longer window. After idle the worker's own wake-up takes most of the
-        // first window; parking then would cost a second wake when the job commits.
+        // Waiting for a lane job to be enqueued: the window is longer, and restarts once the
+        // worker has started the job, so that after idle the caller is still spinning when the
+        // job commits (one thread wake in all, the worker's).
         let mut extend = at_least == ENQUEUED && self.runner != 0;
+        let mut window = if extend { spin.saturating_mul(LANE_SPIN_FACTOR) } else { spin };
         while start.elapsed() < window && deadline.is_none_or(|d| Instant::now() < d) {
             if self.status.load(Ordering::Acquire) >= at_least {
                 return true;
@@ -34,7 +36,7 @@ impl<T: Send + 'static> Shared<T> {
             if extend && self.is_running() {
                 extend = false;
                 start = Instant::now();
-                window = spin.saturating_mul(RUNNING_SPIN_FACTOR);
+                window = spin.saturating_mul(LANE_SPIN_FACTOR);
             }
             std::hint::spin_loop();
         }
