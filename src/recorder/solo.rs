@@ -58,6 +58,7 @@ impl LaunchRecorder {
 #[cold]
 #[inline(never)]
 pub(super) fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<(Option<EventRef>, bool)> {
+    slot.count_solo_check();
     shared.close_solo();
     if shared.solo.closed_on() == Some(slot.id.index) {
         return Ok((None, true));

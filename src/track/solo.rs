@@ -293,3 +293,29 @@ impl Drop for HeldHere {
 pub(crate) fn held_here(device: u32, ticket: u64) -> bool {
     HELD.get() == Some((device, ticket)) || HELD_NESTED.with_borrow(|held| held.contains(&(device, ticket)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimShared;
+    use crate::backend::BackendCtx;
+    use crate::SimConfig;
+    use std::sync::mpsc;
+
+    /// Every wait for solo launches ends at its deadline, even one that cannot find the solo
+    /// stream.
+    #[test]
+    fn a_wait_whose_solo_stream_cannot_be_found_ends_at_its_deadline() {
+        let pool = EventPool::new(BackendCtx::Sim(SimShared::new(SimConfig::default())), 1);
+        let solo = Solo::new(true);
+        solo.state.store(CLOSING, Ordering::Release);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let no_slot = |_: u32| -> Option<&StreamSlot> { None };
+            let waited = solo.await_uses(no_slot, &pool, 1, Duration::from_millis(50), &[(1, Access::Read)]);
+            let _ = tx.send(waited.map(|_| ()).map_err(|(e, _)| e));
+        });
+        let waited = rx.recv_timeout(Duration::from_secs(30)).expect("the wait never ended");
+        assert!(matches!(waited, Err(Error::BufferBusy { .. })), "{waited:?}");
+    }
+}

@@ -9,7 +9,7 @@ use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod solo;
@@ -49,6 +49,10 @@ pub struct StreamStats {
     /// `cuEventRecord` calls the tracker made: at commit once several streams are in use, else
     /// only when a host wait, a query, a free or another stream needed a position.
     pub recorded: u64,
+    /// Launches on the stream that looked at its device's solo mode (see
+    /// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch)) before taking their marks:
+    /// none once the stream is past it.
+    pub solo_checks: u64,
 }
 
 impl std::ops::AddAssign for StreamStats {
@@ -56,6 +60,7 @@ impl std::ops::AddAssign for StreamStats {
         self.waits += o.waits;
         self.events += o.events;
         self.recorded += o.recorded;
+        self.solo_checks += o.solo_checks;
     }
 }
 
@@ -106,6 +111,9 @@ pub(crate) struct StreamSlot {
     has_lane: AtomicBool,
     /// The stream has waited on its device's solo floor (or needs not: it is the solo stream).
     floor_seen: AtomicBool,
+    /// Launches that looked at the device's solo mode (`StreamStats::solo_checks`); counted
+    /// off the fast path only.
+    solo_checks: AtomicU64,
 }
 
 impl StreamSlot {
@@ -139,6 +147,7 @@ impl StreamSlot {
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
             floor_seen: AtomicBool::new(false),
+            solo_checks: AtomicU64::new(0),
             index,
         }
     }
@@ -300,7 +309,8 @@ impl StreamSlot {
 
     /// The stream's counters so far.
     pub(crate) fn stats(&self) -> StreamStats {
-        crate::sync::lock(&self.state).stats
+        let stats = crate::sync::lock(&self.state).stats;
+        StreamStats { solo_checks: self.solo_checks.load(Ordering::Relaxed), ..stats }
     }
 }
 

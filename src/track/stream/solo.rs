@@ -185,6 +185,11 @@ impl StreamSlot {
         self.floor_seen.load(Ordering::Relaxed)
     }
 
+    /// Counts a launch on the stream that looked at its device's solo mode.
+    pub(crate) fn count_solo_check(&self) -> u64 {
+        self.solo_checks.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Notes that the stream's work now follows its device's solo floor.
     pub(crate) fn saw_floor(&self) {
         self.floor_seen.store(true, Ordering::Relaxed);
