@@ -253,18 +253,36 @@ thread_local! {
 
 /// Held by a closure-form solo launch from its preflight until its commit, so that a wait on
 /// the same thread for a conflicting solo launch knows when it would wait for itself.
+///
+/// Launches may be made from a thread-local's destructor, after `HELD_NESTED` is gone: it is
+/// reached only through `try_with` (a panic in a thread-local's destructor aborts the
+/// process). A launch it cannot note is held nowhere: a conflicting use from its own enqueue
+/// then waits for it until `DeviceConfig::preflight_timeout` (`Error::BufferBusy`) instead of
+/// failing at once.
 pub(crate) struct HeldHere {
-    /// Kept in `HELD_NESTED` rather than `HELD`.
-    nested: bool,
+    kept: Kept,
+}
+
+/// Where a [`HeldHere`] noted its launch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// In `HELD`, the bottom of the stack.
+    Bottom,
+    /// In `HELD_NESTED`.
+    Nested,
+    /// Nowhere: the thread's thread-locals are being destroyed.
+    Nowhere,
 }
 
 impl HeldHere {
     /// Notes that this thread holds solo launch `ticket` of device `device`.
     #[inline(always)]
     pub(crate) fn enter(device: u32, ticket: u64) -> HeldHere {
+        // `HELD` needs no destructor, so it stays usable while the thread's thread-locals are
+        // destroyed.
         if HELD.get().is_none() {
             HELD.set(Some((device, ticket)));
-            return HeldHere { nested: false };
+            return HeldHere { kept: Kept::Bottom };
         }
         Self::enter_nested(device, ticket)
     }
@@ -272,26 +290,33 @@ impl HeldHere {
     #[cold]
     #[inline(never)]
     fn enter_nested(device: u32, ticket: u64) -> HeldHere {
-        HELD_NESTED.with_borrow_mut(|held| held.push((device, ticket)));
-        HeldHere { nested: true }
+        let kept = match HELD_NESTED.try_with(|held| held.borrow_mut().push((device, ticket))) {
+            Ok(()) => Kept::Nested,
+            Err(_) => Kept::Nowhere,
+        };
+        HeldHere { kept }
     }
 }
 
 impl Drop for HeldHere {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.nested {
+        match self.kept {
+            Kept::Bottom => HELD.set(None),
             // Closure-form launches commit in the reverse order of their preflights.
-            HELD_NESTED.with_borrow_mut(|held| held.pop());
-        } else {
-            HELD.set(None);
+            Kept::Nested => {
+                let _ = HELD_NESTED.try_with(|held| held.borrow_mut().pop());
+            }
+            Kept::Nowhere => {}
         }
     }
 }
 
-/// Whether this thread holds solo launch `ticket` of `device`.
+/// Whether this thread holds solo launch `ticket` of `device` (as far as it could note: see
+/// [`HeldHere`]).
 pub(crate) fn held_here(device: u32, ticket: u64) -> bool {
-    HELD.get() == Some((device, ticket)) || HELD_NESTED.with_borrow(|held| held.contains(&(device, ticket)))
+    HELD.get() == Some((device, ticket))
+        || HELD_NESTED.try_with(|held| held.borrow().contains(&(device, ticket))).unwrap_or(false)
 }
 
 #[cfg(test)]
