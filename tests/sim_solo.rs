@@ -966,8 +966,9 @@ fn uses_elsewhere_while_a_solo_launch_stays_open_wait_once_not_once_each() {
 }
 
 /// Past the close, once the floor is known done, a stream whose launches touch no memory a
-/// solo launch used stops looking at solo mode; a use of such memory there later is still
-/// ordered after the solo launches.
+/// solo launch used stops looking at solo mode (its first launch then waits once on the
+/// floor, finished work); a use of such memory there later is still ordered after the solo
+/// launches.
 #[test]
 fn streams_past_the_close_that_touch_no_solo_memory_stop_checking_solo_mode() {
     let d = sim();

@@ -87,6 +87,16 @@ struct State {
     solo_launches: u64,
     /// The highest buffer id a solo launch has used.
     solo_max_id: u64,
+    /// While solo mode closes on this stream: an event after the work of every solo launch
+    /// that was not in flight at the close (recorded at the close, or at the first use that
+    /// needs it if that record failed).
+    solo_cover: Option<EventRef>,
+    /// While solo mode closes: the buffers used by solo launches that committed since the
+    /// close began (they were in flight then).
+    solo_late: Vec<u64>,
+    /// An event after the work of every such launch (recorded at each one's commit, or at the
+    /// first use that needs it if that record failed).
+    solo_late_cover: Option<EventRef>,
 }
 
 /// How many of its newest events a stream keeps for reuse: the previous op's event is still
@@ -109,7 +119,8 @@ pub(crate) struct StreamSlot {
     /// Whether `lane` is set: a traced op on a stream no lane owns (every inline op) then
     /// skips the lock. The name is informational, so a trace racing `set_lane` may see either.
     has_lane: AtomicBool,
-    /// The stream has waited on its device's solo floor (or needs not: it is the solo stream).
+    /// The stream is past its device's solo mode: it waited on the floor, or took it as a
+    /// fence candidate that cost nothing, or is the solo stream and the floor is recorded.
     floor_seen: AtomicBool,
     /// Launches that looked at the device's solo mode (`StreamStats::solo_checks`); counted
     /// off the fast path only.
@@ -143,6 +154,9 @@ impl StreamSlot {
                 solo_uses: Vec::new(),
                 solo_launches: 0,
                 solo_max_id: 0,
+                solo_cover: None,
+                solo_late: Vec::new(),
+                solo_late_cover: None,
             }),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
