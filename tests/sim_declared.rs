@@ -440,3 +440,30 @@ fn a_reservation_that_is_never_released_fails_a_later_use_with_buffer_reserved()
         assert_eq!(x.download(s).unwrap(), [1]);
     });
 }
+
+/// A declared job's reservations order uses made after its submit by everyone but the jobs
+/// submitted before it, the submitting job included: a job that submits a declared job to
+/// its own lane and then writes the same buffer must not wait for it (the new job runs only
+/// after the submitting one ends), so its write runs at once, and the new job's after it.
+#[test]
+fn a_use_by_the_submitting_job_after_its_submit_is_not_ordered_after_the_submitted_job() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("submitter").unwrap();
+        let x = d.alloc_zeros::<u64>(d.default_stream(), 2).unwrap();
+        let (l2, xa) = (lane.clone(), x.clone());
+        let later = lane
+            .submit(move |cx| {
+                let xb = xa.clone();
+                let later = l2.job().write(&xa).submit(move |cx| set(cx, &xb, 2, 0));
+                // Not ordered after `later`, which waits in this lane's queue behind this job.
+                set(cx, &xa, 1, 0)?;
+                Ok(later)
+            })
+            .wait()
+            .unwrap();
+        later.wait().unwrap();
+        assert_eq!(x.download(d.default_stream()).unwrap(), [2, 2]);
+        assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+    });
+}

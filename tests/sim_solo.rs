@@ -747,3 +747,246 @@ fn a_write_after_a_covered_read_elsewhere_still_waits_for_the_solo_read_in_fligh
     let h = d.sim_hazards().unwrap();
     assert!(h.is_empty(), "{h:?}");
 }
+
+/// A solo launch that reads `x` and, inside its enqueue, makes a second solo launch that adds
+/// `by` to it: the thread holds two solo launches at once (a nested one).
+fn nested_add(d: &Device, s: StreamId, x: &GpuRef<u32>, by: u32) -> cusched::Result<()> {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.read(x)?;
+    rec.launch(d, |_| add(d, s, x, by, Duration::ZERO))
+}
+
+/// Runs its closure when the thread's thread-locals are destroyed.
+struct AtExit(std::cell::RefCell<Option<Box<dyn FnOnce()>>>);
+
+impl Drop for AtExit {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.get_mut().take() {
+            f();
+        }
+    }
+}
+
+thread_local! {
+    static AT_EXIT: AtExit = const { AtExit(std::cell::RefCell::new(None)) };
+}
+
+/// Sets `f` to run from a thread-local's destructor on this thread, registered before any
+/// thread-local the crate touches afterwards, so that `f` runs after those are destroyed.
+fn at_thread_exit(f: impl FnOnce() + 'static) {
+    AT_EXIT.with(|a| *a.0.borrow_mut() = Some(Box::new(f)));
+}
+
+/// What the child process of the test below runs: `nested` makes a nested solo launch from a
+/// thread-local's destructor; `held` makes a use on a second stream that waits for another
+/// thread's solo launch from one.
+fn launch_from_a_thread_local_destructor(mode: &str) {
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    let w = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let y = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    let (done_tx, done_rx) = mpsc::channel::<cusched::Result<()>>();
+    match mode {
+        "nested" => {
+            let t = {
+                let (d, x, w) = (d.clone(), x.clone(), w.clone());
+                std::thread::spawn(move || {
+                    let (dd, xx) = (d.clone(), x.clone());
+                    at_thread_exit(move || done_tx.send(nested_add(&dd, s0, &xx, 1)).unwrap());
+                    // Solo mode's own thread-locals are made now, after the one above: they
+                    // are destroyed before it.
+                    nested_add(&d, s0, &w, 1).unwrap();
+                })
+            };
+            t.join().expect("the thread's exit");
+            done_rx.recv().unwrap().expect("the nested solo launch from the destructor");
+            assert_eq!(x.download(s0).unwrap(), vec![2; 4]);
+        }
+        "held" => {
+            // S holds a solo write of x open until told to go on.
+            let (inside_tx, inside_rx) = mpsc::channel::<()>();
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            let s = {
+                let (d, x) = (d.clone(), x.clone());
+                std::thread::spawn(move || {
+                    let mut rec = LaunchRecorder::new_strict(s0);
+                    rec.write(&x).unwrap();
+                    let m = x.sim_data().unwrap();
+                    rec.launch(&d, |scope| {
+                        inside_tx.send(()).unwrap();
+                        let _ = go_rx.recv_timeout(Duration::from_secs(30));
+                        scope.sim_kernel(move || m.lock().fill(7))
+                    })
+                    .unwrap()
+                })
+            };
+            inside_rx.recv().unwrap();
+            let (started_tx, started_rx) = mpsc::channel::<()>();
+            let t = {
+                let (d, x, y, w) = (d.clone(), x.clone(), y.clone(), w.clone());
+                std::thread::spawn(move || {
+                    let dd = d.clone();
+                    at_thread_exit(move || {
+                        started_tx.send(()).unwrap();
+                        done_tx.send(copy(&dd, s1, &y, &x)).unwrap();
+                    });
+                    nested_add(&d, s0, &w, 1).unwrap();
+                })
+            };
+            started_rx.recv().unwrap();
+            // Time for the destructor's launch to reach its wait for S (a shorter one still
+            // passes once fixed, it only exercises less).
+            std::thread::sleep(Duration::from_millis(100));
+            go_tx.send(()).unwrap();
+            s.join().unwrap();
+            t.join().expect("the thread's exit");
+            done_rx.recv().unwrap().expect("the use on s1 from the destructor");
+            assert_eq!(y.download(s1).unwrap(), vec![7; 4]);
+        }
+        other => panic!("unknown mode {other}"),
+    }
+    assert_clean(&d);
+}
+
+/// A launch made from a thread-local's destructor, after solo mode's own thread-locals on
+/// that thread are gone, must not panic there (a panic in a thread-local's destructor aborts
+/// the process). Each case runs in a child process, so that an abort shows as a failure here.
+#[test]
+fn a_launch_from_a_thread_local_destructor_does_not_abort() {
+    const MODE: &str = "CUSCHED_TEST_TLS_DESTRUCTOR_MODE";
+    if let Some(mode) = std::env::var_os(MODE) {
+        launch_from_a_thread_local_destructor(mode.to_str().unwrap());
+        return;
+    }
+    for mode in ["nested", "held"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["a_launch_from_a_thread_local_destructor_does_not_abort", "--exact", "--test-threads=1"])
+            .env(MODE, mode)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: the child exited with {:?}\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// S's solo write of x (x = 1) is inside its enqueue when this thread closes solo mode (a
+/// launch on s1 of another buffer), then preflights a hand-paired write of x (x = 2), which
+/// takes marks. Once solo mode has closed, conflicting launches follow preflight order: the
+/// hand-paired write waits for S's launch, as it would for S's mark with several streams from
+/// the start, and x ends at 2 either way. S goes on once the write committed, or after a
+/// while if the write waits for it.
+#[test]
+fn a_hand_paired_write_preflighted_after_the_close_follows_a_solo_write_still_in_flight() {
+    for several in [false, true] {
+        let d = short_timeout();
+        let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+        if several {
+            LaunchRecorder::new_strict(s1).launch(&d, |_| Ok(())).unwrap();
+        }
+        let x = d.alloc_zeros::<u32>(s0, 4).unwrap();
+        d.synchronize(s0).unwrap();
+        let (inside_tx, inside_rx) = mpsc::channel::<()>();
+        let (committed_tx, committed_rx) = mpsc::channel::<()>();
+        let s = {
+            let (d, x) = (d.clone(), x.clone());
+            std::thread::spawn(move || {
+                let mut rec = LaunchRecorder::new_strict(s0);
+                rec.write(&x).unwrap();
+                let m = x.sim_data().unwrap();
+                rec.launch(&d, |scope| {
+                    inside_tx.send(()).unwrap();
+                    let _ = committed_rx.recv_timeout(Duration::from_millis(300));
+                    scope.sim_kernel(move || m.lock().fill(1))
+                })
+                .unwrap()
+            })
+        };
+        inside_rx.recv().unwrap();
+        let _closes = d.alloc_zeros::<u32>(s1, 4).unwrap();
+        let mut rec = LaunchRecorder::new_strict(s0);
+        rec.write(&x).unwrap();
+        let write = rec.preflight(&d).unwrap();
+        let m = x.sim_data().unwrap();
+        write.scope().sim_kernel(move || m.lock().fill(2)).unwrap();
+        write.commit().unwrap();
+        let _ = committed_tx.send(());
+        s.join().unwrap();
+        assert_eq!(x.download(s0).unwrap(), vec![2; 4], "several streams from the start: {several}");
+        assert_clean(&d);
+    }
+}
+
+/// While one solo launch (of another buffer) stays open, 3,000 uses on s1 of memory solo
+/// launches used wait once on the solo stream's work from before the close, not once each on
+/// a new event at its tail.
+#[test]
+fn uses_elsewhere_while_a_solo_launch_stays_open_wait_once_not_once_each() {
+    let d = short_timeout();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[3u32; 4]).unwrap();
+    let h = d.alloc_zeros::<u32>(s0, 4).unwrap();
+    d.synchronize(s0).unwrap();
+    let (inside_tx, inside_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let s = {
+        let (d, h) = (d.clone(), h.clone());
+        std::thread::spawn(move || {
+            let mut rec = LaunchRecorder::new_strict(s0);
+            rec.write(&h).unwrap();
+            let m = h.sim_data().unwrap();
+            rec.launch(&d, |scope| {
+                inside_tx.send(()).unwrap();
+                let _ = done_rx.recv_timeout(Duration::from_secs(60));
+                scope.sim_kernel(move || m.lock().fill(5))
+            })
+            .unwrap()
+        })
+    };
+    inside_rx.recv().unwrap();
+    let y = d.alloc_zeros::<u32>(s1, 4).unwrap();
+    let (waits, recorded) = (d.stream_stats(s1).unwrap().waits, d.stream_stats(s0).unwrap().recorded);
+    for _ in 0..3000 {
+        copy(&d, s1, &y, &x).unwrap();
+    }
+    let waits = d.stream_stats(s1).unwrap().waits - waits;
+    let recorded = d.stream_stats(s0).unwrap().recorded - recorded;
+    done_tx.send(()).unwrap();
+    s.join().unwrap();
+    assert!(waits <= 1, "{waits} waits on s1 for 3,000 uses of x while one solo launch of h stayed open");
+    assert!(recorded <= 1, "{recorded} events recorded on s0 for them");
+    assert_eq!(y.download(s1).unwrap(), vec![3; 4]);
+    assert_eq!(h.download(s0).unwrap(), vec![5; 4]);
+    assert_clean(&d);
+}
+
+/// Past the close, once the floor is known done, a stream whose launches touch no memory a
+/// solo launch used stops looking at solo mode (its first launch then waits once on the
+/// floor, finished work); a use of such memory there later is still ordered after the solo
+/// launches.
+#[test]
+fn streams_past_the_close_that_touch_no_solo_memory_stop_checking_solo_mode() {
+    let d = sim();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s0, &[1u32; 4]).unwrap();
+    add(&d, s0, &x, 1, Duration::from_millis(5)).unwrap();
+    let z = d.alloc_zeros::<u32>(s1, 4).unwrap();
+    // The floor is done, and known to be.
+    d.synchronize(s0).unwrap();
+    let checks = d.stream_stats(s1).unwrap().solo_checks;
+    for _ in 0..1000 {
+        add(&d, s1, &z, 1, Duration::ZERO).unwrap();
+    }
+    let checks = d.stream_stats(s1).unwrap().solo_checks - checks;
+    assert!(checks <= 1, "1,000 launches on s1 of new memory looked at solo mode {checks} times");
+    let y = d.alloc_zeros::<u32>(s1, 4).unwrap();
+    copy(&d, s1, &y, &x).unwrap();
+    assert_eq!(y.download(s1).unwrap(), vec![2; 4]);
+    assert_eq!(z.download(s1).unwrap(), vec![1000; 4]);
+    assert_clean(&d);
+}

@@ -280,13 +280,19 @@ impl DeviceShared {
     /// before it uses memory that solo launches used: once no solo launch in flight conflicts
     /// with its `uses` (buffer ids and accesses of this device), waiting for that bounded
     /// by `DeviceConfig::preflight_timeout`. With `true` when that event is the floor (the
-    /// stream need not look again); `None` for the event when none is needed.
+    /// stream need not look again); `None` for the event when none is needed. On the solo
+    /// stream itself (`on_solo_stream`) only the wait is needed (see `Solo::await_uses`).
     #[cold]
     #[inline(never)]
-    pub(crate) fn solo_wait(&self, uses: crate::track::IdUses) -> Result<(Option<EventRef>, bool)> {
+    pub(crate) fn solo_wait(
+        &self,
+        uses: crate::track::IdUses,
+        on_solo_stream: bool,
+    ) -> Result<(Option<EventRef>, bool)> {
         self.close_solo();
         let timeout = self.config.preflight_timeout;
-        let covered = self.solo.await_uses(|i| self.slot_by_index(i), &self.events, self.uid, timeout, &uses);
+        let slot = |i| self.slot_by_index(i);
+        let covered = self.solo.await_uses(slot, &self.events, self.uid, timeout, &uses, on_solo_stream);
         covered.map_err(|(e, epoch)| match epoch {
             Some(epoch) => self.classify(e, epoch),
             None => e,

@@ -111,7 +111,8 @@ impl Job {
 /// A lane job with declared buffer uses, made by [`Lane::job`]. Submitting it reserves each
 /// declared buffer's next position, in submit order: every use of those buffers made after the
 /// submit returns — on any lane, or inline — is ordered after this job, even if it commits
-/// first. See [`Lane::job`].
+/// first, except a use inside a lane job submitted before this one (the submitting job
+/// included), which is ordered by commit. See [`Lane::job`].
 #[must_use = "a job builder does nothing until submitted"]
 pub struct JobBuilder<'a> {
     lane: &'a Lane,

@@ -188,7 +188,10 @@ impl Lane {
     /// commit first: that use's preflight waits (bounded by
     /// [`DeviceConfig::preflight_timeout`](crate::DeviceConfig), then
     /// [`Error::BufferReserved`]) until this job has ended, then fences on the GPU as usual; no
-    /// host thread waits for the GPU. Reads declared by several jobs do not wait for each other;
+    /// host thread waits for the GPU. The exception is a use inside a lane job submitted
+    /// before this one, the job that submits it included: a job never waits for a job
+    /// submitted after it (that job may be queued behind it, on its own lane), so such a use is
+    /// ordered by commit, as with undeclared jobs. Reads declared by several jobs do not wait for each other;
     /// a later write waits for all of them. The job may use only what it declared, besides
     /// buffers made after it started and the libraries' own scratch (a strict recorder fails
     /// with [`Error::UndeclaredUse`] otherwise); a declared buffer the job never

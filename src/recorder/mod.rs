@@ -289,6 +289,10 @@ impl LaunchRecorder {
     /// stream; returns the launch, to enqueue on through [`Preflighted::scope`] and then
     /// [`commit`](Preflighted::commit). Prefer [`launch`](Self::launch), which does all three.
     ///
+    /// A hand-paired launch always takes marks, in solo mode too (see [`launch`](Self::launch)):
+    /// there, on the one stream, it is ordered against solo launches by enqueue; once solo mode
+    /// has closed, it waits for a conflicting solo launch still enqueueing, as for a mark.
+    ///
     /// On error nothing is reserved and the recorder is gone: to retry (after a
     /// [`Error::BufferBusy`], say), preflight a clone.
     pub fn preflight(mut self, device: &Device) -> Result<Preflighted> {
@@ -430,10 +434,12 @@ impl LaunchRecorder {
     /// whose uses are all device memory of the device takes no per-buffer marks: stream order
     /// orders it against every other launch there, so a conflicting launch of another thread
     /// on the same stream is ordered by enqueue rather than held until this one commits. The
-    /// first launch on another stream ends solo mode; a use there of memory a solo launch used
-    /// waits until no solo launch still enqueueing conflicts with it (as it would wait for a
-    /// mark), and one that would wait for a launch whose enqueue closure it runs in is
-    /// [`Error::WouldDeadlock`].
+    /// first launch on another stream ends solo mode; from then on a launch of memory a solo
+    /// launch used, on any stream (this one included, and hand-paired ones too), waits until no
+    /// solo launch still enqueueing conflicts with it (as it would wait for a mark): conflicting
+    /// launches follow preflight order. One on another stream that would wait for a launch
+    /// whose enqueue closure it runs in is [`Error::WouldDeadlock`]; on this stream, that
+    /// thread's own enqueue order orders them, as in solo mode.
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a launch on a one-stream device can skip its
         // position unless a trace needs it.

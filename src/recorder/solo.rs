@@ -39,7 +39,7 @@ impl LaunchRecorder {
             }
             seen.push(other.uid);
             other.close_solo();
-            if let Some((Some(event), _)) = solo_cover(other, &self.uses)? {
+            if let Some((Some(event), _)) = solo_cover(other, &self.uses, false)? {
                 if !event.context_replaced() {
                     candidates.push(event);
                 }
@@ -52,35 +52,59 @@ impl LaunchRecorder {
 /// What a marked launch on `slot` with `uses` waits on for its device's solo mode: closes it
 /// if it is open on another stream, and, when a solo launch used one of the buffers (the
 /// others' states miss nothing), returns the event that covers those uses once no solo launch
-/// in flight conflicts with this one (see `track::solo`), unless `slot` is the solo stream or
-/// the event is of a context the device has left (whose buffers are all stale). Also whether
-/// the stream needs never look again: it waits on the floor now, or there is none to wait on.
+/// in flight conflicts with this one (see `track::solo`), unless `slot` is the solo stream
+/// (which only waits for conflicting solo launches of other threads while solo mode closes)
+/// or the event is of a context the device has left (whose buffers are all stale). Also
+/// whether the stream needs never look again: it waits on the floor now, or there is none to
+/// wait on (see [`past_floor`] for a launch that used none of that memory).
 #[cold]
 #[inline(never)]
 pub(super) fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<(Option<EventRef>, bool)> {
+    let checks = slot.count_solo_check();
     shared.close_solo();
-    if shared.solo.closed_on() == Some(slot.id.index) {
-        return Ok((None, true));
-    }
     if shared.fence_mutation == Some(crate::FenceMutation::NoSoloFloor) {
         return Ok((None, true));
     }
-    let Some((event, done)) = solo_cover(shared, uses)? else {
-        return Ok((None, false));
+    let on_solo_stream = shared.solo.closed_on() == Some(slot.id.index);
+    let (event, done) = match solo_cover(shared, uses, on_solo_stream)? {
+        Some(covered) => covered,
+        None => match past_floor(shared, slot, checks) {
+            Some(floor) => (floor, true),
+            None => return Ok((None, false)),
+        },
     };
     Ok((event.filter(|f| f.pos().stream != slot.index() && f.epoch() == shared.epoch()), done))
+}
+
+/// For a launch on `slot` that used no memory a solo launch used, once solo mode has closed:
+/// whether the stream may stop looking at solo mode by taking the floor as a candidate now
+/// (`Some`, with the floor if there is one), so that any later use of that memory there
+/// follows it. Only when that costs nothing on the GPU: the stream's clock covers the floor
+/// (no wait), or the GPU is known to have passed it (a wait on finished work), or there is
+/// none to follow (none recorded, or one of a context the device has left). Otherwise the
+/// stream goes on looking, and asks the driver whether the floor is done on every 64th look
+/// only (`checks` counts them), since that costs a query.
+fn past_floor(shared: &DeviceShared, slot: &StreamSlot, checks: u64) -> Option<Option<EventRef>> {
+    let floor = shared.solo.closed_floor()?;
+    let Some(floor) = floor.filter(|f| f.epoch() == shared.epoch()) else {
+        return Some(None);
+    };
+    let adopt = floor.known_done() || slot.covers(floor) || (checks % 64 == 63 && floor.is_done().unwrap_or(false));
+    adopt.then(|| Some(floor.clone()))
 }
 
 /// For a launch elsewhere with `uses`, once `device`'s solo mode is closing or closed: `None`
 /// when no solo launch of `device` can have used one of its buffers of that device, else the
 /// event that covers their solo uses, waited for until no solo launch in flight conflicts
-/// (with whether it is the floor: see `DeviceShared::solo_wait`).
-fn solo_cover(device: &DeviceShared, uses: &[Use]) -> Result<Option<(Option<EventRef>, bool)>> {
+/// (with whether it is the floor: see `DeviceShared::solo_wait`); on the solo stream itself
+/// (`on_solo_stream`), only the wait.
+fn solo_cover(device: &DeviceShared, uses: &[Use], on_solo_stream: bool) -> Result<Option<(Option<EventRef>, bool)>> {
     let of_device = |u: &&Use| u.track().device.uid == device.uid;
     if !uses.iter().filter(of_device).any(|u| device.solo.maybe_used(u.id)) {
         return Ok(None);
     }
-    device.solo_wait(uses.iter().filter(of_device).map(|u| (u.id, u.access)).collect()).map(Some)
+    let uses = uses.iter().filter(of_device).map(|u| (u.id, u.access)).collect();
+    device.solo_wait(uses, on_solo_stream).map(Some)
 }
 
 /// A solo launch's uses as its stream lists them while it is in flight.

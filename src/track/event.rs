@@ -312,7 +312,7 @@ impl FenceEvent {
     }
 
     /// Whether a later position of the same stream has been seen done (no driver call).
-    fn known_done(&self) -> bool {
+    pub(crate) fn known_done(&self) -> bool {
         // Events of a replaced context report its failure from the driver instead.
         self.pos.seq != 0
             && !self.context_replaced()

@@ -49,10 +49,11 @@
 //! A device that has run tracked work on one stream only needs none of this for device
 //! memory: stream order orders every launch there. Its closure-form launches then skip
 //! acquire and publish (and, when nothing needs it, the position), and the states miss their
-//! uses until a launch on another stream closes solo mode. From then on a use elsewhere of
-//! memory a solo launch used waits for any conflicting solo launch still in flight, then on
-//! one event of the solo stream that covers them (the floor, once every solo launch has
-//! committed). `solo` has the protocol and why it holds.
+//! uses until a launch on another stream closes solo mode. From then on a launch that takes
+//! marks (on any stream, the solo one too) waits for any conflicting solo launch still in
+//! flight, and one elsewhere of memory a solo launch used then waits on an event of the solo
+//! stream that covers those uses (the floor, once every solo launch has committed). `solo`
+//! has the protocol and why it holds.
 //!
 //! # Lock order
 //!

@@ -19,7 +19,9 @@
 //!
 //! - in a lane job with ticket `t` (declared or not): the reservations with tickets below `t`,
 //!   the jobs submitted before it. Its own reservation is not below `t`, so a declared job never
-//!   waits for itself;
+//!   waits for itself, and a job's uses made after it submitted a declared job (or while a job
+//!   submitted after it runs) do not wait for that job: they are ordered by commit, since the
+//!   later job may be queued behind it;
 //! - anywhere else (inline, on the caller's thread): every reservation present, all of which
 //!   were made by submits that happened before the use.
 //!

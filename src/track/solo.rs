@@ -15,7 +15,7 @@
 //! and at commit it takes itself and them out again under the same lock. No buffer lock is
 //! taken either time. X also keeps the highest buffer id a solo launch used, so that later a
 //! buffer with a higher id is known to have no solo use. Buffer states therefore miss solo
-//! uses, and three things make up for that:
+//! uses, and the following make up for that:
 //!
 //! - **Stream order.** Every solo use is on X, and X runs its work in enqueue order. Two
 //!   threads' conflicting solo launches are ordered by their enqueue on X rather than held
@@ -30,9 +30,25 @@
 //!   buffer a solo launch used waits on the floor first (a stream once; a peer launch each
 //!   time). Before the floor exists, it looks under X's lock for a solo launch in flight that
 //!   uses one of its buffers in a conflicting way (a write conflicts with every use, a read
-//!   with writes); while one does, it waits, as it would have waited for that launch's mark;
-//!   once none does, an event recorded on X then covers every solo use of its buffers, since
-//!   each has been enqueued.
+//!   with writes); while one does, it waits, as it would have waited for that launch's mark.
+//!   Once none does, every solo use of its buffers has been enqueued, and an event covers
+//!   them: the close records one on X after every launch not in flight then, and each solo
+//!   launch that commits while solo mode closes records one after its work and notes its
+//!   buffers as late. A use of no late buffer waits on the close's event, one of a late
+//!   buffer on the newest late event: never on an event after work that solo launches did not
+//!   enqueue before, and the same event each time, so that a stream waits on it once.
+//! - **Preflight order after the close.** A launch on X itself while solo mode closes (every
+//!   launch there takes marks once the close began) looks the same way
+//!   and waits while a solo launch in flight of another thread conflicts with it, as it would
+//!   wait for that launch's mark: from the close on, conflicting launches follow preflight
+//!   order on every stream. It needs no event (stream order covers every solo use on X); a
+//!   conflicting solo launch of its own thread (the launch is made inside that one's enqueue)
+//!   is not waited for, since that thread's enqueue order on X orders them, as in solo mode.
+//! - **Leaving the check.** A stream is past solo mode once it waited on the floor (X: once
+//!   the floor is recorded). A stream whose launches use no memory a solo launch used takes
+//!   the floor as a fence candidate once that costs nothing on the GPU: its clock covers it,
+//!   or the GPU is known to have passed it (a done-mark, or a query on every 64th look); from
+//!   then on it reads nothing of solo mode either.
 //!
 //! Host accesses read only pinned host memory's states, and pinned memory never takes the
 //! solo path. A device never goes back to `SOLO`. An event that would be recorded on X while
@@ -47,7 +63,8 @@
 //! marks would have made. A solo launch held by the waiting thread itself (a conflicting use
 //! on another stream from inside a solo launch's enqueue) is [`Error::WouldDeadlock`] at once
 //! (the thread keeps the launches it holds in a thread-local stack, as the marked path keeps
-//! holders in the marks); any other wait is bounded by `DeviceConfig::preflight_timeout`.
+//! holders in the marks); any other wait is bounded by `DeviceConfig::preflight_timeout`,
+//! then [`Error::BufferBusy`].
 
 use super::{Access, EventPool, EventRef, StreamSlot};
 use crate::error::Error;
@@ -114,8 +131,9 @@ impl Solo {
     }
 
     /// Whether a launch that takes marks on the device's stream `index` must first close solo
-    /// mode or look at its floor; `floor_seen`: the stream has waited on the floor already, or
-    /// is X (it then needs neither). One relaxed load in steady state.
+    /// mode or look at its floor; `floor_seen`: the stream is past solo mode (see the module
+    /// docs), and needs neither. Never called in steady state: the caller reads `floor_seen`
+    /// first.
     #[inline(always)]
     pub(crate) fn needs_floor(&self, index: u32, floor_seen: bool) -> bool {
         if floor_seen {
@@ -190,8 +208,12 @@ impl Solo {
     /// Waits, bounded by `timeout`, until no solo launch in flight conflicts with the
     /// caller's `uses` (checked under the solo stream's lock), and returns the event
     /// on the solo stream that then covers every solo use of the caller's buffers: the floor
-    /// once recorded (with `true`: nothing need look again), else one recorded now (`false`).
-    /// `None` for the event: none is needed (the solo stream is behind a rebuild). A failed
+    /// once recorded (with `true`: nothing need look again), else one recorded at the close or
+    /// after a later solo commit (`false`). `None` for the event: none is needed (the solo
+    /// stream is behind a rebuild). `on_solo_stream`: the caller's launch is on the solo
+    /// stream itself, where stream order covers every solo use, so it needs no event and
+    /// waits only for conflicting solo launches of other threads (see
+    /// [`StreamSlot::solo_settled`]); `true` then once no solo launch is in flight. A failed
     /// record comes back with the solo stream's context epoch. `device` names the device.
     pub(crate) fn await_uses<'a>(
         &self,
@@ -200,32 +222,42 @@ impl Solo {
         device: u32,
         timeout: Duration,
         uses: &[(u64, Access)],
+        on_solo_stream: bool,
     ) -> std::result::Result<(Option<EventRef>, bool), (Error, Option<u64>)> {
         let deadline = Instant::now().checked_add(timeout);
+        let mut x_id = None;
         loop {
             if let Some(floor) = self.closed_floor() {
-                return Ok((floor.cloned(), true));
+                return Ok((floor.filter(|_| !on_solo_stream).cloned(), true));
             }
-            let Some(x) = self.closed_on().and_then(&slot) else {
-                // The caller closed solo mode before it came here: `CLOSING` is stored.
-                std::thread::yield_now();
-                continue;
-            };
-            let mut held = false;
-            match x.solo_cover(self, pool, uses, device, &mut held) {
-                Some(Ok(covered)) => return Ok(covered),
-                Some(Err((e, epoch))) => return Err((e, Some(epoch))),
-                None => {}
-            }
-            if held {
-                let what = format!(
-                    "a buffer that a launch still enqueueing on {} uses (that stream was the only one of device #{device} until now) is used on another stream from inside that launch's enqueue, so it would wait for itself; make the use outside the launch's enqueue",
-                    x.id
-                );
-                return Err((Error::WouldDeadlock { what }, None));
+            // None only in a moment between two stores of a close: then it is looked up again.
+            if let Some(x) = self.closed_on().and_then(&slot) {
+                x_id = Some(x.id);
+                if on_solo_stream {
+                    if let Some(done) = x.solo_settled(uses, device) {
+                        return Ok((None, done));
+                    }
+                } else {
+                    let mut held = false;
+                    match x.solo_cover(self, pool, uses, device, &mut held) {
+                        Some(Ok(covered)) => return Ok(covered),
+                        Some(Err((e, epoch))) => return Err((e, Some(epoch))),
+                        None => {}
+                    }
+                    if held {
+                        let what = format!(
+                            "a buffer that a launch still enqueueing on {} uses (that stream was the only one of device #{device} until now) is used on another stream from inside that launch's enqueue, so it would wait for itself; make the use outside the launch's enqueue",
+                            x.id
+                        );
+                        return Err((Error::WouldDeadlock { what }, None));
+                    }
+                }
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                let buffer = format!("a buffer used on {} (the only stream of device #{device} until now)", x.id);
+                let buffer = match x_id {
+                    Some(x) => format!("a buffer used on {x} (the only stream of device #{device} until now)"),
+                    None => format!("a buffer used while device #{device} had one stream only"),
+                };
                 return Err((Error::BufferBusy { buffer, waited: timeout }, None));
             }
             std::thread::sleep(Duration::from_micros(20));
@@ -253,18 +285,36 @@ thread_local! {
 
 /// Held by a closure-form solo launch from its preflight until its commit, so that a wait on
 /// the same thread for a conflicting solo launch knows when it would wait for itself.
+///
+/// Launches may be made from a thread-local's destructor, after `HELD_NESTED` is gone: it is
+/// reached only through `try_with` (a panic in a thread-local's destructor aborts the
+/// process). A launch it cannot note is held nowhere: a conflicting use from its own enqueue
+/// then waits for it until `DeviceConfig::preflight_timeout` (`Error::BufferBusy`) instead of
+/// failing at once.
 pub(crate) struct HeldHere {
-    /// Kept in `HELD_NESTED` rather than `HELD`.
-    nested: bool,
+    kept: Kept,
+}
+
+/// Where a [`HeldHere`] noted its launch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// In `HELD`, the bottom of the stack.
+    Bottom,
+    /// In `HELD_NESTED`.
+    Nested,
+    /// Nowhere: the thread's thread-locals are being destroyed.
+    Nowhere,
 }
 
 impl HeldHere {
     /// Notes that this thread holds solo launch `ticket` of device `device`.
     #[inline(always)]
     pub(crate) fn enter(device: u32, ticket: u64) -> HeldHere {
+        // `HELD` needs no destructor, so it stays usable while the thread's thread-locals are
+        // destroyed.
         if HELD.get().is_none() {
             HELD.set(Some((device, ticket)));
-            return HeldHere { nested: false };
+            return HeldHere { kept: Kept::Bottom };
         }
         Self::enter_nested(device, ticket)
     }
@@ -272,24 +322,57 @@ impl HeldHere {
     #[cold]
     #[inline(never)]
     fn enter_nested(device: u32, ticket: u64) -> HeldHere {
-        HELD_NESTED.with_borrow_mut(|held| held.push((device, ticket)));
-        HeldHere { nested: true }
+        let kept = match HELD_NESTED.try_with(|held| held.borrow_mut().push((device, ticket))) {
+            Ok(()) => Kept::Nested,
+            Err(_) => Kept::Nowhere,
+        };
+        HeldHere { kept }
     }
 }
 
 impl Drop for HeldHere {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.nested {
+        match self.kept {
+            Kept::Bottom => HELD.set(None),
             // Closure-form launches commit in the reverse order of their preflights.
-            HELD_NESTED.with_borrow_mut(|held| held.pop());
-        } else {
-            HELD.set(None);
+            Kept::Nested => {
+                let _ = HELD_NESTED.try_with(|held| held.borrow_mut().pop());
+            }
+            Kept::Nowhere => {}
         }
     }
 }
 
-/// Whether this thread holds solo launch `ticket` of `device`.
+/// Whether this thread holds solo launch `ticket` of `device` (as far as it could note: see
+/// [`HeldHere`]).
 pub(crate) fn held_here(device: u32, ticket: u64) -> bool {
-    HELD.get() == Some((device, ticket)) || HELD_NESTED.with_borrow(|held| held.contains(&(device, ticket)))
+    HELD.get() == Some((device, ticket))
+        || HELD_NESTED.try_with(|held| held.borrow().contains(&(device, ticket))).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimShared;
+    use crate::backend::BackendCtx;
+    use crate::SimConfig;
+    use std::sync::mpsc;
+
+    /// Every wait for solo launches ends at its deadline, even one that cannot find the solo
+    /// stream.
+    #[test]
+    fn a_wait_whose_solo_stream_cannot_be_found_ends_at_its_deadline() {
+        let pool = EventPool::new(BackendCtx::Sim(SimShared::new(SimConfig::default())), 1);
+        let solo = Solo::new(true);
+        solo.state.store(CLOSING, Ordering::Release);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let no_slot = |_: u32| -> Option<&StreamSlot> { None };
+            let waited = solo.await_uses(no_slot, &pool, 1, Duration::from_millis(50), &[(1, Access::Read)], false);
+            let _ = tx.send(waited.map(|_| ()).map_err(|(e, _)| e));
+        });
+        let waited = rx.recv_timeout(Duration::from_secs(30)).expect("the wait never ended");
+        assert!(matches!(waited, Err(Error::BufferBusy { .. })), "{waited:?}");
+    }
 }

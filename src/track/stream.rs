@@ -9,7 +9,7 @@ use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod solo;
@@ -49,6 +49,10 @@ pub struct StreamStats {
     /// `cuEventRecord` calls the tracker made: at commit once several streams are in use, else
     /// only when a host wait, a query, a free or another stream needed a position.
     pub recorded: u64,
+    /// Launches on the stream that looked at its device's solo mode (see
+    /// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch)) before taking their marks:
+    /// none once the stream is past it.
+    pub solo_checks: u64,
 }
 
 impl std::ops::AddAssign for StreamStats {
@@ -56,6 +60,7 @@ impl std::ops::AddAssign for StreamStats {
         self.waits += o.waits;
         self.events += o.events;
         self.recorded += o.recorded;
+        self.solo_checks += o.solo_checks;
     }
 }
 
@@ -82,6 +87,16 @@ struct State {
     solo_launches: u64,
     /// The highest buffer id a solo launch has used.
     solo_max_id: u64,
+    /// While solo mode closes on this stream: an event after the work of every solo launch
+    /// that was not in flight at the close (recorded at the close, or at the first use that
+    /// needs it if that record failed).
+    solo_cover: Option<EventRef>,
+    /// While solo mode closes: the buffers used by solo launches that committed since the
+    /// close began (they were in flight then).
+    solo_late: Vec<u64>,
+    /// An event after the work of every such launch (recorded at each one's commit, or at the
+    /// first use that needs it if that record failed).
+    solo_late_cover: Option<EventRef>,
 }
 
 /// How many of its newest events a stream keeps for reuse: the previous op's event is still
@@ -104,8 +119,12 @@ pub(crate) struct StreamSlot {
     /// Whether `lane` is set: a traced op on a stream no lane owns (every inline op) then
     /// skips the lock. The name is informational, so a trace racing `set_lane` may see either.
     has_lane: AtomicBool,
-    /// The stream has waited on its device's solo floor (or needs not: it is the solo stream).
+    /// The stream is past its device's solo mode: it waited on the floor, or took it as a
+    /// fence candidate that cost nothing, or is the solo stream and the floor is recorded.
     floor_seen: AtomicBool,
+    /// Launches that looked at the device's solo mode (`StreamStats::solo_checks`); counted
+    /// off the fast path only.
+    solo_checks: AtomicU64,
 }
 
 impl StreamSlot {
@@ -135,10 +154,14 @@ impl StreamSlot {
                 solo_uses: Vec::new(),
                 solo_launches: 0,
                 solo_max_id: 0,
+                solo_cover: None,
+                solo_late: Vec::new(),
+                solo_late_cover: None,
             }),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
             floor_seen: AtomicBool::new(false),
+            solo_checks: AtomicU64::new(0),
             index,
         }
     }
@@ -300,7 +323,8 @@ impl StreamSlot {
 
     /// The stream's counters so far.
     pub(crate) fn stats(&self) -> StreamStats {
-        crate::sync::lock(&self.state).stats
+        let stats = crate::sync::lock(&self.state).stats;
+        StreamStats { solo_checks: self.solo_checks.load(Ordering::Relaxed), ..stats }
     }
 }
 
