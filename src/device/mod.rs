@@ -44,7 +44,23 @@ struct Owner(Arc<DeviceShared>);
 impl Drop for Owner {
     fn drop(&mut self) {
         self.0.shutdown();
+        // Dropping cannot return the hazards `shutdown` would: say so in the log, once more.
+        if let Some(e) = sim_hazard_error(&self.0) {
+            log::error!("cusched: simulated device {} dropped after a hazard: {e}", self.0.label());
+        }
     }
+}
+
+/// [`Error::Hazard`] with the first hazard a simulated device found, when its configuration
+/// fails on hazards.
+fn sim_hazard_error(shared: &DeviceShared) -> Option<Error> {
+    let BackendCtx::Sim(sim) = shared.backend() else { return None };
+    if !sim.config.fail_on_hazard {
+        return None;
+    }
+    let mut hazards = sim.hazards().into_iter();
+    let first = hazards.next()?;
+    Some(Error::Hazard { hazard: Box::new(first), more: hazards.count() })
 }
 
 impl fmt::Debug for Device {
@@ -106,8 +122,17 @@ impl Device {
     /// Called from a lane job or an `on_complete` callback (of any device), it only starts the
     /// shutdown and returns: joining there could wait on the calling thread itself. The threads
     /// then finish on their own, and a later call from another thread joins them.
-    pub fn shutdown(&self) {
+    ///
+    /// On a simulated device with [`SimConfig::fail_on_hazard`] (the default), it returns
+    /// [`Error::Hazard`] with the first hazard the checker found in the device's life (on
+    /// any device of its `sim_group`), whether or not a wait reported it already; otherwise
+    /// `Ok`. Dropping the last handle instead logs that error.
+    pub fn shutdown(&self) -> Result<()> {
         self.shared.shutdown();
+        match sim_hazard_error(&self.shared) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Whether this device is the CPU simulation.
@@ -268,7 +293,9 @@ impl Device {
         self.shared.events.created()
     }
 
-    /// On a simulated device, every pair of conflicting uses the checker found unordered.
+    /// On a simulated device, every hazard the checker found so far: pairs of conflicting
+    /// uses left unordered, and kernels' accesses they did not declare. Each was also logged
+    /// at `error` when found (and, with [`SimConfig::fail_on_hazard`], failed a wait).
     pub fn sim_hazards(&self) -> Result<Vec<Hazard>> {
         match self.shared.backend() {
             BackendCtx::Sim(s) => Ok(s.hazards()),

@@ -464,6 +464,7 @@ impl LaunchRecorder {
         let epoch = shared.epoch();
         let stream = self.stream;
         let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
+        let _names = device.is_simulated().then(|| sim_naming(shared, stream, &self.label, &self.uses));
         let position = position || trace.is_some();
         match self.launch_traced(device, enqueue, &mut trace, position) {
             Ok((value, event)) => {
@@ -552,6 +553,21 @@ impl Drop for Uncommitted<'_> {
             log::error!("cusched: committing the unwound launch failed: {e}");
         }
     }
+}
+
+/// Names the simulated kernels the launch enqueues, for the checker's hazards: the op, its
+/// lane and the labels of its buffers (nothing is copied unless a simulated kernel is
+/// enqueued).
+#[cold]
+#[inline(never)]
+fn sim_naming(shared: &DeviceShared, stream: StreamId, label: &OpLabel, uses: &[Use]) -> crate::backend::sim::Naming {
+    use crate::backend::sim::OpText;
+    let labels = uses.iter().filter_map(|u| u.track().label().map(|l| (u.id, l))).collect();
+    let op = match &label.op {
+        crate::trace::OpName::Static(s) => OpText::Static(s),
+        crate::trace::OpName::Shared(s) => OpText::Shared(s.clone()),
+    };
+    crate::backend::sim::naming(label.library, op, shared.lane_name(stream), labels)
 }
 
 /// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for
