@@ -84,6 +84,36 @@ impl Device {
         Ok(Device::owned(DeviceShared::new(ordinal, BackendCtx::Cuda(ctx), config, None)?))
     }
 
+    /// CUDA device 0 if this machine has a GPU, else the CPU simulation with
+    /// [`SimConfig::default()`] (its checker on, and failing on hazards): the usual start of
+    /// a program or test that should run anywhere. It logs at `info` which one it chose, and
+    /// why; [`is_simulated`](Self::is_simulated) tells the program.
+    ///
+    /// Only "no GPU here" falls back: no driver library ([`Error::LibraryUnavailable`]) or no
+    /// device ([`Error::NoDevice`]). A GPU that is present but fails to open returns its
+    /// error, rather than running on the simulator unnoticed.
+    ///
+    /// ```
+    /// use cusched::Device;
+    /// let device = Device::open_or_sim()?;
+    /// let x = device.upload(device.default_stream(), &[1.0f32, 2.0])?;
+    /// assert_eq!(x.download(device.default_stream())?, vec![1.0, 2.0]);
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
+    pub fn open_or_sim() -> Result<Device> {
+        match Device::open(0) {
+            Ok(device) => {
+                log::info!("cusched: running on CUDA device 0");
+                Ok(device)
+            }
+            Err(e @ (Error::LibraryUnavailable { .. } | Error::NoDevice { .. })) => {
+                log::info!("cusched: no CUDA GPU ({e}); running on the CPU simulation with SimConfig::default()");
+                Device::sim(SimConfig::default())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// A simulated device: streams are CPU threads, kernels are host closures.
     pub fn sim(sim: SimConfig) -> Result<Device> {
         Device::sim_with(sim, DeviceConfig::default())
