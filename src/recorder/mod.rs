@@ -426,14 +426,14 @@ impl LaunchRecorder {
     /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
     /// [`commit`](Preflighted::commit) calls.
     ///
-    /// On a device that has run tracked work on this one stream only (solo mode), a launch
-    /// whose uses are all device memory of the device takes no per-buffer marks: stream order
-    /// orders it against every other launch there, so a conflicting launch of another thread
-    /// on the same stream is ordered by enqueue rather than held until this one commits. The
-    /// first launch on another stream ends solo mode; a use there of memory a solo launch used
-    /// waits until no solo launch still enqueueing conflicts with it (as it would wait for a
-    /// mark), and one that would wait for a launch whose enqueue closure it runs in is
-    /// [`Error::WouldDeadlock`].
+    /// On a device that has run tracked work on this one stream only, a launch whose uses are
+    /// all device memory of the device holds no buffer: stream order orders it against every
+    /// other launch there, so a conflicting launch of another thread on the same stream is
+    /// ordered by enqueue rather than held until this one commits. Once a launch runs on
+    /// another stream, a use there of memory the one-stream launches used waits until none of
+    /// them still enqueueing conflicts with it (as it would wait for any conflicting launch
+    /// between preflight and commit), and one that would wait for a launch whose enqueue
+    /// closure it runs in is [`Error::WouldDeadlock`].
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a launch on a one-stream device can skip its
         // position unless a trace needs it.
