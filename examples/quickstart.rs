@@ -6,7 +6,7 @@
 //! Chrome-trace JSON (open it in Perfetto or chrome://tracing).
 
 use cusched::cudarc::driver::{LaunchConfig, PushKernelArg};
-use cusched::{Completion, Device, Error, GpuRef, HostBuffer, Kernel, Lane, Result, SimConfig, Timeline, TraceOptions};
+use cusched::{Completion, Device, Error, GpuRef, HostBuffer, Kernel, Lane, Result, Timeline, TraceOptions};
 use std::time::{Duration, Instant};
 
 const SRC: &str = r#"
@@ -146,16 +146,9 @@ fn main() -> Result<()> {
         },
         None => None,
     };
-    let device = match Device::open(0) {
-        Ok(d) => {
-            println!("running on CUDA device 0");
-            d
-        }
-        Err(e) => {
-            println!("no GPU available ({e}); running on the CPU simulation");
-            Device::sim(SimConfig { max_delay: Duration::from_micros(200), ..Default::default() })?
-        }
-    };
+    // CUDA device 0 if there is one, else the CPU simulation (logged at info).
+    let device = Device::open_or_sim()?;
+    println!("running on {}", if device.is_simulated() { "the CPU simulation" } else { "CUDA device 0" });
     let kernel = if device.is_simulated() { None } else { Some(device.compile(SRC, &[])?.kernel("poly")?) };
     let (chunks, n) = if device.is_simulated() { (32, 1 << 14) } else { (64, 1 << 22) };
     let pipelined = Stages { up: device.lane("upload")?, mid: device.lane("compute")?, down: device.lane("download")? };

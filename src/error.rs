@@ -247,6 +247,28 @@ pub enum Error {
         /// Its status.
         status: DriverError,
     },
+
+    /// The simulator's checker found a hazard (see [`SimConfig::fail_on_hazard`]): two uses of
+    /// a buffer that nothing ordered, or a kernel's access it did not declare. The message
+    /// names both kernels, their lanes and the buffer.
+    ///
+    /// [`SimConfig::fail_on_hazard`]: crate::SimConfig::fail_on_hazard
+    #[error("{hazard}{}", more_hazards(*more))]
+    Hazard {
+        /// The hazard (the first one, from [`Device::shutdown`](crate::Device::shutdown)).
+        hazard: Box<crate::hazard::Hazard>,
+        /// How many more the device found ([`Device::shutdown`](crate::Device::shutdown)
+        /// only; [`Device::sim_hazards`](crate::Device::sim_hazards) lists them all).
+        more: usize,
+    },
+}
+
+/// The tail of a hazard error's message that counts the others.
+fn more_hazards(more: usize) -> String {
+    match more {
+        0 => String::new(),
+        n => format!(" (and {n} more: Device::sim_hazards lists them)"),
+    }
 }
 
 impl Error {
@@ -326,6 +348,7 @@ impl std::fmt::Debug for Error {
             Numerical { op, batch, failures },
             CompileFailed { status, log },
             ContextPoisoned { call, status },
+            Hazard { hazard, more },
         )
     }
 }
@@ -353,7 +376,7 @@ macro_rules! plain_fields {
         }
     )*};
 }
-plain_fields!(String, &'static str, usize, u64, Duration, Vec<NumericalFailure>);
+plain_fields!(String, &'static str, usize, u64, Duration, Vec<NumericalFailure>, Box<crate::hazard::Hazard>);
 
 impl FieldDebug for DriverError {
     fn fmt_field(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -7,6 +7,7 @@ mod backend;
 mod completion;
 mod device;
 mod error;
+mod hazard;
 mod host_cache;
 mod lane;
 mod libs;
@@ -18,7 +19,7 @@ mod sync;
 mod trace;
 mod track;
 
-pub use backend::sim::{FenceMutation, Hazard, HazardKind, SimConfig, SimOp};
+pub use backend::sim::{FenceMutation, Hazard, HazardKind, OpOrigin, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId};
 pub use error::{Error, NumericalFailure, Result};

@@ -133,7 +133,7 @@ fn kernel(d: &Device, s: StreamId, declare: &GpuRef<u32>, body: impl FnOnce() + 
 
 #[test]
 fn a_kernel_writing_a_buffer_it_did_not_declare_is_reported() {
-    let d = sim();
+    let d = sim_listing_hazards();
     let s = d.default_stream();
     let (a, b) = (d.upload(s, &[1u32; 4]).unwrap(), d.upload(s, &[2u32; 4]).unwrap());
     let bm = b.sim_data().unwrap();
@@ -146,7 +146,7 @@ fn a_kernel_writing_a_buffer_it_did_not_declare_is_reported() {
 
 #[test]
 fn a_kernel_reading_a_buffer_it_did_not_declare_is_reported_once() {
-    let d = sim();
+    let d = sim_listing_hazards();
     let s = d.default_stream();
     let (a, b) = (d.upload(s, &[1u32; 4]).unwrap(), d.upload(s, &[2u32; 4]).unwrap());
     let bm = b.sim_data().unwrap();
@@ -161,7 +161,7 @@ fn a_kernel_reading_a_buffer_it_did_not_declare_is_reported_once() {
 
 #[test]
 fn a_kernel_writing_a_buffer_it_declared_read_only_is_reported() {
-    let d = sim();
+    let d = sim_listing_hazards();
     let s = d.default_stream();
     let a = d.upload(s, &[1u32; 4]).unwrap();
     let am = a.sim_data().unwrap();

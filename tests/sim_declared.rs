@@ -411,7 +411,7 @@ fn a_declared_job_dropped_unrun_at_shutdown_releases_its_reservations() {
             }
             open.send(()).ok();
         });
-        d.shutdown();
+        d.shutdown().unwrap();
         releaser.join().unwrap();
         blocker.wait().unwrap();
         assert!(matches!(queued.wait(), Err(Error::Shutdown)));

@@ -173,7 +173,7 @@ fn every_completion_resolves_once_and_callbacks_keep_stream_order() {
         }
         let total = THREADS * OPS;
         // Callbacks still in flight finish before shutdown returns.
-        d.shutdown();
+        d.shutdown().unwrap();
         let violations = log.violations.lock().unwrap();
         assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
         let delivered = log.delivered.lock().unwrap();

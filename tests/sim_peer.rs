@@ -14,6 +14,8 @@ fn pair_with(mutation: Option<FenceMutation>, max_us: u64, seed: u64) -> (Device
         max_delay: Duration::from_micros(max_us),
         seed,
         fence_mutation: mutation,
+        // A mutation makes hazards on purpose: they are read from `sim_hazards`.
+        fail_on_hazard: mutation.is_none(),
         ..SimConfig::default()
     };
     let mut g = Device::sim_group(config, 2).expect("sim group");

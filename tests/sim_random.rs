@@ -120,6 +120,7 @@ fn unfenced_free_is_reported() {
         min_delay: Duration::from_millis(1),
         max_delay: Duration::from_millis(2),
         fence_mutation: Some(cusched::FenceMutation::NoFences),
+        fail_on_hazard: false,
         ..Default::default()
     })
     .unwrap();

@@ -115,7 +115,7 @@ fn device_shutdown_inside_a_lane_job_returns() {
             gate.recv().ok();
             let b = cx.device().upload(cx.stream(), &[2u32; 16])?;
             cx.keep(b);
-            cx.device().shutdown();
+            cx.device().shutdown().unwrap();
             Ok(3)
         });
         let behind = lane_a.submit(|_| Ok(4));
@@ -334,7 +334,7 @@ fn huge_timeouts_and_spins_do_not_overflow() {
         holder.commit().unwrap();
         contender.join().expect("the contender did not panic").unwrap();
         drop(lane);
-        d.shutdown();
+        d.shutdown().unwrap();
     });
 }
 

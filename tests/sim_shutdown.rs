@@ -18,7 +18,7 @@ fn a_callback_set_after_shutdown_never_restarts_the_completion_thread() {
         let mut h = Handles::new(&d, d.default_stream()).unwrap();
         // Nothing needs the completion thread yet, so it was never started.
         let c = h.run(|_| Ok(1));
-        d.shutdown();
+        d.shutdown().unwrap();
         let (tx, rx) = mpsc::channel();
         c.on_complete(move |v| {
             tx.send((v.ok(), std::thread::current().name().map(str::to_owned))).ok();
@@ -68,7 +68,7 @@ fn registrations_racing_shutdown_are_all_delivered_after_the_gpu() {
             let d2 = d.clone();
             let stopper = std::thread::spawn(move || {
                 start_rx.recv().ok();
-                d2.shutdown();
+                d2.shutdown().unwrap();
             });
             for i in 0..n {
                 if i == n / 2 {
@@ -197,7 +197,7 @@ fn inline_work_after_shutdown_fails_like_lane_work() {
         let d = sim();
         let lane = d.lane("l").unwrap();
         let mut h = Handles::new(&d, d.default_stream()).unwrap();
-        d.shutdown();
+        d.shutdown().unwrap();
         assert!(matches!(lane.submit(|_| Ok(1)).wait(), Err(Error::Shutdown)));
         assert!(matches!(h.run(|_| Ok(1)).wait(), Err(Error::Shutdown)));
         assert!(matches!(Handles::new(&d, d.default_stream()), Err(Error::Shutdown)));

@@ -217,7 +217,7 @@ fn shutdown_gives_up_on_a_stuck_op_in_the_trace_backlog_after_the_watchdog() {
     let dev = d.clone();
     let (stopped_tx, stopped_rx) = mpsc::channel();
     lane.submit(|_| Ok(())).on_complete(move |_| {
-        dev.shutdown();
+        dev.shutdown().unwrap();
         release_a.send(()).ok();
         stopped_tx.send(()).ok();
     });
@@ -225,7 +225,7 @@ fn shutdown_gives_up_on_a_stuck_op_in_the_trace_backlog_after_the_watchdog() {
     drop(lane);
     let (done_tx, done_rx) = mpsc::channel();
     std::thread::spawn(move || {
-        d.shutdown();
+        d.shutdown().unwrap();
         done_tx.send(()).ok();
     });
     let returned = done_rx.recv_timeout(Duration::from_secs(60));
@@ -323,7 +323,7 @@ fn backlog_hooks_run_once_each_and_only_after_the_kernel_under_load() {
         while done() < ops && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
         }
-        d.shutdown();
+        d.shutdown().unwrap();
         let calls = hook.calls.lock().unwrap();
         assert_eq!(calls.len(), ops, "every op traced");
         for (id, kinds) in calls.iter() {

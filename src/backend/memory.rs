@@ -286,6 +286,7 @@ impl<T: Plain> DeviceMemory<T> {
             // on whatever context is current: `free` binds the slice's own.
             (DeviceMemory::Cuda(slice), _) => cuda::memory::free(slice, what),
             (DeviceMemory::Sim(mem), RawStream::Sim(s)) => {
+                let _names = super::sim::naming("memory", super::sim::OpText::Static("free"), None, Default::default());
                 s.run(smallvec::smallvec![(buffer, Access::Write)], Box::new(move || drop(mem)))
             }
             (DeviceMemory::Sim(_), RawStream::Cuda(_)) => {}

@@ -27,135 +27,21 @@
 //! happens-before edge: nothing is known across machines. A rebuilt context of a grouped device
 //! stays on its machine; one of a lone device gets a fresh machine, as before.
 
+mod checker;
+mod config;
+
+pub use config::{FenceMutation, SimConfig};
+
+pub use crate::hazard::{Hazard, HazardKind, OpOrigin, SimOp};
+pub(crate) use checker::{kernel_access, naming, Naming, OpText, Origin};
+
 use crate::access::Access;
+use checker::{Checker, Running, Vc};
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use smallvec::SmallVec;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Settings of a simulated device.
-///
-/// The defaults: delays uniform in 0..50 µs, a fixed seed, fencing on.
-///
-/// ```
-/// use cusched::{Device, SimConfig};
-/// use std::time::Duration;
-///
-/// // Slower simulated kernels widen the windows in which a missing fence would show.
-/// let config = SimConfig { max_delay: Duration::from_millis(1), ..SimConfig::default() };
-/// let device = Device::sim(config)?;
-/// assert!(device.is_simulated());
-/// # Ok::<(), cusched::Error>(())
-/// ```
-#[derive(Clone, Debug)]
-pub struct SimConfig {
-    /// Shortest time a simulated kernel takes before it runs. Default zero.
-    pub min_delay: Duration,
-    /// Longest time a simulated kernel takes; each takes a uniform random time in between.
-    /// Default 50 µs.
-    pub max_delay: Duration,
-    /// Seed of the delay generator, for reproducible interleavings. Default `0x5eed`.
-    pub seed: u64,
-    /// Checker self-test switch: `Some` makes the tracker break one ordering rule on purpose,
-    /// so that tests can prove the hazard checker reports the races that result. Leave it
-    /// `None` everywhere else.
-    pub fence_mutation: Option<FenceMutation>,
-    /// The compute capability the simulated device reports through
-    /// [`Device::compute_capability`](crate::Device::compute_capability), for testing what
-    /// ops refuse on older GPUs. Default `(9, 0)` (Hopper).
-    pub compute_capability: (u32, u32),
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        SimConfig {
-            min_delay: Duration::ZERO,
-            max_delay: Duration::from_micros(50),
-            seed: 0x5eed,
-            fence_mutation: None,
-            compute_capability: (9, 0),
-        }
-    }
-}
-
-/// An ordering rule the tracker breaks on purpose ([`SimConfig::fence_mutation`]), to prove
-/// that the hazard checker catches each rule's violation with the expected [`HazardKind`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FenceMutation {
-    /// No stream ever waits: every cross-stream pair of conflicting uses is left unordered.
-    NoFences,
-    /// A write waits only for the most recent read since the last write, not for the newest
-    /// read of every stream (a single read event per buffer). Breaks write-after-read.
-    LatestReaderOnly,
-    /// A buffer's allocation (or adoption) is not recorded as a write, so a first use on
-    /// another stream does not wait for it. Breaks read-after-write (and write-after-write).
-    NoAllocationWrite,
-    /// A free does not wait for the buffer's outstanding uses. Breaks write-after-read (and
-    /// write-after-write) against the free.
-    NoFreeFence,
-    /// A read does not wait for the last write when that write was on another stream.
-    /// Breaks read-after-write across streams.
-    NoCrossStreamRaw,
-    /// When a device that has used one stream so far starts using a second, the second does
-    /// not wait for the first stream's work (whose launches left the buffer states out).
-    /// Breaks read-after-write (and write-after-read) against that earlier work.
-    NoSoloFloor,
-}
-
-/// Which ordering rule a hazard broke.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HazardKind {
-    /// A read not ordered after the write before it.
-    ReadAfterWrite,
-    /// A write not ordered after a read before it.
-    WriteAfterRead,
-    /// A write not ordered after the write before it.
-    WriteAfterWrite,
-    /// A kernel accessed a buffer it did not declare, or wrote one it declared read-only.
-    /// Such an access is unfenced whatever the timing, since fences follow declarations.
-    Undeclared,
-}
-
-/// A simulated operation: the `op`-th kernel run by stream `stream` of its simulated machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SimOp {
-    /// The stream's number on its simulated machine, in creation order: for a device made
-    /// alone, its index on the device; for devices of one `Device::sim_group`, numbered across
-    /// all of them.
-    pub stream: u32,
-    /// 1-based count of kernels that stream had run.
-    pub op: u64,
-}
-
-/// Two conflicting uses of one buffer that nothing ordered.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hazard {
-    /// The buffer's id (`buffer #N` in errors).
-    pub buffer: u64,
-    /// The rule broken.
-    pub kind: HazardKind,
-    /// The use that ran first. For [`HazardKind::Undeclared`], the offending kernel.
-    pub earlier: SimOp,
-    /// The use that ran second without waiting for it. For [`HazardKind::Undeclared`], the
-    /// offending kernel.
-    pub later: SimOp,
-}
-
-#[derive(Default)]
-struct History {
-    last_write: Option<SimOp>,
-    reads: Vec<SimOp>,
-}
-
-#[derive(Default)]
-struct Checker {
-    histories: HashMap<u64, History>,
-    hazards: Vec<Hazard>,
-    kernels: u64,
-}
 
 /// What the streams of every device of one simulated machine share: the checker, and the
 /// numbering of streams its clocks are indexed by.
@@ -181,12 +67,6 @@ pub(crate) struct SimShared {
     /// Set when a simulated kernel faulted: like a sticky CUDA error, every later event of this
     /// simulated context reports it and no later kernel runs.
     faulted: std::sync::atomic::AtomicBool,
-}
-
-type Vc = Vec<u64>;
-
-fn covers(vc: &Vc, op: SimOp) -> bool {
-    vc.get(op.stream as usize).copied().unwrap_or(0) >= op.op
 }
 
 impl SimShared {
@@ -232,37 +112,27 @@ impl SimShared {
         crate::sync::lock(&self.machine.checker).kernels
     }
 
-    fn report(&self, hazard: Hazard) {
-        crate::sync::lock(&self.machine.checker).hazards.push(hazard);
+    /// Checks kernel `me` against the machine's histories; returns (and logs) the hazards.
+    fn check(&self, me: SimOp, vc: &Vc, uses: &[(u64, Access)], origin: Option<&Arc<Origin>>) -> Vec<Hazard> {
+        let found = crate::sync::lock(&self.machine.checker).check(me, vc, uses, origin);
+        for h in &found {
+            log::error!("cusched: simulator: {h}");
+        }
+        found
     }
 
-    fn check(&self, me: SimOp, vc: &Vc, uses: &[(u64, Access)]) {
-        let mut ck = crate::sync::lock(&self.machine.checker);
-        ck.kernels += 1;
-        let Checker { histories, hazards, .. } = &mut *ck;
-        for &(buffer, access) in uses {
-            let h = histories.entry(buffer).or_default();
-            let mut flag = |kind, earlier: SimOp| {
-                if !covers(vc, earlier) {
-                    hazards.push(Hazard { buffer, kind, earlier, later: me });
-                }
-            };
-            if let Some(w) = h.last_write {
-                flag(if access.writes() { HazardKind::WriteAfterWrite } else { HazardKind::ReadAfterWrite }, w);
-            }
-            if access.writes() {
-                for &r in &h.reads {
-                    flag(HazardKind::WriteAfterRead, r);
-                }
-                h.last_write = Some(me);
-                h.reads.clear();
-            } else {
-                h.reads.retain(|r| r.stream != me.stream);
-                h.reads.push(me);
-            }
-        }
+    /// Records (and logs) an undeclared access found while kernel `op` ran.
+    fn undeclared(&self, op: SimOp, origin: Option<&Arc<Origin>>, buffer: u64, access: Access) -> Hazard {
+        let hazard = crate::sync::lock(&self.machine.checker).undeclared(op, origin, buffer, access);
+        log::error!("cusched: simulator: {hazard}");
+        hazard
     }
 }
+
+/// A hazard a stream found and has not yet reported through a wait: handed to every event the
+/// stream passes after it, and taken by the first wait that observes one of those.
+#[derive(Default)]
+struct Owed(Mutex<Option<Hazard>>);
 
 /// One recording of a simulated event; completed with the recording stream's clock.
 #[derive(Default)]
@@ -273,6 +143,10 @@ struct Record {
     done: Mutex<Option<(Arc<Vc>, Instant)>>,
     /// The simulated context had faulted when the stream passed the record.
     failed: std::sync::atomic::AtomicBool,
+    /// A hazard the stream owed when it passed the record ([`SimConfig::fail_on_hazard`]).
+    owed: std::sync::OnceLock<Arc<Owed>>,
+    /// The owed hazard, once a wait on this record took it: later waits on it see it again.
+    observed: std::sync::OnceLock<Hazard>,
     cv: Condvar,
 }
 
@@ -287,7 +161,18 @@ impl Record {
         if self.failed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(crate::error::Error::Driver { call, status: super::cuda::ILLEGAL_ADDRESS });
         }
-        Ok(())
+        let hazard = match self.observed.get() {
+            Some(h) => Some(h.clone()),
+            None => self
+                .owed
+                .get()
+                .and_then(|owed| crate::sync::lock(&owed.0).take())
+                .map(|h| self.observed.get_or_init(|| h).clone()),
+        };
+        match hazard {
+            Some(hazard) => Err(crate::error::Error::Hazard { hazard: Box::new(hazard), more: 0 }),
+            None => Ok(()),
+        }
     }
 
     fn wait(&self) -> Arc<Vc> {
@@ -348,7 +233,7 @@ impl SimEvent {
 pub(crate) type SimKernel = Box<dyn FnOnce() + Send>;
 
 enum Cmd {
-    Run { uses: SmallVec<[(u64, Access); 4]>, f: SimKernel },
+    Run { uses: SmallVec<[(u64, Access); 4]>, origin: Option<Arc<Origin>>, f: SimKernel },
     Fault,
     Record(Arc<Record>),
     Wait(Arc<Record>),
@@ -406,9 +291,10 @@ impl SimStream {
         self.send(Cmd::Fault);
     }
 
-    /// Enqueues a simulated kernel that declares `uses` to the checker.
+    /// Enqueues a simulated kernel that declares `uses` to the checker, named by the launch
+    /// this thread is enqueuing ([`naming`]).
     pub(crate) fn run(&self, uses: SmallVec<[(u64, Access); 4]>, f: SimKernel) {
-        self.send(Cmd::Run { uses, f });
+        self.send(Cmd::Run { uses, origin: checker::current_origin(), f });
     }
 }
 
@@ -429,26 +315,37 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
     let machine = shared.machine.id();
     let mut vc: Vc = vec![0; index as usize + 1];
     let mut rng = shared.config.seed ^ (u64::from(index) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // The oldest hazard of this stream no wait has reported yet.
+    let mut owed: Option<Arc<Owed>> = None;
     while let Ok(cmd) = rx.recv() {
         match cmd {
             Cmd::Fault => shared.faulted.store(true, std::sync::atomic::Ordering::Release),
             // A faulted context runs nothing more (the kernel is dropped unrun).
             Cmd::Run { .. } if shared.faulted.load(std::sync::atomic::Ordering::Acquire) => {}
-            Cmd::Run { uses, f } => {
+            Cmd::Run { uses, origin, f } => {
                 delay(&shared.config, &mut rng);
                 vc[index as usize] += 1;
                 let op = SimOp { stream: index, op: vc[index as usize] };
-                shared.check(op, &vc, &uses);
-                RUNNING.with(|r| {
-                    *r.borrow_mut() = Some(Running { shared: shared.clone(), op, uses, reported: SmallVec::new() })
-                });
+                let mut found = shared.check(op, &vc, &uses, origin.as_ref());
+                Running::enter(shared.clone(), op, uses, origin);
                 let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err();
-                RUNNING.with(|r| r.borrow_mut().take());
+                found.extend(Running::leave());
                 if panicked {
                     log::error!("cusched: a simulated kernel on stream {index} panicked");
                 }
+                if shared.config.fail_on_hazard {
+                    owe(&mut owed, found);
+                }
             }
-            Cmd::Record(rec) => rec.complete(vc.clone(), shared.faulted.load(std::sync::atomic::Ordering::Acquire)),
+            Cmd::Record(rec) => {
+                // A hazard a wait has reported is owed no more.
+                let still_owed = owed.as_ref().is_some_and(|o| crate::sync::lock(&o.0).is_some());
+                match &owed {
+                    Some(o) if still_owed => drop(rec.owed.set(o.clone())),
+                    _ => owed = None,
+                }
+                rec.complete(vc.clone(), shared.faulted.load(std::sync::atomic::Ordering::Acquire))
+            }
             // A record of another machine orders execution only: its clock counts other streams.
             Cmd::Wait(rec) if rec.machine != machine => drop(rec.wait()),
             Cmd::Wait(rec) => {
@@ -464,41 +361,14 @@ fn run_stream(shared: Arc<SimShared>, index: u32, rx: Receiver<Cmd>) {
     }
 }
 
-/// The kernel a simulated stream thread is running, for [`kernel_access`].
-struct Running {
-    shared: Arc<SimShared>,
-    op: SimOp,
-    uses: SmallVec<[(u64, Access); 4]>,
-    /// Undeclared (buffer, wrote) pairs already reported, so a kernel that touches a buffer
-    /// in a loop reports it once.
-    reported: SmallVec<[(u64, bool); 2]>,
-}
-
-thread_local! {
-    static RUNNING: RefCell<Option<Running>> = const { RefCell::new(None) };
-}
-
-/// Reports an actual access to simulated buffer `buffer`. Inside a simulated kernel, an access
-/// its recorder did not declare is an [`HazardKind::Undeclared`] hazard; a read is covered by
-/// any declared use, since a declared write is fenced at least as strictly as a read. Outside
-/// any kernel (host code) it is not a kernel access and is ignored.
-pub(crate) fn kernel_access(buffer: u64, access: Access) {
-    RUNNING.with(|r| {
-        // A guard dropped while the thread-local is being torn down, or a re-entrant access
-        // from within this function, has no kernel to blame.
-        let Ok(mut r) = r.try_borrow_mut() else { return };
-        let Some(k) = r.as_mut() else { return };
-        let declared = k.uses.iter().find(|(b, _)| *b == buffer).map(|&(_, a)| a);
-        if declared.is_some_and(|d| d.writes() || !access.writes()) {
-            return;
-        }
-        let key = (buffer, access.writes());
-        if k.reported.contains(&key) {
-            return;
-        }
-        k.reported.push(key);
-        k.shared.report(Hazard { buffer, kind: HazardKind::Undeclared, earlier: k.op, later: k.op });
-    });
+/// Makes the first of `found` the stream's owed hazard, unless an older one is still owed.
+/// A new hazard gets a new slot: events passed before it must not report it.
+fn owe(owed: &mut Option<Arc<Owed>>, found: Vec<Hazard>) {
+    let Some(first) = found.into_iter().next() else { return };
+    if owed.as_ref().is_some_and(|o| crate::sync::lock(&o.0).is_some()) {
+        return;
+    }
+    *owed = Some(Arc::new(Owed(Mutex::new(Some(first)))));
 }
 
 fn delay(cfg: &SimConfig, rng: &mut u64) {

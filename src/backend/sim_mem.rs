@@ -12,6 +12,27 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// Accesses from inside a simulated kernel are reported to the hazard checker, which flags
 /// any the kernel's recorder did not declare ([`crate::HazardKind::Undeclared`]): use
 /// [`read`](Self::read) where the kernel only reads, [`lock`](Self::lock) where it writes.
+///
+/// ```
+/// use cusched::{Device, LaunchRecorder, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let s = device.default_stream();
+/// let (x, y) = (device.upload(s, &[1u32, 2, 3])?, device.alloc_zeros::<u32>(s, 3)?);
+/// // The simulated memory behind the buffers, moved into the simulated kernel.
+/// let (xm, ym) = (x.sim_data()?, y.sim_data()?);
+/// let mut rec = LaunchRecorder::new_strict(s).named("square");
+/// rec.read(&x)?.write(&y)?;
+/// rec.launch(&device, |scope| {
+///     scope.sim_kernel(move || {
+///         let x = xm.read(); // a declared read
+///         for (o, v) in ym.lock().iter_mut().zip(x.iter()) {
+///             *o = v * v; // a declared write
+///         }
+///     })
+/// })?;
+/// assert_eq!(y.download(s)?, vec![1, 4, 9]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 pub struct SimMem<T>(Arc<SimInner<T>>);
 
 struct SimInner<T> {

@@ -2,7 +2,7 @@
 //! blocking on its condvar, synchronizing on its event, registering with the completion thread
 //! when a callback, waker or bounded wait needs it, and the would-deadlock checks.
 
-use super::shared::{run_callback, Shared, ENQUEUED, QUEUED, READY};
+use super::shared::{run_callback, Shared, ENQUEUED, FILLED_BY_CALLBACK, QUEUED, READY};
 use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -62,6 +62,9 @@ impl<T: Send + 'static> Shared<T> {
     /// `Some(WouldDeadlock)` when waiting here could never end: the job is still queued on the
     /// lane whose thread this is.
     fn would_deadlock(&self) -> Option<Error> {
+        if self.runner == FILLED_BY_CALLBACK {
+            return self.composed_would_deadlock();
+        }
         let runner = self.runner;
         (runner != 0
             && self.status.load(Ordering::Acquire) == QUEUED
@@ -69,6 +72,14 @@ impl<T: Send + 'static> Shared<T> {
             .then(|| Error::WouldDeadlock {
                 what: "a lane job waited on a job queued behind it on its own lane, which only runs after the waiting job returns; return the completion instead, or submit the second job to another lane".into(),
             })
+    }
+
+    /// `Some(WouldDeadlock)` for a composed completion still queued, waited on from the
+    /// completion thread that alone fills it.
+    fn composed_would_deadlock(&self) -> Option<Error> {
+        (self.status.load(Ordering::Acquire) == QUEUED && self.on_completion_thread()).then(|| Error::WouldDeadlock {
+            what: "a callback waited on a composed completion (map, and_then, then, join) that only the completion thread running that callback can fill; chain the work with and_then instead of waiting".into(),
+        })
     }
 
     /// Whether this is the completion thread of the completion's device, which cannot both wait

@@ -3,8 +3,9 @@
 //! The parts: [`shared`] holds the state a completion shares with whoever resolves it, and the
 //! protocol by which it moves to ready; [`blocking`] waits on it, polls it and registers it;
 //! [`local`] holds a completion in place, with no shared state, until something needs the
-//! completion thread; [`thread`] is the device's completion thread, which watches the events
-//! of completions that must act when the GPU finishes.
+//! completion thread; [`compose`] chains completions (`map`, `and_then`, `then`, `join`),
+//! each step a callback; [`thread`] is the device's completion thread, which watches the
+//! events of completions that must act when the GPU finishes.
 //!
 //! # Waiting from the device's own threads
 //!
@@ -16,6 +17,7 @@
 //! watchdog all work there (other deliveries wait meanwhile, so keep such waits short).
 
 mod blocking;
+mod compose;
 mod local;
 mod poll_loop;
 mod shared;
@@ -212,7 +214,24 @@ impl<T: Send + 'static> Completion<T> {
 
     /// Runs `callback` with the value on the device's completion thread once the GPU work has
     /// finished (never on CUDA's driver thread). Keep callbacks short: they delay other
-    /// completions.
+    /// completions. To get a result back from the callback, use [`then`](Self::then) (or
+    /// [`map`](Self::map)), whose completion carries it, rather than a channel.
+    ///
+    /// ```
+    /// use cusched::{Device, SimConfig};
+    /// use std::sync::{Arc, Mutex};
+    /// let device = Device::sim(SimConfig::default())?;
+    /// let lane = device.lane("compute")?;
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = log.clone();
+    /// lane.submit(|cx| cx.device().upload(cx.stream(), &[7u8; 4]).map(|b| b.len()))
+    ///     .on_complete(move |r| sink.lock().unwrap().push(format!("{r:?}")));
+    /// // Shutting down runs every pending callback first.
+    /// drop(lane);
+    /// device.shutdown()?;
+    /// assert_eq!(*log.lock().unwrap(), ["Ok(4)"]);
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
     pub fn on_complete(self, callback: impl FnOnce(Result<T>) + Send + 'static) {
         self.into_shared().on_complete(callback)
     }

@@ -38,6 +38,10 @@ pub(super) const QUEUED: u8 = 0;
 pub(super) const ENQUEUED: u8 = 1;
 pub(super) const READY: u8 = 2;
 
+/// The `runner` of a completion only a callback fills (a composed one, see `compose`): waiting
+/// on it from the completion thread while it is queued could never end. No lane has this id.
+pub(super) const FILLED_BY_CALLBACK: u64 = u64::MAX;
+
 /// Anything kept alive until the GPU has finished a job.
 pub(crate) type KeepAlive = Box<dyn Any + Send>;
 pub(super) type Callback<T> = Box<dyn FnOnce(Result<T>) + Send>;

@@ -44,7 +44,23 @@ struct Owner(Arc<DeviceShared>);
 impl Drop for Owner {
     fn drop(&mut self) {
         self.0.shutdown();
+        // Dropping cannot return the hazards `shutdown` would: say so in the log, once more.
+        if let Some(e) = sim_hazard_error(&self.0) {
+            log::error!("cusched: simulated device {} dropped after a hazard: {e}", self.0.label());
+        }
     }
+}
+
+/// [`Error::Hazard`] with the first hazard a simulated device found, when its configuration
+/// fails on hazards.
+fn sim_hazard_error(shared: &DeviceShared) -> Option<Error> {
+    let BackendCtx::Sim(sim) = shared.backend() else { return None };
+    if !sim.config.fail_on_hazard {
+        return None;
+    }
+    let mut hazards = sim.hazards().into_iter();
+    let first = hazards.next()?;
+    Some(Error::Hazard { hazard: Box::new(first), more: hazards.count() })
 }
 
 impl fmt::Debug for Device {
@@ -66,6 +82,36 @@ impl Device {
     pub fn open_with(ordinal: usize, config: DeviceConfig) -> Result<Device> {
         let ctx = cuda::open(ordinal)?;
         Ok(Device::owned(DeviceShared::new(ordinal, BackendCtx::Cuda(ctx), config, None)?))
+    }
+
+    /// CUDA device 0 if this machine has a GPU, else the CPU simulation with
+    /// [`SimConfig::default()`] (its checker on, and failing on hazards): the usual start of
+    /// a program or test that should run anywhere. It logs at `info` which one it chose, and
+    /// why; [`is_simulated`](Self::is_simulated) tells the program.
+    ///
+    /// Only "no GPU here" falls back: no driver library ([`Error::LibraryUnavailable`]) or no
+    /// device ([`Error::NoDevice`]). A GPU that is present but fails to open returns its
+    /// error, rather than running on the simulator unnoticed.
+    ///
+    /// ```
+    /// use cusched::Device;
+    /// let device = Device::open_or_sim()?;
+    /// let x = device.upload(device.default_stream(), &[1.0f32, 2.0])?;
+    /// assert_eq!(x.download(device.default_stream())?, vec![1.0, 2.0]);
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
+    pub fn open_or_sim() -> Result<Device> {
+        match Device::open(0) {
+            Ok(device) => {
+                log::info!("cusched: running on CUDA device 0");
+                Ok(device)
+            }
+            Err(e @ (Error::LibraryUnavailable { .. } | Error::NoDevice { .. })) => {
+                log::info!("cusched: no CUDA GPU ({e}); running on the CPU simulation with SimConfig::default()");
+                Device::sim(SimConfig::default())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A simulated device: streams are CPU threads, kernels are host closures.
@@ -106,8 +152,17 @@ impl Device {
     /// Called from a lane job or an `on_complete` callback (of any device), it only starts the
     /// shutdown and returns: joining there could wait on the calling thread itself. The threads
     /// then finish on their own, and a later call from another thread joins them.
-    pub fn shutdown(&self) {
+    ///
+    /// On a simulated device with [`SimConfig::fail_on_hazard`] (the default), it returns
+    /// [`Error::Hazard`] with the first hazard the checker found in the device's life (on
+    /// any device of its `sim_group`), whether or not a wait reported it already; otherwise
+    /// `Ok`. Dropping the last handle instead logs that error.
+    pub fn shutdown(&self) -> Result<()> {
         self.shared.shutdown();
+        match sim_hazard_error(&self.shared) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Whether this device is the CPU simulation.
@@ -268,7 +323,9 @@ impl Device {
         self.shared.events.created()
     }
 
-    /// On a simulated device, every pair of conflicting uses the checker found unordered.
+    /// On a simulated device, every hazard the checker found so far: pairs of conflicting
+    /// uses left unordered, and kernels' accesses they did not declare. Each was also logged
+    /// at `error` when found (and, with [`SimConfig::fail_on_hazard`], failed a wait).
     pub fn sim_hazards(&self) -> Result<Vec<Hazard>> {
         match self.shared.backend() {
             BackendCtx::Sim(s) => Ok(s.hazards()),

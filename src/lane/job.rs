@@ -113,6 +113,22 @@ impl Job {
 /// submit returns — on any lane, or inline — is ordered after this job, even if it commits
 /// first, except a use inside a lane job submitted before this one (the submitting job
 /// included), which is ordered by commit. See [`Lane::job`].
+///
+/// ```
+/// use cusched::{Device, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let (upload, compute) = (device.lane("upload")?, device.lane("compute")?);
+/// let s = device.default_stream();
+/// let (x, y) = (device.alloc_zeros::<u32>(s, 4)?, device.alloc_zeros::<u32>(s, 4)?);
+/// let (xw, xr, yw) = (x.clone(), x.clone(), y.clone());
+/// // Declared: the copy on the second lane is ordered after the fill on the first because it
+/// // was submitted after it, with no wait in between.
+/// upload.job().write(&x).submit(move |cx| xw.copy_from_slice(cx.stream(), &[7; 4]));
+/// let copied = compute.job().read(&x).write(&y).submit(move |cx| yw.copy_from(cx.stream(), &xr));
+/// copied.wait()?;
+/// assert_eq!(y.download(s)?, vec![7; 4]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[must_use = "a job builder does nothing until submitted"]
 pub struct JobBuilder<'a> {
     lane: &'a Lane,

@@ -201,7 +201,7 @@ mod tests {
         h.fake().unwrap().scale(4, &y, 1, 3).unwrap().wait_timeout(LIMIT).unwrap();
         assert_eq!(y.download(h.stream()).unwrap(), [3; 4]);
         drop(h);
-        d.shutdown();
+        d.shutdown().unwrap();
         assert!(dropped.try_recv().is_err(), "a plan of the poisoned context was destroyed");
     }
 }

@@ -104,6 +104,22 @@ impl<T: Element> GpuRef<T> {
 
     /// Copies pinned host memory into this buffer, asynchronously: `src` stays readable, and
     /// writing it through [`HostBuffer::write`] waits for this copy.
+    ///
+    /// `src` need not be kept alive until the copy has run: dropping it right away is safe.
+    /// Its memory goes back to the device's pinned cache (or is freed) only after every copy
+    /// that uses it has finished, and the host does not block for that.
+    ///
+    /// ```
+    /// use cusched::{Device, SimConfig};
+    /// let device = Device::sim(SimConfig::default())?;
+    /// let s = device.default_stream();
+    /// let staging = device.host_from_slice(&[1u32, 2, 3])?;
+    /// let x = device.alloc_zeros::<u32>(s, 3)?;
+    /// x.copy_from_host(s, &staging)?;
+    /// drop(staging); // the copy still reads it: the memory is reused only after the copy
+    /// assert_eq!(x.download(s)?, vec![1, 2, 3]);
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
     pub fn copy_from_host(&self, stream: StreamId, src: &HostBuffer<T>) -> Result<()> {
         self.check_len("src", src.len())?;
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_host"));
@@ -115,7 +131,8 @@ impl<T: Element> GpuRef<T> {
     }
 
     /// Copies this buffer into pinned host memory, asynchronously: reading `dst` through
-    /// [`HostBuffer::read`] waits for the copy.
+    /// [`HostBuffer::read`] waits for the copy. Dropping `dst` before the copy has run is
+    /// safe (its memory is reused only after the copy), though the data is then lost.
     pub fn copy_to_host(&self, stream: StreamId, dst: &mut HostBuffer<T>) -> Result<()> {
         self.check_len("dst", dst.len())?;
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_to_host"));

@@ -211,6 +211,33 @@ impl<T: Element> GpuRef<T> {
         self.inner.track.id.0
     }
 
+    /// Names the buffer: errors and the simulator's hazards show it beside the id, as
+    /// `buffer #N "name"`. Every handle to the buffer shares the name; a later call renames it.
+    ///
+    /// ```
+    /// use cusched::{Device, SimConfig};
+    /// let device = Device::sim(SimConfig::default())?;
+    /// let x = device.alloc_zeros::<f32>(device.default_stream(), 4)?;
+    /// x.label("weights");
+    /// assert_eq!(x.name(), format!("buffer #{} \"weights\"", x.id()));
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
+    pub fn label(&self, name: &str) -> &Self {
+        self.inner.track.set_label(name);
+        self
+    }
+
+    /// [`label`](Self::label), by value: `device.upload(s, &w)?.with_label("weights")`.
+    pub fn with_label(self, name: &str) -> Self {
+        self.inner.track.set_label(name);
+        self
+    }
+
+    /// The buffer as errors name it: `buffer #N`, with its [`label`](Self::label) if set.
+    pub fn name(&self) -> String {
+        self.inner.track.name()
+    }
+
     /// Whether `other` is a handle to the same allocation.
     pub fn same_buffer(&self, other: &GpuRef<T>) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)

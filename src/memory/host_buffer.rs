@@ -159,6 +159,12 @@ impl<T: Element> HostBuffer<T> {
         self.inner.len == 0
     }
 
+    /// Names the buffer: errors show it beside the id, as `host buffer #N "name"`.
+    pub fn label(&self, name: &str) -> &Self {
+        self.inner.track.set_label(name);
+        self
+    }
+
     /// Checks that the buffer is of the current context and generation, then waits for the GPU
     /// uses that conflict with a host `access`.
     fn settle(&self, access: Access) -> Result<()> {

@@ -32,6 +32,10 @@ struct LogName<'a>(&'a BufferTrack);
 
 impl std::fmt::Display for LogName<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} #{}", self.0.kind, self.0.id.0)
+        write!(f, "{} #{}", self.0.kind, self.0.id.0)?;
+        match self.0.label() {
+            Some(l) => write!(f, " \"{l}\""),
+            None => Ok(()),
+        }
     }
 }

@@ -430,16 +430,16 @@ impl LaunchRecorder {
     /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
     /// [`commit`](Preflighted::commit) calls.
     ///
-    /// On a device that has run tracked work on this one stream only (solo mode), a launch
-    /// whose uses are all device memory of the device takes no per-buffer marks: stream order
-    /// orders it against every other launch there, so a conflicting launch of another thread
-    /// on the same stream is ordered by enqueue rather than held until this one commits. The
-    /// first launch on another stream ends solo mode; from then on a launch of memory a solo
-    /// launch used, on any stream (this one included, and hand-paired ones too), waits until no
-    /// solo launch still enqueueing conflicts with it (as it would wait for a mark): conflicting
-    /// launches follow preflight order. One on another stream that would wait for a launch
-    /// whose enqueue closure it runs in is [`Error::WouldDeadlock`]; on this stream, that
-    /// thread's own enqueue order orders them, as in solo mode.
+    /// On a device that has run tracked work on this one stream only, a launch whose uses are
+    /// all device memory of the device holds no buffer: stream order orders it against every
+    /// other launch there, so a conflicting launch of another thread on the same stream is
+    /// ordered by enqueue rather than held until this one commits. Once a launch runs on
+    /// another stream, a launch of memory the one-stream launches used, on any stream (this
+    /// one included, and hand-paired ones too), waits until none of them still enqueueing
+    /// conflicts with it (as it would wait for any conflicting launch between preflight and
+    /// commit): conflicting launches follow preflight order. One on another stream that would
+    /// wait for a launch whose enqueue closure it runs in is [`Error::WouldDeadlock`]; on this
+    /// stream, that thread's own enqueue order orders them.
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a launch on a one-stream device can skip its
         // position unless a trace needs it.
@@ -470,6 +470,7 @@ impl LaunchRecorder {
         let epoch = shared.epoch();
         let stream = self.stream;
         let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
+        let _names = device.is_simulated().then(|| sim_naming(shared, stream, &self.label, &self.uses));
         let position = position || trace.is_some();
         match self.launch_traced(device, enqueue, &mut trace, position) {
             Ok((value, event)) => {
@@ -558,6 +559,21 @@ impl Drop for Uncommitted<'_> {
             log::error!("cusched: committing the unwound launch failed: {e}");
         }
     }
+}
+
+/// Names the simulated kernels the launch enqueues, for the checker's hazards: the op, its
+/// lane and the labels of its buffers (nothing is copied unless a simulated kernel is
+/// enqueued).
+#[cold]
+#[inline(never)]
+fn sim_naming(shared: &DeviceShared, stream: StreamId, label: &OpLabel, uses: &[Use]) -> crate::backend::sim::Naming {
+    use crate::backend::sim::OpText;
+    let labels = uses.iter().filter_map(|u| u.track().label().map(|l| (u.id, l))).collect();
+    let op = match &label.op {
+        crate::trace::OpName::Static(s) => OpText::Static(s),
+        crate::trace::OpName::Shared(s) => OpText::Shared(s.clone()),
+    };
+    crate::backend::sim::naming(label.library, op, shared.lane_name(stream), labels)
 }
 
 /// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for

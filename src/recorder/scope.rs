@@ -13,6 +13,24 @@ use std::sync::Arc;
 /// What a launch's work is enqueued on between preflight and commit: the stream, fenced.
 /// Borrowed from a [`Preflighted`](super::Preflighted) launch (or from
 /// [`LaunchRecorder::launch`](super::LaunchRecorder::launch)), so it cannot outlive the commit.
+///
+/// ```
+/// use cusched::{Device, LaunchRecorder, SimConfig};
+/// let device = Device::sim(SimConfig::default())?;
+/// let s = device.new_stream()?;
+/// let x = device.alloc_zeros::<f32>(s, 4)?;
+/// let xm = x.sim_data()?;
+/// let mut rec = LaunchRecorder::new_strict(s).named("ones");
+/// rec.write(&x)?;
+/// rec.launch(&device, |scope| {
+///     assert_eq!(scope.stream(), s);
+///     // On CUDA: `unsafe { scope.cuda_stream() }?` and a raw launch on it. On the simulator,
+///     // a host closure stands for the kernel.
+///     scope.sim_kernel(move || xm.lock().fill(1.0))
+/// })?;
+/// assert_eq!(x.download(s)?, vec![1.0; 4]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 pub struct LaunchScope<'a> {
     launch: &'a Reserved,
     uses: &'a [Use],

@@ -77,6 +77,8 @@ pub(crate) struct BufferTrack {
     /// Device memory, which only streams touch: the host never reads its state, so a launch
     /// on a one-stream device may leave it out (see `solo`). Pinned host memory is not.
     pub(crate) stream_only: bool,
+    /// The name the user gave the buffer, shown beside its id in errors and hazards.
+    label: Mutex<Option<Arc<str>>>,
 }
 
 impl BufferTrack {
@@ -99,12 +101,26 @@ impl BufferTrack {
             scratch,
             made_in: super::reservation::current_ticket(),
             stream_only: kind == "buffer",
+            label: Mutex::new(None),
         }
     }
 
-    /// The buffer as errors and logs name it (`buffer #N`).
+    /// The name the user gave the buffer, if any.
+    pub(crate) fn label(&self) -> Option<Arc<str>> {
+        crate::sync::lock(&self.label).clone()
+    }
+
+    /// Names the buffer in errors and hazards from now on.
+    pub(crate) fn set_label(&self, label: &str) {
+        *crate::sync::lock(&self.label) = Some(Arc::from(label));
+    }
+
+    /// The buffer as errors and logs name it (`buffer #N`, or `buffer #N "label"`).
     pub(crate) fn name(&self) -> String {
-        format!("{} #{}", self.kind, self.id.0)
+        match self.label() {
+            Some(l) => format!("{} #{} \"{l}\"", self.kind, self.id.0),
+            None => format!("{} #{}", self.kind, self.id.0),
+        }
     }
 
     /// [`Error::Stale`] when the handle is of an earlier generation of its device.

@@ -41,7 +41,7 @@ pub struct StreamStats {
     /// `cuStreamWaitEvent` calls queued by preflights and frees.
     pub waits: u64,
     /// Positions committed: one per launch (and per host synchronization or deferred
-    /// destroy), except that on a device that has used one stream only (solo mode), a
+    /// destroy), except that on a device that has used one stream only, a
     /// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch) with no trace hook takes
     /// none. There, most are never recorded as backend events either (see
     /// [`recorded`](Self::recorded)).

@@ -34,12 +34,27 @@ pub fn sim_with(fencing: bool) -> Device {
 }
 
 /// A simulated device whose tracker breaks `mutation`'s ordering rule (checker self-tests).
+/// With a mutation, hazards are expected: they are only listed, not failed on.
 pub fn sim_mutated(mutation: Option<FenceMutation>) -> Device {
     Device::sim(SimConfig {
         min_delay: Duration::ZERO,
         max_delay: Duration::from_micros(30),
         seed: 7,
         fence_mutation: mutation,
+        fail_on_hazard: mutation.is_none(),
+        ..SimConfig::default()
+    })
+    .expect("sim device")
+}
+
+/// A simulated device for tests that make hazards on purpose and read them from
+/// `sim_hazards`: they are listed and logged, not failed on.
+pub fn sim_listing_hazards() -> Device {
+    Device::sim(SimConfig {
+        min_delay: Duration::ZERO,
+        max_delay: Duration::from_micros(30),
+        seed: 7,
+        fail_on_hazard: false,
         ..SimConfig::default()
     })
     .expect("sim device")

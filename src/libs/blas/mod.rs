@@ -157,6 +157,25 @@ fn output_access<S: Element>(beta: S) -> Access {
 /// A cuBLAS handle bound to one stream. Get it from [`crate::Handles::blas`] (on a lane or
 /// inline); every op validates its arguments, fences, enqueues and commits, and returns a
 /// [`Completion`](crate::Completion) for its own work.
+///
+/// ```no_run
+/// use cusched::blas::{Gemm, Vector};
+/// use cusched::Device;
+/// let device = Device::open(0)?;
+/// let lane = device.lane("blas")?;
+/// let s = device.default_stream();
+/// let (a, b) = (device.upload(s, &[1.0f32; 6])?, device.upload(s, &[2.0f32; 12])?);
+/// let c = device.alloc_zeros::<f32>(s, 8)?;
+/// let done = lane.job().read(&a).read(&b).write(&c).submit(move |cx| {
+///     let blas = cx.blas()?;
+///     // C (2x4) = A (2x3) · B (3x4), column-major as in cuBLAS; then C *= 0.5.
+///     blas.gemm(&Gemm::new(2, 4, 3, &a, &b, &c))?;
+///     blas.scal(8, 0.5f32, Vector::from(&c))?;
+///     Ok(c)
+/// });
+/// assert_eq!(done.wait()?.download(s)?, vec![3.0f32; 8]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 pub struct Blas {
     op: OpStream,
     raw: Option<calls::RawHandle>,

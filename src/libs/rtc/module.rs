@@ -80,7 +80,20 @@ impl Drop for LoadedModule {
     }
 }
 
-/// A module compiled for one device and generation.
+/// A module compiled for one device and generation: look its kernels up by name.
+///
+/// ```no_run
+/// use cusched::Device;
+/// let device = Device::open(0)?;
+/// let module = device.compile(
+///     r#"extern "C" __global__ void fill(float* x, float v, unsigned n) {
+///         unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] = v; }"#,
+///     &[],
+/// )?;
+/// let fill = module.kernel("fill")?;
+/// assert_eq!(fill.name(), "fill");
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Module {
     module: Arc<LoadedModule>,
@@ -95,7 +108,30 @@ impl std::fmt::Debug for Module {
     }
 }
 
-/// A kernel function of a [`Module`]; stale after the device's generation advances.
+/// A kernel function of a [`Module`]; stale after the device's generation advances. Launch it
+/// with [`launch`](Self::launch), declaring what it reads and writes; hazards and traces name
+/// it by its function name.
+///
+/// ```no_run
+/// use cusched::cudarc::driver::LaunchConfig;
+/// use cusched::Device;
+/// let device = Device::open(0)?;
+/// let s = device.default_stream();
+/// let module = device.compile(
+///     r#"extern "C" __global__ void scale(float* x, float a, unsigned n) {
+///         unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a; }"#,
+///     &[],
+/// )?;
+/// let scale = module.kernel("scale")?;
+/// let x = device.upload(s, &[1.0f32, 2.0, 3.0])?;
+/// let launch = scale.launch(&device, s, LaunchConfig::for_num_elems(3)).read_write(&x).scalar(2.0f32).scalar(3u32);
+/// // SAFETY: 1. `scale` reads and writes `x` only, as declared; 2. with n = 3 it touches
+/// // elements 0..3 of a buffer of 3; 3. its parameters are a float pointer, a float and an
+/// // unsigned, as declared.
+/// unsafe { launch.enqueue() }?.wait()?;
+/// assert_eq!(x.download(s)?, vec![2.0, 4.0, 6.0]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Kernel {
     /// Declared before `_module`: fields drop in order, so the function's `Arc<CudaModule>` is
