@@ -60,7 +60,8 @@ pub(crate) fn naming(
     labels: SmallVec<[(u64, Arc<str>); 2]>,
 ) -> Naming {
     let now = Enqueuing { library, op, lane, labels, built: None };
-    Naming(ENQUEUING.with(|e| e.replace(Some(now))))
+    // A launch from a thread-local's destructor may find this one gone: its kernels go unnamed.
+    Naming(ENQUEUING.try_with(|e| e.try_borrow_mut().ok().and_then(|mut e| e.replace(now))).ok().flatten())
 }
 
 impl Drop for Naming {
@@ -238,12 +239,19 @@ impl Running {
         origin: Option<Arc<Origin>>,
     ) {
         let running = Running { shared, op, uses, origin, reported: SmallVec::new(), found: Vec::new() };
-        RUNNING.with(|r| *r.borrow_mut() = Some(running));
+        // Stream threads are the simulator's own and never run user thread-local destructors,
+        // but a thread-local torn down must not panic here either.
+        let _ = RUNNING.try_with(|r| r.try_borrow_mut().map(|mut r| *r = Some(running)));
     }
 
     /// The kernel has returned: the hazards its accesses caused.
     pub(super) fn leave() -> Vec<Hazard> {
-        RUNNING.with(|r| r.borrow_mut().take()).map(|r| r.found).unwrap_or_default()
+        RUNNING
+            .try_with(|r| r.try_borrow_mut().ok().and_then(|mut r| r.take()))
+            .ok()
+            .flatten()
+            .map(|r| r.found)
+            .unwrap_or_default()
     }
 }
 
@@ -252,7 +260,7 @@ impl Running {
 /// any declared use, since a declared write is fenced at least as strictly as a read. Outside
 /// any kernel (host code) it is not a kernel access and is ignored.
 pub(crate) fn kernel_access(buffer: u64, access: Access) {
-    RUNNING.with(|r| {
+    let _ = RUNNING.try_with(|r| {
         // A guard dropped while the thread-local is being torn down, or a re-entrant access
         // from within this function, has no kernel to blame.
         let Ok(mut r) = r.try_borrow_mut() else { return };
