@@ -357,7 +357,7 @@ impl LaunchRecorder {
         }
         if self.peers {
             self.check_peer_backends(device)?;
-            self.peer_floors(device, &mut candidates)?;
+            self.peer_floors(device, slot, &mut candidates)?;
         }
         if !plain {
             self.before_marks(shared.config.preflight_timeout)?;

@@ -27,10 +27,17 @@ impl LaunchRecorder {
     /// For a launch with peers: closes the solo mode of every other device whose memory it
     /// uses, and adds that device's floor to `candidates` when a solo launch used one of its
     /// buffers here (a peer launch looks each time: the stream's own flag covers only its own
-    /// device's floor).
+    /// device's floor). A device whose solo mode has closed with no floor, or with a floor
+    /// `slot` already covers, needs nothing more: the floor covers every solo launch, so this
+    /// costs one load and one clock compare per peer device in steady state.
     #[cold]
     #[inline(never)]
-    pub(super) fn peer_floors(&self, device: &Device, candidates: &mut SmallVec<[EventRef; 8]>) -> Result<()> {
+    pub(super) fn peer_floors(
+        &self,
+        device: &Device,
+        slot: &StreamSlot,
+        candidates: &mut SmallVec<[EventRef; 8]>,
+    ) -> Result<()> {
         let mut seen = SmallVec::<[u32; 2]>::new();
         for u in &self.uses {
             let other = &u.track().device;
@@ -38,6 +45,11 @@ impl LaunchRecorder {
                 continue;
             }
             seen.push(other.uid);
+            match other.solo.closed_floor() {
+                Some(None) => continue,
+                Some(Some(floor)) if slot.covers(floor) => continue,
+                _ => {}
+            }
             other.close_solo();
             if let Some((Some(event), _)) = solo_cover(other, &self.uses, false)? {
                 if !event.context_replaced() {
