@@ -68,6 +68,10 @@ impl Sparse {
 
     /// `C = alpha op(A) B + beta C` (SpMM), with `B` (`op(A)`'s columns x `C`'s columns) and `C`
     /// dense and column-major.
+    ///
+    /// A Blocked-ELL `A` takes `i32` indices and `f32` or `f64` values (what cuSPARSE supports;
+    /// others are rejected as an invalid `a`), and runs on Tensor Cores: in `f32`, products are
+    /// rounded as TF32 (on an H100, results about 1e-4 off an exact product of unit values).
     pub fn spmm<T: SparseValue, I: SparseIndex>(
         &mut self,
         op_a: Transpose,
