@@ -71,7 +71,7 @@ fn a_failed_upload_job_fails_the_download_of_its_chunk_naming_the_upload() {
                 assert!(text.contains("could not be read"), "the error carries the upload's cause: {text}");
             } else {
                 // A later successful upload rewrites x, and the chain runs again.
-                assert_eq!(r.as_ref().unwrap(), &vec![(i as u64 + 1) * 10; 4], "chunk {i}");
+                assert_eq!(r.as_ref().map_err(|e| (i, e.clone())).unwrap(), &vec![(i as u64 + 1) * 10; 4], "chunk {i}");
             }
         }
     });
@@ -239,4 +239,44 @@ fn a_declared_job_that_panics_or_never_runs_fails_its_declared_writes() {
 /// A job's or launch's own error.
 fn bad(arg: &'static str, reason: impl Into<String>) -> Error {
     Error::InvalidArgument { arg, reason: reason.into() }
+}
+
+#[test]
+fn the_error_names_the_buffer_its_label_the_failed_op_and_its_cause() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("upload").unwrap();
+        let s = d.default_stream();
+        let x = d.alloc_zeros::<u64>(s, 2).unwrap().with_label("input");
+        let xw = x.clone();
+        lane.job().write(&x).submit(move |cx| {
+            xw.copy_from_slice(cx.stream(), &[1, 2])?;
+            Err::<(), _>(bad("file", "truncated"))
+        });
+        match x.download(s) {
+            Err(Error::FailedInput { buffer, label, op, cause }) => {
+                assert!(buffer.contains("input") && buffer.contains(&x.id().to_string()), "{buffer}");
+                assert_eq!(label.as_deref(), Some("input"));
+                assert_eq!(op, "the job on lane `upload`");
+                assert!(matches!(*cause, Error::InvalidArgument { arg: "file", .. }), "{cause:?}");
+            }
+            other => panic!("expected FailedInput, got {other:?}"),
+        }
+    });
+}
+
+#[test]
+fn a_host_buffer_whose_copy_failed_fails_its_host_read_until_written() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let s = d.default_stream();
+        let mut host = d.host_from_slice(&[1u64, 2]).unwrap();
+        let mut rec = LaunchRecorder::new_strict(s).named("fill_host");
+        rec.write(&host).unwrap();
+        rec.launch(&d, |_| Err::<(), _>(bad("n", "bad"))).unwrap_err();
+        let err = host.read().map(|_| ()).expect_err("the host buffer's last writer failed");
+        assert!(matches!(&err, Error::FailedInput { op, .. } if op.contains("fill_host")), "{err:?}");
+        host.write().unwrap().copy_from_slice(&[3, 4]);
+        assert_eq!(&*host.read().unwrap(), &[3, 4]);
+    });
 }
