@@ -103,6 +103,23 @@ pub enum Error {
         what: String,
     },
 
+    /// A use read a buffer whose last writer failed: a lane job that returned an error,
+    /// panicked or never ran (its declared writes, and the writes it committed), or a launch or
+    /// library op whose enqueue failed. Nothing was enqueued for the use (a download returns
+    /// no data). The failure stays with the buffer until a successful write (a plain write,
+    /// not `read_write`) replaces its contents.
+    #[error("{buffer} holds no valid data: its last writer, {op}, failed ({cause}); rewrite the buffer (a successful write clears this) or handle the failure of {op}")]
+    FailedInput {
+        /// The buffer, as errors name it (`buffer #N "label"`).
+        buffer: String,
+        /// The label the user gave it ([`GpuRef::label`](crate::GpuRef::label)), if any.
+        label: Option<String>,
+        /// The op that failed: `the job on lane `upload``, or a launch such as `user::scale`.
+        op: String,
+        /// Why it failed.
+        cause: Box<Error>,
+    },
+
     /// A use waited too long for a declared lane job submitted earlier to finish with the
     /// buffer (its reservation).
     #[error("{buffer} stayed reserved by a declared lane job submitted earlier for {waited:?}; that job must run and end first (is it queued behind work that waits for this thread?). DeviceConfig::preflight_timeout bounds this wait")]
@@ -334,6 +351,7 @@ impl std::fmt::Debug for Error {
             WouldDeadlock { what },
             BufferBusy { buffer, waited },
             BufferReserved { buffer, waited },
+            FailedInput { buffer, label, op, cause },
             UndeclaredUse { buffer, lane, access, access_call },
             InvalidArgument { arg, reason },
             WrongBackend { what, needed, actual },
@@ -376,7 +394,17 @@ macro_rules! plain_fields {
         }
     )*};
 }
-plain_fields!(String, &'static str, usize, u64, Duration, Vec<NumericalFailure>, Box<crate::hazard::Hazard>);
+plain_fields!(
+    String,
+    Option<String>,
+    &'static str,
+    usize,
+    u64,
+    Duration,
+    Vec<NumericalFailure>,
+    Box<crate::hazard::Hazard>,
+    Box<Error>
+);
 
 impl FieldDebug for DriverError {
     fn fmt_field(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

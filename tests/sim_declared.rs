@@ -351,11 +351,17 @@ fn reservations_are_released_when_a_job_fails_panics_or_never_touches_its_buffer
         let lane = d.lane("release").unwrap();
         let s = d.default_stream();
         let x = d.upload(s, &[7u64, 7]).unwrap();
+        // Released, not leaked (a leak would be BufferReserved): the download fails at once
+        // because the job that declared the write failed, and a write makes x valid again.
         let failed = lane.job().write(&x).submit(|_| -> cusched::Result<()> { Err(Error::QueueFull) });
         assert!(matches!(failed.wait(), Err(Error::QueueFull)));
+        assert!(matches!(x.download(s), Err(Error::FailedInput { .. })));
+        x.copy_from_slice(s, &[7, 7]).unwrap();
         assert_eq!(x.download(s).unwrap(), [7, 7]);
         let panicked = lane.job().write(&x).submit(|_| -> cusched::Result<()> { panic!("job panics") });
         assert!(matches!(panicked.wait(), Err(Error::JobPanicked { .. })));
+        assert!(matches!(x.download(s), Err(Error::FailedInput { .. })));
+        x.copy_from_slice(s, &[7, 7]).unwrap();
         assert_eq!(x.download(s).unwrap(), [7, 7]);
         lane.job().read(&x).write(&x).submit(|_| Ok(())).wait().unwrap();
         assert_eq!(x.download(s).unwrap(), [7, 7]);
@@ -415,7 +421,10 @@ fn a_declared_job_dropped_unrun_at_shutdown_releases_its_reservations() {
         releaser.join().unwrap();
         blocker.wait().unwrap();
         assert!(matches!(queued.wait(), Err(Error::Shutdown)));
-        // Buffers stay usable after shutdown; x's reservation is gone.
+        // Buffers stay usable after shutdown; x's reservation is gone, and the write the job
+        // declared never happened: x carries its failure until rewritten.
+        assert!(matches!(x.download(s), Err(Error::FailedInput { .. })));
+        x.copy_from_slice(s, &[4, 4]).unwrap();
         assert_eq!(x.download(s).unwrap(), [4, 4]);
     });
 }

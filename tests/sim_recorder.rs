@@ -164,9 +164,14 @@ fn a_launch_whose_closure_panics_after_enqueueing_still_commits() {
     }));
     assert!(unwound.is_err(), "the panic reaches the caller");
     assert_eq!(d.stats().events, events + 1, "the unwinding launch recorded its event");
-    // Not left reserved: a write on this thread would fail at once with WouldDeadlock if it were.
+    // The launch failed, so a read of what it wrote fails; not left reserved: a write on this
+    // thread would fail at once with WouldDeadlock if it were. (The write's kernel reads the
+    // buffer, which any declared use covers for the checker.)
     let mut r = LaunchRecorder::new_strict(s2);
-    r.read_write(&a).unwrap();
+    r.read(&a).unwrap();
+    assert!(matches!(r.launch(&d, |_| Ok(())), Err(Error::FailedInput { .. })));
+    let mut r = LaunchRecorder::new_strict(s2);
+    r.write(&a).unwrap();
     let seen = Arc::new(std::sync::Mutex::new(0));
     let (src, out) = (a.sim_data().unwrap(), seen.clone());
     r.launch(&d, |scope| scope.sim_kernel(move || *out.lock().unwrap() = src.lock()[0])).unwrap();

@@ -5,7 +5,7 @@ use super::{Lane, LaneCtx};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::recorder::{Resource, ResourceKind, ResourceRef, Tracked};
-use crate::track::reservation::{Declared, JobScope, Ticket};
+use crate::track::reservation::{self, Declared, JobScope, Ticket};
 use crate::track::Access;
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -16,7 +16,8 @@ pub(super) enum Call<'a> {
     Cancel(Error),
 }
 
-pub(super) type Body = Box<dyn FnOnce(Call<'_>) + Send>;
+/// Runs or cancels the job; returns the job's error when it ran and failed.
+pub(super) type Body = Box<dyn FnOnce(Call<'_>) -> Option<Error> + Send>;
 
 /// A declared job's buffers and, once queued, the reservations they hold. Dropping it releases
 /// them, so a job that ends, fails, panics or is dropped unrun never leaves a later use waiting.
@@ -24,6 +25,8 @@ pub(super) type Body = Box<dyn FnOnce(Call<'_>) + Send>;
 pub(super) struct Held {
     ticket: Option<Ticket>,
     uses: SmallVec<[(Arc<dyn Tracked>, Access); 4]>,
+    /// The lane the job was submitted to, naming it in the failure its writes carry if it fails.
+    lane: Option<Arc<str>>,
 }
 
 impl Held {
@@ -44,6 +47,28 @@ impl Held {
         }
     }
 
+    /// The job failed (returned `cause`, panicked, or will never run) while holding its
+    /// reservations: every buffer it declared a write of is failed (see
+    /// [`Error::FailedInput`]), in the job's turn (once the jobs submitted before it are done
+    /// with the buffer, as its write would have waited) and before its reservations are
+    /// released, so that exactly the uses ordered after the job see it. An earlier failure
+    /// left by a launch inside the job stays.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn fail_writes(&self, cause: &Error) {
+        let Some(ticket) = self.ticket else { return };
+        let op = format!("the job on lane `{}`", self.lane.as_deref().unwrap_or("?"));
+        for (b, a) in &self.uses {
+            if a.writes() {
+                let t = b.track();
+                if let Err(e) = reservation::await_before(t, *a, ticket, t.device.config.preflight_timeout) {
+                    log::error!("cusched: {op} failed ({cause}); marking {} failed without its turn: {e}", t.name());
+                }
+                t.fail(&op, cause, true);
+            }
+        }
+    }
+
     /// The declaration a job holding these uses is checked against.
     fn declared(&self) -> Declared {
         Declared::new(self.uses.iter().map(|(b, a)| (b.track().id, *a)).collect())
@@ -52,6 +77,10 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        // Still reserved: the job is dropped unrun (its queue torn down at shutdown).
+        if self.ticket.is_some() {
+            self.fail_writes(&Error::Shutdown);
+        }
         self.unreserve();
     }
 }
@@ -97,13 +126,23 @@ impl Job {
     pub(super) fn run(mut self, handles: &mut crate::Handles, lane: &Arc<str>) {
         let declared = self.held.as_ref().map(|h| h.declared());
         let scope = JobScope::new(self.ticket, declared, Some(lane.clone()), handles.stream());
-        let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
-        body(Call::Run(handles, scope));
+        let body = std::mem::replace(&mut self.body, Box::new(|_| None));
+        if let Some(e) = body(Call::Run(handles, scope)) {
+            if let Some(h) = &self.held {
+                h.fail_writes(&e);
+            }
+        }
         self.unreserve();
     }
 
+    /// Resolves the job with `e`, unrun; a job still holding reservations (cancelled at
+    /// shutdown) fails its declared writes first.
     pub(super) fn cancel(mut self, e: Error) {
-        let body = std::mem::replace(&mut self.body, Box::new(|_| {}));
+        if let Some(h) = &self.held {
+            h.fail_writes(&e);
+        }
+        self.unreserve();
+        let body = std::mem::replace(&mut self.body, Box::new(|_| None));
         body(Call::Cancel(e));
     }
 }
@@ -148,7 +187,11 @@ impl std::fmt::Debug for JobBuilder<'_> {
 
 impl<'a> JobBuilder<'a> {
     pub(super) fn new(lane: &'a Lane) -> Self {
-        JobBuilder { lane, held: Held::default(), error: None }
+        JobBuilder {
+            lane,
+            held: Held { ticket: None, uses: SmallVec::new(), lane: Some(lane.name_shared()) },
+            error: None,
+        }
     }
 
     /// Declares that the job reads `buf`.

@@ -160,22 +160,31 @@ impl Handles {
     }
 
     /// Runs a job body as `scope` and hands its outcome, its end event and its keep-alives to
-    /// `shared`.
+    /// `shared`. A job that fails leaves every buffer it wrote failed (see
+    /// [`Error::FailedInput`]), before its completion resolves; its error comes back, for the
+    /// lane to fail the job's declared writes too.
     fn finish_job<T: Send + 'static>(
         &mut self,
         shared: &Arc<Shared<T>>,
         f: impl FnOnce(&mut Handles) -> Result<T>,
         scope: JobScope,
-    ) {
+    ) -> Option<Error> {
         self.keep.clear();
         // The context the job's work goes to: its end must be marked in that same context.
         let epoch = self.device.shared.epoch();
-        let (value, ends) = reservation::in_job(scope, || {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *self))) {
-                Ok(v) => v,
-                Err(payload) => Err(Error::JobPanicked { message: panic_message(payload.as_ref()) }),
-            }
+        let lane = scope.lane.clone();
+        let ((value, ends), wrote) = crate::recorder::collect_writes(|| {
+            reservation::in_job(scope, || {
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut *self))) {
+                    Ok(v) => v,
+                    Err(payload) => Err(Error::JobPanicked { message: panic_message(payload.as_ref()) }),
+                }
+            })
         });
+        let failed = value.as_ref().err().cloned();
+        if let Some(e) = &failed {
+            wrote.fail(&job_name(lane.as_deref(), self.stream), e);
+        }
         let keep = std::mem::take(&mut self.keep);
         // The job's last commit on this stream covers everything it enqueued here (every
         // enqueue is inside a launch, which commits even when it fails), so it is the job's end
@@ -196,6 +205,16 @@ impl Handles {
                 shared.enqueued(value.and(Err(e)), None, Vec::new());
             }
         }
+        failed
+    }
+}
+
+/// How errors name a job whose failure a buffer carries: by its lane, or the stream of an
+/// inline [`Handles::run`].
+pub(crate) fn job_name(lane: Option<&str>, stream: StreamId) -> String {
+    match lane {
+        Some(lane) => format!("the job on lane `{lane}`"),
+        None => format!("the Handles::run on {stream}"),
     }
 }
 

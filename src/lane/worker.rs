@@ -175,6 +175,11 @@ impl Lane {
         self.inner.stream
     }
 
+    /// The lane's name, shared (for the failure a declared job leaves on its writes).
+    pub(super) fn name_shared(&self) -> Arc<str> {
+        self.inner.name.clone()
+    }
+
     /// The lane's name (also its thread's name).
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -196,7 +201,10 @@ impl Lane {
     /// buffers made after it started and the libraries' own scratch (a strict recorder fails
     /// with [`Error::UndeclaredUse`] otherwise); a declared buffer the job never
     /// touches is released when the job ends, and a job that fails, panics or is never run
-    /// (shutdown) releases everything it reserved.
+    /// (shutdown) releases everything it reserved. Such a job also leaves every buffer it
+    /// declared a write of failed, in its turn: the jobs submitted after it that read one (and
+    /// any later read) fail with [`Error::FailedInput`] naming this job, until a successful
+    /// write replaces the contents, so a failed stage never hands stale data down a pipeline.
     ///
     /// ```
     /// use cusched::{Device, SimConfig};
@@ -227,13 +235,16 @@ impl Lane {
         let guard = CancelOnDrop(Some(shared));
         let body: Body = Box::new(move |call| {
             let mut guard = guard;
-            let Some(shared) = guard.0.take() else { return };
+            let shared = guard.0.take()?;
             match call {
                 Call::Run(h, scope) => {
                     shared.mark_running();
                     h.finish_job(&shared, f, scope)
                 }
-                Call::Cancel(e) => shared.enqueued(Err(e), None, Vec::new()),
+                Call::Cancel(e) => {
+                    shared.enqueued(Err(e), None, Vec::new());
+                    None
+                }
             }
         });
         (completion, Job::new(declared, body))
@@ -276,6 +287,10 @@ impl Lane {
     /// job's [`Completion::wait_committed`] in between, or declare the uses with
     /// [`job`](Self::job). An undeclared job still follows the reservations of declared jobs
     /// submitted before it.
+    ///
+    /// A job that fails (returns an error or panics) leaves the buffers it wrote failed: later
+    /// reads fail with [`Error::FailedInput`] until a successful write. Reads ordered by commit
+    /// that ran before the job ended are not affected.
     pub fn submit<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,

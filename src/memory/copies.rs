@@ -70,6 +70,10 @@ impl<T: Element> GpuRef<T> {
 
     /// Copies the buffer to a new `Vec`, blocking until the copy (and every write it must
     /// follow) has finished.
+    ///
+    /// Fails with [`Error::FailedInput`](crate::Error::FailedInput), copying nothing, when the
+    /// buffer's last writer failed (a lane job or a launch that wrote it): its contents are
+    /// not what the program meant to download.
     pub fn download(&self, stream: StreamId) -> Result<Vec<T>> {
         let device = self.device();
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "download"));

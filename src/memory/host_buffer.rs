@@ -178,12 +178,23 @@ impl<T: Element> HostBuffer<T> {
         for ev in t.host_dependencies(access, t.device.config.preflight_timeout)? {
             t.device.wait_event(&ev)?;
         }
+        // After the GPU uses it follows: a failed writer among them set its failure before
+        // releasing the buffer. A host write replaces the contents.
+        if access == Access::Write {
+            t.clear_failure();
+        } else if t.is_failed() {
+            if let Some(e) = t.failed_input() {
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
     /// Reads the contents, first waiting for pending GPU writes to this buffer.
     ///
-    /// Fails with [`Error::Stale`] once the device's generation has advanced past the buffer's.
+    /// Fails with [`Error::Stale`] once the device's generation has advanced past the buffer's,
+    /// and with [`Error::FailedInput`] when the buffer's last writer failed (until
+    /// [`write`](Self::write) or a successful GPU write replaces the contents).
     pub fn read(&self) -> Result<HostRead<'_, T>> {
         self.settle(Access::Read)?;
         // SAFETY: 1. every tracked GPU write to the memory has finished (waited for above);

@@ -17,6 +17,7 @@
 //! reserves.
 
 mod context;
+mod failure;
 #[cfg(test)]
 mod lazy_tests;
 mod preflighted;
@@ -24,6 +25,7 @@ mod resource;
 mod scope;
 mod solo;
 
+pub(crate) use failure::collect_writes;
 pub use preflighted::Preflighted;
 use preflighted::Reserved;
 pub use resource::{External, Resource};
@@ -293,6 +295,10 @@ impl LaunchRecorder {
     /// there, on the one stream, it is ordered against solo launches by enqueue; once solo mode
     /// has closed, it waits for a conflicting solo launch still enqueueing, as for a mark.
     ///
+    /// A read (or `read_write`) of a buffer whose last writer failed is
+    /// [`Error::FailedInput`]. [`commit`](Preflighted::commit) counts as success: it clears the
+    /// failure of what the launch writes.
+    ///
     /// On error nothing is reserved and the recorder is gone: to retry (after a
     /// [`Error::BufferBusy`], say), preflight a clone.
     pub fn preflight(mut self, device: &Device) -> Result<Preflighted> {
@@ -338,6 +344,9 @@ impl LaunchRecorder {
         }
         if solo & plain & current & stream_only {
             if let Some(reserved) = self.reserve_solo(shared, slot, device_epoch) {
+                if let Some(e) = failure::failed_input(&self.uses) {
+                    return Err(self.unreserve_solo(shared, slot, reserved, e));
+                }
                 return Ok(reserved);
             }
         }
@@ -373,6 +382,11 @@ impl LaunchRecorder {
                 release(&self.uses[..n], holder);
                 return Err(e);
             }
+        }
+        // With the marks taken, a failure its writer set before publishing is visible.
+        if let Some(e) = failure::failed_input(&self.uses) {
+            release(&self.uses, holder);
+            return Err(e);
         }
         #[cfg(test)]
         crate::device::rebuild_hooks::at(shared.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
@@ -440,6 +454,13 @@ impl LaunchRecorder {
     /// commit): conflicting launches follow preflight order. One on another stream that would
     /// wait for a launch whose enqueue closure it runs in is [`Error::WouldDeadlock`]; on this
     /// stream, that thread's own enqueue order orders them.
+    ///
+    /// When `enqueue` fails (or panics), the buffers the launch declared a write of are left
+    /// failed: a later use that reads one fails at its preflight with
+    /// [`Error::FailedInput`], naming this launch ([`named`](Self::named)) and the error, until
+    /// a successful write replaces the contents. A successful launch clears the failure of what
+    /// it writes. Reads of a buffer whose last writer failed fail here the same way, with
+    /// nothing enqueued.
     pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a launch on a one-stream device can skip its
         // position unless a trace needs it.
@@ -501,7 +522,13 @@ impl LaunchRecorder {
         // Until the commit: a conflicting use on another stream from this thread would wait
         // for this launch.
         let _held = reserved.solo.map(|ticket| HeldHere::enter(device.shared.uid, ticket));
-        let pending = Uncommitted { device: &device.shared, uses: &self.uses, reserved: &reserved, armed: true };
+        let pending = Uncommitted {
+            device: &device.shared,
+            uses: &self.uses,
+            reserved: &reserved,
+            label: &self.label,
+            armed: true,
+        };
         let out = {
             let scope = LaunchScope::new(&reserved, &self.uses);
             if let Some(t) = trace.as_mut() {
@@ -513,6 +540,10 @@ impl LaunchRecorder {
             }
             out
         };
+        // Before the commit releases the buffers: a later use sees what this launch left.
+        failure::settle(&self.uses, out.as_ref().err(), || {
+            failure::op_name(&device.shared, reserved.stream, &self.label)
+        });
         let ev = pending.commit(position);
         match out {
             Ok(value) => Ok((value, ev?)),
@@ -534,6 +565,8 @@ struct Uncommitted<'a> {
     uses: &'a [Use],
     /// The launch's stream and marks.
     reserved: &'a Reserved,
+    /// The launch's name, for the failure an unwinding enqueue leaves on its buffers.
+    label: &'a OpLabel,
     /// Whether the drop still has to commit (cleared by an explicit commit).
     armed: bool,
 }
@@ -555,6 +588,8 @@ impl Drop for Uncommitted<'_> {
             "cusched: a launch on {} unwound before its commit; committing it so its work stays fenced",
             self.reserved.stream
         );
+        let unwound = Error::JobPanicked { message: "the launch's enqueue closure panicked".into() };
+        failure::settle(self.uses, Some(&unwound), || failure::op_name(self.device, self.reserved.stream, self.label));
         if let Err(e) = self.reserved.commit(self.device, self.uses) {
             log::error!("cusched: committing the unwound launch failed: {e}");
         }

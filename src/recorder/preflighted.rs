@@ -244,6 +244,8 @@ impl Preflighted {
     /// [`commit`](Self::commit), returning the event later uses wait on.
     pub(crate) fn commit_event(mut self) -> Result<EventRef> {
         self.committed = true;
+        // A commit says the enqueue succeeded: what the launch writes is valid again.
+        super::failure::settle(&self.uses, None, String::new);
         self.reserved.commit(&self.device, &self.uses)
     }
 }

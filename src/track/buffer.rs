@@ -5,7 +5,7 @@ use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,17 @@ pub(crate) struct BufferTrack {
     pub(crate) stream_only: bool,
     /// The name the user gave the buffer, shown beside its id in errors and hazards.
     label: Mutex<Option<Arc<str>>>,
+    /// Whether the buffer's last writer failed (see [`BufferTrack::failed_input`]): every use
+    /// reads it with one relaxed load, and takes `failure`'s lock only when it is set.
+    failed: AtomicBool,
+    /// What failed, while `failed` is set. A leaf lock.
+    failure: Mutex<Option<Failure>>,
+}
+
+/// The failed last writer of a buffer: the op as errors name it, and its error.
+struct Failure {
+    op: String,
+    cause: Error,
 }
 
 impl BufferTrack {
@@ -102,7 +113,63 @@ impl BufferTrack {
             made_in: super::reservation::current_ticket(),
             stream_only: kind == "buffer",
             label: Mutex::new(None),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(None),
         }
+    }
+
+    /// Whether the buffer's last writer failed: one relaxed load. A failure is set before the
+    /// failed op releases the buffer (its pending mark, its reservation, the solo stream's lock,
+    /// its job's completion), so a use that checks after acquiring the buffer the same way sees
+    /// it; a use racing the failed op unordered may not, as it may not see its data either.
+    #[inline(always)]
+    pub(crate) fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// [`Error::FailedInput`] for a read of the buffer, when its last writer failed.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn failed_input(&self) -> Option<Error> {
+        let failure = crate::sync::lock(&self.failure);
+        let f = failure.as_ref()?;
+        Some(Error::FailedInput {
+            buffer: self.name(),
+            label: self.label().map(|l| l.to_string()),
+            op: f.op.clone(),
+            cause: Box::new(f.cause.clone()),
+        })
+    }
+
+    /// Marks the buffer's contents as left by `op`, which failed with `cause`: later reads fail
+    /// with [`Error::FailedInput`] until a successful write. With `keep`, an earlier failure
+    /// stays as it is (a job's failure does not rename the launch inside it that failed first).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn fail(&self, op: &str, cause: &Error, keep: bool) {
+        let mut failure = crate::sync::lock(&self.failure);
+        if keep && failure.is_some() {
+            return;
+        }
+        *failure = Some(Failure { op: op.to_string(), cause: cause.clone() });
+        self.failed.store(true, Ordering::Relaxed);
+    }
+
+    /// A successful write replaced the contents: clears a failure. One relaxed load when there
+    /// is none.
+    #[inline(always)]
+    pub(crate) fn clear_failure(&self) {
+        if self.is_failed() {
+            self.clear_failure_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn clear_failure_slow(&self) {
+        let mut failure = crate::sync::lock(&self.failure);
+        *failure = None;
+        self.failed.store(false, Ordering::Relaxed);
     }
 
     /// The name the user gave the buffer, if any.

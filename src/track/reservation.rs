@@ -406,3 +406,10 @@ pub(crate) fn before_host_use(t: &super::BufferTrack, access: Access, timeout: D
     let before = if in_any_job() { JOB.with(|j| j.borrow().as_ref().and_then(|s| s.ticket)) } else { None };
     t.reservations.await_turn(|| t.name(), access, before, timeout)
 }
+
+/// Waits until no reservation taken before `ticket` conflicts with a use `access` of `t`: a
+/// declared job that failed without using `t` takes its turn before it marks `t` failed, so
+/// that jobs submitted before it still see the contents they were ordered after.
+pub(crate) fn await_before(t: &super::BufferTrack, access: Access, ticket: Ticket, timeout: Duration) -> Result<()> {
+    t.reservations.await_turn(|| t.name(), access, Some(ticket), timeout)
+}
