@@ -5,7 +5,9 @@
 
 mod common;
 use common::*;
-use cusched::{Completion, Device, Error, GpuRef, LaneCtx};
+use cusched::{
+    Access, Completion, Device, DeviceConfig, Error, GpuRef, HazardKind, LaneCtx, SimConfig, SubmitOrderCheck,
+};
 use std::time::Duration;
 
 /// A hang guard, not a deadline: a loaded machine may be slow.
@@ -106,5 +108,150 @@ fn undeclared_pipeline_over_three_lanes_never_gives_wrong_data_silently() {
             }
         }
         eprintln!("{right} chunks right, {loud} reported out of submit order");
+    });
+}
+
+/// One simulated kernel making `access` of `x`.
+fn touch(cx: &mut LaneCtx, x: &GpuRef<f32>, access: Access) -> cusched::Result<()> {
+    let mut rec = cx.recorder().named("touch");
+    rec.access(x, access)?;
+    let xs = x.sim_data()?;
+    rec.launch(cx.device(), move |scope| {
+        scope.sim_kernel(move || {
+            if access.writes() {
+                xs.lock()[0] += 1.0;
+            } else {
+                let _ = xs.read()[0];
+            }
+        })
+    })
+}
+
+/// The job submitted first on lane "older" makes `older` of x after a delay; the job
+/// submitted second on lane "younger" makes `younger` of it at once, so it commits first.
+fn inverted(d: &Device, older: Access, younger: Access) -> (cusched::Result<()>, cusched::Result<()>) {
+    let (a, b) = (d.lane("older").unwrap(), d.lane("younger").unwrap());
+    let x = d.alloc_zeros::<f32>(d.default_stream(), 4).unwrap().with_label("x");
+    d.synchronize(d.default_stream()).unwrap();
+    let (xa, xb) = (x.clone(), x.clone());
+    let first = a.submit(move |cx| {
+        std::thread::sleep(Duration::from_millis(5));
+        touch(cx, &xa, older)
+    });
+    let second = b.submit(move |cx| touch(cx, &xb, younger));
+    let second = second.wait();
+    (first.wait(), second)
+}
+
+#[test]
+fn each_conflict_kind_committed_against_submit_order_is_reported_naming_both_jobs_and_the_buffer() {
+    bounded(LIMIT, || {
+        for (older, younger, meant) in [
+            (Access::Write, Access::Read, "read-after-write"),
+            (Access::Write, Access::Write, "write-after-write"),
+            (Access::Read, Access::Write, "write-after-read"),
+            (Access::ReadWrite, Access::Read, "read-after-write"),
+        ] {
+            let d = sim();
+            let (first, second) = inverted(&d, older, younger);
+            second.unwrap();
+            let Err(Error::Hazard { hazard, .. }) = first else {
+                panic!("{meant}: the older job was not refused: {first:?}")
+            };
+            assert_eq!(hazard.kind, HazardKind::SubmitOrder, "{meant}");
+            assert!(hazard.earlier.op > hazard.later.op, "{meant}: the younger job's submit number is the larger");
+            let text = hazard.to_string();
+            for part in ["\"x\"", "lane \"older\"", "lane \"younger\"", "`touch`", "submitted first"] {
+                assert!(text.contains(part), "{meant}: {part} missing from: {text}");
+            }
+            assert_eq!(d.sim_hazards().unwrap().len(), 1, "{meant}");
+        }
+    });
+}
+
+#[test]
+fn reads_committed_against_submit_order_are_not_reported() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let (first, second) = inverted(&d, Access::Read, Access::Read);
+        first.unwrap();
+        second.unwrap();
+        assert_eq!(d.sim_hazards().unwrap(), vec![]);
+    });
+}
+
+#[test]
+fn log_lists_the_inversion_and_lets_the_op_go_on_and_off_checks_nothing() {
+    bounded(LIMIT, || {
+        for (check, listed) in [(SubmitOrderCheck::Log, 1), (SubmitOrderCheck::Off, 0)] {
+            let config = DeviceConfig { submit_order: check, ..DeviceConfig::default() };
+            let d =
+                Device::sim_with(SimConfig { max_delay: Duration::from_micros(30), ..SimConfig::default() }, config)
+                    .unwrap();
+            let (first, second) = inverted(&d, Access::Write, Access::Read);
+            first.unwrap();
+            second.unwrap();
+            let hazards = d.sim_hazards().unwrap();
+            assert_eq!(hazards.len(), listed, "{check:?}: {hazards:?}");
+            assert!(hazards.iter().all(|h| h.kind == HazardKind::SubmitOrder));
+        }
+    });
+}
+
+#[test]
+fn one_lanes_undeclared_jobs_are_in_submit_order_by_construction_and_never_reported() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let lane = d.lane("only").unwrap();
+        let x = d.alloc_zeros::<f32>(d.default_stream(), 4).unwrap();
+        let mut rng = Rng::seeded(3);
+        let mut done = Vec::new();
+        for i in 0..200 {
+            let (xj, delay) = (x.clone(), rng.below(50));
+            let access = if i % 3 == 0 { Access::Read } else { Access::ReadWrite };
+            done.push(lane.submit(move |cx| {
+                std::thread::sleep(Duration::from_micros(delay));
+                touch(cx, &xj, access)
+            }));
+        }
+        for r in cusched::wait_all(done) {
+            r.unwrap();
+        }
+        assert_eq!(x.download(d.default_stream()).unwrap()[0], 133.0);
+        assert_eq!(d.sim_hazards().unwrap(), vec![]);
+    });
+}
+
+/// The same pipeline as the first test, declared and without `wait_committed`: every chunk is
+/// right and nothing is reported.
+#[test]
+fn declared_pipeline_over_three_lanes_is_right_and_never_reported() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let s = d.default_stream();
+        let (up, compute, down) = (d.lane("upload").unwrap(), d.lane("compute").unwrap(), d.lane("download").unwrap());
+        let wh: Vec<f32> = (0..N * N).map(|i| (i % 5) as f32).collect();
+        let w = d.upload(s, &wh).unwrap().with_label("w");
+        let mut chunks = Vec::new();
+        for c in 0..16 {
+            let h: Vec<f32> = (0..N * N).map(|i| (c * 100 + i) as f32).collect();
+            let x = d.alloc_zeros::<f32>(s, N * N).unwrap();
+            let y = d.alloc_zeros::<f32>(s, N * N).unwrap();
+            let z = d.alloc_zeros::<f32>(s, N * N).unwrap();
+            let hu = h.clone();
+            up.job().write(&x).submit(move |cx, (x,)| {
+                std::thread::sleep(Duration::from_micros(300));
+                x.copy_from_slice(cx.stream(), &hu)
+            });
+            compute.job().read(&x).read(&w).write(&y).write(&z).submit(|cx, (x, w, y, z)| {
+                scale(cx, &x, &y)?;
+                gemm(cx, &y, &w, &z)
+            });
+            chunks.push((h, down.job().read(&z).submit(|cx, (z,)| z.download(cx.stream()))));
+        }
+        for (h, r) in chunks {
+            assert_eq!(r.wait().unwrap(), expected(&h, &wh));
+        }
+        assert_eq!(d.sim_hazards().unwrap(), vec![]);
     });
 }
