@@ -11,7 +11,10 @@
 //! - (c) cusched inline: a strict recorder around the same cudarc launch, on a device where
 //!   several streams are in use (one event per commit),
 //! - (c') cusched inline through the typed launch (`Kernel::launch`, returns a completion),
-//! - (d) cusched on a lane (one job per op),
+//! - (d) cusched on a lane (one job per op; on two lanes each lane writes its own output, so
+//!   the lanes' jobs never conflict and the check of submit order finds nothing to report),
+//! - (d0) (d) on a device opened with `DeviceConfig::submit_order` off: (d) against (d0) is the
+//!   check's cost (a compare per use in a job, a stamp stored per commit),
 //! - (e) (c) with a no-op `KernelTrace` hook set.
 //!
 //! After the table, each budget of the op path is checked against its reference row of the
@@ -118,6 +121,8 @@ struct Ours {
     a: GpuRef<f32>,
     b: GpuRef<f32>,
     c: GpuRef<f32>,
+    /// The second lane's output in (d) and (d0).
+    c2: GpuRef<f32>,
 }
 
 fn recorder_launch(
@@ -181,7 +186,8 @@ impl Ours {
         let mut last: Vec<Option<cusched::Completion<()>>> = lanes.iter().map(|_| None).collect();
         for i in 0..BATCH {
             let l = i % lanes.len();
-            let (k, a, b, c) = (self.kernel.clone(), self.a.clone(), self.b.clone(), self.c.clone());
+            let c = if l == 0 { self.c.clone() } else { self.c2.clone() };
+            let (k, a, b) = (self.kernel.clone(), self.a.clone(), self.b.clone());
             last[l] =
                 Some(lanes[l].submit(move |cx| recorder_launch(cx.device(), cx.stream(), k.function()?, &a, &b, &c)));
         }
@@ -384,12 +390,18 @@ fn per_iteration(mut f: impl FnMut()) -> f64 {
 /// A device of its own for the one-stream rows: only its default stream ever commits, so its
 /// commits record no event (the lazy path).
 fn one_stream_device(kernel_src: &str) -> Res<Ours> {
-    let device = Device::open(0)?;
+    device_with(kernel_src, cusched::DeviceConfig::default())
+}
+
+/// A device of its own opened with `config`, its buffers on the default stream.
+fn device_with(kernel_src: &str, config: cusched::DeviceConfig) -> Res<Ours> {
+    let device = Device::open_with(0, config)?;
     let s = device.default_stream();
     Ok(Ours {
         a: device.alloc_zeros(s, N as usize)?,
         b: device.alloc_zeros(s, N as usize)?,
         c: device.alloc_zeros(s, N as usize)?,
+        c2: device.alloc_zeros(s, N as usize)?,
         kernel: device.compile(kernel_src, &[])?.kernel("add3")?,
         s: [s, s],
         device,
@@ -408,6 +420,8 @@ enum Row {
     Ours,
     Typed,
     Lane,
+    /// (d) on a device with the check of submit order off.
+    LaneNoOrderCheck,
     Hook,
 }
 
@@ -426,6 +440,7 @@ fn main() -> Res<()> {
         a: device.alloc_zeros(s[0], N as usize)?,
         b: device.alloc_zeros(s[0], N as usize)?,
         c: device.alloc_zeros(s[0], N as usize)?,
+        c2: device.alloc_zeros(s[0], N as usize)?,
         device: device.clone(),
         s,
         kernel,
@@ -433,6 +448,11 @@ fn main() -> Res<()> {
     let ours1 = one_stream_device(ADD_SRC)?;
     let lanes1 = [device.lane("bench-1")?];
     let lanes2 = [device.lane("bench-2a")?, device.lane("bench-2b")?];
+    let off =
+        cusched::DeviceConfig { submit_order: cusched::SubmitOrderCheck::Off, ..cusched::DeviceConfig::default() };
+    let ours_off = device_with(ADD_SRC, off)?;
+    let off_lanes1 = [ours_off.device.lane("bench-off-1")?];
+    let off_lanes2 = [ours_off.device.lane("bench-off-2a")?, ours_off.device.lane("bench-off-2b")?];
     let mut untracked = Raw::new(false)?;
     let mut tracked = Raw::new(true)?;
 
@@ -445,6 +465,7 @@ fn main() -> Res<()> {
         (Row::Ours, "(c) cusched inline (recorder), several streams in use"),
         (Row::Typed, "(c') cusched inline (typed launch), several streams in use"),
         (Row::Lane, "(d) cusched on a lane"),
+        (Row::LaneNoOrderCheck, "(d0) (d), submit-order check off"),
         (Row::Hook, "(e) (c) with a KernelTrace hook"),
     ];
     let mut samples = vec![[Vec::new(), Vec::new()]; rows.len()];
@@ -453,6 +474,7 @@ fn main() -> Res<()> {
     let mut calls = vec![[(0.0, 0.0); 2]; rows.len()];
     for streams in [1usize, 2] {
         let lanes: &[cusched::Lane] = if streams == 1 { &lanes1 } else { &lanes2 };
+        let off_lanes: &[cusched::Lane] = if streams == 1 { &off_lanes1 } else { &off_lanes2 };
         for round in 0..batches + 3 {
             let warm = round < 3;
             // Interleaved, so clocks and caches treat every variant alike, and each round starts
@@ -462,7 +484,11 @@ fn main() -> Res<()> {
                 if row == Row::OursOneStream && streams == 2 {
                     continue;
                 }
-                let dev = if row == Row::OursOneStream { &ours1.device } else { &device };
+                let dev = match row {
+                    Row::OursOneStream => &ours1.device,
+                    Row::LaneNoOrderCheck => &ours_off.device,
+                    _ => &device,
+                };
                 let before = dev.stats();
                 let threads_before = ThreadSample::now();
                 let t = match row {
@@ -474,6 +500,7 @@ fn main() -> Res<()> {
                     Row::Ours => ours.batch(streams, false)?,
                     Row::Typed => ours.batch(streams, true)?,
                     Row::Lane => ours.lane_batch(lanes)?,
+                    Row::LaneNoOrderCheck => ours_off.lane_batch(off_lanes)?,
                     Row::Hook => {
                         device.set_trace(Arc::new(Noop), TraceOptions::default())?;
                         let t = ours.batch(streams, false);

@@ -77,14 +77,14 @@ fn run_declared(chunks: &[OursChunk], k: &Kernel, up: &Lane, mid: &Lane, down: &
     let mut last = Vec::with_capacity(chunks.len());
     for c in chunks {
         let (hi, x) = (c.host_in.clone(), c.x.clone());
-        up.job().read(&*hi).write(&x).submit(move |cx| x.copy_from_host(cx.stream(), &hi));
+        up.job().read(&*hi).write(&x).submit(move |cx, _| x.copy_from_host(cx.stream(), &hi));
         let (k, x, y) = (k.clone(), c.x.clone(), c.y.clone());
-        mid.job().read(&x).write(&y).submit(move |cx| launch_work(cx, &k, &x, &y));
+        mid.job().read(&x).write(&y).submit(move |cx, _| launch_work(cx, &k, &x, &y));
         let (ho, y) = (c.host_out.clone(), c.y.clone());
         let out = ho.lock().map_err(|_| "poisoned")?;
         let job = down.job().read(&y).write(&*out);
         drop(out);
-        last.push(job.submit(move |cx| {
+        last.push(job.submit(move |cx, _| {
             let mut out = ho.lock().map_err(|_| cusched::Error::Shutdown)?;
             y.copy_to_host(cx.stream(), &mut out)
         }));

@@ -88,27 +88,23 @@ fn run(stages: &Stages, kernel: Option<&Kernel>, chunks: Vec<Chunk>) -> Result<D
     let start = Instant::now();
     let mut results: Vec<(usize, Completion<HostBuffer<f32>>)> = Vec::with_capacity(chunks.len());
     for Chunk { index: c, host_in, mut host_out, x, y } in chunks {
-        let xu = x.clone();
-        // Each stage is submitted once the previous one has committed, so its uses are ordered
-        // after it; the GPU work of different chunks still overlaps across the three streams.
-        stages
-            .up
-            .submit(move |cx| {
-                xu.copy_from_host(cx.stream(), &host_in)?;
-                cx.keep(host_in);
-                Ok(())
-            })
-            .wait_committed()?;
+        // Declared jobs: each reserves its buffers when submitted, so every stage is ordered
+        // after the one submitted before it (no wait in between), and the GPU work of different
+        // chunks overlaps across the three streams. Each closure gets a handle to every buffer
+        // it declared; a `HostBuffer` has one owner, so its place holds `()` and the closure
+        // takes the buffer itself.
+        stages.up.job().read(&host_in).write(&x).submit(move |cx, ((), x)| {
+            x.copy_from_host(cx.stream(), &host_in)?;
+            cx.keep(host_in);
+            Ok(())
+        });
         let kernel = kernel.cloned();
-        let (xm, ym) = (x.clone(), y.clone());
-        stages.mid.submit(move |cx| compute(cx, kernel.as_ref(), &xm, &ym)).wait_committed()?;
-        results.push((
-            c,
-            stages.down.submit(move |cx| {
-                y.copy_to_host(cx.stream(), &mut host_out)?;
-                Ok(host_out)
-            }),
-        ));
+        stages.mid.job().read(&x).write(&y).submit(move |cx, (x, y)| compute(cx, kernel.as_ref(), &x, &y));
+        let downloaded = stages.down.job().read(&y).write(&host_out).submit(move |cx, (y, ())| {
+            y.copy_to_host(cx.stream(), &mut host_out)?;
+            Ok(host_out)
+        });
+        results.push((c, downloaded));
     }
     let outputs: Vec<(usize, Result<HostBuffer<f32>>)> = results.into_iter().map(|(c, d)| (c, d.wait())).collect();
     let elapsed = start.elapsed();

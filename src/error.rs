@@ -265,6 +265,29 @@ pub enum Error {
         status: DriverError,
     },
 
+    /// A lane job's use of a buffer would take effect after a conflicting use by a job
+    /// submitted after it on another lane: undeclared jobs are ordered by commit, and this
+    /// one came too late for the order the program submitted them in. Nothing of the op was
+    /// enqueued. See [`DeviceConfig::submit_order`](crate::DeviceConfig::submit_order).
+    #[error(
+        "{buffer}: job #{older_submit} on {older_lane} would use it after job #{younger_submit} on {younger_lane}, submitted after it, already made a conflicting use ({order} out of submit order); declare both jobs' uses with lane.job().read(..)/.write(..), or wait for the first job's Completion::wait_committed before submitting the second"
+    )]
+    SubmitOrder {
+        /// The buffer, as errors name it (`buffer #N "label"`).
+        buffer: String,
+        /// The order the program submitted the uses in: `"read-after-write"`,
+        /// `"write-after-read"` or `"write-after-write"`.
+        order: &'static str,
+        /// The lane of the job submitted first, whose use came too late.
+        older_lane: String,
+        /// Its submit number.
+        older_submit: u64,
+        /// The lane of the job submitted after it, whose use came first.
+        younger_lane: String,
+        /// Its submit number.
+        younger_submit: u64,
+    },
+
     /// The simulator's checker found a hazard (see [`SimConfig::fail_on_hazard`]): two uses of
     /// a buffer that nothing ordered, or a kernel's access it did not declare. The message
     /// names both kernels, their lanes and the buffer.
@@ -367,6 +390,7 @@ impl std::fmt::Debug for Error {
             CompileFailed { status, log },
             ContextPoisoned { call, status },
             Hazard { hazard, more },
+            SubmitOrder { buffer, order, older_lane, older_submit, younger_lane, younger_submit },
         )
     }
 }

@@ -19,6 +19,14 @@ pub enum HazardKind {
     /// A kernel accessed a buffer it did not declare, or wrote one it declared read-only.
     /// Such an access is unfenced whatever the timing, since fences follow declarations.
     Undeclared,
+    /// Two lane jobs' conflicting uses of the buffer would take effect against the order the
+    /// program submitted the jobs in: the job submitted first, on one lane, reached its use
+    /// after the job submitted later, on another lane, had made a conflicting one (reads never
+    /// conflict with reads). Found at the older job's preflight, before it enqueued anything;
+    /// no kernel ran for it. Then `earlier` is the younger job's use and `later` the older
+    /// job's, each with `stream` the stream's index on its device and `op` the job's submit
+    /// number (see [`DeviceConfig::submit_order`](crate::DeviceConfig::submit_order)).
+    SubmitOrder,
 }
 
 impl fmt::Display for HazardKind {
@@ -28,6 +36,7 @@ impl fmt::Display for HazardKind {
             HazardKind::WriteAfterRead => "write-after-read",
             HazardKind::WriteAfterWrite => "write-after-write",
             HazardKind::Undeclared => "undeclared access",
+            HazardKind::SubmitOrder => "submit-order inversion",
         })
     }
 }
@@ -152,6 +161,22 @@ impl fmt::Display for Hazard {
                 f,
                 "undeclared access: {later} ({}) {did} {buffer} without declaring that use, so nothing fences it; {declare} on the launch or job",
                 self.later
+            );
+        }
+        if self.kind == HazardKind::SubmitOrder {
+            let did = if self.access.writes() { "write" } else { "read" };
+            let job = |o: &OpOrigin, n: u64| {
+                let lane = o.lane.as_ref().map_or(String::new(), |l| format!(" on lane \"{l}\""));
+                match &o.kernel {
+                    Some(k) => format!("job #{n}{lane} (kernel `{k}`)"),
+                    None => format!("job #{n}{lane}"),
+                }
+            };
+            return write!(
+                f,
+                "submit-order inversion on {buffer}: {} (submitted first) would {did} it after {} (submitted after it) already made a conflicting use of it: undeclared lane jobs are ordered by commit, not by submit; declare both jobs' uses with lane.job().read(..)/.write(..), or wait for the first job's Completion::wait_committed before submitting the second",
+                job(later, self.later.op),
+                job(earlier, self.earlier.op)
             );
         }
         let (first, second) = match self.kind {

@@ -21,10 +21,10 @@ mod track;
 
 pub use backend::sim::{FenceMutation, Hazard, HazardKind, OpOrigin, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
-pub use device::{Device, DeviceConfig, StreamId};
+pub use device::{Device, DeviceConfig, StreamId, SubmitOrderCheck};
 pub use error::{Error, NumericalFailure, Result};
 pub use host_cache::HostCacheStats;
-pub use lane::{Handles, JobBuilder, Lane, LaneCtx, LaneOptions};
+pub use lane::{Declare, DeclaredArgs, Handles, JobBuilder, Lane, LaneCtx, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};

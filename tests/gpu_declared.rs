@@ -32,17 +32,17 @@ fn gpu_declared_three_lane_pipeline_without_wait_committed_is_exact() {
         // side would often run first.
         let delay = Duration::from_micros(rng.below(2000));
         let (dd, kk, xw) = (d.clone(), k.clone(), xi.clone());
-        done.push(up.job().write(&xi).submit(move |cx| {
+        done.push(up.job().write(&xi).submit(move |cx, _| {
             std::thread::sleep(delay);
             fill(&dd, &kk, cx.stream(), &xw, i as f32, SLOW / 4)
         }));
         let (dd, kk, xr, yw) = (d.clone(), k.clone(), xi.clone(), yi.clone());
-        done.push(mid.job().read(&xi).write(&yi).submit(move |cx| {
+        done.push(mid.job().read(&xi).write(&yi).submit(move |cx, _| {
             copy(&dd, &kk, cx.stream(), &yw, &xr, SLOW / 4)?;
             add(&dd, &kk, cx.stream(), &yw, 1.0, 0)
         }));
         let (dd, kk, yr, ow) = (d.clone(), k.clone(), yi.clone(), oi.clone());
-        done.push(down.job().read(&yi).write(&oi).submit(move |cx| copy(&dd, &kk, cx.stream(), &ow, &yr, SLOW / 8)));
+        done.push(down.job().read(&yi).write(&oi).submit(move |cx, _| copy(&dd, &kk, cx.stream(), &ow, &yr, SLOW / 8)));
     }
     for r in cusched::wait_all(done) {
         r.unwrap();

@@ -31,16 +31,16 @@ fn gpu_a_failed_upload_job_fails_the_download_of_its_chunk() {
     let mut downloads = Vec::new();
     for i in 0..CHUNKS {
         let (dd, kk, xw) = (d.clone(), k.clone(), x.clone());
-        up.job().write(&x).submit(move |cx| {
+        up.job().write(&x).submit(move |cx, _| {
             if i == BAD {
                 return Err(bad("chunk", format!("chunk {i} could not be read")));
             }
             fill(&dd, &kk, cx.stream(), &xw, i as f32, SLOW / 4)
         });
         let (dd, kk, xr, yw) = (d.clone(), k.clone(), x.clone(), y.clone());
-        mid.job().read(&x).write(&y).submit(move |cx| copy(&dd, &kk, cx.stream(), &yw, &xr, SLOW / 4));
+        mid.job().read(&x).write(&y).submit(move |cx, _| copy(&dd, &kk, cx.stream(), &yw, &xr, SLOW / 4));
         let yr = y.clone();
-        downloads.push(down.job().read(&y).submit(move |cx| yr.download(cx.stream())));
+        downloads.push(down.job().read(&y).submit(move |cx, _| yr.download(cx.stream())));
     }
     for (i, c) in downloads.into_iter().enumerate() {
         match c.wait() {
@@ -67,15 +67,15 @@ fn gpu_a_failed_gemm_stage_fails_the_download() {
     let c = d.alloc_zeros::<f32>(s0, 16).unwrap().with_label("c");
     d.synchronize(s0).unwrap();
     let (dd, kk, aw) = (d.clone(), k.clone(), a.clone());
-    up.job().write(&a).submit(move |cx| fill(&dd, &kk, cx.stream(), &aw, 1.0, SLOW / 4));
+    up.job().write(&a).submit(move |cx, _| fill(&dd, &kk, cx.stream(), &aw, 1.0, SLOW / 4));
     let (ar, cw) = (a.clone(), c.clone());
     // lda = 1 is below m = 4: cuBLAS would reject it, cusched rejects it first.
-    let gemm = mm.job().read(&a).write(&c).submit(move |cx| {
+    let gemm = mm.job().read(&a).write(&c).submit(move |cx, _| {
         cx.blas()?.gemm(&Gemm::new(4, 4, 4, &ar, &ar, &cw).leading(1, 4, 4))?;
         Ok(())
     });
     let cr = c.clone();
-    let downloaded = down.job().read(&c).submit(move |cx| cr.download(cx.stream()));
+    let downloaded = down.job().read(&c).submit(move |cx, _| cr.download(cx.stream()));
     assert!(gemm.wait().is_err());
     let err = downloaded.wait().expect_err("the GEMM failed: the download must not resolve Ok");
     assert!(is_failed_input(&err), "{err:?}");

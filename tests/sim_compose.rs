@@ -33,7 +33,7 @@ fn map_then_and_inspect_see_the_value_after_the_gpu_work() {
         let sum = lane
             .job()
             .read(&x)
-            .submit(move |cx| xj.download(cx.stream()))
+            .submit(move |cx, _| xj.download(cx.stream()))
             .inspect(move |v| s2.store(v.len() == 8, Ordering::Relaxed))
             .map(|v| v.iter().sum::<u32>())
             .then(|r| r.map(|s| s * 2));

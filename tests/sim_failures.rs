@@ -44,16 +44,16 @@ fn pipeline(failing: usize, chunks: usize) -> Vec<cusched::Result<Vec<u64>>> {
     let mut downloads = Vec::new();
     for i in 0..chunks {
         let xw = x.clone();
-        up.job().write(&x).submit(move |cx| {
+        up.job().write(&x).submit(move |cx, _| {
             if i == failing {
                 return Err(bad("chunk", format!("chunk {i} could not be read")));
             }
             xw.copy_from_slice(cx.stream(), &[i as u64 + 1; 4])
         });
         let (xr, yw) = (x.clone(), y.clone());
-        mid.job().read(&x).write(&y).submit(move |cx| scale(cx.device(), cx.stream(), &yw, &xr, 10));
+        mid.job().read(&x).write(&y).submit(move |cx, _| scale(cx.device(), cx.stream(), &yw, &xr, 10));
         let yr = y.clone();
-        downloads.push(down.job().read(&y).submit(move |cx: &mut LaneCtx| yr.download(cx.stream())));
+        downloads.push(down.job().read(&y).submit(move |cx: &mut LaneCtx, _| yr.download(cx.stream())));
     }
     downloads.into_iter().map(|c| c.wait()).collect()
 }
@@ -88,15 +88,15 @@ fn a_failed_gemm_stage_fails_the_download_naming_the_gemm_job() {
         let a = d.alloc_zeros::<f32>(s, 4).unwrap().with_label("a");
         let c = d.alloc_zeros::<f32>(s, 4).unwrap().with_label("c");
         let aw = a.clone();
-        up.job().write(&a).submit(move |cx| aw.copy_from_slice(cx.stream(), &[1.0; 4]));
+        up.job().write(&a).submit(move |cx, _| aw.copy_from_slice(cx.stream(), &[1.0; 4]));
         let (ar, cw) = (a.clone(), c.clone());
         // The simulator has no cuBLAS: a valid GEMM fails there (LibraryUnavailable).
-        let gemm = mm.job().read(&a).write(&c).submit(move |cx| {
+        let gemm = mm.job().read(&a).write(&c).submit(move |cx, _| {
             cx.blas()?.gemm(&Gemm::new(2, 2, 2, &ar, &ar, &cw))?;
             Ok(())
         });
         let cr = c.clone();
-        let downloaded = down.job().read(&c).submit(move |cx| cr.download(cx.stream()));
+        let downloaded = down.job().read(&c).submit(move |cx, _| cr.download(cx.stream()));
         let gemm_err = gemm.wait().expect_err("the simulator has no cuBLAS");
         let err = downloaded.wait().expect_err("the GEMM failed: the download must not resolve Ok with stale data");
         assert!(is_failed_input(&err), "{err:?}");
@@ -201,7 +201,7 @@ fn a_declared_job_that_panics_or_never_runs_fails_its_declared_writes() {
         let lane = d.lane("panics").unwrap();
         let s = d.default_stream();
         let x = d.upload(s, &[1u64]).unwrap();
-        let panicked = lane.job().write(&x).submit(|_| -> cusched::Result<()> { panic!("job panics") });
+        let panicked = lane.job().write(&x).submit(|_, _| -> cusched::Result<()> { panic!("job panics") });
         assert!(matches!(panicked.wait(), Err(Error::JobPanicked { .. })));
         let err = x.download(s).expect_err("x's declared writer panicked");
         assert!(is_failed_input(&err) && err.to_string().contains("job panics"), "{err:?}");
@@ -219,7 +219,7 @@ fn a_declared_job_that_panics_or_never_runs_fails_its_declared_writes() {
         });
         started.recv().unwrap();
         let yw = y.clone();
-        let queued = lane.job().write(&y).submit(move |cx| yw.copy_from_slice(cx.stream(), &[9]));
+        let queued = lane.job().write(&y).submit(move |cx, _| yw.copy_from_slice(cx.stream(), &[9]));
         let probe = lane.clone();
         let releaser = std::thread::spawn(move || {
             while !matches!(probe.try_submit(|_| Ok(())), Err(Error::Shutdown)) {
@@ -249,7 +249,7 @@ fn the_error_names_the_buffer_its_label_the_failed_op_and_its_cause() {
         let s = d.default_stream();
         let x = d.alloc_zeros::<u64>(s, 2).unwrap().with_label("input");
         let xw = x.clone();
-        lane.job().write(&x).submit(move |cx| {
+        lane.job().write(&x).submit(move |cx, _| {
             xw.copy_from_slice(cx.stream(), &[1, 2])?;
             Err::<(), _>(bad("file", "truncated"))
         });

@@ -25,7 +25,7 @@ fn a_kernel_that_declared_a_read_but_wrote_fails_its_completion_by_default() {
         let lane = device.lane("compute").unwrap();
         let x = device.upload(device.default_stream(), &[1.0f32; 4]).unwrap();
         let xj = x.clone();
-        let done = lane.job().read(&x).submit(move |cx| scale_writing_a_read(cx, &xj));
+        let done = lane.job().read(&x).submit(move |cx, _| scale_writing_a_read(cx, &xj));
         let err = done.wait().expect_err("the undeclared write must fail the job's completion");
         let msg = err.to_string();
         assert!(msg.contains("scale"), "the kernel is named: {msg}");
@@ -40,7 +40,7 @@ fn the_hazard_names_the_buffer_label_and_the_shutdown_reports_it() {
         let lane = device.lane("compute").unwrap();
         let x = device.upload(device.default_stream(), &[1.0f32; 4]).unwrap().with_label("weights");
         let xj = x.clone();
-        let done = lane.job().read(&x).submit(move |cx| scale_writing_a_read(cx, &xj));
+        let done = lane.job().read(&x).submit(move |cx, _| scale_writing_a_read(cx, &xj));
         let Err(Error::Hazard { hazard, more: 0 }) = done.wait() else { panic!("expected the hazard") };
         assert_eq!(hazard.kind, HazardKind::Undeclared);
         assert_eq!(hazard.label.as_deref(), Some("weights"));
@@ -108,7 +108,7 @@ fn with_the_switch_off_hazards_are_listed_but_nothing_fails() {
         let lane = device.lane("compute").unwrap();
         let x = device.upload(device.default_stream(), &[1.0f32; 4]).unwrap();
         let xj = x.clone();
-        lane.job().read(&x).submit(move |cx| scale_writing_a_read(cx, &xj)).wait().unwrap();
+        lane.job().read(&x).submit(move |cx, _| scale_writing_a_read(cx, &xj)).wait().unwrap();
         assert_eq!(device.sim_hazards().unwrap().len(), 1);
         drop(lane);
         device.shutdown().unwrap();

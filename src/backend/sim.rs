@@ -108,6 +108,13 @@ impl SimShared {
         crate::sync::lock(&self.machine.checker).hazards.clone()
     }
 
+    /// Lists a hazard found outside the checker (a submit-order inversion at preflight);
+    /// returns whether it fails the op ([`SimConfig::fail_on_hazard`]).
+    pub(crate) fn note_hazard(&self, hazard: Hazard) -> bool {
+        crate::sync::lock(&self.machine.checker).hazards.push(hazard);
+        self.config.fail_on_hazard
+    }
+
     pub(crate) fn kernels_run(&self) -> u64 {
         crate::sync::lock(&self.machine.checker).kernels
     }

@@ -1,5 +1,6 @@
 //! The settings a device is opened with.
 
+pub use crate::track::SubmitOrderCheck;
 #[cfg(doc)]
 use crate::{Device, Error};
 use std::time::Duration;
@@ -51,6 +52,19 @@ pub struct DeviceConfig {
     /// reaper thread, with that stall. `None` (the default): no limit; release memory with
     /// [`Device::trim_host_cache`]. Unused by the simulator, which has no pinned memory.
     pub host_cache_limit: Option<usize>,
+    /// What happens when a lane job's use of a buffer would take effect after a conflicting
+    /// use by a job submitted after it on another lane (an undeclared job, ordered by commit,
+    /// that came too late for the order the program submitted them in). Default
+    /// [`SubmitOrderCheck::Error`]: the op fails with [`Error::SubmitOrder`] naming both jobs
+    /// and the buffer before it enqueues anything, since going on would compute with data the
+    /// program did not mean (on the simulator the same finding is a
+    /// [`HazardKind::SubmitOrder`](crate::HazardKind::SubmitOrder) hazard). The check costs a
+    /// compare per use in lane jobs and one branch outside them. It cannot see waits: a job
+    /// that waits inside its body for a job submitted after it, then uses what that job
+    /// wrote, is reported although the wait ordered it; such a program sets
+    /// [`SubmitOrderCheck::Log`] or [`SubmitOrderCheck::Off`] (or submits the two in the order
+    /// they run).
+    pub submit_order: SubmitOrderCheck,
 }
 
 impl Default for DeviceConfig {
@@ -63,6 +77,7 @@ impl Default for DeviceConfig {
             kernel_cache_dir: None,
             watchdog: None,
             host_cache_limit: None,
+            submit_order: SubmitOrderCheck::Error,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::backend::{cuda, BackendCtx};
 use crate::error::{Error, Result};
 pub use crate::track::StreamId;
 use crate::track::StreamStats;
-pub use config::DeviceConfig;
+pub use config::{DeviceConfig, SubmitOrderCheck};
 pub(crate) use shared::DeviceShared;
 use std::fmt;
 use std::sync::Arc;

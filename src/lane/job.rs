@@ -92,12 +92,14 @@ pub(super) struct Job {
     held: Option<Box<Held>>,
     /// Set when queued (under the lane's submit lock).
     ticket: Option<Ticket>,
+    /// The job's submit number, set when queued (`track::order`).
+    pub(super) submit: u64,
     body: Body,
 }
 
 impl Job {
     pub(super) fn new(declared: Option<Held>, body: Body) -> Job {
-        Job { held: declared.map(Box::new), ticket: None, body }
+        Job { held: declared.map(Box::new), ticket: None, submit: 0, body }
     }
 
     /// Takes `ticket` and reserves the declared buffers with it. An undeclared job holds
@@ -125,7 +127,7 @@ impl Job {
     /// it never made them), so later uses may fence on what it published.
     pub(super) fn run(mut self, handles: &mut crate::Handles, lane: &Arc<str>) {
         let declared = self.held.as_ref().map(|h| h.declared());
-        let scope = JobScope::new(self.ticket, declared, Some(lane.clone()), handles.stream());
+        let scope = JobScope::new(self.ticket, declared, Some(lane.clone()), handles.stream()).submitted(self.submit);
         let body = std::mem::replace(&mut self.body, Box::new(|_| None));
         if let Some(e) = body(Call::Run(handles, scope)) {
             if let Some(h) = &self.held {
@@ -159,24 +161,97 @@ impl Job {
 /// let (upload, compute) = (device.lane("upload")?, device.lane("compute")?);
 /// let s = device.default_stream();
 /// let (x, y) = (device.alloc_zeros::<u32>(s, 4)?, device.alloc_zeros::<u32>(s, 4)?);
-/// let (xw, xr, yw) = (x.clone(), x.clone(), y.clone());
 /// // Declared: the copy on the second lane is ordered after the fill on the first because it
-/// // was submitted after it, with no wait in between.
-/// upload.job().write(&x).submit(move |cx| xw.copy_from_slice(cx.stream(), &[7; 4]));
-/// let copied = compute.job().read(&x).write(&y).submit(move |cx| yw.copy_from(cx.stream(), &xr));
+/// // was submitted after it, with no wait in between. Each closure gets a handle to every
+/// // buffer it declared, in order.
+/// upload.job().write(&x).submit(|cx, (x,)| x.copy_from_slice(cx.stream(), &[7; 4]));
+/// let copied = compute.job().read(&x).write(&y).submit(|cx, (x, y)| y.copy_from(cx.stream(), &x));
 /// copied.wait()?;
 /// assert_eq!(y.download(s)?, vec![7; 4]);
 /// # Ok::<(), cusched::Error>(())
 /// ```
 #[must_use = "a job builder does nothing until submitted"]
-pub struct JobBuilder<'a> {
+pub struct JobBuilder<'a, B = ()> {
     lane: &'a Lane,
     held: Held,
     /// The first declaration that failed, reported at submit.
     error: Option<Error>,
+    /// A handle to each declared buffer, in declaration order: what the job's closure gets.
+    args: B,
 }
 
-impl std::fmt::Debug for JobBuilder<'_> {
+/// What a declared job's closure gets for a buffer it declared: a clone of the
+/// [`GpuRef`](crate::GpuRef) (it shares the memory), the [`External`](crate::External) itself;
+/// a [`HostBuffer`](crate::HostBuffer) has one owner, so its place holds `()` (move it into the
+/// closure yourself). Implemented for the crate's buffer types only.
+pub trait Declare: Resource {
+    /// The handle the closure gets.
+    type Handle: Send + 'static;
+    /// A handle to the same memory.
+    fn handle(&self) -> Self::Handle;
+}
+
+impl<T: crate::Element> Declare for crate::GpuRef<T> {
+    type Handle = crate::GpuRef<T>;
+    fn handle(&self) -> Self::Handle {
+        self.clone()
+    }
+}
+
+impl<T: crate::Element> Declare for crate::HostBuffer<T> {
+    type Handle = ();
+    fn handle(&self) {}
+}
+
+impl Declare for crate::External {
+    type Handle = crate::External;
+    fn handle(&self) -> Self::Handle {
+        *self
+    }
+}
+
+impl<R: Declare + ?Sized> Declare for &R {
+    type Handle = R::Handle;
+    fn handle(&self) -> Self::Handle {
+        (**self).handle()
+    }
+}
+
+/// The tuple of handles a declared job's closure gets, one more per declaration: `()`, then
+/// `(x,)`, `(x, y)`, ... up to twelve.
+pub trait DeclaredArgs<X> {
+    /// The tuple with `X` appended.
+    type Out;
+    /// Appends `x`.
+    fn append(self, x: X) -> Self::Out;
+}
+
+macro_rules! declared_args {
+    ($($t:ident)*) => {
+        impl<$($t,)* X> DeclaredArgs<X> for ($($t,)*) {
+            type Out = ($($t,)* X,);
+            #[allow(non_snake_case)]
+            fn append(self, x: X) -> Self::Out {
+                let ($($t,)*) = self;
+                ($($t,)* x,)
+            }
+        }
+    };
+}
+declared_args!();
+declared_args!(A);
+declared_args!(A B);
+declared_args!(A B C);
+declared_args!(A B C D);
+declared_args!(A B C D E);
+declared_args!(A B C D E F);
+declared_args!(A B C D E F G);
+declared_args!(A B C D E F G H);
+declared_args!(A B C D E F G H I);
+declared_args!(A B C D E F G H I J);
+declared_args!(A B C D E F G H I J K);
+
+impl<B> std::fmt::Debug for JobBuilder<'_, B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobBuilder")
             .field("lane", &self.lane.name())
@@ -191,28 +266,58 @@ impl<'a> JobBuilder<'a> {
             lane,
             held: Held { ticket: None, uses: SmallVec::new(), lane: Some(lane.name_shared()) },
             error: None,
+            args: (),
         }
     }
+}
 
-    /// Declares that the job reads `buf`.
-    pub fn read(self, buf: &impl Resource) -> Self {
+impl<'a, B> JobBuilder<'a, B> {
+    /// Declares that the job reads `buf`; the closure gets a handle to it.
+    pub fn read<R: Declare>(self, buf: &R) -> JobBuilder<'a, B::Out>
+    where
+        B: DeclaredArgs<R::Handle>,
+    {
         self.access(buf, Access::Read)
     }
 
-    /// Declares that the job writes `buf` (a write covers reading it too).
-    pub fn write(self, buf: &impl Resource) -> Self {
+    /// Declares that the job writes `buf` (a write covers reading it too); the closure gets a
+    /// handle to it.
+    pub fn write<R: Declare>(self, buf: &R) -> JobBuilder<'a, B::Out>
+    where
+        B: DeclaredArgs<R::Handle>,
+    {
         self.access(buf, Access::Write)
     }
 
-    /// Declares that the job reads and writes `buf`.
-    pub fn read_write(self, buf: &impl Resource) -> Self {
+    /// Declares that the job reads and writes `buf`; the closure gets a handle to it.
+    pub fn read_write<R: Declare>(self, buf: &R) -> JobBuilder<'a, B::Out>
+    where
+        B: DeclaredArgs<R::Handle>,
+    {
         self.access(buf, Access::ReadWrite)
     }
 
-    /// Declares a use with an explicit [`Access`]. Memory cusched does not track
-    /// ([`External`](crate::External)) and stale buffers cannot be reserved: submitting then
-    /// fails with [`Error::Untracked`] or [`Error::Stale`].
-    pub fn access(mut self, buf: &impl Resource, access: Access) -> Self {
+    /// Declares a use with an explicit [`Access`]; the closure gets a handle to `buf`. Memory
+    /// cusched does not track ([`External`](crate::External)) and stale buffers cannot be
+    /// reserved: submitting then fails with [`Error::Untracked`] or [`Error::Stale`].
+    pub fn access<R: Declare>(mut self, buf: &R, access: Access) -> JobBuilder<'a, B::Out>
+    where
+        B: DeclaredArgs<R::Handle>,
+    {
+        self.record(buf, access);
+        let JobBuilder { lane, held, error, args } = self;
+        JobBuilder { lane, held, error, args: args.append(buf.handle()) }
+    }
+
+    /// Declares a use like [`access`](Self::access) without handing the closure a handle:
+    /// for a declaration made only under a condition (the builder's type stays the same) or
+    /// past the twelfth.
+    pub fn declare(mut self, buf: &impl Resource, access: Access) -> Self {
+        self.record(buf, access);
+        self
+    }
+
+    fn record(&mut self, buf: &impl Resource, access: Access) {
         let ResourceRef(kind) = buf.resource();
         match kind {
             ResourceKind::External(what) => {
@@ -228,36 +333,41 @@ impl<'a> JobBuilder<'a> {
                 }
             }
         }
-        self
     }
+}
 
-    /// Queues `f` like [`Lane::submit`], after reserving the declared buffers. The job may
-    /// use only the buffers it declared, those it makes on its own thread (allocations and
-    /// uploads) and the libraries' own scratch (a strict recorder in it fails with
-    /// [`Error::UndeclaredUse`] otherwise, naming the buffer); its own uses never wait for its
-    /// own reservations. A declaration error resolves the completion with it, unqueued.
+impl<B: Send + 'static> JobBuilder<'_, B> {
+    /// Queues `f` like [`Lane::submit`], after reserving the declared buffers; `f` gets the
+    /// lane's context and a handle to each declared buffer, as a tuple in declaration order
+    /// (`|cx, (x, y)| ..` after `.read(&x).write(&y)`). The job may use only the buffers it
+    /// declared, those it makes on its own thread (allocations and uploads) and the libraries'
+    /// own scratch (a strict recorder in it fails with [`Error::UndeclaredUse`] otherwise,
+    /// naming the buffer); its own uses never wait for its own reservations. A declaration
+    /// error resolves the completion with it, unqueued.
     pub fn submit<T: Send + 'static>(
         self,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut LaneCtx, B) -> Result<T> + Send + 'static,
     ) -> Completion<T> {
-        let lane = self.lane;
-        if let Some(e) = self.error {
+        let JobBuilder { lane, held, error, args } = self;
+        let f = move |cx: &mut LaneCtx| f(cx, args);
+        if let Some(e) = error {
             let (completion, job) = lane.make_job(None, f);
             job.cancel(e);
             return completion;
         }
-        lane.submit_job(Some(self.held), f)
+        lane.submit_job(Some(held), f)
     }
 
     /// Like [`submit`](Self::submit) but fails with [`Error::QueueFull`] instead of blocking
     /// (nothing stays reserved then), and with a declaration's error.
     pub fn try_submit<T: Send + 'static>(
         self,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut LaneCtx, B) -> Result<T> + Send + 'static,
     ) -> Result<Completion<T>> {
-        if let Some(e) = self.error {
+        let JobBuilder { lane, held, error, args } = self;
+        if let Some(e) = error {
             return Err(e);
         }
-        self.lane.try_submit_job(Some(self.held), f)
+        lane.try_submit_job(Some(held), move |cx: &mut LaneCtx| f(cx, args))
     }
 }

@@ -5,7 +5,7 @@
 mod job;
 mod worker;
 
-pub use job::JobBuilder;
+pub use job::{Declare, DeclaredArgs, JobBuilder};
 pub use worker::{Lane, LaneOptions};
 
 use crate::completion::{Completion, KeepAlive, Shared};

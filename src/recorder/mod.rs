@@ -368,8 +368,10 @@ impl LaunchRecorder {
             self.check_peer_backends(device)?;
             self.peer_floors(device, slot, &mut candidates)?;
         }
+        // The lane job making the launch, for the check of submit order (none outside jobs).
+        let mut stamp = crate::track::order::Stamp::NONE;
         if !plain {
-            self.before_marks(shared.config.preflight_timeout)?;
+            stamp = self.before_marks(shared)?;
         }
         // Reserving in one global order (buffer ids are process-wide, so this holds across
         // devices too) means two preflights never hold-and-wait in a cycle: `record` keeps the
@@ -377,8 +379,12 @@ impl LaunchRecorder {
         debug_assert!(self.uses.windows(2).all(|w| w[0].id < w[1].id));
         let holder = HolderId::current();
         let timeout = shared.config.preflight_timeout;
+        let mut inverted = None;
         for (n, u) in self.uses.iter().enumerate() {
-            if let Err(e) = u.track().acquire(u.access, holder, timeout, slot.index(), &mut candidates) {
+            let t = u.track();
+            if let Err(e) =
+                t.acquire_stamped(u.access, holder, timeout, slot.index(), &mut candidates, stamp, &mut inverted)
+            {
                 release(&self.uses[..n], holder);
                 return Err(e);
             }
@@ -387,6 +393,12 @@ impl LaunchRecorder {
         if let Some(e) = failure::failed_input(&self.uses) {
             release(&self.uses, holder);
             return Err(e);
+        }
+        if let Some(inv) = inverted {
+            if let Err(e) = crate::track::order::report(shared, *inv, op_origin_name(&self.label)) {
+                release(&self.uses, holder);
+                return Err(e);
+            }
         }
         #[cfg(test)]
         crate::device::rebuild_hooks::at(shared.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
@@ -407,16 +419,29 @@ impl LaunchRecorder {
                 return refused;
             }
         }
-        Ok(Reserved::new(self.stream, holder, raw, epoch))
+        let mut reserved = Reserved::new(self.stream, holder, raw, epoch);
+        reserved.stamp = stamp;
+        Ok(reserved)
     }
 
     /// What comes before any pending mark is taken, beyond the common case, once stale uses
     /// are gone: the declared lane jobs submitted earlier are waited out and a declared job's
-    /// undeclared uses are refused.
+    /// undeclared uses are refused. Returns the lane job's stamp for the check of submit order.
     #[cold]
     #[inline(never)]
-    fn before_marks(&mut self, timeout: std::time::Duration) -> Result<()> {
-        crate::track::reservation::before_use(self.uses.iter().map(|u| (u.track(), u.access)), self.strict, timeout)
+    fn before_marks(&mut self, shared: &DeviceShared) -> Result<crate::track::order::Stamp> {
+        let timeout = shared.config.preflight_timeout;
+        let seq = crate::track::reservation::before_use(
+            self.uses.iter().map(|u| (u.track(), u.access)),
+            self.strict,
+            timeout,
+        )?;
+        let check = shared.config.submit_order != crate::SubmitOrderCheck::Off;
+        Ok(if check && seq != 0 {
+            crate::track::order::Stamp::new(seq, self.stream)
+        } else {
+            crate::track::order::Stamp::NONE
+        })
     }
 
     /// Strict: the first stale use's error. Permissive: drops the stale uses.
@@ -609,6 +634,16 @@ fn sim_naming(shared: &DeviceShared, stream: StreamId, label: &OpLabel, uses: &[
         crate::trace::OpName::Shared(s) => OpText::Shared(s.clone()),
     };
     crate::backend::sim::naming(label.library, op, shared.lane_name(stream), labels)
+}
+
+/// The launch's name as hazards show it: a user launch or compiled kernel by its own name,
+/// the crate's other ops as `library::op`.
+#[cold]
+fn op_origin_name(label: &OpLabel) -> Option<Arc<str>> {
+    Some(match label.library {
+        "user" | "kernel" => Arc::from(label.op()),
+        lib => Arc::from(format!("{lib}::{}", label.op())),
+    })
 }
 
 /// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for

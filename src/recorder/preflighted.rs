@@ -5,6 +5,7 @@ use super::{release, LaunchScope, Use};
 use crate::backend::RawStream;
 use crate::device::{DeviceShared, StreamId};
 use crate::error::{Error, Result};
+use crate::track::order::Stamp;
 use crate::track::{EventRef, HolderId};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -128,18 +129,21 @@ pub(super) struct Reserved {
     /// For a solo launch (see `track::solo`: counted in flight on its stream, no marks
     /// taken), its number on the stream, under which the stream lists its uses.
     pub(super) solo: Option<u64>,
+    /// The lane job making the launch, which its buffers remember for the check of submit
+    /// order (`track::order`); [`Stamp::NONE`] outside jobs.
+    pub(super) stamp: Stamp,
 }
 
 impl Reserved {
     /// A launch reserved on `stream` (backend handle `raw`, of context `epoch`) by `holder`.
     pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
-        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: None }
+        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: None, stamp: Stamp::NONE }
     }
 
     /// A solo launch on `stream` (see `track::solo`).
     pub(super) fn solo(stream: StreamId, raw: Arc<RawStream>, epoch: u64, ticket: u64) -> Self {
         let bound = AtomicBool::new(false);
-        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound, solo: Some(ticket) }
+        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound, solo: Some(ticket), stamp: Stamp::NONE }
     }
 
     /// [`commit`](Self::commit), leaving out the position of a solo launch when `position`
@@ -186,7 +190,7 @@ impl Reserved {
                 crate::track::reservation::note_commit(self.stream, &ev);
                 if self.solo.is_none() {
                     for u in uses {
-                        u.track().publish(u.access, self.holder, Some(&ev));
+                        u.track().publish_stamped(u.access, self.holder, Some(&ev), self.stamp);
                     }
                 }
                 Ok(ev)

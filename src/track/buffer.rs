@@ -1,5 +1,6 @@
 //! Per-buffer use state and the pending marks that make preflight-to-commit atomic.
 
+use super::order::{Inversion, Stamp};
 use super::EventRef;
 use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
@@ -53,6 +54,9 @@ struct State {
     /// a recorder before anyone else can see them); only [`FenceMutation::NoAllocationWrite`]
     /// reads it.
     allocation_next: bool,
+    /// The lane jobs of the last write and of the youngest read since it, for the check of
+    /// submit order (`order`).
+    stamps: super::order::Stamps,
 }
 
 /// The tracking half of a buffer (device or pinned host memory).
@@ -213,29 +217,36 @@ impl BufferTrack {
     /// Waits until no conflicting recorder is pending, marks `holder` pending with `access`, and
     /// appends the events this use must follow to `out`, leaving out those of stream `on` (the
     /// process-wide index of the stream the use runs on): stream order covers them, and not
-    /// cloning them saves two atomic operations each on the op path.
+    /// cloning them saves two atomic operations each on the op path. `me` is the lane job
+    /// making the use: one that would invert submit order against a committed use (see
+    /// `order`) is left in `found`, the mark taken all the same, for the caller to report once
+    /// no lock is held.
     ///
     /// Inlined into the preflight's loop over its uses: a call per buffer costs more there
     /// than the mark itself.
     #[inline(always)]
-    pub(crate) fn acquire(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn acquire_stamped(
         &self,
         access: Access,
         holder: HolderId,
         timeout: Duration,
         on: u32,
         out: &mut SmallVec<[EventRef; 8]>,
+        me: Stamp,
+        found: &mut Option<Box<Inversion>>,
     ) -> Result<()> {
-        self.acquire_as(access, holder, timeout, on, out, self.device.fence_mutation)
+        self.acquire_as(access, holder, timeout, on, out, self.device.fence_mutation, me, found)
     }
 
-    /// `acquire`, breaking `mutation`'s rule when one is given (stream uses only: the host's
+    /// `acquire_stamped`, breaking `mutation`'s rule when one is given (stream uses only: the host's
     /// own waits are not what the checker observes).
     ///
     /// Kept small on purpose: waiting for a conflicting holder and the checker's mutations are
     /// out of line, so the common case (no conflict, no mutation) is one lock, a few loads and
     /// pushes, and one unlock.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn acquire_as(
         &self,
         access: Access,
@@ -244,10 +255,18 @@ impl BufferTrack {
         on: u32,
         out: &mut SmallVec<[EventRef; 8]>,
         mutation: Option<FenceMutation>,
+        me: Stamp,
+        found: &mut Option<Box<Inversion>>,
     ) -> Result<()> {
         let mut st = crate::sync::lock(&self.state);
         if st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty()) {
             st = self.wait_unpending(st, access, holder, timeout)?;
+        }
+        // Outside lane jobs one branch; in a job, a compare or two.
+        if me.seq != 0 {
+            if let Some((theirs, wrote)) = st.stamps.check(access, me) {
+                self.inverted(access, me, theirs, wrote, found);
+            }
         }
         if mutation.is_some() {
             self.mark_mutated(&mut st, access, holder, on, out, mutation);
@@ -271,6 +290,23 @@ impl BufferTrack {
             }
         }
         Ok(())
+    }
+
+    /// Notes an inversion of submit order (the first of the launch's).
+    #[cold]
+    #[inline(never)]
+    fn inverted(&self, access: Access, mine: Stamp, theirs: Stamp, wrote: bool, found: &mut Option<Box<Inversion>>) {
+        if found.is_none() {
+            *found = Some(Box::new(Inversion {
+                buffer: self.id,
+                label: self.label(),
+                name: self.name(),
+                mine,
+                access,
+                theirs,
+                theirs_wrote: wrote,
+            }));
+        }
     }
 
     /// Waits, bounded by `timeout`, until no recorder holds a mark conflicting with `access`.
@@ -346,7 +382,16 @@ impl BufferTrack {
     /// Clears `holder`'s pending mark; with `event`, first folds the committed use into the
     /// state.
     pub(crate) fn publish(&self, access: Access, holder: HolderId, event: Option<&EventRef>) {
+        self.publish_stamped(access, holder, event, Stamp::NONE)
+    }
+
+    /// [`publish`](Self::publish) for a use by lane job `me`, which the buffer remembers for
+    /// the check of submit order.
+    pub(crate) fn publish_stamped(&self, access: Access, holder: HolderId, event: Option<&EventRef>, me: Stamp) {
         let mut st = crate::sync::lock(&self.state);
+        if event.is_some() {
+            st.stamps.fold(access, me);
+        }
         if access.writes() {
             debug_assert_eq!(st.pending_writer, Some(holder));
             st.pending_writer = None;
@@ -377,7 +422,7 @@ impl BufferTrack {
         let holder = HolderId::current();
         let mut out = SmallVec::new();
         // The host is no stream: every use counts.
-        self.acquire_as(access, holder, timeout, u32::MAX, &mut out, None)?;
+        self.acquire_as(access, holder, timeout, u32::MAX, &mut out, None, Stamp::NONE, &mut None)?;
         self.publish(access, holder, None);
         Ok(out)
     }

@@ -69,6 +69,7 @@
 mod buffer;
 mod clock;
 mod event;
+pub(crate) mod order;
 mod plan;
 mod registry;
 pub(crate) mod reservation;
@@ -79,6 +80,7 @@ pub use buffer::Access;
 pub(crate) use buffer::{BufferTrack, HolderId};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
+pub use order::SubmitOrderCheck;
 pub(crate) use plan::plan_waits;
 pub(crate) use solo::{HeldHere, IdUses, Solo};
 pub(crate) use stream::{FenceError, StreamSlot};

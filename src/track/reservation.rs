@@ -228,6 +228,9 @@ pub(crate) struct JobScope {
     pub lane: Option<std::sync::Arc<str>>,
     /// The stream the job's end is recorded on.
     pub stream: StreamId,
+    /// The lane job's submit number (0 inline), raised to that of each job it submits:
+    /// what its uses are checked and stamped with for submit order (`order`).
+    pub submit: u64,
     /// What the job committed so far.
     end: JobEnd,
 }
@@ -240,7 +243,13 @@ impl JobScope {
         lane: Option<std::sync::Arc<str>>,
         stream: StreamId,
     ) -> Self {
-        JobScope { ticket, declared, lane, stream, end: JobEnd::default() }
+        JobScope { ticket, declared, lane, stream, submit: 0, end: JobEnd::default() }
+    }
+
+    /// The scope of lane job number `submit`.
+    pub(crate) fn submitted(mut self, submit: u64) -> Self {
+        self.submit = submit;
+        self
     }
 }
 
@@ -304,6 +313,7 @@ pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, JobEn
                 scope.ticket = outer.ticket;
                 scope.declared = outer.declared.clone();
                 scope.lane = outer.lane.clone();
+                scope.submit = outer.submit;
             }
         }
         j.replace(scope)
@@ -321,6 +331,22 @@ pub(crate) fn in_job<R>(mut scope: JobScope, f: impl FnOnce() -> R) -> (R, JobEn
         note_commit(*s, ev);
     }
     (value, end)
+}
+
+/// Notes that this thread submitted lane job number `submit`: the job it runs (if any) uses
+/// buffers after that submit from now on, so its uses are never reported against that job's
+/// (their order is commit order, which only the job's own waits decide).
+#[inline]
+pub(crate) fn note_submitted(submit: u64) {
+    if in_any_job() {
+        let _ = JOB.try_with(|j| {
+            if let Ok(mut j) = j.try_borrow_mut() {
+                if let Some(scope) = j.as_mut() {
+                    scope.submit = scope.submit.max(submit);
+                }
+            }
+        });
+    }
 }
 
 /// Notes a commit on `stream`: the job running on this thread (if any) ends after it.
@@ -359,18 +385,19 @@ pub(crate) fn nothing_before_unreserved() -> bool {
 
 /// What every use does before it takes a pending mark: in a declared job, checks that a strict
 /// use was declared or is exempt (see [`Declared::exempts`]; the error names the buffer); then
-/// waits for the reservations the use must follow (see the module docs).
+/// waits for the reservations the use must follow (see the module docs). Returns the lane
+/// job's submit number (0 outside lane jobs).
 pub(crate) fn before_use<'a>(
     uses: impl Iterator<Item = (&'a super::BufferTrack, Access)> + Clone,
     strict: bool,
     timeout: Duration,
-) -> Result<()> {
-    let before = if !in_any_job() {
-        None
+) -> Result<u64> {
+    let (before, submit) = if !in_any_job() {
+        (None, 0)
     } else {
-        JOB.with(|j| -> Result<Option<Ticket>> {
+        JOB.with(|j| -> Result<(Option<Ticket>, u64)> {
             let j = j.borrow();
-            let Some(scope) = j.as_ref() else { return Ok(None) };
+            let Some(scope) = j.as_ref() else { return Ok((None, 0)) };
             if let Some(declared) = &scope.declared {
                 for (t, access) in uses.clone() {
                     if declared.exempts(t, access, scope.ticket) {
@@ -389,7 +416,7 @@ pub(crate) fn before_use<'a>(
                     log::debug!("cusched: permissive recorder in a declared job: {err}");
                 }
             }
-            Ok(scope.ticket)
+            Ok((scope.ticket, scope.submit))
         })?
     };
     for (t, access) in uses {
@@ -397,7 +424,7 @@ pub(crate) fn before_use<'a>(
             t.reservations.await_turn(|| t.name(), access, before, timeout)?;
         }
     }
-    Ok(())
+    Ok(submit)
 }
 
 /// Host access to a buffer (reading or filling pinned memory on the host) follows the

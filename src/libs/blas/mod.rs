@@ -166,7 +166,8 @@ fn output_access<S: Element>(beta: S) -> Access {
 /// let s = device.default_stream();
 /// let (a, b) = (device.upload(s, &[1.0f32; 6])?, device.upload(s, &[2.0f32; 12])?);
 /// let c = device.alloc_zeros::<f32>(s, 8)?;
-/// let done = lane.job().read(&a).read(&b).write(&c).submit(move |cx| {
+/// // The closure gets the buffers it declared.
+/// let done = lane.job().read(&a).read(&b).write(&c).submit(|cx, (a, b, c)| {
 ///     let blas = cx.blas()?;
 ///     // C (2x4) = A (2x3) · B (3x4), column-major as in cuBLAS; then C *= 0.5.
 ///     blas.gemm(&Gemm::new(2, 4, 3, &a, &b, &c))?;

@@ -1,0 +1,183 @@
+//! Submit order across lanes: every lane job carries its submit number, every buffer remembers
+//! the job (submit number and stream) of its last write and of its youngest read since, and a
+//! job's use that would take effect after a conflicting use by a job submitted after it, on
+//! another stream, is an inversion of the order the program submitted them in.
+//!
+//! Declared jobs keep submit order through their reservations; undeclared jobs are ordered by
+//! commit, so the check is what catches the program that relied on submit order there. It
+//! runs at preflight, under the buffer's lock the mark is taken under: the older job's op is
+//! refused before anything is enqueued (or, configured to log, it goes on and is logged).
+//!
+//! Cost: outside lane jobs a use carries [`Stamp::NONE`], and the check is one branch on its
+//! zero submit number; in a job, two compares per use. A commit stores the stamp beside the
+//! event it publishes. Nothing here locks or allocates on that path; the report is cold.
+//!
+//! What it cannot tell: a job that waits (inside its body) for the completion of a job
+//! submitted after it, and then uses what that job wrote, is ordered correctly by that wait,
+//! yet looks inverted. A job that submits another job raises its own submit number to that
+//! job's, so its uses after that submit are never reported against the job it submitted.
+
+use super::buffer::BufferId;
+use crate::access::Access;
+use crate::device::{DeviceShared, StreamId};
+use crate::error::{Error, Result};
+use crate::hazard::{Hazard, HazardKind, OpOrigin, SimOp};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The next submit number: process-wide, so that jobs of lanes of several devices (peers)
+/// compare too. One thread's submits get increasing numbers (a single atomic's modification
+/// order follows each thread's program order), and so do submits ordered by a wait between
+/// them.
+pub(crate) fn next_submit() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Which job made a use: its submit number (0: not a lane job) and its stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub seq: u64,
+    pub device: u32,
+    pub stream: u32,
+}
+
+impl Stamp {
+    /// A use outside lane jobs (or with the check off): never checked, never reported against.
+    pub(crate) const NONE: Stamp = Stamp { seq: 0, device: 0, stream: 0 };
+
+    /// A use by job `seq` on `stream`.
+    pub(crate) fn new(seq: u64, stream: StreamId) -> Stamp {
+        Stamp { seq, device: stream.device, stream: stream.index }
+    }
+
+    /// Whether `other` was made by a job submitted after this one, on another stream (one
+    /// stream's jobs run in queue order, whatever their numbers).
+    #[inline(always)]
+    pub(crate) fn precedes(self, other: Stamp) -> bool {
+        other.seq > self.seq && (other.stream != self.stream || other.device != self.device)
+    }
+}
+
+/// A buffer's last write and youngest read since it, by job.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Stamps {
+    write: Stamp,
+    read: Stamp,
+}
+
+impl Stamps {
+    /// Checks `me`'s `access` against the committed uses: `Some` with the younger job's
+    /// stamp, and whether it wrote, when the use would invert submit order.
+    #[inline(always)]
+    pub(crate) fn check(&self, access: Access, me: Stamp) -> Option<(Stamp, bool)> {
+        if me.precedes(self.write) {
+            return Some((self.write, true));
+        }
+        if access.writes() && me.precedes(self.read) {
+            return Some((self.read, false));
+        }
+        None
+    }
+
+    /// Folds in a committed use by `me`.
+    #[inline(always)]
+    pub(crate) fn fold(&mut self, access: Access, me: Stamp) {
+        if access.writes() {
+            self.write = me;
+            self.read = Stamp::NONE;
+        } else if me.seq > self.read.seq {
+            self.read = me;
+        }
+    }
+}
+
+/// An inversion found at preflight, reported once the marks' locks are released.
+#[derive(Debug)]
+pub(crate) struct Inversion {
+    pub buffer: BufferId,
+    pub label: Option<Arc<str>>,
+    pub name: String,
+    /// The older job's use, being preflighted.
+    pub mine: Stamp,
+    pub access: Access,
+    /// The younger job's committed use.
+    pub theirs: Stamp,
+    pub theirs_wrote: bool,
+}
+
+/// How the check is configured on a device ([`DeviceConfig::submit_order`]).
+///
+/// [`DeviceConfig::submit_order`]: crate::DeviceConfig::submit_order
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SubmitOrderCheck {
+    /// A use that would invert submit order fails its op with [`Error::SubmitOrder`] before
+    /// anything is enqueued (on the simulator, with the [`HazardKind::SubmitOrder`] hazard
+    /// under [`SimConfig::fail_on_hazard`](crate::SimConfig::fail_on_hazard)). The default:
+    /// the inversion means data the program did not mean to read or keep, and the error comes
+    /// before the op that would make it so.
+    #[default]
+    Error,
+    /// The use goes on (ordered by commit, as before) and is logged at `error`; on the
+    /// simulator it is still listed as a hazard.
+    Log,
+    /// No check: undeclared jobs are ordered by commit silently.
+    Off,
+}
+
+fn stream_lane(device: &DeviceShared, s: Stamp) -> String {
+    let lane = (s.device == device.uid).then(|| device.slot_by_index(s.stream).and_then(|slot| slot.lane())).flatten();
+    match lane {
+        Some(l) => format!("lane \"{l}\""),
+        None => format!("stream {} of device #{}", s.stream, s.device),
+    }
+}
+
+/// The intended order's name: the older use first.
+fn intended(mine_writes: bool, theirs_wrote: bool) -> &'static str {
+    match (mine_writes, theirs_wrote) {
+        (true, false) => "read-after-write",
+        (true, true) => "write-after-write",
+        _ => "write-after-read",
+    }
+}
+
+/// Reports `inv`, found by a launch on `device` (op `op`): `Err` when the launch must fail,
+/// `Ok` when it goes on (logged, and on the simulator listed as a hazard).
+#[cold]
+#[inline(never)]
+pub(crate) fn report(device: &DeviceShared, inv: Inversion, op: Option<Arc<str>>) -> Result<()> {
+    let older_lane = stream_lane(device, inv.mine);
+    let younger_lane = stream_lane(device, inv.theirs);
+    let lane_of = |s: Stamp| {
+        (s.device == device.uid).then(|| device.slot_by_index(s.stream).and_then(|slot| slot.lane())).flatten()
+    };
+    if let crate::backend::BackendCtx::Sim(sim) = device.backend() {
+        let hazard = Hazard {
+            buffer: inv.buffer.0,
+            label: inv.label.clone(),
+            kind: HazardKind::SubmitOrder,
+            earlier: SimOp { stream: inv.theirs.stream, op: inv.theirs.seq },
+            later: SimOp { stream: inv.mine.stream, op: inv.mine.seq },
+            earlier_origin: OpOrigin { kernel: None, lane: lane_of(inv.theirs) },
+            later_origin: OpOrigin { kernel: op, lane: lane_of(inv.mine) },
+            access: if inv.theirs_wrote { inv.access } else { Access::Write },
+        };
+        log::error!("cusched: simulator: {hazard}");
+        let fail = sim.note_hazard(hazard.clone()) && device.config.submit_order == SubmitOrderCheck::Error;
+        return if fail { Err(Error::Hazard { hazard: Box::new(hazard), more: 0 }) } else { Ok(()) };
+    }
+    let err = Error::SubmitOrder {
+        buffer: inv.name,
+        order: intended(inv.access.writes(), inv.theirs_wrote),
+        older_lane,
+        older_submit: inv.mine.seq,
+        younger_lane,
+        younger_submit: inv.theirs.seq,
+    };
+    if device.config.submit_order == SubmitOrderCheck::Error {
+        return Err(err);
+    }
+    log::error!("cusched: {err}");
+    Ok(())
+}
