@@ -150,7 +150,11 @@ mod tests {
         let y = x.clone();
         lane.submit(move |cx| cx.fake()?.scale(4, &y, 1, 2)?.wait()).wait_timeout(LIMIT).unwrap();
         let y = x.clone();
-        lane.job().read_write(&x).submit(move |cx, _| cx.fake()?.scale(4, &y, 1, 3)?.wait()).wait_timeout(LIMIT).unwrap();
+        lane.job()
+            .read_write(&x)
+            .submit(move |cx, _| cx.fake()?.scale(4, &y, 1, 3)?.wait())
+            .wait_timeout(LIMIT)
+            .unwrap();
         // A larger need grows the workspace inside the declared job.
         let (y, big) = (x.clone(), d.upload(d.default_stream(), &[1u32; 16]).unwrap());
         let b = big.clone();

@@ -3,12 +3,13 @@
 //!
 //! # Adding a library
 //!
-//! One module under `src/libs/` and one line in [`registry!`]. The module defines the
+//! One module under `src/libs/`, its `mod` item below (a plain item, so that rustfmt and
+//! every other tool sees the module) and one line in [`registry!`]. The module defines the
 //! library's per-stream state (a handle, its plans, its generators) and implements
 //! [`StreamLibrary`] for it: what the library is called, how to probe for it, how to make the
 //! state on a stream, and which of its objects are the library's own (destroyed through the
 //! reaper, or forgotten with a poisoned context). The registry line generates the rest: the
-//! module declaration and its feature gate, the crate-root re-export, the lazily made slot in
+//! crate-root re-export, the lazily made slot in
 //! [`crate::Handles`] with its accessor (`cx.blas()`), the `Drop` that hands the library's
 //! objects to the reaper, and the rebuild handling (state of a replaced context is dropped
 //! without calling the library, and made anew on next use).
@@ -96,9 +97,6 @@ macro_rules! declare_libraries {
     ($( #[cfg($gate:meta)] $vis:vis $name:ident: $ty:ident, )*) => {
         $(
             #[cfg($gate)]
-            $vis mod $name;
-
-            #[cfg($gate)]
             impl Drop for $name::$ty {
                 fn drop(&mut self) {
                     release(self);
@@ -124,6 +122,27 @@ macro_rules! declare_libraries {
     };
 }
 registry!(declare_libraries);
+
+// The library modules are plain items, not made by the registry macro: rustfmt, and every
+// other tool that follows `mod` items, sees a module only when it is declared this way.
+#[cfg(feature = "cublas")]
+pub mod blas;
+#[cfg(feature = "cublaslt")]
+pub mod blas_lt;
+#[cfg(test)]
+pub(crate) mod fake;
+#[cfg(feature = "cufft")]
+pub mod fft;
+#[cfg(feature = "curand")]
+pub mod rng;
+#[cfg(feature = "cusolver")]
+pub mod solver;
+#[cfg(feature = "cusolver")]
+pub mod solver_sparse;
+#[cfg(feature = "cusparse")]
+pub mod sparse;
+#[cfg(feature = "cutensor")]
+pub mod tensor;
 
 /// What the registry needs to know of a library to open it and to name it.
 #[derive(Debug)]

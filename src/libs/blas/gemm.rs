@@ -200,7 +200,17 @@ impl Blas {
             // SAFETY: (1) a live handle on the recorder's stream, fenced by preflight; (2) the
             // buffers cover the spans checked above; (3) `c` is distinct from `a` and `b`
             // (checked); (4) alpha and beta are host scalars of the compute type.
-            unsafe { calls::gemm_ex::<T>(h, &d.shape, alpha, dptr::<T, c_void>(g.a)?, dptr::<T, c_void>(g.b)?, beta, dptr::<T, c_void>(g.c)?) }
+            unsafe {
+                calls::gemm_ex::<T>(
+                    h,
+                    &d.shape,
+                    alpha,
+                    dptr::<T, c_void>(g.a)?,
+                    dptr::<T, c_void>(g.b)?,
+                    beta,
+                    dptr::<T, c_void>(g.c)?,
+                )
+            }
         })
     }
 

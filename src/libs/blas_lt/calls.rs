@@ -219,7 +219,12 @@ pub(super) unsafe fn make_plan(
         }
         set_pointers(d, ptrs)?;
     }
-    let layouts = [layout(ka, &p.a, p.count)?, layout(kb, &p.b, p.count)?, layout(kc, &p.c, p.count)?, layout(kd, &p.d, p.count)?];
+    let layouts = [
+        layout(ka, &p.a, p.count)?,
+        layout(kb, &p.b, p.count)?,
+        layout(kc, &p.c, p.count)?,
+        layout(kd, &p.d, p.count)?,
+    ];
 
     let mut pref: sys::cublasLtMatmulPreference_t = std::ptr::null_mut();
     // SAFETY: a valid out-pointer; host-side allocation only.
@@ -345,6 +350,9 @@ mod tests {
         assert!(!has_algorithm(S::CUBLAS_STATUS_SUCCESS, 0).unwrap());
         assert!(!has_algorithm(S::CUBLAS_STATUS_NOT_SUPPORTED, 0).unwrap());
         let e = has_algorithm(S::CUBLAS_STATUS_INVALID_VALUE, 0).unwrap_err();
-        assert!(matches!(&e, Error::Library { call: "cublasLtMatmulAlgoGetHeuristic", status } if status == "CUBLAS_STATUS_INVALID_VALUE"), "{e:?}");
+        assert!(
+            matches!(&e, Error::Library { call: "cublasLtMatmulAlgoGetHeuristic", status } if status == "CUBLAS_STATUS_INVALID_VALUE"),
+            "{e:?}"
+        );
     }
 }

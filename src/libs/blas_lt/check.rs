@@ -91,11 +91,9 @@ pub(super) fn parts<E: Element>(e: &Epilogue<'_, E>) -> EpiParts {
         }
         P::DRelu(m) => (EpiKind::DRelu, None, Some(("mask", m.buf.id(), m.buf.len(), m.ld))),
         P::DGelu(a) => (EpiKind::DGelu, None, Some(("aux", a.buf.id(), a.buf.len(), a.ld))),
-        P::DReluBgrad { mask, bias_grad } => (
-            EpiKind::DReluBgrad,
-            v("bias_grad", bias_grad),
-            Some(("mask", mask.buf.id(), mask.buf.len(), mask.ld)),
-        ),
+        P::DReluBgrad { mask, bias_grad } => {
+            (EpiKind::DReluBgrad, v("bias_grad", bias_grad), Some(("mask", mask.buf.id(), mask.buf.len(), mask.ld)))
+        }
         P::DGeluBgrad { aux, bias_grad } => {
             (EpiKind::DGeluBgrad, v("bias_grad", bias_grad), Some(("aux", aux.buf.id(), aux.buf.len(), aux.ld)))
         }
@@ -265,7 +263,12 @@ fn fp8_epilogue(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
     };
     Err(Error::invalid(
         "epilogue",
-        format!("{why} (inputs {} x {}, D {}); or run the gradient in bf16 / f16", kinds[0].name(), kinds[1].name(), kd.name()),
+        format!(
+            "{why} (inputs {} x {}, D {}); or run the gradient in bf16 / f16",
+            kinds[0].name(),
+            kinds[1].name(),
+            kd.name()
+        ),
     ))
 }
 
@@ -374,12 +377,17 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
             format!("stride {sd} is below one D's span of {} elements: matmuls would overwrite each other", d_m.span),
         ));
     }
-    let shape = |what: &str, r: usize, c: usize| format!("{what} {r}x{c}{}", if count > 1 { format!(" x {count} strided") } else { String::new() });
+    let shape = |what: &str, r: usize, c: usize| {
+        format!("{what} {r}x{c}{}", if count > 1 { format!(" x {count} strided") } else { String::new() })
+    };
     check::covers("a", mm.a, Some(total("batch.a", sa, user_a.span, count)?), &shape("op(A)", mm.m, mm.k))?;
     check::covers("b", mm.b, Some(total("batch.b", sb, user_b.span, count)?), &shape("op(B)", mm.k, mm.n))?;
     check::covers("d", mm.d, Some(total("batch.d", sd, d_m.span, count)?), &shape("D", mm.m, mm.n))?;
     if mm.d.id() == mm.a.id() || mm.d.id() == mm.b.id() {
-        return Err(Error::invalid("d", "must not be the same buffer as `a` or `b` (cuBLASLt does not allow aliasing)"));
+        return Err(Error::invalid(
+            "d",
+            "must not be the same buffer as `a` or `b` (cuBLASLt does not allow aliasing)",
+        ));
     }
     let (c_is_d, sc) = match mm.c {
         Some(c) if c.id() == mm.d.id() => {

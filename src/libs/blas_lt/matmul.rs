@@ -150,7 +150,8 @@ impl BlasLt {
         let present = [bias, aux, scales[0], scales[1], scales[2], scales[3], ptrs.amax];
         let pointers = present.iter().enumerate().fold(0u8, |m, (i, p)| m | (u8::from(!p.is_null()) << i));
         let key = PlanKey { problem, tf32: mm.tf32, pointers, align: alignment(&[a, b, c, d]) };
-        let max_workspace = if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER };
+        let max_workspace =
+            if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER };
 
         // The plan (the heuristic) comes before anything reaches the stream, so a problem
         // cuBLASLt has no kernel for fails with nothing recorded.
@@ -197,7 +198,9 @@ impl BlasLt {
                         // its completion has read it, after this copy; 2. the stage was written
                         // by the matmul just enqueued on this stream and is kept alive (and its
                         // use recorded) until the op's event.
-                        unsafe { crate::backend::cuda::memory::copy_dtoh(s, slot.host_ptr::<f32>(), 1, stage.cuda_slice()?) }
+                        unsafe {
+                            crate::backend::cuda::memory::copy_dtoh(s, slot.host_ptr::<f32>(), 1, stage.cuda_slice()?)
+                        }
                     },
                     |amax: f32| MatmulOutput { amax_d: Some(amax) },
                 )

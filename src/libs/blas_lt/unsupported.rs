@@ -79,7 +79,11 @@ mod tests {
     fn the_error_names_the_callers_epilogue_types_transposes_and_order() {
         let d = Device::sim(SimConfig::default()).unwrap();
         let s = d.default_stream();
-        let (a, b, out) = (d.alloc_zeros::<f32>(s, 6).unwrap(), d.alloc_zeros::<f32>(s, 12).unwrap(), d.alloc_zeros::<f32>(s, 8).unwrap());
+        let (a, b, out) = (
+            d.alloc_zeros::<f32>(s, 6).unwrap(),
+            d.alloc_zeros::<f32>(s, 12).unwrap(),
+            d.alloc_zeros::<f32>(s, 8).unwrap(),
+        );
         let grad = d.alloc_zeros::<f32>(s, 4).unwrap();
         // Row-major 2x4x3 with BgradB: cuBLASLt sees the column-major 4x2x3 problem with BgradA.
         let mm = Matmul::new(2, 4, 3, &a, &b, &out)

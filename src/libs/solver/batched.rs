@@ -210,15 +210,24 @@ impl Solver {
         let mut ptrs = pointers(p.a, sa, p.batch)?;
         ptrs.extend(pointers(p.b, sb, p.batch)?);
         let (u, count) = (calls::fill(p.fill), p.batch);
-        self.run_info(rec, Vec::new(), "potrsBatched", 1, Meaning::ParamsOnly, Some(ptrs), |pin| {
-            let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
-            // SAFETY: (1) a live handle on this stream; (2) the pointer array, pinned mapped
-            // memory kept until the completion reads, holds `batch` pointers into `a` (read)
-            // then `batch` into `b` (read-write), each at its validated shape; `wrapping_add`
-            // stays inside the array; (3) `info` holds a word.
-            unsafe { T::potrs_batched(h, u, n, 1, array, lda, array.wrapping_add(count), ldb, pin.info(), batch) }
-                .check_status("cusolverDn<t>potrsBatched")
-        }, || ())
+        self.run_info(
+            rec,
+            Vec::new(),
+            "potrsBatched",
+            1,
+            Meaning::ParamsOnly,
+            Some(ptrs),
+            |pin| {
+                let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
+                // SAFETY: (1) a live handle on this stream; (2) the pointer array, pinned mapped
+                // memory kept until the completion reads, holds `batch` pointers into `a` (read)
+                // then `batch` into `b` (read-write), each at its validated shape; `wrapping_add`
+                // stays inside the array; (3) `info` holds a word.
+                unsafe { T::potrs_batched(h, u, n, 1, array, lda, array.wrapping_add(count), ldb, pin.info(), batch) }
+                    .check_status("cusolverDn<t>potrsBatched")
+            },
+            || (),
+        )
     }
 
     /// Batched LU through cuBLAS (see [`GetrfBatched`]).
@@ -240,14 +249,26 @@ impl Solver {
             None => std::ptr::null_mut(),
         };
         let ptrs = pointers(g.a, stride, g.batch)?;
-        self.run_info(rec, Vec::new(), "getrfBatched", g.batch, Meaning::Pivot, Some(ptrs), |pin| {
-            let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
-            // SAFETY: (1) a live cuBLAS handle on this stream; (2) the pointer array, pinned
-            // mapped memory kept until the completion reads, holds `batch` pointers to the n x n
-            // matrices at lda inside `a` (read-write); (3) `piv` holds n * batch ints or is null
-            // (no pivoting, as cuBLAS documents); (4) `info` holds `batch` words.
-            blas_check(unsafe { T::getrf_batched(bh.0, n, array, lda, piv, pin.info(), batch) }, "cublas<t>getrfBatched")
-        }, || ())
+        self.run_info(
+            rec,
+            Vec::new(),
+            "getrfBatched",
+            g.batch,
+            Meaning::Pivot,
+            Some(ptrs),
+            |pin| {
+                let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
+                // SAFETY: (1) a live cuBLAS handle on this stream; (2) the pointer array, pinned
+                // mapped memory kept until the completion reads, holds `batch` pointers to the n x n
+                // matrices at lda inside `a` (read-write); (3) `piv` holds n * batch ints or is null
+                // (no pivoting, as cuBLAS documents); (4) `info` holds `batch` words.
+                blas_check(
+                    unsafe { T::getrf_batched(bh.0, n, array, lda, piv, pin.info(), batch) },
+                    "cublas<t>getrfBatched",
+                )
+            },
+            || (),
+        )
     }
 
     /// Batched LU solves through cuBLAS (see [`GetrsBatched`]).
@@ -267,23 +288,47 @@ impl Solver {
         let mut ptrs = pointers(g.a, sa, g.batch)?;
         ptrs.extend(pointers(g.b, sb, g.batch)?);
         let (t, count) = (calls::blas_trans(g.trans), g.batch);
-        self.run_info(rec, Vec::new(), "getrsBatched", 1, Meaning::ParamsOnly, Some(ptrs), |pin| {
-            let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
-            // cuBLAS checks the parameters on the host and reports through a host word.
-            let mut info: c_int = 0;
-            // SAFETY: (1) a live cuBLAS handle on this stream; (2) the pointer array, pinned
-            // mapped memory kept until the completion reads, holds `batch` pointers into `a`
-            // (read) then `batch` into `b` (read-write) at their validated shapes; (3) `piv`
-            // holds n * batch ints; (4) `info` is a host word, written before the call returns.
-            let status = unsafe {
-                T::getrs_batched(bh.0, t, n, nrhs, array, lda, piv, array.wrapping_add(count), ldb, &mut info, batch)
-            };
-            blas_check(status, "cublas<t>getrsBatched")?;
-            if info != 0 {
-                return Err(Error::Library { call: "cublas<t>getrsBatched", status: format!("rejected its parameter {}", -info) });
-            }
-            Ok(())
-        }, || ())
+        self.run_info(
+            rec,
+            Vec::new(),
+            "getrsBatched",
+            1,
+            Meaning::ParamsOnly,
+            Some(ptrs),
+            |pin| {
+                let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
+                // cuBLAS checks the parameters on the host and reports through a host word.
+                let mut info: c_int = 0;
+                // SAFETY: (1) a live cuBLAS handle on this stream; (2) the pointer array, pinned
+                // mapped memory kept until the completion reads, holds `batch` pointers into `a`
+                // (read) then `batch` into `b` (read-write) at their validated shapes; (3) `piv`
+                // holds n * batch ints; (4) `info` is a host word, written before the call returns.
+                let status = unsafe {
+                    T::getrs_batched(
+                        bh.0,
+                        t,
+                        n,
+                        nrhs,
+                        array,
+                        lda,
+                        piv,
+                        array.wrapping_add(count),
+                        ldb,
+                        &mut info,
+                        batch,
+                    )
+                };
+                blas_check(status, "cublas<t>getrsBatched")?;
+                if info != 0 {
+                    return Err(Error::Library {
+                        call: "cublas<t>getrsBatched",
+                        status: format!("rejected its parameter {}", -info),
+                    });
+                }
+                Ok(())
+            },
+            || (),
+        )
     }
 
     /// Batched Jacobi SVD (see [`GesvdjBatched`]).
@@ -329,13 +374,41 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "gesvdjBatched", g.batch, Meaning::Converge, None, |pin| {
-            // SAFETY: a live handle and info object (moved into the completion, alive until the
-            // op resolved); `a`, `s`, `u`, `v` cover `batch` of their validated shapes and are
-            // distinct; the workspace holds `lwork` elements; `info` holds `batch` words.
-            unsafe { T::gesvdj_batched(h, mode, m, n, a, lda, s, u, ldu, v, ldv, work.device, lwork, pin.info(), raw, batch) }
+        self.run_info(
+            rec,
+            keep,
+            "gesvdjBatched",
+            g.batch,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: a live handle and info object (moved into the completion, alive until the
+                // op resolved); `a`, `s`, `u`, `v` cover `batch` of their validated shapes and are
+                // distinct; the workspace holds `lwork` elements; `info` holds `batch` words.
+                unsafe {
+                    T::gesvdj_batched(
+                        h,
+                        mode,
+                        m,
+                        n,
+                        a,
+                        lda,
+                        s,
+                        u,
+                        ldu,
+                        v,
+                        ldv,
+                        work.device,
+                        lwork,
+                        pin.info(),
+                        raw,
+                        batch,
+                    )
+                }
                 .check_status("cusolverDn<t>gesvdjBatched")
-        }, move || drop(info))
+            },
+            move || drop(info),
+        )
     }
 
     /// Batched Jacobi eigen decomposition (see [`SyevjBatched`]).
@@ -367,12 +440,21 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "syevjBatched", e.batch, Meaning::Converge, None, |pin| {
-            // SAFETY: a live handle and info object (moved into the completion); `a` and `w`
-            // cover `batch` of their validated shapes and are distinct; the workspace holds
-            // `lwork` elements; `info` holds `batch` words.
-            unsafe { T::syevj_batched(h, mode, u, n, a, lda, w, work.device, lwork, pin.info(), raw, batch) }
-                .check_status("cusolverDn<t>syevjBatched")
-        }, move || drop(info))
+        self.run_info(
+            rec,
+            keep,
+            "syevjBatched",
+            e.batch,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: a live handle and info object (moved into the completion); `a` and `w`
+                // cover `batch` of their validated shapes and are distinct; the workspace holds
+                // `lwork` elements; `info` holds `batch` words.
+                unsafe { T::syevj_batched(h, mode, u, n, a, lda, w, work.device, lwork, pin.info(), raw, batch) }
+                    .check_status("cusolverDn<t>syevjBatched")
+            },
+            move || drop(info),
+        )
     }
 }

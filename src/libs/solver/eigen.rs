@@ -6,9 +6,9 @@ use super::factor::{matrix, vptr, CheckStatus};
 use super::info::Meaning;
 use super::symmetric::work_bytes;
 use super::{Fill, SizeKey, Solver, SolverElement};
-use crate::libs::dtype::DataTypes;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::libs::dtype::DataTypes;
 use crate::libs::validate as check;
 use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
@@ -133,13 +133,24 @@ impl Solver {
         let (vectors, fill) = (e.vectors, e.fill);
         let key = SizeKey { op: "syevd", dtype: T::CUDA as u32, dims: [n, lda, vectors as i64, fill as i64, 0, 0] };
         // SAFETY: a live handle and params, context bound; the query reads nothing.
-        let sizes = self.sizes(key, || unsafe { calls::syevd(h, params, vectors, fill, n, dt, a, lda, wt, w, None) })?;
+        let sizes =
+            self.sizes(key, || unsafe { calls::syevd(h, params, vectors, fill, n, dt, a, lda, wt, w, None) })?;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "syevd", 1, Meaning::Converge, None, |pin| {
-            // SAFETY: live handle and params; `a` (n x n at lda) and `w` (n) cover their shapes,
-            // distinct, declared written; the workspace holds the queried sizes; `info` pinned.
-            unsafe { calls::syevd(h, params, vectors, fill, n, dt, a, lda, wt, w, Some((work, pin.info()))) }.map(drop)
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "syevd",
+            1,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: live handle and params; `a` (n x n at lda) and `w` (n) cover their shapes,
+                // distinct, declared written; the workspace holds the queried sizes; `info` pinned.
+                unsafe { calls::syevd(h, params, vectors, fill, n, dt, a, lda, wt, w, Some((work, pin.info()))) }
+                    .map(drop)
+            },
+            || (),
+        )
     }
 
     /// SVD through QR iteration (see [`Gesvd`]).
@@ -173,12 +184,36 @@ impl Solver {
             calls::gesvd(h, params, vectors, m, n, dt, (a, lda), st, s, (u, ldu), (vt, ldvt), None)
         })?;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "gesvd", 1, Meaning::Converge, None, |pin| {
-            // SAFETY: live handle and params; `a`, `s`, `u`, `vt` cover their validated
-            // shapes and are distinct; the workspace holds the queried sizes; `info` pinned.
-            unsafe { calls::gesvd(h, params, vectors, m, n, dt, (a, lda), st, s, (u, ldu), (vt, ldvt), Some((work, pin.info()))) }
+        self.run_info(
+            rec,
+            keep,
+            "gesvd",
+            1,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: live handle and params; `a`, `s`, `u`, `vt` cover their validated
+                // shapes and are distinct; the workspace holds the queried sizes; `info` pinned.
+                unsafe {
+                    calls::gesvd(
+                        h,
+                        params,
+                        vectors,
+                        m,
+                        n,
+                        dt,
+                        (a, lda),
+                        st,
+                        s,
+                        (u, ldu),
+                        (vt, ldvt),
+                        Some((work, pin.info())),
+                    )
+                }
                 .map(drop)
-        }, || ())
+            },
+            || (),
+        )
     }
 
     /// Jacobi SVD (see [`Gesvdj`]); the completion's [`JacobiRun`] gives the residual and
@@ -222,14 +257,23 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "gesvdj", 1, Meaning::Converge, None, |pin| {
-            // SAFETY: a live handle and info object (moved into the completion, so alive until
-            // the op resolved); `a`, `u`, `v` (of `T`) and `s` (of `T::Real`, the type the
-            // entry point writes) cover their validated shapes and are distinct; the workspace
-            // holds `lwork` elements; `info` pinned.
-            unsafe { T::gesvdj(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, work.device, lwork, pin.info(), raw) }
-                .check_status("cusolverDn<t>gesvdj")
-        }, move || JacobiRun { info: RunInfo::Svd(info) })
+        self.run_info(
+            rec,
+            keep,
+            "gesvdj",
+            1,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: a live handle and info object (moved into the completion, so alive until
+                // the op resolved); `a`, `u`, `v` (of `T`) and `s` (of `T::Real`, the type the
+                // entry point writes) cover their validated shapes and are distinct; the workspace
+                // holds `lwork` elements; `info` pinned.
+                unsafe { T::gesvdj(h, mode, 1, m, n, a, lda, s, u, ldu, v, ldv, work.device, lwork, pin.info(), raw) }
+                    .check_status("cusolverDn<t>gesvdj")
+            },
+            move || JacobiRun { info: RunInfo::Svd(info) },
+        )
     }
 
     /// The residual and sweeps of a finished Jacobi run, asked of the library on this

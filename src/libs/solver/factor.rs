@@ -165,13 +165,22 @@ impl Solver {
         let sizes = self.sizes(key, || unsafe { calls::potrf(h, params, p.fill, n, dt, a, lda, None) })?;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
         let fill = p.fill;
-        self.run_info(rec, keep, "potrf", 1, Meaning::Minor, None, |pin| {
-            // SAFETY: (1) live handle and params on this stream; (2) `a` covers n x n at lda,
-            // declared read-write; (3) the workspace, declared read-write, holds the queried
-            // sizes, the host part kept alive with the op; (4) `info` is pinned mapped memory
-            // kept until the completion reads it.
-            unsafe { calls::potrf(h, params, fill, n, dt, a, lda, Some((work, pin.info()))) }.map(drop)
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "potrf",
+            1,
+            Meaning::Minor,
+            None,
+            |pin| {
+                // SAFETY: (1) live handle and params on this stream; (2) `a` covers n x n at lda,
+                // declared read-write; (3) the workspace, declared read-write, holds the queried
+                // sizes, the host part kept alive with the op; (4) `info` is pinned mapped memory
+                // kept until the completion reads it.
+                unsafe { calls::potrf(h, params, fill, n, dt, a, lda, Some((work, pin.info()))) }.map(drop)
+            },
+            || (),
+        )
     }
 
     /// Solves with a Cholesky factor (see [`Potrs`]).
@@ -185,11 +194,20 @@ impl Solver {
         record(&mut rec, "b", p.b, Access::ReadWrite)?;
         let (h, params) = self.handle()?;
         let (a, b, fill, dt) = (vptr(p.a)?, vptr(p.b)?, p.fill, data_type(T::CUDA));
-        self.run_info(rec, Vec::new(), "potrs", 1, Meaning::ParamsOnly, None, |pin| {
-            // SAFETY: live handle and params; `a` (read) and `b` (read-write) cover their
-            // validated shapes and are distinct; `info` is pinned mapped memory.
-            unsafe { calls::potrs(h, params, fill, n, nrhs, dt, a, lda, b, ldb, pin.info()) }
-        }, || ())
+        self.run_info(
+            rec,
+            Vec::new(),
+            "potrs",
+            1,
+            Meaning::ParamsOnly,
+            None,
+            |pin| {
+                // SAFETY: live handle and params; `a` (read) and `b` (read-write) cover their
+                // validated shapes and are distinct; `info` is pinned mapped memory.
+                unsafe { calls::potrs(h, params, fill, n, nrhs, dt, a, lda, b, ldb, pin.info()) }
+            },
+            || (),
+        )
     }
 
     /// LU factorization (see [`Getrf`]); an exactly singular `U` fails the completion with
@@ -215,12 +233,21 @@ impl Solver {
         // SAFETY: a live handle and params, context bound; the query reads nothing.
         let sizes = self.sizes(key, || unsafe { calls::getrf(h, params, m, n, dt, a, lda, None) })?;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "getrf", 1, Meaning::Pivot, None, |pin| {
-            // SAFETY: live handle and params; `a` covers m x n at lda (read-write); `ipiv`
-            // holds min(m, n) pivots (written) or is null; the workspace holds the queried
-            // sizes; `info` is pinned mapped memory.
-            unsafe { calls::getrf(h, params, m, n, dt, a, lda, Some((ipiv, work, pin.info()))) }.map(drop)
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "getrf",
+            1,
+            Meaning::Pivot,
+            None,
+            |pin| {
+                // SAFETY: live handle and params; `a` covers m x n at lda (read-write); `ipiv`
+                // holds min(m, n) pivots (written) or is null; the workspace holds the queried
+                // sizes; `info` is pinned mapped memory.
+                unsafe { calls::getrf(h, params, m, n, dt, a, lda, Some((ipiv, work, pin.info()))) }.map(drop)
+            },
+            || (),
+        )
     }
 
     /// Solves with LU factors (see [`Getrs`]).
@@ -244,11 +271,20 @@ impl Solver {
             Some(p) => dptr(p)?,
             None => std::ptr::null(),
         };
-        self.run_info(rec, Vec::new(), "getrs", 1, Meaning::ParamsOnly, None, |pin| {
-            // SAFETY: live handle and params; `a`, `ipiv` (read) and `b` (read-write) cover
-            // their validated shapes; `info` is pinned mapped memory.
-            unsafe { calls::getrs(h, params, t, n, nrhs, dt, a, lda, ipiv, b, ldb, pin.info()) }
-        }, || ())
+        self.run_info(
+            rec,
+            Vec::new(),
+            "getrs",
+            1,
+            Meaning::ParamsOnly,
+            None,
+            |pin| {
+                // SAFETY: live handle and params; `a`, `ipiv` (read) and `b` (read-write) cover
+                // their validated shapes; `info` is pinned mapped memory.
+                unsafe { calls::getrs(h, params, t, n, nrhs, dt, a, lda, ipiv, b, ldb, pin.info()) }
+            },
+            || (),
+        )
     }
 
     /// Batched Cholesky (see [`PotrfBatched`]).
@@ -271,16 +307,25 @@ impl Solver {
         let ptrs: Vec<u64> = (0..p.batch as u64).map(|i| base + i * stride as u64 * size).collect();
         let (h, _) = self.handle()?;
         let (fill, lda) = (calls::fill(p.fill), m.ld);
-        self.run_info(rec, Vec::new(), "potrfBatched", p.batch, Meaning::Minor, Some(ptrs), |pin| {
-            let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
-            // SAFETY: (1) a live handle on this stream; (2) the pointer array, in pinned mapped
-            // memory kept until the completion reads, holds `batch` pointers to distinct n x n
-            // matrices of `T` at lda inside `a` (validated, declared read-write), and
-            // `T::potrf_batched` is the entry point of `T` itself; (3) `info` holds `batch`
-            // words.
-            unsafe { T::potrf_batched(h, fill, n, array, lda, pin.info(), batch) }
-                .check_status("cusolverDn<t>potrfBatched")
-        }, || ())
+        self.run_info(
+            rec,
+            Vec::new(),
+            "potrfBatched",
+            p.batch,
+            Meaning::Minor,
+            Some(ptrs),
+            |pin| {
+                let array = pin.ptrs.as_ref().map(|a| a.device_ptr::<*mut c_void>()).unwrap_or(std::ptr::null_mut());
+                // SAFETY: (1) a live handle on this stream; (2) the pointer array, in pinned mapped
+                // memory kept until the completion reads, holds `batch` pointers to distinct n x n
+                // matrices of `T` at lda inside `a` (validated, declared read-write), and
+                // `T::potrf_batched` is the entry point of `T` itself; (3) `info` holds `batch`
+                // words.
+                unsafe { T::potrf_batched(h, fill, n, array, lda, pin.info(), batch) }
+                    .check_status("cusolverDn<t>potrfBatched")
+            },
+            || (),
+        )
     }
 }
 

@@ -16,19 +16,19 @@
 //! positive definite"). Workspace sizes come from the library's own queries, cached per shape;
 //! the device workspace is the stream's shared one.
 
+mod batched;
 mod calls;
 mod eigen;
 mod factor;
 mod info;
 mod qr;
 mod symmetric;
-mod batched;
 
+pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
 pub use eigen::{Gesvd, Gesvdj, JacobiReport, JacobiRun, Syevd};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
-pub use symmetric::{Generalized, Potri, Sygvd, Syevj};
-pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
+pub use symmetric::{Generalized, Potri, Syevj, Sygvd};
 
 use super::dtype::DataTypes;
 use super::workspace::Workspace;
@@ -250,7 +250,11 @@ impl Solver {
 
 /// Checks that output `arg` is none of `others` (`(name, buffer id)`): the library writes it
 /// while reading or writing them. The error names both arguments.
-fn outputs_distinct<T: Element>(arg: &'static str, out: &crate::memory::GpuRef<T>, others: &[(&str, u64)]) -> Result<()> {
+fn outputs_distinct<T: Element>(
+    arg: &'static str,
+    out: &crate::memory::GpuRef<T>,
+    others: &[(&str, u64)],
+) -> Result<()> {
     match others.iter().find(|(_, id)| *id == out.id()) {
         Some((other, _)) => Err(crate::error::Error::invalid(
             arg,

@@ -8,8 +8,8 @@ use super::symmetric::work_bytes;
 use super::{is_complex, Side, SizeKey, Solver, SolverElement, Trans};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
-use crate::libs::validate as check;
 use crate::libs::record;
+use crate::libs::validate as check;
 use crate::memory::GpuRef;
 use crate::track::Access;
 
@@ -93,12 +93,21 @@ impl Solver {
         // SAFETY: a live handle and params, context bound; the query reads nothing.
         let sizes = self.sizes(key, || unsafe { calls::geqrf(h, params, m, n, dt, a, lda, tau, None) })?;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "geqrf", 1, Meaning::ParamsOnly, None, |pin| {
-            // SAFETY: live handle and params; `a` (m x n at lda) and `tau` (min(m, n)) cover
-            // their shapes, declared written; the workspace holds the queried sizes; `info` is
-            // pinned mapped memory.
-            unsafe { calls::geqrf(h, params, m, n, dt, a, lda, tau, Some((work, pin.info()))) }.map(drop)
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "geqrf",
+            1,
+            Meaning::ParamsOnly,
+            None,
+            |pin| {
+                // SAFETY: live handle and params; `a` (m x n at lda) and `tau` (min(m, n)) cover
+                // their shapes, declared written; the workspace holds the queried sizes; `info` is
+                // pinned mapped memory.
+                unsafe { calls::geqrf(h, params, m, n, dt, a, lda, tau, Some((work, pin.info()))) }.map(drop)
+            },
+            || (),
+        )
     }
 
     /// Forms `Q` (see [`Orgqr`]); complex types run the unitary form
@@ -124,7 +133,8 @@ impl Solver {
         } else {
             ("cusolverDn<t>orgqr_bufferSize", "cusolverDn<t>orgqr")
         };
-        let key = SizeKey { op: "orgqr", dtype: T::CUDA as u32, dims: [m.into(), n.into(), k.into(), lda.into(), 0, 0] };
+        let key =
+            SizeKey { op: "orgqr", dtype: T::CUDA as u32, dims: [m.into(), n.into(), k.into(), lda.into(), 0, 0] };
         let sizes = self.sizes(key, || {
             let mut lwork = 0;
             // SAFETY: a live handle, context bound; the query reads nothing.
@@ -133,12 +143,21 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "orgqr", 1, Meaning::ParamsOnly, None, |pin| {
-            // SAFETY: a live handle; `a` (m x n at lda, read-write) and `tau` (k, read) cover
-            // their shapes, of `T`; the workspace holds `lwork` elements; `info` is pinned
-            // mapped.
-            unsafe { T::orgqr(h, m, n, k, a, lda, tau, work.device, lwork, pin.info()) }.check_status(call)
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "orgqr",
+            1,
+            Meaning::ParamsOnly,
+            None,
+            |pin| {
+                // SAFETY: a live handle; `a` (m x n at lda, read-write) and `tau` (k, read) cover
+                // their shapes, of `T`; the workspace holds `lwork` elements; `info` is pinned
+                // mapped.
+                unsafe { T::orgqr(h, m, n, k, a, lda, tau, work.device, lwork, pin.info()) }.check_status(call)
+            },
+            || (),
+        )
     }
 
     /// Applies `Q` (see [`Ormqr`]); complex types run the unitary form
@@ -147,7 +166,10 @@ impl Solver {
         let (m, n, k) = (check::dim("m", o.m, false)?, check::dim("n", o.n, false)?, check::dim("k", o.k, false)?);
         let complex = is_complex::<T>();
         if complex && o.trans == Trans::Yes {
-            return Err(Error::invalid("trans", "must be No or Conj (Qᴴ) for a complex Q: unmqr has no plain transpose"));
+            return Err(Error::invalid(
+                "trans",
+                "must be No or Conj (Qᴴ) for a complex Q: unmqr has no plain transpose",
+            ));
         }
         let q_order = match o.side {
             Side::Left => o.m,
@@ -182,22 +204,39 @@ impl Solver {
         let key = SizeKey {
             op: "ormqr",
             dtype: T::CUDA as u32,
-            dims: [m.into(), n.into(), k.into(), lda.into(), ldc.into(), o.side as i64 * 2 + (o.trans != Trans::No) as i64],
+            dims: [
+                m.into(),
+                n.into(),
+                k.into(),
+                lda.into(),
+                ldc.into(),
+                o.side as i64 * 2 + (o.trans != Trans::No) as i64,
+            ],
         };
         let sizes = self.sizes(key, || {
             let mut lwork = 0;
             // SAFETY: a live handle, context bound; the query reads nothing.
-            unsafe { T::ormqr_size(h, side, trans, m, n, k, a, lda, tau, c, ldc, &mut lwork) }.check_status(size_call)?;
+            unsafe { T::ormqr_size(h, side, trans, m, n, k, a, lda, tau, c, ldc, &mut lwork) }
+                .check_status(size_call)?;
             Ok(work_bytes::<T>(lwork))
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "ormqr", 1, Meaning::ParamsOnly, None, |pin| {
-            // SAFETY: a live handle; `a`, `tau` (read) and `c` (read-write) cover their
-            // validated shapes, of `T`, `c` distinct; the workspace holds `lwork` elements;
-            // `info` is pinned mapped memory.
-            unsafe { T::ormqr(h, side, trans, m, n, k, a, lda, tau, c, ldc, work.device, lwork, pin.info()) }
-                .check_status(call)
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "ormqr",
+            1,
+            Meaning::ParamsOnly,
+            None,
+            |pin| {
+                // SAFETY: a live handle; `a`, `tau` (read) and `c` (read-write) cover their
+                // validated shapes, of `T`, `c` distinct; the workspace holds `lwork` elements;
+                // `info` is pinned mapped memory.
+                unsafe { T::ormqr(h, side, trans, m, n, k, a, lda, tau, c, ldc, work.device, lwork, pin.info()) }
+                    .check_status(call)
+            },
+            || (),
+        )
     }
 }

@@ -116,11 +116,20 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "potri", 1, Meaning::Pivot, None, |pin| {
-            // SAFETY: (1) a live handle on this stream; (2) `a` covers n x n at lda, declared
-            // read-write; (3) the workspace, declared, holds `lwork` elements; (4) `info` pinned.
-            unsafe { T::potri(h, u, n, a, lda, work.device, lwork, pin.info()) }.check_status("cusolverDn<t>potri")
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "potri",
+            1,
+            Meaning::Pivot,
+            None,
+            |pin| {
+                // SAFETY: (1) a live handle on this stream; (2) `a` covers n x n at lda, declared
+                // read-write; (3) the workspace, declared, holds `lwork` elements; (4) `info` pinned.
+                unsafe { T::potri(h, u, n, a, lda, work.device, lwork, pin.info()) }.check_status("cusolverDn<t>potri")
+            },
+            || (),
+        )
     }
 
     /// Jacobi eigen decomposition (see [`Syevj`]); the completion's [`JacobiRun`] gives the
@@ -152,13 +161,22 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "syevj", 1, Meaning::Converge, None, |pin| {
-            // SAFETY: a live handle and info object (moved into the completion, alive until the
-            // op resolved); `a` and `w` cover their validated shapes and are distinct, declared
-            // written; the workspace holds `lwork` elements; `info` pinned.
-            unsafe { T::syevj(h, mode, u, n, a, lda, w, work.device, lwork, pin.info(), raw) }
-                .check_status("cusolverDn<t>syevj")
-        }, move || JacobiRun::syevj(info))
+        self.run_info(
+            rec,
+            keep,
+            "syevj",
+            1,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: a live handle and info object (moved into the completion, alive until the
+                // op resolved); `a` and `w` cover their validated shapes and are distinct, declared
+                // written; the workspace holds `lwork` elements; `info` pinned.
+                unsafe { T::syevj(h, mode, u, n, a, lda, w, work.device, lwork, pin.info(), raw) }
+                    .check_status("cusolverDn<t>syevj")
+            },
+            move || JacobiRun::syevj(info),
+        )
     }
 
     /// The generalized symmetric or Hermitian eigenproblem (see [`Sygvd`]). A `B` that is not
@@ -194,13 +212,22 @@ impl Solver {
         })?;
         let lwork = (sizes.0 / std::mem::size_of::<T>()) as i32;
         let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(rec, keep, "sygvd", 1, Meaning::Generalized(g.n), None, |pin| {
-            // SAFETY: a live handle on this stream; `a`, `b` (n x n) and `w` (n) cover their
-            // validated shapes, distinct, declared written; the workspace holds `lwork`
-            // elements; `info` pinned.
-            unsafe { T::sygvd(h, t, mode, u, n, a, lda, b, ldb, w, work.device, lwork, pin.info()) }
-                .check_status("cusolverDn<t>sygvd")
-        }, || ())
+        self.run_info(
+            rec,
+            keep,
+            "sygvd",
+            1,
+            Meaning::Generalized(g.n),
+            None,
+            |pin| {
+                // SAFETY: a live handle on this stream; `a`, `b` (n x n) and `w` (n) cover their
+                // validated shapes, distinct, declared written; the workspace holds `lwork`
+                // elements; `info` pinned.
+                unsafe { T::sygvd(h, t, mode, u, n, a, lda, b, ldb, w, work.device, lwork, pin.info()) }
+                    .check_status("cusolverDn<t>sygvd")
+            },
+            || (),
+        )
     }
 
     /// The Hermitian generalized eigenproblem: [`sygvd`](Self::sygvd) under LAPACK's name for

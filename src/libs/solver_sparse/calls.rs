@@ -112,7 +112,13 @@ pub(crate) mod sealed {
 
         /// # Safety
         /// As [`super::solve`].
-        unsafe fn call(m: Method, h: sys::cusolverSpHandle_t, d: sys::cusparseMatDescr_t, s: &System<Self>, singularity: &mut c_int) -> sys::cusolverStatus_t;
+        unsafe fn call(
+            m: Method,
+            h: sys::cusolverSpHandle_t,
+            d: sys::cusparseMatDescr_t,
+            s: &System<Self>,
+            singularity: &mut c_int,
+        ) -> sys::cusolverStatus_t;
     }
 
     macro_rules! sp_real {
@@ -121,12 +127,44 @@ pub(crate) mod sealed {
                 const QR: &'static str = stringify!($qr);
                 const CHOL: &'static str = stringify!($chol);
 
-                unsafe fn call(m: Method, h: sys::cusolverSpHandle_t, d: sys::cusparseMatDescr_t, s: &System<Self>, singularity: &mut c_int) -> sys::cusolverStatus_t {
+                unsafe fn call(
+                    m: Method,
+                    h: sys::cusolverSpHandle_t,
+                    d: sys::cusparseMatDescr_t,
+                    s: &System<Self>,
+                    singularity: &mut c_int,
+                ) -> sys::cusolverStatus_t {
                     // SAFETY: the caller keeps `solve`'s contract.
                     unsafe {
                         match m {
-                            Method::Qr => sys::$qr(h, s.n, s.nnz, d, s.values, s.offsets, s.indices, s.b, s.tol, s.reorder, s.x, singularity),
-                            Method::Cholesky => sys::$chol(h, s.n, s.nnz, d, s.values, s.offsets, s.indices, s.b, s.tol, s.reorder, s.x, singularity),
+                            Method::Qr => sys::$qr(
+                                h,
+                                s.n,
+                                s.nnz,
+                                d,
+                                s.values,
+                                s.offsets,
+                                s.indices,
+                                s.b,
+                                s.tol,
+                                s.reorder,
+                                s.x,
+                                singularity,
+                            ),
+                            Method::Cholesky => sys::$chol(
+                                h,
+                                s.n,
+                                s.nnz,
+                                d,
+                                s.values,
+                                s.offsets,
+                                s.indices,
+                                s.b,
+                                s.tol,
+                                s.reorder,
+                                s.x,
+                                singularity,
+                            ),
                         }
                     }
                 }

@@ -197,13 +197,22 @@ impl SolverSparse {
         let n = check::dim("a.n", a.n, false)?;
         let nnz = check::dim("a.nnz", a.nnz, true)?;
         if a.offsets.len() != a.n + 1 {
-            return Err(Error::invalid("a.offsets", format!("holds {} entries; an {}-row matrix needs {}", a.offsets.len(), a.n, a.n + 1)));
+            return Err(Error::invalid(
+                "a.offsets",
+                format!("holds {} entries; an {}-row matrix needs {}", a.offsets.len(), a.n, a.n + 1),
+            ));
         }
         if a.indices.len() < a.nnz {
-            return Err(Error::invalid("a.indices", format!("holds {} entries, fewer than the {} nonzeros", a.indices.len(), a.nnz)));
+            return Err(Error::invalid(
+                "a.indices",
+                format!("holds {} entries, fewer than the {} nonzeros", a.indices.len(), a.nnz),
+            ));
         }
         if a.values.len() < a.nnz {
-            return Err(Error::invalid("a.values", format!("holds {} entries, fewer than the {} nonzeros", a.values.len(), a.nnz)));
+            return Err(Error::invalid(
+                "a.values",
+                format!("holds {} entries, fewer than the {} nonzeros", a.values.len(), a.nnz),
+            ));
         }
         check::covers("b", b, Some(a.n), &format!("{} right-hand-side entries", a.n))?;
         check::covers("x", x, Some(a.n), &format!("{} solution entries", a.n))?;

@@ -5,8 +5,8 @@
 //! needs first, and [`Cache::trim`] retires the least recently used ones beyond capacity only
 //! after the op has enqueued, so the reaper destroys them after that op too.
 
-use crate::libs::OpStream;
 use crate::error::Result;
+use crate::libs::OpStream;
 
 /// Objects of type `V` keyed by `K`, most recently used last.
 pub(super) struct Cache<K, V> {

@@ -1,18 +1,24 @@
 //! Conversions: CSR ↔ CSC (`cusparseCsr2cscEx2`), sparse → dense and dense → CSR.
 
-use super::{calls, dense_words, mat_key, mat_words, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
+use super::matrix::ValueType;
+use super::{
+    calls, dense_words, mat_key, mat_words, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex,
+    SparseMatrix, SparseValue,
+};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
-use super::matrix::ValueType;
 use crate::track::Access;
 
 impl Sparse {
     /// The same matrix in the other compressed format: CSR in, CSC out, or CSC in, CSR out
     /// (`i32` indices, as `cusparseCsr2cscEx2` takes). The output's buffers are freshly
     /// allocated; it comes back through the completion. Never blocks.
-    pub fn convert_compressed<T: SparseValue>(&mut self, a: &SparseMatrix<T, i32>) -> Result<Completion<SparseMatrix<T, i32>>> {
+    pub fn convert_compressed<T: SparseValue>(
+        &mut self,
+        a: &SparseMatrix<T, i32>,
+    ) -> Result<Completion<SparseMatrix<T, i32>>> {
         // A CSC matrix is the CSR matrix of its transpose: one call serves both directions.
         let (m, n, out_format) = match a.format {
             Format::Csr => (a.rows, a.cols, Format::Csc),
@@ -77,7 +83,10 @@ impl Sparse {
         record(&mut rec, "out", out.buf, Access::Write)?;
         let h = self.handle()?;
         let (da, db) = (self.mat(a)?, self.dense(&out, ld)?);
-        let key = mat_words(&mat_key(a)).into_iter().chain(dense_words(out.buf.id(), [out.rows, out.cols, ld as usize], T::CUDA_TYPE)).collect();
+        let key = mat_words(&mat_key(a))
+            .into_iter()
+            .chain(dense_words(out.buf.id(), [out.rows, out.cols, ld as usize], T::CUDA_TYPE))
+            .collect();
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
         let bytes = self.size("sparse_to_dense", key, || unsafe { calls::sparse_to_dense_size(h, da, db) })?;
         let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
@@ -94,10 +103,16 @@ impl Sparse {
     ///
     /// **Blocks** the calling thread until the GPU has counted the nonzeros: cuSPARSE's
     /// analysis phase hands the count to the host, and the output is sized from it.
-    pub fn dense_to_csr<T: SparseValue, I: SparseIndex>(&mut self, dense: DenseMatrix<'_, T>) -> Result<Completion<SparseMatrix<T, I>>> {
+    pub fn dense_to_csr<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        dense: DenseMatrix<'_, T>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
         let ld = dense.check("dense", "dense.ld")?;
         if dense.rows > I::MAX || dense.cols > I::MAX {
-            return Err(Error::invalid("dense", format!("{}x{} does not fit {:?} indices", dense.rows, dense.cols, I::KIND)));
+            return Err(Error::invalid(
+                "dense",
+                format!("{}x{} does not fit {:?} indices", dense.rows, dense.cols, I::KIND),
+            ));
         }
         let mut rec = self.op.recorder("dense_to_csr.analysis");
         record(&mut rec, "dense", dense.buf, Access::Read)?;
@@ -138,7 +153,8 @@ impl Sparse {
             self.op.retire("a cuSPARSE conversion descriptor", db);
             return Err(e);
         }
-        let nnz = usize::try_from(nnz).map_err(|_| Error::invalid("dense", format!("cuSPARSE counted {nnz} nonzeros")))?;
+        let nnz =
+            usize::try_from(nnz).map_err(|_| Error::invalid("dense", format!("cuSPARSE counted {nnz} nonzeros")))?;
         let indices: GpuRef<I> = dev.alloc(self.op.stream, nnz.max(1))?;
         let values: GpuRef<T> = dev.alloc(self.op.stream, nnz.max(1))?;
         let out = SparseMatrix::new(Format::Csr, dense.rows, dense.cols, nnz, &offsets, &indices, &values)?;

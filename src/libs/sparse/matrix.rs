@@ -173,13 +173,27 @@ pub struct SparseMatrix<T: SparseValue, I: SparseIndex = i32> {
 impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
     /// A CSR matrix: `offsets` holds exactly `rows + 1` entries, `indices` and `values` at least
     /// `nnz` each.
-    pub fn csr(rows: usize, cols: usize, nnz: usize, offsets: &GpuRef<I>, indices: &GpuRef<I>, values: &GpuRef<T>) -> Result<Self> {
+    pub fn csr(
+        rows: usize,
+        cols: usize,
+        nnz: usize,
+        offsets: &GpuRef<I>,
+        indices: &GpuRef<I>,
+        values: &GpuRef<T>,
+    ) -> Result<Self> {
         Self::new(Format::Csr, rows, cols, nnz, offsets, indices, values)
     }
 
     /// A CSC matrix: `offsets` holds exactly `cols + 1` entries, `indices` and `values` at least
     /// `nnz` each.
-    pub fn csc(rows: usize, cols: usize, nnz: usize, offsets: &GpuRef<I>, indices: &GpuRef<I>, values: &GpuRef<T>) -> Result<Self> {
+    pub fn csc(
+        rows: usize,
+        cols: usize,
+        nnz: usize,
+        offsets: &GpuRef<I>,
+        indices: &GpuRef<I>,
+        values: &GpuRef<T>,
+    ) -> Result<Self> {
         Self::new(Format::Csc, rows, cols, nnz, offsets, indices, values)
     }
 
@@ -219,10 +233,16 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
             .and_then(|area| area.checked_mul(blocks))
             .filter(|&n| n <= I::MAX && i64::try_from(n).is_ok())
             .ok_or_else(|| {
-                Error::invalid("blocks", format!("{blocks} blocks of {block}x{block} values do not fit {:?} indices", I::KIND))
+                Error::invalid(
+                    "blocks",
+                    format!("{blocks} blocks of {block}x{block} values do not fit {:?} indices", I::KIND),
+                )
             })?;
         if values.len() < need {
-            return Err(Error::invalid("values", format!("holds {} entries; {blocks} blocks of {block}x{block} need {need}", values.len())));
+            return Err(Error::invalid(
+                "values",
+                format!("holds {} entries; {blocks} blocks of {block}x{block} need {need}", values.len()),
+            ));
         }
         (m.format, m.rows, m.cols, m.block) = (Format::Bsr, rows, cols, block);
         Ok(m)
@@ -246,15 +266,26 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         let (brows, _) = block_shape(rows, cols, block)?;
         fits_index::<I>(&[("rows", rows), ("cols", cols), ("block", block)])?;
         if ell_cols == 0 || ell_cols % block != 0 || ell_cols > cols {
-            return Err(Error::invalid("ell_cols", format!("{ell_cols} is not a positive multiple of {block} at most {cols}")));
+            return Err(Error::invalid(
+                "ell_cols",
+                format!("{ell_cols} is not a positive multiple of {block} at most {cols}"),
+            ));
         }
-        let slots = brows.checked_mul(ell_cols / block).ok_or_else(|| Error::invalid("ell_cols", "the block layout overflows"))?;
+        let slots = brows
+            .checked_mul(ell_cols / block)
+            .ok_or_else(|| Error::invalid("ell_cols", "the block layout overflows"))?;
         if col_indices.len() < slots {
-            return Err(Error::invalid("col_indices", format!("holds {} entries; the layout has {slots} blocks", col_indices.len())));
+            return Err(Error::invalid(
+                "col_indices",
+                format!("holds {} entries; the layout has {slots} blocks", col_indices.len()),
+            ));
         }
         let need = rows.checked_mul(ell_cols).ok_or_else(|| Error::invalid("ell_cols", "overflows"))?;
         if values.len() < need {
-            return Err(Error::invalid("values", format!("holds {} entries; a {rows}x{ell_cols} value array needs {need}", values.len())));
+            return Err(Error::invalid(
+                "values",
+                format!("holds {} entries; a {rows}x{ell_cols} value array needs {need}", values.len()),
+            ));
         }
         let mut m = Self::new(Format::Coo, rows, cols, 0, col_indices, col_indices, values)?;
         (m.format, m.nnz, m.block) = (Format::BlockedEll, ell_cols, block);
@@ -291,15 +322,30 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
         }
         let minor_arg = if format == Format::Coo { "col_indices" } else { "indices" };
         if minor.len() < nnz {
-            return Err(Error::invalid(minor_arg, format!("holds {} entries, fewer than the {nnz} nonzeros", minor.len())));
+            return Err(Error::invalid(
+                minor_arg,
+                format!("holds {} entries, fewer than the {nnz} nonzeros", minor.len()),
+            ));
         }
         if values.len() < nnz {
-            return Err(Error::invalid("values", format!("holds {} entries, fewer than the {nnz} nonzeros", values.len())));
+            return Err(Error::invalid(
+                "values",
+                format!("holds {} entries, fewer than the {nnz} nonzeros", values.len()),
+            ));
         }
         if major.device_id() != values.device_id() || minor.device_id() != values.device_id() {
             return Err(Error::invalid("values", "the matrix's buffers are on different devices"));
         }
-        Ok(SparseMatrix { format, rows, cols, nnz, block: 0, major: major.clone(), minor: minor.clone(), values: values.clone() })
+        Ok(SparseMatrix {
+            format,
+            rows,
+            cols,
+            nnz,
+            block: 0,
+            major: major.clone(),
+            minor: minor.clone(),
+            values: values.clone(),
+        })
     }
 
     /// The storage format.
@@ -354,18 +400,22 @@ impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
             Format::Bsr | Format::BlockedEll => self.cols / self.block,
             _ => self.rows,
         };
-        let in_range = |arg: &'static str, v: &[I], bound: usize| {
-            match v.iter().position(|&x| x.to_i64() < 0 || x.to_i64() as u64 >= bound as u64) {
-                Some(i) => Err(Error::invalid(arg, format!("entry {i} is {}, outside 0..{bound}", v[i].to_i64()))),
-                None => Ok(()),
-            }
+        let in_range = |arg: &'static str, v: &[I], bound: usize| match v
+            .iter()
+            .position(|&x| x.to_i64() < 0 || x.to_i64() as u64 >= bound as u64)
+        {
+            Some(i) => Err(Error::invalid(arg, format!("entry {i} is {}, outside 0..{bound}", v[i].to_i64()))),
+            None => Ok(()),
         };
         match self.format {
             Format::Coo => {
                 in_range("row_indices", &major[..self.nnz], self.rows)?;
                 in_range("col_indices", &minor[..self.nnz], self.cols)?;
                 if let Some(i) = major[..self.nnz].windows(2).position(|w| w[1].to_i64() < w[0].to_i64()) {
-                    return Err(Error::invalid("row_indices", format!("not sorted: entry {} is below entry {i}", i + 1)));
+                    return Err(Error::invalid(
+                        "row_indices",
+                        format!("not sorted: entry {} is below entry {i}", i + 1),
+                    ));
                 }
             }
             Format::BlockedEll => {

@@ -42,8 +42,8 @@ use crate::libs::dtype::CudaType;
 use crate::libs::object::Owned;
 use crate::memory::{Element, GpuRef};
 use cache::Cache;
-use matrix::ValueType;
 use calls::{DnMat, DnVec, SpMat, SpVec};
+use matrix::ValueType;
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -149,7 +149,8 @@ pub struct Sparse {
 impl StreamLibrary for Sparse {
     const LIBRARY: Library = Library {
         name: "cuSPARSE (libcusparse)",
-        hint: "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12: CUDA 12 and CUDA 13 both ship cuSPARSE 12)",
+        hint:
+            "install the CUDA toolkit's cuSPARSE library (libcusparse.so.12: CUDA 12 and CUDA 13 both ship cuSPARSE 12)",
         present: calls::is_present,
         objects: "cuSPARSE descriptors and handle",
     };
@@ -301,7 +302,10 @@ impl Sparse {
         let (size, nnz) = (x.size as i64, x.nnz as i64);
         // SAFETY: the vector's buffers were checked against its sizes when it was made, and are
         // live device buffers of this context.
-        Ok(self.spvecs.get_or_make(key, |_| unsafe { calls::create_sp_vec(size, nnz, idx, val, I::KIND, T::CUDA_TYPE) })?.get())
+        Ok(self
+            .spvecs
+            .get_or_make(key, |_| unsafe { calls::create_sp_vec(size, nnz, idx, val, I::KIND, T::CUDA_TYPE) })?
+            .get())
     }
 
     /// The descriptor of the dense view `m` with leading dimension `ld`.
@@ -367,7 +371,11 @@ impl<T: SparseValue> HostScalars<T> {
 
     /// The pointers the call layer passes: valid, and 16-byte aligned, while `self` stays put.
     fn raw(&self) -> calls::Scalars {
-        calls::Scalars { alpha: (&self.alpha.0 as *const T).cast(), beta: (&self.beta.0 as *const T).cast(), t: T::CUDA_TYPE }
+        calls::Scalars {
+            alpha: (&self.alpha.0 as *const T).cast(),
+            beta: (&self.beta.0 as *const T).cast(),
+            t: T::CUDA_TYPE,
+        }
     }
 
     /// The scalars' bytes, for a workspace-size key: the library's size query takes them.
@@ -414,7 +422,11 @@ fn record_matrix<T: SparseValue, I: SparseIndex>(
 }
 
 /// Rejects an output that is one of `a`'s buffers.
-fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(arg: &'static str, out: &GpuRef<U>, a: &SparseMatrix<T, I>) -> Result<()> {
+fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(
+    arg: &'static str,
+    out: &GpuRef<U>,
+    a: &SparseMatrix<T, I>,
+) -> Result<()> {
     if [a.major.id(), a.minor.id(), a.values.id()].contains(&out.id()) {
         return Err(crate::Error::invalid(arg, "must not be one of the sparse matrix's own buffers"));
     }
@@ -423,7 +435,12 @@ fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(arg: &'static str, 
 
 /// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
 /// blocked kernels multiply by `A` as stored).
-fn takes<T: SparseValue, I: SparseIndex>(op: &str, allowed: &[Format], t: Transpose, a: &SparseMatrix<T, I>) -> Result<()> {
+fn takes<T: SparseValue, I: SparseIndex>(
+    op: &str,
+    allowed: &[Format],
+    t: Transpose,
+    a: &SparseMatrix<T, I>,
+) -> Result<()> {
     if !allowed.contains(&a.format) {
         return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes {allowed:?}", a.format)));
     }
@@ -431,7 +448,9 @@ fn takes<T: SparseValue, I: SparseIndex>(op: &str, allowed: &[Format], t: Transp
         return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
     }
     // cuSPARSE's Blocked-ELL kernels take 32-bit indices and real f32 / f64 values only.
-    if a.format == Format::BlockedEll && (I::KIND != IndexKind::I32 || !matches!(T::CUDA_TYPE, CudaType::R32F | CudaType::R64F)) {
+    if a.format == Format::BlockedEll
+        && (I::KIND != IndexKind::I32 || !matches!(T::CUDA_TYPE, CudaType::R32F | CudaType::R64F))
+    {
         return Err(crate::Error::invalid(
             "a",
             format!("is Blocked-ELL with {:?} indices and {:?} values; cuSPARSE multiplies Blocked-ELL with I32 indices and f32 or f64 values only", I::KIND, T::CUDA_TYPE),
@@ -468,7 +487,14 @@ mod tests {
     /// A workspace-size key holds every descriptor field and the scalars.
     #[test]
     fn size_key_words_cover_every_descriptor_field() {
-        let k = MatKey { format: Format::Csr, shape: [2, 3, 4], ids: [5, 6, 7], index: IndexKind::I64, value: CudaType::C64F, block: 0 };
+        let k = MatKey {
+            format: Format::Csr,
+            shape: [2, 3, 4],
+            ids: [5, 6, 7],
+            index: IndexKind::I64,
+            value: CudaType::C64F,
+            block: 0,
+        };
         let w = mat_words(&k);
         let mut other = k.clone();
         other.shape[0] = 64;

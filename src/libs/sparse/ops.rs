@@ -1,14 +1,14 @@
 //! SpMV, SpMM and SpSV: one enqueue each, no host synchronization.
 
+use super::matrix::ValueType;
 use super::{
-    calls, dense_words, mat_key, mat_words, takes, Format, not_in_matrix, output_access, record_matrix, HostScalars, Analysis, DenseMatrix, Sparse, SparseIndex,
-    SparseMatrix, SparseValue, Transpose, Triangle,
+    calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, takes, Analysis, DenseMatrix,
+    Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
 use crate::memory::GpuRef;
-use super::matrix::ValueType;
 use crate::track::Access;
 
 /// `(rows, cols)` of `op(A)`.
@@ -102,12 +102,16 @@ impl Sparse {
         let t = [op_a, Transpose::No];
         let sc = HostScalars::new(alpha, beta);
         let s = sc.raw();
-        let key = [&[op_a as u64][..], &mat_words(&mat_key(a)), &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)]
-            .into_iter()
-            .chain([&dense_words(c.buf.id(), [c.rows, c.cols, ldc as usize], T::CUDA_TYPE)[..], &sc.words()])
-            .flatten()
-            .copied()
-            .collect();
+        let key = [
+            &[op_a as u64][..],
+            &mat_words(&mat_key(a)),
+            &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE),
+        ]
+        .into_iter()
+        .chain([&dense_words(c.buf.id(), [c.rows, c.cols, ldc as usize], T::CUDA_TYPE)[..], &sc.words()])
+        .flatten()
+        .copied()
+        .collect();
         // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live buffers;
         // (3) the scalars are host values of T, 16-byte aligned
         // (`HostScalars`), in place until the call returns.
@@ -136,7 +140,10 @@ impl Sparse {
         y: &GpuRef<T>,
     ) -> Result<Completion<()>> {
         if a.rows != a.cols {
-            return Err(Error::invalid("a", format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols)));
+            return Err(Error::invalid(
+                "a",
+                format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols),
+            ));
         }
         if !matches!(a.format, Format::Csr | Format::Coo) {
             return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));

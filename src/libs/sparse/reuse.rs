@@ -8,14 +8,14 @@
 //! them; the [`SpGemmReuse`] the caller holds names them. When it is dropped, the next op on
 //! that state hands them to the reaper, which destroys them after the work enqueued so far.
 
-use super::{calls, record_matrix, HostScalars, Format, Sparse, SparseMatrix, SparseValue};
+use super::matrix::ValueType;
+use super::{calls, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
 use crate::libs::{dptr, record, OpStream};
 use crate::memory::GpuRef;
 use crate::track::Access;
 use crate::Completion;
-use super::matrix::ValueType;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -101,7 +101,11 @@ impl Sparse {
     /// **Blocks** the calling thread until the GPU has counted `C`'s nonzeros: cuSPARSE hands
     /// the count to the host only after that phase, and `C`'s buffers are sized from it. Every
     /// compute after it is asynchronous.
-    pub fn spgemm_reuse<T: SparseValue>(&mut self, a: &SparseMatrix<T, i32>, b: &SparseMatrix<T, i32>) -> Result<SpGemmReuse<T>> {
+    pub fn spgemm_reuse<T: SparseValue>(
+        &mut self,
+        a: &SparseMatrix<T, i32>,
+        b: &SparseMatrix<T, i32>,
+    ) -> Result<SpGemmReuse<T>> {
         if a.format != Format::Csr {
             return Err(Error::invalid("a", format!("is {:?}; SpGEMM takes CSR matrices", a.format)));
         }
@@ -163,7 +167,8 @@ impl Sparse {
             return Err(e);
         }
 
-        let bufs: Vec<GpuRef<u8>> = sizes.iter().map(|&n| dev.alloc_scratch(stream, n.max(1))).collect::<Result<_>>()?;
+        let bufs: Vec<GpuRef<u8>> =
+            sizes.iter().map(|&n| dev.alloc_scratch(stream, n.max(1))).collect::<Result<_>>()?;
         let mut rec = self.op.recorder("spgemm_reuse.nnz");
         record_matrix(&mut rec, names, a)?;
         record_matrix(&mut rec, bnames, b)?;
@@ -172,7 +177,8 @@ impl Sparse {
             record(&mut rec, arg, buf, Access::ReadWrite)?;
         }
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
-        let ptrs: Vec<*mut std::ffi::c_void> = bufs.iter().map(|b| b.raw_device_ptr().map(|p| p as _)).collect::<Result<_>>()?;
+        let ptrs: Vec<*mut std::ffi::c_void> =
+            bufs.iter().map(|b| b.raw_device_ptr().map(|p| p as _)).collect::<Result<_>>()?;
         let mut nnz = 0i64;
         let counted = self.op.run(rec, Vec::new(), || {
             // SAFETY: as above; the estimation ran with `buf1`, still live and recorded. Getting
@@ -230,7 +236,13 @@ impl Sparse {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let alive = Arc::new(());
         let [_, _, buf4] = <[GpuRef<u8>; 3]>::try_from(bufs).map_err(|_| Error::invalid("c", "three nnz buffers"))?;
-        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), descr, mats: [da, db, dc], buffers: [buf4, buf5] });
+        self.reuses.push(ReuseState {
+            id,
+            alive: Arc::downgrade(&alive),
+            descr,
+            mats: [da, db, dc],
+            buffers: [buf4, buf5],
+        });
         self.trim();
         Ok(SpGemmReuse { id, stream, a: a.clone(), b: b.clone(), c, _alive: alive })
     }

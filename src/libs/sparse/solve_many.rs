@@ -2,14 +2,14 @@
 //! (a dense product sampled at a sparse matrix's pattern): one enqueue each, no host
 //! synchronization.
 
+use super::matrix::ValueType;
 use super::{
-    calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, HostScalars, DenseMatrix, Format, ManyAnalysis, Sparse,
-    SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
+    calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, DenseMatrix, Format,
+    HostScalars, ManyAnalysis, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
-use super::matrix::ValueType;
 use crate::track::Access;
 
 /// `(rows, cols)` of `op(M)` for a dense `M`.
@@ -37,7 +37,10 @@ impl Sparse {
         c: DenseMatrix<'_, T>,
     ) -> Result<Completion<()>> {
         if a.rows != a.cols {
-            return Err(Error::invalid("a", format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols)));
+            return Err(Error::invalid(
+                "a",
+                format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols),
+            ));
         }
         if !matches!(a.format, Format::Csr | Format::Coo) {
             return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
@@ -140,12 +143,17 @@ impl Sparse {
         let t = [op_a, op_b];
         let sc = HostScalars::new(alpha, beta);
         let p = calls::Sddmm { h, t, s: sc.raw(), a: da, b: db, c: dc };
-        let key = [&[op_a as u64, op_b as u64][..], &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE)]
-            .into_iter()
-            .chain([&dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..], &mat_words(&mat_key(c)), &sc.words()])
-            .flatten()
-            .copied()
-            .collect();
+        let key =
+            [&[op_a as u64, op_b as u64][..], &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE)]
+                .into_iter()
+                .chain([
+                    &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..],
+                    &mat_words(&mat_key(c)),
+                    &sc.words(),
+                ])
+                .flatten()
+                .copied()
+                .collect();
         // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers; (3) host
         // scalars of T, 16-byte aligned (`HostScalars`).
         let bytes = self.size("sddmm", key, || unsafe { calls::sddmm_size(p) })?;

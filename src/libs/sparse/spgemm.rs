@@ -6,12 +6,12 @@
 //! calling thread until the GPU has computed `C`'s structure; the copy phase, which fills `C`,
 //! is then enqueued without waiting, and `C` comes back through the completion.
 
-use super::{calls, not_in_matrix, record_matrix, HostScalars, Format, Sparse, SparseMatrix, SparseValue};
+use super::matrix::ValueType;
+use super::{calls, not_in_matrix, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
-use super::matrix::ValueType;
 use crate::track::Access;
 
 impl Sparse {

@@ -24,16 +24,25 @@ impl<T: SparseValue, I: SparseIndex> SparseVector<T, I> {
     /// data): see [`check`](Self::check).
     pub fn new(size: usize, nnz: usize, indices: &GpuRef<I>, values: &GpuRef<T>) -> Result<Self> {
         if size == 0 || size > I::MAX || i64::try_from(size).is_err() {
-            return Err(Error::invalid("size", format!("{size} is not a positive count that fits {:?} indices", I::KIND)));
+            return Err(Error::invalid(
+                "size",
+                format!("{size} is not a positive count that fits {:?} indices", I::KIND),
+            ));
         }
         if nnz > size {
             return Err(Error::invalid("nnz", format!("{nnz} nonzeros do not fit {size} entries")));
         }
         if indices.len() < nnz {
-            return Err(Error::invalid("indices", format!("holds {} entries, fewer than the {nnz} nonzeros", indices.len())));
+            return Err(Error::invalid(
+                "indices",
+                format!("holds {} entries, fewer than the {nnz} nonzeros", indices.len()),
+            ));
         }
         if values.len() < nnz {
-            return Err(Error::invalid("values", format!("holds {} entries, fewer than the {nnz} nonzeros", values.len())));
+            return Err(Error::invalid(
+                "values",
+                format!("holds {} entries, fewer than the {nnz} nonzeros", values.len()),
+            ));
         }
         if indices.device_id() != values.device_id() {
             return Err(Error::invalid("values", "the vector's buffers are on different devices"));
@@ -67,7 +76,10 @@ impl<T: SparseValue, I: SparseIndex> SparseVector<T, I> {
         let idx = self.indices.download(stream)?;
         let idx = &idx[..self.nnz];
         if let Some(i) = idx.iter().position(|&x| x.to_i64() < 0 || x.to_i64() as u64 >= self.size as u64) {
-            return Err(Error::invalid("indices", format!("entry {i} is {}, outside 0..{}", idx[i].to_i64(), self.size)));
+            return Err(Error::invalid(
+                "indices",
+                format!("entry {i} is {}, outside 0..{}", idx[i].to_i64(), self.size),
+            ));
         }
         if let Some(i) = idx.windows(2).position(|w| w[1].to_i64() <= w[0].to_i64()) {
             return Err(Error::invalid("indices", format!("do not increase from entry {i} to entry {}", i + 1)));
@@ -115,7 +127,11 @@ impl Sparse {
 
     /// `x.values[i] = y[x.indices[i]]`: reads the entries of the dense `y` at `x`'s positions
     /// into `x`'s values (`cusparseGather`).
-    pub fn gather<T: SparseValue, I: SparseIndex>(&mut self, y: &GpuRef<T>, x: &SparseVector<T, I>) -> Result<Completion<()>> {
+    pub fn gather<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        y: &GpuRef<T>,
+        x: &SparseVector<T, I>,
+    ) -> Result<Completion<()>> {
         x.fits("y", y)?;
         let mut rec = self.op.recorder("gather");
         record(&mut rec, "y", y, Access::Read)?;
@@ -131,7 +147,11 @@ impl Sparse {
 
     /// `y[x.indices[i]] = x.values[i]`: writes `x`'s stored entries into the dense `y`, leaving
     /// its other entries as they are (`cusparseScatter`).
-    pub fn scatter<T: SparseValue, I: SparseIndex>(&mut self, x: &SparseVector<T, I>, y: &GpuRef<T>) -> Result<Completion<()>> {
+    pub fn scatter<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        x: &SparseVector<T, I>,
+        y: &GpuRef<T>,
+    ) -> Result<Completion<()>> {
         x.fits("y", y)?;
         let mut rec = self.op.recorder("scatter");
         record(&mut rec, "x.indices", &x.indices, Access::Read)?;

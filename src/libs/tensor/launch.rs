@@ -22,7 +22,11 @@ fn output_access(beta: f64) -> Access {
 }
 
 /// Rejects an output that is also one of the inputs: cuTENSOR reads inputs while writing.
-fn not_an_input<T: TensorElement>(arg: &'static str, out: &GpuRef<T>, inputs: &[(&'static str, &GpuRef<T>)]) -> Result<()> {
+fn not_an_input<T: TensorElement>(
+    arg: &'static str,
+    out: &GpuRef<T>,
+    inputs: &[(&'static str, &GpuRef<T>)],
+) -> Result<()> {
     match inputs.iter().find(|(_, i)| i.same_buffer(out)) {
         Some((input, _)) => Err(Error::invalid(arg, format!("is the same buffer as input `{input}`"))),
         None => Ok(()),
@@ -32,7 +36,10 @@ fn not_an_input<T: TensorElement>(arg: &'static str, out: &GpuRef<T>, inputs: &[
 /// `c` and `d` of an elementwise op: one layout; the same buffer or distinct.
 fn c_matches_d(cl: &Layout, dl: &Layout) -> Result<()> {
     if cl.modes != dl.modes || cl.extents != dl.extents || cl.strides != dl.strides {
-        return Err(Error::invalid("c", "must have the output's modes, extents and strides (cuTENSOR takes one descriptor for both)"));
+        return Err(Error::invalid(
+            "c",
+            "must have the output's modes, extents and strides (cuTENSOR takes one descriptor for both)",
+        ));
     }
     Ok(())
 }
@@ -82,7 +89,11 @@ impl Tensor {
             compute,
             unary: vec![UnaryOp::Identity; 2],
             descs: vec![desc(a, op.a.buf), desc(b, op.b.buf), desc(d, op.d.buf)],
-            uses: vec![("a", op.a.buf, Access::Read), ("b", op.b.buf, Access::Read), ("d", op.d.buf, output_access(op.beta))],
+            uses: vec![
+                ("a", op.a.buf, Access::Read),
+                ("b", op.b.buf, Access::Read),
+                ("d", op.d.buf, output_access(op.beta)),
+            ],
             ptrs: vec![op.a.buf, op.b.buf, op.d.buf],
             scalars: [op.alpha, op.beta, 0.0],
         })
@@ -199,7 +210,14 @@ impl Tensor {
             .into_iter()
             .map(|d| Ok(OperandKey { align: alignment(&d.bufs)?, layout: d.layout }))
             .collect::<Result<Vec<_>>>()?;
-        let key = PlanKey { kind: l.kind, dtype: cuda_type::<T>(), compute: l.compute, jit: self.jit, operands, unary: l.unary };
+        let key = PlanKey {
+            kind: l.kind,
+            dtype: cuda_type::<T>(),
+            compute: l.compute,
+            jit: self.jit,
+            operands,
+            unary: l.unary,
+        };
         let plan: &RawPlan = self.plans.get_or_make(key, &self.op, |k| RawPlan::make(handle, k))?;
         let work = self.work.use_on(&self.op, &mut rec, plan.work_bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
         let ptrs = l.ptrs.iter().map(|b| dptr::<T, c_void>(b)).collect::<Result<Vec<_>>>()?;

@@ -24,8 +24,8 @@ mod ops;
 mod types;
 
 pub use ops::{Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction};
-pub use types::{BinaryOp, Compute, TensorElement, TensorRef, UnaryOp};
 use types::{compute_for, cuda_type};
+pub use types::{BinaryOp, Compute, TensorElement, TensorRef, UnaryOp};
 
 use super::dtype::CudaType;
 use super::plan_cache::PlanCache;
@@ -117,7 +117,13 @@ impl StreamLibrary for Tensor {
             op.bound_stream()?;
             Some(RawHandle::create()?)
         };
-        Ok(Tensor { op, raw, plans: PlanCache::new(32, "an evicted cuTENSOR plan"), work: Workspace::default(), jit: false })
+        Ok(Tensor {
+            op,
+            raw,
+            plans: PlanCache::new(32, "an evicted cuTENSOR plan"),
+            work: Workspace::default(),
+            jit: false,
+        })
     }
 
     fn op_stream(&mut self) -> &mut OpStream {

@@ -110,7 +110,10 @@ pub(super) fn layout(
     if len < span {
         return Err(Error::invalid(
             arg,
-            format!("holds {len} elements, but extents {extents:?} with strides {strides:?} reach element {}", span - 1),
+            format!(
+                "holds {len} elements, but extents {extents:?} with strides {strides:?} reach element {}",
+                span - 1
+            ),
         ));
     }
     Ok(Layout {
@@ -125,8 +128,14 @@ pub(super) fn layout(
 /// above 1, in increasing stride, each step past the whole of the modes below it. (Some exotic
 /// layouts that do not overlap fail this too; cuTENSOR would not take most of them either.)
 pub(super) fn no_self_overlap(arg: &'static str, l: &Layout) -> Result<()> {
-    let mut dims: Vec<(i64, i64, i32)> =
-        l.strides.iter().zip(&l.extents).zip(&l.modes).filter(|((_, &e), _)| e > 1).map(|((&s, &e), &m)| (s, e, m)).collect();
+    let mut dims: Vec<(i64, i64, i32)> = l
+        .strides
+        .iter()
+        .zip(&l.extents)
+        .zip(&l.modes)
+        .filter(|((_, &e), _)| e > 1)
+        .map(|((&s, &e), &m)| (s, e, m))
+        .collect();
     dims.sort_unstable();
     let mut reach = 1i64;
     for &(stride, extent, mode) in &dims {
@@ -184,7 +193,9 @@ pub(super) fn contraction(spec: &Spec) -> Result<()> {
             if seen < 2 {
                 return Err(Error::invalid(
                     "spec",
-                    format!("mode {c:?} appears only in `{arg}`; a contraction's modes appear in two operands or all three"),
+                    format!(
+                        "mode {c:?} appears only in `{arg}`; a contraction's modes appear in two operands or all three"
+                    ),
                 ));
             }
         }

@@ -1,10 +1,10 @@
 //! The public vocabulary of the cuTENSOR ops: operands, compute types, operators, element
 //! types.
 
+use super::modes;
 use crate::error::{Error, Result};
 use crate::libs::dtype::CudaType;
 use crate::memory::{Element, GpuRef};
-use super::modes;
 
 /// A tensor operand: a buffer and one extent per mode, with strides in elements (`None`:
 /// packed row-major, the last mode contiguous).
@@ -161,8 +161,10 @@ pub(super) fn compute_for<T: TensorElement>(compute: Option<Compute>, contractio
     };
     if !ok {
         let what = if contraction { "contraction" } else { "op" };
-        return Err(Error::invalid("compute", format!("{c:?} does not compute a {what} on {:?} data", cuda_type::<T>())));
+        return Err(Error::invalid(
+            "compute",
+            format!("{c:?} does not compute a {what} on {:?} data", cuda_type::<T>()),
+        ));
     }
     Ok(c)
 }
-

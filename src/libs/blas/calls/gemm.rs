@@ -3,9 +3,9 @@
 use super::sealed::GemmType;
 use super::{op, H};
 use crate::error::Result;
+use crate::libs::blas::Transpose;
 use crate::libs::dtype::{required, BlasCompute, CudaType, DataTypes};
 use crate::libs::Status;
-use crate::libs::blas::Transpose;
 use cudarc::cublas::sys;
 use std::ffi::{c_int, c_void};
 

@@ -35,7 +35,13 @@ pub(in crate::libs::blas) type Strided<T> = (*mut T, c_int);
 /// # Safety
 /// (1) `h` is a live handle; (2) `x` and `y` are live device buffers of the current context
 /// covering `n` elements at their increments, distinct; (3) host pointer mode.
-pub(in crate::libs::blas) unsafe fn axpy<T: RealType>(h: H, n: c_int, alpha: &T, x: Strided<T>, y: Strided<T>) -> Result<()> {
+pub(in crate::libs::blas) unsafe fn axpy<T: RealType>(
+    h: H,
+    n: c_int,
+    alpha: &T,
+    x: Strided<T>,
+    y: Strided<T>,
+) -> Result<()> {
     // SAFETY: the caller vouches for (1) to (3).
     unsafe { (T::fns().axpy)(h, n, alpha, x.0, x.1, y.0, y.1) }.check("cublas<t>axpy")
 }
@@ -71,7 +77,14 @@ pub(in crate::libs::blas) unsafe fn swap<T: RealType>(h: H, n: c_int, x: Strided
 ///
 /// # Safety
 /// As [`axpy`].
-pub(in crate::libs::blas) unsafe fn rot<T: RealType>(h: H, n: c_int, x: Strided<T>, y: Strided<T>, c: &T, s: &T) -> Result<()> {
+pub(in crate::libs::blas) unsafe fn rot<T: RealType>(
+    h: H,
+    n: c_int,
+    x: Strided<T>,
+    y: Strided<T>,
+    c: &T,
+    s: &T,
+) -> Result<()> {
     // SAFETY: the caller vouches for the handle and the buffers; `c` and `s` are host scalars.
     unsafe { (T::fns().rot)(h, n, x.0, x.1, y.0, y.1, c, s) }.check("cublas<t>rot")
 }
@@ -81,7 +94,13 @@ pub(in crate::libs::blas) unsafe fn rot<T: RealType>(h: H, n: c_int, x: Strided<
 /// # Safety
 /// (1) `h` is a live handle in device pointer mode; (2) `x` and `y` are live device buffers
 /// covering `n` elements at their increments; (3) `out` is a device-visible slot for one `T`.
-pub(in crate::libs::blas) unsafe fn dot<T: RealType>(h: H, n: c_int, x: Strided<T>, y: Strided<T>, out: *mut T) -> Result<()> {
+pub(in crate::libs::blas) unsafe fn dot<T: RealType>(
+    h: H,
+    n: c_int,
+    x: Strided<T>,
+    y: Strided<T>,
+    out: *mut T,
+) -> Result<()> {
     // SAFETY: the caller vouches for (1) to (3).
     unsafe { (T::fns().dot)(h, n, x.0, x.1, y.0, y.1, out) }.check("cublas<t>dot")
 }
@@ -99,7 +118,13 @@ pub(in crate::libs::blas) enum Norm {
 ///
 /// # Safety
 /// As [`dot`], for `x` alone.
-pub(in crate::libs::blas) unsafe fn reduce<T: RealType>(h: H, norm: Norm, n: c_int, x: Strided<T>, out: *mut T) -> Result<()> {
+pub(in crate::libs::blas) unsafe fn reduce<T: RealType>(
+    h: H,
+    norm: Norm,
+    n: c_int,
+    x: Strided<T>,
+    out: *mut T,
+) -> Result<()> {
     let (f, call) = match norm {
         Norm::Two => (T::fns().nrm2, "cublas<t>nrm2"),
         Norm::AbsSum => (T::fns().asum, "cublas<t>asum"),
@@ -112,7 +137,13 @@ pub(in crate::libs::blas) unsafe fn reduce<T: RealType>(h: H, norm: Norm, n: c_i
 ///
 /// # Safety
 /// As [`dot`], for `x` alone.
-pub(in crate::libs::blas) unsafe fn index_of<T: RealType>(h: H, max: bool, n: c_int, x: Strided<T>, out: *mut c_int) -> Result<()> {
+pub(in crate::libs::blas) unsafe fn index_of<T: RealType>(
+    h: H,
+    max: bool,
+    n: c_int,
+    x: Strided<T>,
+    out: *mut c_int,
+) -> Result<()> {
     let (f, call) = if max { (T::fns().iamax, "cublasI<t>amax") } else { (T::fns().iamin, "cublasI<t>amin") };
     // SAFETY: the caller vouches for the handle, the buffer and the slot.
     unsafe { f(h, n, x.0, x.1, out) }.check(call)

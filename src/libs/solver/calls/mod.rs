@@ -359,8 +359,7 @@ pub(super) unsafe fn potrs(
     info: *mut c_int,
 ) -> Result<()> {
     // SAFETY: the contract above.
-    unsafe { sys::cusolverDnXpotrs(h, p, fill(uplo), n, nrhs, dt, a, lda, dt, b, ldb, info) }
-        .check("cusolverDnXpotrs")
+    unsafe { sys::cusolverDnXpotrs(h, p, fill(uplo), n, nrhs, dt, a, lda, dt, b, ldb, info) }.check("cusolverDnXpotrs")
 }
 
 /// `cusolverDnXgetrf_bufferSize` or `cusolverDnXgetrf` (`ipiv` null: no pivoting).

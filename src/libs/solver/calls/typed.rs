@@ -32,23 +32,196 @@ pub trait Typed: Sized + 'static {
     unsafe fn potri_size(h: H, u: Uplo, n: I, a: V, lda: I, lwork: *mut I) -> S;
     unsafe fn potri(h: H, u: Uplo, n: I, a: V, lda: I, work: V, lwork: I, info: *mut I) -> S;
     unsafe fn syevj_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t) -> S;
-    unsafe fn syevj(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t) -> S;
+    unsafe fn syevj(
+        h: H,
+        j: Mode,
+        u: Uplo,
+        n: I,
+        a: V,
+        lda: I,
+        w: V,
+        work: V,
+        lwork: I,
+        info: *mut I,
+        p: sys::syevjInfo_t,
+    ) -> S;
     unsafe fn sygvd_size(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, lwork: *mut I) -> S;
-    unsafe fn sygvd(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, work: V, lwork: I, info: *mut I) -> S;
+    unsafe fn sygvd(
+        h: H,
+        t: Itype,
+        j: Mode,
+        u: Uplo,
+        n: I,
+        a: V,
+        lda: I,
+        b: V,
+        ldb: I,
+        w: V,
+        work: V,
+        lwork: I,
+        info: *mut I,
+    ) -> S;
     unsafe fn orgqr_size(h: H, m: I, n: I, k: I, a: V, lda: I, tau: V, lwork: *mut I) -> S;
     unsafe fn orgqr(h: H, m: I, n: I, k: I, a: V, lda: I, tau: V, work: V, lwork: I, info: *mut I) -> S;
-    unsafe fn ormqr_size(h: H, side: Side, t: Op, m: I, n: I, k: I, a: V, lda: I, tau: V, c: V, ldc: I, lwork: *mut I) -> S;
-    unsafe fn ormqr(h: H, side: Side, t: Op, m: I, n: I, k: I, a: V, lda: I, tau: V, c: V, ldc: I, work: V, lwork: I, info: *mut I) -> S;
-    unsafe fn gesvdj_size(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: Jacobi) -> S;
-    unsafe fn gesvdj(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: Jacobi) -> S;
+    unsafe fn ormqr_size(
+        h: H,
+        side: Side,
+        t: Op,
+        m: I,
+        n: I,
+        k: I,
+        a: V,
+        lda: I,
+        tau: V,
+        c: V,
+        ldc: I,
+        lwork: *mut I,
+    ) -> S;
+    unsafe fn ormqr(
+        h: H,
+        side: Side,
+        t: Op,
+        m: I,
+        n: I,
+        k: I,
+        a: V,
+        lda: I,
+        tau: V,
+        c: V,
+        ldc: I,
+        work: V,
+        lwork: I,
+        info: *mut I,
+    ) -> S;
+    unsafe fn gesvdj_size(
+        h: H,
+        j: Mode,
+        econ: I,
+        m: I,
+        n: I,
+        a: V,
+        lda: I,
+        s: V,
+        u: V,
+        ldu: I,
+        v: V,
+        ldv: I,
+        lwork: *mut I,
+        p: Jacobi,
+    ) -> S;
+    unsafe fn gesvdj(
+        h: H,
+        j: Mode,
+        econ: I,
+        m: I,
+        n: I,
+        a: V,
+        lda: I,
+        s: V,
+        u: V,
+        ldu: I,
+        v: V,
+        ldv: I,
+        work: V,
+        lwork: I,
+        info: *mut I,
+        p: Jacobi,
+    ) -> S;
     unsafe fn potrf_batched(h: H, u: Uplo, n: I, a: *mut V, lda: I, info: *mut I, batch: I) -> S;
-    unsafe fn potrs_batched(h: H, u: Uplo, n: I, nrhs: I, a: *mut V, lda: I, b: *mut V, ldb: I, info: *mut I, batch: I) -> S;
-    unsafe fn gesvdj_batched_size(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S;
-    unsafe fn gesvdj_batched(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S;
-    unsafe fn syevj_batched_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t, batch: I) -> S;
-    unsafe fn syevj_batched(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t, batch: I) -> S;
-    unsafe fn getrf_batched(h: blas::cublasHandle_t, n: I, a: *mut V, lda: I, piv: *mut I, info: *mut I, batch: I) -> blas::cublasStatus_t;
-    unsafe fn getrs_batched(h: blas::cublasHandle_t, t: blas::cublasOperation_t, n: I, nrhs: I, a: *mut V, lda: I, piv: *const I, b: *mut V, ldb: I, info: *mut I, batch: I) -> blas::cublasStatus_t;
+    unsafe fn potrs_batched(
+        h: H,
+        u: Uplo,
+        n: I,
+        nrhs: I,
+        a: *mut V,
+        lda: I,
+        b: *mut V,
+        ldb: I,
+        info: *mut I,
+        batch: I,
+    ) -> S;
+    unsafe fn gesvdj_batched_size(
+        h: H,
+        j: Mode,
+        m: I,
+        n: I,
+        a: V,
+        lda: I,
+        s: V,
+        u: V,
+        ldu: I,
+        v: V,
+        ldv: I,
+        lwork: *mut I,
+        p: sys::gesvdjInfo_t,
+        batch: I,
+    ) -> S;
+    unsafe fn gesvdj_batched(
+        h: H,
+        j: Mode,
+        m: I,
+        n: I,
+        a: V,
+        lda: I,
+        s: V,
+        u: V,
+        ldu: I,
+        v: V,
+        ldv: I,
+        work: V,
+        lwork: I,
+        info: *mut I,
+        p: sys::gesvdjInfo_t,
+        batch: I,
+    ) -> S;
+    unsafe fn syevj_batched_size(
+        h: H,
+        j: Mode,
+        u: Uplo,
+        n: I,
+        a: V,
+        lda: I,
+        w: V,
+        lwork: *mut I,
+        p: sys::syevjInfo_t,
+        batch: I,
+    ) -> S;
+    unsafe fn syevj_batched(
+        h: H,
+        j: Mode,
+        u: Uplo,
+        n: I,
+        a: V,
+        lda: I,
+        w: V,
+        work: V,
+        lwork: I,
+        info: *mut I,
+        p: sys::syevjInfo_t,
+        batch: I,
+    ) -> S;
+    unsafe fn getrf_batched(
+        h: blas::cublasHandle_t,
+        n: I,
+        a: *mut V,
+        lda: I,
+        piv: *mut I,
+        info: *mut I,
+        batch: I,
+    ) -> blas::cublasStatus_t;
+    unsafe fn getrs_batched(
+        h: blas::cublasHandle_t,
+        t: blas::cublasOperation_t,
+        n: I,
+        nrhs: I,
+        a: *mut V,
+        lda: I,
+        piv: *const I,
+        b: *mut V,
+        ldb: I,
+        info: *mut I,
+        batch: I,
+    ) -> blas::cublasStatus_t;
 }
 
 macro_rules! typed {
@@ -65,16 +238,64 @@ macro_rules! typed {
             unsafe fn potri(h: H, u: Uplo, n: I, a: V, lda: I, work: V, lwork: I, info: *mut I) -> S {
                 unsafe { sys::$potri(h, u, n, a as _, lda, work as _, lwork, info) }
             }
-            unsafe fn syevj_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t) -> S {
+            unsafe fn syevj_size(
+                h: H,
+                j: Mode,
+                u: Uplo,
+                n: I,
+                a: V,
+                lda: I,
+                w: V,
+                lwork: *mut I,
+                p: sys::syevjInfo_t,
+            ) -> S {
                 unsafe { sys::$syevj_size(h, j, u, n, a as _, lda, w as _, lwork, p) }
             }
-            unsafe fn syevj(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t) -> S {
+            unsafe fn syevj(
+                h: H,
+                j: Mode,
+                u: Uplo,
+                n: I,
+                a: V,
+                lda: I,
+                w: V,
+                work: V,
+                lwork: I,
+                info: *mut I,
+                p: sys::syevjInfo_t,
+            ) -> S {
                 unsafe { sys::$syevj(h, j, u, n, a as _, lda, w as _, work as _, lwork, info, p) }
             }
-            unsafe fn sygvd_size(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, lwork: *mut I) -> S {
+            unsafe fn sygvd_size(
+                h: H,
+                t: Itype,
+                j: Mode,
+                u: Uplo,
+                n: I,
+                a: V,
+                lda: I,
+                b: V,
+                ldb: I,
+                w: V,
+                lwork: *mut I,
+            ) -> S {
                 unsafe { sys::$sygvd_size(h, t, j, u, n, a as _, lda, b as _, ldb, w as _, lwork) }
             }
-            unsafe fn sygvd(h: H, t: Itype, j: Mode, u: Uplo, n: I, a: V, lda: I, b: V, ldb: I, w: V, work: V, lwork: I, info: *mut I) -> S {
+            unsafe fn sygvd(
+                h: H,
+                t: Itype,
+                j: Mode,
+                u: Uplo,
+                n: I,
+                a: V,
+                lda: I,
+                b: V,
+                ldb: I,
+                w: V,
+                work: V,
+                lwork: I,
+                info: *mut I,
+            ) -> S {
                 unsafe { sys::$sygvd(h, t, j, u, n, a as _, lda, b as _, ldb, w as _, work as _, lwork, info) }
             }
             unsafe fn orgqr_size(h: H, m: I, n: I, k: I, a: V, lda: I, tau: V, lwork: *mut I) -> S {
@@ -83,40 +304,199 @@ macro_rules! typed {
             unsafe fn orgqr(h: H, m: I, n: I, k: I, a: V, lda: I, tau: V, work: V, lwork: I, info: *mut I) -> S {
                 unsafe { sys::$orgqr(h, m, n, k, a as _, lda, tau as _, work as _, lwork, info) }
             }
-            unsafe fn ormqr_size(h: H, side: Side, t: Op, m: I, n: I, k: I, a: V, lda: I, tau: V, c: V, ldc: I, lwork: *mut I) -> S {
+            unsafe fn ormqr_size(
+                h: H,
+                side: Side,
+                t: Op,
+                m: I,
+                n: I,
+                k: I,
+                a: V,
+                lda: I,
+                tau: V,
+                c: V,
+                ldc: I,
+                lwork: *mut I,
+            ) -> S {
                 unsafe { sys::$ormqr_size(h, side, t, m, n, k, a as _, lda, tau as _, c as _, ldc, lwork) }
             }
-            unsafe fn ormqr(h: H, side: Side, t: Op, m: I, n: I, k: I, a: V, lda: I, tau: V, c: V, ldc: I, work: V, lwork: I, info: *mut I) -> S {
+            unsafe fn ormqr(
+                h: H,
+                side: Side,
+                t: Op,
+                m: I,
+                n: I,
+                k: I,
+                a: V,
+                lda: I,
+                tau: V,
+                c: V,
+                ldc: I,
+                work: V,
+                lwork: I,
+                info: *mut I,
+            ) -> S {
                 unsafe { sys::$ormqr(h, side, t, m, n, k, a as _, lda, tau as _, c as _, ldc, work as _, lwork, info) }
             }
-            unsafe fn gesvdj_size(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: Jacobi) -> S {
+            unsafe fn gesvdj_size(
+                h: H,
+                j: Mode,
+                econ: I,
+                m: I,
+                n: I,
+                a: V,
+                lda: I,
+                s: V,
+                u: V,
+                ldu: I,
+                v: V,
+                ldv: I,
+                lwork: *mut I,
+                p: Jacobi,
+            ) -> S {
                 unsafe { sys::$gesvdj_size(h, j, econ, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, lwork, p) }
             }
-            unsafe fn gesvdj(h: H, j: Mode, econ: I, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: Jacobi) -> S {
-                unsafe { sys::$gesvdj(h, j, econ, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, work as _, lwork, info, p) }
+            unsafe fn gesvdj(
+                h: H,
+                j: Mode,
+                econ: I,
+                m: I,
+                n: I,
+                a: V,
+                lda: I,
+                s: V,
+                u: V,
+                ldu: I,
+                v: V,
+                ldv: I,
+                work: V,
+                lwork: I,
+                info: *mut I,
+                p: Jacobi,
+            ) -> S {
+                unsafe {
+                    sys::$gesvdj(
+                        h, j, econ, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, work as _, lwork, info, p,
+                    )
+                }
             }
             unsafe fn potrf_batched(h: H, u: Uplo, n: I, a: *mut V, lda: I, info: *mut I, batch: I) -> S {
                 unsafe { sys::$potrf_batched(h, u, n, a as _, lda, info, batch) }
             }
-            unsafe fn potrs_batched(h: H, u: Uplo, n: I, nrhs: I, a: *mut V, lda: I, b: *mut V, ldb: I, info: *mut I, batch: I) -> S {
+            unsafe fn potrs_batched(
+                h: H,
+                u: Uplo,
+                n: I,
+                nrhs: I,
+                a: *mut V,
+                lda: I,
+                b: *mut V,
+                ldb: I,
+                info: *mut I,
+                batch: I,
+            ) -> S {
                 unsafe { sys::$potrs_batched(h, u, n, nrhs, a as _, lda, b as _, ldb, info, batch) }
             }
-            unsafe fn gesvdj_batched_size(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, lwork: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S {
-                unsafe { sys::$gesvdj_batched_size(h, j, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, lwork, p, batch) }
+            unsafe fn gesvdj_batched_size(
+                h: H,
+                j: Mode,
+                m: I,
+                n: I,
+                a: V,
+                lda: I,
+                s: V,
+                u: V,
+                ldu: I,
+                v: V,
+                ldv: I,
+                lwork: *mut I,
+                p: sys::gesvdjInfo_t,
+                batch: I,
+            ) -> S {
+                unsafe {
+                    sys::$gesvdj_batched_size(
+                        h, j, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, lwork, p, batch,
+                    )
+                }
             }
-            unsafe fn gesvdj_batched(h: H, j: Mode, m: I, n: I, a: V, lda: I, s: V, u: V, ldu: I, v: V, ldv: I, work: V, lwork: I, info: *mut I, p: sys::gesvdjInfo_t, batch: I) -> S {
-                unsafe { sys::$gesvdj_batched(h, j, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, work as _, lwork, info, p, batch) }
+            unsafe fn gesvdj_batched(
+                h: H,
+                j: Mode,
+                m: I,
+                n: I,
+                a: V,
+                lda: I,
+                s: V,
+                u: V,
+                ldu: I,
+                v: V,
+                ldv: I,
+                work: V,
+                lwork: I,
+                info: *mut I,
+                p: sys::gesvdjInfo_t,
+                batch: I,
+            ) -> S {
+                unsafe {
+                    sys::$gesvdj_batched(
+                        h, j, m, n, a as _, lda, s as _, u as _, ldu, v as _, ldv, work as _, lwork, info, p, batch,
+                    )
+                }
             }
-            unsafe fn syevj_batched_size(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, lwork: *mut I, p: sys::syevjInfo_t, batch: I) -> S {
+            unsafe fn syevj_batched_size(
+                h: H,
+                j: Mode,
+                u: Uplo,
+                n: I,
+                a: V,
+                lda: I,
+                w: V,
+                lwork: *mut I,
+                p: sys::syevjInfo_t,
+                batch: I,
+            ) -> S {
                 unsafe { sys::$syevj_batched_size(h, j, u, n, a as _, lda, w as _, lwork, p, batch) }
             }
-            unsafe fn syevj_batched(h: H, j: Mode, u: Uplo, n: I, a: V, lda: I, w: V, work: V, lwork: I, info: *mut I, p: sys::syevjInfo_t, batch: I) -> S {
+            unsafe fn syevj_batched(
+                h: H,
+                j: Mode,
+                u: Uplo,
+                n: I,
+                a: V,
+                lda: I,
+                w: V,
+                work: V,
+                lwork: I,
+                info: *mut I,
+                p: sys::syevjInfo_t,
+                batch: I,
+            ) -> S {
                 unsafe { sys::$syevj_batched(h, j, u, n, a as _, lda, w as _, work as _, lwork, info, p, batch) }
             }
-            unsafe fn getrf_batched(h: blas::cublasHandle_t, n: I, a: *mut V, lda: I, piv: *mut I, info: *mut I, batch: I) -> blas::cublasStatus_t {
+            unsafe fn getrf_batched(
+                h: blas::cublasHandle_t,
+                n: I,
+                a: *mut V,
+                lda: I,
+                piv: *mut I,
+                info: *mut I,
+                batch: I,
+            ) -> blas::cublasStatus_t {
                 unsafe { blas::$getrf_batched(h, n, a as _, lda, piv, info, batch) }
             }
-            unsafe fn getrs_batched(h: blas::cublasHandle_t, t: blas::cublasOperation_t, n: I, nrhs: I, a: *mut V, lda: I, piv: *const I, b: *mut V, ldb: I, info: *mut I, batch: I) -> blas::cublasStatus_t {
+            unsafe fn getrs_batched(
+                h: blas::cublasHandle_t,
+                t: blas::cublasOperation_t,
+                n: I,
+                nrhs: I,
+                a: *mut V,
+                lda: I,
+                piv: *const I,
+                b: *mut V,
+                ldb: I,
+                info: *mut I,
+                batch: I,
+            ) -> blas::cublasStatus_t {
                 unsafe { blas::$getrs_batched(h, t, n, nrhs, a as _, lda, piv, b as _, ldb, info, batch) }
             }
         }

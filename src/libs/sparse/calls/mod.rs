@@ -177,7 +177,9 @@ pub(in crate::libs::sparse) unsafe fn create_sp_mat(p: &SpMatParts) -> Result<Ow
                 let (b, row) = (p.block, sys::cusparseOrder_t::CUSPARSE_ORDER_ROW);
                 let (br, bc) = (p.rows / b, p.cols / b);
                 (
-                    sys::cusparseCreateBsr(&mut d, br, bc, p.nnz, b, b, p.major, p.minor, p.values, it, it, BASE, vt, row),
+                    sys::cusparseCreateBsr(
+                        &mut d, br, bc, p.nnz, b, b, p.major, p.minor, p.values, it, it, BASE, vt, row,
+                    ),
                     "cusparseCreateBsr",
                 )
             }
@@ -290,7 +292,12 @@ pub(in crate::libs::sparse) fn sp_mat_size(a: SpMat) -> Result<(i64, i64, i64)> 
 /// # Safety
 /// The buffers are live device buffers of the current context sized for the descriptor's rows
 /// and nonzeros.
-pub(in crate::libs::sparse) unsafe fn csr_set_pointers(a: SpMat, offsets: *mut c_void, cols: *mut c_void, values: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn csr_set_pointers(
+    a: SpMat,
+    offsets: *mut c_void,
+    cols: *mut c_void,
+    values: *mut c_void,
+) -> Result<()> {
     // SAFETY: a live descriptor; the caller vouches for the buffers.
     unsafe { sys::cusparseCsrSetPointers(a.0, offsets, cols, values) }.check("cusparseCsrSetPointers")
 }

@@ -33,19 +33,31 @@ pub(in crate::libs::sparse) struct Reuse {
 
 /// `cusparseSpGEMMreuse_workEstimation`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract.
-pub(in crate::libs::sparse) unsafe fn reuse_work_estimation(g: Reuse, size: &mut usize, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn reuse_work_estimation(
+    g: Reuse,
+    size: &mut usize,
+    buffer: *mut c_void,
+) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSpGEMMreuse_workEstimation(g.h, N, N, g.a.0 as _, g.b.0 as _, g.c.0, SPGEMM, g.d.0, size, buffer) }
-        .check("cusparseSpGEMMreuse_workEstimation")
+    unsafe {
+        sys::cusparseSpGEMMreuse_workEstimation(g.h, N, N, g.a.0 as _, g.b.0 as _, g.c.0, SPGEMM, g.d.0, size, buffer)
+    }
+    .check("cusparseSpGEMMreuse_workEstimation")
 }
 
 /// `cusparseSpGEMMreuse_nnz`: with null buffers, writes their three sizes to `sizes`.
 /// # Safety: the module's contract; the work estimation ran with its buffer, still live.
-pub(in crate::libs::sparse) unsafe fn reuse_nnz(g: Reuse, sizes: &mut [usize; 3], buffers: [*mut c_void; 3]) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn reuse_nnz(
+    g: Reuse,
+    sizes: &mut [usize; 3],
+    buffers: [*mut c_void; 3],
+) -> Result<()> {
     let [s2, s3, s4] = sizes;
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSpGEMMreuse_nnz(g.h, N, N, g.a.0 as _, g.b.0 as _, g.c.0, SPGEMM, g.d.0, s2, buffers[0], s3, buffers[1], s4, buffers[2])
+        sys::cusparseSpGEMMreuse_nnz(
+            g.h, N, N, g.a.0 as _, g.b.0 as _, g.c.0, SPGEMM, g.d.0, s2, buffers[0], s3, buffers[1], s4, buffers[2],
+        )
     }
     .check("cusparseSpGEMMreuse_nnz")
 }
@@ -65,7 +77,19 @@ pub(in crate::libs::sparse) unsafe fn reuse_copy(g: Reuse, size: &mut usize, buf
 pub(in crate::libs::sparse) unsafe fn reuse_compute(g: Reuse, s: Scalars) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSpGEMMreuse_compute(g.h, N, N, s.alpha, g.a.0 as _, g.b.0 as _, s.beta, g.c.0, data_type(s.t), SPGEMM, g.d.0)
+        sys::cusparseSpGEMMreuse_compute(
+            g.h,
+            N,
+            N,
+            s.alpha,
+            g.a.0 as _,
+            g.b.0 as _,
+            s.beta,
+            g.c.0,
+            data_type(s.t),
+            SPGEMM,
+            g.d.0,
+        )
     }
     .check("cusparseSpGEMMreuse_compute")
 }
@@ -86,8 +110,10 @@ pub(in crate::libs::sparse) unsafe fn sddmm_size(p: Sddmm) -> Result<usize> {
     let mut n = 0;
     let (ta, tb, t) = (op(p.t[0]), op(p.t[1]), data_type(p.s.t));
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSDDMM_bufferSize(p.h, ta, tb, p.s.alpha, p.a.0 as _, p.b.0 as _, p.s.beta, p.c.0, t, SDDMM, &mut n) }
-        .check("cusparseSDDMM_bufferSize")?;
+    unsafe {
+        sys::cusparseSDDMM_bufferSize(p.h, ta, tb, p.s.alpha, p.a.0 as _, p.b.0 as _, p.s.beta, p.c.0, t, SDDMM, &mut n)
+    }
+    .check("cusparseSDDMM_bufferSize")?;
     Ok(n)
 }
 
@@ -97,8 +123,10 @@ pub(in crate::libs::sparse) unsafe fn sddmm(p: Sddmm, buffer: *mut c_void) -> Re
     let (ta, tb, t) = (op(p.t[0]), op(p.t[1]), data_type(p.s.t));
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSDDMM_preprocess(p.h, ta, tb, p.s.alpha, p.a.0 as _, p.b.0 as _, p.s.beta, p.c.0, t, SDDMM, buffer)
-            .check("cusparseSDDMM_preprocess")?;
+        sys::cusparseSDDMM_preprocess(
+            p.h, ta, tb, p.s.alpha, p.a.0 as _, p.b.0 as _, p.s.beta, p.c.0, t, SDDMM, buffer,
+        )
+        .check("cusparseSDDMM_preprocess")?;
         sys::cusparseSDDMM(p.h, ta, tb, p.s.alpha, p.a.0 as _, p.b.0 as _, p.s.beta, p.c.0, t, SDDMM, buffer)
             .check("cusparseSDDMM")
     }
@@ -129,7 +157,19 @@ pub(in crate::libs::sparse) unsafe fn spsm_size(p: Spsm) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSpSM_bufferSize(p.h, op(p.t), N, p.s.alpha, p.a.0 as _, p.b.0 as _, p.c.0, data_type(p.s.t), SPSM, p.d.0, &mut n)
+        sys::cusparseSpSM_bufferSize(
+            p.h,
+            op(p.t),
+            N,
+            p.s.alpha,
+            p.a.0 as _,
+            p.b.0 as _,
+            p.c.0,
+            data_type(p.s.t),
+            SPSM,
+            p.d.0,
+            &mut n,
+        )
     }
     .check("cusparseSpSM_bufferSize")?;
     Ok(n)
@@ -140,7 +180,19 @@ pub(in crate::libs::sparse) unsafe fn spsm_size(p: Spsm) -> Result<usize> {
 pub(in crate::libs::sparse) unsafe fn spsm_analysis(p: Spsm, buffer: *mut c_void) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSpSM_analysis(p.h, op(p.t), N, p.s.alpha, p.a.0 as _, p.b.0 as _, p.c.0, data_type(p.s.t), SPSM, p.d.0, buffer)
+        sys::cusparseSpSM_analysis(
+            p.h,
+            op(p.t),
+            N,
+            p.s.alpha,
+            p.a.0 as _,
+            p.b.0 as _,
+            p.c.0,
+            data_type(p.s.t),
+            SPSM,
+            p.d.0,
+            buffer,
+        )
     }
     .check("cusparseSpSM_analysis")
 }
@@ -148,8 +200,21 @@ pub(in crate::libs::sparse) unsafe fn spsm_analysis(p: Spsm, buffer: *mut c_void
 /// `cusparseSpSM_solve`. # Safety: the module's contract; `p.d` was analysed for `p.a`.
 pub(in crate::libs::sparse) unsafe fn spsm_solve(p: Spsm) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSpSM_solve(p.h, op(p.t), N, p.s.alpha, p.a.0 as _, p.b.0 as _, p.c.0, data_type(p.s.t), SPSM, p.d.0) }
-        .check("cusparseSpSM_solve")
+    unsafe {
+        sys::cusparseSpSM_solve(
+            p.h,
+            op(p.t),
+            N,
+            p.s.alpha,
+            p.a.0 as _,
+            p.b.0 as _,
+            p.c.0,
+            data_type(p.s.t),
+            SPSM,
+            p.d.0,
+        )
+    }
+    .check("cusparseSpSM_solve")
 }
 
 /// `cusparseAxpby`: `y = alpha x + beta y`. # Safety: the module's contract.

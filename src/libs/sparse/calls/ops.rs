@@ -17,7 +17,6 @@ use crate::libs::Status;
 use cudarc::cusparse::sys;
 use std::ffi::{c_int, c_void};
 
-
 /// The scalars and compute type of an op.
 #[derive(Clone, Copy)]
 pub(in crate::libs::sparse) struct Scalars {
@@ -32,38 +31,84 @@ const SPGEMM: sys::cusparseSpGEMMAlg_t = sys::cusparseSpGEMMAlg_t::CUSPARSE_SPGE
 const SPSV: sys::cusparseSpSVAlg_t = sys::cusparseSpSVAlg_t::CUSPARSE_SPSV_ALG_DEFAULT;
 
 /// `cusparseSpMV_bufferSize`. # Safety: the module's contract.
-pub(in crate::libs::sparse) unsafe fn spmv_size(h: H, t: Transpose, s: Scalars, a: SpMat, x: DnVec, y: DnVec) -> Result<usize> {
+pub(in crate::libs::sparse) unsafe fn spmv_size(
+    h: H,
+    t: Transpose,
+    s: Scalars,
+    a: SpMat,
+    x: DnVec,
+    y: DnVec,
+) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSpMV_bufferSize(h, op(t), s.alpha, a.0 as _, x.0 as _, s.beta, y.0, data_type(s.t), SPMV, &mut n) }
-        .check("cusparseSpMV_bufferSize")?;
+    unsafe {
+        sys::cusparseSpMV_bufferSize(h, op(t), s.alpha, a.0 as _, x.0 as _, s.beta, y.0, data_type(s.t), SPMV, &mut n)
+    }
+    .check("cusparseSpMV_bufferSize")?;
     Ok(n)
 }
 
 /// `cusparseSpMV`. # Safety: the module's contract.
 #[allow(clippy::too_many_arguments)]
-pub(in crate::libs::sparse) unsafe fn spmv(h: H, t: Transpose, s: Scalars, a: SpMat, x: DnVec, y: DnVec, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn spmv(
+    h: H,
+    t: Transpose,
+    s: Scalars,
+    a: SpMat,
+    x: DnVec,
+    y: DnVec,
+    buffer: *mut c_void,
+) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseSpMV(h, op(t), s.alpha, a.0 as _, x.0 as _, s.beta, y.0, data_type(s.t), SPMV, buffer) }
         .check("cusparseSpMV")
 }
 
 /// `cusparseSpMM_bufferSize`. # Safety: the module's contract.
-pub(in crate::libs::sparse) unsafe fn spmm_size(h: H, t: [Transpose; 2], s: Scalars, a: SpMat, b: DnMat, c: DnMat) -> Result<usize> {
+pub(in crate::libs::sparse) unsafe fn spmm_size(
+    h: H,
+    t: [Transpose; 2],
+    s: Scalars,
+    a: SpMat,
+    b: DnMat,
+    c: DnMat,
+) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSpMM_bufferSize(h, op(t[0]), op(t[1]), s.alpha, a.0 as _, b.0 as _, s.beta, c.0, data_type(s.t), SPMM, &mut n)
+        sys::cusparseSpMM_bufferSize(
+            h,
+            op(t[0]),
+            op(t[1]),
+            s.alpha,
+            a.0 as _,
+            b.0 as _,
+            s.beta,
+            c.0,
+            data_type(s.t),
+            SPMM,
+            &mut n,
+        )
     }
     .check("cusparseSpMM_bufferSize")?;
     Ok(n)
 }
 
 /// `cusparseSpMM`. # Safety: the module's contract.
-pub(in crate::libs::sparse) unsafe fn spmm(h: H, t: [Transpose; 2], s: Scalars, a: SpMat, b: DnMat, c: DnMat, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn spmm(
+    h: H,
+    t: [Transpose; 2],
+    s: Scalars,
+    a: SpMat,
+    b: DnMat,
+    c: DnMat,
+    buffer: *mut c_void,
+) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSpMM(h, op(t[0]), op(t[1]), s.alpha, a.0 as _, b.0 as _, s.beta, c.0, data_type(s.t), SPMM, buffer) }
-        .check("cusparseSpMM")
+    unsafe {
+        sys::cusparseSpMM(h, op(t[0]), op(t[1]), s.alpha, a.0 as _, b.0 as _, s.beta, c.0, data_type(s.t), SPMM, buffer)
+    }
+    .check("cusparseSpMM")
 }
 
 /// `cusparseSpGEMM_createDescr`.
@@ -87,12 +132,28 @@ pub(in crate::libs::sparse) struct SpGemmArgs {
 
 /// `cusparseSpGEMM_workEstimation`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract; `size` holds the buffer's size when `buffer` is not null.
-pub(in crate::libs::sparse) unsafe fn spgemm_work_estimation(g: SpGemmArgs, size: &mut usize, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn spgemm_work_estimation(
+    g: SpGemmArgs,
+    size: &mut usize,
+    buffer: *mut c_void,
+) -> Result<()> {
     let n = sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
     // SAFETY: the caller keeps the module's contract.
     unsafe {
         sys::cusparseSpGEMM_workEstimation(
-            g.h, n, n, g.s.alpha, g.a.0 as _, g.b.0 as _, g.s.beta, g.c.0, data_type(g.s.t), SPGEMM, g.d.0, size, buffer,
+            g.h,
+            n,
+            n,
+            g.s.alpha,
+            g.a.0 as _,
+            g.b.0 as _,
+            g.s.beta,
+            g.c.0,
+            data_type(g.s.t),
+            SPGEMM,
+            g.d.0,
+            size,
+            buffer,
         )
     }
     .check("cusparseSpGEMM_workEstimation")
@@ -100,12 +161,28 @@ pub(in crate::libs::sparse) unsafe fn spgemm_work_estimation(g: SpGemmArgs, size
 
 /// `cusparseSpGEMM_compute`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract; the work estimation ran with its buffer, still live.
-pub(in crate::libs::sparse) unsafe fn spgemm_compute(g: SpGemmArgs, size: &mut usize, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn spgemm_compute(
+    g: SpGemmArgs,
+    size: &mut usize,
+    buffer: *mut c_void,
+) -> Result<()> {
     let n = sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
     // SAFETY: the caller keeps the module's contract.
     unsafe {
         sys::cusparseSpGEMM_compute(
-            g.h, n, n, g.s.alpha, g.a.0 as _, g.b.0 as _, g.s.beta, g.c.0, data_type(g.s.t), SPGEMM, g.d.0, size, buffer,
+            g.h,
+            n,
+            n,
+            g.s.alpha,
+            g.a.0 as _,
+            g.b.0 as _,
+            g.s.beta,
+            g.c.0,
+            data_type(g.s.t),
+            SPGEMM,
+            g.d.0,
+            size,
+            buffer,
         )
     }
     .check("cusparseSpGEMM_compute")
@@ -118,7 +195,19 @@ pub(in crate::libs::sparse) unsafe fn spgemm_copy(g: SpGemmArgs) -> Result<()> {
     let n = sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
     // SAFETY: the caller keeps the module's contract.
     unsafe {
-        sys::cusparseSpGEMM_copy(g.h, n, n, g.s.alpha, g.a.0 as _, g.b.0 as _, g.s.beta, g.c.0, data_type(g.s.t), SPGEMM, g.d.0)
+        sys::cusparseSpGEMM_copy(
+            g.h,
+            n,
+            n,
+            g.s.alpha,
+            g.a.0 as _,
+            g.b.0 as _,
+            g.s.beta,
+            g.c.0,
+            data_type(g.s.t),
+            SPGEMM,
+            g.d.0,
+        )
     }
     .check("cusparseSpGEMM_copy")
 }
@@ -132,25 +221,52 @@ pub(in crate::libs::sparse) fn spsv_descr() -> Result<crate::libs::object::Owned
 }
 
 /// `cusparseSpSV_bufferSize`. # Safety: the module's contract.
-pub(in crate::libs::sparse) unsafe fn spsv_size(h: H, t: Transpose, s: Scalars, a: SpMat, x: DnVec, y: DnVec, d: SpSv) -> Result<usize> {
+pub(in crate::libs::sparse) unsafe fn spsv_size(
+    h: H,
+    t: Transpose,
+    s: Scalars,
+    a: SpMat,
+    x: DnVec,
+    y: DnVec,
+    d: SpSv,
+) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSpSV_bufferSize(h, op(t), s.alpha, a.0 as _, x.0 as _, y.0, data_type(s.t), SPSV, d.0, &mut n) }
-        .check("cusparseSpSV_bufferSize")?;
+    unsafe {
+        sys::cusparseSpSV_bufferSize(h, op(t), s.alpha, a.0 as _, x.0 as _, y.0, data_type(s.t), SPSV, d.0, &mut n)
+    }
+    .check("cusparseSpSV_bufferSize")?;
     Ok(n)
 }
 
 /// `cusparseSpSV_analysis`. # Safety: the module's contract; `buffer` stays live and unused by
 /// other work for as long as `d` is solved with.
 #[allow(clippy::too_many_arguments)]
-pub(in crate::libs::sparse) unsafe fn spsv_analysis(h: H, t: Transpose, s: Scalars, a: SpMat, x: DnVec, y: DnVec, d: SpSv, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn spsv_analysis(
+    h: H,
+    t: Transpose,
+    s: Scalars,
+    a: SpMat,
+    x: DnVec,
+    y: DnVec,
+    d: SpSv,
+    buffer: *mut c_void,
+) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseSpSV_analysis(h, op(t), s.alpha, a.0 as _, x.0 as _, y.0, data_type(s.t), SPSV, d.0, buffer) }
         .check("cusparseSpSV_analysis")
 }
 
 /// `cusparseSpSV_solve`. # Safety: the module's contract; `d` was analysed for `a`.
-pub(in crate::libs::sparse) unsafe fn spsv_solve(h: H, t: Transpose, s: Scalars, a: SpMat, x: DnVec, y: DnVec, d: SpSv) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn spsv_solve(
+    h: H,
+    t: Transpose,
+    s: Scalars,
+    a: SpMat,
+    x: DnVec,
+    y: DnVec,
+    d: SpSv,
+) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseSpSV_solve(h, op(t), s.alpha, a.0 as _, x.0 as _, y.0, data_type(s.t), SPSV, d.0) }
         .check("cusparseSpSV_solve")
@@ -169,7 +285,12 @@ pub(in crate::libs::sparse) struct Csr2Csc {
 
 /// `cusparseCsr2cscEx2`, or its size query when `size` is `Some`.
 /// # Safety: the module's contract for the raw arrays in `p` (offsets, indices, values each).
-pub(in crate::libs::sparse) unsafe fn csr2csc(h: H, p: &Csr2Csc, size: Option<&mut usize>, buffer: *mut c_void) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn csr2csc(
+    h: H,
+    p: &Csr2Csc,
+    size: Option<&mut usize>,
+    buffer: *mut c_void,
+) -> Result<()> {
     let action = sys::cusparseAction_t::CUSPARSE_ACTION_NUMERIC;
     let alg = sys::cusparseCsr2CscAlg_t::CUSPARSE_CSR2CSC_ALG1;
     let [ro, ci, v] = p.csr;
@@ -182,8 +303,10 @@ pub(in crate::libs::sparse) unsafe fn csr2csc(h: H, p: &Csr2Csc, size: Option<&m
                 h, p.m, p.n, p.nnz, v as _, ro as _, ci as _, cv, co as _, ri as _, t, action, BASE, alg, size,
             )
             .check("cusparseCsr2cscEx2_bufferSize"),
-            None => sys::cusparseCsr2cscEx2(h, p.m, p.n, p.nnz, v as _, ro as _, ci as _, cv, co as _, ri as _, t, action, BASE, alg, buffer)
-                .check("cusparseCsr2cscEx2"),
+            None => sys::cusparseCsr2cscEx2(
+                h, p.m, p.n, p.nnz, v as _, ro as _, ci as _, cv, co as _, ri as _, t, action, BASE, alg, buffer,
+            )
+            .check("cusparseCsr2cscEx2"),
         }
     }
 }
@@ -195,13 +318,20 @@ const S2D: sys::cusparseSparseToDenseAlg_t = sys::cusparseSparseToDenseAlg_t::CU
 pub(in crate::libs::sparse) unsafe fn dense_to_sparse_size(h: H, a: DnMat, b: SpMat) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseDenseToSparse_bufferSize(h, a.0 as _, b.0, D2S, &mut n) }.check("cusparseDenseToSparse_bufferSize")?;
+    unsafe { sys::cusparseDenseToSparse_bufferSize(h, a.0 as _, b.0, D2S, &mut n) }
+        .check("cusparseDenseToSparse_bufferSize")?;
     Ok(n)
 }
 
 /// `cusparseDenseToSparse_analysis` (`convert: false`) or `_convert`.
 /// # Safety: the module's contract; for `convert`, the analysis ran with the same buffer.
-pub(in crate::libs::sparse) unsafe fn dense_to_sparse(h: H, a: DnMat, b: SpMat, buffer: *mut c_void, convert: bool) -> Result<()> {
+pub(in crate::libs::sparse) unsafe fn dense_to_sparse(
+    h: H,
+    a: DnMat,
+    b: SpMat,
+    buffer: *mut c_void,
+    convert: bool,
+) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe {
         if convert {
@@ -216,7 +346,8 @@ pub(in crate::libs::sparse) unsafe fn dense_to_sparse(h: H, a: DnMat, b: SpMat, 
 pub(in crate::libs::sparse) unsafe fn sparse_to_dense_size(h: H, a: SpMat, b: DnMat) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
-    unsafe { sys::cusparseSparseToDense_bufferSize(h, a.0 as _, b.0, S2D, &mut n) }.check("cusparseSparseToDense_bufferSize")?;
+    unsafe { sys::cusparseSparseToDense_bufferSize(h, a.0 as _, b.0, S2D, &mut n) }
+        .check("cusparseSparseToDense_bufferSize")?;
     Ok(n)
 }
 

@@ -132,7 +132,7 @@ fn data_type(t: CudaType) -> Result<sys::cutensorDataType_t> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    
+
     #[test]
     fn cuda_types_agree() {
         use sys::cutensorDataType_t as D;

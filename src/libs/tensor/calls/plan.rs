@@ -77,22 +77,69 @@ impl RawPlan {
         let status = unsafe {
             match key.kind {
                 Kind::Contraction => sys::cutensorCreateContraction(
-                    h, &mut op, d(0), m(0), unary(ops[0]), d(1), m(1), unary(ops[1]), d(2), m(2),
-                    unary(UnaryOp::Identity), d(2), m(2), compute,
+                    h,
+                    &mut op,
+                    d(0),
+                    m(0),
+                    unary(ops[0]),
+                    d(1),
+                    m(1),
+                    unary(ops[1]),
+                    d(2),
+                    m(2),
+                    unary(UnaryOp::Identity),
+                    d(2),
+                    m(2),
+                    compute,
                 ),
                 Kind::Reduction(reduce) => sys::cutensorCreateReduction(
-                    h, &mut op, d(0), m(0), unary(ops[0]), d(1), m(1), unary(UnaryOp::Identity), d(1), m(1),
-                    binary(reduce), compute,
+                    h,
+                    &mut op,
+                    d(0),
+                    m(0),
+                    unary(ops[0]),
+                    d(1),
+                    m(1),
+                    unary(UnaryOp::Identity),
+                    d(1),
+                    m(1),
+                    binary(reduce),
+                    compute,
                 ),
                 Kind::Permutation => {
                     sys::cutensorCreatePermutation(h, &mut op, d(0), m(0), unary(ops[0]), d(1), m(1), compute)
                 }
                 Kind::Binary(ac) => sys::cutensorCreateElementwiseBinary(
-                    h, &mut op, d(0), m(0), unary(ops[0]), d(1), m(1), unary(ops[1]), d(1), m(1), binary(ac), compute,
+                    h,
+                    &mut op,
+                    d(0),
+                    m(0),
+                    unary(ops[0]),
+                    d(1),
+                    m(1),
+                    unary(ops[1]),
+                    d(1),
+                    m(1),
+                    binary(ac),
+                    compute,
                 ),
                 Kind::Trinary(ab, abc) => sys::cutensorCreateElementwiseTrinary(
-                    h, &mut op, d(0), m(0), unary(ops[0]), d(1), m(1), unary(ops[1]), d(2), m(2), unary(ops[2]),
-                    d(2), m(2), binary(ab), binary(abc), compute,
+                    h,
+                    &mut op,
+                    d(0),
+                    m(0),
+                    unary(ops[0]),
+                    d(1),
+                    m(1),
+                    unary(ops[1]),
+                    d(2),
+                    m(2),
+                    unary(ops[2]),
+                    d(2),
+                    m(2),
+                    binary(ab),
+                    binary(abc),
+                    compute,
                 ),
             }
         };
@@ -138,8 +185,10 @@ impl RawPlan {
             )
         }
         .check("cutensorPlanGetAttribute")?;
-        let work_bytes = usize::try_from(need.min(estimate))
-            .map_err(|_| Error::Library { call: "cutensorPlanGetAttribute", status: format!("a workspace of {need} bytes") })?;
+        let work_bytes = usize::try_from(need.min(estimate)).map_err(|_| Error::Library {
+            call: "cutensorPlanGetAttribute",
+            status: format!("a workspace of {need} bytes"),
+        })?;
         Ok(RawPlan { plan, _pref: pref, _op: op, _descs: descs, scalar, work_bytes })
     }
 
@@ -180,21 +229,32 @@ impl RawPlan {
         // kind's plan was made for, in order.
         unsafe {
             match kind {
-                Kind::Contraction => sys::cutensorContract(
-                    h, p, alpha.ptr(), ptrs[0], ptrs[1], beta.ptr(), ptrs[2], ptrs[2], work, w, s,
-                )
-                .check("cutensorContract"),
+                Kind::Contraction => {
+                    sys::cutensorContract(h, p, alpha.ptr(), ptrs[0], ptrs[1], beta.ptr(), ptrs[2], ptrs[2], work, w, s)
+                        .check("cutensorContract")
+                }
                 Kind::Reduction(_) => {
                     sys::cutensorReduce(h, p, alpha.ptr(), ptrs[0], beta.ptr(), ptrs[1], ptrs[1], work, w, s)
                         .check("cutensorReduce")
                 }
-                Kind::Permutation => sys::cutensorPermute(h, p, alpha.ptr(), ptrs[0], ptrs[1], s).check("cutensorPermute"),
+                Kind::Permutation => {
+                    sys::cutensorPermute(h, p, alpha.ptr(), ptrs[0], ptrs[1], s).check("cutensorPermute")
+                }
                 Kind::Binary(_) => {
                     sys::cutensorElementwiseBinaryExecute(h, p, alpha.ptr(), ptrs[0], gamma.ptr(), ptrs[1], ptrs[2], s)
                         .check("cutensorElementwiseBinaryExecute")
                 }
                 Kind::Trinary(..) => sys::cutensorElementwiseTrinaryExecute(
-                    h, p, alpha.ptr(), ptrs[0], beta.ptr(), ptrs[1], gamma.ptr(), ptrs[2], ptrs[3], s,
+                    h,
+                    p,
+                    alpha.ptr(),
+                    ptrs[0],
+                    beta.ptr(),
+                    ptrs[1],
+                    gamma.ptr(),
+                    ptrs[2],
+                    ptrs[3],
+                    s,
                 )
                 .check("cutensorElementwiseTrinaryExecute"),
             }
