@@ -265,12 +265,12 @@ pub enum Error {
         status: DriverError,
     },
 
-    /// A lane job's use of a buffer would take effect after a conflicting use by a job
-    /// submitted after it on another lane: undeclared jobs are ordered by commit, and this
-    /// one came too late for the order the program submitted them in. Nothing of the op was
+    /// A lane job's use of a buffer would take effect after a conflicting use by a job the
+    /// same thread submitted after it on another lane: undeclared jobs are ordered by commit,
+    /// and this one came too late for the order the thread submitted them in. Nothing of the op was
     /// enqueued. See [`DeviceConfig::submit_order`](crate::DeviceConfig::submit_order).
     #[error(
-        "{buffer}: job #{older_submit} on {older_lane} would use it after job #{younger_submit} on {younger_lane}, submitted after it, already made a conflicting use ({order} out of submit order); declare both jobs' uses with lane.job().read(..)/.write(..), or wait for the first job's Completion::wait_committed before submitting the second"
+        "{buffer}: job #{older_submit} on {older_lane} would use it after job #{younger_submit} on {younger_lane}, which the same thread submitted after it, already made a conflicting use ({order} out of submit order); declare both jobs' uses with lane.job().read(..)/.write(..), or wait for the first job's Completion::wait_committed before submitting the second"
     )]
     SubmitOrder {
         /// The buffer, as errors name it (`buffer #N "label"`).

@@ -169,6 +169,35 @@ fn each_conflict_kind_committed_against_submit_order_is_reported_naming_both_job
     });
 }
 
+/// Submit order is one thread's program order: the same inversion, with each job submitted by
+/// a thread of its own (the second strictly after the first), has no order the program stated
+/// and is not reported, as accumulations from several threads must not be.
+#[test]
+fn jobs_submitted_by_two_threads_are_not_compared() {
+    bounded(LIMIT, || {
+        let d = sim();
+        let (a, b) = (d.lane("older").unwrap(), d.lane("younger").unwrap());
+        let x = d.alloc_zeros::<f32>(d.default_stream(), 4).unwrap().with_label("x");
+        d.synchronize(d.default_stream()).unwrap();
+        let (xa, xb) = (x.clone(), x.clone());
+        let first = std::thread::scope(|t| {
+            t.spawn(|| {
+                a.submit(move |cx| {
+                    std::thread::sleep(Duration::from_millis(5));
+                    touch(cx, &xa, Access::Write)
+                })
+            })
+            .join()
+            .unwrap()
+        });
+        let second =
+            std::thread::scope(|t| t.spawn(|| b.submit(move |cx| touch(cx, &xb, Access::Write))).join().unwrap());
+        second.wait().unwrap();
+        first.wait().unwrap();
+        assert_eq!(d.sim_hazards().unwrap(), vec![]);
+    });
+}
+
 #[test]
 fn reads_committed_against_submit_order_are_not_reported() {
     bounded(LIMIT, || {

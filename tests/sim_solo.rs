@@ -978,11 +978,11 @@ fn streams_past_the_close_that_touch_no_solo_memory_stop_checking_solo_mode() {
     let z = d.alloc_zeros::<u32>(s1, 4).unwrap();
     // The floor is done, and known to be.
     d.synchronize(s0).unwrap();
-    let checks = d.stream_stats(s1).unwrap().solo_checks;
+    let checks = d.stream_stats(s1).unwrap().one_stream_checks;
     for _ in 0..1000 {
         add(&d, s1, &z, 1, Duration::ZERO).unwrap();
     }
-    let checks = d.stream_stats(s1).unwrap().solo_checks - checks;
+    let checks = d.stream_stats(s1).unwrap().one_stream_checks - checks;
     assert!(checks <= 1, "1,000 launches on s1 of new memory looked at solo mode {checks} times");
     let y = d.alloc_zeros::<u32>(s1, 4).unwrap();
     copy(&d, s1, &y, &x).unwrap();

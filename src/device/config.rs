@@ -53,8 +53,9 @@ pub struct DeviceConfig {
     /// [`Device::trim_host_cache`]. Unused by the simulator, which has no pinned memory.
     pub host_cache_limit: Option<usize>,
     /// What happens when a lane job's use of a buffer would take effect after a conflicting
-    /// use by a job submitted after it on another lane (an undeclared job, ordered by commit,
-    /// that came too late for the order the program submitted them in). Default
+    /// use by a job the same thread submitted after it on another lane (an undeclared job,
+    /// ordered by commit, that came too late for the order the thread submitted them in; jobs
+    /// that two threads submit have no such order, and are never compared). Default
     /// [`SubmitOrderCheck::Error`]: the op fails with [`Error::SubmitOrder`] naming both jobs
     /// and the buffer before it enqueues anything, since going on would compute with data the
     /// program did not mean (on the simulator the same finding is a

@@ -301,7 +301,8 @@ impl Lane {
     ///
     /// Such an inversion is not silent: every job carries its submit number, each buffer
     /// remembers the jobs of its last write and of the reads since, and when a job's use
-    /// would take effect after a conflicting use by a job submitted after it on another lane,
+    /// would take effect after a conflicting use by a job the same thread submitted after it on
+    /// another lane (jobs submitted by two threads have no order to keep, and are not compared),
     /// the older job's op fails before it enqueues anything, with [`Error::SubmitOrder`]
     /// naming both jobs and the buffer (on the simulator, a
     /// [`HazardKind::SubmitOrder`](crate::HazardKind::SubmitOrder) hazard); see

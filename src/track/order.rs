@@ -1,7 +1,11 @@
 //! Submit order across lanes: every lane job carries its submit number, every buffer remembers
 //! the job (submit number and stream) of its last write and of its youngest read since, and a
-//! job's use that would take effect after a conflicting use by a job submitted after it, on
-//! another stream, is an inversion of the order the program submitted them in.
+//! job's use that would take effect after a conflicting use by a job the same thread submitted
+//! after it, on another stream, is an inversion of the order the program submitted them in.
+//!
+//! Submit order is one thread's program order: jobs that two threads submit without waiting
+//! for each other have no order the program stated (accumulations from several threads, say),
+//! so a submit number carries its thread and only numbers of one thread are compared.
 //!
 //! Declared jobs keep submit order through their reservations; undeclared jobs are ordered by
 //! commit, so the check is what catches the program that relied on submit order there. It
@@ -25,13 +29,39 @@ use crate::hazard::{Hazard, HazardKind, OpOrigin, SimOp};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The next submit number: process-wide, so that jobs of lanes of several devices (peers)
-/// compare too. One thread's submits get increasing numbers (a single atomic's modification
-/// order follows each thread's program order), and so do submits ordered by a wait between
-/// them.
+/// Bits of a submit number below its thread's tag: the thread's own count of submits.
+const COUNT_BITS: u32 = 40;
+
+/// The next submit number of this thread: its thread's tag (process-wide, from 1) above
+/// [`COUNT_BITS`] bits of the thread's own count, so that jobs of lanes of several devices
+/// (peers) compare too, and jobs of two threads never do.
 pub(crate) fn next_submit() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+    static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    // A submit from a thread-local's destructor, once this one is gone, takes a tag of its own.
+    NEXT.try_with(|n| {
+        let mut next = n.get();
+        if next == 0 {
+            next = NEXT_THREAD.fetch_add(1, Ordering::Relaxed) << COUNT_BITS;
+        }
+        next += 1;
+        n.set(next);
+        next
+    })
+    .unwrap_or_else(|_| (NEXT_THREAD.fetch_add(1, Ordering::Relaxed) << COUNT_BITS) + 1)
+}
+
+/// Whether submit numbers `a` and `b` were taken by one thread.
+#[inline(always)]
+pub(crate) fn same_thread(a: u64, b: u64) -> bool {
+    a >> COUNT_BITS == b >> COUNT_BITS
+}
+
+/// A submit number as errors show it: the count within its thread.
+pub(crate) fn shown(seq: u64) -> u64 {
+    seq & ((1 << COUNT_BITS) - 1)
 }
 
 /// Which job made a use: its submit number (0: not a lane job) and its stream.
@@ -51,11 +81,14 @@ impl Stamp {
         Stamp { seq, device: stream.device, stream: stream.index }
     }
 
-    /// Whether `other` was made by a job submitted after this one, on another stream (one
-    /// stream's jobs run in queue order, whatever their numbers).
+    /// Whether `other` was made by a job this one's thread submitted after it, on another
+    /// stream (one stream's jobs run in queue order, whatever their numbers). A use outside
+    /// jobs (submit number 0, thread tag 0) never matches a job's.
     #[inline(always)]
     pub(crate) fn precedes(self, other: Stamp) -> bool {
-        other.seq > self.seq && (other.stream != self.stream || other.device != self.device)
+        other.seq > self.seq
+            && same_thread(other.seq, self.seq)
+            && (other.stream != self.stream || other.device != self.device)
     }
 }
 
@@ -157,8 +190,8 @@ pub(crate) fn report(device: &DeviceShared, inv: Inversion, op: Option<Arc<str>>
             buffer: inv.buffer.0,
             label: inv.label.clone(),
             kind: HazardKind::SubmitOrder,
-            earlier: SimOp { stream: inv.theirs.stream, op: inv.theirs.seq },
-            later: SimOp { stream: inv.mine.stream, op: inv.mine.seq },
+            earlier: SimOp { stream: inv.theirs.stream, op: shown(inv.theirs.seq) },
+            later: SimOp { stream: inv.mine.stream, op: shown(inv.mine.seq) },
             earlier_origin: OpOrigin { kernel: None, lane: lane_of(inv.theirs) },
             later_origin: OpOrigin { kernel: op, lane: lane_of(inv.mine) },
             access: if inv.theirs_wrote { inv.access } else { Access::Write },
@@ -171,9 +204,9 @@ pub(crate) fn report(device: &DeviceShared, inv: Inversion, op: Option<Arc<str>>
         buffer: inv.name,
         order: intended(inv.access.writes(), inv.theirs_wrote),
         older_lane,
-        older_submit: inv.mine.seq,
+        older_submit: shown(inv.mine.seq),
         younger_lane,
-        younger_submit: inv.theirs.seq,
+        younger_submit: shown(inv.theirs.seq),
     };
     if device.config.submit_order == SubmitOrderCheck::Error {
         return Err(err);

@@ -342,7 +342,11 @@ pub(crate) fn note_submitted(submit: u64) {
         let _ = JOB.try_with(|j| {
             if let Ok(mut j) = j.try_borrow_mut() {
                 if let Some(scope) = j.as_mut() {
-                    scope.submit = scope.submit.max(submit);
+                    // Only a later number of the job's own submitting thread: a nested
+                    // submit from a lane's thread is never compared with the job's uses.
+                    if crate::track::order::same_thread(scope.submit, submit) {
+                        scope.submit = scope.submit.max(submit);
+                    }
                 }
             }
         });

@@ -49,10 +49,11 @@ pub struct StreamStats {
     /// `cuEventRecord` calls the tracker made: at commit once several streams are in use, else
     /// only when a host wait, a query, a free or another stream needed a position.
     pub recorded: u64,
-    /// Launches on the stream that looked at its device's solo mode (see
-    /// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch)) before taking their marks:
-    /// none once the stream is past it.
-    pub solo_checks: u64,
+    /// Launches on the stream that checked whether launches of the device's one-stream period
+    /// (when launches hold no buffer; see [`LaunchRecorder::launch`](crate::LaunchRecorder::launch))
+    /// still had to be ordered before them: none once the stream has been ordered after that
+    /// period's end.
+    pub one_stream_checks: u64,
 }
 
 impl std::ops::AddAssign for StreamStats {
@@ -60,7 +61,7 @@ impl std::ops::AddAssign for StreamStats {
         self.waits += o.waits;
         self.events += o.events;
         self.recorded += o.recorded;
-        self.solo_checks += o.solo_checks;
+        self.one_stream_checks += o.one_stream_checks;
     }
 }
 
@@ -122,7 +123,7 @@ pub(crate) struct StreamSlot {
     /// The stream is past its device's solo mode: it waited on the floor, or took it as a
     /// fence candidate that cost nothing, or is the solo stream and the floor is recorded.
     floor_seen: AtomicBool,
-    /// Launches that looked at the device's solo mode (`StreamStats::solo_checks`); counted
+    /// Launches that looked at the device's solo mode (`StreamStats::one_stream_checks`); counted
     /// off the fast path only.
     solo_checks: AtomicU64,
 }
@@ -324,7 +325,7 @@ impl StreamSlot {
     /// The stream's counters so far.
     pub(crate) fn stats(&self) -> StreamStats {
         let stats = crate::sync::lock(&self.state).stats;
-        StreamStats { solo_checks: self.solo_checks.load(Ordering::Relaxed), ..stats }
+        StreamStats { one_stream_checks: self.solo_checks.load(Ordering::Relaxed), ..stats }
     }
 }
 

@@ -23,6 +23,20 @@ pub fn gpu() -> Option<Device> {
     }
 }
 
+/// [`gpu`] with `config`.
+pub fn gpu_with(config: cusched::DeviceConfig) -> Option<Device> {
+    match Device::open_with(0, config) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            if std::env::var("CUSCHED_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("CUSCHED_REQUIRE_GPU=1 but no usable GPU: {e}");
+            }
+            eprintln!("skipping GPU test: {e}");
+            None
+        }
+    }
+}
+
 /// A simulated device with short random delays.
 pub fn sim() -> Device {
     sim_with(true)
