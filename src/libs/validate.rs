@@ -125,6 +125,23 @@ pub(crate) fn covers<T: Element>(arg: &'static str, buf: &GpuRef<T>, needed: Opt
     Ok(())
 }
 
+/// Checks that no operand the library writes is another operand: `uses` lists `(argument,
+/// buffer id, written)`. The error names the written argument and the other one.
+pub(crate) fn no_aliasing(uses: &[(&'static str, u64, bool)]) -> Result<()> {
+    for (i, &(arg, id, written)) in uses.iter().enumerate() {
+        for &(other, other_id, other_written) in &uses[..i] {
+            if id == other_id && (written || other_written) {
+                let (out, with) = if written { (arg, other) } else { (other, arg) };
+                return Err(Error::invalid(
+                    out,
+                    format!("must not be the same buffer as `{with}`: the library writes one while using the other"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks that two buffers are not the same allocation where the library forbids aliasing.
 pub(crate) fn distinct<T: Element, U: Element>(arg: &'static str, a: &GpuRef<T>, b: &GpuRef<U>) -> Result<()> {
     if a.id() == b.id() {

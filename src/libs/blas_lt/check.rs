@@ -272,23 +272,6 @@ fn fp8_epilogue(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
     ))
 }
 
-/// Checks that no buffer the matmul writes is another operand: `uses` lists
-/// `(argument, buffer id, written)`. The error names the written argument and the other one.
-fn no_aliasing(uses: &[(&'static str, u64, bool)]) -> Result<()> {
-    for (i, &(arg, id, written)) in uses.iter().enumerate() {
-        for &(other, other_id, other_written) in &uses[..i] {
-            if id == other_id && (written || other_written) {
-                let (out, with) = if written { (arg, other) } else { (other, arg) };
-                return Err(Error::invalid(
-                    out,
-                    format!("must not be the same buffer as `{with}`: cuBLASLt writes one while using the other"),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Checks everything but the device (compute capability) and the buffers' devices and
 /// generations (the recorder checks those).
 pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
@@ -497,7 +480,7 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     if let (Some((arg, id, ..)), Some(use_)) = (epi.aux, kind.aux()) {
         uses.push((arg, id, use_.write));
     }
-    no_aliasing(&uses)?;
+    check::no_aliasing(&uses)?;
 
     if fp8 && (ta != Transpose::Yes || tb != Transpose::No) {
         let (arg, how) = match (swapped, ta != Transpose::Yes) {

@@ -349,7 +349,7 @@ impl Solver {
         check::distinct("u", g.a, g.u)?;
         check::distinct("v", g.a, g.v)?;
         check::distinct("v", g.u, g.v)?;
-        super::outputs_distinct("s", g.s, &[("u", g.u.id()), ("v", g.v.id())])?;
+        check::no_aliasing(&[("u", g.u.id(), false), ("v", g.v.id(), false), ("s", g.s.id(), true)])?;
         let mut rec = self.op.recorder("gesvdjBatched");
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         record(&mut rec, "s", g.s, Access::Write)?;

@@ -169,7 +169,12 @@ impl Solver {
         check::distinct("u", g.a, g.u)?;
         check::distinct("vt", g.a, g.vt)?;
         check::distinct("vt", g.u, g.vt)?;
-        super::outputs_distinct("s", g.s, &[("a", g.a.id()), ("u", g.u.id()), ("vt", g.vt.id())])?;
+        check::no_aliasing(&[
+            ("a", g.a.id(), false),
+            ("u", g.u.id(), false),
+            ("vt", g.vt.id(), false),
+            ("s", g.s.id(), true),
+        ])?;
         let mut rec = self.op.recorder("gesvd");
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         record(&mut rec, "s", g.s, Access::Write)?;
@@ -233,7 +238,7 @@ impl Solver {
         check::distinct("u", g.a, g.u)?;
         check::distinct("v", g.a, g.v)?;
         check::distinct("v", g.u, g.v)?;
-        super::outputs_distinct("s", g.s, &[("u", g.u.id()), ("v", g.v.id())])?;
+        check::no_aliasing(&[("u", g.u.id(), false), ("v", g.v.id(), false), ("s", g.s.id(), true)])?;
         let mut rec = self.op.recorder("gesvdj");
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         record(&mut rec, "s", g.s, Access::Write)?;

@@ -247,19 +247,3 @@ impl Solver {
         Ok(s)
     }
 }
-
-/// Checks that output `arg` is none of `others` (`(name, buffer id)`): the library writes it
-/// while reading or writing them. The error names both arguments.
-fn outputs_distinct<T: Element>(
-    arg: &'static str,
-    out: &crate::memory::GpuRef<T>,
-    others: &[(&str, u64)],
-) -> Result<()> {
-    match others.iter().find(|(_, id)| *id == out.id()) {
-        Some((other, _)) => Err(crate::error::Error::invalid(
-            arg,
-            format!("must not be the same buffer as `{other}`: the library writes one while using the other"),
-        )),
-        None => Ok(()),
-    }
-}
