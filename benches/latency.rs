@@ -10,7 +10,8 @@
 //!
 //! It ends with the goals (a callback or future at most 3 µs over raw back to back; after idle,
 //! a callback, a future and a lane submit + wait at most one thread wake, half the channel
-//! ping-pong, over raw after the same idle; and the
+//! ping-pong, over raw after the same idle; the lane path also against its measured floor, the
+//! same raw launch run by a worker thread parked as long as the lane's, within 1.10x; and the
 //! future's floor back to back: the callback's delivery plus the time a parked executor thread
 //! takes from its unpark to running, which raw synchronize, spinning on the calling thread,
 //! does not pay), a lane job after idle by stage, and the completion thread's CPU time: per op in each section, and over half a second of idling, when
@@ -120,7 +121,7 @@ fn main() -> Res<()> {
 
     // Per section: the medians of raw, on_complete, future, the ping-pong and the lane, and the
     // completion thread's CPU time per cusched op.
-    let mut sections: Vec<([f64; 6], Option<Duration>)> = Vec::new();
+    let mut sections: Vec<([f64; 7], Option<Duration>)> = Vec::new();
     for (idle, title) in
         [(Duration::ZERO, "back to back"), (Duration::from_millis(2), "after 2 ms idle (threads parked)")]
     {
@@ -134,6 +135,7 @@ fn main() -> Res<()> {
             "cusched lane submit + wait()",
             "wake floor: channel ping-pong",
             "wake floor: unpark to running (parked thread)",
+            "raw on a parked worker thread, caller spinning",
         ]
         .into_iter()
         .map(|label| Row { label, samples: Vec::with_capacity(reps) })
@@ -168,6 +170,55 @@ fn main() -> Res<()> {
         // in blocks of consecutive reps (a lane worker or the completion thread stays as warm as
         // in a loop of that path alone); the paths take turns block by block, which spreads any
         // drift over all of them. The first rep of a block, and the first two rounds, warm up.
+        // The lane path's own floor: the same raw launch + synchronize, run by a worker thread
+        // parked on a channel (its own stream, as a lane has), for a caller that spins on the
+        // reply as a lane job's waiter does. After idle it pays the wake of a thread idle as
+        // long as the lane worker, which the ping-pong (one deep wake, one shallow) halves.
+        let (work_tx, work_rx) = crossbeam_channel::bounded::<()>(1);
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<bool>(1);
+        let worker = {
+            let raw_worker = raw.as_ref().map(|(st, f, _, _)| (st.context().clone(), f.clone()));
+            let (device, a, c) = (device.clone(), a.clone(), c.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                let own = match raw_worker {
+                    Some((ctx, f)) => {
+                        let st = ctx.new_stream().map_err(|e| e.to_string())?;
+                        let alloc = || st.alloc_zeros::<f32>(N as usize).map_err(|e| e.to_string());
+                        let (ra, rc) = (alloc()?, alloc()?);
+                        Some((st, f, ra, rc))
+                    }
+                    None => None,
+                };
+                let ws = device.new_stream().map_err(|e| e.to_string())?;
+                while work_rx.recv().is_ok() {
+                    let ok = match &own {
+                        Some((st, f, ra, rc)) => {
+                            let mut l = st.launch_builder(f);
+                            let mut rc = rc.clone();
+                            l.arg(ra).arg(ra).arg(&mut rc).arg(&N);
+                            // SAFETY: `add3` takes three float pointers and a length; N floats each.
+                            unsafe { l.launch(LaunchConfig::for_num_elems(N)) }.is_ok() && st.synchronize().is_ok()
+                        }
+                        None => {
+                            let sim = || -> CuResult<()> {
+                                let mut rec = LaunchRecorder::new_strict(ws);
+                                rec.read(&a)?.write(&c)?;
+                                let (x, y) = (a.sim_data()?, c.sim_data()?);
+                                rec.launch(&device, move |sc| {
+                                    sc.sim_kernel(move || y.lock().copy_from_slice(&x.read()))
+                                })?;
+                                device.synchronize(ws)
+                            };
+                            sim().is_ok()
+                        }
+                    };
+                    if done_tx.send(ok).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            })
+        };
         let block = if idle.is_zero() { 11 } else { 1 };
         let warm_rounds = if idle.is_zero() { 2 } else { 20 };
         let rounds = warm_rounds + reps.div_ceil(if block > 1 { block - 1 } else { 1 });
@@ -223,6 +274,19 @@ fn main() -> Res<()> {
                             ping_tx.send(t)?;
                             pong_rx.recv()?;
                         }
+                        7 => {
+                            work_tx.send(())?;
+                            let ok = loop {
+                                match done_rx.try_recv() {
+                                    Ok(ok) => break ok,
+                                    Err(crossbeam_channel::TryRecvError::Empty) => std::hint::spin_loop(),
+                                    Err(e) => return Err(e.into()),
+                                }
+                            };
+                            if !ok {
+                                return Err("the raw worker's launch failed".into());
+                            }
+                        }
                         _ => {
                             unpark_tx.send(())?;
                             // A spurious return from `park` is possible: park until the unpark
@@ -249,6 +313,11 @@ fn main() -> Res<()> {
         let _ = echo.join();
         drop(unpark_tx);
         let _ = unparker.join();
+        drop(work_tx);
+        match worker.join() {
+            Ok(r) => r.map_err(|e| format!("the raw worker: {e}"))?,
+            Err(_) => return Err("the raw worker panicked".into()),
+        }
         // The thread starts on the first registration, so the first section may begin before it.
         let cpu = completion_thread_cpu()
             .map(|after| after.saturating_sub(cpu_before.unwrap_or_default()) / (4 * (rounds * block) as u32));
@@ -263,7 +332,7 @@ fn main() -> Res<()> {
         }
         println!("\ncompletion thread CPU per cusched op: {}\n", cpu_us(cpu));
         let m = |i: usize| median(&mut rows[i].samples.clone());
-        sections.push(([m(0), m(2), m(3), m(5), m(4), m(6)], cpu));
+        sections.push(([m(0), m(2), m(3), m(5), m(4), m(6), m(7)], cpu));
     }
     // Where a lane job's time goes after idle: from submit to the job starting on the worker
     // (the worker's wake), the job's body (the launch and its commit), from the job's end to
@@ -325,19 +394,22 @@ fn main() -> Res<()> {
     println!("### goals\n");
     println!("| goal | measured | budget | |");
     println!("| --- | --- | --- | --- |");
-    let ([raw, cb, fut, _, lane, unpark], _) = sections[0];
+    let ([raw, cb, fut, _, lane, unpark, _], _) = sections[0];
     goal("on_complete, back to back", cb, raw + 3e-6, "raw + 3 µs");
     goal("future, back to back", fut, raw + 3e-6, "raw + 3 µs");
     goal("lane submit + wait, back to back", lane, raw * 1.10, "1.10x raw");
     // A future's executor thread is parked and must be woken, which raw synchronize (spinning on
     // the calling thread) never pays: its floor is the callback's delivery plus one wake.
     goal("future, back to back, against its floor", fut, cb + unpark, "on_complete + unpark to running");
-    let ([raw, cb, fut, ping, lane, _], _) = sections[1];
+    let ([raw, cb, fut, ping, lane, _, worker], _) = sections[1];
     goal("on_complete, after 2 ms idle", cb, raw + ping / 2.0, "raw after idle + one wake");
     goal("future, after 2 ms idle", fut, raw + ping / 2.0, "raw after idle + one wake");
     // The worker is parked and must be woken: that is the one wake; the caller must not pay a
     // second one waiting for the job to commit.
     goal("lane submit + wait, after 2 ms idle", lane, raw + ping / 2.0, "raw after idle + one wake");
+    // The same with the wake the lane pays measured, not estimated: the raw launch run by a
+    // thread parked as long as the lane worker, within the back-to-back lane budget over it.
+    goal("lane submit + wait, after 2 ms idle, against its floor", lane, worker * 1.10, "1.10x raw on a parked worker");
     println!("\ncompletion thread CPU over 500 ms idle (parked: ~0): {}", cpu_us(idle_cpu));
     Ok(())
 }
