@@ -3,8 +3,16 @@
 //! Every error names what failed (the driver call, the argument, the buffer) and, where there
 //! is one, what the caller can do about it. Errors are `Clone` so that one failure can resolve
 //! several waiters (every completion pending when a context is poisoned, say).
+//!
+//! This file holds the error enum and the helpers that build it; [`numerical`] what a solver's
+//! status word says about each matrix, and `debug` the `Debug` that prints without a driver.
+
+mod debug;
+mod numerical;
 
 use cudarc::driver::DriverError;
+use numerical::describe_failures;
+pub use numerical::NumericalFailure;
 use std::time::Duration;
 
 /// Result alias used throughout the crate.
@@ -343,190 +351,5 @@ pub(crate) trait DriverResultExt<T> {
 impl<T> DriverResultExt<T> for std::result::Result<T, DriverError> {
     fn call(self, call: &'static str) -> Result<T> {
         self.map_err(|status| Error::driver(call, status))
-    }
-}
-
-/// `Debug` as derived, except that driver statuses print their name: cudarc's `Debug` for
-/// `DriverError` asks the driver for a description and panics when no driver library can be
-/// loaded, and an error must print on a machine without CUDA (the simulator's faults carry
-/// driver statuses too).
-impl std::fmt::Debug for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        macro_rules! variants {
-            ($($variant:ident $({ $($field:ident),* })?),* $(,)?) => {
-                match self {
-                    $(Error::$variant $({ $($field),* })? => {
-                        let mut d = f.debug_struct(stringify!($variant));
-                        $($(d.field(stringify!($field), &Field($field));)*)?
-                        d.finish()
-                    })*
-                }
-            };
-        }
-        variants!(
-            LibraryUnavailable { library, hint },
-            NoDevice { ordinal, count },
-            Driver { call, status },
-            Stale { what, made, current },
-            ForeignDevice { what, expected, found },
-            UnknownStream { stream, device },
-            Untracked { what },
-            WouldDeadlock { what },
-            BufferBusy { buffer, waited },
-            BufferReserved { buffer, waited },
-            FailedInput { buffer, label, op, cause },
-            UndeclaredUse { buffer, lane, access, access_call },
-            InvalidArgument { arg, reason },
-            WrongBackend { what, needed, actual },
-            OutOfMemory { requested, free },
-            Shutdown,
-            QueueFull,
-            Timeout { waited },
-            JobPanicked { message },
-            AlreadyTaken,
-            Library { call, status },
-            Unsupported { library, what, hint },
-            Numerical { op, batch, failures },
-            CompileFailed { status, log },
-            ContextPoisoned { call, status },
-            Hazard { hazard, more },
-            SubmitOrder { buffer, order, older_lane, older_submit, younger_lane, younger_submit },
-        )
-    }
-}
-
-/// One field of an [`Error`] as `Debug` prints it.
-struct Field<'a, T: ?Sized>(&'a T);
-
-/// How an error field prints under `Debug`: as itself, except a driver status.
-trait FieldDebug {
-    fn fmt_field(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result;
-}
-
-impl<T: FieldDebug + ?Sized> std::fmt::Debug for Field<'_, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt_field(f)
-    }
-}
-
-macro_rules! plain_fields {
-    ($($t:ty),*) => {$(
-        impl FieldDebug for $t {
-            fn fmt_field(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                std::fmt::Debug::fmt(self, f)
-            }
-        }
-    )*};
-}
-plain_fields!(
-    String,
-    Option<String>,
-    &'static str,
-    usize,
-    u64,
-    Duration,
-    Vec<NumericalFailure>,
-    Box<crate::hazard::Hazard>,
-    Box<Error>
-);
-
-impl FieldDebug for DriverError {
-    fn fmt_field(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&status_name(self))
-    }
-}
-
-/// What a solver's status word said about one matrix (indices count from 1, as in LAPACK;
-/// `matrix` counts from 0 within the batch).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NumericalFailure {
-    /// Cholesky: the leading minor of order `minor` is not positive definite.
-    NotPositiveDefinite {
-        /// The matrix within the batch.
-        matrix: usize,
-        /// The order of the first minor that is not positive definite.
-        minor: usize,
-    },
-    /// LU: `U(index, index)` is exactly zero, so the matrix is singular.
-    Singular {
-        /// The matrix within the batch.
-        matrix: usize,
-        /// The zero pivot's index.
-        index: usize,
-    },
-    /// A sparse direct solve found the matrix singular to the tolerance it was given, at
-    /// `row` (counted from 0, as the library reports it); no solution was computed.
-    SingularToTolerance {
-        /// The matrix within the batch.
-        matrix: usize,
-        /// The first row where the factorization broke down.
-        row: usize,
-    },
-    /// An iterative algorithm (SVD, eigenvalues) did not converge.
-    NotConverged {
-        /// The matrix within the batch.
-        matrix: usize,
-        /// How many elements (superdiagonals, off-diagonals) failed to converge, or the
-        /// library's code for the failure.
-        count: usize,
-    },
-}
-
-impl std::fmt::Display for NumericalFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NumericalFailure::NotPositiveDefinite { minor, .. } => {
-                write!(f, "leading minor {minor} is not positive definite")
-            }
-            NumericalFailure::Singular { index, .. } => {
-                write!(f, "U({index},{index}) is exactly zero: the matrix is singular")
-            }
-            NumericalFailure::SingularToTolerance { row, .. } => write!(
-                f,
-                "the matrix is singular to the tolerance given, at row {row}; no solution was computed \
-                 (check the matrix, or lower the tolerance if it is only ill-conditioned)"
-            ),
-            NumericalFailure::NotConverged { count, .. } => {
-                write!(f, "did not converge ({count} elements left; raise the sweeps or the tolerance)")
-            }
-        }
-    }
-}
-
-impl NumericalFailure {
-    /// The matrix of the batch this failure is about.
-    pub fn matrix(&self) -> usize {
-        match self {
-            NumericalFailure::NotPositiveDefinite { matrix, .. }
-            | NumericalFailure::Singular { matrix, .. }
-            | NumericalFailure::SingularToTolerance { matrix, .. }
-            | NumericalFailure::NotConverged { matrix, .. } => *matrix,
-        }
-    }
-}
-
-fn describe_failures(batch: usize, failures: &[NumericalFailure]) -> String {
-    if batch <= 1 {
-        return failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; ");
-    }
-    let each = failures.iter().map(|f| format!("matrix {}: {f}", f.matrix())).collect::<Vec<_>>().join("; ");
-    format!("{} of {batch} matrices failed ({each}); the others' results are valid", failures.len())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn errors_with_driver_statuses_print_without_a_driver() {
-        let status = crate::backend::cuda::ILLEGAL_ADDRESS;
-        let driver = format!("{:?}", Error::Driver { call: "cuEventRecord", status });
-        assert_eq!(driver, r#"Driver { call: "cuEventRecord", status: CUDA_ERROR_ILLEGAL_ADDRESS }"#);
-        let poisoned = format!("{:?}", Error::ContextPoisoned { call: "cuEventQuery", status });
-        assert!(poisoned.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{poisoned}");
-        let plain = format!("{:?}", Error::InvalidArgument { arg: "n", reason: "too big".into() });
-        assert_eq!(plain, r#"InvalidArgument { arg: "n", reason: "too big" }"#);
-        assert_eq!(format!("{:?}", Error::Shutdown), "Shutdown");
     }
 }

@@ -7,7 +7,7 @@ use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
 use crate::trace::OpLabel;
-use crate::track::{BufferTrack, FenceError};
+use crate::track::{BufferKind, BufferTrack, FenceError};
 use cudarc::driver::CudaSlice;
 use std::fmt;
 use std::sync::Arc;
@@ -170,7 +170,7 @@ impl<T: Element> GpuRef<T> {
         epoch: u64,
         scratch: bool,
     ) -> Self {
-        let track = BufferTrack::new("buffer", device.clone(), epoch, scratch);
+        let track = BufferTrack::new(BufferKind::Device, device.clone(), epoch, scratch);
         memory.bind_buffer(track.id.0);
         GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory) }) }
     }

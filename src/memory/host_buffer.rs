@@ -7,7 +7,7 @@ use crate::device::{Device, DeviceShared};
 use crate::error::{Error, Result};
 use crate::host_cache::{HostCacheStats, ParkedBlock};
 use crate::recorder::{Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
-use crate::track::{Access, BufferTrack};
+use crate::track::{Access, BufferKind, BufferTrack};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -144,7 +144,7 @@ impl<T: Element> HostBuffer<T> {
             _ => None,
         };
         let memory = device.check(HostMemory::alloc(&backend, len, bytes, init, reuse), epoch)?;
-        let track = BufferTrack::new("host buffer", device.clone(), epoch, false);
+        let track = BufferTrack::new(BufferKind::Host, device.clone(), epoch, false);
         memory.bind_buffer(track.id.0);
         Ok(HostBuffer { inner: Arc::new(HostInner { track, len, memory }) })
     }
@@ -233,5 +233,22 @@ impl<T> Drop for HostInner<T> {
         let after = if self.track.epoch == current { self.track.all_uses().into_vec() } else { Vec::new() };
         let parked = ParkedBlock { ctx, block: free, epoch: self.track.epoch, after };
         device.host_cache.put(parked, current, &device.reaper);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Device, SimConfig};
+
+    #[test]
+    fn a_host_buffer_is_named_as_one_in_errors_and_logs() -> crate::Result<()> {
+        let device = Device::sim(SimConfig::default())?;
+        let host = device.alloc_host::<f32>(4)?;
+        host.label("staging");
+        let track = &host.inner.track;
+        let expected = format!("host buffer #{} \"staging\"", track.id.0);
+        assert_eq!(track.name(), expected);
+        assert_eq!(super::super::LogName(track).to_string(), expected);
+        Ok(())
     }
 }

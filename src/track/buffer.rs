@@ -24,6 +24,25 @@ impl BufferId {
     }
 }
 
+/// What memory a tracked buffer is: it decides whether the buffer has an allocation write and
+/// whether only streams touch it, and names the buffer in messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BufferKind {
+    /// Device memory (`GpuRef`): allocated through a recorder, touched only by streams.
+    Device,
+    /// Pinned host memory (`HostBuffer`): filled by the host, read by the host too.
+    Host,
+}
+
+impl std::fmt::Display for BufferKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BufferKind::Device => "buffer",
+            BufferKind::Host => "host buffer",
+        })
+    }
+}
+
 /// Identifies the thread holding a pending mark, so that a thread that would wait for itself
 /// gets an error at once instead of a timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +81,8 @@ struct State {
 /// The tracking half of a buffer (device or pinned host memory).
 pub(crate) struct BufferTrack {
     pub id: BufferId,
-    /// `"buffer"` or `"host buffer"`, for messages.
-    pub kind: &'static str,
+    /// Device or pinned host memory; names the buffer in messages.
+    pub kind: BufferKind,
     pub device: Arc<DeviceShared>,
     pub generation: u64,
     /// The context epoch the memory belongs to.
@@ -100,10 +119,10 @@ impl BufferTrack {
     /// Tracking for memory of context epoch `epoch` (read from the stream or context the
     /// memory came from, not from the device, which may have moved on meanwhile); `scratch`
     /// for memory only the crate's own ops see.
-    pub(crate) fn new(kind: &'static str, device: Arc<DeviceShared>, epoch: u64, scratch: bool) -> Self {
+    pub(crate) fn new(kind: BufferKind, device: Arc<DeviceShared>, epoch: u64, scratch: bool) -> Self {
         let generation = device.generation();
         // Pinned host memory is filled by the host; only device memory has an allocation write.
-        let state = State { allocation_next: kind == "buffer", ..State::default() };
+        let state = State { allocation_next: kind == BufferKind::Device, ..State::default() };
         BufferTrack {
             id: BufferId::next(),
             kind,
@@ -115,7 +134,7 @@ impl BufferTrack {
             reservations: Default::default(),
             scratch,
             made_in: super::reservation::current_ticket(),
-            stream_only: kind == "buffer",
+            stream_only: kind == BufferKind::Device,
             label: Mutex::new(None),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),

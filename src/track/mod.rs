@@ -77,7 +77,7 @@ mod solo;
 mod stream;
 
 pub use buffer::Access;
-pub(crate) use buffer::{BufferTrack, HolderId};
+pub(crate) use buffer::{BufferKind, BufferTrack, HolderId};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub use order::SubmitOrderCheck;
