@@ -25,7 +25,7 @@
 //! every one of them and a pair of conflicting uses on two devices (a peer copy, say) is
 //! checked like a pair on one. Waits on events of another machine order execution but add no
 //! happens-before edge: nothing is known across machines. A rebuilt context of a grouped device
-//! stays on its machine; one of a lone device gets a fresh machine, as before.
+//! stays on its machine; one of a lone device gets a fresh machine.
 //!
 //! # Files
 //!
