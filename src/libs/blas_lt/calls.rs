@@ -72,16 +72,7 @@ pub(crate) struct Plan {
     pub workspace: usize,
 }
 
-fn data_type(k: Kind) -> sys::cudaDataType_t {
-    use sys::cudaDataType_t as C;
-    match k {
-        Kind::F32 => C::CUDA_R_32F,
-        Kind::F16 => C::CUDA_R_16F,
-        Kind::Bf16 => C::CUDA_R_16BF,
-        Kind::E4M3 => C::CUDA_R_8F_E4M3,
-        Kind::E5M2 => C::CUDA_R_8F_E5M2,
-    }
-}
+crate::libs::dtype::cuda_data_type!(fn data_type -> sys::cudaDataType_t);
 
 fn epilogue(e: EpiKind) -> sys::cublasLtEpilogue_t {
     use sys::cublasLtEpilogue_t as L;
@@ -118,7 +109,7 @@ unsafe fn set<T>(desc: sys::cublasLtMatmulDesc_t, attr: A, value: &T) -> Result<
 fn layout(kind: Kind, o: &Operand, count: i32) -> Result<Owned<sys::cublasLtMatrixLayout_t>> {
     let mut l: sys::cublasLtMatrixLayout_t = std::ptr::null_mut();
     // SAFETY: `l` is a valid out-pointer; the call only allocates a host descriptor.
-    unsafe { sys::cublasLtMatrixLayoutCreate(&mut l, data_type(kind), o.rows, o.cols, o.ld) }
+    unsafe { sys::cublasLtMatrixLayoutCreate(&mut l, data_type(kind.cuda()), o.rows, o.cols, o.ld) }
         .check("cublasLtMatrixLayoutCreate")?;
     let l = Owned::new(l);
     if count > 1 {
@@ -202,7 +193,7 @@ pub(super) unsafe fn make_plan(
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSB, &op(p.trans_b))?;
         set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue(p.epi))?;
         if p.epi.bias().is_some() {
-            set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke) as i32))?;
+            set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             if p.count > 1 {
                 set(d, A::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &p.bias_stride)?;
             }
@@ -214,7 +205,7 @@ pub(super) unsafe fn make_plan(
             }
             let gelu = p.epi.aux().is_some_and(|u| !u.relu);
             if gelu && ke != kd {
-                set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &(data_type(ke) as i32))?;
+                set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             }
         }
         set_pointers(d, ptrs)?;

@@ -11,7 +11,6 @@
 
 use super::{Fill, Side, Trans};
 use crate::error::Result;
-use crate::libs::dtype::CudaType;
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cusolver::sys;
@@ -33,17 +32,7 @@ pub(super) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-pub(super) const fn data_type(t: CudaType) -> sys::cudaDataType {
-    use sys::cudaDataType as C;
-    match t {
-        CudaType::R32F => C::CUDA_R_32F,
-        CudaType::R64F => C::CUDA_R_64F,
-        CudaType::C32F => C::CUDA_C_32F,
-        CudaType::C64F => C::CUDA_C_64F,
-        // The solver's element types are the four above (`SolverElement` is sealed).
-        _ => C::CUDA_R_32F,
-    }
-}
+crate::libs::dtype::cuda_data_type!(pub(super) fn data_type -> sys::cudaDataType);
 
 pub(super) fn fill(f: Fill) -> sys::cublasFillMode_t {
     match f {

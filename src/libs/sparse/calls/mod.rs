@@ -27,28 +27,7 @@ pub(in crate::libs::sparse) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// The data-type table's CUDA column as cuSPARSE's `sys` enum.
-pub(in crate::libs::sparse) const fn data_type(t: CudaType) -> sys::cudaDataType {
-    use sys::cudaDataType as C;
-    match t {
-        CudaType::R16F => C::CUDA_R_16F,
-        CudaType::R16BF => C::CUDA_R_16BF,
-        CudaType::R32F => C::CUDA_R_32F,
-        CudaType::R64F => C::CUDA_R_64F,
-        CudaType::C32F => C::CUDA_C_32F,
-        CudaType::C64F => C::CUDA_C_64F,
-        CudaType::R8I => C::CUDA_R_8I,
-        CudaType::R8U => C::CUDA_R_8U,
-        CudaType::R16I => C::CUDA_R_16I,
-        CudaType::R16U => C::CUDA_R_16U,
-        CudaType::R32I => C::CUDA_R_32I,
-        CudaType::R32U => C::CUDA_R_32U,
-        CudaType::R64I => C::CUDA_R_64I,
-        CudaType::R64U => C::CUDA_R_64U,
-        CudaType::R8F_E4M3 => C::CUDA_R_8F_E4M3,
-        CudaType::R8F_E5M2 => C::CUDA_R_8F_E5M2,
-    }
-}
+crate::libs::dtype::cuda_data_type!(pub(in crate::libs::sparse) fn data_type -> sys::cudaDataType);
 
 pub(in crate::libs::sparse) fn index_type(i: IndexKind) -> sys::cusparseIndexType_t {
     match i {

@@ -11,7 +11,6 @@ pub(crate) use plan::RawPlan;
 
 use super::{BinaryOp, Compute, UnaryOp};
 use crate::error::{Error, Result};
-use crate::libs::dtype::CudaType;
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cutensor::sys;
@@ -118,31 +117,4 @@ fn binary(op: BinaryOp) -> sys::cutensorOperator_t {
     }
 }
 
-fn data_type(t: CudaType) -> Result<sys::cutensorDataType_t> {
-    use sys::cutensorDataType_t as D;
-    match t {
-        CudaType::R16F => Ok(D::CUDA_R_16F),
-        CudaType::R16BF => Ok(D::CUDA_R_16BF),
-        CudaType::R32F => Ok(D::CUDA_R_32F),
-        CudaType::R64F => Ok(D::CUDA_R_64F),
-        other => Err(Error::invalid("element type", format!("{other:?} is not a cuTENSOR element type here"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cuda_types_agree() {
-        use sys::cutensorDataType_t as D;
-        for (ours, theirs) in [
-            (CudaType::R16F, D::CUDA_R_16F),
-            (CudaType::R16BF, D::CUDA_R_16BF),
-            (CudaType::R32F, D::CUDA_R_32F),
-            (CudaType::R64F, D::CUDA_R_64F),
-        ] {
-            assert_eq!(data_type(ours).unwrap(), theirs);
-        }
-    }
-}
+crate::libs::dtype::cuda_data_type!(fn data_type -> sys::cutensorDataType_t);
