@@ -10,8 +10,9 @@
 //! itself needs no library feature.
 
 // The cuDNN and NCCL columns are there for the libraries to come: adding one uses its column,
-// it does not edit the table.
-#![allow(dead_code)]
+// it does not edit the table. Likewise the conversion below serves the libraries that take a
+// `cudaDataType`: with none of them on, it is unused.
+#![allow(dead_code, unused_macros)]
 
 use crate::memory::Complex;
 
@@ -68,6 +69,7 @@ macro_rules! cuda_data_type {
         }
     }};
 }
+#[allow(unused_imports)]
 pub(crate) use cuda_data_type;
 
 /// cuBLAS's `cublasComputeType_t`: the precision a cuBLAS op accumulates in.
