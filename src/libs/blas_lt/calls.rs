@@ -51,6 +51,8 @@ pub(crate) struct RawHandle(Owned<Handle>);
 
 impl RawHandle {
     /// `cublasLtCreate` in the current context.
+    ///
+    /// NVIDIA: [`cublasLtCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltcreate)
     pub(super) fn create() -> Result<RawHandle> {
         let mut h: Handle = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer; the caller bound the context.
@@ -98,6 +100,8 @@ fn epilogue(e: EpiKind) -> sys::cublasLtEpilogue_t {
 
 /// Sets attribute `attr` of `desc` to `value`.
 ///
+/// NVIDIA: [`cublasLtMatmulDescSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldescsetattribute)
+///
 /// # Safety
 /// `desc` is a live descriptor and `T` is the attribute's type.
 unsafe fn set<T>(desc: sys::cublasLtMatmulDesc_t, attr: A, value: &T) -> Result<()> {
@@ -106,6 +110,8 @@ unsafe fn set<T>(desc: sys::cublasLtMatmulDesc_t, attr: A, value: &T) -> Result<
         .check("cublasLtMatmulDescSetAttribute")
 }
 
+/// NVIDIA: [`cublasLtMatrixLayoutCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatrixlayoutcreate),
+/// [`cublasLtMatrixLayoutSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatrixlayoutsetattribute)
 fn layout(kind: Kind, o: &Operand, count: i32) -> Result<Owned<sys::cublasLtMatrixLayout_t>> {
     let mut l: sys::cublasLtMatrixLayout_t = std::ptr::null_mut();
     // SAFETY: `l` is a valid out-pointer; the call only allocates a host descriptor.
@@ -161,6 +167,11 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
 
 /// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
 /// `max_workspace` bytes for operands aligned to `align` bytes.
+///
+/// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate),
+/// [`cublasLtMatmulPreferenceCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencecreate),
+/// [`cublasLtMatmulPreferenceSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencesetattribute),
+/// [`cublasLtMatmulAlgoGetHeuristic`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulalgogetheuristic)
 ///
 /// A heuristic that finds no algorithm is `Error::Unsupported`, describing the problem.
 ///
@@ -285,6 +296,8 @@ pub(super) struct Operands {
 }
 
 /// `cublasLtMatmul` with `plan`, after setting this call's pointers on its descriptor.
+///
+/// NVIDIA: [`cublasLtMatmul`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmul)
 ///
 /// # Safety
 /// (1) `h` is a live handle of the current context, `stream` a live stream of it, and the op is

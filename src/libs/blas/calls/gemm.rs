@@ -45,6 +45,8 @@ pub(in crate::libs::blas) struct GemmShape {
 
 /// `cublasGemmEx`.
 ///
+/// NVIDIA: [`cublasGemmEx`](https://docs.nvidia.com/cuda/cublas/#cublasgemmex)
+///
 /// # Safety
 /// (1) `h` is a live handle whose stream the op was fenced on; (2) `a`, `b` and `c` are live
 /// device buffers of the current context covering `op(A)`, `op(B)` and `C` of shape `s`;
@@ -87,6 +89,8 @@ pub(in crate::libs::blas) unsafe fn gemm_ex<T: GemmType>(
 }
 
 /// `cublasGemmStridedBatchedEx`: `count` GEMMs whose operands lie `strides` elements apart.
+///
+/// NVIDIA: [`cublasGemmStridedBatchedEx`](https://docs.nvidia.com/cuda/cublas/#cublasgemmstridedbatchedex)
 ///
 /// # Safety
 /// As [`gemm_ex`], for every one of the `count` GEMMs: the buffers cover
@@ -136,6 +140,8 @@ pub(in crate::libs::blas) unsafe fn gemm_strided_batched_ex<T: GemmType>(
 }
 
 /// `cublasGemmBatchedEx`: one GEMM per entry of the device arrays of pointers `a`, `b`, `c`.
+///
+/// NVIDIA: [`cublasGemmBatchedEx`](https://docs.nvidia.com/cuda/cublas/#cublasgemmbatchedex)
 ///
 /// # Safety
 /// As [`gemm_ex`], for each entry: the three device arrays hold `count` pointers to live

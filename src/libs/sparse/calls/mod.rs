@@ -99,6 +99,9 @@ raw_object!(
 
 /// `cusparseCreate`, then `cusparseSetStream`.
 ///
+/// NVIDIA: [`cusparseCreate`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreate),
+/// [`cusparseSetStream`](https://docs.nvidia.com/cuda/cusparse/#cusparsesetstream)
+///
 /// # Safety
 /// `stream` is a live stream of the current context that outlives the handle.
 pub(in crate::libs::sparse) unsafe fn create_handle(stream: CuStream) -> Result<Owned<Handle>> {
@@ -129,6 +132,12 @@ pub(in crate::libs::sparse) struct SpMatParts {
 
 /// `cusparseCreateCsr`, `cusparseCreateCsc`, `cusparseCreateCoo`, `cusparseCreateBsr` (blocks
 /// stored row-major) or `cusparseCreateBlockedEll`.
+///
+/// NVIDIA: [`cusparseCreateCsr`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatecsr),
+/// [`cusparseCreateCsc`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatecsc),
+/// [`cusparseCreateCoo`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatecoo),
+/// [`cusparseCreateBsr`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatebsr),
+/// [`cusparseCreateBlockedEll`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreateblockedell)
 ///
 /// # Safety
 /// The pointers are null (for a matrix whose buffers are set later) or live device buffers of the
@@ -174,6 +183,8 @@ pub(in crate::libs::sparse) unsafe fn create_sp_mat(p: &SpMatParts) -> Result<Ow
 
 /// `cusparseCreateSpVec`.
 ///
+/// NVIDIA: [`cusparseCreateSpVec`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatespvec)
+///
 /// # Safety
 /// `indices` and `values` are live device buffers of the current context holding at least
 /// `nnz` elements of the index type and of `t`.
@@ -194,6 +205,8 @@ pub(in crate::libs::sparse) unsafe fn create_sp_vec(
 
 /// `cusparseCreateDnVec`.
 ///
+/// NVIDIA: [`cusparseCreateDnVec`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatednvec)
+///
 /// # Safety
 /// `values` is a live device buffer of the current context with at least `n` elements of `t`.
 pub(in crate::libs::sparse) unsafe fn create_dn_vec(n: i64, values: *mut c_void, t: CudaType) -> Result<Owned<DnVec>> {
@@ -204,6 +217,8 @@ pub(in crate::libs::sparse) unsafe fn create_dn_vec(n: i64, values: *mut c_void,
 }
 
 /// `cusparseCreateDnMat`, column-major.
+///
+/// NVIDIA: [`cusparseCreateDnMat`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatednmat)
 ///
 /// # Safety
 /// `values` is a live device buffer of the current context spanning a column-major
@@ -224,6 +239,8 @@ pub(in crate::libs::sparse) unsafe fn create_dn_mat(
 }
 
 /// Sets the triangle a triangular solve reads, and whether its diagonal is implicit.
+///
+/// NVIDIA: [`cusparseSpMatSetAttribute`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmatsetattribute)
 pub(in crate::libs::sparse) fn set_triangle(a: SpMat, fill: Fill, unit: bool) -> Result<()> {
     let mut f = match fill {
         Fill::Lower => sys::cusparseFillMode_t::CUSPARSE_FILL_MODE_LOWER,
@@ -259,6 +276,8 @@ pub(in crate::libs::sparse) fn set_triangle(a: SpMat, fill: Fill, unit: bool) ->
 }
 
 /// `cusparseSpMatGetSize`: the descriptor's rows, columns and nonzeros.
+///
+/// NVIDIA: [`cusparseSpMatGetSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmatgetsize)
 pub(in crate::libs::sparse) fn sp_mat_size(a: SpMat) -> Result<(i64, i64, i64)> {
     let (mut r, mut c, mut n) = (0, 0, 0);
     // SAFETY: a live descriptor and valid out-pointers.
@@ -267,6 +286,8 @@ pub(in crate::libs::sparse) fn sp_mat_size(a: SpMat) -> Result<(i64, i64, i64)> 
 }
 
 /// `cusparseCsrSetPointers`.
+///
+/// NVIDIA: [`cusparseCsrSetPointers`](https://docs.nvidia.com/cuda/cusparse/#cusparsecsrsetpointers)
 ///
 /// # Safety
 /// The buffers are live device buffers of the current context sized for the descriptor's rows

@@ -54,6 +54,8 @@ pub(crate) struct RawHandle(Owned<sys::cutensorHandle_t>);
 
 impl RawHandle {
     /// `cutensorCreate` in the current context.
+    ///
+    /// NVIDIA: [`cutensorCreate`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreate)
     pub(super) fn create() -> Result<RawHandle> {
         let mut h: sys::cutensorHandle_t = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer; the op path made the device's context current.
