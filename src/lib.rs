@@ -33,13 +33,10 @@ pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptio
 pub use track::{Access, StreamStats};
 
 /// Re-export of the `half` crate whose `f16` and `bf16` are GEMM and tensor element types.
-#[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
+#[cfg(feature = "_half")]
 pub use half;
 // Empty when no library feature is on.
-#[cfg_attr(
-    not(any(feature = "cublas", feature = "cublaslt", feature = "curand", feature = "cufft")),
-    allow(unused_imports, unreachable_pub)
-)]
+#[cfg_attr(not(feature = "_library"), allow(unused_imports, unreachable_pub))]
 pub use libs::exports::*;
 
 /// Re-export of the cudarc version this crate is built on, for raw launches beside it.

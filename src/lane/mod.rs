@@ -46,18 +46,7 @@ pub struct Handles {
     device: Device,
     stream: StreamId,
     keep: Vec<KeepAlive>,
-    #[cfg_attr(
-        not(any(
-            feature = "cublas",
-            feature = "cublaslt",
-            feature = "curand",
-            feature = "cufft",
-            feature = "cusparse",
-            feature = "cusolver",
-            feature = "cutensor"
-        )),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(feature = "_library"), allow(dead_code))]
     libs: Libraries,
 }
 

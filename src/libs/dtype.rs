@@ -5,12 +5,14 @@
 //! types, cuDNN's `cudnnDataType_t` and NCCL's `ncclDataType_t`. cudarc generates each in its
 //! library's `sys` module, behind that library's feature, so the table uses mirrors of them
 //! here (same discriminants as cudarc 0.19.10) and each library's call layer converts the one
-//! column it uses into its `sys` enum (and tests that the discriminants agree): the table itself
-//! needs no library feature.
+//! column it uses into its `sys` enum: [`cuda_data_type!`] is that conversion for every
+//! library's `cudaDataType`, and checks at compile time that the discriminants agree. The table
+//! itself needs no library feature.
 
 // The cuDNN and NCCL columns are there for the libraries to come: adding one uses its column,
-// it does not edit the table.
-#![allow(dead_code)]
+// it does not edit the table. Likewise the conversion below serves the libraries that take a
+// `cudaDataType`: with none of them on, it is unused.
+#![allow(dead_code, unused_macros)]
 
 use crate::memory::Complex;
 
@@ -36,6 +38,39 @@ pub(crate) enum CudaType {
     R8F_E4M3 = 28,
     R8F_E5M2 = 29,
 }
+
+/// Defines `const fn $name(t: CudaType) -> $sys`: the one conversion from the table's CUDA
+/// column into a library's `sys` enum. cudarc generates `cudaDataType` once per library (cuBLAS,
+/// cuBLASLt, cuSPARSE, cuSOLVER, cuTENSOR's `cutensorDataType_t`): the same C enum, with the
+/// same variant names, as distinct Rust types, so each call layer invokes this once with its
+/// own. Every arm is also checked at compile time to carry the mirror's discriminant.
+macro_rules! cuda_data_type {
+    ($vis:vis fn $name:ident -> $sys:ty) => {
+        $vis const fn $name(t: $crate::libs::dtype::CudaType) -> $sys {
+            $crate::libs::dtype::cuda_data_type!(@arms t, $sys;
+                R16F => CUDA_R_16F, R16BF => CUDA_R_16BF, R32F => CUDA_R_32F, R64F => CUDA_R_64F,
+                C32F => CUDA_C_32F, C64F => CUDA_C_64F, R8I => CUDA_R_8I, R8U => CUDA_R_8U,
+                R16I => CUDA_R_16I, R16U => CUDA_R_16U, R32I => CUDA_R_32I, R32U => CUDA_R_32U,
+                R64I => CUDA_R_64I, R64U => CUDA_R_64U, R8F_E4M3 => CUDA_R_8F_E4M3,
+                R8F_E5M2 => CUDA_R_8F_E5M2,
+            )
+        }
+    };
+    (@arms $t:ident, $sys:ty; $($ours:ident => $theirs:ident,)*) => {{
+        type Sys = $sys;
+        $(
+            const _: () = assert!(
+                $crate::libs::dtype::CudaType::$ours as u32 == Sys::$theirs as u32,
+                concat!("cudaDataType mirror disagrees with cudarc: ", stringify!($ours)),
+            );
+        )*
+        match $t {
+            $($crate::libs::dtype::CudaType::$ours => Sys::$theirs,)*
+        }
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use cuda_data_type;
 
 /// cuBLAS's `cublasComputeType_t`: the precision a cuBLAS op accumulates in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +142,9 @@ table! {
     // type                   CUDA   cuBLAS compute   cuDNN              NCCL
     f32                    => R32F,  Some(B::F32),    Some(D::Float),    Some(N::Float32);
     f64                    => R64F,  Some(B::F64),    Some(D::Double),   Some(N::Float64);
-    #[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
+    #[cfg(feature = "_half")]
     half::f16              => R16F,  Some(B::F32),    Some(D::Half),     Some(N::Float16);
-    #[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
+    #[cfg(feature = "_half")]
     half::bf16             => R16BF, Some(B::F32),    Some(D::Bfloat16), Some(N::Bfloat16);
     Complex<f32>           => C32F,  Some(B::F32),    None,              None;
     Complex<f64>           => C64F,  Some(B::F64),    None,              None;

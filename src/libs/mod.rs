@@ -38,18 +38,7 @@
 //! - [`validate`]: operand views (matrix, vector, strided tensor) checked once into spans and
 //!   library ints, with errors that name the argument.
 
-#![cfg_attr(
-    not(any(
-        feature = "cublas",
-        feature = "cublaslt",
-        feature = "curand",
-        feature = "cufft",
-        feature = "cusparse",
-        feature = "cusolver",
-        feature = "cutensor"
-    )),
-    allow(dead_code, unused_imports)
-)]
+#![cfg_attr(not(feature = "_library"), allow(dead_code, unused_imports))]
 
 #[cfg(feature = "curand")]
 pub(crate) mod affine;

@@ -18,7 +18,7 @@ macro_rules! elements {
     ($($t:ty),*) => {$( impl sealed::Sealed for $t {} impl Element for $t {} )*};
 }
 elements!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
-#[cfg(any(feature = "cublas", feature = "cublaslt", feature = "cutensor"))]
+#[cfg(feature = "_half")]
 elements!(half::f16, half::bf16);
 #[cfg(feature = "cublaslt")]
 elements!(F8E4M3, F8E5M2);

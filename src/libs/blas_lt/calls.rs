@@ -51,6 +51,8 @@ pub(crate) struct RawHandle(Owned<Handle>);
 
 impl RawHandle {
     /// `cublasLtCreate` in the current context.
+    ///
+    /// NVIDIA: [`cublasLtCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltcreate)
     pub(super) fn create() -> Result<RawHandle> {
         let mut h: Handle = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer; the caller bound the context.
@@ -72,16 +74,7 @@ pub(crate) struct Plan {
     pub workspace: usize,
 }
 
-fn data_type(k: Kind) -> sys::cudaDataType_t {
-    use sys::cudaDataType_t as C;
-    match k {
-        Kind::F32 => C::CUDA_R_32F,
-        Kind::F16 => C::CUDA_R_16F,
-        Kind::Bf16 => C::CUDA_R_16BF,
-        Kind::E4M3 => C::CUDA_R_8F_E4M3,
-        Kind::E5M2 => C::CUDA_R_8F_E5M2,
-    }
-}
+crate::libs::dtype::cuda_data_type!(fn data_type -> sys::cudaDataType_t);
 
 fn epilogue(e: EpiKind) -> sys::cublasLtEpilogue_t {
     use sys::cublasLtEpilogue_t as L;
@@ -107,6 +100,8 @@ fn epilogue(e: EpiKind) -> sys::cublasLtEpilogue_t {
 
 /// Sets attribute `attr` of `desc` to `value`.
 ///
+/// NVIDIA: [`cublasLtMatmulDescSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldescsetattribute)
+///
 /// # Safety
 /// `desc` is a live descriptor and `T` is the attribute's type.
 unsafe fn set<T>(desc: sys::cublasLtMatmulDesc_t, attr: A, value: &T) -> Result<()> {
@@ -115,10 +110,12 @@ unsafe fn set<T>(desc: sys::cublasLtMatmulDesc_t, attr: A, value: &T) -> Result<
         .check("cublasLtMatmulDescSetAttribute")
 }
 
+/// NVIDIA: [`cublasLtMatrixLayoutCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatrixlayoutcreate),
+/// [`cublasLtMatrixLayoutSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatrixlayoutsetattribute)
 fn layout(kind: Kind, o: &Operand, count: i32) -> Result<Owned<sys::cublasLtMatrixLayout_t>> {
     let mut l: sys::cublasLtMatrixLayout_t = std::ptr::null_mut();
     // SAFETY: `l` is a valid out-pointer; the call only allocates a host descriptor.
-    unsafe { sys::cublasLtMatrixLayoutCreate(&mut l, data_type(kind), o.rows, o.cols, o.ld) }
+    unsafe { sys::cublasLtMatrixLayoutCreate(&mut l, data_type(kind.cuda()), o.rows, o.cols, o.ld) }
         .check("cublasLtMatrixLayoutCreate")?;
     let l = Owned::new(l);
     if count > 1 {
@@ -171,6 +168,11 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
 /// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
 /// `max_workspace` bytes for operands aligned to `align` bytes.
 ///
+/// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate),
+/// [`cublasLtMatmulPreferenceCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencecreate),
+/// [`cublasLtMatmulPreferenceSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencesetattribute),
+/// [`cublasLtMatmulAlgoGetHeuristic`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulalgogetheuristic)
+///
 /// A heuristic that finds no algorithm is `Error::Unsupported`, describing the problem.
 ///
 /// # Safety
@@ -202,7 +204,7 @@ pub(super) unsafe fn make_plan(
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSB, &op(p.trans_b))?;
         set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue(p.epi))?;
         if p.epi.bias().is_some() {
-            set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke) as i32))?;
+            set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             if p.count > 1 {
                 set(d, A::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &p.bias_stride)?;
             }
@@ -214,7 +216,7 @@ pub(super) unsafe fn make_plan(
             }
             let gelu = p.epi.aux().is_some_and(|u| !u.relu);
             if gelu && ke != kd {
-                set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &(data_type(ke) as i32))?;
+                set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             }
         }
         set_pointers(d, ptrs)?;
@@ -294,6 +296,8 @@ pub(super) struct Operands {
 }
 
 /// `cublasLtMatmul` with `plan`, after setting this call's pointers on its descriptor.
+///
+/// NVIDIA: [`cublasLtMatmul`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmul)
 ///
 /// # Safety
 /// (1) `h` is a live handle of the current context, `stream` a live stream of it, and the op is

@@ -28,6 +28,9 @@ pub enum Order {
 pub(crate) mod sealed {
     #![allow(unreachable_pub)]
 
+    use crate::libs::dtype::{CudaType, DataTypes};
+    use crate::memory::{F8E4M3, F8E5M2};
+
     /// The element kinds cuBLASLt multiplies.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum Kind {
@@ -41,6 +44,17 @@ pub(crate) mod sealed {
     impl Kind {
         pub fn is_fp8(self) -> bool {
             matches!(self, Kind::E4M3 | Kind::E5M2)
+        }
+
+        /// The kind's `cudaDataType`, from the data-type table.
+        pub(crate) const fn cuda(self) -> CudaType {
+            match self {
+                Kind::F32 => <f32 as DataTypes>::CUDA,
+                Kind::F16 => <half::f16 as DataTypes>::CUDA,
+                Kind::Bf16 => <half::bf16 as DataTypes>::CUDA,
+                Kind::E4M3 => <F8E4M3 as DataTypes>::CUDA,
+                Kind::E5M2 => <F8E5M2 as DataTypes>::CUDA,
+            }
         }
 
         pub fn name(self) -> &'static str {

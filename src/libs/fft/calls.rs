@@ -30,6 +30,7 @@ unsafe impl RawObject for PlanHandle {
     const DESTROY: &'static str = "cufftDestroy";
     type Status = sys::cufftResult;
 
+    /// NVIDIA: [`cufftDestroy`](https://docs.nvidia.com/cuda/cufft/#cufftdestroy)
     unsafe fn destroy(self) -> sys::cufftResult {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cufftDestroy(self.0) }
@@ -46,6 +47,11 @@ pub(crate) struct RawPlan {
 impl RawPlan {
     /// `cufftCreate`, then `cufftMakePlanMany64` for `key` without a work area of its own, on
     /// `stream`.
+    ///
+    /// NVIDIA: [`cufftCreate`](https://docs.nvidia.com/cuda/cufft/#cufftcreate),
+    /// [`cufftSetAutoAllocation`](https://docs.nvidia.com/cuda/cufft/#cufftsetautoallocation),
+    /// [`cufftMakePlanMany64`](https://docs.nvidia.com/cuda/cufft/#cufftmakeplanmany64),
+    /// [`cufftSetStream`](https://docs.nvidia.com/cuda/cufft/#cufftsetstream)
     ///
     /// # Safety
     /// `stream` is a live stream of the current context that outlives the plan.
@@ -84,6 +90,8 @@ impl RawPlan {
 
     /// `cufftSetWorkArea`.
     ///
+    /// NVIDIA: [`cufftSetWorkArea`](https://docs.nvidia.com/cuda/cufft/#cufftsetworkarea)
+    ///
     /// # Safety
     /// `area` is a live device buffer of at least [`work_bytes`](Self::work_bytes) bytes, used
     /// by nothing else while the plan's transforms run.
@@ -93,6 +101,13 @@ impl RawPlan {
     }
 
     /// `cufftExec<kind>`: the transform the plan was made for, `direction` for complex ones.
+    ///
+    /// NVIDIA: [`cufftExecC2C`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2c-and-cufftexecz2z),
+    /// [`cufftExecZ2Z`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2c-and-cufftexecz2z),
+    /// [`cufftExecR2C`](https://docs.nvidia.com/cuda/cufft/#cufftexecr2c-and-cufftexecd2z),
+    /// [`cufftExecD2Z`](https://docs.nvidia.com/cuda/cufft/#cufftexecr2c-and-cufftexecd2z),
+    /// [`cufftExecC2R`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2r-and-cufftexecz2d),
+    /// [`cufftExecZ2D`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2r-and-cufftexecz2d)
     ///
     /// # Safety
     /// (1) `input` and `output` are live device buffers of the current context laid out as the

@@ -25,6 +25,7 @@ unsafe impl RawObject for sys::curandGenerator_t {
     const DESTROY: &'static str = "curandDestroyGenerator";
     type Status = sys::curandStatus_t;
 
+    /// NVIDIA: [`curandDestroyGenerator`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     unsafe fn destroy(self) -> sys::curandStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::curandDestroyGenerator(self) }
@@ -36,6 +37,9 @@ pub(crate) struct RawGenerator(Owned<sys::curandGenerator_t>);
 
 impl RawGenerator {
     /// `curandCreateGenerator` of `kind` in the current context, then `curandSetStream`.
+    ///
+    /// NVIDIA: [`curandCreateGenerator`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandSetStream`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     ///
     /// # Safety
     /// `stream` is a live stream of the current context that outlives the generator.
@@ -52,6 +56,10 @@ impl RawGenerator {
     /// Sets the generator to `seed`: its seed (pseudo-random) or dimensions (quasi-random),
     /// and its offset (all but MTGP32, which has none). These only set generator state,
     /// applied at the next generate call on the generator's stream.
+    ///
+    /// NVIDIA: [`curandSetQuasiRandomGeneratorDimensions`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandSetPseudoRandomGeneratorSeed`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandSetGeneratorOffset`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     pub(super) fn reset(&mut self, seed: &Seed) -> Result<()> {
         let g = self.0.get();
         // SAFETY: a live generator, used by this thread only (`&mut self`).
@@ -70,6 +78,13 @@ impl RawGenerator {
     }
 
     /// `curandGenerate<draw>` of `n` floats of `kind` at `out`.
+    ///
+    /// NVIDIA: [`curandGenerateUniform`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandGenerateUniformDouble`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandGenerateNormal`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandGenerateNormalDouble`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandGenerateLogNormal`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandGenerateLogNormalDouble`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     ///
     /// # Safety
     /// `out` is a live device buffer of the current context holding `n` elements of `kind`,
@@ -106,6 +121,8 @@ impl RawGenerator {
 
     /// `curandGeneratePoisson`: `n` counts of mean `lambda` at `out`.
     ///
+    /// NVIDIA: [`curandGeneratePoisson`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
+    ///
     /// # Safety
     /// `out` is a live device buffer of the current context holding `n` `u32`s, fenced on the
     /// generator's stream.
@@ -117,6 +134,8 @@ impl RawGenerator {
     /// `curandGenerate`: `n` raw 32-bit values at `out`. cuRAND refuses it for the 64-bit
     /// quasi-random generators (Sobol64 and scrambled Sobol64).
     ///
+    /// NVIDIA: [`curandGenerate`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
+    ///
     /// # Safety
     /// `out` is a live device buffer of the current context holding `n` `u32`s, fenced on the
     /// generator's stream.
@@ -127,6 +146,8 @@ impl RawGenerator {
 
     /// `curandGenerateLongLong`: `n` raw 64-bit values at `out`. cuRAND accepts it only for the
     /// 64-bit quasi-random generators (Sobol64 and scrambled Sobol64).
+    ///
+    /// NVIDIA: [`curandGenerateLongLong`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     ///
     /// # Safety
     /// `out` is a live device buffer of the current context holding `n` `u64`s, fenced on the

@@ -33,6 +33,7 @@ unsafe impl RawObject for Handle {
     const DESTROY: &'static str = "cusolverSpDestroy";
     type Status = sys::cusolverStatus_t;
 
+    /// NVIDIA: [`cusolverSpDestroy`](https://docs.nvidia.com/cuda/cusolver/#cusolverspdestroy)
     unsafe fn destroy(self) -> sys::cusolverStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cusolverSpDestroy(self.0) }
@@ -63,6 +64,9 @@ pub(crate) struct Raw {
 
 /// `cusolverSpCreate`, `cusolverSpSetStream` and `cusparseCreateMatDescr` (general, zero-based
 /// by default).
+///
+/// NVIDIA: [`cusolverSpCreate`](https://docs.nvidia.com/cuda/cusolver/#cusolverspcreate),
+/// [`cusolverSpSetStream`](https://docs.nvidia.com/cuda/cusolver/#cusolverspsetstream)
 ///
 /// # Safety
 /// `stream` is a live stream of the current context that outlives the handle.

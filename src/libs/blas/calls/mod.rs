@@ -37,6 +37,7 @@ unsafe impl RawObject for H {
     const DESTROY: &'static str = "cublasDestroy";
     type Status = sys::cublasStatus_t;
 
+    /// NVIDIA: [`cublasDestroy_v2`](https://docs.nvidia.com/cuda/cublas/#cublasdestroy)
     unsafe fn destroy(self) -> sys::cublasStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cublasDestroy_v2(self) }
@@ -48,6 +49,9 @@ pub(crate) struct RawHandle(Owned<H>);
 
 impl RawHandle {
     /// `cublasCreate` in the current context, then `cublasSetStream`.
+    ///
+    /// NVIDIA: [`cublasCreate_v2`](https://docs.nvidia.com/cuda/cublas/#cublascreate),
+    /// [`cublasSetStream_v2`](https://docs.nvidia.com/cuda/cublas/#cublassetstream)
     ///
     /// # Safety
     /// `stream` is a live stream of the current context that outlives the handle.
@@ -66,6 +70,8 @@ impl RawHandle {
     }
 
     /// `cublasSetMathMode`: only changes a setting of the live handle.
+    ///
+    /// NVIDIA: [`cublasSetMathMode`](https://docs.nvidia.com/cuda/cublas/#cublassetmathmode)
     pub(super) fn set_math_mode(&self, mode: MathMode) -> Result<()> {
         let raw = match mode {
             MathMode::Default => sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
@@ -78,6 +84,8 @@ impl RawHandle {
 }
 
 /// `cublasSetPointerMode`: `device` for results written to device memory, else host.
+///
+/// NVIDIA: [`cublasSetPointerMode_v2`](https://docs.nvidia.com/cuda/cublas/#cublassetpointermode)
 ///
 /// # Safety
 /// `h` is a live handle.

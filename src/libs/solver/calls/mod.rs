@@ -11,7 +11,6 @@
 
 use super::{Fill, Side, Trans};
 use crate::error::Result;
-use crate::libs::dtype::CudaType;
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cusolver::sys;
@@ -33,17 +32,7 @@ pub(super) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-pub(super) const fn data_type(t: CudaType) -> sys::cudaDataType {
-    use sys::cudaDataType as C;
-    match t {
-        CudaType::R32F => C::CUDA_R_32F,
-        CudaType::R64F => C::CUDA_R_64F,
-        CudaType::C32F => C::CUDA_C_32F,
-        CudaType::C64F => C::CUDA_C_64F,
-        // The solver's element types are the four above (`SolverElement` is sealed).
-        _ => C::CUDA_R_32F,
-    }
-}
+crate::libs::dtype::cuda_data_type!(pub(super) fn data_type -> sys::cudaDataType);
 
 pub(super) fn fill(f: Fill) -> sys::cublasFillMode_t {
     match f {
@@ -79,6 +68,7 @@ pub(super) fn eig_mode(vectors: bool) -> sys::cusolverEigMode_t {
 unsafe impl RawObject for Handle {
     const DESTROY: &'static str = "cusolverDnDestroy";
     type Status = sys::cusolverStatus_t;
+    /// NVIDIA: [`cusolverDnDestroy`](https://docs.nvidia.com/cuda/cusolver/#cusolverdndestroy)
     unsafe fn destroy(self) -> sys::cusolverStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cusolverDnDestroy(self) }
@@ -89,6 +79,7 @@ unsafe impl RawObject for Handle {
 unsafe impl RawObject for Params {
     const DESTROY: &'static str = "cusolverDnDestroyParams";
     type Status = sys::cusolverStatus_t;
+    /// NVIDIA: [`cusolverDnDestroyParams`](https://docs.nvidia.com/cuda/cusolver/#cusolverdndestroyparams)
     unsafe fn destroy(self) -> sys::cusolverStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cusolverDnDestroyParams(self) }
@@ -103,6 +94,7 @@ pub(crate) struct JacobiInfo(sys::gesvdjInfo_t);
 unsafe impl RawObject for JacobiInfo {
     const DESTROY: &'static str = "cusolverDnDestroyGesvdjInfo";
     type Status = sys::cusolverStatus_t;
+    /// NVIDIA: [`cusolverDnDestroyGesvdjInfo`](https://docs.nvidia.com/cuda/cusolver/#cusolverdndestroygesvdjinfo)
     unsafe fn destroy(self) -> sys::cusolverStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cusolverDnDestroyGesvdjInfo(self.0) }
@@ -114,6 +106,10 @@ pub(crate) struct OwnedJacobi(pub(super) Owned<JacobiInfo>);
 
 impl OwnedJacobi {
     /// `cusolverDnCreateGesvdjInfo` with `tol` and `max_sweeps` set.
+    ///
+    /// NVIDIA: [`cusolverDnCreateGesvdjInfo`](https://docs.nvidia.com/cuda/cusolver/#cusolverdncreategesvdjinfo),
+    /// [`cusolverDnXgesvdjSetTolerance`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvdjsettolerance),
+    /// [`cusolverDnXgesvdjSetMaxSweeps`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvdjsetmaxsweeps)
     pub(super) fn create(tol: f64, max_sweeps: u32) -> Result<OwnedJacobi> {
         let mut raw: sys::gesvdjInfo_t = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; host-only calls on the fresh object.
@@ -133,6 +129,9 @@ impl OwnedJacobi {
     }
 
     /// `cusolverDnXgesvdjGetResidual` and `...GetSweeps`.
+    ///
+    /// NVIDIA: [`cusolverDnXgesvdjGetResidual`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvdjgetresidual),
+    /// [`cusolverDnXgesvdjGetSweeps`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvdjgetsweeps)
     ///
     /// # Safety
     /// `h` is a live handle used by this thread only, and the SVD run with this info finished.
@@ -155,6 +154,7 @@ pub(crate) struct SyevjInfo(sys::syevjInfo_t);
 unsafe impl RawObject for SyevjInfo {
     const DESTROY: &'static str = "cusolverDnDestroySyevjInfo";
     type Status = sys::cusolverStatus_t;
+    /// NVIDIA: [`cusolverDnDestroySyevjInfo`](https://docs.nvidia.com/cuda/cusolver/#cusolverdndestroysyevjinfo)
     unsafe fn destroy(self) -> sys::cusolverStatus_t {
         // SAFETY: the caller keeps `destroy`'s contract.
         unsafe { sys::cusolverDnDestroySyevjInfo(self.0) }
@@ -166,6 +166,10 @@ pub(crate) struct OwnedSyevj(Owned<SyevjInfo>);
 
 impl OwnedSyevj {
     /// `cusolverDnCreateSyevjInfo` with `tol` and `max_sweeps` set.
+    ///
+    /// NVIDIA: [`cusolverDnCreateSyevjInfo`](https://docs.nvidia.com/cuda/cusolver/#cusolverdncreatesyevjinfo),
+    /// [`cusolverDnXsyevjSetTolerance`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevjsettolerance),
+    /// [`cusolverDnXsyevjSetMaxSweeps`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevjsetmaxsweeps)
     pub(super) fn create(tol: f64, max_sweeps: u32) -> Result<OwnedSyevj> {
         let mut raw: sys::syevjInfo_t = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
@@ -185,6 +189,9 @@ impl OwnedSyevj {
     }
 
     /// `cusolverDnXsyevjGetResidual` and `...GetSweeps`.
+    ///
+    /// NVIDIA: [`cusolverDnXsyevjGetResidual`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevjgetresidual),
+    /// [`cusolverDnXsyevjGetSweeps`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevjgetsweeps)
     ///
     /// # Safety
     /// `h` is a live handle used by this thread only, and the (non-batched) run with this info
@@ -217,6 +224,7 @@ pub(crate) struct BlasHandle(pub(super) cudarc::cublas::sys::cublasHandle_t);
 unsafe impl RawObject for BlasHandle {
     const DESTROY: &'static str = "cublasDestroy";
     type Status = BlasStatus;
+    /// NVIDIA: [`cublasDestroy_v2`](https://docs.nvidia.com/cuda/cublas/#cublasdestroy)
     unsafe fn destroy(self) -> BlasStatus {
         // SAFETY: the caller keeps `destroy`'s contract.
         BlasStatus(unsafe { cudarc::cublas::sys::cublasDestroy_v2(self.0) })
@@ -238,6 +246,10 @@ pub(crate) struct RawHandle {
 
 impl RawHandle {
     /// `cusolverDnCreate`, `cusolverDnSetStream`, `cusolverDnCreateParams`.
+    ///
+    /// NVIDIA: [`cusolverDnCreate`](https://docs.nvidia.com/cuda/cusolver/#cusolverdncreate),
+    /// [`cusolverDnSetStream`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnsetstream),
+    /// [`cusolverDnCreateParams`](https://docs.nvidia.com/cuda/cusolver/#cusolverdncreateparams)
     ///
     /// # Safety
     /// `stream` is a live stream of the current context that outlives the handle.
@@ -313,6 +325,9 @@ type Dt = sys::cudaDataType;
 // that stays alive until the call's work finished. The queries read no buffer.
 
 /// `cusolverDnXpotrf_bufferSize` (`call` none) or `cusolverDnXpotrf`.
+///
+/// NVIDIA: [`cusolverDnXpotrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxpotrf),
+/// [`cusolverDnXpotrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxpotrf)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn potrf(
     h: Handle,
@@ -344,6 +359,8 @@ pub(super) unsafe fn potrf(
 }
 
 /// `cusolverDnXpotrs`.
+///
+/// NVIDIA: [`cusolverDnXpotrs`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxpotrs)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn potrs(
     h: Handle,
@@ -363,6 +380,9 @@ pub(super) unsafe fn potrs(
 }
 
 /// `cusolverDnXgetrf_bufferSize` or `cusolverDnXgetrf` (`ipiv` null: no pivoting).
+///
+/// NVIDIA: [`cusolverDnXgetrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgetrf),
+/// [`cusolverDnXgetrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgetrf)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn getrf(
     h: Handle,
@@ -408,6 +428,8 @@ pub(super) unsafe fn getrf(
 }
 
 /// `cusolverDnXgetrs` (`ipiv` null: the factorization was not pivoted).
+///
+/// NVIDIA: [`cusolverDnXgetrs`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgetrs)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn getrs(
     h: Handle,
@@ -429,6 +451,9 @@ pub(super) unsafe fn getrs(
 }
 
 /// `cusolverDnXgeqrf_bufferSize` or `cusolverDnXgeqrf`.
+///
+/// NVIDIA: [`cusolverDnXgeqrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeqrf),
+/// [`cusolverDnXgeqrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeqrf)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn geqrf(
     h: Handle,
@@ -477,6 +502,9 @@ pub(super) unsafe fn geqrf(
 
 /// `cusolverDnXsyevd_bufferSize` or `cusolverDnXsyevd` (`wt`: the real type of the
 /// eigenvalues).
+///
+/// NVIDIA: [`cusolverDnXsyevd_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevd),
+/// [`cusolverDnXsyevd`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevd)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn syevd(
     h: Handle,
@@ -529,6 +557,9 @@ pub(super) unsafe fn syevd(
 
 /// `cusolverDnXgesvd_bufferSize` or `cusolverDnXgesvd`, computing all of `U` and `Vᵀ` (`'A'`)
 /// or none (`'N'`).
+///
+/// NVIDIA: [`cusolverDnXgesvd_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvd),
+/// [`cusolverDnXgesvd`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvd)
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn gesvd(
     h: Handle,

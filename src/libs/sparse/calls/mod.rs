@@ -27,28 +27,7 @@ pub(in crate::libs::sparse) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
-/// The data-type table's CUDA column as cuSPARSE's `sys` enum.
-pub(in crate::libs::sparse) const fn data_type(t: CudaType) -> sys::cudaDataType {
-    use sys::cudaDataType as C;
-    match t {
-        CudaType::R16F => C::CUDA_R_16F,
-        CudaType::R16BF => C::CUDA_R_16BF,
-        CudaType::R32F => C::CUDA_R_32F,
-        CudaType::R64F => C::CUDA_R_64F,
-        CudaType::C32F => C::CUDA_C_32F,
-        CudaType::C64F => C::CUDA_C_64F,
-        CudaType::R8I => C::CUDA_R_8I,
-        CudaType::R8U => C::CUDA_R_8U,
-        CudaType::R16I => C::CUDA_R_16I,
-        CudaType::R16U => C::CUDA_R_16U,
-        CudaType::R32I => C::CUDA_R_32I,
-        CudaType::R32U => C::CUDA_R_32U,
-        CudaType::R64I => C::CUDA_R_64I,
-        CudaType::R64U => C::CUDA_R_64U,
-        CudaType::R8F_E4M3 => C::CUDA_R_8F_E4M3,
-        CudaType::R8F_E5M2 => C::CUDA_R_8F_E5M2,
-    }
-}
+crate::libs::dtype::cuda_data_type!(pub(in crate::libs::sparse) fn data_type -> sys::cudaDataType);
 
 pub(in crate::libs::sparse) fn index_type(i: IndexKind) -> sys::cusparseIndexType_t {
     match i {
@@ -120,6 +99,9 @@ raw_object!(
 
 /// `cusparseCreate`, then `cusparseSetStream`.
 ///
+/// NVIDIA: [`cusparseCreate`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreate),
+/// [`cusparseSetStream`](https://docs.nvidia.com/cuda/cusparse/#cusparsesetstream)
+///
 /// # Safety
 /// `stream` is a live stream of the current context that outlives the handle.
 pub(in crate::libs::sparse) unsafe fn create_handle(stream: CuStream) -> Result<Owned<Handle>> {
@@ -150,6 +132,12 @@ pub(in crate::libs::sparse) struct SpMatParts {
 
 /// `cusparseCreateCsr`, `cusparseCreateCsc`, `cusparseCreateCoo`, `cusparseCreateBsr` (blocks
 /// stored row-major) or `cusparseCreateBlockedEll`.
+///
+/// NVIDIA: [`cusparseCreateCsr`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatecsr),
+/// [`cusparseCreateCsc`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatecsc),
+/// [`cusparseCreateCoo`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatecoo),
+/// [`cusparseCreateBsr`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatebsr),
+/// [`cusparseCreateBlockedEll`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreateblockedell)
 ///
 /// # Safety
 /// The pointers are null (for a matrix whose buffers are set later) or live device buffers of the
@@ -195,6 +183,8 @@ pub(in crate::libs::sparse) unsafe fn create_sp_mat(p: &SpMatParts) -> Result<Ow
 
 /// `cusparseCreateSpVec`.
 ///
+/// NVIDIA: [`cusparseCreateSpVec`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatespvec)
+///
 /// # Safety
 /// `indices` and `values` are live device buffers of the current context holding at least
 /// `nnz` elements of the index type and of `t`.
@@ -215,6 +205,8 @@ pub(in crate::libs::sparse) unsafe fn create_sp_vec(
 
 /// `cusparseCreateDnVec`.
 ///
+/// NVIDIA: [`cusparseCreateDnVec`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatednvec)
+///
 /// # Safety
 /// `values` is a live device buffer of the current context with at least `n` elements of `t`.
 pub(in crate::libs::sparse) unsafe fn create_dn_vec(n: i64, values: *mut c_void, t: CudaType) -> Result<Owned<DnVec>> {
@@ -225,6 +217,8 @@ pub(in crate::libs::sparse) unsafe fn create_dn_vec(n: i64, values: *mut c_void,
 }
 
 /// `cusparseCreateDnMat`, column-major.
+///
+/// NVIDIA: [`cusparseCreateDnMat`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatednmat)
 ///
 /// # Safety
 /// `values` is a live device buffer of the current context spanning a column-major
@@ -245,6 +239,8 @@ pub(in crate::libs::sparse) unsafe fn create_dn_mat(
 }
 
 /// Sets the triangle a triangular solve reads, and whether its diagonal is implicit.
+///
+/// NVIDIA: [`cusparseSpMatSetAttribute`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmatsetattribute)
 pub(in crate::libs::sparse) fn set_triangle(a: SpMat, fill: Fill, unit: bool) -> Result<()> {
     let mut f = match fill {
         Fill::Lower => sys::cusparseFillMode_t::CUSPARSE_FILL_MODE_LOWER,
@@ -280,6 +276,8 @@ pub(in crate::libs::sparse) fn set_triangle(a: SpMat, fill: Fill, unit: bool) ->
 }
 
 /// `cusparseSpMatGetSize`: the descriptor's rows, columns and nonzeros.
+///
+/// NVIDIA: [`cusparseSpMatGetSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmatgetsize)
 pub(in crate::libs::sparse) fn sp_mat_size(a: SpMat) -> Result<(i64, i64, i64)> {
     let (mut r, mut c, mut n) = (0, 0, 0);
     // SAFETY: a live descriptor and valid out-pointers.
@@ -288,6 +286,8 @@ pub(in crate::libs::sparse) fn sp_mat_size(a: SpMat) -> Result<(i64, i64, i64)> 
 }
 
 /// `cusparseCsrSetPointers`.
+///
+/// NVIDIA: [`cusparseCsrSetPointers`](https://docs.nvidia.com/cuda/cusparse/#cusparsecsrsetpointers)
 ///
 /// # Safety
 /// The buffers are live device buffers of the current context sized for the descriptor's rows

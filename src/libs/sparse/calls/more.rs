@@ -33,6 +33,8 @@ pub(in crate::libs::sparse) struct Reuse {
 
 /// `cusparseSpGEMMreuse_workEstimation`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpGEMMreuse_workEstimation`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemmreuse)
 pub(in crate::libs::sparse) unsafe fn reuse_work_estimation(
     g: Reuse,
     size: &mut usize,
@@ -47,6 +49,8 @@ pub(in crate::libs::sparse) unsafe fn reuse_work_estimation(
 
 /// `cusparseSpGEMMreuse_nnz`: with null buffers, writes their three sizes to `sizes`.
 /// # Safety: the module's contract; the work estimation ran with its buffer, still live.
+///
+/// NVIDIA: [`cusparseSpGEMMreuse_nnz`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemmreuse)
 pub(in crate::libs::sparse) unsafe fn reuse_nnz(
     g: Reuse,
     sizes: &mut [usize; 3],
@@ -65,6 +69,8 @@ pub(in crate::libs::sparse) unsafe fn reuse_nnz(
 /// `cusparseSpGEMMreuse_copy`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract; the nnz phase ran, its buffers are live, and `c` points at
 /// buffers sized for the nonzeros it found.
+///
+/// NVIDIA: [`cusparseSpGEMMreuse_copy`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemmreuse)
 pub(in crate::libs::sparse) unsafe fn reuse_copy(g: Reuse, size: &mut usize, buffer: *mut c_void) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseSpGEMMreuse_copy(g.h, N, N, g.a.0 as _, g.b.0 as _, g.c.0, SPGEMM, g.d.0, size, buffer) }
@@ -74,6 +80,8 @@ pub(in crate::libs::sparse) unsafe fn reuse_copy(g: Reuse, size: &mut usize, buf
 /// `cusparseSpGEMMreuse_compute`.
 /// # Safety: the module's contract; the copy phase ran, and the nnz phase's last buffer and the
 /// copy phase's buffer are still live.
+///
+/// NVIDIA: [`cusparseSpGEMMreuse_compute`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemmreuse)
 pub(in crate::libs::sparse) unsafe fn reuse_compute(g: Reuse, s: Scalars) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe {
@@ -106,6 +114,8 @@ pub(in crate::libs::sparse) struct Sddmm {
 }
 
 /// `cusparseSDDMM_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSDDMM_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsesddmm)
 pub(in crate::libs::sparse) unsafe fn sddmm_size(p: Sddmm) -> Result<usize> {
     let mut n = 0;
     let (ta, tb, t) = (op(p.t[0]), op(p.t[1]), data_type(p.s.t));
@@ -119,6 +129,9 @@ pub(in crate::libs::sparse) unsafe fn sddmm_size(p: Sddmm) -> Result<usize> {
 
 /// `cusparseSDDMM_preprocess`, then `cusparseSDDMM`, with the same buffer.
 /// # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSDDMM_preprocess`](https://docs.nvidia.com/cuda/cusparse/#cusparsesddmm),
+/// [`cusparseSDDMM`](https://docs.nvidia.com/cuda/cusparse/#cusparsesddmm)
 pub(in crate::libs::sparse) unsafe fn sddmm(p: Sddmm, buffer: *mut c_void) -> Result<()> {
     let (ta, tb, t) = (op(p.t[0]), op(p.t[1]), data_type(p.s.t));
     // SAFETY: the caller keeps the module's contract.
@@ -133,6 +146,8 @@ pub(in crate::libs::sparse) unsafe fn sddmm(p: Sddmm, buffer: *mut c_void) -> Re
 }
 
 /// `cusparseSpSM_createDescr`.
+///
+/// NVIDIA: [`cusparseSpSM_createDescr`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsm)
 pub(in crate::libs::sparse) fn spsm_descr() -> Result<crate::libs::object::Owned<SpSm>> {
     let mut d = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
@@ -153,6 +168,8 @@ pub(in crate::libs::sparse) struct Spsm {
 }
 
 /// `cusparseSpSM_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpSM_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsm)
 pub(in crate::libs::sparse) unsafe fn spsm_size(p: Spsm) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
@@ -177,6 +194,8 @@ pub(in crate::libs::sparse) unsafe fn spsm_size(p: Spsm) -> Result<usize> {
 
 /// `cusparseSpSM_analysis`. # Safety: the module's contract; `buffer` stays live and unused
 /// by other work for as long as `p.d` is solved with.
+///
+/// NVIDIA: [`cusparseSpSM_analysis`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsm)
 pub(in crate::libs::sparse) unsafe fn spsm_analysis(p: Spsm, buffer: *mut c_void) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe {
@@ -198,6 +217,8 @@ pub(in crate::libs::sparse) unsafe fn spsm_analysis(p: Spsm, buffer: *mut c_void
 }
 
 /// `cusparseSpSM_solve`. # Safety: the module's contract; `p.d` was analysed for `p.a`.
+///
+/// NVIDIA: [`cusparseSpSM_solve`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsm)
 pub(in crate::libs::sparse) unsafe fn spsm_solve(p: Spsm) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe {
@@ -218,18 +239,24 @@ pub(in crate::libs::sparse) unsafe fn spsm_solve(p: Spsm) -> Result<()> {
 }
 
 /// `cusparseAxpby`: `y = alpha x + beta y`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseAxpby`](https://docs.nvidia.com/cuda/cusparse/#cusparseaxpby)
 pub(in crate::libs::sparse) unsafe fn axpby(h: H, s: Scalars, x: SpVec, y: DnVec) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseAxpby(h, s.alpha, x.0 as _, s.beta, y.0) }.check("cusparseAxpby")
 }
 
 /// `cusparseGather`: `x.values[i] = y[x.indices[i]]`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseGather`](https://docs.nvidia.com/cuda/cusparse/#cusparsegather)
 pub(in crate::libs::sparse) unsafe fn gather(h: H, y: DnVec, x: SpVec) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseGather(h, y.0 as _, x.0) }.check("cusparseGather")
 }
 
 /// `cusparseScatter`: `y[x.indices[i]] = x.values[i]`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseScatter`](https://docs.nvidia.com/cuda/cusparse/#cusparsescatter)
 pub(in crate::libs::sparse) unsafe fn scatter(h: H, x: SpVec, y: DnVec) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseScatter(h, x.0 as _, y.0) }.check("cusparseScatter")

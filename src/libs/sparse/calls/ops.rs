@@ -31,6 +31,8 @@ const SPGEMM: sys::cusparseSpGEMMAlg_t = sys::cusparseSpGEMMAlg_t::CUSPARSE_SPGE
 const SPSV: sys::cusparseSpSVAlg_t = sys::cusparseSpSVAlg_t::CUSPARSE_SPSV_ALG_DEFAULT;
 
 /// `cusparseSpMV_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpMV_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmv)
 pub(in crate::libs::sparse) unsafe fn spmv_size(
     h: H,
     t: Transpose,
@@ -49,6 +51,8 @@ pub(in crate::libs::sparse) unsafe fn spmv_size(
 }
 
 /// `cusparseSpMV`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpMV`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmv)
 #[allow(clippy::too_many_arguments)]
 pub(in crate::libs::sparse) unsafe fn spmv(
     h: H,
@@ -65,6 +69,8 @@ pub(in crate::libs::sparse) unsafe fn spmv(
 }
 
 /// `cusparseSpMM_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpMM_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmm)
 pub(in crate::libs::sparse) unsafe fn spmm_size(
     h: H,
     t: [Transpose; 2],
@@ -95,6 +101,8 @@ pub(in crate::libs::sparse) unsafe fn spmm_size(
 }
 
 /// `cusparseSpMM`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpMM`](https://docs.nvidia.com/cuda/cusparse/#cusparsespmm)
 pub(in crate::libs::sparse) unsafe fn spmm(
     h: H,
     t: [Transpose; 2],
@@ -112,6 +120,8 @@ pub(in crate::libs::sparse) unsafe fn spmm(
 }
 
 /// `cusparseSpGEMM_createDescr`.
+///
+/// NVIDIA: [`cusparseSpGEMM_createDescr`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemm)
 pub(in crate::libs::sparse) fn spgemm_descr() -> Result<crate::libs::object::Owned<SpGemm>> {
     let mut d = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
@@ -132,6 +142,8 @@ pub(in crate::libs::sparse) struct SpGemmArgs {
 
 /// `cusparseSpGEMM_workEstimation`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract; `size` holds the buffer's size when `buffer` is not null.
+///
+/// NVIDIA: [`cusparseSpGEMM_workEstimation`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemm)
 pub(in crate::libs::sparse) unsafe fn spgemm_work_estimation(
     g: SpGemmArgs,
     size: &mut usize,
@@ -161,6 +173,8 @@ pub(in crate::libs::sparse) unsafe fn spgemm_work_estimation(
 
 /// `cusparseSpGEMM_compute`: with a null `buffer`, writes its size to `size`.
 /// # Safety: the module's contract; the work estimation ran with its buffer, still live.
+///
+/// NVIDIA: [`cusparseSpGEMM_compute`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemm)
 pub(in crate::libs::sparse) unsafe fn spgemm_compute(
     g: SpGemmArgs,
     size: &mut usize,
@@ -191,6 +205,8 @@ pub(in crate::libs::sparse) unsafe fn spgemm_compute(
 /// `cusparseSpGEMM_copy`.
 /// # Safety: the module's contract; the compute phase ran, its buffers are still live, and `c`
 /// points at buffers sized for the nonzeros it found.
+///
+/// NVIDIA: [`cusparseSpGEMM_copy`](https://docs.nvidia.com/cuda/cusparse/#cusparsespgemm)
 pub(in crate::libs::sparse) unsafe fn spgemm_copy(g: SpGemmArgs) -> Result<()> {
     let n = sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE;
     // SAFETY: the caller keeps the module's contract.
@@ -213,6 +229,8 @@ pub(in crate::libs::sparse) unsafe fn spgemm_copy(g: SpGemmArgs) -> Result<()> {
 }
 
 /// `cusparseSpSV_createDescr`.
+///
+/// NVIDIA: [`cusparseSpSV_createDescr`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsv)
 pub(in crate::libs::sparse) fn spsv_descr() -> Result<crate::libs::object::Owned<SpSv>> {
     let mut d = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
@@ -221,6 +239,8 @@ pub(in crate::libs::sparse) fn spsv_descr() -> Result<crate::libs::object::Owned
 }
 
 /// `cusparseSpSV_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSpSV_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsv)
 pub(in crate::libs::sparse) unsafe fn spsv_size(
     h: H,
     t: Transpose,
@@ -241,6 +261,8 @@ pub(in crate::libs::sparse) unsafe fn spsv_size(
 
 /// `cusparseSpSV_analysis`. # Safety: the module's contract; `buffer` stays live and unused by
 /// other work for as long as `d` is solved with.
+///
+/// NVIDIA: [`cusparseSpSV_analysis`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsv)
 #[allow(clippy::too_many_arguments)]
 pub(in crate::libs::sparse) unsafe fn spsv_analysis(
     h: H,
@@ -258,6 +280,8 @@ pub(in crate::libs::sparse) unsafe fn spsv_analysis(
 }
 
 /// `cusparseSpSV_solve`. # Safety: the module's contract; `d` was analysed for `a`.
+///
+/// NVIDIA: [`cusparseSpSV_solve`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsv)
 pub(in crate::libs::sparse) unsafe fn spsv_solve(
     h: H,
     t: Transpose,
@@ -285,6 +309,9 @@ pub(in crate::libs::sparse) struct Csr2Csc {
 
 /// `cusparseCsr2cscEx2`, or its size query when `size` is `Some`.
 /// # Safety: the module's contract for the raw arrays in `p` (offsets, indices, values each).
+///
+/// NVIDIA: [`cusparseCsr2cscEx2_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsecsr2cscex2),
+/// [`cusparseCsr2cscEx2`](https://docs.nvidia.com/cuda/cusparse/#cusparsecsr2cscex2)
 pub(in crate::libs::sparse) unsafe fn csr2csc(
     h: H,
     p: &Csr2Csc,
@@ -315,6 +342,8 @@ const D2S: sys::cusparseDenseToSparseAlg_t = sys::cusparseDenseToSparseAlg_t::CU
 const S2D: sys::cusparseSparseToDenseAlg_t = sys::cusparseSparseToDenseAlg_t::CUSPARSE_SPARSETODENSE_ALG_DEFAULT;
 
 /// `cusparseDenseToSparse_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseDenseToSparse_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsedensetosparse)
 pub(in crate::libs::sparse) unsafe fn dense_to_sparse_size(h: H, a: DnMat, b: SpMat) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
@@ -325,6 +354,9 @@ pub(in crate::libs::sparse) unsafe fn dense_to_sparse_size(h: H, a: DnMat, b: Sp
 
 /// `cusparseDenseToSparse_analysis` (`convert: false`) or `_convert`.
 /// # Safety: the module's contract; for `convert`, the analysis ran with the same buffer.
+///
+/// NVIDIA: [`cusparseDenseToSparse_convert`](https://docs.nvidia.com/cuda/cusparse/#cusparsedensetosparse),
+/// [`cusparseDenseToSparse_analysis`](https://docs.nvidia.com/cuda/cusparse/#cusparsedensetosparse)
 pub(in crate::libs::sparse) unsafe fn dense_to_sparse(
     h: H,
     a: DnMat,
@@ -343,6 +375,8 @@ pub(in crate::libs::sparse) unsafe fn dense_to_sparse(
 }
 
 /// `cusparseSparseToDense_bufferSize`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSparseToDense_bufferSize`](https://docs.nvidia.com/cuda/cusparse/#cusparsesparsetodense)
 pub(in crate::libs::sparse) unsafe fn sparse_to_dense_size(h: H, a: SpMat, b: DnMat) -> Result<usize> {
     let mut n = 0;
     // SAFETY: the caller keeps the module's contract.
@@ -352,6 +386,8 @@ pub(in crate::libs::sparse) unsafe fn sparse_to_dense_size(h: H, a: SpMat, b: Dn
 }
 
 /// `cusparseSparseToDense`. # Safety: the module's contract.
+///
+/// NVIDIA: [`cusparseSparseToDense`](https://docs.nvidia.com/cuda/cusparse/#cusparsesparsetodense)
 pub(in crate::libs::sparse) unsafe fn sparse_to_dense(h: H, a: SpMat, b: DnMat, buffer: *mut c_void) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseSparseToDense(h, a.0 as _, b.0, S2D, buffer) }.check("cusparseSparseToDense")

@@ -11,7 +11,6 @@ pub(crate) use plan::RawPlan;
 
 use super::{BinaryOp, Compute, UnaryOp};
 use crate::error::{Error, Result};
-use crate::libs::dtype::CudaType;
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cutensor::sys;
@@ -55,6 +54,8 @@ pub(crate) struct RawHandle(Owned<sys::cutensorHandle_t>);
 
 impl RawHandle {
     /// `cutensorCreate` in the current context.
+    ///
+    /// NVIDIA: [`cutensorCreate`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreate)
     pub(super) fn create() -> Result<RawHandle> {
         let mut h: sys::cutensorHandle_t = std::ptr::null_mut();
         // SAFETY: `h` is a valid out-pointer; the op path made the device's context current.
@@ -118,31 +119,4 @@ fn binary(op: BinaryOp) -> sys::cutensorOperator_t {
     }
 }
 
-fn data_type(t: CudaType) -> Result<sys::cutensorDataType_t> {
-    use sys::cutensorDataType_t as D;
-    match t {
-        CudaType::R16F => Ok(D::CUDA_R_16F),
-        CudaType::R16BF => Ok(D::CUDA_R_16BF),
-        CudaType::R32F => Ok(D::CUDA_R_32F),
-        CudaType::R64F => Ok(D::CUDA_R_64F),
-        other => Err(Error::invalid("element type", format!("{other:?} is not a cuTENSOR element type here"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cuda_types_agree() {
-        use sys::cutensorDataType_t as D;
-        for (ours, theirs) in [
-            (CudaType::R16F, D::CUDA_R_16F),
-            (CudaType::R16BF, D::CUDA_R_16BF),
-            (CudaType::R32F, D::CUDA_R_32F),
-            (CudaType::R64F, D::CUDA_R_64F),
-        ] {
-            assert_eq!(data_type(ours).unwrap(), theirs);
-        }
-    }
-}
+crate::libs::dtype::cuda_data_type!(fn data_type -> sys::cutensorDataType_t);

@@ -44,9 +44,20 @@ pub(crate) struct RawPlan {
 impl RawPlan {
     /// Makes the descriptors, the operation, a plan preference (JIT as `key.jit` says) and the
     /// plan for `key`, with the workspace limit cuTENSOR estimates for it.
+    ///
+    /// NVIDIA: [`cutensorCreateTensorDescriptor`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreatetensordescriptor),
+    /// [`cutensorCreateContraction`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreatecontraction),
+    /// [`cutensorCreateReduction`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreatereduction),
+    /// [`cutensorCreatePermutation`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreatepermutation),
+    /// [`cutensorCreateElementwiseBinary`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreateelementwisebinary),
+    /// [`cutensorCreateElementwiseTrinary`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreateelementwisetrinary),
+    /// [`cutensorCreatePlanPreference`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreateplanpreference),
+    /// [`cutensorEstimateWorkspaceSize`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorestimateworkspacesize),
+    /// [`cutensorCreatePlan`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcreateplan),
+    /// [`cutensorPlanGetAttribute`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorplangetattribute)
     pub(in crate::libs::tensor) fn make(handle: &RawHandle, key: &PlanKey) -> Result<RawPlan> {
         let h = handle.get();
-        let dt = data_type(key.dtype)?;
+        let dt = data_type(key.dtype);
         let mut descs = Vec::with_capacity(key.operands.len());
         for l in &key.operands {
             let mut d: sys::cutensorTensorDescriptor_t = std::ptr::null_mut();
@@ -206,6 +217,12 @@ impl RawPlan {
 
     /// Enqueues the plan's op on `stream`.
     ///
+    /// NVIDIA: [`cutensorContract`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorcontract),
+    /// [`cutensorReduce`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorreduce),
+    /// [`cutensorPermute`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorpermute),
+    /// [`cutensorElementwiseBinaryExecute`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorelementwisebinaryexecute),
+    /// [`cutensorElementwiseTrinaryExecute`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorelementwisetrinaryexecute)
+    ///
     /// # Safety
     /// (1) `handle` made the plan and its context is current; (2) `ptrs` holds the device
     /// addresses of the op's operands in [`PlanKey::operands`]'s order (for contractions and
@@ -263,6 +280,8 @@ impl RawPlan {
 }
 
 /// `CUTENSOR_OPERATION_DESCRIPTOR_SCALAR_TYPE` of `op`.
+///
+/// NVIDIA: [`cutensorOperationDescriptorGetAttribute`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensoroperationdescriptorgetattribute)
 fn scalar_type(h: sys::cutensorHandle_t, op: sys::cutensorOperationDescriptor_t) -> Result<ScalarType> {
     let mut t = sys::cutensorDataType_t::CUDA_R_32F;
     // SAFETY: a live handle and operation; `t` is a `cudaDataType_t`, the attribute's type, and
