@@ -257,7 +257,9 @@ fn closing_solo_mode_during_a_rebuild_records_no_floor_on_the_old_stream() {
         LaunchRecorder::new_strict(s0).launch(&dev, |_| Ok(()))
     });
     r.expect("the launch on the rebuilt stream runs");
-    let floor = d.shared.solo.closed_floor().expect("solo mode closed").cloned();
+    let floor = d.shared.solo.closed_floor();
+    assert!(!matches!(floor, crate::track::Floor::NotYet), "solo mode closed");
+    let floor = floor.event().cloned();
     if let Some(floor) = floor {
         let waited = floor.synchronize();
         assert!(waited.is_ok(), "the floor (epoch {}) reports the old context's fault: {waited:?}", floor.epoch());

@@ -279,16 +279,12 @@ impl DeviceShared {
     /// Closes solo mode if it is open and returns the event a use on another stream waits on
     /// before it uses memory that solo launches used: once no solo launch in flight conflicts
     /// with its `uses` (buffer ids and accesses of this device), waiting for that bounded
-    /// by `DeviceConfig::preflight_timeout`. With `true` when that event is the floor (the
-    /// stream need not look again); `None` for the event when none is needed. On the solo
+    /// by `DeviceConfig::preflight_timeout`; past solo mode when that event is the floor (the
+    /// stream need not look again); no event when none is needed. On the solo
     /// stream itself (`on_solo_stream`) only the wait is needed (see `Solo::await_uses`).
     #[cold]
     #[inline(never)]
-    pub(crate) fn solo_wait(
-        &self,
-        uses: crate::track::IdUses,
-        on_solo_stream: bool,
-    ) -> Result<(Option<EventRef>, bool)> {
+    pub(crate) fn solo_wait(&self, uses: crate::track::IdUses, on_solo_stream: bool) -> Result<crate::track::Cover> {
         self.close_solo();
         let timeout = self.config.preflight_timeout;
         let slot = |i| self.slot_by_index(i);

@@ -61,7 +61,7 @@ impl<T: Element> GpuRef<T> {
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_slice"));
         rec.write(self)?;
         let (source_in_flight, ev) =
-            rec.launch_event(&device, |scope| self.enqueue_from_slice(scope, data))?.untracked(&device);
+            rec.launch_event(&device, |scope| self.enqueue_from_slice(scope, data))?.without_completion(&device);
         if source_in_flight {
             finish_copy(&device, ev)?;
         }
@@ -84,7 +84,7 @@ impl<T: Element> GpuRef<T> {
             // commit, when the copy has failed or cannot run); 2. the recorder declared the read
             // and fenced it after the buffer's writers, and the free waits for the launch.
             .launch_event(&device, |scope| unsafe { self.memory().copy_to_staging(scope, self.len()) })?
-            .untracked(&device);
+            .without_completion(&device);
         if let Some(ev) = ev {
             device.shared.wait_event(&ev)?;
         }

@@ -106,7 +106,7 @@ impl Device {
     ) -> Result<GpuRef<T>> {
         let slot = self.shared.stream(stream)?;
         let bytes = bytes_of::<T>(len)?;
-        let (raw, epoch) = slot.current();
+        let (raw, epoch) = slot.raw_and_epoch();
         // SAFETY: 1. `Element` types are valid for every bit pattern, so unset memory is never
         // an invalid `T`; 2. the write recorded below orders the allocation before any use on
         // another stream.
@@ -125,7 +125,7 @@ impl Device {
                 Init::Zero => unsafe { target.memory().zero(scope) }.map(|()| false),
                 Init::Copy(data) => target.enqueue_from_slice(scope, data),
             })?
-            .untracked(self);
+            .without_completion(self);
         if source_in_flight {
             super::copies::finish_copy(self, ev)?;
         }
@@ -136,7 +136,7 @@ impl Device {
     /// queued on the slice's own stream is waited for once; later frees happen on `stream`.
     pub fn adopt<T: Element>(&self, stream: StreamId, slice: CudaSlice<T>) -> Result<GpuRef<T>> {
         let slot = self.shared.stream(stream)?;
-        let (raw, epoch) = slot.current();
+        let (raw, epoch) = slot.raw_and_epoch();
         let memory = DeviceMemory::adopt(&raw, slice, |ordinal| Error::ForeignDevice {
             what: "the adopted slice".into(),
             expected: self.shared.label(),

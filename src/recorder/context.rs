@@ -16,13 +16,13 @@ impl LaunchRecorder {
         device: &Device,
         holder: HolderId,
         e: FenceError,
-        behind: Option<u64>,
+        rebuilt_from: Option<u64>,
     ) -> Result<Reserved> {
         let shared = &device.shared;
         if let FenceError::OtherContext { stream_epoch } = e {
             if stream_epoch < shared.epoch() {
                 release(&self.uses, holder);
-                return self.after_rebuild(device, stream_epoch, behind);
+                return self.after_rebuild(device, stream_epoch, rebuilt_from);
             }
         }
         Err(fence_failed(shared, &self.uses, holder, e))
@@ -40,12 +40,12 @@ impl LaunchRecorder {
         device: &Device,
         holder: HolderId,
         epoch: u64,
-        behind: Option<u64>,
+        rebuilt_from: Option<u64>,
     ) -> Option<Result<Reserved>> {
         let shared = &device.shared;
         if epoch < shared.epoch() {
             release(&self.uses, holder);
-            return Some(self.after_rebuild(device, epoch, behind));
+            return Some(self.after_rebuild(device, epoch, rebuilt_from));
         }
         if self.uses.iter().any(|u| outdated(shared, u.track(), epoch)) {
             return Some(Err(of_earlier_context(shared, &self.uses, holder, epoch)));
@@ -55,17 +55,18 @@ impl LaunchRecorder {
 
     /// The stream is still of context `stream_epoch`, which its device has left: the rebuild
     /// under way moves it to the new one before it finishes. Waits for that, then preflights
-    /// again. Each round needs the stream to have moved on since the last (`behind`): a rebuild
+    /// again. Each round needs the stream to have moved on since the last (`rebuilt_from`, the
+    /// epoch it was of when the last round waited): a rebuild
     /// ends by moving every stream, so this repeats only while new faults keep rebuilding the
     /// device, and a stream that a rebuild left behind (one that unwound halfway) fails with
     /// the poison instead of waiting again.
-    fn after_rebuild(&mut self, device: &Device, stream_epoch: u64, behind: Option<u64>) -> Result<Reserved> {
-        if behind.is_some_and(|b| stream_epoch <= b) {
+    fn after_rebuild(&mut self, device: &Device, stream_epoch: u64, rebuilt_from: Option<u64>) -> Result<Reserved> {
+        if rebuilt_from.is_some_and(|b| stream_epoch <= b) {
             return Err(device.shared.poison_since(stream_epoch));
         }
         device.shared.await_rebuild();
         // Marked: this may be a hand-paired preflight, which never takes the solo path.
-        self.reserve_after(device, Some(stream_epoch), false)
+        self.admit(device, super::admission::Choice::MarkedOnly, Some(stream_epoch))
     }
 }
 

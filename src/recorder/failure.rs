@@ -48,7 +48,7 @@ pub(super) fn settle(uses: &[Use], failed: Option<&Error>, op: impl FnOnce() -> 
         }
         Some(e) => mark(uses, &op(), e),
     }
-    if !crate::track::reservation::nothing_before_unreserved() {
+    if !crate::track::reservation::outside_lane_jobs() {
         note_job_writes(uses);
     }
 }
@@ -133,23 +133,4 @@ pub(crate) fn collect_writes<R>(f: impl FnOnce() -> R) -> (R, JobWrites) {
         });
     }
     (value, JobWrites(mine))
-}
-
-impl super::LaunchRecorder {
-    /// A solo launch refused after it was counted in flight (a read of a failed buffer): takes
-    /// it out of flight, enqueueing nothing, and hands back `e`.
-    #[cold]
-    #[inline(never)]
-    pub(super) fn unreserve_solo(
-        &self,
-        shared: &DeviceShared,
-        slot: &crate::track::StreamSlot,
-        reserved: super::Reserved,
-        e: Error,
-    ) -> Error {
-        if let Some(ticket) = reserved.solo {
-            slot.leave_solo(&shared.solo, &shared.events, ticket);
-        }
-        e
-    }
 }

@@ -1,14 +1,11 @@
 //! A preflighted launch: its buffers reserved and its stream fenced, waiting for its work to be
 //! enqueued and committed.
 
-use super::{release, LaunchScope, Use};
-use crate::backend::RawStream;
+use super::{LaunchScope, Reserved, Use};
 use crate::device::{DeviceShared, StreamId};
-use crate::error::{Error, Result};
-use crate::track::order::Stamp;
-use crate::track::{EventRef, HolderId};
+use crate::error::Result;
+use crate::track::EventRef;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A launch between [`LaunchRecorder::preflight`](crate::LaunchRecorder::preflight) and
@@ -111,109 +108,6 @@ pub struct Preflighted {
     committed: bool,
 }
 
-/// What a launch holds between preflight and commit, besides its uses and its device: the
-/// same for a [`Preflighted`] launch and for the closure form, which keeps it on the stack and
-/// borrows the rest.
-pub(super) struct Reserved {
-    /// The stream the launch runs on.
-    pub(super) stream: StreamId,
-    /// Who holds the launch's pending marks (the thread, or its lane job).
-    pub(super) holder: HolderId,
-    /// The stream's backend handle as the fence left it, for the enqueue and the commit.
-    pub(super) raw: Arc<RawStream>,
-    /// The context epoch of `raw`, which the enqueued work belongs to.
-    pub(super) epoch: u64,
-    /// The op's own enqueue made the stream's context current and ran only crate code after,
-    /// so the commit's record needs no bind of its own.
-    pub(super) bound: AtomicBool,
-    /// For a solo launch (see `track::solo`: counted in flight on its stream, no marks
-    /// taken), its number on the stream, under which the stream lists its uses.
-    pub(super) solo: Option<u64>,
-    /// The lane job making the launch, which its buffers remember for the check of submit
-    /// order (`track::order`); [`Stamp::NONE`] outside jobs.
-    pub(super) stamp: Stamp,
-}
-
-impl Reserved {
-    /// A launch reserved on `stream` (backend handle `raw`, of context `epoch`) by `holder`.
-    pub(super) fn new(stream: StreamId, holder: HolderId, raw: Arc<RawStream>, epoch: u64) -> Self {
-        Reserved { stream, holder, raw, epoch, bound: AtomicBool::new(false), solo: None, stamp: Stamp::NONE }
-    }
-
-    /// A solo launch on `stream` (see `track::solo`).
-    pub(super) fn solo(stream: StreamId, raw: Arc<RawStream>, epoch: u64, ticket: u64) -> Self {
-        let bound = AtomicBool::new(false);
-        Reserved { stream, holder: HolderId::NONE, raw, epoch, bound, solo: Some(ticket), stamp: Stamp::NONE }
-    }
-
-    /// [`commit`](Self::commit), leaving out the position of a solo launch when `position`
-    /// is false: stream order orders its work, and a later position covers it. `None` comes
-    /// back only then.
-    #[inline(always)]
-    pub(super) fn commit_as(&self, device: &DeviceShared, uses: &[Use], position: bool) -> Result<Option<EventRef>> {
-        let Some(ticket) = self.solo.filter(|_| !position) else {
-            return self.commit(device, uses).map(Some);
-        };
-        let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
-        match slot {
-            Ok(slot) if slot.end_solo(&device.solo, &device.events, self.epoch, ticket) => Ok(None),
-            Ok(_) => Err(self.commit_failed(device, uses, device.poison_since(self.epoch))),
-            Err(e) => Err(self.commit_failed(device, uses, e)),
-        }
-    }
-
-    /// Records the launch's event on its stream and publishes it to every buffer in `uses` (a
-    /// solo launch publishes nothing: see `track::solo`).
-    pub(super) fn commit(&self, device: &DeviceShared, uses: &[Use]) -> Result<EventRef> {
-        // Recorded even when no tracked buffer is used (a kernel with only scalar arguments, or
-        // on external memory): the op's completion and keep-alives need a point on the stream
-        // that covers its work.
-        // Only in the context the work went to: after a rebuild, an event on the new stream
-        // would mark work of the poisoned context as finished.
-        // The stream was looked up and validated at preflight; the slot of an index handed out
-        // once is never replaced, so this is a plain index.
-        let slot = device.slot_by_index(self.stream.index).map_or_else(|| device.stream(self.stream), Ok);
-        let recorded = slot.and_then(|slot| {
-            let bound = self.bound.load(Ordering::Relaxed);
-            // Lazily while solo mode is open on the stream. A close racing this read records
-            // its floor after this commit, and a lazy event is recorded whenever a stream needs
-            // it: either way nothing waits for less than it must.
-            let lazy = !slot.floor_seen() && device.solo.admits(self.stream.index);
-            let recorded = match self.solo {
-                Some(ticket) => slot.commit_solo(&device.solo, &device.events, self.epoch, bound, lazy, ticket),
-                None => slot.commit_in(&device.events, self.epoch, bound, lazy),
-            };
-            recorded.unwrap_or_else(|| Err(device.poison_since(self.epoch)))
-        });
-        match recorded {
-            Ok(ev) => {
-                crate::track::reservation::note_commit(self.stream, &ev);
-                if self.solo.is_none() {
-                    for u in uses {
-                        u.track().publish_stamped(u.access, self.holder, Some(&ev), self.stamp);
-                    }
-                }
-                Ok(ev)
-            }
-            Err(e) => Err(self.commit_failed(device, uses, e)),
-        }
-    }
-
-    /// The commit's record failed: the error is classified against the launch's context
-    /// (which may start a rebuild); since nothing marks the end of the launch's work, the
-    /// stream is drained (see `unfenced`) before every mark is released.
-    #[cold]
-    #[inline(never)]
-    fn commit_failed(&self, device: &DeviceShared, uses: &[Use], e: Error) -> Error {
-        let err = device.classify(e, self.epoch);
-        unfenced(device, &self.raw, self.epoch);
-        if self.solo.is_none() {
-            release(uses, self.holder);
-        }
-        err
-    }
-}
-
 impl std::fmt::Debug for Preflighted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Preflighted")
@@ -269,32 +163,12 @@ impl Drop for Preflighted {
     }
 }
 
-/// The record that would have fenced enqueued work failed, so nothing on the device marks where
-/// that work ends and later users of its buffers would have nothing to wait on. This is already
-/// an error path, so block until the stream has drained before the buffers are released. If
-/// even that fails, the work cannot be proven finished: a sticky status has poisoned the
-/// context (its buffers are stale), and any other makes every handle of the device stale, so
-/// that no buffer is ever used unfenced.
-fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
-    let Err(e) = raw.synchronize() else { return };
-    match device.classify(e, epoch) {
-        Error::ContextPoisoned { .. } => {}
-        e => {
-            log::error!(
-                "cusched: the work of a failed commit on device {} cannot be proven finished ({e}); every handle made so far becomes stale",
-                device.label()
-            );
-            device.advance_generation();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::cuda::{ILLEGAL_ADDRESS, INVALID_HANDLE};
     use crate::backend::test_hooks::fail_next_record;
-    use crate::{Device, LaunchRecorder, SimConfig};
+    use crate::{Device, Error, LaunchRecorder, SimConfig};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! `LaunchScope`: what a preflighted launch's work is enqueued on.
 
-use super::preflighted::Reserved;
+use super::Reserved;
 use super::Use;
 use crate::backend::RawStream;
 use crate::device::StreamId;

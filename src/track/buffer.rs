@@ -1,6 +1,7 @@
 //! Per-buffer use state and the pending marks that make preflight-to-commit atomic.
 
 use super::order::{Inversion, Stamp};
+use super::wait::{ConflictWait, TimedOut};
 use super::EventRef;
 use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
@@ -8,7 +9,7 @@ use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use crate::access::Access;
 
@@ -48,10 +49,20 @@ impl std::fmt::Display for BufferKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HolderId(u64);
 
-impl HolderId {
-    /// No holder: a launch that takes no marks.
-    pub(crate) const NONE: HolderId = HolderId(0);
+/// What a launch asks of each buffer it takes a pending mark on: the same for all of them.
+#[derive(Clone, Copy)]
+pub(crate) struct MarkRequest {
+    /// Who takes the mark (the thread, or its lane job).
+    pub holder: HolderId,
+    /// How long to wait for a conflicting mark (`DeviceConfig::preflight_timeout`).
+    pub timeout: Duration,
+    /// The process-wide index of the launch's stream: its own events need no wait.
+    pub on: u32,
+    /// The lane job making the launch, for the check of submit order.
+    pub stamp: Stamp,
+}
 
+impl HolderId {
     /// The calling thread's identity.
     pub(crate) fn current() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -99,7 +110,7 @@ pub(crate) struct BufferTrack {
     pub(crate) made_in: Option<super::reservation::Ticket>,
     /// Device memory, which only streams touch: the host never reads its state, so a launch
     /// on a one-stream device may leave it out (see `solo`). Pinned host memory is not.
-    pub(crate) stream_only: bool,
+    pub(crate) device_memory: bool,
     /// The name the user gave the buffer, shown beside its id in errors and hazards.
     label: Mutex<Option<Arc<str>>>,
     /// Whether the buffer's last writer failed (see [`BufferTrack::failed_input`]): every use
@@ -134,7 +145,7 @@ impl BufferTrack {
             reservations: Default::default(),
             scratch,
             made_in: super::reservation::current_ticket(),
-            stream_only: kind == BufferKind::Device,
+            device_memory: kind == BufferKind::Device,
             label: Mutex::new(None),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
@@ -244,18 +255,14 @@ impl BufferTrack {
     /// Inlined into the preflight's loop over its uses: a call per buffer costs more there
     /// than the mark itself.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn acquire_stamped(
         &self,
         access: Access,
-        holder: HolderId,
-        timeout: Duration,
-        on: u32,
+        mark: MarkRequest,
         out: &mut SmallVec<[EventRef; 8]>,
-        me: Stamp,
         found: &mut Option<Box<Inversion>>,
     ) -> Result<()> {
-        self.acquire_as(access, holder, timeout, on, out, self.device.fence_mutation, me, found)
+        self.acquire_as(access, mark, out, self.device.fence_mutation, found)
     }
 
     /// `acquire_stamped`, breaking `mutation`'s rule when one is given (stream uses only: the host's
@@ -265,18 +272,15 @@ impl BufferTrack {
     /// out of line, so the common case (no conflict, no mutation) is one lock, a few loads and
     /// pushes, and one unlock.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn acquire_as(
         &self,
         access: Access,
-        holder: HolderId,
-        timeout: Duration,
-        on: u32,
+        mark: MarkRequest,
         out: &mut SmallVec<[EventRef; 8]>,
         mutation: Option<FenceMutation>,
-        me: Stamp,
         found: &mut Option<Box<Inversion>>,
     ) -> Result<()> {
+        let MarkRequest { holder, timeout, on, stamp: me } = mark;
         let mut st = crate::sync::lock(&self.state);
         if st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty()) {
             st = self.wait_unpending(st, access, holder, timeout)?;
@@ -338,7 +342,7 @@ impl BufferTrack {
         holder: HolderId,
         timeout: Duration,
     ) -> Result<MutexGuard<'a, State>> {
-        let mut deadline = None;
+        let mut wait = None;
         loop {
             let conflict = st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty());
             if !conflict {
@@ -352,15 +356,10 @@ impl BufferTrack {
                     ),
                 });
             }
-            // A timeout too large for `Instant` means no deadline: wait in long slices.
-            let left = (*deadline.get_or_insert_with(|| Instant::now().checked_add(timeout)))
-                .map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
-            if left.is_zero() {
-                return Err(Error::BufferBusy { buffer: self.name(), waited: timeout });
-            }
-            st.waiters += 1;
-            st = crate::sync::wait_timeout(&self.cv, st, left);
-            st.waiters -= 1;
+            let wait = wait.get_or_insert_with(|| ConflictWait::start(timeout));
+            st = wait
+                .block(&self.cv, st, |st| &mut st.waiters)
+                .map_err(|TimedOut| Error::BufferBusy { buffer: self.name(), waited: timeout })?;
         }
     }
 
@@ -441,7 +440,8 @@ impl BufferTrack {
         let holder = HolderId::current();
         let mut out = SmallVec::new();
         // The host is no stream: every use counts.
-        self.acquire_as(access, holder, timeout, u32::MAX, &mut out, None, Stamp::NONE, &mut None)?;
+        let mark = MarkRequest { holder, timeout, on: u32::MAX, stamp: Stamp::NONE };
+        self.acquire_as(access, mark, &mut out, None, &mut None)?;
         self.publish(access, holder, None);
         Ok(out)
     }

@@ -42,7 +42,9 @@
 //! the newest read of *every* stream since it (not only the latest reader); reads never wait
 //! on reads. The pending marks make preflight-to-commit atomic per buffer: a conflicting
 //! preflight on another thread blocks (bounded by `DeviceConfig::preflight_timeout`) until
-//! the holder commits, so no committed use is ever missing from the state it reads.
+//! the holder commits, so no committed use is ever missing from the state it reads. Every
+//! such wait (for a pending mark, a reservation, or a solo launch in flight) is one
+//! `wait::ConflictWait`, whose deadline every round checks.
 //!
 //! # Solo mode
 //!
@@ -75,13 +77,14 @@ mod registry;
 pub(crate) mod reservation;
 mod solo;
 mod stream;
+mod wait;
 
 pub use buffer::Access;
-pub(crate) use buffer::{BufferKind, BufferTrack, HolderId};
+pub(crate) use buffer::{BufferKind, BufferTrack, HolderId, MarkRequest};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub use order::SubmitOrderCheck;
 pub(crate) use plan::plan_waits;
-pub(crate) use solo::{HeldHere, IdUses, Solo};
-pub(crate) use stream::{FenceError, StreamSlot};
+pub(crate) use solo::{Cover, Floor, HeldHere, IdUses, Solo};
+pub(crate) use stream::{CommitAt, FenceError, StreamSlot};
 pub use stream::{StreamId, StreamStats};

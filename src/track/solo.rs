@@ -66,13 +66,17 @@
 //! holders in the marks); any other wait is bounded by `DeviceConfig::preflight_timeout`,
 //! then [`Error::BufferBusy`].
 
-use super::{Access, EventPool, EventRef, StreamSlot};
+mod held;
+
+pub(crate) use held::{held_here, HeldHere};
+
+use super::wait::ConflictWait;
+use super::{Access, EventPool, EventRef, StreamId, StreamSlot};
 use crate::error::Error;
 use smallvec::SmallVec;
-use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// No stream has run tracked work yet.
 const NONE: u32 = u32::MAX;
@@ -149,10 +153,13 @@ impl Solo {
         (now == CLOSING || now == SEVERAL).then(|| self.solo_stream.load(Ordering::Relaxed)).filter(|&x| x != NONE)
     }
 
-    /// The floor, once recorded (or known not to be needed: `Some(None)`); `None` while solo
-    /// mode is still open or closing.
-    pub(crate) fn closed_floor(&self) -> Option<Option<&EventRef>> {
-        (self.state.load(Ordering::Acquire) == SEVERAL).then(|| self.floor.get())
+    /// The floor as a launch elsewhere sees it: [`Floor::NotYet`] while solo mode is still open
+    /// or closing.
+    pub(crate) fn closed_floor(&self) -> Floor<'_> {
+        if self.state.load(Ordering::Acquire) != SEVERAL {
+            return Floor::NotYet;
+        }
+        self.floor.get().map_or(Floor::Unneeded, Floor::Recorded)
     }
 
     /// Closes solo mode if it is open (see the module docs). Never waits: the floor is
@@ -208,13 +215,13 @@ impl Solo {
     /// Waits, bounded by `timeout`, until no solo launch in flight conflicts with the
     /// caller's `uses` (checked under the solo stream's lock), and returns the event
     /// on the solo stream that then covers every solo use of the caller's buffers: the floor
-    /// once recorded (with `true`: nothing need look again), else one recorded at the close or
-    /// after a later solo commit (`false`). `None` for the event: none is needed (the solo
-    /// stream is behind a rebuild). `on_solo_stream`: the caller's launch is on the solo
-    /// stream itself, where stream order covers every solo use, so it needs no event and
-    /// waits only for conflicting solo launches of other threads (see
-    /// [`StreamSlot::solo_settled`]); `true` then once no solo launch is in flight. A failed
-    /// record comes back with the solo stream's context epoch. `device` names the device.
+    /// once recorded (past solo mode: nothing need look again), else one recorded at the close
+    /// or after a later solo commit. No event when none is needed (the solo stream is behind a
+    /// rebuild). `on_solo_stream`: the caller's launch is on the solo stream itself, where
+    /// stream order covers every solo use, so it needs no event and waits only for
+    /// conflicting solo launches of other threads (see [`StreamSlot::solo_settled`]); past
+    /// solo mode then once no solo launch is in flight. A failed record comes back with the
+    /// solo stream's context epoch. `device` names the device.
     pub(crate) fn await_uses<'a>(
         &self,
         slot: impl Fn(u32) -> Option<&'a StreamSlot>,
@@ -223,46 +230,92 @@ impl Solo {
         timeout: Duration,
         uses: &[(u64, Access)],
         on_solo_stream: bool,
-    ) -> std::result::Result<(Option<EventRef>, bool), (Error, Option<u64>)> {
-        let deadline = Instant::now().checked_add(timeout);
+    ) -> std::result::Result<Cover, (Error, Option<u64>)> {
+        // Nothing notifies a waiter here (a solo launch leaves flight under its stream's lock
+        // only), so the wait polls.
+        let wait = ConflictWait::start(timeout);
         let mut x_id = None;
         loop {
-            if let Some(floor) = self.closed_floor() {
-                return Ok((floor.filter(|_| !on_solo_stream).cloned(), true));
+            match self.closed_floor() {
+                Floor::NotYet => {}
+                floor => {
+                    let event = floor.event().filter(|_| !on_solo_stream).cloned();
+                    return Ok(Cover { event, past_solo: true });
+                }
             }
             // None only in a moment between two stores of a close: then it is looked up again.
             if let Some(x) = self.closed_on().and_then(&slot) {
                 x_id = Some(x.id);
-                if on_solo_stream {
-                    if let Some(done) = x.solo_settled(uses, device) {
-                        return Ok((None, done));
-                    }
-                } else {
-                    let mut held = false;
-                    match x.solo_cover(self, pool, uses, device, &mut held) {
-                        Some(Ok(covered)) => return Ok(covered),
-                        Some(Err((e, epoch))) => return Err((e, Some(epoch))),
-                        None => {}
-                    }
-                    if held {
-                        let what = format!(
-                            "a buffer that a launch still enqueueing on {} uses (that stream was the only one of device #{device} until now) is used on another stream from inside that launch's enqueue, so it would wait for itself; make the use outside the launch's enqueue",
-                            x.id
-                        );
-                        return Err((Error::WouldDeadlock { what }, None));
-                    }
+                let look =
+                    if on_solo_stream { x.solo_settled(uses, device) } else { x.solo_cover(self, pool, uses, device) };
+                match look {
+                    Look::Covered(cover) => return Ok(cover),
+                    Look::Failed(e, epoch) => return Err((e, Some(epoch))),
+                    Look::Conflict { held_here: true } => return Err((would_wait_for_itself(x.id, device), None)),
+                    Look::Conflict { held_here: false } => {}
                 }
             }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if wait.poll().is_err() {
                 let buffer = match x_id {
                     Some(x) => format!("a buffer used on {x} (the only stream of device #{device} until now)"),
                     None => format!("a buffer used while device #{device} had one stream only"),
                 };
-                return Err((Error::BufferBusy { buffer, waited: timeout }, None));
+                return Err((Error::BufferBusy { buffer, waited: wait.timeout() }, None));
             }
-            std::thread::sleep(Duration::from_micros(20));
         }
     }
+}
+
+/// A conflicting solo launch on `x` is held by the waiting thread itself.
+#[cold]
+fn would_wait_for_itself(x: StreamId, device: u32) -> Error {
+    let what = format!(
+        "a buffer that a launch still enqueueing on {x} uses (that stream was the only one of device #{device} until now) is used on another stream from inside that launch's enqueue, so it would wait for itself; make the use outside the launch's enqueue"
+    );
+    Error::WouldDeadlock { what }
+}
+
+/// Solo mode's floor, as a launch elsewhere sees it.
+#[derive(Clone, Copy)]
+pub(crate) enum Floor<'a> {
+    /// Solo mode is still open or closing: no floor yet.
+    NotYet,
+    /// Solo mode has closed with no floor to follow: no solo launch ran, or the solo stream
+    /// was behind a rebuild.
+    Unneeded,
+    /// Solo mode has closed; every solo use there will ever be is before this event.
+    Recorded(&'a EventRef),
+}
+
+impl<'a> Floor<'a> {
+    /// The floor's event, once recorded.
+    pub(crate) fn event(self) -> Option<&'a EventRef> {
+        match self {
+            Floor::Recorded(ev) => Some(ev),
+            Floor::NotYet | Floor::Unneeded => None,
+        }
+    }
+}
+
+/// What a launch elsewhere follows for the solo uses of its buffers, once no solo launch in
+/// flight conflicts with it.
+pub(crate) struct Cover {
+    /// The event on the solo stream after every solo use of the buffers; `None` when none is
+    /// needed (the launch is on the solo stream, or that stream is behind a rebuild).
+    pub event: Option<EventRef>,
+    /// The stream is past solo mode once it follows `event`: it need never look again.
+    pub past_solo: bool,
+}
+
+/// One look under the solo stream's lock at the solo launches in flight.
+pub(crate) enum Look {
+    /// A solo launch in flight conflicts with the looker's uses; `held_here`: the looking
+    /// thread holds one such launch itself.
+    Conflict { held_here: bool },
+    /// None conflicts: what to follow.
+    Covered(Cover),
+    /// Recording the covering event failed, on a stream of this context epoch.
+    Failed(Error, u64),
 }
 
 /// The uses of one launch, or of the solo launches in flight: (buffer id, access).
@@ -272,83 +325,6 @@ pub(crate) type IdUses = SmallVec<[(u64, Access); 8]>;
 /// read only writes).
 pub(crate) fn conflict(access: Access, other: Access) -> bool {
     access.writes() || other.writes()
-}
-
-thread_local! {
-    /// The solo launch this thread holds between preflight and commit (closure form only),
-    /// as (device uid, launch number); launches nest, so a thread holds a stack of them, and
-    /// this is its bottom.
-    static HELD: Cell<Option<(u32, u64)>> = const { Cell::new(None) };
-    /// The rest of that stack: solo launches made inside another's enqueue.
-    static HELD_NESTED: RefCell<Vec<(u32, u64)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Held by a closure-form solo launch from its preflight until its commit, so that a wait on
-/// the same thread for a conflicting solo launch knows when it would wait for itself.
-///
-/// Launches may be made from a thread-local's destructor, after `HELD_NESTED` is gone: it is
-/// reached only through `try_with` (a panic in a thread-local's destructor aborts the
-/// process). A launch it cannot note is held nowhere: a conflicting use from its own enqueue
-/// then waits for it until `DeviceConfig::preflight_timeout` (`Error::BufferBusy`) instead of
-/// failing at once.
-pub(crate) struct HeldHere {
-    kept: Kept,
-}
-
-/// Where a [`HeldHere`] noted its launch.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kept {
-    /// In `HELD`, the bottom of the stack.
-    Bottom,
-    /// In `HELD_NESTED`.
-    Nested,
-    /// Nowhere: the thread's thread-locals are being destroyed.
-    Nowhere,
-}
-
-impl HeldHere {
-    /// Notes that this thread holds solo launch `ticket` of device `device`.
-    #[inline(always)]
-    pub(crate) fn enter(device: u32, ticket: u64) -> HeldHere {
-        // `HELD` needs no destructor, so it stays usable while the thread's thread-locals are
-        // destroyed.
-        if HELD.get().is_none() {
-            HELD.set(Some((device, ticket)));
-            return HeldHere { kept: Kept::Bottom };
-        }
-        Self::enter_nested(device, ticket)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn enter_nested(device: u32, ticket: u64) -> HeldHere {
-        let kept = match HELD_NESTED.try_with(|held| held.borrow_mut().push((device, ticket))) {
-            Ok(()) => Kept::Nested,
-            Err(_) => Kept::Nowhere,
-        };
-        HeldHere { kept }
-    }
-}
-
-impl Drop for HeldHere {
-    #[inline(always)]
-    fn drop(&mut self) {
-        match self.kept {
-            Kept::Bottom => HELD.set(None),
-            // Closure-form launches commit in the reverse order of their preflights.
-            Kept::Nested => {
-                let _ = HELD_NESTED.try_with(|held| held.borrow_mut().pop());
-            }
-            Kept::Nowhere => {}
-        }
-    }
-}
-
-/// Whether this thread holds solo launch `ticket` of `device` (as far as it could note: see
-/// [`HeldHere`]).
-pub(crate) fn held_here(device: u32, ticket: u64) -> bool {
-    HELD.get() == Some((device, ticket))
-        || HELD_NESTED.try_with(|held| held.borrow().contains(&(device, ticket))).unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -1,18 +1,21 @@
-//! Per-stream clock state, and the one place that issues `cuStreamWaitEvent` and
-//! `cuEventRecord` for tracked work.
+//! Per-stream clock state, and the one place that issues `cuEventRecord` for tracked work
+//! (`fence` issues its `cuStreamWaitEvent`s, `solo` keeps the solo strategy's state).
 
 use super::event::Record;
 use super::registry::StreamIndex;
-use super::Access;
-use super::{plan_waits, Clock, EventPool, EventRef, Pos};
+use super::{Clock, EventPool, EventRef, Pos};
 use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+mod fence;
 mod solo;
+
+pub(crate) use fence::FenceError;
+use solo::SoloStream;
 
 /// A stream of one device. Only [`crate::Device::new_stream`] and
 /// [`crate::Device::default_stream`] make them, and every use checks that the id belongs to the device it is used with.
@@ -77,27 +80,18 @@ struct State {
     /// place, under this lock, so that steady state takes no pool lock at all; only when none
     /// is free does it take one from the pool, handing the first of these back.
     recent: SmallVec<[EventRef; RECENT]>,
-    /// Solo launches preflighted on this stream and not yet committed (see `solo`).
-    solo_in_flight: u32,
-    /// Solo mode is closing on this stream: the last solo launch out records the floor.
-    solo_closing: bool,
-    /// The uses of the solo launches in flight: (launch number, buffer id, access). Kept
-    /// with its capacity, so steady state allocates nothing.
-    solo_uses: Vec<(u64, u64, Access)>,
-    /// Solo launches started so far (the last launch number).
-    solo_launches: u64,
-    /// The highest buffer id a solo launch has used.
-    solo_max_id: u64,
-    /// While solo mode closes on this stream: an event after the work of every solo launch
-    /// that was not in flight at the close (recorded at the close, or at the first use that
-    /// needs it if that record failed).
-    solo_cover: Option<EventRef>,
-    /// While solo mode closes: the buffers used by solo launches that committed since the
-    /// close began (they were in flight then).
-    solo_late: Vec<u64>,
-    /// An event after the work of every such launch (recorded at each one's commit, or at the
-    /// first use that needs it if that record failed).
-    solo_late_cover: Option<EventRef>,
+    /// The solo strategy's state on this stream (see `solo`).
+    solo: SoloStream,
+}
+
+/// Where and how a launch's commit marks its position.
+#[derive(Clone, Copy)]
+pub(crate) struct CommitAt {
+    /// The context epoch the launch's work went to: nothing is recorded once the stream has
+    /// left it, since an event of a new context cannot mark the end of work sent to the old.
+    pub epoch: u64,
+    /// Now, or lazily (see [`StreamSlot::commit_record`]).
+    pub how: Record,
 }
 
 /// How many of its newest events a stream keeps for reuse: the previous op's event is still
@@ -150,14 +144,7 @@ impl StreamSlot {
                 raw: Arc::new(raw),
                 epoch,
                 recent: SmallVec::new(),
-                solo_in_flight: 0,
-                solo_closing: false,
-                solo_uses: Vec::new(),
-                solo_launches: 0,
-                solo_max_id: 0,
-                solo_cover: None,
-                solo_late: Vec::new(),
-                solo_late_cover: None,
+                solo: SoloStream::default(),
             }),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
@@ -188,7 +175,7 @@ impl StreamSlot {
     }
 
     /// The backend stream and the context epoch it belongs to, read together.
-    pub(crate) fn current(&self) -> (Arc<RawStream>, u64) {
+    pub(crate) fn raw_and_epoch(&self) -> (Arc<RawStream>, u64) {
         let st = crate::sync::lock(&self.state);
         (st.raw.clone(), st.epoch)
     }
@@ -213,48 +200,6 @@ impl StreamSlot {
         drop(old);
     }
 
-    /// Queues the minimal waits so that every candidate happens before the stream's next work,
-    /// and returns the stream and its context epoch as they were under the same lock. A
-    /// candidate of another context epoch of this device fails the whole fence with
-    /// [`FenceError::OtherContext`] before anything is queued.
-    pub(crate) fn fence(&self, candidates: &[EventRef]) -> std::result::Result<(Arc<RawStream>, u64), FenceError> {
-        let mut st = crate::sync::lock(&self.state);
-        // A candidate of an earlier context was recorded on a stream that is gone (and may have
-        // faulted): waiting on it from this context could never be satisfied, and its buffer
-        // is stale. Checked under the lock that a rebuild takes to swap the stream, before any
-        // wait is queued. Epochs count per device: a candidate of another device is checked
-        // against that device's current context instead.
-        for ev in candidates {
-            if ev.device() == self.id.device {
-                if ev.epoch() != st.epoch {
-                    return Err(FenceError::OtherContext { stream_epoch: st.epoch });
-                }
-            } else if ev.context_replaced() {
-                return Err(FenceError::Failed { error: peer_context_lost(ev), stream_epoch: st.epoch });
-            }
-        }
-        if !candidates.is_empty() && self.fencing {
-            let stream_epoch = st.epoch;
-            let failed = |error| FenceError::Failed { error, stream_epoch };
-            let plan = plan_waits(self.index(), &st.clock, candidates);
-            if !plan.is_empty() {
-                st.raw.bind().map_err(failed)?;
-            }
-            for ev in plan {
-                // A lazily recorded producer is recorded on its own stream now (no tracker lock
-                // of that stream is taken: only its backend handle, which the event holds).
-                // Recording a lazy producer may bind another context (a peer's): bind again
-                // only then.
-                let raw = ev.raw_in(&st.raw).map_err(failed)?;
-                st.raw.wait_current(raw).map_err(failed)?;
-                use super::plan::FencePoint;
-                st.clock.join(ev.clock());
-                st.stats.waits += 1;
-            }
-        }
-        Ok((st.raw.clone(), st.epoch))
-    }
-
     /// Records the next pooled event on the stream: a new position covering all work so far.
     /// With `required`, only while the stream still belongs to that context epoch (checked under
     /// the stream lock): `None` once the device has moved to a new context, whose stream cannot
@@ -263,19 +208,10 @@ impl StreamSlot {
         self.position(pool, required, Record::Now { bound: false })
     }
 
-    /// A launch's commit: [`record_in`](Self::record_in) with `required`, leaving the backend
-    /// record for later when `lazy` (its device is still in solo mode on this stream: no other
-    /// stream has waited on anything yet). `bound`: the stream's context is current on this
-    /// thread (the op's enqueue bound it).
-    pub(crate) fn commit_in(
-        &self,
-        pool: &EventPool,
-        required: u64,
-        bound: bool,
-        lazy: bool,
-    ) -> Option<Result<EventRef>> {
-        let how = if lazy { Record::Lazily } else { Record::Now { bound } };
-        self.position(pool, Some(required), how)
+    /// A launch's commit: [`record_in`](Self::record_in) in context `at.epoch`, recorded as
+    /// `at.how` says (see [`commit_record`](Self::commit_record)).
+    pub(crate) fn commit_in(&self, pool: &EventPool, at: CommitAt) -> Option<Result<EventRef>> {
+        self.position(pool, Some(at.epoch), at.how)
     }
 
     fn position(&self, pool: &EventPool, required: Option<u64>, how: Record) -> Option<Result<EventRef>> {
@@ -336,54 +272,12 @@ impl Drop for StreamSlot {
     }
 }
 
-/// Why a fence queued no wait.
-#[derive(Debug)]
-pub(crate) enum FenceError {
-    /// A candidate was recorded in another context of this device than the stream's
-    /// (`stream_epoch`). Either an earlier one: the buffer belongs to that context, and a wait
-    /// from this one could never be satisfied. Or a later one: a rebuild is moving the streams
-    /// and has not reached this one yet.
-    OtherContext { stream_epoch: u64 },
-    /// Any other failure: a driver error, or a peer device's context that was replaced; the
-    /// stream was of context `stream_epoch`, which a driver error is classified against.
-    Failed { error: Error, stream_epoch: u64 },
-}
-
-/// A use on another device whose context was poisoned and replaced since: the work went to a
-/// context where nothing runs any more, so whether it touched the buffer is unknown and no
-/// stream can wait for it. The buffer cannot be ordered after it, so it is not used again
-/// (its free leaks it rather than risk freeing memory still in use).
-fn peer_context_lost(ev: &EventRef) -> Error {
-    log::error!(
-        "cusched: a buffer was used by device #{} in a context that was poisoned since; it cannot be fenced any more",
-        ev.device()
-    );
-    Error::ContextPoisoned {
-        call: "a use on another device whose context was poisoned",
-        status: crate::backend::cuda::CONTEXT_IS_DESTROYED,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::sim::SimShared;
     use crate::backend::BackendCtx;
     use crate::SimConfig;
-
-    #[test]
-    fn a_fence_on_an_event_of_an_earlier_context_queues_nothing_and_fails() {
-        let old = BackendCtx::Sim(SimShared::new(SimConfig::default()));
-        let pool = Arc::new(EventPool::new(old.clone(), 1));
-        let producer = StreamSlot::new(StreamId { device: 1, index: 1 }, old.new_stream(1).unwrap(), 1, None, &pool);
-        let ev = producer.record_in(&pool, None).unwrap().unwrap();
-        // The consumer already runs on the rebuilt context (epoch 2).
-        let fresh = BackendCtx::Sim(SimShared::new(SimConfig::default()));
-        let consumer = StreamSlot::new(StreamId { device: 1, index: 0 }, fresh.new_stream(0).unwrap(), 2, None, &pool);
-        let r = consumer.fence(&[ev]);
-        assert!(matches!(r, Err(FenceError::OtherContext { stream_epoch: 2 })), "a fence across contexts must fail");
-        assert_eq!(consumer.stats().waits, 0, "no wait may be queued on an event of a dead context");
-    }
 
     #[test]
     fn an_index_stays_leased_while_an_event_names_it() {

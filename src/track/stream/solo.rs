@@ -1,14 +1,41 @@
 //! The solo stream's side of solo mode (see `track::solo`): solo launches counted and listed in
 //! flight under the stream's lock, the close, and the events that cover their uses.
 
-use super::{State, StreamSlot};
+use super::{CommitAt, State, StreamSlot};
 use crate::backend::RawStream;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::track::event::Record;
-use crate::track::solo::Solo;
+use crate::track::solo::{Cover, Look, Solo};
 use crate::track::{Access, EventPool, EventRef};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// The solo strategy's state on one stream, under the stream's lock: the solo launches in
+/// flight there, and, while solo mode closes on it, the events that cover their uses.
+#[derive(Default)]
+pub(super) struct SoloStream {
+    /// Solo launches preflighted on this stream and not yet committed.
+    in_flight: u32,
+    /// Solo mode is closing on this stream: the last solo launch out records the floor.
+    closing: bool,
+    /// The uses of the solo launches in flight: (launch number, buffer id, access). Kept
+    /// with its capacity, so steady state allocates nothing.
+    uses: Vec<(u64, u64, Access)>,
+    /// Solo launches started so far (the last launch number).
+    launches: u64,
+    /// The highest buffer id a solo launch has used.
+    max_id: u64,
+    /// While solo mode closes on this stream: an event after the work of every solo launch
+    /// that was not in flight at the close (recorded at the close, or at the first use that
+    /// needs it if that record failed).
+    cover: Option<EventRef>,
+    /// While solo mode closes: the buffers used by solo launches that committed since the
+    /// close began (they were in flight then).
+    late: Vec<u64>,
+    /// An event after the work of every such launch (recorded at each one's commit, or at the
+    /// first use that needs it if that record failed).
+    late_cover: Option<EventRef>,
+}
 
 impl StreamSlot {
     /// Starts a solo launch with `uses` (see `solo`) if the device still admits them on this
@@ -24,12 +51,12 @@ impl StreamSlot {
         if !solo.admits(self.id.index) {
             return None;
         }
-        st.solo_in_flight += 1;
-        st.solo_launches += 1;
-        let ticket = st.solo_launches;
+        st.solo.in_flight += 1;
+        st.solo.launches += 1;
+        let ticket = st.solo.launches;
         for (id, access) in uses {
-            st.solo_uses.push((ticket, id, access));
-            st.solo_max_id = st.solo_max_id.max(id);
+            st.solo.uses.push((ticket, id, access));
+            st.solo.max_id = st.solo.max_id.max(id);
         }
         Some((st.raw.clone(), st.epoch, ticket))
     }
@@ -42,28 +69,34 @@ impl StreamSlot {
     }
 
     /// A solo launch's commit: takes launch `ticket` out of flight and commits a position as
-    /// [`commit_in`](Self::commit_in) does (`bound` and `lazy` as there). `None` once the
-    /// stream has left context `required`.
+    /// [`commit_in`](Self::commit_in) does. `None` once the stream has left context `at.epoch`.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_solo(
         &self,
         solo: &Solo,
         pool: &EventPool,
-        required: u64,
-        bound: bool,
-        lazy: bool,
+        at: CommitAt,
         ticket: u64,
     ) -> Option<Result<EventRef>> {
         let mut st = crate::sync::lock(&self.state);
-        let current = required == st.epoch && pool.epoch() == st.epoch;
+        let in_context = at.epoch == st.epoch && pool.epoch() == st.epoch;
         // The launch's position first: a floor recorded by this commit then comes after it.
-        let position = current.then(|| {
-            let how = if lazy { Record::Lazily } else { Record::Now { bound } };
-            self.position_locked(&mut st, pool, how)
-        });
+        let position = in_context.then(|| self.position_locked(&mut st, pool, at.how));
         self.solo_done(&mut st, solo, pool, ticket);
         position
+    }
+
+    /// How a commit on this stream records its event, `bound` as in [`Record::Now`]: lazily
+    /// while solo mode is open on the stream (no other stream has waited on anything yet). A
+    /// close racing this read records its floor after the commit, and a lazy event is
+    /// recorded whenever a stream needs it: either way nothing waits for less than it must.
+    #[inline(always)]
+    pub(crate) fn commit_record(&self, solo: &Solo, bound: bool) -> Record {
+        if !self.floor_seen() && solo.admits(self.id.index) {
+            Record::Lazily
+        } else {
+            Record::Now { bound }
+        }
     }
 
     /// A solo launch's commit without a position: takes launch `ticket` out of flight and
@@ -81,14 +114,14 @@ impl StreamSlot {
     /// [`leave_closing`](Self::leave_closing).
     #[inline(always)]
     fn solo_done(&self, st: &mut State, solo: &Solo, pool: &EventPool, ticket: u64) {
-        st.solo_in_flight = st.solo_in_flight.saturating_sub(1);
-        if st.solo_closing {
+        st.solo.in_flight = st.solo.in_flight.saturating_sub(1);
+        if st.solo.closing {
             return self.leave_closing(st, solo, pool, ticket);
         }
-        if st.solo_in_flight == 0 {
-            st.solo_uses.clear();
+        if st.solo.in_flight == 0 {
+            st.solo.uses.clear();
         } else {
-            st.solo_uses.retain(|(t, _, _)| *t != ticket);
+            st.solo.uses.retain(|(t, _, _)| *t != ticket);
         }
     }
 
@@ -98,19 +131,19 @@ impl StreamSlot {
     #[cold]
     #[inline(never)]
     fn leave_closing(&self, st: &mut State, solo: &Solo, pool: &EventPool, ticket: u64) {
-        for &(t, id, _) in &st.solo_uses {
-            if t == ticket && !st.solo_late.contains(&id) {
-                st.solo_late.push(id);
+        for &(t, id, _) in &st.solo.uses {
+            if t == ticket && !st.solo.late.contains(&id) {
+                st.solo.late.push(id);
             }
         }
-        st.solo_uses.retain(|(t, _, _)| *t != ticket);
-        if st.solo_in_flight == 0 {
+        st.solo.uses.retain(|(t, _, _)| *t != ticket);
+        if st.solo.in_flight == 0 {
             return self.floor_or_log(st, solo, pool);
         }
-        st.solo_late_cover = None;
+        st.solo.late_cover = None;
         if st.epoch == pool.epoch() {
             match self.position_locked(st, pool, Record::Now { bound: false }) {
-                Ok(ev) => st.solo_late_cover = Some(ev),
+                Ok(ev) => st.solo.late_cover = Some(ev),
                 Err(e) => log::warn!(
                     "cusched: recording an event after a solo launch on {} failed ({e}); the first use elsewhere that needs one records it again",
                     self.id
@@ -129,14 +162,14 @@ impl StreamSlot {
             // Another close got here first.
             return;
         }
-        solo.begin_closing(self.id.index, st.solo_max_id + 1);
-        st.solo_closing = true;
-        if st.solo_in_flight == 0 {
+        solo.begin_closing(self.id.index, st.solo.max_id + 1);
+        st.solo.closing = true;
+        if st.solo.in_flight == 0 {
             return self.floor_or_log(&mut st, solo, pool);
         }
         if st.epoch == pool.epoch() {
             match self.position_locked(&mut st, pool, Record::Now { bound: false }) {
-                Ok(ev) => st.solo_cover = Some(ev),
+                Ok(ev) => st.solo.cover = Some(ev),
                 Err(e) => log::warn!(
                     "cusched: recording the close of solo mode on {} failed ({e}); the first use elsewhere that needs it records it again",
                     self.id
@@ -158,70 +191,66 @@ impl StreamSlot {
         }
     }
 
-    /// For `uses` on another stream while solo mode closes on this stream: `None` while a solo
-    /// launch in flight uses one of those buffers in a conflicting way (`held`: this thread
-    /// holds one such launch, of device `device`), else the event that covers every solo use
-    /// of its buffers. That is the floor, recorded now if no solo launch is in flight any more
-    /// (with `true`), or else (`false`) the event of the close, or the event after the last
-    /// solo launch to commit since, when one of those used a buffer of `uses`: never an event
-    /// after work that solo launches did not enqueue before. No event (`None`) when this
-    /// stream is behind its device's rebuild, as for the floor. A failed record comes with
-    /// the stream's epoch.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn solo_cover(
-        &self,
-        solo: &Solo,
-        pool: &EventPool,
-        uses: &[(u64, Access)],
-        device: u32,
-        held: &mut bool,
-    ) -> Option<std::result::Result<(Option<EventRef>, bool), (Error, u64)>> {
+    /// For `uses` on another stream while solo mode closes on this stream: a conflict while a
+    /// solo launch in flight uses one of those buffers in a conflicting way (`held_here`: this
+    /// thread holds one such launch, of device `device`), else the event that covers every solo
+    /// use of its buffers. That is the floor, recorded now if no solo launch is in flight any
+    /// more (past solo mode), or else the event of the close, or the event after the last solo
+    /// launch to commit since, when one of those used a buffer of `uses`: never an event after
+    /// work that solo launches did not enqueue before. No event when this stream is behind its
+    /// device's rebuild, as for the floor. A failed record comes with the stream's epoch.
+    pub(crate) fn solo_cover(&self, solo: &Solo, pool: &EventPool, uses: &[(u64, Access)], device: u32) -> Look {
         let mut st = crate::sync::lock(&self.state);
         let epoch = st.epoch;
-        if st.solo_in_flight == 0 {
-            let floor = self.floor_locked(&mut st, solo, pool).map_err(|e| (e, epoch));
-            return Some(floor.map(|()| (solo.closed_floor().flatten().cloned(), true)));
+        if st.solo.in_flight == 0 {
+            if let Err(e) = self.floor_locked(&mut st, solo, pool) {
+                return Look::Failed(e, epoch);
+            }
+            return Look::Covered(Cover { event: solo.closed_floor().event().cloned(), past_solo: true });
         }
-        let mut conflicts = st.solo_uses.iter().filter(|&&(_, id, theirs)| conflicts_with(uses, id, theirs)).peekable();
+        let mut conflicts = st.solo.uses.iter().filter(|&&(_, id, theirs)| conflicts_with(uses, id, theirs)).peekable();
         if conflicts.peek().is_some() {
-            *held = conflicts.any(|&(ticket, _, _)| crate::track::solo::held_here(device, ticket));
-            return None;
+            let held_here = conflicts.any(|&(ticket, _, _)| crate::track::solo::held_here(device, ticket));
+            return Look::Conflict { held_here };
         }
         if epoch != pool.epoch() {
-            return Some(Ok((None, false)));
+            return Look::Covered(Cover { event: None, past_solo: false });
         }
         // Every solo use of these buffers is before the close or by a launch noted late since.
-        let late = uses.iter().any(|(id, _)| st.solo_late.contains(id));
-        let kept = if late { &st.solo_late_cover } else { &st.solo_cover };
+        let late = uses.iter().any(|(id, _)| st.solo.late.contains(id));
+        let kept = if late { &st.solo.late_cover } else { &st.solo.cover };
         if let Some(ev) = kept.as_ref().filter(|ev| ev.epoch() == epoch) {
-            return Some(Ok((Some(ev.clone()), false)));
+            return Look::Covered(Cover { event: Some(ev.clone()), past_solo: false });
         }
         // Its record failed: one recorded now covers every launch no longer in flight.
         let covering = match self.position_locked(&mut st, pool, Record::Now { bound: false }) {
             Ok(ev) => ev,
-            Err(e) => return Some(Err((e, epoch))),
+            Err(e) => return Look::Failed(e, epoch),
         };
-        let kept = if late { &mut st.solo_late_cover } else { &mut st.solo_cover };
+        let kept = if late { &mut st.solo.late_cover } else { &mut st.solo.cover };
         *kept = Some(covering.clone());
-        Some(Ok((Some(covering), false)))
+        Look::Covered(Cover { event: Some(covering), past_solo: false })
     }
 
     /// For a launch with `uses` that takes marks on this, the solo stream, while solo mode
-    /// closes: `None` while a solo launch in flight that another thread holds uses one of
+    /// closes: a conflict while a solo launch in flight that another thread holds uses one of
     /// those buffers in a conflicting way (once solo mode has closed, conflicting launches
-    /// follow preflight order, as with marks), else whether no solo launch is in flight any
-    /// more (the stream need not look again). Stream order orders the rest, and a
-    /// conflicting solo launch of this thread's (device `device`) too: its enqueue, on this
-    /// stream, is the thread's own.
-    pub(crate) fn solo_settled(&self, uses: &[(u64, Access)], device: u32) -> Option<bool> {
+    /// follow preflight order, as with marks), else covered with no event, past solo mode once
+    /// no solo launch is in flight any more (the stream need not look again). Stream order
+    /// orders the rest, and a conflicting solo launch of this thread's (device `device`) too:
+    /// its enqueue, on this stream, is the thread's own.
+    pub(crate) fn solo_settled(&self, uses: &[(u64, Access)], device: u32) -> Look {
         let st = crate::sync::lock(&self.state);
-        if st.solo_in_flight == 0 {
-            return Some(true);
+        if st.solo.in_flight == 0 {
+            return Look::Covered(Cover { event: None, past_solo: true });
         }
-        let waits = st.solo_uses.iter().any(|&(ticket, id, theirs)| {
+        let waits = st.solo.uses.iter().any(|&(ticket, id, theirs)| {
             conflicts_with(uses, id, theirs) && !crate::track::solo::held_here(device, ticket)
         });
-        (!waits).then_some(false)
+        if waits {
+            return Look::Conflict { held_here: false };
+        }
+        Look::Covered(Cover { event: None, past_solo: false })
     }
 
     /// The floor, under the stream's lock with no solo launch in flight. Left out when the
@@ -229,7 +258,7 @@ impl StreamSlot {
     /// of the old context, whose buffers are all stale, and an event of the new one cannot be
     /// recorded on this stream.
     fn floor_locked(&self, st: &mut State, solo: &Solo, pool: &EventPool) -> Result<()> {
-        if !st.solo_closing {
+        if !st.solo.closing {
             return Ok(());
         }
         let floor = if st.epoch == pool.epoch() {
@@ -237,11 +266,11 @@ impl StreamSlot {
         } else {
             None
         };
-        st.solo_closing = false;
-        st.solo_uses.clear();
-        st.solo_cover = None;
-        st.solo_late = Vec::new();
-        st.solo_late_cover = None;
+        st.solo.closing = false;
+        st.solo.uses.clear();
+        st.solo.cover = None;
+        st.solo.late = Vec::new();
+        st.solo.late_cover = None;
         // Before the state says closed: a launch here that sees it never needs the floor.
         self.floor_seen.store(true, Ordering::Relaxed);
         solo.finish(floor);
