@@ -93,7 +93,7 @@ struct State<B> {
 
 /// Parked pinned blocks by size class.
 pub(crate) struct HostCache<B: Parkable = ParkedBlock> {
-    state: Mutex<State<B>>,
+    state: crate::sync::Ranked<Mutex<State<B>>, { crate::sync::rank::HOST_CACHE }>,
     limit: Option<usize>,
 }
 
@@ -101,7 +101,7 @@ impl<B: Parkable> HostCache<B> {
     /// A cache that keeps at most `limit` bytes (`None`: no limit).
     pub(crate) fn new(limit: Option<usize>) -> Self {
         HostCache {
-            state: Mutex::new(State { classes: HashMap::new(), stats: HostCacheStats::default(), closed: false }),
+            state: crate::sync::Ranked::new(Mutex::new(State { classes: HashMap::new(), stats: HostCacheStats::default(), closed: false })),
             limit,
         }
     }

@@ -134,7 +134,7 @@ impl Timing {
 #[derive(Default)]
 pub(crate) struct Tracer {
     on: AtomicBool,
-    active: RwLock<Option<Arc<Active>>>,
+    active: crate::sync::Ranked<RwLock<Option<Arc<Active>>>, { crate::sync::rank::TRACER }>,
     next_id: AtomicU64,
     /// Completion hooks of traced ops that return no completion.
     pub(crate) backlog: Backlog,

@@ -86,7 +86,7 @@ pub(crate) struct Completions {
     watchdog: Option<Duration>,
     thread: std::sync::OnceLock<Sender<Msg>>,
     join: Mutex<Option<JoinHandle<()>>>,
-    start: Mutex<()>,
+    start: crate::sync::Ranked<Mutex<()>, { crate::sync::rank::THREAD_START }>,
     gate: AtomicUsize,
     stats: Arc<LoopStats>,
 }
@@ -134,7 +134,7 @@ impl Completions {
             watchdog,
             thread: std::sync::OnceLock::new(),
             join: Mutex::new(None),
-            start: Mutex::new(()),
+            start: crate::sync::Ranked::new(Mutex::new(())),
             gate: AtomicUsize::new(0),
             stats: Arc::default(),
         }

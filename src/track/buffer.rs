@@ -7,7 +7,8 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::sync::Guard;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::access::Access;
@@ -68,7 +69,7 @@ pub(crate) struct BufferTrack {
     pub generation: u64,
     /// The context epoch the memory belongs to.
     pub epoch: u64,
-    state: Mutex<State>,
+    state: crate::sync::Ranked<Mutex<State>, { crate::sync::rank::BUFFER }>,
     cv: Condvar,
     /// Declared lane jobs' claims on the next uses (`reservation`).
     pub(crate) reservations: super::reservation::Reservations,
@@ -110,7 +111,7 @@ impl BufferTrack {
             device,
             generation,
             epoch,
-            state: Mutex::new(state),
+            state: crate::sync::Ranked::new(Mutex::new(state)),
             cv: Condvar::new(),
             reservations: Default::default(),
             scratch,
@@ -314,11 +315,11 @@ impl BufferTrack {
     #[inline(never)]
     fn wait_unpending<'a>(
         &self,
-        mut st: MutexGuard<'a, State>,
+        mut st: Guard<'a, State>,
         access: Access,
         holder: HolderId,
         timeout: Duration,
-    ) -> Result<MutexGuard<'a, State>> {
+    ) -> Result<Guard<'a, State>> {
         let mut deadline = None;
         loop {
             let conflict = st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty());
