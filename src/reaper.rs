@@ -156,7 +156,7 @@ fn reap(item: Retired) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Device, LaunchRecorder, SimConfig};
+    use crate::{backend::sim::SimConfig, device::Device, recorder::LaunchRecorder};
     use std::sync::mpsc;
     use std::time::Duration;
 

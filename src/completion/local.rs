@@ -10,8 +10,8 @@
 use super::shared::{Shared, ENQUEUED, READY};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
-use crate::track::EventRef;
 use crate::sync::Guard;
+use crate::track::EventRef;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub(super) struct Local<T> {

@@ -23,7 +23,7 @@
 //! same critical section; the resolver takes the waker in the critical section that sets
 //! READY. Blocking waiters re-check the state under the lock before every condvar wait.
 
-use super::thread::Pending;
+use crate::completion_thread::Pending;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::trace::TraceTicket;

@@ -3,7 +3,7 @@
 use super::{poison, DeviceConfig};
 use crate::backend::sim::FenceMutation;
 use crate::backend::BackendCtx;
-use crate::completion::Completions;
+use crate::completion_thread::Completions;
 use crate::error::{Error, Result};
 use crate::track::StreamId;
 use crate::track::{EventPool, EventRef, Solo, StreamSlot};
@@ -46,6 +46,8 @@ pub(crate) struct DeviceShared {
     #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     pub libs: crate::sync::TypeSlots,
     pub tracer: crate::trace::Tracer,
+    /// Completion hooks of traced ops that return no completion.
+    pub(crate) backlog: super::Backlog,
     /// Destroys library handles, plans and pinned memory after the GPU is done with them.
     pub reaper: crate::reaper::Reaper,
     /// Pinned blocks of dropped host buffers, for reuse.
@@ -95,6 +97,7 @@ impl DeviceShared {
             lanes: crate::sync::Ranked::new(Mutex::new(Vec::new())),
             libs: Default::default(),
             tracer: Default::default(),
+            backlog: Default::default(),
             reaper: Default::default(),
             host_cache: crate::host_cache::HostCache::new(host_cache_limit),
         });

@@ -130,7 +130,7 @@ impl<R> Launched<R> {
 /// Runs `trace`'s completion hooks once the GPU has passed `event` (at once without one).
 fn hand_to_backlog(device: &Device, trace: TraceTicket, event: Option<EventRef>) {
     match event {
-        Some(event) => crate::trace::Backlog::defer(&device.shared, event, trace),
+        Some(event) => crate::device::Backlog::defer(&device.shared, event, trace),
         None => {
             let span = trace.completing(true);
             trace.completed(span);
@@ -395,7 +395,7 @@ impl LaunchRecorder {
             return Err(e);
         }
         if let Some(inv) = inverted {
-            if let Err(e) = crate::track::order::report(shared, *inv, op_origin_name(&self.label)) {
+            if let Err(e) = crate::device::report_submit_order(shared, *inv, op_origin_name(&self.label)) {
                 release(&self.uses, holder);
                 return Err(e);
             }

@@ -5,9 +5,9 @@ use super::EventRef;
 use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
+use crate::sync::Guard;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::Guard;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -136,13 +136,17 @@ impl BufferTrack {
     #[cold]
     #[inline(never)]
     pub(crate) fn failed_input(&self) -> Option<Error> {
-        let failure = crate::sync::lock(&self.failure);
-        let f = failure.as_ref()?;
+        // The failure mutex is a leaf: the buffer is named (its label lock) after releasing it.
+        let (op, cause) = {
+            let failure = crate::sync::lock(&self.failure);
+            let f = failure.as_ref()?;
+            (f.op.clone(), f.cause.clone())
+        };
         Some(Error::FailedInput {
             buffer: self.name(),
             label: self.label().map(|l| l.to_string()),
-            op: f.op.clone(),
-            cause: Box::new(f.cause.clone()),
+            op,
+            cause: Box::new(cause),
         })
     }
 

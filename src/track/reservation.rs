@@ -161,6 +161,8 @@ impl Reservations {
             let left = (*deadline.get_or_insert_with(|| Instant::now().checked_add(timeout)))
                 .map_or(Duration::from_secs(3600), |d| d.saturating_duration_since(Instant::now()));
             if left.is_zero() {
+                // The reservation mutex is a leaf: the buffer is named after releasing it.
+                drop(h);
                 return Err(Error::BufferReserved { buffer: name(), waited: timeout });
             }
             h.waiters += 1;
