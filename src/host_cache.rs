@@ -33,7 +33,7 @@ pub(crate) trait Parkable: Send + Sized {
     fn epoch(&self) -> u64;
     /// Whether every GPU use of it has finished; `Err` when that can no longer be known (a
     /// poisoned context).
-    fn gpu_done(&mut self) -> crate::Result<bool>;
+    fn gpu_done(&mut self) -> crate::error::Result<bool>;
     /// The block as an object for the reaper, which waits for its uses and frees it.
     fn retire(self) -> Retired;
 }
@@ -56,7 +56,7 @@ impl Parkable for ParkedBlock {
         self.epoch
     }
 
-    fn gpu_done(&mut self) -> crate::Result<bool> {
+    fn gpu_done(&mut self) -> crate::error::Result<bool> {
         while let Some(ev) = self.after.last() {
             if !ev.is_done()? {
                 return Ok(false);
@@ -93,7 +93,7 @@ struct State<B> {
 
 /// Parked pinned blocks by size class.
 pub(crate) struct HostCache<B: Parkable = ParkedBlock> {
-    state: Mutex<State<B>>,
+    state: crate::sync::Ranked<Mutex<State<B>>, { crate::sync::rank::HOST_CACHE }>,
     limit: Option<usize>,
 }
 
@@ -101,7 +101,11 @@ impl<B: Parkable> HostCache<B> {
     /// A cache that keeps at most `limit` bytes (`None`: no limit).
     pub(crate) fn new(limit: Option<usize>) -> Self {
         HostCache {
-            state: Mutex::new(State { classes: HashMap::new(), stats: HostCacheStats::default(), closed: false }),
+            state: crate::sync::Ranked::new(Mutex::new(State {
+                classes: HashMap::new(),
+                stats: HostCacheStats::default(),
+                closed: false,
+            })),
             limit,
         }
     }

@@ -5,6 +5,7 @@
 mod access;
 mod backend;
 mod completion;
+mod completion_thread;
 mod device;
 mod error;
 mod hazard;

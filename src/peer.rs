@@ -12,13 +12,13 @@
 //! hazard checker sees the streams of all of them.
 
 use crate::backend::cuda::peer;
+use crate::backend::sim::SimConfig;
 use crate::backend::{sim::SimShared, BackendCtx};
 use crate::device::{Device, DeviceConfig, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
 use crate::recorder::LaunchRecorder;
 use crate::trace::OpLabel;
-use crate::SimConfig;
 use cudarc::driver::CudaContext;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

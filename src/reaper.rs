@@ -48,7 +48,7 @@ pub(crate) struct Reaper {
     /// Written once, by the first `defer` (under `start`).
     thread: OnceLock<(Sender<Msg>, std::thread::ThreadId)>,
     join: Mutex<Option<JoinHandle<()>>>,
-    start: Mutex<()>,
+    start: crate::sync::Ranked<Mutex<()>, { crate::sync::rank::THREAD_START }>,
     /// Set by `shutdown`; `defer` then destroys on the caller's thread.
     closed: AtomicBool,
 }
@@ -58,7 +58,7 @@ impl Default for Reaper {
         Reaper {
             thread: OnceLock::new(),
             join: Mutex::new(None),
-            start: Mutex::new(()),
+            start: crate::sync::Ranked::new(Mutex::new(())),
             closed: AtomicBool::new(false),
         }
     }
@@ -156,7 +156,7 @@ fn reap(item: Retired) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Device, LaunchRecorder, SimConfig};
+    use crate::{backend::sim::SimConfig, device::Device, recorder::LaunchRecorder};
     use std::sync::mpsc;
     use std::time::Duration;
 

@@ -7,11 +7,9 @@
 //! [`OpInfo`] from enqueue to completion, and, when GPU timing is on, two timing events
 //! recorded around its GPU work.
 
-mod backlog;
 mod nvtx;
 mod timeline;
 
-pub(crate) use backlog::Backlog;
 pub(crate) use nvtx::NvtxRange;
 pub use timeline::{Timeline, TimelineSpan, TrackKind};
 
@@ -134,10 +132,8 @@ impl Timing {
 #[derive(Default)]
 pub(crate) struct Tracer {
     on: AtomicBool,
-    active: RwLock<Option<Arc<Active>>>,
+    active: crate::sync::Ranked<RwLock<Option<Arc<Active>>>, { crate::sync::rank::TRACER }>,
     next_id: AtomicU64,
-    /// Completion hooks of traced ops that return no completion.
-    pub(crate) backlog: Backlog,
 }
 
 impl Tracer {

@@ -93,14 +93,14 @@ impl<T> SimMem<T> {
     /// against other uses; the checker reports any other kernel access.
     pub fn lock(&self) -> MutexGuard<'_, Vec<T>> {
         self.report(Access::Write);
-        crate::sync::lock(&self.0.data)
+        crate::sync::lock_unranked(&self.0.data)
     }
 
     /// Locks the contents for reading. Call it inside a simulated kernel whose recorder
     /// declared any use of the buffer.
     pub fn read(&self) -> SimRead<'_, T> {
         self.report(Access::Read);
-        SimRead(crate::sync::lock(&self.0.data))
+        SimRead(crate::sync::lock_unranked(&self.0.data))
     }
 }
 

@@ -10,12 +10,13 @@
 use super::shared::{Shared, ENQUEUED, READY};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
+use crate::sync::Guard;
 use crate::track::EventRef;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub(super) struct Local<T> {
     device: Arc<DeviceShared>,
-    state: Mutex<LocalState<T>>,
+    state: crate::sync::Ranked<Mutex<LocalState<T>>, { crate::sync::rank::COMPLETION_IN_PLACE }>,
     /// Set, under `state`'s lock, when something needed shared state; `state` is empty then.
     promoted: OnceLock<Arc<Shared<T>>>,
 }
@@ -30,7 +31,7 @@ pub(super) struct LocalState<T> {
 /// Where a completion's state lives now.
 pub(super) enum View<'a, T> {
     /// In place, locked: it cannot be promoted while this is held.
-    Local(&'a Arc<DeviceShared>, MutexGuard<'a, LocalState<T>>),
+    Local(&'a Arc<DeviceShared>, Guard<'a, LocalState<T>>),
     Shared(&'a Arc<Shared<T>>),
 }
 
@@ -52,7 +53,7 @@ impl<T: Send + 'static> Local<T> {
     pub(super) fn new(device: &Arc<DeviceShared>, value: Result<T>, event: Option<EventRef>) -> Self {
         Local {
             device: device.clone(),
-            state: Mutex::new(LocalState { value: Some(value), event, taken: false }),
+            state: crate::sync::Ranked::new(Mutex::new(LocalState { value: Some(value), event, taken: false })),
             promoted: OnceLock::new(),
         }
     }
@@ -77,7 +78,7 @@ impl<T: Send + 'static> Local<T> {
         let Local { device, state, promoted } = self;
         match promoted.into_inner() {
             Some(s) => s,
-            None => state.into_inner().unwrap_or_else(|e| e.into_inner()).move_to_shared(&device),
+            None => state.into_inner().into_inner().unwrap_or_else(|e| e.into_inner()).move_to_shared(&device),
         }
     }
 
@@ -87,7 +88,7 @@ impl<T: Send + 'static> Local<T> {
         if let Some(s) = promoted.into_inner() {
             return s.wait();
         }
-        let mut st = state.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut st = state.into_inner().into_inner().unwrap_or_else(|e| e.into_inner());
         if let Some(outcome) = st.event.as_ref().map(|ev| ev.synchronize()) {
             st.finish(&device, outcome);
         }

@@ -4,8 +4,9 @@
 //! protocol by which it moves to ready; [`blocking`] waits on it, polls it and registers it;
 //! [`local`] holds a completion in place, with no shared state, until something needs the
 //! completion thread; [`compose`] chains completions (`map`, `and_then`, `then`, `join`),
-//! each step a callback; [`thread`] is the device's completion thread, which watches the
-//! events of completions that must act when the GPU finishes.
+//! each step a callback. The device's completion thread, which watches the events of
+//! completions that must act when the GPU finishes, is `crate::completion_thread`, a layer
+//! below: it knows only events and the `Pending` trait.
 //!
 //! # Waiting from the device's own threads
 //!
@@ -19,17 +20,14 @@
 mod blocking;
 mod compose;
 mod local;
-mod poll_loop;
 mod shared;
 #[cfg(test)]
 mod tests;
-mod thread;
 
 // Libraries that read a scalar back name the deferred reader; without them it is unused.
 #[cfg_attr(not(feature = "cublas"), allow(unused_imports))]
 pub(crate) use shared::Deferred;
 pub(crate) use shared::{KeepAlive, Shared};
-pub(crate) use thread::{Completions, Pending};
 
 use crate::device::DeviceShared;
 use crate::error::Result;

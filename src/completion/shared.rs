@@ -23,7 +23,7 @@
 //! same critical section; the resolver takes the waker in the critical section that sets
 //! READY. Blocking waiters re-check the state under the lock before every condvar wait.
 
-use super::thread::Pending;
+use crate::completion_thread::Pending;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::trace::TraceTicket;
@@ -75,7 +75,7 @@ pub(crate) struct Shared<T> {
     running: AtomicBool,
     /// Set when a trace ticket rides along, so untraced resolves skip a lock.
     traced: AtomicBool,
-    pub(super) state: Mutex<State<T>>,
+    pub(super) state: crate::sync::Ranked<Mutex<State<T>>, { crate::sync::rank::COMPLETION }>,
     pub(super) cv: Condvar,
     pub(super) device: Arc<DeviceShared>,
     /// The lane that will run the job (0: none, or already run): waiting on it from that lane
@@ -89,7 +89,7 @@ impl<T: Send + 'static> Shared<T> {
             status: AtomicU8::new(QUEUED),
             running: AtomicBool::new(false),
             traced: AtomicBool::new(false),
-            state: Mutex::new(State {
+            state: crate::sync::Ranked::new(Mutex::new(State {
                 value: None,
                 deferred: None,
                 event: None,
@@ -101,7 +101,7 @@ impl<T: Send + 'static> Shared<T> {
                 registered: false,
                 watched: false,
                 waiters: 0,
-            }),
+            })),
             cv: Condvar::new(),
             device: device.clone(),
             runner,

@@ -3,7 +3,7 @@
 //! while the GPU is busy.
 
 use super::{Completion, Slot};
-use crate::{Device, Handles, LaunchRecorder, SimConfig};
+use crate::{backend::sim::SimConfig, device::Device, lane::Handles, recorder::LaunchRecorder};
 use std::future::Future;
 use std::sync::{mpsc, Mutex};
 use std::task::{Context, Poll};
@@ -95,8 +95,8 @@ fn the_completion_thread_backs_off_while_the_gpu_is_busy() {
 /// A job that is not prompt (as a trace backlog's watch): it notes when it was resolved.
 struct Lazy(mpsc::Sender<Instant>);
 
-impl super::Pending for Lazy {
-    fn resolve(&self, _outcome: crate::Result<()>) {
+impl crate::completion_thread::Pending for Lazy {
+    fn resolve(&self, _outcome: crate::error::Result<()>) {
         let _ = self.0.send(Instant::now());
     }
     fn expire(&self, _waited: Duration) {}
@@ -110,7 +110,7 @@ impl super::Pending for Lazy {
 /// was resolved.
 fn watch_lazily(d: &Device, ev: crate::track::EventRef) -> mpsc::Receiver<Instant> {
     let (tx, rx) = mpsc::channel();
-    let job: std::sync::Arc<dyn super::Pending> = std::sync::Arc::new(Lazy(tx));
+    let job: std::sync::Arc<dyn crate::completion_thread::Pending> = std::sync::Arc::new(Lazy(tx));
     assert!(d.shared.completions().register(ev.pos().stream, ev, job).is_ok());
     rx
 }
@@ -129,7 +129,7 @@ fn a_job_that_is_not_prompt_is_queried_once_per_lazy_poll_only() {
     // bound, which load cannot break.
     let resolved = rx.recv_timeout(LIMIT).unwrap();
     assert!(
-        resolved.duration_since(registered) >= super::poll_loop::LAZY_POLL,
+        resolved.duration_since(registered) >= crate::completion_thread::LAZY_POLL,
         "a lazy job was resolved {:?} after its registration",
         resolved.duration_since(registered)
     );
@@ -154,7 +154,7 @@ fn a_lazy_job_on_busy_work_is_queried_once_per_lazy_poll_not_continuously() {
     // Past its first lazy interval, a job whose event is still pending waits another interval
     // between queries: 30 ms leave room for a few dozen passes, not the many thousands of a
     // loop that queries without sleeping.
-    std::thread::sleep(super::poll_loop::LAZY_POLL * 3);
+    std::thread::sleep(crate::completion_thread::LAZY_POLL * 3);
     let before = stats.iterations();
     std::thread::sleep(Duration::from_millis(30));
     let passes = stats.iterations() - before;
@@ -181,7 +181,7 @@ fn a_prompt_job_behind_a_lazy_one_still_gets_its_query() {
 
 /// An op enqueued on `s` whose kernel waits for `gate` (if any), with a completion made the way
 /// an op on the caller's thread makes it: no keep-alives, no trace, so held in place.
-fn local_op(d: &Device, s: crate::StreamId, gate: Option<mpsc::Receiver<()>>, v: u32) -> Completion<u32> {
+fn local_op(d: &Device, s: crate::track::StreamId, gate: Option<mpsc::Receiver<()>>, v: u32) -> Completion<u32> {
     LaunchRecorder::new_strict(s)
         .launch(d, move |scope| {
             scope.sim_kernel(move || {
@@ -223,7 +223,7 @@ fn waiting_and_polling_keep_a_completion_in_place() {
         std::thread::yield_now();
     };
     assert_eq!(got.unwrap(), 9);
-    assert!(matches!(c.try_take(), Some(Err(crate::Error::AlreadyTaken))));
+    assert!(matches!(c.try_take(), Some(Err(crate::error::Error::AlreadyTaken))));
     assert!(in_place(&c));
 }
 
@@ -240,7 +240,7 @@ fn a_callback_waker_or_bounded_wait_moves_a_pending_completion_to_shared_state()
     let polled = std::pin::Pin::new(&mut fut).poll(&mut Context::from_waker(&waker(tx.clone())));
     assert!(polled.is_pending());
     assert!(!in_place(&fut));
-    assert!(matches!(timed.wait_timeout(Duration::from_millis(1)), Err(crate::Error::Timeout { .. })));
+    assert!(matches!(timed.wait_timeout(Duration::from_millis(1)), Err(crate::error::Error::Timeout { .. })));
     assert!(!in_place(&timed));
     assert!(in_place(&waiting));
     let cb = tx.clone();
@@ -304,7 +304,7 @@ fn in_place_completions_resolve_once_under_load() {
     assert_eq!(seen, want, "each value delivered exactly once");
 }
 
-struct SendWake(Mutex<mpsc::Sender<crate::Result<u64>>>);
+struct SendWake(Mutex<mpsc::Sender<crate::error::Result<u64>>>);
 
 impl std::task::Wake for SendWake {
     fn wake(self: std::sync::Arc<Self>) {
@@ -313,6 +313,6 @@ impl std::task::Wake for SendWake {
 }
 
 /// A waker that sends `Ok(0)` on `tx` each time it is woken.
-fn waker(tx: mpsc::Sender<crate::Result<u64>>) -> std::task::Waker {
+fn waker(tx: mpsc::Sender<crate::error::Result<u64>>) -> std::task::Waker {
     std::task::Waker::from(std::sync::Arc::new(SendWake(Mutex::new(tx))))
 }

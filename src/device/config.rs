@@ -2,7 +2,7 @@
 
 pub use crate::track::SubmitOrderCheck;
 #[cfg(doc)]
-use crate::{Device, Error};
+use crate::{device::Device, error::Error};
 use std::time::Duration;
 
 /// Settings shared by both backends.

@@ -1,8 +1,10 @@
 //! `Device`: a context (CUDA or simulated), its streams, configuration and generation.
 
+mod backlog;
 mod config;
 mod poison;
 mod shared;
+mod submit_order;
 #[cfg(test)]
 pub(crate) use poison::rebuild_hooks;
 #[cfg(test)]
@@ -13,10 +15,12 @@ use crate::backend::{cuda, BackendCtx};
 use crate::error::{Error, Result};
 pub use crate::track::StreamId;
 use crate::track::StreamStats;
+pub(crate) use backlog::Backlog;
 pub use config::{DeviceConfig, SubmitOrderCheck};
 pub(crate) use shared::DeviceShared;
 use std::fmt;
 use std::sync::Arc;
+pub(crate) use submit_order::report as report_submit_order;
 
 /// A GPU (or its CPU simulation): the context, its streams and the tracker state.
 ///
@@ -287,7 +291,11 @@ impl Device {
     /// replacing any hook set before. With [`TraceOptions::gpu_timing`](crate::TraceOptions)
     /// this records a reference event and waits for it once, so that GPU times map to host
     /// time.
-    pub fn set_trace(&self, hook: std::sync::Arc<dyn crate::KernelTrace>, options: crate::TraceOptions) -> Result<()> {
+    pub fn set_trace(
+        &self,
+        hook: std::sync::Arc<dyn crate::trace::KernelTrace>,
+        options: crate::trace::TraceOptions,
+    ) -> Result<()> {
         let slot = self.shared.stream(self.default_stream())?;
         self.shared.tracer.set(hook, options, &self.shared.backend(), &slot.raw())
     }

@@ -1,7 +1,7 @@
 //! Uses that race a context rebuild, with the rebuild held open at one stage by a test hook.
 
 use super::poison::rebuild_hooks::{self, Stage};
-use crate::{Device, Error, LaunchRecorder, SimConfig, StreamId};
+use crate::{backend::sim::SimConfig, device::Device, error::Error, recorder::LaunchRecorder, track::StreamId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -132,8 +132,8 @@ struct HoldLate {
     release: Mutex<mpsc::Receiver<()>>,
 }
 
-impl crate::KernelTrace for HoldLate {
-    fn before_enqueue(&self, op: &crate::OpInfo) {
+impl crate::trace::KernelTrace for HoldLate {
+    fn before_enqueue(&self, op: &crate::trace::OpInfo) {
         if op.op == "late" {
             let _ = self.reached.lock().unwrap().send(());
             let _ = self.release.lock().unwrap().recv_timeout(HOLD);
@@ -153,7 +153,7 @@ fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
     let (reached_tx, reached_rx) = mpsc::channel();
     let (release_tx, release_rx) = mpsc::channel();
     let hold = HoldLate { reached: Mutex::new(reached_tx), release: Mutex::new(release_rx) };
-    d.set_trace(Arc::new(hold), crate::TraceOptions::default()).unwrap();
+    d.set_trace(Arc::new(hold), crate::trace::TraceOptions::default()).unwrap();
     let _off = HooksOff(d.shared.uid);
     // The rebuild lets the launch go on once the device is on the new context and `s1` is not
     // yet, and goes on itself once the launch waits for it.

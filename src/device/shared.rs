@@ -3,7 +3,7 @@
 use super::{poison, DeviceConfig};
 use crate::backend::sim::FenceMutation;
 use crate::backend::BackendCtx;
-use crate::completion::Completions;
+use crate::completion_thread::Completions;
 use crate::error::{Error, Result};
 use crate::track::StreamId;
 use crate::track::{EventPool, EventRef, Solo, StreamSlot};
@@ -16,19 +16,19 @@ pub(crate) struct DeviceShared {
     pub uid: u32,
     pub ordinal: usize,
     /// The context; replaced when a poisoned one is rebuilt.
-    pub(super) backend: RwLock<BackendCtx>,
+    pub(super) backend: crate::sync::Ranked<RwLock<BackendCtx>, { crate::sync::rank::BACKEND }>,
     pub(super) is_sim: bool,
     pub config: DeviceConfig,
     pub(super) generation: AtomicU64,
     /// Advances only when the context is rebuilt (the generation also advances on demand).
     pub(super) epoch: AtomicU64,
     /// The first failure of the most recently poisoned context.
-    pub(super) poison: Mutex<Option<poison::Poison>>,
+    pub(super) poison: crate::sync::Ranked<Mutex<Option<poison::Poison>>, { crate::sync::rank::POISON }>,
     /// The context is poisoned and could not be rebuilt: every new op fails fast.
     pub(super) dead: AtomicBool,
     pub(super) streams: Box<[OnceLock<StreamSlot>]>,
     pub(super) stream_count: AtomicUsize,
-    pub(super) stream_create: Mutex<()>,
+    pub(super) stream_create: crate::sync::Ranked<Mutex<()>, { crate::sync::rank::STREAM_CREATE }>,
     /// Streams that dropped lanes gave back, for the next lanes to take.
     pub(super) free_streams: Mutex<Vec<StreamId>>,
     pub events: Arc<EventPool>,
@@ -41,11 +41,13 @@ pub(crate) struct DeviceShared {
     pub(super) shutdown_tx: Mutex<Option<Sender<()>>>,
     pub(super) shutdown_rx: Receiver<()>,
     pub(super) shut_down: AtomicBool,
-    pub(super) lanes: Mutex<Vec<LaneThread>>,
+    pub(super) lanes: crate::sync::Ranked<Mutex<Vec<LaneThread>>, { crate::sync::rank::LANES }>,
     /// Per-device state of the layers above (the NVRTC module cache), by type.
     #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     pub libs: crate::sync::TypeSlots,
     pub tracer: crate::trace::Tracer,
+    /// Completion hooks of traced ops that return no completion.
+    pub(crate) backlog: super::Backlog,
     /// Destroys library handles, plans and pinned memory after the GPU is done with them.
     pub reaper: crate::reaper::Reaper,
     /// Pinned blocks of dropped host buffers, for reuse.
@@ -77,24 +79,25 @@ impl DeviceShared {
             // takes it on those devices.
             solo: Solo::new(fence_mutation.is_none_or(|m| m == FenceMutation::NoSoloFloor)),
             is_sim: matches!(backend, BackendCtx::Sim(_)),
-            backend: RwLock::new(backend),
+            backend: crate::sync::Ranked::new(RwLock::new(backend)),
             config,
             generation: AtomicU64::new(1),
             epoch: AtomicU64::new(1),
-            poison: Mutex::new(None),
+            poison: crate::sync::Ranked::new(Mutex::new(None)),
             dead: AtomicBool::new(false),
             streams,
             stream_count: AtomicUsize::new(0),
-            stream_create: Mutex::new(()),
+            stream_create: crate::sync::Ranked::new(Mutex::new(())),
             free_streams: Mutex::new(Vec::new()),
             fence_mutation,
             completions: Completions::new(uid, config_spin, watchdog),
             shutdown_tx: Mutex::new(Some(shutdown_tx)),
             shutdown_rx,
             shut_down: AtomicBool::new(false),
-            lanes: Mutex::new(Vec::new()),
+            lanes: crate::sync::Ranked::new(Mutex::new(Vec::new())),
             libs: Default::default(),
             tracer: Default::default(),
+            backlog: Default::default(),
             reaper: Default::default(),
             host_cache: crate::host_cache::HostCache::new(host_cache_limit),
         });

@@ -30,11 +30,11 @@ impl Parkable for Fake {
     fn epoch(&self) -> u64 {
         self.epoch
     }
-    fn gpu_done(&mut self) -> crate::Result<bool> {
+    fn gpu_done(&mut self) -> crate::error::Result<bool> {
         match self.state.load(Ordering::Acquire) {
             BUSY => Ok(false),
             DONE => Ok(true),
-            _ => Err(crate::Error::Shutdown),
+            _ => Err(crate::error::Error::Shutdown),
         }
     }
     fn retire(self) -> Retired {

@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 pub(super) enum Call<'a> {
-    Run(&'a mut crate::Handles, JobScope),
+    Run(&'a mut crate::lane::Handles, JobScope),
     /// Resolve the job's completion with this error, unrun.
     Cancel(Error),
 }
@@ -125,7 +125,7 @@ impl Job {
 
     /// Runs the job on `handles`, then releases its reservations: its uses are committed (or
     /// it never made them), so later uses may fence on what it published.
-    pub(super) fn run(mut self, handles: &mut crate::Handles, lane: &Arc<str>) {
+    pub(super) fn run(mut self, handles: &mut crate::lane::Handles, lane: &Arc<str>) {
         let declared = self.held.as_ref().map(|h| h.declared());
         let scope = JobScope::new(self.ticket, declared, Some(lane.clone()), handles.stream()).submitted(self.submit);
         let body = std::mem::replace(&mut self.body, Box::new(|_| None));
@@ -191,20 +191,20 @@ pub trait Declare: Resource {
     fn handle(&self) -> Self::Handle;
 }
 
-impl<T: crate::Element> Declare for crate::GpuRef<T> {
-    type Handle = crate::GpuRef<T>;
+impl<T: crate::memory::Element> Declare for crate::memory::GpuRef<T> {
+    type Handle = crate::memory::GpuRef<T>;
     fn handle(&self) -> Self::Handle {
         self.clone()
     }
 }
 
-impl<T: crate::Element> Declare for crate::HostBuffer<T> {
+impl<T: crate::memory::Element> Declare for crate::memory::HostBuffer<T> {
     type Handle = ();
     fn handle(&self) {}
 }
 
-impl Declare for crate::External {
-    type Handle = crate::External;
+impl Declare for crate::recorder::External {
+    type Handle = crate::recorder::External;
     fn handle(&self) -> Self::Handle {
         *self
     }

@@ -33,7 +33,7 @@ struct LaneInner {
     stream: StreamId,
     /// Held while a submit takes its ticket and pushes its job, so that this queue's order is
     /// ticket order (what makes reservations deadlock-free: see `track::reservation`).
-    submit: Mutex<()>,
+    submit: crate::sync::Ranked<Mutex<()>, { crate::sync::rank::LANE_SUBMIT }>,
     device: Arc<DeviceShared>,
     tx: Option<Sender<Job>>,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
@@ -115,7 +115,7 @@ impl Device {
                 id,
                 name: lane_name,
                 stream,
-                submit: Mutex::new(()),
+                submit: crate::sync::Ranked::new(Mutex::new(())),
                 device: self.shared.clone(),
                 tx: Some(tx),
                 thread,

@@ -45,7 +45,7 @@ impl<R> Launched<R> {
 /// Runs `trace`'s completion hooks once the GPU has passed `event` (at once without one).
 fn hand_to_backlog(device: &Device, trace: TraceTicket, event: Option<EventRef>) {
     match event {
-        Some(event) => crate::trace::Backlog::defer(&device.shared, event, trace),
+        Some(event) => crate::device::Backlog::defer(&device.shared, event, trace),
         None => {
             let span = trace.completing(true);
             trace.completed(span);

@@ -116,7 +116,7 @@ impl LaunchRecorder {
             return Err(e);
         }
         if let Some(inv) = inverted {
-            if let Err(e) = crate::track::order::report(shared, *inv, super::op_origin_name(&self.label)) {
+            if let Err(e) = crate::device::report_submit_order(shared, *inv, super::op_origin_name(&self.label)) {
                 release(&self.uses, holder);
                 return Err(e);
             }

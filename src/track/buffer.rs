@@ -6,9 +6,10 @@ use super::EventRef;
 use crate::backend::sim::FenceMutation;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
+use crate::sync::Guard;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 pub use crate::access::Access;
@@ -98,7 +99,7 @@ pub(crate) struct BufferTrack {
     pub generation: u64,
     /// The context epoch the memory belongs to.
     pub epoch: u64,
-    state: Mutex<State>,
+    state: crate::sync::Ranked<Mutex<State>, { crate::sync::rank::BUFFER }>,
     cv: Condvar,
     /// Declared lane jobs' claims on the next uses (`reservation`).
     pub(crate) reservations: super::reservation::Reservations,
@@ -140,7 +141,7 @@ impl BufferTrack {
             device,
             generation,
             epoch,
-            state: Mutex::new(state),
+            state: crate::sync::Ranked::new(Mutex::new(state)),
             cv: Condvar::new(),
             reservations: Default::default(),
             scratch,
@@ -165,13 +166,17 @@ impl BufferTrack {
     #[cold]
     #[inline(never)]
     pub(crate) fn failed_input(&self) -> Option<Error> {
-        let failure = crate::sync::lock(&self.failure);
-        let f = failure.as_ref()?;
+        // The failure mutex is a leaf: the buffer is named (its label lock) after releasing it.
+        let (op, cause) = {
+            let failure = crate::sync::lock(&self.failure);
+            let f = failure.as_ref()?;
+            (f.op.clone(), f.cause.clone())
+        };
         Some(Error::FailedInput {
             buffer: self.name(),
             label: self.label().map(|l| l.to_string()),
-            op: f.op.clone(),
-            cause: Box::new(f.cause.clone()),
+            op,
+            cause: Box::new(cause),
         })
     }
 
@@ -337,11 +342,11 @@ impl BufferTrack {
     #[inline(never)]
     fn wait_unpending<'a>(
         &self,
-        mut st: MutexGuard<'a, State>,
+        mut st: Guard<'a, State>,
         access: Access,
         holder: HolderId,
         timeout: Duration,
-    ) -> Result<MutexGuard<'a, State>> {
+    ) -> Result<Guard<'a, State>> {
         let mut wait = None;
         loop {
             let conflict = st.pending_writer.is_some() || (access.writes() && !st.pending_readers.is_empty());

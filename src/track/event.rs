@@ -66,7 +66,7 @@ struct PoolShared {
 /// The device's fence events.
 pub(crate) struct EventPool {
     shared: Arc<PoolShared>,
-    state: Mutex<PoolState>,
+    state: crate::sync::Ranked<Mutex<PoolState>, { crate::sync::rank::EVENT }>,
     /// Events ever created; read by tests and benches to prove steady state creates none.
     created: AtomicU64,
 }
@@ -84,7 +84,7 @@ impl EventPool {
     pub(crate) fn new(backend: BackendCtx, epoch: u64) -> Self {
         EventPool {
             shared: Arc::new(PoolShared { epoch: AtomicU64::new(epoch), indices: Mutex::new(Vec::new()) }),
-            state: Mutex::new(PoolState { backend, epoch, slab: Vec::new(), cursor: 0 }),
+            state: crate::sync::Ranked::new(Mutex::new(PoolState { backend, epoch, slab: Vec::new(), cursor: 0 })),
             created: AtomicU64::new(0),
         }
     }
@@ -127,7 +127,7 @@ impl EventPool {
             clock: Clock::default(),
             raw,
             epoch,
-            lazy: Mutex::new(None),
+            lazy: crate::sync::Ranked::new(Mutex::new(None)),
             recorded: AtomicBool::new(false),
             pool: self.shared.clone(),
         }))
@@ -177,7 +177,7 @@ pub(crate) struct FenceEvent {
     epoch: u64,
     /// The stream to record `raw` on when it is first needed (lazy commits only); kept after
     /// the record, so that refilling the entry for the same stream clones nothing.
-    lazy: Mutex<Option<Arc<RawStream>>>,
+    lazy: crate::sync::Ranked<Mutex<Option<Arc<RawStream>>>, { crate::sync::rank::EVENT }>,
     /// Whether `raw` marks this position: recorded at commit, or since by [`FenceEvent::raw`].
     recorded: AtomicBool,
     pool: Arc<PoolShared>,
@@ -221,7 +221,7 @@ impl EventPool {
         e.device = device;
         e.clock.copy_from(clock);
         *e.recorded.get_mut() = false;
-        let lazy = e.lazy.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let lazy = e.lazy.inner_mut().get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         if how == Record::Lazily {
             if !lazy.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
                 *lazy = Some(stream.clone());

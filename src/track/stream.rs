@@ -107,7 +107,7 @@ pub(crate) struct StreamSlot {
     /// Off only on simulated devices built with [`FenceMutation::NoFences`], to prove the
     /// hazard checker can fail.
     fencing: bool,
-    state: Mutex<State>,
+    state: crate::sync::Ranked<Mutex<State>, { crate::sync::rank::STREAM }>,
     /// The lane that owns the stream, for traces; a dropped lane's stream passes to a later
     /// lane. Read only while tracing.
     lane: Mutex<Option<Arc<str>>>,
@@ -137,7 +137,7 @@ impl StreamSlot {
         StreamSlot {
             id,
             fencing: mutation != Some(FenceMutation::NoFences),
-            state: Mutex::new(State {
+            state: crate::sync::Ranked::new(Mutex::new(State {
                 clock: Clock::default(),
                 seq: index.first_seq(),
                 stats: StreamStats::default(),
@@ -145,7 +145,7 @@ impl StreamSlot {
                 epoch,
                 recent: SmallVec::new(),
                 solo: SoloStream::default(),
-            }),
+            })),
             lane: Mutex::new(None),
             has_lane: AtomicBool::new(false),
             floor_seen: AtomicBool::new(false),

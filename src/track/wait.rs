@@ -9,7 +9,8 @@
 //! deadline first, so no wait outlives it. The wait costs nothing until a conflict is seen:
 //! the uncontended path neither starts one nor reads the clock.
 
-use std::sync::{Condvar, MutexGuard};
+use crate::sync::Guard;
+use std::sync::Condvar;
 use std::time::{Duration, Instant};
 
 /// How long a polled waiter sleeps before it looks again: a solo launch in flight holds its
@@ -56,9 +57,9 @@ impl ConflictWait {
     pub(crate) fn block<'a, T>(
         &self,
         cv: &Condvar,
-        mut guard: MutexGuard<'a, T>,
+        mut guard: Guard<'a, T>,
         waiters: impl Fn(&mut T) -> &mut u32,
-    ) -> Result<MutexGuard<'a, T>, TimedOut> {
+    ) -> Result<Guard<'a, T>, TimedOut> {
         let left = self.left()?;
         *waiters(&mut guard) += 1;
         let mut guard = crate::sync::wait_timeout(cv, guard, left);

@@ -3,7 +3,7 @@
 //! when the stream's index has passed to a new stream.
 
 use super::EventRef;
-use crate::{Device, LaunchRecorder, SimConfig, StreamId};
+use crate::{backend::sim::SimConfig, device::Device, recorder::LaunchRecorder, track::StreamId};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::Duration;

@@ -12,10 +12,10 @@
 //! queries a backlog's event once a millisecond at most (`LAZY_POLL` of the completion thread):
 //! queries made while other threads enqueue contend with them inside the driver.
 
-use super::TraceTicket;
-use crate::completion::Pending;
-use crate::device::DeviceShared;
+use super::DeviceShared;
+use crate::completion_thread::Pending;
 use crate::error::Result;
+use crate::trace::TraceTicket;
 use crate::track::EventRef;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -75,7 +75,7 @@ impl Backlog {
     pub(crate) fn defer(device: &Arc<DeviceShared>, event: EventRef, ticket: TraceTicket) {
         let pos = event.pos();
         let start = {
-            let mut streams = crate::sync::lock(&device.tracer.backlog.streams);
+            let mut streams = crate::sync::lock(&device.backlog.streams);
             let i = match streams.iter().position(|s| s.stream == pos.stream) {
                 Some(i) => i,
                 None => {
@@ -214,7 +214,7 @@ impl Watch {
                 false
             }
         };
-        device.tracer.backlog.complete(self.stream, Some(seq), gpu_ok)
+        device.backlog.complete(self.stream, Some(seq), gpu_ok)
     }
 }
 
@@ -242,6 +242,6 @@ impl Pending for Watch {
     fn abandon(&self, _waited: Duration) {
         // Shutdown gave up on the GPU: nothing of this stream will be watched again.
         let Some(device) = self.device.upgrade() else { return };
-        device.tracer.backlog.complete(self.stream, None, false);
+        device.backlog.complete(self.stream, None, false);
     }
 }

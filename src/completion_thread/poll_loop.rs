@@ -1,8 +1,8 @@
 //! The completion thread's loop: it polls the oldest pending event of each stream, resolves
 //! the jobs whose events the GPU has passed, and paces itself between a spin window, a backoff
-//! and a blocking receive. The thread itself, its gate and its messages are in `thread`.
+//! and a blocking receive. The thread itself, its gate and its messages are in the parent module.
 
-use super::thread::{LoopStats, Msg, Pending};
+use super::{LoopStats, Msg, Pending};
 use crate::error::Result;
 use crate::track::EventRef;
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
@@ -63,7 +63,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(1);
 /// other threads enqueue contends with them inside the driver: measured on an H100 with two
 /// streams, polling a trace backlog at the backoff's pace took 4.8 µs of the completion
 /// thread's time per traced op and added over 1 µs to each op of the enqueuing thread.
-pub(super) const LAZY_POLL: Duration = Duration::from_millis(1);
+pub(crate) const LAZY_POLL: Duration = Duration::from_millis(1);
 
 /// `spin_loop` hints between two passes of the spin window (well under a microsecond): a pass
 /// already queries one event per busy stream (about 1.5 µs each on CUDA), so the pause only
@@ -136,87 +136,166 @@ pub(super) fn completion_loop(
     stats: &LoopStats,
 ) {
     crate::sync::role::set_completion_thread(device);
-    let mut queues: Vec<VecDeque<Watched>> = Vec::new();
-    let mut pending = 0usize;
-    // How many of the pending jobs are prompt: with none, the loop sleeps until the first lazy
-    // one is due instead of backing off from the shortest sleep.
-    let mut pending_prompt = 0usize;
-    let mut pace = Pace::new(spin);
-    // Set once `Shutdown` arrived: when shutdown gives up on the GPU (`None`: never).
-    let mut shutting_down: Option<Option<Instant>> = None;
+    let mut l = Loop {
+        rx,
+        watchdog,
+        stats,
+        queues: Vec::new(),
+        pending: 0,
+        pending_prompt: 0,
+        pace: Pace::new(spin),
+        phase: Phase::Running,
+    };
     loop {
         stats.iterations.fetch_add(1, Ordering::Relaxed);
-        let mut next = if shutting_down.is_some() {
-            if pending == 0 {
-                return;
+        let first = match l.wait() {
+            Woke::Exit => return,
+            Woke::Message(m) => Some(m),
+            Woke::Poll => None,
+        };
+        l.take_messages(first);
+        if l.pending == 0 {
+            continue;
+        }
+        if l.poll() {
+            l.pace.activity();
+        }
+        if l.give_up_if_due() {
+            return;
+        }
+    }
+}
+
+/// Whether the loop still takes messages.
+#[derive(Clone, Copy)]
+enum Phase {
+    Running,
+    /// `Shutdown` arrived: no more messages; resolve what is pending, then exit.
+    Draining(GiveUp),
+}
+
+/// When shutdown gives up on the GPU and abandons what is still pending.
+#[derive(Clone, Copy)]
+enum GiveUp {
+    /// No watchdog: shutdown waits as long as the GPU takes.
+    Never,
+    At(Instant),
+}
+
+impl GiveUp {
+    /// The watchdog's limit from now (never without one).
+    fn after(watchdog: Option<Duration>) -> Self {
+        match watchdog.and_then(|w| Instant::now().checked_add(w)) {
+            Some(t) => GiveUp::At(t),
+            None => GiveUp::Never,
+        }
+    }
+}
+
+/// How a pass's wait ended.
+enum Woke {
+    /// Shutdown resolved everything: the thread ends.
+    Exit,
+    Message(Msg),
+    /// Time to poll the queues.
+    Poll,
+}
+
+/// The loop's state between passes.
+struct Loop<'a> {
+    rx: Receiver<Msg>,
+    watchdog: Option<Duration>,
+    stats: &'a LoopStats,
+    /// Per process-wide stream index, its registered jobs in sequence order.
+    queues: Vec<VecDeque<Watched>>,
+    pending: usize,
+    /// How many of the pending jobs are prompt: with none, the loop sleeps until the first lazy
+    /// one is due instead of backing off from the shortest sleep.
+    pending_prompt: usize,
+    pace: Pace,
+    phase: Phase,
+}
+
+impl Loop<'_> {
+    /// Waits for the next pass as the pace says: spin, sleep (taking a message that comes
+    /// meanwhile), or, with nothing pending, block on the channel.
+    fn wait(&mut self) -> Woke {
+        if let Phase::Draining(_) = self.phase {
+            if self.pending == 0 {
+                return Woke::Exit;
             }
-            if watchdog.is_some() {
-                std::thread::sleep(pace.next_sleep());
+            if self.watchdog.is_some() {
+                std::thread::sleep(self.pace.next_sleep());
             }
-            None
-        } else if pace.spinning() {
+            return Woke::Poll;
+        }
+        if self.pace.spinning() {
             std::hint::spin_loop();
             for _ in 1..PAUSES {
                 std::hint::spin_loop();
             }
-            None
-        } else if pending == 0 {
-            stats.parked.store(true, Ordering::Relaxed);
-            let m = rx.recv().unwrap_or(Msg::Shutdown);
-            stats.parked.store(false, Ordering::Relaxed);
-            Some(m)
-        } else {
-            stats.sleeps.fetch_add(1, Ordering::Relaxed);
-            let sleep = if pending_prompt == 0 { lazy_due_in(&queues) } else { pace.next_sleep() };
-            match rx.recv_timeout(sleep) {
-                Ok(m) => Some(m),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => Some(Msg::Shutdown),
-            }
-        };
-        // Take every queued message before polling: a burst of registrations costs one pass.
-        while shutting_down.is_none() {
+            return Woke::Poll;
+        }
+        if self.pending == 0 {
+            self.stats.parked.store(true, Ordering::Relaxed);
+            let m = self.rx.recv().unwrap_or(Msg::Shutdown);
+            self.stats.parked.store(false, Ordering::Relaxed);
+            return Woke::Message(m);
+        }
+        self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+        let sleep = if self.pending_prompt == 0 { lazy_due_in(&self.queues) } else { self.pace.next_sleep() };
+        match self.rx.recv_timeout(sleep) {
+            Ok(m) => Woke::Message(m),
+            Err(RecvTimeoutError::Timeout) => Woke::Poll,
+            Err(RecvTimeoutError::Disconnected) => Woke::Message(Msg::Shutdown),
+        }
+    }
+
+    /// Takes `first` and every message queued behind it before polling, so that a burst of
+    /// registrations costs one pass; stops at `Shutdown`.
+    fn take_messages(&mut self, mut next: Option<Msg>) {
+        while let Phase::Running = self.phase {
             match next.take() {
-                Some(Msg::Register { stream, event, job }) => {
-                    let i = stream as usize;
-                    if queues.len() <= i {
-                        queues.resize_with(i + 1, VecDeque::new);
-                    }
-                    let prompt = job.prompt();
-                    let w = Watched::new(event, job, prompt);
-                    insert_in_order(&mut queues[i], w);
-                    pending += 1;
-                    if prompt {
-                        pending_prompt += 1;
-                        pace.activity();
-                    }
-                }
+                Some(Msg::Register { stream, event, job }) => self.register(stream, event, job),
                 Some(Msg::Callback(f)) => crate::sync::guarded("an on_complete callback", f),
                 Some(Msg::Shutdown) => {
-                    shutting_down = Some(watchdog.and_then(|w| Instant::now().checked_add(w)));
+                    self.phase = Phase::Draining(GiveUp::after(self.watchdog));
                     break;
                 }
                 None => {}
             }
-            next = match rx.try_recv() {
+            next = match self.rx.try_recv() {
                 Ok(m) => Some(m),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => Some(Msg::Shutdown),
             };
         }
-        if pending == 0 {
-            continue;
+    }
+
+    fn register(&mut self, stream: u32, event: EventRef, job: Arc<dyn Pending>) {
+        let i = stream as usize;
+        if self.queues.len() <= i {
+            self.queues.resize_with(i + 1, VecDeque::new);
         }
+        let prompt = job.prompt();
+        insert_in_order(&mut self.queues[i], Watched::new(event, job, prompt));
+        self.pending += 1;
+        if prompt {
+            self.pending_prompt += 1;
+            self.pace.activity();
+        }
+    }
+
+    /// Polls the front of every queue, delivering what the GPU has passed, then lets the
+    /// watchdog expire what is overdue. Returns whether a prompt job was delivered.
+    fn poll(&mut self) -> bool {
+        let running = matches!(self.phase, Phase::Running);
         // Without a watchdog, shutdown waits on each event as long as the GPU takes.
-        let block = shutting_down.is_some() && watchdog.is_none();
+        let block = !running && self.watchdog.is_none();
         let mut progressed = false;
-        for q in &mut queues {
+        for q in &mut self.queues {
             while let Some(w) = q.front() {
-                if shutting_down.is_none()
-                    && !w.prompt
-                    && w.queried.elapsed() < LAZY_POLL
-                    && q.iter().all(|x| !x.prompt)
-                {
+                if running && !w.prompt && w.queried.elapsed() < LAZY_POLL && q.iter().all(|x| !x.prompt) {
                     break;
                 }
                 let outcome = if block { w.event.synchronize().map(|_| true) } else { w.event.is_done() };
@@ -232,37 +311,46 @@ pub(super) fn completion_loop(
                 };
                 if let Some(w) = q.pop_front() {
                     progressed |= w.prompt;
-                    pending_prompt -= usize::from(w.prompt);
+                    self.pending_prompt -= usize::from(w.prompt);
                     if let Some(again) = deliver(w, outcome) {
-                        pending_prompt += usize::from(again.prompt);
+                        self.pending_prompt += usize::from(again.prompt);
                         insert_in_order(q, again);
-                        pending += 1;
+                        self.pending += 1;
                     }
                 }
-                pending -= 1;
+                self.pending -= 1;
             }
             // One stream's events finish in order, so everything left is still running.
-            if let Some(limit) = watchdog {
-                for w in q.iter_mut().filter(|w| !w.expired && w.since.elapsed() >= limit) {
-                    w.expired = true;
-                    let job = w.job.clone();
-                    crate::sync::guarded("expiring a completion", move || job.expire(limit));
-                }
+            if let Some(limit) = self.watchdog {
+                expire_overdue(q, limit);
             }
         }
-        if progressed {
-            pace.activity();
+        progressed
+    }
+
+    /// Past shutdown's give-up time, abandons everything pending; returns whether it did (the
+    /// thread then ends).
+    fn give_up_if_due(&mut self) -> bool {
+        let (Phase::Draining(GiveUp::At(give_up)), Some(limit)) = (self.phase, self.watchdog) else { return false };
+        if Instant::now() < give_up {
+            return false;
         }
-        if let (Some(Some(give_up)), Some(limit)) = (shutting_down, watchdog) {
-            if Instant::now() >= give_up {
-                for w in queues.iter_mut().flat_map(std::mem::take) {
-                    let Watched { event, job, .. } = w;
-                    // The event may still be pending on its stream: leaked, not pooled again.
-                    std::mem::forget(event);
-                    crate::sync::guarded("abandoning a completion", move || job.abandon(limit));
-                }
-                return;
-            }
+        for w in self.queues.iter_mut().flat_map(std::mem::take) {
+            let Watched { event, job, .. } = w;
+            // The event may still be pending on its stream: leaked, not pooled again.
+            std::mem::forget(event);
+            crate::sync::guarded("abandoning a completion", move || job.abandon(limit));
         }
+        true
+    }
+}
+
+/// Resolves with the watchdog's error every job of `q` registered `limit` ago or longer
+/// (once each); they stay queued until the GPU passes them.
+fn expire_overdue(q: &mut VecDeque<Watched>, limit: Duration) {
+    for w in q.iter_mut().filter(|w| !w.expired && w.since.elapsed() >= limit) {
+        w.expired = true;
+        let job = w.job.clone();
+        crate::sync::guarded("expiring a completion", move || job.expire(limit));
     }
 }

@@ -1,6 +1,9 @@
 //! The device's completion thread: it watches the events of registered completions, resolves
 //! them when the GPU passes them, and runs `on_complete` callbacks.
 //!
+//! It sits below the device and the completions it serves: it knows only events and the
+//! [`Pending`] trait that completions and the device's trace backlog implement.
+//!
 //! # Panics
 //!
 //! Every piece of user code the completion thread runs (callbacks, keep-alive drops, trace
@@ -18,10 +21,14 @@
 //! rather than freeing memory the GPU may still use. Without a watchdog, shutdown waits as long
 //! as the GPU takes.
 
-use super::poll_loop::completion_loop;
+mod poll_loop;
+
 use crate::error::Result;
 use crate::track::EventRef;
 use crossbeam_channel::Sender;
+use poll_loop::completion_loop;
+#[cfg(test)]
+pub(crate) use poll_loop::LAZY_POLL;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -86,7 +93,7 @@ pub(crate) struct Completions {
     watchdog: Option<Duration>,
     thread: std::sync::OnceLock<Sender<Msg>>,
     join: Mutex<Option<JoinHandle<()>>>,
-    start: Mutex<()>,
+    start: crate::sync::Ranked<Mutex<()>, { crate::sync::rank::THREAD_START }>,
     gate: AtomicUsize,
     stats: Arc<LoopStats>,
 }
@@ -134,7 +141,7 @@ impl Completions {
             watchdog,
             thread: std::sync::OnceLock::new(),
             join: Mutex::new(None),
-            start: Mutex::new(()),
+            start: crate::sync::Ranked::new(Mutex::new(())),
             gate: AtomicUsize::new(0),
             stats: Arc::default(),
         }
@@ -201,7 +208,7 @@ impl Completions {
         }
     }
 
-    pub(super) fn run_callback(&self, f: Box<dyn FnOnce() + Send>) {
+    pub(crate) fn run_callback(&self, f: Box<dyn FnOnce() + Send>) {
         if self.is_current_thread() {
             return f();
         }
