@@ -5,9 +5,9 @@
 //! the driver refuses any new context after the fault (NVIDIA drivers do for an illegal
 //! address), the device reports itself poisoned and every new op fails at once.
 //!
-//! Its own binary: the fault poisons the GPU for the rest of the process, and sanitizer runs,
-//! where the fault is the point, leave it out.
-#![cfg(feature = "nvrtc")]
+//! A binary of its own (not a module of `gpu`): the fault poisons the GPU for the rest of the
+//! process, and sanitizer runs, where the fault is the point, leave it out. Built with `nvrtc`
+//! (Cargo.toml's `required-features`).
 
 mod common;
 use common::*;

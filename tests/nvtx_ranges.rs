@@ -1,9 +1,12 @@
 //! The `nvtx` feature emits one balanced, named range per op. Runs the ops in a child process
 //! whose `LD_LIBRARY_PATH` holds a stand-in `libnvToolsExt.so.1` (tools/nvtx-probe) that logs
 //! every push and pop; the dynamic loader reads that path only at process start. It builds the
-//! stand-in with cargo, so it runs where the crate is built (CI runs it); the GPU bundle is built
-//! with default features, where this file is empty.
-#![cfg(all(feature = "nvtx", target_os = "linux"))]
+//! stand-in with cargo, so it runs where the crate is built (CI runs it), and the GPU bundle's
+//! run.sh leaves it out.
+//!
+//! A binary of its own (not a module of `sim`): it starts itself as the child process, and it
+//! needs the `nvtx` feature as a whole (Cargo.toml's `required-features`).
+#![cfg(target_os = "linux")]
 
 use cusched::{Device, LaunchRecorder, SimConfig};
 use std::path::PathBuf;

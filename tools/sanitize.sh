@@ -1,36 +1,91 @@
 #!/usr/bin/env bash
-# Runs every bundled test binary (tools/gpu-bundle) under one compute-sanitizer tool, on a GPU
-# machine, GPU tests included (`--include-ignored`).
-#   bash tools/sanitize.sh memcheck|racecheck|synccheck [binary to leave out]...
+# Runs the bundled test binaries (tools/gpu-bundle) under one compute-sanitizer tool, on a GPU
+# machine, GPU tests included (`--include-ignored`): one sanitizer process per module of each
+# binary (`gpu::blas`, `gpu::peer`, ...), so that a module that crashes or hangs is reported
+# and the other modules still run.
+#   bash tools/sanitize.sh memcheck|racecheck|synccheck [--only PART]... [PART to leave out]...
+# A PART is a binary (`test-gpu`) or a module of one (`test-gpu::peer`); `--only` runs just the
+# named parts (repeatable), and any other argument leaves that part out.
 # Run it from the repository (it finds target/gpu-bundle/bin) or as the bundle's own
 # sanitize.sh (it finds bin/ beside itself).
-# The fault-injection binary (test-gpu_poison) faults on purpose: leave it out.
-# The sanitizer's default settings report every failing driver call, and cusched makes none on
-# its normal paths. The one test that fails a driver call on purpose (an allocation beyond the
-# device's memory, in test-gpu_faults) is skipped here: the sanitizer would rightly report it.
+# Left out always: the fault-injection binary (test-gpu_poison), which faults on purpose, and
+# test-nvtx_ranges (it builds a stand-in library with cargo; see run.sh). The sanitizer's
+# default settings report every failing driver call, and cusched makes none on its normal
+# paths. The tests that fail a driver call on purpose (an allocation beyond the device's
+# memory, in gpu::faults) are skipped by name: the sanitizer would rightly report them.
 set -uo pipefail
-tool=$1; shift
+tool=${1:?usage: sanitize.sh memcheck|racecheck|synccheck [--only PART]... [PART to leave out]...}
+shift
+only=()
+leave=(test-gpu_poison test-nvtx_ranges)
+while (($#)); do
+  case $1 in
+  --only) only+=("${2:?--only needs a part}"); shift 2 ;;
+  *) leave+=("$1"); shift ;;
+  esac
+done
+skip_tests=(gpu_allocation_beyond_device_memory_is_out_of_memory)
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 [[ -d $bin ]] || bin=$here/../target/gpu-bundle/bin
 logs=${OUT:-/tmp/gpu-logs}/$tool; mkdir -p "$logs"
 export CUSCHED_REQUIRE_GPU=1 CUSCHED_STRESS_JOBS=${CUSCHED_STRESS_JOBS:-4000} CUSCHED_PIPELINE_CHUNKS=${CUSCHED_PIPELINE_CHUNKS:-4}
+
+# Whether part $1 (binary or binary::module) is named in the list that follows.
+named() {
+  local p=$1 x; shift
+  for x in "$@"; do [[ $p == "$x" || $p == "$x::"* ]] && return 0; done
+  return 1
+}
+# Whether part $1 is to run.
+wanted() {
+  named "$1" "${leave[@]}" && return 1
+  ((${#only[@]} == 0)) && return 0
+  local x
+  for x in "${only[@]}"; do [[ $1 == "$x" || $1 == "$x::"* || $x == "$1::"* ]] && return 0; done
+  return 1
+}
+
 bad=0; n=0
 for t in "$bin"/test-*; do
   b=$(basename "$t")
-  for skip in "$@"; do [[ "$b" == "$skip" ]] && continue 2; done
-  compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --include-ignored \
-    --skip gpu_allocation_beyond_device_memory_is_out_of_memory >"$logs/$b.log" 2>&1
-  rc=$?; n=$((n+1))
-  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$b.log" | tail -1)
-  result=$(grep -E "^test result:" "$logs/$b.log" | tail -1)
-  # Simulator-only binaries never call CUDA, so the sanitizer has nothing to check (and exits
-  # non-zero saying so): count them as passed when their tests passed.
-  if [[ -z "$summary" && "$result" == *" 0 failed"* ]]; then
-    summary="no CUDA calls (simulator only)"; rc=0
+  wanted "$b" || continue
+  # Every test by its full name, but the skipped ones; grouped by module (the first segment of
+  # the path; tests outside any module form one group, `-`). A binary that cannot even list its
+  # tests counts as one failure.
+  if ! list=$("$t" --list --include-ignored 2>&1); then
+    printf '%-36s FAILED to list its tests: %s\n' "$b" "$(tail -1 <<<"$list")"
+    n=$((n+1)); bad=$((bad+1)); continue
   fi
-  printf '%-28s rc=%s %s | %s\n' "$b" "$rc" "${summary:-no summary}" "$result"
-  [[ $rc != 0 ]] && bad=$((bad+1))
+  mapfile -t tests < <(sed -n 's/: test$//p' <<<"$list" |
+    awk -v skip="${skip_tests[*]}" 'BEGIN { n = split(skip, s, " ") }
+      { for (i = 1; i <= n; i++) if (index($0, s[i])) next; print }')
+  ((${#tests[@]})) || continue
+  mapfile -t groups < <(printf '%s\n' "${tests[@]}" | sed -E 's/::.*//; t; s/.*/-/' | sort -u)
+  for g in "${groups[@]}"; do
+    [[ -n $g ]] || continue
+    part=$b; [[ $g != - ]] && part=$b::$g
+    wanted "$part" || continue
+    if [[ $g == - ]]; then
+      mapfile -t names < <(printf '%s\n' "${tests[@]}" | grep -v '::')
+    else
+      mapfile -t names < <(printf '%s\n' "${tests[@]}" | grep "^$g::")
+    fi
+    # `test-gpu.peer.log`: no colons in file names, which some copy tools refuse.
+    log=$logs/${part//::/.}.log
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --include-ignored --exact \
+      "${names[@]}" >"$log" 2>&1
+    rc=$?; n=$((n+1))
+    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+    result=$(grep -E "^test result:" "$log" | tail -1)
+    # Simulator-only tests never call CUDA, so the sanitizer has nothing to check (and exits
+    # non-zero saying so): count them as passed when their tests passed.
+    if [[ -z "$summary" && "$result" == *" 0 failed"* ]]; then
+      summary="no CUDA calls (simulator only)"; rc=0
+    fi
+    printf '%-36s rc=%s %s | %s\n' "$part" "$rc" "${summary:-no summary}" "${result:-no test result, see $log}"
+    [[ $rc != 0 ]] && bad=$((bad+1))
+  done
 done
-echo "$tool: $n binaries, $bad with errors or failures"
+echo "$tool: $n runs, $bad with errors or failures"
 [[ $bad == 0 ]]

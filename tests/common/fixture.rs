@@ -3,6 +3,8 @@
 //! anything.
 
 use super::sim;
+#[cfg(feature = "cusparse")]
+use cusched::sparse::{SparseMatrix, SparseVector};
 use cusched::{Device, Element, Error, GpuRef, Handles, Result, StreamId};
 
 pub struct Fx {
@@ -57,4 +59,38 @@ pub fn rejection<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mu
     let after = fx.device.stats();
     assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
     got
+}
+
+/// The sparse matrices and vectors of the cuSPARSE bad-input tests, each a valid structure.
+#[cfg(feature = "cusparse")]
+impl Fx {
+    /// A 3x4 CSR matrix with 5 nonzeros (a valid structure).
+    pub fn csr(&self) -> SparseMatrix<f64> {
+        let offsets = self.upload(&[0i32, 2, 2, 5]);
+        let indices = self.upload(&[0i32, 3, 1, 2, 3]);
+        let values = self.upload(&[1.0f64, 2.0, 3.0, 4.0, 5.0]);
+        SparseMatrix::csr(3, 4, 5, &offsets, &indices, &values).unwrap()
+    }
+    /// A 3x3 lower-triangular CSR matrix.
+    pub fn lower(&self) -> SparseMatrix<f64> {
+        let offsets = self.upload(&[0i32, 1, 3, 6]);
+        let indices = self.upload(&[0i32, 0, 1, 0, 1, 2]);
+        let values = self.upload(&[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        SparseMatrix::csr(3, 3, 6, &offsets, &indices, &values).unwrap()
+    }
+    /// A 4x6 BSR matrix of 2x2 blocks: 3 blocks.
+    pub fn bsr(&self) -> SparseMatrix<f64> {
+        let offsets = self.upload(&[0i32, 2, 3]);
+        let indices = self.upload(&[0i32, 2, 1]);
+        SparseMatrix::bsr(4, 6, 2, 3, &offsets, &indices, &self.buf(12)).unwrap()
+    }
+    /// A 4x6 Blocked-ELL matrix of 2x2 blocks, two per block row.
+    pub fn ell(&self) -> SparseMatrix<f64> {
+        let idx = self.upload(&[0i32, 2, 1, -1]);
+        SparseMatrix::blocked_ell(4, 6, 2, 4, &idx, &self.buf(16)).unwrap()
+    }
+    /// A sparse vector of 5 entries with 2 stored.
+    pub fn spvec(&self) -> SparseVector<f64> {
+        SparseVector::new(5, 2, &self.upload(&[1i32, 3]), &self.upload(&[1.0f64, 2.0])).unwrap()
+    }
 }

@@ -4,8 +4,12 @@
 pub mod fixture;
 #[cfg(feature = "nvrtc")]
 pub mod slow;
+pub mod timeline;
 
-use cusched::{Device, FenceMutation, SimConfig};
+use cusched::{Device, DeviceConfig, Error, FenceMutation, SimConfig, StreamId};
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 /// The CUDA device for GPU tests. Without one, prints a skip notice and returns `None`, unless
@@ -61,6 +65,26 @@ pub fn sim_mutated(mutation: Option<FenceMutation>) -> Device {
     .expect("sim device")
 }
 
+/// A simulated device (short random delays) whose preflights give up waiting after `timeout`:
+/// a leaked reservation or a stalled wait then fails the test with `BufferReserved` or a
+/// timeout instead of hanging it.
+pub fn short_timeout(timeout: Duration) -> Device {
+    Device::sim_with(
+        SimConfig { min_delay: Duration::ZERO, max_delay: Duration::from_micros(30), seed: 7, ..SimConfig::default() },
+        DeviceConfig { preflight_timeout: timeout, ..DeviceConfig::default() },
+    )
+    .expect("sim device")
+}
+
+/// The GPU, a new stream on it and that stream's library handles, for the library tests; `None`
+/// without a GPU (see [`gpu`]).
+pub fn gpu_setup() -> Option<(Device, StreamId, cusched::Handles)> {
+    let d = gpu()?;
+    let s = d.new_stream().unwrap();
+    let h = cusched::Handles::new(&d, s).unwrap();
+    Some((d, s, h))
+}
+
 /// A simulated device for tests that make hazards on purpose and read them from
 /// `sim_hazards`: they are listed and logged, not failed on.
 pub fn sim_listing_hazards() -> Device {
@@ -101,6 +125,67 @@ impl Rng {
     }
     pub fn f32(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+/// `n` random values in [-1, 1) (f32 values, so that an f32 op sees them exactly), as f64.
+pub fn random(rng: &mut Rng, n: usize) -> Vec<f64> {
+    (0..n).map(|_| rng.f32() as f64).collect()
+}
+
+/// Whether `e` is the failed-input error (by its `Debug` name, so that a test reads the same
+/// whatever the variant's fields).
+pub fn is_failed_input(e: &Error) -> bool {
+    format!("{e:?}").starts_with("FailedInput")
+}
+
+/// A job's or launch's own error.
+pub fn bad(arg: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidArgument { arg, reason: reason.into() }
+}
+
+/// GELU, tanh approximation (cuBLASLt's epilogue).
+pub fn gelu(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+}
+
+/// The derivative of [`gelu`].
+pub fn dgelu(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    let t = (c * (x + 0.044715 * x * x * x)).tanh();
+    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+}
+
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Polls `f` to completion on this thread, parked between polls.
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        // Unparked by the waker; the timeout only bounds a lost wake-up, which then shows as
+        // slowness rather than a hang.
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+/// The name the test harness gives the test `name` of the module `module` (its
+/// `module_path!()`): the path without the binary's crate name, as `--exact` wants it.
+pub fn test_name(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, inside)) => format!("{inside}::{name}"),
+        None => name.to_string(),
     }
 }
 

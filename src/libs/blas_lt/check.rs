@@ -243,7 +243,7 @@ fn fp8_aux_type(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
 }
 
 /// The gradient epilogues cuBLASLt 13 has no FP8 kernel for, on sm_90 (every combination was
-/// run on an H100 by `tests/gpu_blas_lt_fp8.rs`, whose sweep fails if one of these starts to
+/// run on an H100 by `tests/gpu/blas_lt_fp8.rs`, whose sweep fails if one of these starts to
 /// run or one that runs is refused here): the bias gradients of A or B alone, a ReLU gradient
 /// written to an FP8 D, and a ReLU gradient with a bias gradient into an f32 D.
 fn fp8_epilogue(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {

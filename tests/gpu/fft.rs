@@ -1,0 +1,165 @@
+//! cuFFT on a real GPU: a direct DFT reference, forward-then-inverse round trips for every
+//! kind in 1D, 2D, 3D and batched strided layouts, and the plan cache.
+#![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
+
+use crate::common::*;
+use cusched::fft::{DataLayout, Direction, FftLayout};
+use cusched::{Complex, Device, Handles, StreamId};
+
+fn random_c32(rng: &mut Rng, n: usize) -> Vec<Complex<f32>> {
+    (0..n).map(|_| Complex::new(rng.f32(), rng.f32())).collect()
+}
+
+fn nan_c<T: Copy>(nan: T, n: usize) -> Vec<Complex<T>> {
+    vec![Complex::new(nan, nan); n]
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn c2c_matches_a_direct_dft() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let n = 96;
+    let x = random_c32(&mut rng, n);
+    let (din, dout) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(f32::NAN, n)).unwrap());
+    h.fft().unwrap().c2c(&FftLayout::d1(n), &din, &dout, Direction::Forward).unwrap().wait().unwrap();
+    let got = dout.download(s).unwrap();
+    for k in 0..n {
+        let (mut re, mut im) = (0.0f64, 0.0f64);
+        for (j, v) in x.iter().enumerate() {
+            let ang = -2.0 * std::f64::consts::PI * (j * k) as f64 / n as f64;
+            re += v.re as f64 * ang.cos() - v.im as f64 * ang.sin();
+            im += v.re as f64 * ang.sin() + v.im as f64 * ang.cos();
+        }
+        assert!(
+            (got[k].re as f64 - re).abs() < 1e-4 * n as f64 && (got[k].im as f64 - im).abs() < 1e-4 * n as f64,
+            "bin {k}"
+        );
+    }
+}
+
+fn c2c_round_trip_f32(d: &Device, s: StreamId, h: &mut Handles, layout: &FftLayout, len: usize, rng: &mut Rng) {
+    let x = random_c32(rng, len);
+    let n: usize = layout.dims.iter().product();
+    let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(f32::NAN, len)).unwrap());
+    h.fft().unwrap().c2c(layout, &a, &b, Direction::Forward).unwrap();
+    // In place for the way back.
+    h.fft().unwrap().c2c(layout, &b, &b, Direction::Inverse).unwrap().wait().unwrap();
+    let got = b.download(s).unwrap();
+    let touched = touched_indices(layout, len);
+    for i in touched {
+        let (re, im) = (got[i].re / n as f32, got[i].im / n as f32);
+        assert!(
+            (re - x[i].re).abs() < 1e-4 && (im - x[i].im).abs() < 1e-4,
+            "{layout:?}: element {i}: {re},{im} vs {:?}",
+            x[i]
+        );
+    }
+}
+
+/// The elements a layout's input side covers (packed when no layout is given).
+fn touched_indices(layout: &FftLayout, len: usize) -> Vec<usize> {
+    match &layout.input {
+        None => (0..len).collect(),
+        Some(l) => {
+            let n = layout.dims[0];
+            (0..layout.batch).flat_map(|b| (0..n).map(move |x| b * l.dist + x * l.stride)).collect()
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn round_trips_in_1d_2d_3d_and_strided_batches() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    c2c_round_trip_f32(&d, s, &mut h, &FftLayout::d1(1000), 1000, &mut rng);
+    c2c_round_trip_f32(&d, s, &mut h, &FftLayout::d2(24, 40), 960, &mut rng);
+    c2c_round_trip_f32(&d, s, &mut h, &FftLayout::d3(8, 12, 10), 960, &mut rng);
+    c2c_round_trip_f32(&d, s, &mut h, &FftLayout::d1(64).batched(5), 320, &mut rng);
+    // Interleaved: 3 transforms of 50 points, stride 3, dist 1 (the batches interleave).
+    let inter = DataLayout { embed: vec![50], stride: 3, dist: 1 };
+    c2c_round_trip_f32(&d, s, &mut h, &FftLayout::d1(50).batched(3).with_layouts(inter.clone(), inter), 150, &mut rng);
+
+    // Double precision, Z2Z.
+    let n = 512;
+    let x: Vec<Complex<f64>> = (0..n).map(|_| Complex::new(rng.f32() as f64, rng.f32() as f64)).collect();
+    let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(f64::NAN, n)).unwrap());
+    h.fft().unwrap().c2c(&FftLayout::d1(n), &a, &b, Direction::Forward).unwrap();
+    h.fft().unwrap().c2c(&FftLayout::d1(n), &b, &a, Direction::Inverse).unwrap().wait().unwrap();
+    let got = a.download(s).unwrap();
+    for i in 0..n {
+        assert!((got[i].re / n as f64 - x[i].re).abs() < 1e-12 && (got[i].im / n as f64 - x[i].im).abs() < 1e-12);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn real_transforms_round_trip_in_both_precisions() {
+    let Some(d) = gpu() else { return };
+    let lane = d.lane("fft").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let s = cx.stream();
+        let mut rng = Rng::new();
+        for layout in [FftLayout::d1(256), FftLayout::d2(16, 30).batched(2), FftLayout::d3(6, 8, 10)] {
+            let n: usize = layout.dims.iter().product();
+            let half: usize = layout.dims[..layout.dims.len() - 1].iter().product::<usize>()
+                * (layout.dims[layout.dims.len() - 1] / 2 + 1);
+            let total = n * layout.batch;
+            let x: Vec<f32> = (0..total).map(|_| rng.f32()).collect();
+            let (r, c, back) = (
+                dd.upload(s, &x)?,
+                dd.upload(s, &nan_c(f32::NAN, half * layout.batch))?,
+                dd.upload(s, &vec![f32::NAN; total])?,
+            );
+            cx.fft()?.r2c(&layout, &r, &c)?;
+            cx.fft()?.c2r(&layout, &c, &back)?;
+            let got = back.download(s)?;
+            for i in 0..total {
+                assert!((got[i] / n as f32 - x[i]).abs() < 1e-4, "{layout:?} f32 element {i}");
+            }
+            let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let (r, c, back) = (
+                dd.upload(s, &x64)?,
+                dd.upload(s, &nan_c(f64::NAN, half * layout.batch))?,
+                dd.upload(s, &vec![f64::NAN; total])?,
+            );
+            cx.fft()?.r2c(&layout, &r, &c)?;
+            cx.fft()?.c2r(&layout, &c, &back)?;
+            let got = back.download(s)?;
+            for i in 0..total {
+                assert!((got[i] / n as f64 - x64[i]).abs() < 1e-12, "{layout:?} f64 element {i}");
+            }
+        }
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn plans_are_cached_per_layout_and_bounded() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let a = d.upload(s, &nan_c(0.0f32, 1024)).unwrap();
+    let b = d.upload(s, &nan_c(0.0f32, 1024)).unwrap();
+    let fft = h.fft().unwrap();
+    fft.c2c(&FftLayout::d1(1024), &a, &b, Direction::Forward).unwrap();
+    fft.c2c(&FftLayout::d1(1024), &b, &a, Direction::Inverse).unwrap();
+    assert_eq!(fft.plans_made(), 1, "same layout, one plan");
+    fft.c2c(&FftLayout::d1(512).batched(2), &a, &b, Direction::Forward).unwrap();
+    assert_eq!(fft.plans_made(), 2, "another layout of the same size gets its own plan");
+    fft.set_plan_capacity(2).unwrap();
+    fft.c2c(&FftLayout::d2(32, 32), &a, &b, Direction::Forward).unwrap();
+    assert_eq!(fft.cached_plans(), 2, "the cache is bounded");
+    fft.c2c(&FftLayout::d1(1024), &a, &b, Direction::Forward).unwrap().wait().unwrap();
+    assert_eq!(fft.plans_made(), 4, "the evicted layout is planned again");
+    assert!(fft.work_area_bytes() > 0 || fft.plans_made() > 0);
+}

@@ -1,0 +1,56 @@
+//! The GPU suite: every test that needs a CUDA GPU, one module per subject. The tests are
+//! `#[ignore]`d, so a plain `cargo test` only builds them; run them with `--include-ignored` on a
+//! GPU machine (`CUSCHED_REQUIRE_GPU=1` fails a test that finds no GPU instead of skipping it),
+//! one module with a filter: `cargo test --test gpu -- --include-ignored blas::`. Modules of a
+//! library are built with its feature.
+//!
+//! Tests that must run in a process of their own live in their own binaries: `gpu_poison`
+//! (faults the context on purpose) and `alloc_free` (a counting global allocator).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+#[cfg(feature = "cublas")]
+mod blas;
+#[cfg(feature = "cublaslt")]
+mod blas_lt;
+#[cfg(feature = "cublaslt")]
+mod blas_lt_fp8;
+#[cfg(feature = "nvrtc")]
+mod compose;
+#[cfg(feature = "nvrtc")]
+mod declared;
+#[cfg(feature = "nvrtc")]
+mod failures;
+#[cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft"))]
+mod fault_edges;
+#[cfg(feature = "nvrtc")]
+mod faults;
+#[cfg(feature = "cufft")]
+mod fft;
+#[cfg(feature = "nvrtc")]
+mod hazards;
+#[cfg(feature = "nvrtc")]
+mod host_cache;
+#[cfg(feature = "nvrtc")]
+mod lanes;
+#[cfg(feature = "nvrtc")]
+mod nvrtc;
+#[cfg(feature = "nvrtc")]
+mod peer;
+#[cfg(feature = "curand")]
+mod rng;
+#[cfg(feature = "cusolver")]
+mod solver;
+#[cfg(feature = "cusolver")]
+mod solver_sparse;
+#[cfg(feature = "nvrtc")]
+mod soundness;
+#[cfg(feature = "cusparse")]
+mod sparse;
+#[cfg(feature = "cusparse")]
+mod sparse_cross;
+#[cfg(feature = "cutensor")]
+mod tensor;
+#[cfg(feature = "nvrtc")]
+mod trace;

@@ -1,0 +1,347 @@
+//! Bad input to every library op is rejected before anything is recorded or enqueued, with a
+//! typed error naming the argument. Runs on the simulated backend (validation needs no GPU);
+//! valid input there reaches the backend check and fails with `LibraryUnavailable`, also
+//! without recording anything.
+
+#[cfg(feature = "curand")]
+use crate::common::fixture::rejection;
+use crate::common::fixture::{fx, rejects};
+#[cfg(feature = "cublas")]
+use crate::common::{fixture::Fx, sim};
+#[cfg(feature = "cublas")]
+use cusched::blas::{BatchStrides, Fill, Geam, Gemm, GemmBatched, Gemv, Side, Syrk, Transpose, Trsm, Vector};
+#[cfg(feature = "cufft")]
+use cusched::fft::{DataLayout, Direction, FftLayout};
+#[cfg(feature = "curand")]
+use cusched::rng::{Generator, Seed};
+#[cfg(any(feature = "cublas", feature = "curand"))]
+use cusched::Error;
+#[cfg(feature = "cublas")]
+use cusched::{GpuRef, Result};
+
+#[test]
+#[cfg(feature = "cublas")]
+fn gemm_rejects_bad_shapes() {
+    let mut fx = fx();
+    let (a, b, c) = (fx.buf::<f32>(6), fx.buf::<f32>(12), fx.buf::<f32>(8));
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.gemm(&Gemm::new(0, 4, 3, &a, &b, &c)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 4, &a, &b, &c)));
+    rejects(&mut fx, "lda", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &c).leading(1, 3, 2)));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &a)));
+    rejects(&mut fx, "ldc", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &c).leading(2, 3, 1)));
+    // Transposed A is stored k x m = 3 x 2: lda must be at least 3.
+    rejects(&mut fx, "lda", |fx| {
+        fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &c).transpose(Transpose::Yes, Transpose::No).leading(2, 3, 2))
+    });
+    let f = fx.foreign::<f32>(6);
+    rejects(&mut fx, "!foreign", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &f, &b, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &c)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 3, &a, &b, &c)));
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn gemm_rejects_bad_shapes_in_half_types() {
+    let mut fx = fx();
+    let (a, b, c) =
+        (fx.buf::<cusched::half::bf16>(4), fx.buf::<cusched::half::bf16>(4), fx.buf::<cusched::half::bf16>(3));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 2, 2, &a, &b, &c)));
+    rejects(&mut fx, "k", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 2, 0, &a, &b, &c)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 2, 3, &a, &b, &c)));
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn strided_batched_gemm_rejects_bad_batches() {
+    let mut fx = fx();
+    let (a, b, c) = (fx.buf::<f64>(4 * 3), fx.buf::<f64>(4 * 3), fx.buf::<f64>(4 * 3));
+    let g = Gemm::new(2, 2, 2, &a, &b, &c);
+    rejects(&mut fx, "batch.count", |fx| fx.h.blas()?.gemm_strided_batched(&g, BatchStrides::packed(0)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm_strided_batched(&g, BatchStrides::packed(4)));
+    rejects(&mut fx, "batch.c", |fx| {
+        fx.h.blas()?.gemm_strided_batched(&g, BatchStrides { count: 3, a: None, b: None, c: Some(2) })
+    });
+    // A stride of zero for A broadcasts one matrix: valid (reaches the backend).
+    rejects(&mut fx, "!unavailable", |fx| {
+        fx.h.blas()?.gemm_strided_batched(&g, BatchStrides { count: 3, a: Some(0), b: None, c: None })
+    });
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn batched_gemm_rejects_mismatched_arrays() {
+    let mut fx = fx();
+    let m: Vec<GpuRef<f32>> = (0..3).map(|_| fx.buf::<f32>(4)).collect();
+    let short = [fx.buf::<f32>(3)];
+    fn batched<'a>(a: &'a [GpuRef<f32>], b: &'a [GpuRef<f32>], c: &'a [GpuRef<f32>]) -> GemmBatched<'a, f32> {
+        GemmBatched {
+            trans_a: Transpose::No,
+            trans_b: Transpose::No,
+            m: 2,
+            n: 2,
+            k: 2,
+            alpha: 1.0f32,
+            beta: 0.0,
+            a,
+            b,
+            c,
+        }
+    }
+    let (one, two) = (m[..1].to_vec(), m[1..3].to_vec());
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm_batched(&batched(&[], &[], &[])));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm_batched(&batched(&one, &one, &two)));
+    let (twice, last) = ([m[0].clone(), m[0].clone()], [m[2].clone()]);
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm_batched(&batched(&two, &two, &twice)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm_batched(&batched(&short, &one, &last)));
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn level1_rejects_bad_vectors() {
+    let mut fx = fx();
+    let (x, y) = (fx.buf::<f32>(8), fx.buf::<f32>(8));
+    let (vx, vy) = (Vector::from(&x), Vector::from(&y));
+    rejects(&mut fx, "n", |fx| fx.h.blas()?.axpy(0, 1.0, vx, vy));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.axpy(9, 1.0, vx, vy));
+    rejects(&mut fx, "y.inc", |fx| fx.h.blas()?.axpy(4, 1.0, vx, Vector::strided(&y, 0)));
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.axpy(4, 1.0, vx, Vector::strided(&y, 3)));
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.axpy(4, 1.0, vx, vx));
+    rejects(&mut fx, "n", |fx| fx.h.blas()?.scal(0, 2.0, vx));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.scal(5, 2.0, Vector::strided(&x, 2)));
+    rejects(&mut fx, "x.inc", |fx| fx.h.blas()?.scal(4, 2.0, Vector::strided(&x, -2)));
+    rejects(&mut fx, "x.inc", |fx| fx.h.blas()?.nrm2(4, Vector::strided(&x, -1)));
+    rejects(&mut fx, "x.inc", |fx| fx.h.blas()?.scal(5, 2.0, Vector::strided(&x, 0)));
+    for op in 0..5 {
+        let run = |fx: &mut Fx, n: usize, v: Vector<'_, f32>| -> Result<()> {
+            let b = fx.h.blas()?;
+            match op {
+                0 => b.dot(n, v, vy).map(drop),
+                1 => b.nrm2(n, v).map(drop),
+                2 => b.asum(n, v).map(drop),
+                3 => b.iamax(n, v).map(drop),
+                _ => b.iamin(n, v).map(drop),
+            }
+        };
+        rejects(&mut fx, "n", |fx| run(fx, 0, vx));
+        rejects(&mut fx, "x", |fx| run(fx, 9, vx));
+        rejects(&mut fx, "x.inc", |fx| run(fx, 2, Vector::strided(&x, 0)));
+        rejects(&mut fx, "!unavailable", |fx| run(fx, 8, vx));
+    }
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.copy(4, vx, vx));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.copy(9, vx, vy));
+    rejects(&mut fx, "n", |fx| fx.h.blas()?.copy(0, vx, vy));
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.swap(4, vx, vx));
+    rejects(&mut fx, "y.inc", |fx| fx.h.blas()?.swap(4, vx, Vector::strided(&y, 0)));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.swap(5, Vector::strided(&x, 2), vy));
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.rot(4, vx, vx, 1.0, 0.0));
+    rejects(&mut fx, "n", |fx| fx.h.blas()?.rot(0, vx, vy, 1.0, 0.0));
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.rot(8, vx, Vector::strided(&y, 2), 1.0, 0.0));
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn level2_level3_rejects_bad_shapes() {
+    let mut fx = fx();
+    let (a, x, y) = (fx.buf::<f64>(12), fx.buf::<f64>(4), fx.buf::<f64>(3));
+    // Output candidates are picked by index: closures cannot tie a parameter's lifetime to
+    // their result's.
+    let outs = [&y, &x];
+    let gemv = |trans, m, n, lda, out: usize| Gemv {
+        trans,
+        m,
+        n,
+        alpha: 1.0,
+        a: &a,
+        lda,
+        x: Vector::from(&x),
+        beta: 0.0,
+        y: Vector::from(outs[out]),
+    };
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.gemv(&gemv(Transpose::No, 0, 4, None, 0)));
+    rejects(&mut fx, "lda", |fx| fx.h.blas()?.gemv(&gemv(Transpose::No, 3, 4, Some(2), 0)));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.gemv(&gemv(Transpose::No, 2, 6, None, 0)));
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.gemv(&gemv(Transpose::No, 3, 4, None, 1)));
+
+    rejects(&mut fx, "y", |fx| fx.h.blas()?.ger(2, 6, 1.0, Vector::from(&y), Vector::from(&x), &a, None));
+    rejects(&mut fx, "lda", |fx| fx.h.blas()?.ger(3, 4, 1.0, Vector::from(&y), Vector::from(&x), &a, Some(2)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.ger(4, 4, 1.0, Vector::from(&x), Vector::from(&x), &a, None));
+
+    let (b, c) = (fx.buf::<f64>(12), fx.buf::<f64>(12));
+    let mats = [&c, &b, &y, &a];
+    let geam = |m, n, ldc, out: usize| Geam {
+        trans_a: Transpose::No,
+        trans_b: Transpose::Yes,
+        m,
+        n,
+        alpha: 1.0,
+        a: &a,
+        lda: None,
+        beta: 1.0,
+        b: &b,
+        ldb: None,
+        c: mats[out],
+        ldc,
+    };
+    rejects(&mut fx, "n", |fx| fx.h.blas()?.geam(&geam(3, 0, None, 0)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.geam(&geam(4, 4, None, 0)));
+    rejects(&mut fx, "ldc", |fx| fx.h.blas()?.geam(&geam(3, 4, Some(2), 0)));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.geam(&geam(3, 4, None, 1)));
+
+    let syrk = |n, k, lda, out: usize| Syrk {
+        fill: Fill::Upper,
+        trans: Transpose::No,
+        n,
+        k,
+        alpha: 1.0,
+        a: &a,
+        lda,
+        beta: 0.0,
+        c: mats[out],
+        ldc: None,
+    };
+    rejects(&mut fx, "k", |fx| fx.h.blas()?.syrk(&syrk(3, 0, None, 0)));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.syrk(&syrk(4, 3, None, 2)));
+    rejects(&mut fx, "lda", |fx| fx.h.blas()?.syrk(&syrk(3, 4, Some(1), 0)));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.syrk(&syrk(3, 4, None, 3)));
+
+    let trsm = |side, m, n, out: usize| Trsm {
+        side,
+        fill: Fill::Lower,
+        trans: Transpose::No,
+        diag: cusched::blas::Diag::NonUnit,
+        m,
+        n,
+        alpha: 1.0,
+        a: &a,
+        lda: None,
+        b: mats[out],
+        ldb: None,
+    };
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.trsm(&trsm(Side::Left, 0, 2, 1)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.trsm(&trsm(Side::Right, 2, 4, 1)));
+    rejects(&mut fx, "b", |fx| fx.h.blas()?.trsm(&trsm(Side::Left, 3, 5, 1)));
+    rejects(&mut fx, "b", |fx| fx.h.blas()?.trsm(&trsm(Side::Left, 3, 3, 3)));
+}
+
+#[test]
+#[cfg(feature = "curand")]
+fn rng_rejects_bad_requests() {
+    let mut fx = fx();
+    let (f, odd, d, u) = (fx.buf::<f32>(16), fx.buf::<f32>(15), fx.buf::<f64>(12), fx.buf::<u32>(8));
+    let empty = fx.buf::<f32>(0);
+    let philox = Seed::new(Generator::Philox4x32_10, 42);
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.uniform(&philox, &empty));
+    rejects(&mut fx, "seed.offset", |fx| fx.h.rng()?.uniform(&Seed::new(Generator::Mtgp32, 1).at(5), &f));
+    rejects(&mut fx, "high", |fx| fx.h.rng()?.uniform_range(&philox, &f, 2.0, 1.0));
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.normal(&philox, &odd, 0.0, 1.0));
+    rejects(&mut fx, "stddev", |fx| fx.h.rng()?.normal(&philox, &f, 0.0, -1.0));
+    rejects(&mut fx, "mean", |fx| fx.h.rng()?.log_normal(&philox, &d, f64::NAN, 1.0));
+    rejects(&mut fx, "lambda", |fx| fx.h.rng()?.poisson(&philox, &u, 0.0));
+    let mut sobol = Seed::new(Generator::Sobol32, 0);
+    sobol.dimensions = 5;
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.uniform(&sobol, &f));
+    sobol.dimensions = 0;
+    rejects(&mut fx, "seed.dimensions", |fx| fx.h.rng()?.uniform(&sobol, &f));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.rng()?.uniform(&philox, &f));
+}
+
+#[test]
+#[cfg(feature = "curand")]
+fn rng_bits_rejects_bad_requests() {
+    let mut fx = fx();
+    let (u, w) = (fx.buf::<u32>(16), fx.buf::<u64>(16));
+    let (empty32, empty64) = (fx.buf::<u32>(0), fx.buf::<u64>(0));
+    let philox = Seed::new(Generator::Philox4x32_10, 42);
+    let sobol64 = Seed::new(Generator::Sobol64, 0);
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits(&philox, &empty32));
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits64(&sobol64, &empty64));
+    // Each width has its own generators: 64-bit values only from the 64-bit Sobols.
+    for g in Generator::ALL {
+        let wide = matches!(g, Generator::Sobol64 | Generator::ScrambledSobol64);
+        let (narrow_arg, wide_arg) =
+            if wide { ("seed.generator", "!unavailable") } else { ("!unavailable", "seed.generator") };
+        rejects(&mut fx, narrow_arg, |fx| fx.h.rng()?.bits(&Seed::new(g, 7), &u));
+        rejects(&mut fx, wide_arg, |fx| fx.h.rng()?.bits64(&Seed::new(g, 7), &w));
+    }
+    let got = rejection(&mut fx, "seed.generator", |fx| fx.h.rng()?.bits(&sobol64, &u));
+    assert!(matches!(&got, Err(Error::InvalidArgument { reason, .. }) if reason.contains("bits64")), "{got:?}");
+    let got = rejection(&mut fx, "seed.generator", |fx| fx.h.rng()?.bits64(&philox, &w));
+    assert!(matches!(&got, Err(Error::InvalidArgument { reason, .. }) if reason.contains("use bits")), "{got:?}");
+    // The seed is checked as a draw's is.
+    rejects(&mut fx, "seed.offset", |fx| fx.h.rng()?.bits(&Seed::new(Generator::Mtgp32, 1).at(5), &u));
+    let mut sobol32 = Seed::new(Generator::Sobol32, 0);
+    sobol32.dimensions = 5;
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits(&sobol32, &u));
+    let mut sobol = sobol64;
+    sobol.dimensions = 3;
+    rejects(&mut fx, "out", |fx| fx.h.rng()?.bits64(&sobol, &w));
+    sobol.dimensions = 0;
+    rejects(&mut fx, "seed.dimensions", |fx| fx.h.rng()?.bits64(&sobol, &w));
+    sobol.dimensions = 4;
+    rejects(&mut fx, "!unavailable", |fx| fx.h.rng()?.bits64(&sobol, &w));
+    // Foreign and stale buffers.
+    let (fu, fw) = (fx.foreign::<u32>(16), fx.foreign::<u64>(16));
+    rejects(&mut fx, "!foreign", |fx| fx.h.rng()?.bits(&philox, &fu));
+    rejects(&mut fx, "!foreign", |fx| fx.h.rng()?.bits64(&sobol64, &fw));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.rng()?.bits(&philox, &u));
+    rejects(&mut fx, "!stale", |fx| fx.h.rng()?.bits64(&sobol64, &w));
+}
+
+#[test]
+#[cfg(feature = "cufft")]
+fn fft_rejects_layouts_the_buffers_do_not_fit() {
+    let mut fx = fx();
+    let c = fx.buf::<cusched::Complex<f32>>(64);
+    let c2 = fx.buf::<cusched::Complex<f32>>(64);
+    let r = fx.buf::<f32>(64);
+    let half = fx.buf::<cusched::Complex<f32>>(32);
+    let fwd = Direction::Forward;
+    rejects(&mut fx, "input", |fx| fx.h.fft()?.c2c(&FftLayout::d1(65), &c, &c2, fwd));
+    rejects(&mut fx, "layout.dims", |fx| fx.h.fft()?.c2c(&FftLayout::d1(0), &c, &c2, fwd));
+    rejects(&mut fx, "layout.dims", |fx| {
+        fx.h.fft()?.c2c(&FftLayout { dims: vec![2; 4], ..FftLayout::d1(2) }, &c, &c2, fwd)
+    });
+    rejects(&mut fx, "layout.batch", |fx| fx.h.fft()?.c2c(&FftLayout::d1(8).batched(0), &c, &c2, fwd));
+    rejects(&mut fx, "output", |fx| fx.h.fft()?.c2c(&FftLayout::d1(16).batched(3), &c, &half, fwd));
+    // R2C of 64 reals needs 33 complex outputs.
+    rejects(&mut fx, "output", |fx| fx.h.fft()?.r2c(&FftLayout::d1(64), &r, &half));
+    rejects(&mut fx, "input", |fx| fx.h.fft()?.c2r(&FftLayout::d2(8, 8), &half, &r));
+    let strided = DataLayout { embed: vec![8], stride: 2, dist: 8 };
+    let overlapping = DataLayout { embed: vec![8], stride: 1, dist: 4 };
+    rejects(&mut fx, "layout.output", |fx| {
+        fx.h.fft()?.c2c(&FftLayout::d1(8).batched(2).with_layouts(strided.clone(), overlapping.clone()), &c, &c2, fwd)
+    });
+    rejects(&mut fx, "layout.input", |fx| {
+        let bad = DataLayout { embed: vec![8, 4], stride: 1, dist: 32 };
+        fx.h.fft()?.c2c(&FftLayout::d1(8).with_layouts(bad, overlapping.clone()), &c, &c2, fwd)
+    });
+    rejects(&mut fx, "output", |fx| {
+        fx.h.fft()?.c2c(
+            &FftLayout::d1(8).with_layouts(strided.clone(), DataLayout { embed: vec![8], stride: 1, dist: 8 }),
+            &c,
+            &c,
+            fwd,
+        )
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.fft()?.c2c(&FftLayout::d1(64), &c, &c2, fwd));
+    assert_eq!(fx.h.fft().unwrap().plans_made(), 0);
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn lane_job_rejects_like_inline() {
+    let device = sim();
+    let lane = device.lane("libs").unwrap();
+    let got = lane
+        .submit(|cx| {
+            let (a, b) =
+                (cx.device().alloc_zeros::<f32>(cx.stream(), 4)?, cx.device().alloc_zeros::<f32>(cx.stream(), 4)?);
+            let err = cx.blas()?.axpy(5, 1.0, Vector::from(&a), Vector::from(&b)).map(drop).unwrap_err();
+            Ok(err)
+        })
+        .wait()
+        .unwrap();
+    assert!(matches!(got, Error::InvalidArgument { arg: "x", .. }), "{got:?}");
+}

@@ -1,0 +1,61 @@
+//! The simulator suite: every test that runs without a GPU, one module per subject (a module
+//! is named after its subject: `lanes`, `solo`, `sparse`, ...). Modules of a library are built
+//! with its feature. Filter by module to run one subject: `cargo test --test sim solo::`.
+//!
+//! The library validation modules (`lib_validation`, `numerics_validation`,
+//! `property_validation`, `solver_validation`, `solver_sparse`, `blas_lt`, `sparse`,
+//! `sparse_more`, `sparse_props`, `tensor`) name a test `<op>_rejects_<what>`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod alloc_oom;
+#[cfg(feature = "cublaslt")]
+mod blas_lt;
+mod checker;
+mod compose;
+mod declared;
+mod delivery;
+mod failures;
+mod fault_edges;
+mod faults;
+mod fences;
+mod lanes;
+#[cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]
+mod lib_validation;
+mod loud;
+mod memory;
+#[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver"))]
+mod numerics_validation;
+mod order;
+mod peer;
+#[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver", feature = "cublaslt"))]
+mod property_validation;
+mod random;
+#[cfg(any(
+    feature = "cublas",
+    feature = "cublaslt",
+    feature = "curand",
+    feature = "cusparse",
+    feature = "cusolver",
+    feature = "cutensor"
+))]
+mod raw_handles;
+mod recorder;
+mod reentrancy;
+mod shutdown;
+mod solo;
+#[cfg(feature = "cusolver")]
+mod solver_sparse;
+#[cfg(feature = "cusolver")]
+mod solver_validation;
+mod soundness;
+#[cfg(feature = "cusparse")]
+mod sparse;
+#[cfg(feature = "cusparse")]
+mod sparse_more;
+#[cfg(feature = "cusparse")]
+mod sparse_props;
+#[cfg(feature = "cutensor")]
+mod tensor;
+mod trace;

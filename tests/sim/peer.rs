@@ -1,0 +1,433 @@
+//! Two simulated devices on one simulated machine: uses across devices (peer copies, and
+//! kernels declaring buffers of both with `with_peers`) are fenced, checked by the shared hazard
+//! checker, and frees wait for peer uses.
+
+use crate::common::*;
+use cusched::{Device, Error, FenceMutation, GpuRef, HazardKind, LaunchRecorder, SimConfig, StreamId};
+use std::time::Duration;
+
+/// Two simulated devices sharing one checker, kernels of `0..max_us` µs.
+fn pair_with(mutation: Option<FenceMutation>, max_us: u64, seed: u64) -> (Device, Device) {
+    let config = SimConfig {
+        min_delay: Duration::ZERO,
+        max_delay: Duration::from_micros(max_us),
+        seed,
+        fence_mutation: mutation,
+        // A mutation makes hazards on purpose: they are read from `sim_hazards`.
+        fail_on_hazard: mutation.is_none(),
+        ..SimConfig::default()
+    };
+    let mut g = Device::sim_group(config, 2).expect("sim group");
+    let b = g.pop().unwrap();
+    let a = g.pop().unwrap();
+    (a, b)
+}
+
+fn pair() -> (Device, Device) {
+    pair_with(None, 200, 11)
+}
+
+/// A kernel on `s` (of `d`) that sleeps `slow`, then sets every element of `out` to `v`.
+fn fill(d: &Device, s: StreamId, out: &GpuRef<u32>, v: u32, slow: Duration) {
+    let mut rec = LaunchRecorder::new_strict(s);
+    rec.write(out).unwrap();
+    let m = out.sim_data().unwrap();
+    rec.launch(d, |scope| {
+        scope.sim_kernel(move || {
+            std::thread::sleep(slow);
+            m.lock().iter_mut().for_each(|x| *x = v);
+        })
+    })
+    .unwrap();
+}
+
+/// A kernel on `s` that sleeps `slow`, then copies `input` into `out` (either may be a peer
+/// buffer: the recorder is `with_peers`).
+fn copy_kernel(d: &Device, s: StreamId, out: &GpuRef<u32>, input: &GpuRef<u32>, slow: Duration) {
+    let mut rec = LaunchRecorder::new_strict(s).with_peers();
+    rec.read(input).unwrap().write(out).unwrap();
+    let (o, i) = (out.sim_data().unwrap(), input.sim_data().unwrap());
+    rec.launch(d, |scope| {
+        scope.sim_kernel(move || {
+            std::thread::sleep(slow);
+            let v = i.read().to_vec();
+            o.lock().copy_from_slice(&v);
+        })
+    })
+    .unwrap();
+}
+
+const SLOW: Duration = Duration::from_millis(20);
+
+fn no_hazards(d: &Device) {
+    let h = d.sim_hazards().unwrap();
+    assert!(h.is_empty(), "hazards across devices: {h:?}");
+}
+
+#[test]
+fn read_after_write_across_devices_push_and_pull() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (sa, sb) = (a.new_stream().unwrap(), b.new_stream().unwrap());
+        let x = a.alloc_zeros::<u32>(sa, 64).unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 64).unwrap();
+        // Pull: the copy runs on B's stream and must wait for A's slow write.
+        fill(&a, sa, &x, 7, SLOW);
+        x.copy_to(sb, &y).unwrap();
+        assert_eq!(y.download(b.default_stream()).unwrap(), vec![7; 64]);
+        // Push: the copy runs on A's stream after another slow write on A's other stream.
+        fill(&a, a.default_stream(), &x, 9, SLOW);
+        x.copy_to(sa, &y).unwrap();
+        assert_eq!(y.download(sb).unwrap(), vec![9; 64]);
+        no_hazards(&a);
+    });
+}
+
+#[test]
+fn write_after_read_across_devices() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let sb = b.new_stream().unwrap();
+        let x = a.upload(a.default_stream(), &[1u32; 32]).unwrap();
+        let y = b.upload(sb, &[2u32; 32]).unwrap();
+        let z = b.alloc_zeros::<u32>(sb, 32).unwrap();
+        // B reads y slowly into z; then A overwrites y through a peer copy on A's stream: the
+        // copy must wait for B's read, or z would see 1s.
+        copy_kernel(&b, sb, &z, &y, SLOW);
+        x.copy_to(a.default_stream(), &y).unwrap();
+        assert_eq!(z.download(b.default_stream()).unwrap(), vec![2; 32], "the peer write overtook a read");
+        assert_eq!(y.download(b.default_stream()).unwrap(), vec![1; 32]);
+        no_hazards(&a);
+    });
+}
+
+#[test]
+fn write_after_write_across_devices() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let sb = b.new_stream().unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 16).unwrap();
+        let x = a.alloc_zeros::<u32>(a.default_stream(), 16).unwrap();
+        fill(&a, a.default_stream(), &x, 3, Duration::ZERO);
+        // A slow peer write of y from A's stream, then a fast write of y on B: B's must land last.
+        copy_kernel(&a, a.default_stream(), &y, &x, SLOW);
+        fill(&b, sb, &y, 4, Duration::ZERO);
+        assert_eq!(y.download(b.default_stream()).unwrap(), vec![4; 16]);
+        no_hazards(&b);
+    });
+}
+
+#[test]
+fn a_buffer_freed_after_a_peer_read_is_freed_after_that_read() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let sb = b.new_stream().unwrap();
+        let x = a.upload(a.default_stream(), &[5u32; 128]).unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 128).unwrap();
+        // B's slow kernel reads x (A's memory); x is dropped at once: its free on A's stream
+        // must wait for that read (the checker sees the free as a write of x).
+        copy_kernel(&b, sb, &y, &x, SLOW);
+        drop(x);
+        assert_eq!(y.download(sb).unwrap(), vec![5; 128]);
+        // The same through a peer copy on B's stream, and the destination dropped too.
+        let x = a.upload(a.default_stream(), &[6u32; 128]).unwrap();
+        fill(&a, a.default_stream(), &x, 8, SLOW);
+        x.copy_to(sb, &y).unwrap();
+        drop(x);
+        let out = y.download(sb).unwrap();
+        drop(y);
+        assert_eq!(out, vec![8; 128]);
+        a.synchronize(a.default_stream()).unwrap();
+        b.synchronize(sb).unwrap();
+        no_hazards(&a);
+    });
+}
+
+#[test]
+fn the_shared_checker_sees_unordered_uses_across_devices() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair_with(Some(FenceMutation::NoFences), 0, 3);
+        let x = a.upload(a.default_stream(), &[1u32; 8]).unwrap();
+        let y = b.alloc_zeros::<u32>(b.default_stream(), 8).unwrap();
+        fill(&a, a.default_stream(), &x, 2, SLOW);
+        x.copy_to(b.default_stream(), &y).unwrap();
+        a.synchronize(a.default_stream()).unwrap();
+        b.synchronize(b.default_stream()).unwrap();
+        let h = b.sim_hazards().unwrap();
+        assert!(
+            // Which kind depends on which ran first: nothing ordered them.
+            h.iter().any(
+                |h| h.buffer == x.id() && matches!(h.kind, HazardKind::ReadAfterWrite | HazardKind::WriteAfterRead)
+            ),
+            "the checker must see the copy on B and A's writes of x unordered: {h:?}"
+        );
+        assert_eq!(a.sim_hazards().unwrap(), h, "one checker for the whole machine");
+    });
+}
+
+#[test]
+fn the_shared_checker_sees_a_free_not_fenced_after_a_peer_read() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair_with(Some(FenceMutation::NoFreeFence), 0, 5);
+        let x = a.upload(a.default_stream(), &[1u32; 8]).unwrap();
+        let y = b.alloc_zeros::<u32>(b.default_stream(), 8).unwrap();
+        let id = x.id();
+        copy_kernel(&b, b.default_stream(), &y, &x, SLOW);
+        drop(x);
+        a.synchronize(a.default_stream()).unwrap();
+        b.synchronize(b.default_stream()).unwrap();
+        let h = a.sim_hazards().unwrap();
+        assert!(
+            // The free counts as a write; which kind depends on which ran first.
+            h.iter()
+                .any(|h| h.buffer == id && matches!(h.kind, HazardKind::ReadAfterWrite | HazardKind::WriteAfterRead)),
+            "an unfenced free after a peer read must be reported: {h:?}"
+        );
+    });
+}
+
+#[test]
+fn strict_recorders_reject_peer_buffers_unless_made_with_peers() {
+    let (a, b) = pair();
+    let y = b.alloc_zeros::<u32>(b.default_stream(), 4).unwrap();
+    let mut rec = LaunchRecorder::new_strict(a.default_stream());
+    let err = rec.read(&y).map(drop).expect_err("a buffer of another device");
+    assert!(matches!(err, Error::ForeignDevice { .. }), "{err}");
+    let mut rec = LaunchRecorder::new_permissive(a.default_stream());
+    rec.read(&y).unwrap();
+    assert_eq!(rec.recorded_count(), 0, "permissive recorders skip it");
+    let mut rec = LaunchRecorder::new_strict(a.default_stream()).with_peers();
+    rec.read(&y).unwrap();
+    assert_eq!(rec.recorded_count(), 1);
+}
+
+#[test]
+fn copy_to_checks_the_stream_and_the_lengths() {
+    let (a, b) = pair();
+    let c = Device::sim(SimConfig::default()).unwrap();
+    let x = a.alloc_zeros::<u32>(a.default_stream(), 4).unwrap();
+    let y = b.alloc_zeros::<u32>(b.default_stream(), 4).unwrap();
+    let err = x.copy_to(c.default_stream(), &y).expect_err("a stream of neither device");
+    assert!(matches!(err, Error::ForeignDevice { .. }), "{err}");
+    let err = a.copy_peer(b.default_stream(), &x, &y).expect_err("copy_peer takes a stream of its own device");
+    assert!(matches!(err, Error::ForeignDevice { .. }), "{err}");
+    let short = b.alloc_zeros::<u32>(b.default_stream(), 3).unwrap();
+    let err = x.copy_to(a.default_stream(), &short).expect_err("lengths differ");
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    let err = x.copy_to(a.default_stream(), &x).expect_err("itself");
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    // A copy within one device through copy_to is an ordinary copy.
+    let x2 = a.upload(a.default_stream(), &[4u32, 3, 2, 1]).unwrap();
+    x2.copy_to(a.default_stream(), &x).unwrap();
+    assert_eq!(x.download(a.default_stream()).unwrap(), [4, 3, 2, 1]);
+}
+
+#[test]
+fn devices_made_apart_copy_too() {
+    // Not on one machine: the copy is fenced and correct; the checkers just cannot see across.
+    let a = Device::sim(SimConfig::default()).unwrap();
+    let b = Device::sim(SimConfig::default()).unwrap();
+    let x = a.upload(a.default_stream(), &[1u32, 2]).unwrap();
+    let y = b.alloc_zeros::<u32>(b.default_stream(), 2).unwrap();
+    fill(&a, a.default_stream(), &x, 6, SLOW);
+    x.copy_to(b.default_stream(), &y).unwrap();
+    assert_eq!(y.download(b.default_stream()).unwrap(), [6, 6]);
+    assert!(a.sim_hazards().unwrap().is_empty() && b.sim_hazards().unwrap().is_empty());
+}
+
+#[test]
+fn a_pipeline_a_to_b_to_a_keeps_program_order() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (sa, sb) = (a.new_stream().unwrap(), b.new_stream().unwrap());
+        let src = a.alloc_zeros::<u32>(sa, 32).unwrap();
+        let mid = b.alloc_zeros::<u32>(sb, 32).unwrap();
+        let back = a.alloc_zeros::<u32>(a.default_stream(), 32).unwrap();
+        for round in 1..=5u32 {
+            fill(&a, sa, &src, round, Duration::from_millis(2));
+            src.copy_to(sb, &mid).unwrap();
+            // Stage 2 on B: mid += 100 * round, slowly.
+            let mut rec = LaunchRecorder::new_strict(sb);
+            rec.read_write(&mid).unwrap();
+            let m = mid.sim_data().unwrap();
+            rec.launch(&b, |scope| {
+                scope.sim_kernel(move || {
+                    std::thread::sleep(Duration::from_millis(2));
+                    m.lock().iter_mut().for_each(|x| *x += 100 * round);
+                })
+            })
+            .unwrap();
+            mid.copy_to(a.default_stream(), &back).unwrap();
+            assert_eq!(back.download(sa).unwrap(), vec![101 * round; 32]);
+        }
+        no_hazards(&a);
+    });
+}
+
+/// One randomized schedule over two devices (three streams each): fills, read-modify-writes,
+/// peer copies on a stream of either device, kernels reading buffers of both devices, and
+/// buffers dropped and replaced mid-run, checked against a CPU model and the shared checker.
+fn random_schedule(seed: u64, steps: usize) {
+    let (a, b) = pair_with(None, 60, seed);
+    let devs = [a, b];
+    let streams: Vec<Vec<StreamId>> =
+        devs.iter().map(|d| vec![d.default_stream(), d.new_stream().unwrap(), d.new_stream().unwrap()]).collect();
+    const LEN: usize = 16;
+    const BUFS: usize = 6;
+    let mut rng = Rng::seeded(seed);
+    // Buffer i lives on device i % 2.
+    let mut bufs: Vec<GpuRef<u32>> =
+        (0..BUFS).map(|i| devs[i % 2].alloc_zeros::<u32>(streams[i % 2][0], LEN).unwrap()).collect();
+    let mut model = [0u32; BUFS];
+    for _ in 0..steps {
+        let i = rng.below(BUFS as u64) as usize;
+        let j = (i + 1 + rng.below(BUFS as u64 - 1) as usize) % BUFS;
+        let dev = rng.below(2) as usize;
+        let s = streams[dev][rng.below(3) as usize];
+        match rng.below(6) {
+            0 => {
+                // Fill on a stream of the buffer's own device.
+                let v = rng.below(1000) as u32;
+                let own = i % 2;
+                fill(&devs[own], streams[own][rng.below(3) as usize], &bufs[i], v, Duration::ZERO);
+                model[i] = v;
+            }
+            1 => {
+                // Read-modify-write of i, reading j, on either device's stream.
+                let mut rec = LaunchRecorder::new_strict(s).with_peers();
+                rec.read_write(&bufs[i]).unwrap().read(&bufs[j]).unwrap();
+                let (o, r) = (bufs[i].sim_data().unwrap(), bufs[j].sim_data().unwrap());
+                rec.launch(&devs[dev], |scope| {
+                    scope.sim_kernel(move || {
+                        let add = r.read()[0];
+                        o.lock().iter_mut().for_each(|x| *x = x.wrapping_mul(3).wrapping_add(add));
+                    })
+                })
+                .unwrap();
+                model[i] = model[i].wrapping_mul(3).wrapping_add(model[j]);
+            }
+            2 | 3 => {
+                // Peer (or local) copy j -> i on a stream of either buffer's device.
+                let side = if rng.below(2) == 0 { i % 2 } else { j % 2 };
+                let s = streams[side][rng.below(3) as usize];
+                bufs[j].copy_to(s, &bufs[i]).unwrap();
+                model[i] = model[j];
+            }
+            4 => {
+                // Replace buffer i: the old one is freed after its outstanding uses, anywhere.
+                let own = i % 2;
+                let fresh = devs[own].alloc_zeros::<u32>(streams[own][rng.below(3) as usize], LEN).unwrap();
+                // Keep the contents through a copy, then drop the old buffer.
+                bufs[i].copy_to(streams[own][0], &fresh).unwrap();
+                bufs[i] = fresh;
+            }
+            _ => {
+                // Check one buffer on a random stream of its device.
+                let own = i % 2;
+                let got = bufs[i].download(streams[own][rng.below(3) as usize]).unwrap();
+                assert_eq!(got, vec![model[i]; LEN], "buffer {i} (seed {seed})");
+            }
+        }
+    }
+    for (i, buf) in bufs.iter().enumerate() {
+        assert_eq!(
+            buf.download(streams[i % 2][0]).unwrap(),
+            vec![model[i]; LEN],
+            "buffer {i} at the end (seed {seed})"
+        );
+    }
+    drop(bufs);
+    for (d, ss) in devs.iter().zip(&streams) {
+        for s in ss {
+            d.synchronize(*s).unwrap();
+        }
+    }
+    let h = devs[0].sim_hazards().unwrap();
+    assert!(h.is_empty(), "seed {seed}: hazards {h:?}");
+}
+
+#[test]
+fn randomized_schedules_over_two_devices_have_no_hazards_and_correct_data() {
+    let base = Rng::new().next();
+    bounded(Duration::from_secs(300), move || {
+        for k in 0..8 {
+            random_schedule(base.wrapping_add(k), 400);
+        }
+    });
+}
+
+#[test]
+fn a_peer_that_rebuilds_its_context_leaves_the_other_device_working() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let y = b.upload(b.default_stream(), &[1u32; 8]).unwrap();
+        let z = b.upload(b.default_stream(), &[2u32; 8]).unwrap();
+        // A reads y (a peer read) in a launch that faults: A's context is poisoned and rebuilt.
+        let mut rec = LaunchRecorder::new_strict(a.default_stream()).with_peers();
+        rec.read(&y).unwrap();
+        rec.launch(&a, |s| s.sim_fault()).unwrap();
+        let err = a.synchronize(a.default_stream()).expect_err("A's context is poisoned");
+        assert!(matches!(err, Error::ContextPoisoned { .. }), "{err}");
+        // y's last read went to a context where nothing runs any more: it cannot be ordered
+        // after it, so a write of y fails instead of waiting on a dead context.
+        let mut rec = LaunchRecorder::new_strict(b.default_stream());
+        rec.write(&y).unwrap();
+        let err = rec.launch(&b, |s| s.sim_kernel(|| {})).expect_err("y was used by a poisoned context");
+        assert!(matches!(err, Error::ContextPoisoned { .. }), "{err}");
+        drop(y);
+        // B's other buffers, and buffers of A's new context, work, across devices too: epochs
+        // count per device, so B (still on its first context) accepts A's new buffers.
+        assert_eq!(z.download(b.default_stream()).unwrap(), vec![2; 8]);
+        let x = a.upload(a.default_stream(), &[3u32; 8]).unwrap();
+        x.copy_to(b.default_stream(), &z).unwrap();
+        assert_eq!(z.download(b.default_stream()).unwrap(), vec![3; 8]);
+        fill(&b, b.default_stream(), &z, 4, SLOW);
+        z.copy_to(a.default_stream(), &x).unwrap();
+        assert_eq!(x.download(a.default_stream()).unwrap(), vec![4; 8]);
+        no_hazards(&a);
+    });
+}
+
+#[test]
+fn lanes_of_two_devices_hand_buffers_to_each_other() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (la, lb) = (a.lane("a").unwrap(), b.lane("b").unwrap());
+        let x = a.alloc_zeros::<u32>(a.default_stream(), 32).unwrap();
+        let y = b.alloc_zeros::<u32>(b.default_stream(), 32).unwrap();
+        for round in 1..=4u32 {
+            let (x1, y1) = (x.clone(), y.clone());
+            let (committed_tx, committed) = std::sync::mpsc::channel();
+            // Lane A fills x slowly and pushes it to y; lane B doubles y and pulls it back to x.
+            let first = la.submit(move |cx| {
+                let mut rec = cx.recorder();
+                rec.write(&x1)?;
+                let m = x1.sim_data()?;
+                rec.launch(cx.device(), |s| {
+                    s.sim_kernel(move || {
+                        std::thread::sleep(Duration::from_millis(2));
+                        m.lock().iter_mut().for_each(|v| *v = round);
+                    })
+                })?;
+                x1.copy_to(cx.stream(), &y1)?;
+                let _ = committed_tx.send(());
+                Ok(())
+            });
+            // Undeclared lane jobs are ordered by commit: the second is submitted once the
+            // first has committed, while its simulated work may still run (fences order it).
+            committed.recv().unwrap();
+            let (x2, y2) = (x.clone(), y.clone());
+            let second = lb.submit(move |cx| {
+                let mut rec = cx.recorder();
+                rec.read_write(&y2)?;
+                let m = y2.sim_data()?;
+                rec.launch(cx.device(), |s| s.sim_kernel(move || m.lock().iter_mut().for_each(|v| *v *= 2)))?;
+                y2.copy_to(cx.stream(), &x2)
+            });
+            first.wait().unwrap();
+            second.wait().unwrap();
+            assert_eq!(x.download(a.default_stream()).unwrap(), vec![2 * round; 32], "round {round}");
+        }
+        no_hazards(&a);
+    });
+}

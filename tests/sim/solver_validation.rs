@@ -1,0 +1,402 @@
+//! Bad input to every cuSOLVER op is rejected before anything is recorded, with a typed error
+//! naming the argument; valid input on the simulator reaches the backend check
+//! (`LibraryUnavailable`), also without recording anything.
+
+use crate::common::fixture::{fx, rejection, rejects};
+use cusched::solver::{
+    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr,
+    Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+};
+use cusched::{Complex, Error, GpuRef};
+
+#[track_caller]
+fn potrf<'a, T: cusched::solver::SolverElement>(n: usize, a: &'a GpuRef<T>, lda: Option<usize>) -> Potrf<'a, T> {
+    Potrf { fill: Fill::Lower, n, a, lda }
+}
+
+#[test]
+fn potrf_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(9);
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.potrf(&potrf(0, &a, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf(&potrf(4, &a, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.potrf(&potrf(3, &a, Some(2))));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.potrf(&potrf(3, &f, None)));
+    let c = fx.buf::<Complex<f32>>(9);
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf(&potrf(3, &c, None)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.solver()?.potrf(&potrf(3, &a, None)));
+}
+
+#[test]
+fn potrs_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b) = (fx.buf::<f32>(9), fx.buf::<f32>(6));
+    let p = |n, nrhs, b| Potrs { fill: Fill::Upper, n, nrhs, a: &a, lda: None, b, ldb: None };
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.potrs(&p(3, 0, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs(&p(3, 3, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs(&p(3, 2, &a)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrs(&p(4, 1, &b)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrs(&p(3, 2, &b)));
+}
+
+#[test]
+fn getrf_getrs_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, ipiv, short) = (fx.buf::<f32>(12), fx.buf::<f32>(4), fx.buf::<i64>(3), fx.buf::<i64>(2));
+    let g = |m, n, ipiv| Getrf { m, n, a: &a, lda: None, ipiv };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.getrf(&g(0, 3, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.getrf(&g(4, 4, None)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrf(&g(4, 3, Some(&short))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrf(&g(4, 3, Some(&ipiv))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrf(&g(3, 4, None)));
+    let s = |n, nrhs, ipiv| Getrs { trans: Trans::No, n, nrhs, a: &a, lda: None, ipiv, b: &b, ldb: None };
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrs(&s(3, 1, Some(&short))));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.getrs(&s(3, 2, Some(&ipiv))));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.getrs(&s(0, 1, None)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrs(&s(3, 1, Some(&ipiv))));
+}
+
+#[test]
+fn qr_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, tau, c) = (fx.buf::<f64>(12), fx.buf::<f64>(3), fx.buf::<f64>(8));
+    let g = |m, n, lda, tau| Geqrf { m, n, a: &a, lda, tau };
+    let short = fx.buf::<f64>(2);
+    rejects(&mut fx, "tau", |fx| fx.h.solver()?.geqrf(&g(4, 3, None, &short)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.geqrf(&g(4, 3, Some(3), &tau)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.geqrf(&g(4, 4, None, &tau)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.geqrf(&g(4, 3, None, &tau)));
+    let o = |m, n, k| Orgqr { m, n, k, a: &a, lda: None, tau: &tau };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.orgqr(&o(3, 4, 3)));
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.orgqr(&o(4, 2, 3)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.orgqr(&o(5, 3, 3)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3)));
+    let q = |m, n, k, cc| Ormqr {
+        side: Side::Left,
+        trans: Trans::Yes,
+        m,
+        n,
+        k,
+        a: &a,
+        lda: None,
+        tau: &tau,
+        c: cc,
+        ldc: None,
+    };
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.ormqr(&q(2, 4, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(4, 3, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(4, 2, 3, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(4, 2, 3, &c)));
+}
+
+#[test]
+fn complex_qr_rejects_like_real_qr() {
+    let mut fx = fx();
+    let (a, tau) = (fx.buf::<Complex<f32>>(12), fx.buf::<Complex<f32>>(3));
+    let short = fx.buf::<Complex<f32>>(2);
+    let o = |m, n, k, tau| Orgqr { m, n, k, a: &a, lda: None, tau };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.orgqr(&o(3, 4, 3, &tau)));
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.orgqr(&o(4, 2, 3, &tau)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.orgqr(&o(5, 3, 3, &tau)));
+    rejects(&mut fx, "tau", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3, &short)));
+    rejects(&mut fx, "tau", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.orgqr(&o(4, 3, 3, &tau)));
+    let (a, tau, c) = (fx.buf::<Complex<f64>>(12), fx.buf::<Complex<f64>>(3), fx.buf::<Complex<f64>>(8));
+    let q = |side, trans, m, n, k, cc| Ormqr { side, trans, m, n, k, a: &a, lda: None, tau: &tau, c: cc, ldc: None };
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Conj, 2, 4, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Conj, 4, 3, 3, &c)));
+    rejects(&mut fx, "c", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::No, 4, 2, 3, &a)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.ormqr(&q(Side::Right, Trans::Conj, 2, 5, 3, &c)));
+    // unmqr has no plain transpose: `Yes` on a complex Q is refused whatever the side, and
+    // before anything is recorded.
+    let e = rejection(&mut fx, "trans", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Yes, 4, 2, 3, &c)));
+    assert!(e.unwrap_err().to_string().contains("Conj"));
+    rejects(&mut fx, "trans", |fx| fx.h.solver()?.ormqr(&q(Side::Right, Trans::Yes, 2, 4, 3, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::Conj, 4, 2, 3, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(Side::Left, Trans::No, 4, 2, 3, &c)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&q(Side::Right, Trans::Conj, 2, 4, 3, &c)));
+    // A real Q keeps taking `Yes` and `Conj` alike (both are Qᵀ).
+    let (ra, rtau, rc) = (fx.buf::<f32>(12), fx.buf::<f32>(3), fx.buf::<f32>(8));
+    for trans in [Trans::Yes, Trans::Conj] {
+        let r = Ormqr { side: Side::Left, trans, m: 4, n: 2, k: 3, a: &ra, lda: None, tau: &rtau, c: &rc, ldc: None };
+        rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.ormqr(&r));
+    }
+}
+
+#[test]
+fn complex_gesvdj_rejects_like_real_gesvdj() {
+    let mut fx = fx();
+    // 6x4 takes U 6x4 and V 4x4; 4x6 takes U 4x4 and V 6x4; both take 4 real singular values.
+    let (a, big, small) = (fx.buf::<Complex<f64>>(24), fx.buf::<Complex<f64>>(24), fx.buf::<Complex<f64>>(16));
+    let (sv, short) = (fx.buf::<f64>(4), fx.buf::<f64>(3));
+    let j = |m, n, s, u, v| Gesvdj { vectors: true, m, n, a: &a, lda: None, s, u, ldu: None, v, ldv: None };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvdj(&j(6, 5, &sv, &big, &small)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesvdj(&j(6, 0, &sv, &big, &small)));
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &short, &big, &small)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &sv, &small, &big)));
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &sv, &small, &small)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &sv, &a, &small)));
+    rejects(&mut fx, "ldu", |fx| {
+        let g = Gesvdj { ldu: Some(5), ..j(6, 4, &sv, &big, &small) };
+        fx.h.solver()?.gesvdj(&g)
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(6, 4, &sv, &big, &small)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &sv, &small, &big)));
+    let (a, sv, u, v) =
+        (fx.buf::<Complex<f32>>(24), fx.buf::<f32>(4), fx.buf::<Complex<f32>>(16), fx.buf::<Complex<f32>>(24));
+    let j = |m, n, v| Gesvdj { vectors: true, m, n, a: &a, lda: None, s: &sv, u: &u, ldu: None, v, ldv: None };
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &u)));
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(4, 6, &v)));
+}
+
+#[test]
+fn eigen_svd_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, u, v) = (fx.buf::<f32>(16), fx.buf::<f32>(4), fx.buf::<f32>(16), fx.buf::<f32>(16));
+    let e = |n, w| Syevd { vectors: true, fill: Fill::Lower, n, a: &a, lda: None, w };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.syevd(&e(5, &w)));
+    let short = fx.buf::<f32>(3);
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevd(&e(4, &short)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevd(&e(4, &a)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.syevd(&e(4, &w)));
+    let s = |m, n, s| Gesvd { vectors: true, m, n, a: &a, lda: None, s, u: &u, ldu: None, vt: &v, ldvt: None };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvd(&s(2, 4, &w)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd(&s(5, 3, &w)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvd(&s(6, 3, &w)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvd(&s(4, 4, &w)));
+    let j = |m, n, vv| Gesvdj { vectors: true, m, n, a: &a, lda: None, s: &w, u: &u, ldu: None, v: vv, ldv: None };
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdj(&j(4, 4, &u)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvdj(&j(4, 5, &v)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesvdj(&j(4, 0, &v)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj(&j(4, 4, &v)));
+}
+
+#[test]
+fn batched_potrf_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(4 * 9);
+    let p = |n, batch, stride| PotrfBatched { fill: Fill::Lower, n, batch, a: &a, lda: None, stride };
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrf_batched(&p(3, 0, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&p(3, 5, None)));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.potrf_batched(&p(3, 2, Some(4))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&p(3, 4, None)));
+}
+
+#[test]
+fn complex_batched_potrf_rejects_like_real_batched_potrf() {
+    let mut fx = fx();
+    // Four packed 3x3 matrices fit; a fifth, a 4x4, or matrices 4 elements apart do not.
+    let a = fx.buf::<Complex<f32>>(4 * 9);
+    let p = |n, batch, lda, stride| PotrfBatched { fill: Fill::Upper, n, batch, a: &a, lda, stride };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.potrf_batched(&p(0, 4, None, None)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrf_batched(&p(3, 0, None, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&p(3, 5, None, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&p(4, 3, None, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.potrf_batched(&p(3, 4, Some(2), None)));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.potrf_batched(&p(3, 2, None, Some(4))));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&p(3, 4, None, None)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&p(3, 2, None, Some(18))));
+    let z = fx.buf::<Complex<f64>>(4 * 9);
+    let q = |n, batch, stride| PotrfBatched { fill: Fill::Lower, n, batch, a: &z, lda: None, stride };
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrf_batched(&q(3, 0, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potrf_batched(&q(3, 5, None)));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.potrf_batched(&q(3, 2, Some(8))));
+    let f = fx.foreign::<Complex<f64>>(4 * 9);
+    rejects(&mut fx, "!foreign", |fx| {
+        fx.h.solver()?.potrf_batched(&PotrfBatched {
+            fill: Fill::Lower,
+            n: 3,
+            batch: 4,
+            a: &f,
+            lda: None,
+            stride: None,
+        })
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrf_batched(&q(3, 4, None)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.solver()?.potrf_batched(&q(3, 4, None)));
+}
+
+#[test]
+fn jacobi_rejects_bad_settings() {
+    let mut fx = fx();
+    let bad = cusched::solver::JacobiSettings { tolerance: -1.0, max_sweeps: 10 };
+    assert!(matches!(
+        fx.h.solver().unwrap().set_jacobi(bad),
+        Err(Error::InvalidArgument { arg: "settings.tolerance", .. })
+    ));
+    let bad = cusched::solver::JacobiSettings { tolerance: 1e-7, max_sweeps: 0 };
+    assert!(matches!(
+        fx.h.solver().unwrap().set_jacobi(bad),
+        Err(Error::InvalidArgument { arg: "settings.max_sweeps", .. })
+    ));
+}
+
+#[test]
+fn numerical_errors_say_what_happened() {
+    use cusched::NumericalFailure as F;
+    let one =
+        Error::Numerical { op: "potrf", batch: 1, failures: vec![F::NotPositiveDefinite { matrix: 0, minor: 5 }] };
+    assert_eq!(one.to_string(), "potrf: leading minor 5 is not positive definite");
+    let lu = Error::Numerical { op: "getrf", batch: 1, failures: vec![F::Singular { matrix: 0, index: 3 }] };
+    assert_eq!(lu.to_string(), "getrf: U(3,3) is exactly zero: the matrix is singular");
+    let batch = Error::Numerical {
+        op: "potrfBatched",
+        batch: 8,
+        failures: vec![F::NotPositiveDefinite { matrix: 3, minor: 2 }],
+    };
+    assert!(batch.to_string().contains("1 of 8 matrices failed (matrix 3: leading minor 2"), "{batch}");
+}
+
+#[test]
+fn potri_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(9);
+    let p = |n, lda| Potri { fill: Fill::Lower, n, a: &a, lda };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.potri(&p(0, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.potri(&p(4, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.potri(&p(3, Some(2))));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.potri(&Potri { fill: Fill::Upper, n: 3, a: &f, lda: None }));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potri(&p(3, None)));
+}
+
+#[test]
+fn syevj_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, short) = (fx.buf::<Complex<f64>>(16), fx.buf::<f64>(4), fx.buf::<f64>(3));
+    let e = |n, w| Syevj { vectors: true, fill: Fill::Lower, n, a: &a, lda: None, w };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.syevj(&e(5, &w)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevj(&e(4, &short)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.syevj(&e(0, &w)));
+    rejects(&mut fx, "lda", |fx| {
+        fx.h.solver()?.syevj(&Syevj { vectors: false, fill: Fill::Upper, n: 4, a: &a, lda: Some(3), w: &w })
+    });
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.syevj(&e(4, &w)));
+}
+
+#[test]
+fn sygvd_hegvd_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, w, short) = (fx.buf::<f32>(9), fx.buf::<f32>(9), fx.buf::<f32>(3), fx.buf::<f32>(4));
+    let g = |n, b, w| Sygvd {
+        problem: Generalized::Ax,
+        vectors: true,
+        fill: Fill::Lower,
+        n,
+        a: &a,
+        lda: None,
+        b,
+        ldb: None,
+        w,
+    };
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sygvd(&g(3, &a, &w)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sygvd(&g(3, &short, &w)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.sygvd(&g(3, &b, &a)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.sygvd(&g(4, &b, &w)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.sygvd(&g(3, &b, &w)));
+    let (ca, cb, cw) = (fx.buf::<Complex<f32>>(9), fx.buf::<Complex<f32>>(9), fx.buf::<f32>(2));
+    let h = |n, lda, w| Sygvd {
+        problem: Generalized::Bax,
+        vectors: false,
+        fill: Fill::Upper,
+        n,
+        a: &ca,
+        lda,
+        b: &cb,
+        ldb: None,
+        w,
+    };
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.hegvd(&h(3, None, &cw)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.hegvd(&h(3, Some(1), &w)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.hegvd(&h(0, None, &w)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.hegvd(&h(3, None, &w)));
+}
+
+#[test]
+fn potrs_batched_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b) = (fx.buf::<f64>(4 * 9), fx.buf::<f64>(4 * 3));
+    let p = |nrhs, batch, stride_b, b| PotrsBatched {
+        fill: Fill::Lower,
+        n: 3,
+        nrhs,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        b,
+        ldb: None,
+        stride_b,
+    };
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.potrs_batched(&p(2, 4, None, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, Some(4), &b)));
+    rejects(&mut fx, "stride_b", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, Some(2), &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, None, &a)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.potrs_batched(&p(1, 0, None, &b)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.potrs_batched(&p(1, 4, None, &b)));
+}
+
+#[test]
+fn getrf_getrs_batched_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, ipiv, short) = (fx.buf::<f32>(4 * 9), fx.buf::<f32>(4 * 6), fx.buf::<i32>(12), fx.buf::<i32>(11));
+    let g = |n, batch, stride, ipiv| GetrfBatched { n, batch, a: &a, lda: None, stride, ipiv };
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.getrf_batched(&g(3, 5, None, None)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrf_batched(&g(3, 4, None, Some(&short))));
+    rejects(&mut fx, "stride", |fx| fx.h.solver()?.getrf_batched(&g(3, 2, Some(8), None)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.getrf_batched(&g(0, 4, None, None)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrf_batched(&g(3, 4, None, Some(&ipiv))));
+    let s = |nrhs, ipiv, b| GetrsBatched {
+        trans: Trans::Yes,
+        n: 3,
+        nrhs,
+        batch: 4,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        ipiv,
+        b,
+        ldb: None,
+        stride_b: None,
+    };
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.getrs_batched(&s(2, &short, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.getrs_batched(&s(3, &ipiv, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.getrs_batched(&s(2, &ipiv, &a)));
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.getrs_batched(&s(0, &ipiv, &b)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.getrs_batched(&s(2, &ipiv, &b)));
+}
+
+#[test]
+fn batched_jacobi_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, v) = (fx.buf::<f64>(3 * 16), fx.buf::<f64>(3 * 4), fx.buf::<f64>(3 * 16), fx.buf::<f64>(3 * 16));
+    let big = fx.buf::<f64>(33 * 33);
+    let g = |m, n, batch, a, s| GesvdjBatched {
+        vectors: true,
+        m,
+        n,
+        batch,
+        a,
+        lda: None,
+        s,
+        u: &u,
+        ldu: None,
+        v: &v,
+        ldv: None,
+    };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvdj_batched(&g(33, 33, 1, &big, &s)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvdj_batched(&g(4, 4, 4, &a, &s)));
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvdj_batched(&g(4, 4, 3, &a, &a)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvdj_batched(&g(5, 3, 3, &a, &s)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.gesvdj_batched(&g(4, 4, 3, &a, &s)));
+    let e = |n, batch, a, w| SyevjBatched { vectors: true, fill: Fill::Lower, n, batch, a, lda: None, w };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.syevj_batched(&e(33, 1, &big, &s)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.syevj_batched(&e(4, 4, &a, &s)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &a)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.syevj_batched(&e(4, 0, &a, &s)));
+    rejects(&mut fx, "!unavailable", |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &s)));
+}
