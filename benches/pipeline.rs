@@ -39,7 +39,7 @@ struct OursChunk {
     y: GpuRef<f32>,
 }
 
-fn launch_work(cx: &mut cusched::LaneCtx, k: &Kernel, x: &GpuRef<f32>, y: &GpuRef<f32>) -> cusched::Result<()> {
+fn launch_work(cx: &mut cusched::Handles, k: &Kernel, x: &GpuRef<f32>, y: &GpuRef<f32>) -> cusched::Result<()> {
     let n = x.len() as u32;
     let launch = cx.launch(k, LaunchConfig::for_num_elems(n)).write(y).read(x).scalar(n);
     // SAFETY: 1. `work` writes y and reads x, as declared; 2. it touches indices below n, the

@@ -8,11 +8,11 @@
 //!
 //! `cargo run --example declared_pipeline` (the CPU simulator).
 
-use cusched::{Device, Error, GpuRef, LaneCtx, Result, SimConfig};
+use cusched::{Device, Error, GpuRef, Handles, Result, SimConfig};
 use std::time::Duration;
 
 /// `y = 2 x` as one simulated kernel.
-fn scale(cx: &mut LaneCtx, x: &GpuRef<f32>, y: &GpuRef<f32>) -> Result<()> {
+fn scale(cx: &mut Handles, x: &GpuRef<f32>, y: &GpuRef<f32>) -> Result<()> {
     let mut rec = cx.recorder().named("scale");
     rec.read(x)?.write(y)?;
     let (xs, ys) = (x.sim_data()?, y.sim_data()?);

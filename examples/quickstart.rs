@@ -22,7 +22,7 @@ fn expected(v: f32) -> f32 {
 
 /// `y = poly(x)` on the lane's stream: a raw kernel launch on CUDA, a host closure on the
 /// simulator, declared on a recorder either way.
-fn compute(cx: &mut cusched::LaneCtx, kernel: Option<&Kernel>, x: &GpuRef<f32>, y: &GpuRef<f32>) -> Result<()> {
+fn compute(cx: &mut cusched::Handles, kernel: Option<&Kernel>, x: &GpuRef<f32>, y: &GpuRef<f32>) -> Result<()> {
     let mut rec = cx.recorder().named("poly");
     rec.read(x)?.write(y)?;
     rec.launch(cx.device(), |scope| match kernel {

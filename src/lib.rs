@@ -25,7 +25,9 @@ pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId, SubmitOrderCheck};
 pub use error::{Error, NumericalFailure, Result};
 pub use host_cache::HostCacheStats;
-pub use lane::{Declare, DeclaredArgs, Handles, JobBuilder, Lane, LaneCtx, LaneOptions};
+#[allow(deprecated)]
+pub use lane::LaneCtx;
+pub use lane::{Declare, DeclaredArgs, Handles, JobBuilder, Lane, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};

@@ -12,7 +12,7 @@
 mod common;
 use common::*;
 use cusched::cudarc::driver::LaunchConfig;
-use cusched::{Error, GpuRef, Kernel, LaneCtx};
+use cusched::{Error, GpuRef, Handles, Kernel};
 use std::time::{Duration, Instant};
 
 const SRC: &str = r#"
@@ -29,7 +29,7 @@ extern "C" __global__ void slow(float* p, unsigned long long cycles) {
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-fn slow(cx: &mut LaneCtx, k: &Kernel, buf: &GpuRef<f32>, cycles: u64) -> cusched::Result<()> {
+fn slow(cx: &mut Handles, k: &Kernel, buf: &GpuRef<f32>, cycles: u64) -> cusched::Result<()> {
     let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
     let launch = cx.launch(k, cfg).read_write(buf).scalar(cycles);
     // SAFETY: 1. `slow` reads and writes buf, as declared; 2. its 32 threads touch elements

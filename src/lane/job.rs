@@ -1,7 +1,7 @@
 //! A queued lane job: its body, its submit ticket and the reservations it holds; and
 //! [`JobBuilder`], which declares a job's buffers.
 
-use super::{Lane, LaneCtx};
+use super::{Handles, Lane};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::recorder::{Resource, ResourceKind, ResourceRef, Tracked};
@@ -346,10 +346,10 @@ impl<B: Send + 'static> JobBuilder<'_, B> {
     /// error resolves the completion with it, unqueued.
     pub fn submit<T: Send + 'static>(
         self,
-        f: impl FnOnce(&mut LaneCtx, B) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles, B) -> Result<T> + Send + 'static,
     ) -> Completion<T> {
         let JobBuilder { lane, held, error, args } = self;
-        let f = move |cx: &mut LaneCtx| f(cx, args);
+        let f = move |cx: &mut Handles| f(cx, args);
         if let Some(e) = error {
             let (completion, job) = lane.make_job(None, f);
             job.cancel(e);
@@ -362,12 +362,12 @@ impl<B: Send + 'static> JobBuilder<'_, B> {
     /// (nothing stays reserved then), and with a declaration's error.
     pub fn try_submit<T: Send + 'static>(
         self,
-        f: impl FnOnce(&mut LaneCtx, B) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles, B) -> Result<T> + Send + 'static,
     ) -> Result<Completion<T>> {
         let JobBuilder { lane, held, error, args } = self;
         if let Some(e) = error {
             return Err(e);
         }
-        lane.try_submit_job(Some(held), move |cx: &mut LaneCtx| f(cx, args))
+        lane.try_submit_job(Some(held), move |cx: &mut Handles| f(cx, args))
     }
 }

@@ -20,8 +20,8 @@ use std::sync::Arc;
 /// library features) the library handles, created on first use and owned by this value's
 /// thread.
 ///
-/// One type serves both places: a lane's jobs receive the lane's `Handles` (spelled
-/// [`LaneCtx`] in job signatures); on the caller's own thread, make one with [`Handles::new`]
+/// One type serves both places: a lane's jobs receive the lane's `Handles`; on the caller's
+/// own thread, make one with [`Handles::new`]
 /// and use [`Handles::run`]. The library accessors ([`blas`](Self::blas), [`rng`](Self::rng),
 /// [`fft`](Self::fft), with their features) are the same on both.
 ///
@@ -50,8 +50,8 @@ pub struct Handles {
     libs: Libraries,
 }
 
-/// What a lane job receives: the lane's [`Handles`]. The same type, not a wrapper: a job body
-/// written for a lane runs unchanged through [`Handles::run`] on the caller's thread.
+/// The former name of [`Handles`], which a lane job receives: one type, one name.
+#[deprecated(since = "0.1.0", note = "use `Handles`, the same type")]
 pub type LaneCtx = Handles;
 
 /// Generates, from the library registry, every library's lazily made slot in [`Handles`] and

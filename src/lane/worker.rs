@@ -1,7 +1,7 @@
 //! `Lane`: the worker thread, its bounded queue, and submit.
 
 use super::job::{Body, Call, Held, Job, JobBuilder};
-use super::{Handles, LaneCtx};
+use super::{Handles};
 use crate::completion::{Completion, Shared};
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
@@ -229,7 +229,7 @@ impl Lane {
     pub(super) fn make_job<T: Send + 'static>(
         &self,
         declared: Option<Held>,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles) -> Result<T> + Send + 'static,
     ) -> (Completion<T>, Job) {
         let (completion, shared) = Completion::queued_on(&self.inner.device, self.inner.id);
         let guard = CancelOnDrop(Some(shared));
@@ -324,7 +324,7 @@ impl Lane {
     /// that ran before the job ended are not affected.
     pub fn submit<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles) -> Result<T> + Send + 'static,
     ) -> Completion<T> {
         self.submit_job(None, f)
     }
@@ -332,7 +332,7 @@ impl Lane {
     pub(super) fn submit_job<T: Send + 'static>(
         &self,
         declared: Option<Held>,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles) -> Result<T> + Send + 'static,
     ) -> Completion<T> {
         let (completion, mut job) = self.make_job(declared, f);
         let Some(tx) = &self.inner.tx else { return completion };
@@ -371,7 +371,7 @@ impl Lane {
     /// Like [`submit`](Self::submit) but fails with [`Error::QueueFull`] instead of blocking.
     pub fn try_submit<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles) -> Result<T> + Send + 'static,
     ) -> Result<Completion<T>> {
         self.try_submit_job(None, f)
     }
@@ -379,7 +379,7 @@ impl Lane {
     pub(super) fn try_submit_job<T: Send + 'static>(
         &self,
         declared: Option<Held>,
-        f: impl FnOnce(&mut LaneCtx) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&mut Handles) -> Result<T> + Send + 'static,
     ) -> Result<Completion<T>> {
         if self.inner.device.is_shut_down() {
             return Err(Error::Shutdown);

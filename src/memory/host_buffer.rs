@@ -238,10 +238,10 @@ impl<T> Drop for HostInner<T> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Device, SimConfig};
+    use crate::{backend::sim::SimConfig, device::Device};
 
     #[test]
-    fn a_host_buffer_is_named_as_one_in_errors_and_logs() -> crate::Result<()> {
+    fn a_host_buffer_is_named_as_one_in_errors_and_logs() -> crate::error::Result<()> {
         let device = Device::sim(SimConfig::default())?;
         let host = device.alloc_host::<f32>(4)?;
         host.label("staging");

@@ -16,7 +16,11 @@ pub(crate) struct Launched<R> {
 impl<R: Send + 'static> Launched<R> {
     /// A completion carrying the value, resolved once the GPU passes the commit event; the
     /// trace ticket (if any) rides along, and `keep` stays alive until then.
-    pub(crate) fn complete(self, device: &Device, keep: Vec<crate::completion::KeepAlive>) -> crate::Completion<R> {
+    pub(crate) fn complete(
+        self,
+        device: &Device,
+        keep: Vec<crate::completion::KeepAlive>,
+    ) -> crate::completion::Completion<R> {
         crate::completion::Completion::enqueued(&device.shared, Ok(self.value), self.event, keep, self.trace)
     }
 }

@@ -1,7 +1,7 @@
 //! Lazily recorded events keep every contract on a device where one stream has committed:
 //! completions, host waits, frees, a second stream appearing, and steady state recording none.
 
-use crate::{Device, GpuRef, LaunchRecorder, SimConfig, StreamId};
+use crate::{backend::sim::SimConfig, device::Device, memory::GpuRef, recorder::LaunchRecorder, track::StreamId};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -19,9 +19,9 @@ fn sim() -> Device {
 fn slow(
     d: &Device,
     s: StreamId,
-    read: Option<&dyn crate::Resource>,
+    read: Option<&dyn crate::recorder::Resource>,
     write: Option<&GpuRef<u32>>,
-) -> (crate::Completion<()>, Arc<AtomicBool>) {
+) -> (crate::completion::Completion<()>, Arc<AtomicBool>) {
     let mut rec = LaunchRecorder::new_strict(s);
     if let Some(r) = read {
         rec.read(&r).unwrap();

@@ -136,7 +136,7 @@ impl LaunchRecorder {
             self.strict,
             timeout,
         )?;
-        let check = shared.config.submit_order != crate::SubmitOrderCheck::Off;
+        let check = shared.config.submit_order != crate::track::SubmitOrderCheck::Off;
         Ok(if check && seq != 0 { Stamp::new(seq, self.stream) } else { Stamp::NONE })
     }
 

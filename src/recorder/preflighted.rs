@@ -168,13 +168,13 @@ mod tests {
     use super::*;
     use crate::backend::cuda::{ILLEGAL_ADDRESS, INVALID_HANDLE};
     use crate::backend::test_hooks::fail_next_record;
-    use crate::{Device, Error, LaunchRecorder, SimConfig};
+    use crate::{backend::sim::SimConfig, device::Device, error::Error, recorder::LaunchRecorder};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
     /// A launch on the default stream writing `buf`, preflighted, with a 150 ms kernel enqueued
     /// that sets the returned flag when it finishes.
-    fn slow_write(d: &Device, buf: &crate::GpuRef<u32>) -> (Preflighted, Arc<AtomicBool>) {
+    fn slow_write(d: &Device, buf: &crate::memory::GpuRef<u32>) -> (Preflighted, Arc<AtomicBool>) {
         let mut rec = LaunchRecorder::new_strict(d.default_stream());
         rec.write(buf).unwrap();
         let launch = rec.preflight(d).unwrap();

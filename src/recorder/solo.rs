@@ -103,7 +103,7 @@ pub(super) fn follow_solo_launches(
 fn solo_floor(shared: &DeviceShared, slot: &StreamSlot, uses: &[Use]) -> Result<Cover> {
     let checks = slot.count_solo_check();
     shared.close_solo();
-    if shared.fence_mutation == Some(crate::FenceMutation::NoSoloFloor) {
+    if shared.fence_mutation == Some(crate::backend::sim::FenceMutation::NoSoloFloor) {
         return Ok(Cover { event: None, past_solo: true });
     }
     let on_solo_stream = shared.solo.closed_on() == Some(slot.id.index);

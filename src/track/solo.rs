@@ -330,9 +330,9 @@ pub(crate) fn conflict(access: Access, other: Access) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::SimConfig;
     use crate::backend::sim::SimShared;
     use crate::backend::BackendCtx;
-    use crate::SimConfig;
     use std::sync::mpsc;
 
     /// Every wait for solo launches ends at its deadline, even one that cannot find the solo

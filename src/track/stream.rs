@@ -275,9 +275,9 @@ impl Drop for StreamSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::SimConfig;
     use crate::backend::sim::SimShared;
     use crate::backend::BackendCtx;
-    use crate::SimConfig;
 
     #[test]
     fn an_index_stays_leased_while_an_event_names_it() {

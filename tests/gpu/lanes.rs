@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use cusched::cudarc::driver::{LaunchConfig, PushKernelArg};
-use cusched::{wait_all, Error, GpuRef, Kernel, Lane, LaneCtx, Result};
+use cusched::{wait_all, Error, GpuRef, Handles, Kernel, Lane, Result};
 use std::sync::Arc;
 
 const SRC: &str = r#"
@@ -17,7 +17,7 @@ extern "C" __global__ void square(float* y, const float* x, unsigned n) {
 }
 "#;
 
-fn add(cx: &mut LaneCtx, k: &Kernel, acc: &GpuRef<u64>, v: u64) -> Result<()> {
+fn add(cx: &mut Handles, k: &Kernel, acc: &GpuRef<u64>, v: u64) -> Result<()> {
     let mut rec = cx.recorder();
     rec.read_write(acc)?;
     rec.launch(cx.device(), |scope| {

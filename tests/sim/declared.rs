@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use cusched::{
-    wait_all, Access, Device, DeviceConfig, Error, GpuRef, HazardKind, Lane, LaneCtx, LaneOptions, SimConfig,
+    wait_all, Access, Device, DeviceConfig, Error, GpuRef, Handles, HazardKind, Lane, LaneOptions, SimConfig,
     SubmitOrderCheck,
 };
 use std::sync::{mpsc, Arc, Mutex};
@@ -21,7 +21,7 @@ fn lanes(d: &Device, n: usize) -> Arc<Vec<Lane>> {
 
 /// `dst[..] = dst[0] * 3 + src[0] + k` as one simulated kernel (reads, yields, then writes, so
 /// an unordered pair shows up as a wrong value and as a hazard). `src == dst` reads itself.
-fn step(cx: &mut LaneCtx, dst: &GpuRef<u64>, src: Option<&GpuRef<u64>>, k: u64) -> cusched::Result<()> {
+fn step(cx: &mut Handles, dst: &GpuRef<u64>, src: Option<&GpuRef<u64>>, k: u64) -> cusched::Result<()> {
     let mut rec = cx.recorder();
     rec.read_write(dst)?;
     if let Some(s) = src {
@@ -39,7 +39,7 @@ fn step(cx: &mut LaneCtx, dst: &GpuRef<u64>, src: Option<&GpuRef<u64>>, k: u64) 
 }
 
 /// `buf[..] = v`, after a host delay of `delay_us`.
-fn set(cx: &mut LaneCtx, buf: &GpuRef<u64>, v: u64, delay_us: u64) -> cusched::Result<()> {
+fn set(cx: &mut Handles, buf: &GpuRef<u64>, v: u64, delay_us: u64) -> cusched::Result<()> {
     std::thread::sleep(Duration::from_micros(delay_us));
     let mut rec = cx.recorder();
     rec.write(buf)?;
@@ -60,8 +60,8 @@ fn write_then_read(declared: bool, iters: u64) -> u64 {
         let y = d.alloc_zeros::<u64>(s, 4).unwrap();
         let delay = rng.below(300);
         let (xa, xb, yb) = (x.clone(), x.clone(), y.clone());
-        let write = move |cx: &mut LaneCtx| set(cx, &xa, i, delay);
-        let copy = move |cx: &mut LaneCtx| yb.copy_from(cx.stream(), &xb);
+        let write = move |cx: &mut Handles| set(cx, &xa, i, delay);
+        let copy = move |cx: &mut Handles| yb.copy_from(cx.stream(), &xb);
         let (w, c) = if declared {
             (
                 ls[0].job().write(&x).submit(move |cx, _| write(cx)),

@@ -5,7 +5,7 @@
 //! bounded so that a hang fails it.
 
 use crate::common::*;
-use cusched::{Device, Error, GpuRef, LaneCtx, LaunchRecorder, SimConfig, StreamId};
+use cusched::{Device, Error, GpuRef, Handles, LaunchRecorder, SimConfig, StreamId};
 use std::time::Duration;
 
 /// A hang guard, not a deadline: a loaded machine may be slow.
@@ -46,7 +46,7 @@ fn pipeline(failing: usize, chunks: usize) -> Vec<cusched::Result<Vec<u64>>> {
         let (xr, yw) = (x.clone(), y.clone());
         mid.job().read(&x).write(&y).submit(move |cx, _| scale(cx.device(), cx.stream(), &yw, &xr, 10));
         let yr = y.clone();
-        downloads.push(down.job().read(&y).submit(move |cx: &mut LaneCtx, _| yr.download(cx.stream())));
+        downloads.push(down.job().read(&y).submit(move |cx: &mut Handles, _| yr.download(cx.stream())));
     }
     downloads.into_iter().map(|c| c.wait()).collect()
 }

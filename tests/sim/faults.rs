@@ -4,7 +4,7 @@
 //! Every wait is bounded so a hang fails the test.
 
 use crate::common::*;
-use cusched::{Device, DeviceConfig, Error, GpuRef, LaneCtx, SimConfig};
+use cusched::{Device, DeviceConfig, Error, GpuRef, Handles, SimConfig};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// A simulated kernel that bumps every element.
-fn bump(cx: &mut LaneCtx, buf: &GpuRef<u32>) -> cusched::Result<()> {
+fn bump(cx: &mut Handles, buf: &GpuRef<u32>) -> cusched::Result<()> {
     let mut rec = cx.recorder().named("bump");
     rec.read_write(buf)?;
     let data = buf.sim_data()?;
@@ -23,7 +23,7 @@ fn bump(cx: &mut LaneCtx, buf: &GpuRef<u32>) -> cusched::Result<()> {
 /// dropped), then bumps every element: GPU work that stays in flight for as long as a test
 /// needs, whatever the machine's speed.
 fn gated_bump(
-    cx: &mut LaneCtx,
+    cx: &mut Handles,
     buf: &GpuRef<u32>,
     started: mpsc::Sender<()>,
     gate: mpsc::Receiver<()>,

@@ -16,7 +16,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// `acc[i] += v` as a simulated kernel that reads, waits, then writes: a read-modify-write that
 /// loses updates if two such kernels on the same buffer are not ordered.
-fn add(cx: &mut cusched::LaneCtx, acc: &GpuRef<u64>, v: u64) -> cusched::Result<()> {
+fn add(cx: &mut cusched::Handles, acc: &GpuRef<u64>, v: u64) -> cusched::Result<()> {
     let mut rec = cx.recorder();
     rec.read_write(acc)?;
     let data = acc.sim_data()?;

@@ -3,14 +3,14 @@
 //! the lane and the buffer as the user named them.
 
 use crate::common::*;
-use cusched::{Device, Error, FenceMutation, GpuRef, HazardKind, LaneCtx, SimConfig};
+use cusched::{Device, Error, FenceMutation, GpuRef, Handles, HazardKind, SimConfig};
 use std::time::Duration;
 
 /// A hang guard, not a deadline: a loaded machine may be slow.
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// A kernel named `scale` that declares `x` read-only but writes it.
-fn scale_writing_a_read(cx: &mut LaneCtx, x: &GpuRef<f32>) -> cusched::Result<()> {
+fn scale_writing_a_read(cx: &mut Handles, x: &GpuRef<f32>) -> cusched::Result<()> {
     let mut rec = cx.recorder();
     rec.read(x)?;
     let m = x.sim_data()?;

@@ -5,7 +5,7 @@
 
 use crate::common::*;
 use cusched::{
-    Access, Completion, Device, DeviceConfig, Error, GpuRef, HazardKind, LaneCtx, SimConfig, SubmitOrderCheck,
+    Access, Completion, Device, DeviceConfig, Error, GpuRef, Handles, HazardKind, SimConfig, SubmitOrderCheck,
 };
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ fn is_submit_order<T: std::fmt::Debug>(r: &cusched::Result<T>) -> bool {
 }
 
 /// `y = 2 x` as one simulated kernel named "scale".
-fn scale(cx: &mut LaneCtx, x: &GpuRef<f32>, y: &GpuRef<f32>) -> cusched::Result<()> {
+fn scale(cx: &mut Handles, x: &GpuRef<f32>, y: &GpuRef<f32>) -> cusched::Result<()> {
     let mut rec = cx.recorder().named("scale");
     rec.read(x)?.write(y)?;
     let (xs, ys) = (x.sim_data()?, y.sim_data()?);
@@ -34,7 +34,7 @@ fn scale(cx: &mut LaneCtx, x: &GpuRef<f32>, y: &GpuRef<f32>) -> cusched::Result<
 }
 
 /// `z = y w` (N×N, row major) as one simulated kernel named "gemm".
-fn gemm(cx: &mut LaneCtx, y: &GpuRef<f32>, w: &GpuRef<f32>, z: &GpuRef<f32>) -> cusched::Result<()> {
+fn gemm(cx: &mut Handles, y: &GpuRef<f32>, w: &GpuRef<f32>, z: &GpuRef<f32>) -> cusched::Result<()> {
     let mut rec = cx.recorder().named("gemm");
     rec.read(y)?.read(w)?.write(z)?;
     let (ys, ws, zs) = (y.sim_data()?, w.sim_data()?, z.sim_data()?);
@@ -111,7 +111,7 @@ fn undeclared_pipeline_over_three_lanes_never_gives_wrong_data_silently() {
 }
 
 /// One simulated kernel making `access` of `x`.
-fn touch(cx: &mut LaneCtx, x: &GpuRef<f32>, access: Access) -> cusched::Result<()> {
+fn touch(cx: &mut Handles, x: &GpuRef<f32>, access: Access) -> cusched::Result<()> {
     let mut rec = cx.recorder().named("touch");
     rec.access(x, access)?;
     let xs = x.sim_data()?;

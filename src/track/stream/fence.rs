@@ -82,10 +82,10 @@ fn peer_context_lost(ev: &EventRef) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::sim::SimConfig;
     use crate::backend::sim::SimShared;
     use crate::backend::BackendCtx;
     use crate::track::{EventPool, StreamId};
-    use crate::SimConfig;
 
     #[test]
     fn a_fence_on_an_event_of_an_earlier_context_queues_nothing_and_fails() {
