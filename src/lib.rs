@@ -27,9 +27,10 @@ pub use error::{Error, NumericalFailure, Result};
 pub use host_cache::HostCacheStats;
 #[allow(deprecated)]
 pub use lane::LaneCtx;
-pub use lane::{Declare, DeclaredArgs, Handles, JobBuilder, Lane, LaneOptions};
+pub use lane::{Declare, DeclaredArgs, JobBuilder, Lane, LaneOptions};
 #[cfg(feature = "nvrtc")]
 pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, Program};
+pub use libs::Handles;
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};
 pub use recorder::{External, LaunchRecorder, LaunchScope, Preflighted, Resource};
 pub use trace::{GpuSpan, KernelTrace, OpInfo, Timeline, TimelineSpan, TraceOptions, TrackKind};

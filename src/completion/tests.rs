@@ -3,7 +3,7 @@
 //! while the GPU is busy.
 
 use super::{Completion, Slot};
-use crate::{backend::sim::SimConfig, device::Device, lane::Handles, recorder::LaunchRecorder};
+use crate::{backend::sim::SimConfig, device::Device, libs::Handles, recorder::LaunchRecorder};
 use std::future::Future;
 use std::sync::{mpsc, Mutex};
 use std::task::{Context, Poll};

@@ -18,6 +18,9 @@ use crate::track::StreamStats;
 pub(crate) use backlog::Backlog;
 pub use config::{DeviceConfig, SubmitOrderCheck};
 pub(crate) use shared::DeviceShared;
+/// A buffer's tracking, owned by a device: `track`'s buffer state with its owner named here,
+/// where the device is known.
+pub(crate) type BufferTrack = crate::track::BufferTrack<DeviceShared>;
 use std::fmt;
 use std::sync::Arc;
 pub(crate) use submit_order::report as report_submit_order;

@@ -108,7 +108,19 @@ impl DeviceShared {
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
+}
 
+impl crate::track::BufferOwner for DeviceShared {
+    fn generation(&self) -> u64 {
+        DeviceShared::generation(self)
+    }
+
+    fn fence_mutation(&self) -> Option<crate::backend::sim::FenceMutation> {
+        self.fence_mutation
+    }
+}
+
+impl DeviceShared {
     /// The context epoch: advances each time a poisoned context is rebuilt.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)

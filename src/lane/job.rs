@@ -1,9 +1,10 @@
 //! A queued lane job: its body, its submit ticket and the reservations it holds; and
 //! [`JobBuilder`], which declares a job's buffers.
 
-use super::{Handles, Lane};
+use super::Lane;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::libs::Handles;
 use crate::recorder::{Resource, ResourceKind, ResourceRef, Tracked};
 use crate::track::reservation::{self, Declared, JobScope, Ticket};
 use crate::track::Access;
@@ -11,7 +12,7 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 pub(super) enum Call<'a> {
-    Run(&'a mut crate::lane::Handles, JobScope),
+    Run(&'a mut crate::libs::Handles, JobScope),
     /// Resolve the job's completion with this error, unrun.
     Cancel(Error),
 }
@@ -125,7 +126,7 @@ impl Job {
 
     /// Runs the job on `handles`, then releases its reservations: its uses are committed (or
     /// it never made them), so later uses may fence on what it published.
-    pub(super) fn run(mut self, handles: &mut crate::lane::Handles, lane: &Arc<str>) {
+    pub(super) fn run(mut self, handles: &mut crate::libs::Handles, lane: &Arc<str>) {
         let declared = self.held.as_ref().map(|h| h.declared());
         let scope = JobScope::new(self.ticket, declared, Some(lane.clone()), handles.stream()).submitted(self.submit);
         let body = std::mem::replace(&mut self.body, Box::new(|_| None));

@@ -1,10 +1,10 @@
 //! `Lane`: the worker thread, its bounded queue, and submit.
 
 use super::job::{Body, Call, Held, Job, JobBuilder};
-use super::{Handles};
 use crate::completion::{Completion, Shared};
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
+use crate::libs::Handles;
 use crate::track::reservation::{self, Ticket};
 use crossbeam_channel::{bounded, select, Receiver, Sender, TryRecvError, TrySendError};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,7 +130,7 @@ fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, 
         // Measured as elapsed time, so that no spin overflows `Instant`; shutdown ends it.
         let spin_start = Instant::now();
         let mut job = None;
-        while spin_start.elapsed() < spin && !handles.device.shared.is_shut_down() {
+        while spin_start.elapsed() < spin && !handles.device().shared.is_shut_down() {
             match jobs.try_recv() {
                 Ok(j) => {
                     job = Some(Ok(j));
@@ -148,13 +148,13 @@ fn lane_loop(mut handles: Handles, jobs: Receiver<Job>, shutdown: Receiver<()>, 
             },
         };
         match next {
-            Ok(job) if !handles.device.shared.is_shut_down() => job.run(&mut handles, name),
+            Ok(job) if !handles.device().shared.is_shut_down() => job.run(&mut handles, name),
             Ok(job) => {
                 job.cancel(Error::Shutdown);
                 drain(&jobs);
                 return;
             }
-            Err(()) if handles.device.shared.is_shut_down() => {
+            Err(()) if handles.device().shared.is_shut_down() => {
                 drain(&jobs);
                 return;
             }

@@ -43,6 +43,7 @@
 #[cfg(feature = "curand")]
 pub(crate) mod affine;
 pub(crate) mod dtype;
+mod handles;
 pub(crate) mod object;
 mod op;
 // The shared parts below serve every library; each library uses its own subset, so with only
@@ -54,6 +55,7 @@ pub(crate) mod scalars;
 pub(crate) mod validate;
 pub(crate) mod workspace;
 
+pub use handles::Handles;
 pub(crate) use op::{dptr, record, OpStream};
 
 use crate::device::{Device, StreamId};
@@ -63,7 +65,7 @@ use crate::error::{Error, Result};
 ///
 /// Expands `$then! { ... }` with the list, so that each layer generates its own part of every
 /// library from the one list: this module declares the modules, their re-exports and their
-/// `Drop`; [`crate::Handles`] declares their slots and accessors. The accessor is named after
+/// `Drop`; [`Handles`] declares their slots and accessors. The accessor is named after
 /// the module.
 macro_rules! registry {
     ($then:ident) => {

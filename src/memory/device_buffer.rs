@@ -3,11 +3,12 @@
 use super::{bytes_of, Element};
 use crate::backend::memory::DeviceMemory;
 use crate::backend::sim_mem::SimMem;
+use crate::device::BufferTrack;
 use crate::device::{Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
 use crate::trace::OpLabel;
-use crate::track::{BufferKind, BufferTrack, FenceError};
+use crate::track::{BufferKind, FenceError};
 use cudarc::driver::CudaSlice;
 use std::fmt;
 use std::sync::Arc;

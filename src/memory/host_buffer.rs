@@ -3,11 +3,12 @@
 use super::{bytes_of, Element};
 use crate::backend::memory::{pinned_capacity, HostMemory, HostReadView, HostWriteView};
 use crate::backend::BackendCtx;
+use crate::device::BufferTrack;
 use crate::device::{Device, DeviceShared};
 use crate::error::{Error, Result};
 use crate::host_cache::{HostCacheStats, ParkedBlock};
 use crate::recorder::{Resource, ResourceKind, ResourceRef, ResourceSealed, Tracked};
-use crate::track::{Access, BufferKind, BufferTrack};
+use crate::track::{Access, BufferKind};
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;

@@ -19,8 +19,8 @@ pub use element::{Complex, Element};
 pub use element::{F8E4M3, F8E5M2};
 pub use host_buffer::{HostBuffer, HostRead, HostWrite};
 
+use crate::device::BufferTrack;
 use crate::error::{Error, Result};
-use crate::track::BufferTrack;
 
 fn bytes_of<T>(len: usize) -> Result<usize> {
     len.checked_mul(std::mem::size_of::<T>())

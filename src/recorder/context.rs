@@ -2,9 +2,10 @@
 //! yet is waited for, and memory of a context the device has left is refused.
 
 use super::{release, LaunchRecorder, Reserved, Use};
+use crate::device::BufferTrack;
 use crate::device::{Device, DeviceShared};
 use crate::error::{Error, Result};
-use crate::track::{BufferTrack, FenceError, HolderId};
+use crate::track::{FenceError, HolderId};
 
 impl LaunchRecorder {
     /// The fence failed: every mark is released. A stream that is only behind its device's

@@ -41,10 +41,11 @@ pub use resource::{External, Resource};
 pub(crate) use resource::{ResourceKind, ResourceRef, ResourceSealed, Tracked};
 pub use scope::LaunchScope;
 
+use crate::device::BufferTrack;
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::trace::OpLabel;
-use crate::track::{Access, BufferTrack, HolderId};
+use crate::track::{Access, HolderId};
 use smallvec::SmallVec;
 use std::sync::Arc;
 

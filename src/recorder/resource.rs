@@ -1,7 +1,7 @@
 //! What a recorder can be told about: tracked memory ([`crate::GpuRef`], [`crate::HostBuffer`])
 //! and memory cusched does not track ([`External`]).
 
-use crate::track::BufferTrack;
+use crate::device::BufferTrack;
 use std::sync::Arc;
 
 /// The tracking side of a buffer, type-erased so that one recorder holds buffers of any

@@ -4,7 +4,6 @@ use super::order::{Inversion, Stamp};
 use super::wait::{ConflictWait, TimedOut};
 use super::EventRef;
 use crate::backend::sim::FenceMutation;
-use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::sync::Guard;
 use smallvec::SmallVec;
@@ -90,12 +89,22 @@ struct State {
     stamps: super::order::Stamps,
 }
 
-/// The tracking half of a buffer (device or pinned host memory).
-pub(crate) struct BufferTrack {
+/// What a buffer's tracking needs of the device that owns it. The device layer implements it
+/// (`DeviceShared`, named there as `device::BufferTrack`), so that this layer names no type
+/// above it; the one implementation makes every use static.
+pub(crate) trait BufferOwner: Send + Sync + 'static {
+    /// The device's generation now: a handle made in an older one is stale.
+    fn generation(&self) -> u64;
+    /// The simulator's deliberate fence fault, if one is set (the checker's own tests).
+    fn fence_mutation(&self) -> Option<FenceMutation>;
+}
+
+/// The tracking half of a buffer (device or pinned host memory), owned by a device `D`.
+pub(crate) struct BufferTrack<D: BufferOwner> {
     pub id: BufferId,
     /// Device or pinned host memory; names the buffer in messages.
     pub kind: BufferKind,
-    pub device: Arc<DeviceShared>,
+    pub device: Arc<D>,
     pub generation: u64,
     /// The context epoch the memory belongs to.
     pub epoch: u64,
@@ -127,15 +136,15 @@ struct Failure {
     cause: Error,
 }
 
-impl BufferTrack {
+impl<D: BufferOwner> BufferTrack<D> {
     /// Tracking for memory of context epoch `epoch` (read from the stream or context the
     /// memory came from, not from the device, which may have moved on meanwhile); `scratch`
     /// for memory only the crate's own ops see.
-    pub(crate) fn new(kind: BufferKind, device: Arc<DeviceShared>, epoch: u64, scratch: bool) -> Self {
+    pub(crate) fn new(kind: BufferKind, device: Arc<D>, epoch: u64, scratch: bool) -> Self {
         let generation = device.generation();
         // Pinned host memory is filled by the host; only device memory has an allocation write.
         let state = State { allocation_next: kind == BufferKind::Device, ..State::default() };
-        BufferTrack {
+        Self {
             id: BufferId::next(),
             kind,
             device,
@@ -267,7 +276,7 @@ impl BufferTrack {
         out: &mut SmallVec<[EventRef; 8]>,
         found: &mut Option<Box<Inversion>>,
     ) -> Result<()> {
-        self.acquire_as(access, mark, out, self.device.fence_mutation, found)
+        self.acquire_as(access, mark, out, self.device.fence_mutation(), found)
     }
 
     /// `acquire_stamped`, breaking `mutation`'s rule when one is given (stream uses only: the host's
@@ -422,7 +431,7 @@ impl BufferTrack {
             st.pending_readers.swap_remove(i);
         }
         if let Some(ev) = event {
-            let mutation = self.device.fence_mutation;
+            let mutation = self.device.fence_mutation();
             if mutation.is_none() {
                 st.allocation_next = false;
                 fold(&mut st, access, ev, false);
@@ -454,7 +463,7 @@ impl BufferTrack {
     /// Every use still outstanding, for a free: last write and all reads. Needs no pending
     /// check: a recorder holding the buffer also holds a reference, so it cannot be freed then.
     pub(crate) fn all_uses(&self) -> SmallVec<[EventRef; 8]> {
-        if self.device.fence_mutation == Some(FenceMutation::NoFreeFence) {
+        if self.device.fence_mutation() == Some(FenceMutation::NoFreeFence) {
             return SmallVec::new();
         }
         let st = crate::sync::lock(&self.state);

@@ -80,7 +80,7 @@ mod stream;
 mod wait;
 
 pub use buffer::Access;
-pub(crate) use buffer::{BufferKind, BufferTrack, HolderId, MarkRequest};
+pub(crate) use buffer::{BufferKind, BufferOwner, BufferTrack, HolderId, MarkRequest};
 pub(crate) use clock::{Clock, Pos};
 pub(crate) use event::{EventPool, EventRef};
 pub use order::SubmitOrderCheck;

@@ -202,7 +202,12 @@ impl Declared {
     /// A buffer made on another thread is not exempt, even if made after the job started: a
     /// later submit may have reserved it before it reached the job, and only a declaration
     /// orders the job before that submit.
-    fn exempts(&self, t: &super::BufferTrack, access: Access, ticket: Option<Ticket>) -> bool {
+    fn exempts<D: super::BufferOwner>(
+        &self,
+        t: &super::BufferTrack<D>,
+        access: Access,
+        ticket: Option<Ticket>,
+    ) -> bool {
         t.scratch
             || (ticket.is_some() && t.made_in == ticket)
             || self.uses.iter().any(|(id, d)| *id == t.id && (d.writes() || !access.writes()))
@@ -227,8 +232,8 @@ pub(crate) fn outside_lane_jobs() -> bool {
 /// use was declared or is exempt (see [`Declared::exempts`]; the error names the buffer); then
 /// waits for the reservations the use must follow (see the module docs). Returns the lane
 /// job's submit number (0 outside lane jobs).
-pub(crate) fn before_use<'a>(
-    uses: impl Iterator<Item = (&'a super::BufferTrack, Access)> + Clone,
+pub(crate) fn before_use<'a, D: super::BufferOwner>(
+    uses: impl Iterator<Item = (&'a super::BufferTrack<D>, Access)> + Clone,
     strict: bool,
     timeout: Duration,
 ) -> Result<u64> {
@@ -269,7 +274,11 @@ pub(crate) fn before_use<'a>(
 
 /// Host access to a buffer (reading or filling pinned memory on the host) follows the
 /// reservations like a use; it is not a launch, so declaration is not checked.
-pub(crate) fn before_host_use(t: &super::BufferTrack, access: Access, timeout: Duration) -> Result<()> {
+pub(crate) fn before_host_use<D: super::BufferOwner>(
+    t: &super::BufferTrack<D>,
+    access: Access,
+    timeout: Duration,
+) -> Result<()> {
     let before = if in_any_job() { JOB.with(|j| j.borrow().as_ref().and_then(|s| s.ticket)) } else { None };
     t.reservations.await_turn(|| t.name(), access, before, timeout)
 }
@@ -277,6 +286,11 @@ pub(crate) fn before_host_use(t: &super::BufferTrack, access: Access, timeout: D
 /// Waits until no reservation taken before `ticket` conflicts with a use `access` of `t`: a
 /// declared job that failed without using `t` takes its turn before it marks `t` failed, so
 /// that jobs submitted before it still see the contents they were ordered after.
-pub(crate) fn await_before(t: &super::BufferTrack, access: Access, ticket: Ticket, timeout: Duration) -> Result<()> {
+pub(crate) fn await_before<D: super::BufferOwner>(
+    t: &super::BufferTrack<D>,
+    access: Access,
+    ticket: Ticket,
+    timeout: Duration,
+) -> Result<()> {
     t.reservations.await_turn(|| t.name(), access, Some(ticket), timeout)
 }

@@ -256,7 +256,7 @@ fn check_config(c: &LaunchConfig) -> Result<()> {
 }
 
 /// Launches from a lane job or inline.
-impl crate::lane::Handles {
+impl crate::libs::Handles {
     /// Starts a typed launch of `kernel` on this stream (see [`Kernel::launch`]).
     pub fn launch<'k>(&'k self, kernel: &'k Kernel, config: LaunchConfig) -> KernelLaunch<'k> {
         kernel.launch(self.device(), self.stream(), config)
