@@ -21,6 +21,7 @@ mod fault_edges;
 mod faults;
 mod fences;
 mod lanes;
+mod layers;
 #[cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]
 mod lib_validation;
 mod loud;
