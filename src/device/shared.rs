@@ -105,16 +105,19 @@ impl DeviceShared {
         Ok(shared)
     }
 
+    #[inline]
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
 }
 
 impl crate::track::BufferOwner for DeviceShared {
+    #[inline]
     fn generation(&self) -> u64 {
         DeviceShared::generation(self)
     }
 
+    #[inline]
     fn fence_mutation(&self) -> Option<crate::backend::sim::FenceMutation> {
         self.fence_mutation
     }
@@ -278,6 +281,7 @@ impl DeviceShared {
         self.stream(stream).ok()?.lane()
     }
 
+    #[inline]
     pub(crate) fn slot_by_index(&self, index: u32) -> Option<&StreamSlot> {
         self.streams.get(index as usize).and_then(|s| s.get())
     }

@@ -61,6 +61,7 @@ struct Use {
 }
 
 impl Use {
+    #[inline]
     fn track(&self) -> &BufferTrack {
         self.buf.track()
     }

@@ -473,6 +473,7 @@ impl<D: BufferOwner> BufferTrack<D> {
 
 /// Folds a committed use into the state. `in_commit_order` keeps `reads` ordered by commit
 /// (newest last), for [`FenceMutation::LatestReaderOnly`].
+#[inline]
 fn fold(st: &mut State, access: Access, ev: &EventRef, in_commit_order: bool) {
     use super::plan::FencePoint;
     if access.writes() {

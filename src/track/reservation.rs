@@ -224,6 +224,7 @@ fn access_words(a: Access) -> (&'static str, &'static str) {
 
 /// Whether [`before_use`] has nothing to do for uses of buffers with no reservation: true
 /// outside lane jobs (one thread-local load).
+#[inline]
 pub(crate) fn outside_lane_jobs() -> bool {
     !in_any_job()
 }

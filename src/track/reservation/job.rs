@@ -80,6 +80,7 @@ thread_local!(pub(super) static JOB: RefCell<Option<JobScope>> = const { RefCell
 thread_local!(static JOB_DEPTH: Cell<u32> = const { Cell::new(0) });
 
 /// Whether this thread runs inside a job scope.
+#[inline]
 pub(super) fn in_any_job() -> bool {
     JOB_DEPTH.with(|d| d.get() > 0)
 }
