@@ -1,9 +1,9 @@
 //! A matmul's arguments, checked into the column-major problem cuBLASLt is given. Every error
 //! names the user's argument, also where a row-major problem swapped `A` and `B`.
 //!
-//! Files: this one holds the problem and the order of the checks; [`epilogue`] the epilogue's
-//! kinds and buffers, [`elements`] the element types and the options that depend on them,
-//! [`operands`] the shapes, strides, epilogue buffers and aliasing.
+//! Files: this one holds the problem and the order of the checks; `epilogue` the epilogue's
+//! kinds and buffers, `elements` the element types and the options that depend on them,
+//! `operands` the shapes, strides, epilogue buffers and aliasing.
 
 use crate::error::{Error, Result};
 use crate::libs::blas_lt::types::sealed::Kind;

@@ -1,8 +1,8 @@
 //! The public description of a cuBLASLt matmul: operands, layouts, batches, epilogue, FP8
 //! scales.
 //!
-//! Files: this one holds the layouts and element types; [`epilogue`] the epilogue and FP8
-//! scales, [`matmul`] the matmul and its batch.
+//! Files: this one holds the layouts and element types; `epilogue` the epilogue and FP8
+//! scales, `matmul` the matmul and its batch.
 
 use crate::memory::{Element, F8E4M3, F8E5M2};
 

@@ -3,8 +3,8 @@
 //! Jacobi methods (`gesvdjBatched`, `syevjBatched`, at most 32 x 32). Every matrix's status is
 //! its own: bad ones fail the completion with each index listed, and the others are valid.
 //!
-//! Files: this one holds the arguments and the strided-batch checks; [`lu`] the Cholesky and LU
-//! solves, [`jacobi`] the Jacobi SVD and eigensolver.
+//! Files: this one holds the arguments and the strided-batch checks; `lu` the Cholesky and LU
+//! solves, `jacobi` the Jacobi SVD and eigensolver.
 
 use crate::error::{Error, Result};
 use crate::libs::solver::calls::{self};

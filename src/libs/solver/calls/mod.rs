@@ -9,8 +9,8 @@
 //! `cudaDataType`, so one wrapper serves every element type; the typed entry points go through
 //! [`Typed`], which binds each of them for all four types.
 //!
-//! Files: this one holds the enum conversions; [`handle`] the owned handles, [`jacobi`] the
-//! Jacobi info objects, [`dense`] the 64-bit API wrappers, [`typed`] the typed entry points.
+//! Files: this one holds the enum conversions; `handle` the owned handles, `jacobi` the
+//! Jacobi info objects, `dense` the 64-bit API wrappers, `typed` the typed entry points.
 
 use super::{Fill, Side, Trans};
 use crate::libs::Status;

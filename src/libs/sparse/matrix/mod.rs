@@ -7,7 +7,7 @@
 //! [`SparseMatrix::check`], which reads the structure back to the host: run it on matrices
 //! from untrusted sources, not before every op. cuSPARSE given a malformed structure reads and
 //! writes out of bounds.//!
-//! Files: this one holds [`SparseMatrix`] and its checks; `element` the value and index types,
+//! Files: this one holds `SparseMatrix` and its checks; `element` the value and index types,
 //! `dense` the dense view.
 
 use crate::device::StreamId;
