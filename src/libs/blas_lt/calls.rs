@@ -165,29 +165,13 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
     Ok(())
 }
 
-/// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
-/// `max_workspace` bytes for operands aligned to `align` bytes.
+/// The matmul descriptor of `p`: compute type, transposes, epilogue and its attributes, and
+/// the pointers `ptrs` sets.
 ///
-/// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate),
-/// [`cublasLtMatmulPreferenceCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencecreate),
-/// [`cublasLtMatmulPreferenceSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencesetattribute),
-/// [`cublasLtMatmulAlgoGetHeuristic`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulalgogetheuristic)
-///
-/// A heuristic that finds no algorithm is `Error::Unsupported`, describing the problem.
-///
-/// # Safety
-/// (1) `h` is a live handle of the current context; (2) `ptrs` set the pointers the matmul the
-/// plan is made for sets (the heuristic may look at which are set; it reads none of them).
-pub(super) unsafe fn make_plan(
-    h: Handle,
-    p: &Problem,
-    tf32: bool,
-    ptrs: &Pointers,
-    max_workspace: usize,
-    align: u32,
-) -> Result<Plan> {
+/// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate)
+fn descriptor(p: &Problem, tf32: bool, ptrs: &Pointers) -> Result<Owned<sys::cublasLtMatmulDesc_t>> {
     use sys::cublasComputeType_t as Ct;
-    let [ka, kb, kc, kd, ke] = p.kinds;
+    let [_, _, _, kd, ke] = p.kinds;
     let compute = if tf32 { Ct::CUBLAS_COMPUTE_32F_FAST_TF32 } else { Ct::CUBLAS_COMPUTE_32F };
     let mut desc: sys::cublasLtMatmulDesc_t = std::ptr::null_mut();
     // SAFETY: a valid out-pointer; host-side allocation only.
@@ -221,13 +205,14 @@ pub(super) unsafe fn make_plan(
         }
         set_pointers(d, ptrs)?;
     }
-    let layouts = [
-        layout(ka, &p.a, p.count)?,
-        layout(kb, &p.b, p.count)?,
-        layout(kc, &p.c, p.count)?,
-        layout(kd, &p.d, p.count)?,
-    ];
+    Ok(desc)
+}
 
+/// The heuristic's preference: at most `max_workspace` bytes, operands aligned to `align`.
+///
+/// NVIDIA: [`cublasLtMatmulPreferenceCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencecreate),
+/// [`cublasLtMatmulPreferenceSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencesetattribute)
+fn preference(max_workspace: usize, align: u32) -> Result<Owned<sys::cublasLtMatmulPreference_t>> {
     let mut pref: sys::cublasLtMatmulPreference_t = std::ptr::null_mut();
     // SAFETY: a valid out-pointer; host-side allocation only.
     unsafe { sys::cublasLtMatmulPreferenceCreate(&mut pref) }.check("cublasLtMatmulPreferenceCreate")?;
@@ -248,6 +233,40 @@ pub(super) unsafe fn make_plan(
     ] {
         set_pref(attr, (&align as *const u32).cast(), 4)?;
     }
+    Ok(pref)
+}
+
+/// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
+/// `max_workspace` bytes for operands aligned to `align` bytes.
+///
+/// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate),
+/// [`cublasLtMatmulPreferenceCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencecreate),
+/// [`cublasLtMatmulPreferenceSetAttribute`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencesetattribute),
+/// [`cublasLtMatmulAlgoGetHeuristic`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulalgogetheuristic)
+///
+/// A heuristic that finds no algorithm is `Error::Unsupported`, describing the problem.
+///
+/// # Safety
+/// (1) `h` is a live handle of the current context; (2) `ptrs` set the pointers the matmul the
+/// plan is made for sets (the heuristic may look at which are set; it reads none of them).
+pub(super) unsafe fn make_plan(
+    h: Handle,
+    p: &Problem,
+    tf32: bool,
+    ptrs: &Pointers,
+    max_workspace: usize,
+    align: u32,
+) -> Result<Plan> {
+    let desc = descriptor(p, tf32, ptrs)?;
+    let d = desc.get();
+    let [ka, kb, kc, kd, _] = p.kinds;
+    let layouts = [
+        layout(ka, &p.a, p.count)?,
+        layout(kb, &p.b, p.count)?,
+        layout(kc, &p.c, p.count)?,
+        layout(kd, &p.d, p.count)?,
+    ];
+    let pref = preference(max_workspace, align)?;
 
     // SAFETY: the result is plain data; all-zero is a valid (unused) value.
     let mut result: sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };

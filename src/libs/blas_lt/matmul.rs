@@ -6,6 +6,7 @@ use super::types::{Epilogue, LtElement, Matmul, MatmulOutput};
 use super::BlasLt;
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::libs::op::OpStream;
 use crate::libs::{dptr, record};
 use crate::memory::{Element, GpuRef};
 use crate::recorder::LaunchRecorder;
@@ -88,6 +89,115 @@ fn alignment(addresses: &[*const c_void]) -> u32 {
     1 << zeros.min(8)
 }
 
+/// Records every buffer the matmul reads or writes: the operands, the epilogue's buffers and
+/// the FP8 scales.
+fn record_operands<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+    rec: &mut LaunchRecorder,
+    mm: &Matmul<'_, TA, TB, TD, TC, E>,
+    problem: &Problem,
+) -> Result<()> {
+    record(rec, "a", mm.a, Access::Read)?;
+    record(rec, "b", mm.b, Access::Read)?;
+    match mm.c {
+        Some(c) if !problem.c_is_d => record(rec, "c", c, Access::Read)?,
+        _ => {}
+    }
+    let reads_d = problem.c_is_d && mm.beta != 0.0;
+    record(rec, "d", mm.d, if reads_d { Access::ReadWrite } else { Access::Write })?;
+    record_epilogue(rec, &mm.epilogue)?;
+    if let Some(s) = &mm.fp8 {
+        for (arg, buf) in [("fp8.a", Some(s.a)), ("fp8.b", Some(s.b)), ("fp8.c", s.c), ("fp8.d", s.d)] {
+            if let Some(buf) = buf {
+                record(rec, arg, buf, Access::Read)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A matmul's device addresses: the descriptor's pointers, and the operands in cuBLASLt's
+/// order (A and B swapped in a row-major problem; C is D where the problem has no C).
+struct Addresses {
+    ptrs: Pointers,
+    a: *const c_void,
+    b: *const c_void,
+    c: *const c_void,
+    d: *const c_void,
+}
+
+impl Addresses {
+    /// The plan key of `problem` with these addresses: which pointers the descriptor carries,
+    /// and the operands' alignment.
+    fn key(&self, problem: Problem, tf32: bool) -> PlanKey {
+        let p = &self.ptrs;
+        let present = [p.bias, p.aux, p.scales[0], p.scales[1], p.scales[2], p.scales[3], p.amax];
+        let pointers = present.iter().enumerate().fold(0u8, |m, (i, p)| m | (u8::from(!p.is_null()) << i));
+        PlanKey { problem, tf32, pointers, align: alignment(&[self.a, self.b, self.c, self.d]) }
+    }
+}
+
+/// One enqueue of a planned matmul: everything `calls::matmul` takes.
+struct Call<'p> {
+    h: calls::Handle,
+    plan: &'p calls::Plan,
+    ptrs: Pointers,
+    alpha: f32,
+    beta: f32,
+    operands: Operands,
+    stream: crate::backend::cuda::CuStream,
+}
+
+impl Call<'_> {
+    /// # Safety
+    /// (1) a live handle of the bound context on the recorder's stream, fenced by preflight;
+    /// (2) the operands, epilogue buffers and scales cover the problem (checked by
+    /// `check::problem`) and `d` is distinct from `a` and `b` (checked); (3) the workspace is
+    /// the stream's, declared read-write, at least the plan's need; (4) alpha and beta are host
+    /// f32 scalars living through the call (they live in `self`).
+    unsafe fn enqueue(&self) -> Result<()> {
+        // SAFETY: the caller keeps this function's contract, which is `calls::matmul`'s.
+        unsafe { calls::matmul(self.h, self.plan, &self.ptrs, &self.alpha, &self.beta, &self.operands, self.stream) }
+    }
+}
+
+/// Runs `call` on `op`'s recorder; with an amax `stage`, copies D's amax from it into the
+/// completion's slot after the matmul.
+fn launch(
+    op: &mut OpStream,
+    rec: LaunchRecorder,
+    stage: Option<GpuRef<f32>>,
+    call: &Call<'_>,
+) -> Result<Completion<MatmulOutput>> {
+    // SAFETY (both enqueues below), `Call::enqueue`'s contract: (1) `call` holds a live handle
+    // of the bound context on `rec`'s stream, which `rec`'s preflight fences; (2) its operands
+    // were checked by `check::problem` and recorded on `rec`; (3) its workspace is the
+    // stream's, declared on `rec`; (4) its scalars live in `call`, borrowed through the call.
+    match stage {
+        None => op.run(rec, Vec::new(), || {
+            unsafe { call.enqueue() }?;
+            Ok(MatmulOutput::default())
+        }),
+        Some(stage) => {
+            let keep: Vec<crate::completion::KeepAlive> = vec![Box::new(stage.clone())];
+            op.run_with_slot(
+                rec,
+                keep,
+                |slot, s| {
+                    unsafe { call.enqueue() }?;
+                    // SAFETY: 1. the slot is 8 bytes of pinned memory owned by the op until
+                    // its completion has read it, after this copy; 2. the stage was written
+                    // by the matmul just enqueued on this stream and is kept alive (and its
+                    // use recorded) until the op's event.
+                    unsafe {
+                        crate::backend::cuda::memory::copy_dtoh(s, slot.host_ptr::<f32>(), 1, stage.cuda_slice()?)
+                    }
+                },
+                |amax: f32| MatmulOutput { amax_d: Some(amax) },
+            )
+        }
+    }
+}
+
 impl BlasLt {
     /// `D = epilogue(alpha op(A) op(B) + beta C)` (see [`Matmul`]). The completion resolves
     /// with `D`'s amax when the matmul asked for it.
@@ -100,62 +210,20 @@ impl BlasLt {
         mm: &Matmul<'_, TA, TB, TD, TC, E>,
     ) -> Result<Completion<MatmulOutput>> {
         let problem = check::problem(mm)?;
-        if problem.fp8 {
-            let (major, minor) = self.op.device.compute_capability()?;
-            if (major, minor) < (8, 9) {
-                return Err(Error::invalid(
-                    "a",
-                    format!("FP8 matmuls need compute capability 8.9 or later; this device has {major}.{minor}"),
-                ));
-            }
-        }
+        self.check_fp8_device(&problem)?;
         let mut rec = self.op.recorder("matmul");
-        record(&mut rec, "a", mm.a, Access::Read)?;
-        record(&mut rec, "b", mm.b, Access::Read)?;
-        match mm.c {
-            Some(c) if !problem.c_is_d => record(&mut rec, "c", c, Access::Read)?,
-            _ => {}
-        }
-        let reads_d = problem.c_is_d && mm.beta != 0.0;
-        record(&mut rec, "d", mm.d, if reads_d { Access::ReadWrite } else { Access::Write })?;
-        record_epilogue(&mut rec, &mm.epilogue)?;
-        if let Some(s) = &mm.fp8 {
-            for (arg, buf) in [("fp8.a", Some(s.a)), ("fp8.b", Some(s.b)), ("fp8.c", s.c), ("fp8.d", s.d)] {
-                if let Some(buf) = buf {
-                    record(&mut rec, arg, buf, Access::Read)?;
-                }
-            }
-        }
+        record_operands(&mut rec, mm, &problem)?;
         let h = self.handle()?;
         let stream = self.op.bound_stream()?;
-
-        let (bias, aux) = epilogue_pointers(&mm.epilogue)?;
-        let scales = match &mm.fp8 {
-            // cuBLASLt's A and B are the caller's B and A in a row-major problem.
-            Some(s) if problem.swapped => [ptr(Some(s.b))?, ptr(Some(s.a))?, ptr(s.c)?, ptr(s.d)?],
-            Some(s) => [ptr(Some(s.a))?, ptr(Some(s.b))?, ptr(s.c)?, ptr(s.d)?],
-            None => [std::ptr::null(); 4],
-        };
-        // The amax stage is allocated only once a plan exists (an allocation records on the
-        // stream); until then the heuristic sees a stand-in, which it does not read.
-        let amax = match (&self.amax_stage, mm.amax_d) {
-            (_, false) => std::ptr::null(),
-            (Some(s), true) => ptr(Some(s))?,
-            (None, true) => AMAX_STAND_IN,
-        };
-        let mut ptrs = Pointers { bias, aux, scales, amax };
-        let (a, b, d) = (ptr(Some(mm.a))?, ptr(Some(mm.b))?, ptr(Some(mm.d))?);
-        let c = if problem.c_is_d { d } else { ptr(mm.c)? };
-        let (a, b) = if problem.swapped { (b, a) } else { (a, b) };
-        let present = [bias, aux, scales[0], scales[1], scales[2], scales[3], ptrs.amax];
-        let pointers = present.iter().enumerate().fold(0u8, |m, (i, p)| m | (u8::from(!p.is_null()) << i));
-        let key = PlanKey { problem, tf32: mm.tf32, pointers, align: alignment(&[a, b, c, d]) };
+        let mut at = self.addresses(mm, &problem)?;
+        let key = at.key(problem, mm.tf32);
         let max_workspace =
             if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER };
 
         // The plan (the heuristic) comes before anything reaches the stream, so a problem
         // cuBLASLt has no kernel for fails with nothing recorded.
         let BlasLt { op, plans, work, amax_stage, .. } = self;
+        let ptrs = at.ptrs;
         let plan = plans.get_or_make(key, op, |k| {
             // SAFETY: (1) a live handle of the context bound above; (2) `ptrs` sets this
             // matmul's pointers (the amax stand-in is never read).
@@ -167,44 +235,56 @@ impl BlasLt {
         let stage = if mm.amax_d { amax_stage.clone() } else { None };
         if let Some(s) = &stage {
             record(&mut rec, "amax_d", s, Access::ReadWrite)?;
-            ptrs.amax = ptr(Some(s))?;
+            at.ptrs.amax = ptr(Some(s))?;
         }
         let ws = work.use_on(op, &mut rec, plan.workspace)?;
         let (workspace, workspace_bytes) = match ws {
             Some(w) => (dptr::<u8, c_void>(w)?, w.len()),
             None => (std::ptr::null_mut(), 0),
         };
-        let operands = Operands { a, b, c, d: d.cast_mut(), workspace, workspace_bytes };
-        let (alpha, beta) = (mm.alpha, mm.beta);
-        let cu_stream = stream.cu_stream();
-        // SAFETY (both calls below): (1) a live handle of the bound context on the recorder's
-        // stream, fenced by preflight; (2) the operands, epilogue buffers and scales cover the
-        // problem (checked by `check::problem`) and `d` is distinct from `a` and `b` (checked);
-        // (3) the workspace is the stream's, declared read-write, at least the plan's need;
-        // (4) alpha and beta are host f32 scalars living through the call.
-        match stage {
-            None => op.run(rec, Vec::new(), || {
-                unsafe { calls::matmul(h, plan, &ptrs, &alpha, &beta, &operands, cu_stream) }?;
-                Ok(MatmulOutput::default())
-            }),
-            Some(stage) => {
-                let keep: Vec<crate::completion::KeepAlive> = vec![Box::new(stage.clone())];
-                op.run_with_slot(
-                    rec,
-                    keep,
-                    |slot, s| {
-                        unsafe { calls::matmul(h, plan, &ptrs, &alpha, &beta, &operands, cu_stream) }?;
-                        // SAFETY: 1. the slot is 8 bytes of pinned memory owned by the op until
-                        // its completion has read it, after this copy; 2. the stage was written
-                        // by the matmul just enqueued on this stream and is kept alive (and its
-                        // use recorded) until the op's event.
-                        unsafe {
-                            crate::backend::cuda::memory::copy_dtoh(s, slot.host_ptr::<f32>(), 1, stage.cuda_slice()?)
-                        }
-                    },
-                    |amax: f32| MatmulOutput { amax_d: Some(amax) },
-                )
+        let operands = Operands { a: at.a, b: at.b, c: at.c, d: at.d.cast_mut(), workspace, workspace_bytes };
+        let call =
+            Call { h, plan, ptrs: at.ptrs, alpha: mm.alpha, beta: mm.beta, operands, stream: stream.cu_stream() };
+        launch(op, rec, stage, &call)
+    }
+
+    /// Refuses an FP8 matmul on a device below compute capability 8.9.
+    fn check_fp8_device(&self, problem: &Problem) -> Result<()> {
+        if problem.fp8 {
+            let (major, minor) = self.op.device.compute_capability()?;
+            if (major, minor) < (8, 9) {
+                return Err(Error::invalid(
+                    "a",
+                    format!("FP8 matmuls need compute capability 8.9 or later; this device has {major}.{minor}"),
+                ));
             }
         }
+        Ok(())
+    }
+
+    /// The matmul's device addresses. The amax stage is allocated only once a plan exists (an
+    /// allocation records on the stream); until then the heuristic sees a stand-in, which it
+    /// does not read.
+    fn addresses<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+        &self,
+        mm: &Matmul<'_, TA, TB, TD, TC, E>,
+        problem: &Problem,
+    ) -> Result<Addresses> {
+        let (bias, aux) = epilogue_pointers(&mm.epilogue)?;
+        let scales = match &mm.fp8 {
+            // cuBLASLt's A and B are the caller's B and A in a row-major problem.
+            Some(s) if problem.swapped => [ptr(Some(s.b))?, ptr(Some(s.a))?, ptr(s.c)?, ptr(s.d)?],
+            Some(s) => [ptr(Some(s.a))?, ptr(Some(s.b))?, ptr(s.c)?, ptr(s.d)?],
+            None => [std::ptr::null(); 4],
+        };
+        let amax = match (&self.amax_stage, mm.amax_d) {
+            (_, false) => std::ptr::null(),
+            (Some(s), true) => ptr(Some(s))?,
+            (None, true) => AMAX_STAND_IN,
+        };
+        let (a, b, d) = (ptr(Some(mm.a))?, ptr(Some(mm.b))?, ptr(Some(mm.d))?);
+        let c = if problem.c_is_d { d } else { ptr(mm.c)? };
+        let (a, b) = if problem.swapped { (b, a) } else { (a, b) };
+        Ok(Addresses { ptrs: Pointers { bias, aux, scales, amax }, a, b, c, d })
     }
 }

@@ -8,11 +8,17 @@
 //!
 //! Transforms are unnormalized, as in cuFFT: a forward then inverse transform multiplies by
 //! the number of elements of one transform.
+//!
+//! Files: this one holds the state and the transforms; `layout` the layouts and their
+//! checks, `calls` the cuFFT calls.
 
 mod calls;
+mod layout;
+
+pub use layout::{DataLayout, FftLayout};
+use layout::{Kind, PlanKey};
 
 use super::plan_cache::PlanCache;
-use super::validate as check;
 use super::workspace::Workspace;
 use super::{dptr, record, Library, OpStream, StreamLibrary};
 use crate::completion::Completion;
@@ -29,87 +35,6 @@ pub enum Direction {
     Forward,
     /// `exp(+2πi jk/n)`, unnormalized.
     Inverse,
-}
-
-/// How one side (input or output) of a transform lies in memory, in elements of that side's
-/// type, as in cuFFT's advanced layout: element `(x, y, z)` of transform `b` is at
-/// `b * dist + stride * ((x * embed[1] + y) * embed[2] + z)`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct DataLayout {
-    /// The storage dimensions (`embed[i] >= ` the logical size for `i >= 1`; `embed[0]` only
-    /// documents the allocation). Same rank as the transform.
-    pub embed: Vec<usize>,
-    /// Distance between consecutive elements of one transform.
-    pub stride: usize,
-    /// Distance between the first elements of consecutive transforms.
-    pub dist: usize,
-}
-
-/// A transform's shape: sizes (1 to 3 dimensions, outermost first), batch count, and the
-/// input and output layouts (`None`: packed).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct FftLayout {
-    /// Logical sizes, outermost first. For real transforms these are the real side's sizes; the
-    /// complex side has `dims[last] / 2 + 1` in its last dimension.
-    pub dims: Vec<usize>,
-    /// How many transforms.
-    pub batch: usize,
-    /// The input's layout; `None`: packed.
-    pub input: Option<DataLayout>,
-    /// The output's layout; `None`: packed.
-    pub output: Option<DataLayout>,
-}
-
-impl FftLayout {
-    /// One packed 1D transform of `n` points.
-    pub fn d1(n: usize) -> Self {
-        FftLayout { dims: vec![n], batch: 1, input: None, output: None }
-    }
-
-    /// One packed 2D transform (`nx` outer, `ny` inner).
-    pub fn d2(nx: usize, ny: usize) -> Self {
-        FftLayout { dims: vec![nx, ny], batch: 1, input: None, output: None }
-    }
-
-    /// One packed 3D transform.
-    pub fn d3(nx: usize, ny: usize, nz: usize) -> Self {
-        FftLayout { dims: vec![nx, ny, nz], batch: 1, input: None, output: None }
-    }
-
-    /// `batch` packed transforms of these sizes.
-    pub fn batched(mut self, batch: usize) -> Self {
-        self.batch = batch;
-        self
-    }
-
-    /// Sets explicit input and output layouts.
-    pub fn with_layouts(mut self, input: DataLayout, output: DataLayout) -> Self {
-        self.input = Some(input);
-        self.output = Some(output);
-        self
-    }
-}
-
-/// The transform kinds, as cuFFT names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Kind {
-    C2C,
-    R2C,
-    C2R,
-    Z2Z,
-    D2Z,
-    Z2D,
-}
-
-impl Kind {
-    /// Whether the input (and output) side holds complex values.
-    fn complex_sides(self) -> (bool, bool) {
-        match self {
-            Kind::C2C | Kind::Z2Z => (true, true),
-            Kind::R2C | Kind::D2Z => (false, true),
-            Kind::C2R | Kind::Z2D => (true, false),
-        }
-    }
 }
 
 mod sealed {
@@ -131,16 +56,6 @@ impl FftFloat for f32 {
 }
 impl FftFloat for f64 {
     const DOUBLE: bool = true;
-}
-
-/// A layout with every `None` resolved: the plan cache's key.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct PlanKey {
-    kind: Kind,
-    dims: Vec<usize>,
-    batch: usize,
-    input: DataLayout,
-    output: DataLayout,
 }
 
 type Plans = PlanCache<PlanKey, RawPlan>;
@@ -179,100 +94,6 @@ impl std::fmt::Debug for Fft {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Fft({}, {} of {} plans cached)", self.op.stream, self.plans.len(), self.plans.capacity())
     }
-}
-
-/// Logical sizes of one side: the complex side of a real transform is halved in its last
-/// dimension.
-fn side_dims(dims: &[usize], complex_half: bool) -> Vec<usize> {
-    let mut d = dims.to_vec();
-    if complex_half {
-        if let Some(last) = d.last_mut() {
-            *last = *last / 2 + 1;
-        }
-    }
-    d
-}
-
-/// `v` as the `i64` cuFFT's 64-bit plan takes.
-fn fits_i64(arg: &'static str, what: &str, v: usize) -> Result<()> {
-    if i64::try_from(v).is_err() {
-        return Err(Error::invalid(arg, format!("{what} = {v} does not fit cuFFT's 64-bit int")));
-    }
-    Ok(())
-}
-
-/// Resolves and checks one side's layout; returns it and the elements it spans.
-///
-/// Every value handed to `cufftMakePlanMany64` is checked to fit `i64` on its own, also where
-/// it is multiplied by zero in the span (a size of 1, a batch of 1), and so is every offset
-/// the library computes from them.
-fn resolve_side(
-    arg: &'static str,
-    given: &Option<DataLayout>,
-    logical: &[usize],
-    batch: usize,
-) -> Result<(DataLayout, usize)> {
-    let layout = match given {
-        Some(l) => l.clone(),
-        None => {
-            let dist = logical
-                .iter()
-                .try_fold(1usize, |a, &b| a.checked_mul(b))
-                .ok_or_else(|| Error::invalid(arg, format!("the packed size {logical:?} overflows usize")))?;
-            DataLayout { embed: logical.to_vec(), stride: 1, dist }
-        }
-    };
-    if layout.embed.len() != logical.len() {
-        return Err(Error::invalid(
-            arg,
-            format!("embed has {} dimensions, the transform {}", layout.embed.len(), logical.len()),
-        ));
-    }
-    if layout.stride == 0 || layout.dist == 0 {
-        return Err(Error::invalid(arg, "stride and dist must be at least 1"));
-    }
-    for (i, &e) in layout.embed.iter().enumerate() {
-        fits_i64(arg, &format!("embed[{i}]"), e)?;
-    }
-    fits_i64(arg, "stride", layout.stride)?;
-    fits_i64(arg, "dist", layout.dist)?;
-    for (i, (&e, &n)) in layout.embed.iter().zip(logical).enumerate().skip(1) {
-        if e < n {
-            return Err(Error::invalid(arg, format!("embed[{i}] = {e} is below the transform's {n} there")));
-        }
-    }
-    // Element (x, y, z) lies at stride * ((x * embed[1] + y) * embed[2] + z): a strided tensor
-    // whose stride along dimension i is stride times the embedding inside it.
-    let strides = (0..logical.len())
-        .map(|i| layout.embed[i + 1..].iter().try_fold(layout.stride, |a, &b| a.checked_mul(b)))
-        .collect::<Option<Vec<usize>>>()
-        .filter(|s| s.iter().all(|&v| i64::try_from(v).is_ok()))
-        .ok_or_else(|| Error::invalid(arg, "stride times the inner embeddings does not fit cuFFT's 64-bit int"))?;
-    let span = check::tensor_span(logical, &strides, batch, layout.dist)
-        .filter(|&span| i64::try_from(span).is_ok())
-        .ok_or_else(|| Error::invalid(arg, "the layout's extent does not fit cuFFT's 64-bit int"))?;
-    Ok((layout, span))
-}
-
-/// Checks that the `batch` transforms of one side touch disjoint elements: each batch a block
-/// past the previous one (dist at least one transform's extent), or batches interleaved inside
-/// the stride (stride at least batch * dist).
-fn disjoint_batches(arg: &'static str, layout: &DataLayout, dims: &[usize], batch: usize) -> Result<()> {
-    if batch <= 1 {
-        return Ok(());
-    }
-    let one = resolve_side(arg, &Some(layout.clone()), dims, 1)?.1;
-    let interleaved = layout.dist.checked_mul(batch).is_some_and(|x| layout.stride >= x);
-    if layout.dist < one && !interleaved {
-        return Err(Error::invalid(
-            arg,
-            format!(
-                "dist {} with stride {} makes transforms overlap (use dist >= {one}, or stride >= batch * dist)",
-                layout.dist, layout.stride
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl Fft {
@@ -352,37 +173,6 @@ impl Fft {
         let kind = if T::DOUBLE { Kind::Z2D } else { Kind::C2R };
         let key = self.key(kind, layout, input.len(), output.len())?;
         self.exec(key, input, output, Access::ReadWrite, "c2r", Direction::Inverse)
-    }
-
-    /// Validates `layout` for `kind` against buffers of `in_len` and `out_len` elements.
-    fn key(&self, kind: Kind, layout: &FftLayout, in_len: usize, out_len: usize) -> Result<PlanKey> {
-        if layout.dims.is_empty() || layout.dims.len() > 3 {
-            return Err(Error::invalid("layout.dims", format!("{} dimensions; cuFFT takes 1 to 3", layout.dims.len())));
-        }
-        for &d in &layout.dims {
-            check::dim64("layout.dims", d)?;
-        }
-        check::dim64("layout.batch", layout.batch)?;
-        let (cin, cout) = kind.complex_sides();
-        let real = !(cin && cout);
-        let in_dims = side_dims(&layout.dims, real && cin);
-        let out_dims = side_dims(&layout.dims, real && cout);
-        let (input, in_span) = resolve_side("layout.input", &layout.input, &in_dims, layout.batch)?;
-        let (output, out_span) = resolve_side("layout.output", &layout.output, &out_dims, layout.batch)?;
-        // Transforms write their outputs concurrently, and C2R / Z2D overwrite their inputs
-        // too: the written sides' batches must not share elements. The input of the other
-        // kinds is only read, so its batches may overlap.
-        disjoint_batches("layout.output", &output, &out_dims, layout.batch)?;
-        if matches!(kind, Kind::C2R | Kind::Z2D) {
-            disjoint_batches("layout.input", &input, &in_dims, layout.batch)?;
-        }
-        if in_len < in_span {
-            return Err(Error::invalid("input", format!("holds {in_len} elements, the layout needs {in_span}")));
-        }
-        if out_len < out_span {
-            return Err(Error::invalid("output", format!("holds {out_len} elements, the layout needs {out_span}")));
-        }
-        Ok(PlanKey { kind, dims: layout.dims.clone(), batch: layout.batch, input, output })
     }
 
     /// Records the uses, finds or makes the plan, sizes the work area, and enqueues the

@@ -4,11 +4,17 @@
 //! Each call names its generator, seed and offset ([`Seed`]) and the generator is reset to
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
 //! To draw a continuing sequence, advance `offset` by the count drawn.
+//!
+//! Files: this one holds the state and the draws; `seed` the generators, seeds and their
+//! checks, `calls` the cuRAND calls.
 
 mod calls;
+mod seed;
+
+use seed::{check_generator, check_moments, check_seed, check_width};
+pub use seed::{Generator, Seed};
 
 use super::affine::Affine;
-use super::validate as check;
 use super::{dptr, record, Library, OpStream, StreamLibrary};
 use crate::completion::Completion;
 use crate::device::StreamId;
@@ -17,81 +23,6 @@ use crate::memory::{Element, GpuRef};
 use crate::track::Access;
 use calls::RawGenerator;
 use std::collections::HashMap;
-
-/// The cuRAND generators.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Generator {
-    /// cuRAND's default pseudo-random generator (XORWOW today).
-    #[default]
-    Default,
-    /// XORWOW.
-    Xorwow,
-    /// MRG32k3a.
-    Mrg32k3a,
-    /// MTGP32 (Mersenne Twister for GPUs); offsets are not supported, and each call restarts
-    /// the sequence with a new generator (so it is the slowest to start).
-    Mtgp32,
-    /// Philox4x32-10 (counter-based; cheapest to seed).
-    Philox4x32_10,
-    /// Sobol32 quasi-random.
-    Sobol32,
-    /// Scrambled Sobol32 quasi-random.
-    ScrambledSobol32,
-    /// Sobol64 quasi-random.
-    Sobol64,
-    /// Scrambled Sobol64 quasi-random.
-    ScrambledSobol64,
-}
-
-impl Generator {
-    /// Every generator, for tests and sweeps.
-    pub const ALL: [Generator; 9] = [
-        Generator::Default,
-        Generator::Xorwow,
-        Generator::Mrg32k3a,
-        Generator::Mtgp32,
-        Generator::Philox4x32_10,
-        Generator::Sobol32,
-        Generator::ScrambledSobol32,
-        Generator::Sobol64,
-        Generator::ScrambledSobol64,
-    ];
-
-    /// Whether this is a quasi-random (low-discrepancy) generator.
-    pub fn is_quasi(self) -> bool {
-        matches!(
-            self,
-            Generator::Sobol32 | Generator::ScrambledSobol32 | Generator::Sobol64 | Generator::ScrambledSobol64
-        )
-    }
-}
-
-/// Which generator a call draws from and where in its sequence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Seed {
-    /// The generator.
-    pub generator: Generator,
-    /// The seed (pseudo-random generators; quasi-random ones have none and ignore it).
-    pub seed: u64,
-    /// How many values of the sequence to skip (must be 0 for MTGP32).
-    pub offset: u64,
-    /// Dimensions of a quasi-random sequence (at least 1; the output length must be a multiple).
-    /// Pseudo-random generators ignore it.
-    pub dimensions: u32,
-}
-
-impl Seed {
-    /// `generator` at `seed`, offset 0, one dimension.
-    pub fn new(generator: Generator, seed: u64) -> Self {
-        Seed { generator, seed, offset: 0, dimensions: 1 }
-    }
-
-    /// The same seed at `offset`.
-    pub fn at(mut self, offset: u64) -> Self {
-        self.offset = offset;
-        self
-    }
-}
 
 mod sealed {
     pub trait Sealed {}
@@ -355,63 +286,4 @@ fn generator<'a>(
     };
     g.reset(seed)?;
     Ok(g)
-}
-
-fn check_moments(mean: f64, stddev: f64) -> Result<()> {
-    if !mean.is_finite() {
-        return Err(Error::invalid("mean", format!("{mean} must be finite")));
-    }
-    if !(stddev.is_finite() && stddev > 0.0) {
-        return Err(Error::invalid("stddev", format!("{stddev} must be finite and positive")));
-    }
-    Ok(())
-}
-
-/// Checks that `seed.generator` draws raw integers of the width asked for: 64-bit ones
-/// (`curandGenerateLongLong`) only from Sobol64 and scrambled Sobol64, 32-bit ones
-/// (`curandGenerate`) from every other generator.
-fn check_width(seed: &Seed, wide: bool) -> Result<()> {
-    let g = seed.generator;
-    match (wide, matches!(g, Generator::Sobol64 | Generator::ScrambledSobol64)) {
-        (false, true) => Err(Error::invalid("seed.generator", format!("{g:?} draws 64-bit values: use bits64"))),
-        (true, false) => Err(Error::invalid(
-            "seed.generator",
-            format!("{g:?} draws 32-bit values (bits64 needs Sobol64 or ScrambledSobol64): use bits"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// Checks the seed's offset and dimensions against its generator.
-fn check_generator(seed: &Seed) -> Result<()> {
-    if seed.generator == Generator::Mtgp32 && seed.offset != 0 {
-        return Err(Error::invalid("seed.offset", "MTGP32 does not support offsets; use 0 or another generator"));
-    }
-    if seed.generator.is_quasi() {
-        check::dim("seed.dimensions", seed.dimensions as usize, false)?;
-        if seed.dimensions > 20_000 {
-            return Err(Error::invalid("seed.dimensions", "cuRAND supports at most 20,000 quasi-random dimensions"));
-        }
-    }
-    Ok(())
-}
-
-/// Checks the seed against an output of `len` elements and returns the count to draw.
-fn check_seed(seed: &Seed, len: usize, pairs: bool) -> Result<usize> {
-    if len == 0 {
-        return Err(Error::invalid("out", "is empty: there is nothing to draw"));
-    }
-    check_generator(seed)?;
-    if seed.generator.is_quasi() {
-        if len % seed.dimensions as usize != 0 {
-            return Err(Error::invalid(
-                "out",
-                format!("{len} elements are not a multiple of the {} quasi-random dimensions", seed.dimensions),
-            ));
-        }
-    } else if pairs && len % 2 != 0 {
-        // Box-Muller makes values in pairs.
-        return Err(Error::invalid("out", format!("{len} elements: pseudo-random normals need an even count")));
-    }
-    Ok(len)
 }

@@ -20,10 +20,15 @@
 //!
 //! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
 //! every op.
+//!
+//! Files: this one holds the public types and the state; `descr` the descriptor caches and
+//! workspace-size keys, `args` what every op shares (host scalars, recording, operand checks).
 
+mod args;
 mod cache;
 mod calls;
 mod convert;
+mod descr;
 mod matrix;
 mod ops;
 mod reuse;
@@ -36,14 +41,14 @@ pub use reuse::SpGemmReuse;
 pub use vector::SparseVector;
 
 use super::workspace::Workspace;
-use super::{dptr, Library, OpStream, StreamLibrary};
+use super::{Library, OpStream, StreamLibrary};
 use crate::error::Result;
-use crate::libs::dtype::CudaType;
 use crate::libs::object::Owned;
-use crate::memory::{Element, GpuRef};
 use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
-use matrix::ValueType;
+
+use args::{not_in_matrix, output_access, record_matrix, takes, HostScalars};
+use descr::{dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -75,46 +80,6 @@ pub struct Triangle {
     pub unit_diagonal: bool,
     /// Whether `op(A) = Aᵀ`.
     pub transpose: Transpose,
-}
-
-/// What a sparse matrix descriptor is made for.
-#[derive(Clone, Debug, PartialEq)]
-struct MatKey {
-    format: Format,
-    shape: [usize; 3],
-    ids: [u64; 3],
-    index: IndexKind,
-    value: CudaType,
-    block: usize,
-}
-
-/// What a dense descriptor is made for: a buffer, its shape (`[n, 1, n]` for a vector) and type.
-#[derive(Clone, Debug, PartialEq)]
-struct DenseKey {
-    id: u64,
-    shape: [usize; 3],
-    value: CudaType,
-}
-
-/// A cached triangular-solve analysis: the descriptor and the buffer it keeps using.
-struct Analysis {
-    descr: Owned<calls::SpSv>,
-    buffer: GpuRef<u8>,
-}
-
-/// A cached analysis of a triangular solve with several right-hand sides.
-struct ManyAnalysis {
-    descr: Owned<calls::SpSm>,
-    buffer: GpuRef<u8>,
-}
-
-/// What a sparse-vector descriptor is made for: size, nonzeros, buffer ids and types.
-#[derive(Clone, Debug, PartialEq)]
-struct SpVecKey {
-    shape: [usize; 2],
-    ids: [u64; 2],
-    index: IndexKind,
-    value: CudaType,
 }
 
 /// The library objects a [`Sparse`] state holds, destroyed through the reaper.
@@ -256,257 +221,5 @@ impl Sparse {
     /// with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
     pub fn cusparse_handle(&self) -> Result<cudarc::cusparse::sys::cusparseHandle_t> {
         self.handle()
-    }
-
-    fn handle(&self) -> Result<calls::H> {
-        self.raw.as_ref().map(|h| h.get().0).ok_or_else(|| self.op.unavailable_on_sim())
-    }
-
-    /// The descriptor of `a` (made on first use).
-    fn mat<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) -> Result<SpMat> {
-        let key = mat_key(a);
-        let parts = calls::SpMatParts {
-            format: a.format,
-            rows: a.rows as i64,
-            cols: a.cols as i64,
-            nnz: a.nnz as i64,
-            major: dptr(&a.major)?,
-            minor: dptr(&a.minor)?,
-            values: dptr(&a.values)?,
-            index: I::KIND,
-            value: T::CUDA_TYPE,
-            block: a.block as i64,
-        };
-        // SAFETY: the matrix's buffers were checked against its sizes when it was made, and are
-        // live device buffers of this context (recorded on this op, so not stale).
-        Ok(self.mats.get_or_make(key, |_| unsafe { calls::create_sp_mat(&parts) })?.get())
-    }
-
-    /// The descriptor of the first `n` elements of `x`.
-    fn vec<T: SparseValue>(&mut self, x: &GpuRef<T>, n: usize) -> Result<DnVec> {
-        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: T::CUDA_TYPE };
-        let ptr = dptr(x)?;
-        // SAFETY: `x` holds at least `n` elements (validated) and is live in this context.
-        Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, T::CUDA_TYPE) })?.get())
-    }
-
-    /// The descriptor of the sparse vector `x` (made on first use).
-    fn spvec<T: SparseValue, I: SparseIndex>(&mut self, x: &SparseVector<T, I>) -> Result<SpVec> {
-        let key = SpVecKey {
-            shape: [x.size, x.nnz],
-            ids: [x.indices.id(), x.values.id()],
-            index: I::KIND,
-            value: T::CUDA_TYPE,
-        };
-        let (idx, val) = (dptr(&x.indices)?, dptr(&x.values)?);
-        let (size, nnz) = (x.size as i64, x.nnz as i64);
-        // SAFETY: the vector's buffers were checked against its sizes when it was made, and are
-        // live device buffers of this context.
-        Ok(self
-            .spvecs
-            .get_or_make(key, |_| unsafe { calls::create_sp_vec(size, nnz, idx, val, I::KIND, T::CUDA_TYPE) })?
-            .get())
-    }
-
-    /// The descriptor of the dense view `m` with leading dimension `ld`.
-    fn dense<T: SparseValue>(&mut self, m: &DenseMatrix<'_, T>, ld: i64) -> Result<DnMat> {
-        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: T::CUDA_TYPE };
-        let ptr = dptr(m.buf)?;
-        let (r, c) = (m.rows as i64, m.cols as i64);
-        // SAFETY: the view was checked against its buffer, live in this context.
-        Ok(self.dense.get_or_make(key, |_| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE) })?.get())
-    }
-
-    /// The external buffer size of op `name` on `operands`, from `query` on first use. The key
-    /// holds every argument of the library's size query that can change the size: the op's
-    /// options, every field of each operand's descriptor ([`mat_words`], [`dense_words`]) and
-    /// the scalars; the handle, compute type (the value type) and algorithm are fixed per state
-    /// and op.
-    fn size(&mut self, name: &'static str, operands: Vec<u64>, query: impl FnOnce() -> Result<usize>) -> Result<usize> {
-        Ok(*self.sizes.get_or_make((name, operands), |_| query())?)
-    }
-
-    /// Retires what the caches hold beyond capacity; called after each op's enqueue.
-    fn trim(&mut self) {
-        self.mats.trim(&self.op);
-        self.vecs.trim(&self.op);
-        self.dense.trim(&self.op);
-        self.analyses.trim(&self.op);
-        self.many.trim(&self.op);
-        self.spvecs.trim(&self.op);
-        self.sizes.trim(&self.op);
-        reuse::trim(&self.op, &mut self.reuses);
-    }
-}
-
-fn mat_key<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
-    MatKey {
-        format: a.format,
-        shape: [a.rows, a.cols, a.nnz],
-        ids: [a.major.id(), a.minor.id(), a.values.id()],
-        index: I::KIND,
-        value: T::CUDA_TYPE,
-        block: a.block,
-    }
-}
-
-/// A host value aligned as CUDA's vector types: `cuDoubleComplex` is a 16-byte aligned
-/// `double2`, and cuSPARSE reads host scalars of that type with aligned loads, which fault on
-/// a `Complex<f64>` (8-byte aligned) that happens to sit at 8 mod 16.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct Aligned<T>(T);
-
-/// The host scalars `alpha` and `beta` of an op, kept where the library may read them as its
-/// own types. Make one per op, and keep it in place (not moved) while calls use [`Self::raw`].
-struct HostScalars<T> {
-    alpha: Aligned<T>,
-    beta: Aligned<T>,
-}
-
-impl<T: SparseValue> HostScalars<T> {
-    fn new(alpha: T, beta: T) -> Self {
-        HostScalars { alpha: Aligned(alpha), beta: Aligned(beta) }
-    }
-
-    /// The pointers the call layer passes: valid, and 16-byte aligned, while `self` stays put.
-    fn raw(&self) -> calls::Scalars {
-        calls::Scalars {
-            alpha: (&self.alpha.0 as *const T).cast(),
-            beta: (&self.beta.0 as *const T).cast(),
-            t: T::CUDA_TYPE,
-        }
-    }
-
-    /// The scalars' bytes, for a workspace-size key: the library's size query takes them.
-    fn words(&self) -> [u64; 4] {
-        let ([a0, a1], [b0, b1]) = (matrix::value_bits(self.alpha.0), matrix::value_bits(self.beta.0));
-        [a0, a1, b0, b1]
-    }
-}
-
-/// Every field of a sparse operand's descriptor, as workspace-size key words.
-fn mat_words(k: &MatKey) -> [u64; 10] {
-    let [r, c, n] = k.shape;
-    let [i0, i1, i2] = k.ids;
-    [k.format as u64, r as u64, c as u64, n as u64, i0, i1, i2, k.index as u64, k.value as u64, k.block as u64]
-}
-
-/// Every field of a dense operand's descriptor (`[n, 1, n]` for a vector), as key words.
-fn dense_words(id: u64, shape: [usize; 3], value: CudaType) -> [u64; 5] {
-    [id, shape[0] as u64, shape[1] as u64, shape[2] as u64, value as u64]
-}
-
-/// `Write` when `beta` is zero (the output is not read), else `ReadWrite`.
-fn output_access<T: SparseValue>(beta: T) -> crate::track::Access {
-    if beta == T::zero() {
-        crate::track::Access::Write
-    } else {
-        crate::track::Access::ReadWrite
-    }
-}
-
-/// Records the three buffers of `a` as read.
-fn record_matrix<T: SparseValue, I: SparseIndex>(
-    rec: &mut crate::recorder::LaunchRecorder,
-    arg: [&'static str; 3],
-    a: &SparseMatrix<T, I>,
-) -> Result<()> {
-    use crate::track::Access::Read;
-    // Blocked-ELL keeps its one index array in both slots.
-    if a.major.id() != a.minor.id() {
-        super::record(rec, arg[0], &a.major, Read)?;
-    }
-    super::record(rec, arg[1], &a.minor, Read)?;
-    super::record(rec, arg[2], &a.values, Read)
-}
-
-/// Rejects an output that is one of `a`'s buffers.
-fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(
-    arg: &'static str,
-    out: &GpuRef<U>,
-    a: &SparseMatrix<T, I>,
-) -> Result<()> {
-    if [a.major.id(), a.minor.id(), a.values.id()].contains(&out.id()) {
-        return Err(crate::Error::invalid(arg, "must not be one of the sparse matrix's own buffers"));
-    }
-    Ok(())
-}
-
-/// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
-/// blocked kernels multiply by `A` as stored).
-fn takes<T: SparseValue, I: SparseIndex>(
-    op: &str,
-    allowed: &[Format],
-    t: Transpose,
-    a: &SparseMatrix<T, I>,
-) -> Result<()> {
-    if !allowed.contains(&a.format) {
-        return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes {allowed:?}", a.format)));
-    }
-    if matches!(a.format, Format::Bsr | Format::BlockedEll) && t == Transpose::Yes {
-        return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
-    }
-    // cuSPARSE's Blocked-ELL kernels take 32-bit indices and real f32 / f64 values only.
-    if a.format == Format::BlockedEll
-        && (I::KIND != IndexKind::I32 || !matches!(T::CUDA_TYPE, CudaType::R32F | CudaType::R64F))
-    {
-        return Err(crate::Error::invalid(
-            "a",
-            format!("is Blocked-ELL with {:?} indices and {:?} values; cuSPARSE multiplies Blocked-ELL with I32 indices and f32 or f64 values only", I::KIND, T::CUDA_TYPE),
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::memory::Complex;
-
-    /// A `Complex<f64>` may sit at 8 mod 16; the pointers handed to cuSPARSE never do.
-    #[test]
-    fn host_scalars_are_16_byte_aligned_wherever_the_values_were() {
-        #[repr(C, align(16))]
-        struct Misplaced {
-            _pad: f64,
-            v: [Complex<f64>; 2],
-        }
-        let m = Misplaced { _pad: 0.0, v: [Complex::new(1.0, 2.0), Complex::new(3.0, 4.0)] };
-        assert_eq!(&m.v[0] as *const _ as usize % 16, 8, "the setup places the values at 8 mod 16");
-        let sc = HostScalars::new(m.v[0], m.v[1]);
-        let raw = sc.raw();
-        assert_eq!(raw.alpha as usize % 16, 0);
-        assert_eq!(raw.beta as usize % 16, 0);
-        // SAFETY: the pointers point into `sc`, alive and in place, at `Complex<f64>` values.
-        let (a, b) = unsafe { (*(raw.alpha as *const Complex<f64>), *(raw.beta as *const Complex<f64>)) };
-        assert_eq!((a, b), (m.v[0], m.v[1]));
-        assert_eq!(raw.t, CudaType::C64F);
-    }
-
-    /// A workspace-size key holds every descriptor field and the scalars.
-    #[test]
-    fn size_key_words_cover_every_descriptor_field() {
-        let k = MatKey {
-            format: Format::Csr,
-            shape: [2, 3, 4],
-            ids: [5, 6, 7],
-            index: IndexKind::I64,
-            value: CudaType::C64F,
-            block: 0,
-        };
-        let w = mat_words(&k);
-        let mut other = k.clone();
-        other.shape[0] = 64;
-        assert_ne!(w, mat_words(&other), "rows");
-        other = k.clone();
-        other.value = CudaType::R32F;
-        assert_ne!(w, mat_words(&other), "value type");
-        other = k.clone();
-        other.index = IndexKind::I32;
-        assert_ne!(w, mat_words(&other), "index type");
-        assert_ne!(dense_words(1, [2, 3, 2], CudaType::R64F), dense_words(1, [2, 3, 5], CudaType::R64F), "ld");
-        let (s0, s1) = (HostScalars::new(1.0f64, 0.0), HostScalars::new(1.0f64, 1.0));
-        assert_ne!(s0.words(), s1.words(), "beta");
     }
 }

@@ -9,11 +9,13 @@
 //! that state hands them to the reaper, which destroys them after the work enqueued so far.
 
 use super::matrix::ValueType;
+use super::spgemm::{check_factors, product_descr, record_factors};
 use super::{calls, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
 use crate::libs::{dptr, record, OpStream};
 use crate::memory::GpuRef;
+use crate::recorder::LaunchRecorder;
 use crate::track::Access;
 use crate::Completion;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -94,6 +96,24 @@ fn own_descr<T: SparseValue>(a: &SparseMatrix<T, i32>) -> Result<Owned<calls::Sp
     unsafe { calls::create_sp_mat(&parts) }
 }
 
+/// The library objects a reusable product is set up with: its SpGEMM descriptor and the
+/// descriptors of `A`, `B` and `C`. Retired, not dropped, once a phase reached the stream.
+type Objects = (Owned<calls::SpGemm>, [Owned<calls::SpMat>; 3]);
+
+/// Hands the objects of a product whose setup failed to the reaper.
+fn retire(op: &OpStream, objects: Objects) {
+    op.retire("a cuSPARSE SpGEMM reuse plan being set up", objects);
+}
+
+/// A reusable product between its setup phases: the factors, the call's arguments and `C`'s
+/// offsets (the one array of `C` made before its structure is known).
+struct Setup<'a, T: SparseValue> {
+    a: &'a SparseMatrix<T, i32>,
+    b: &'a SparseMatrix<T, i32>,
+    g: calls::Reuse,
+    offsets: &'a GpuRef<i32>,
+}
+
 impl Sparse {
     /// Finds the structure of `C = A B` (CSR, `i32` indices) for repeated products with the
     /// same patterns; compute `C`'s values with [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
@@ -106,50 +126,48 @@ impl Sparse {
         a: &SparseMatrix<T, i32>,
         b: &SparseMatrix<T, i32>,
     ) -> Result<SpGemmReuse<T>> {
-        if a.format != Format::Csr {
-            return Err(Error::invalid("a", format!("is {:?}; SpGEMM takes CSR matrices", a.format)));
-        }
-        if b.format != Format::Csr {
-            return Err(Error::invalid("b", format!("is {:?}; SpGEMM takes CSR matrices", b.format)));
-        }
-        if a.cols != b.rows {
-            return Err(Error::invalid("b", format!("has {} rows; A has {} columns", b.rows, a.cols)));
-        }
-        let (names, bnames) = (["a.offsets", "a.indices", "a.values"], ["b.offsets", "b.indices", "b.values"]);
+        check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
-        record_matrix(&mut rec, names, a)?;
-        record_matrix(&mut rec, bnames, b)?;
+        record_factors(&mut rec, a, b)?;
         let h = self.handle()?;
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
-        let (rows, cols) = (a.rows, b.cols);
-        let offsets: GpuRef<i32> = dev.alloc(stream, rows + 1)?;
+        let offsets: GpuRef<i32> = dev.alloc(stream, a.rows + 1)?;
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
         let (da, db) = (own_descr(a)?, own_descr(b)?);
-        let parts = calls::SpMatParts {
-            format: Format::Csr,
-            rows: rows as i64,
-            cols: cols as i64,
-            nnz: 0,
-            major: dptr(&offsets)?,
-            minor: std::ptr::null_mut(),
-            values: std::ptr::null_mut(),
-            index: super::IndexKind::I32,
-            value: T::CUDA_TYPE,
-            block: 0,
-        };
-        // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before the copy.
-        let dc = unsafe { calls::create_sp_mat(&parts) }?;
+        let dc = product_descr::<T>(a.rows, b.cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
         let g = calls::Reuse { h, a: da.get(), b: db.get(), c: dc.get(), d: descr.get() };
-        let retire = |op: &OpStream, objects| op.retire("a cuSPARSE SpGEMM reuse plan being set up", objects);
+        let setup = Setup { a, b, g, offsets: &offsets };
+        let (objects, buf1, sizes) = self.reuse_estimate(&setup, rec, (descr, [da, db, dc]))?;
+        let (objects, bufs, nnz) = self.reuse_count(&setup, &buf1, sizes, objects)?;
+        let (objects, c, buf5) = self.reuse_copy(&setup, &bufs, nnz, objects)?;
+
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let alive = Arc::new(());
+        let [_, _, buf4] = <[GpuRef<u8>; 3]>::try_from(bufs).map_err(|_| Error::invalid("c", "three nnz buffers"))?;
+        let (descr, mats) = objects;
+        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), descr, mats, buffers: [buf4, buf5] });
+        self.trim();
+        Ok(SpGemmReuse { id, stream, a: a.clone(), b: b.clone(), c, _alive: alive })
+    }
+
+    /// The work estimation phase, and the nnz phase's size query after it; returns the
+    /// estimation's buffer and the nnz phase's three buffer sizes.
+    fn reuse_estimate<T: SparseValue>(
+        &mut self,
+        setup: &Setup<'_, T>,
+        rec: LaunchRecorder,
+        objects: Objects,
+    ) -> Result<(Objects, GpuRef<u8>, [usize; 3])> {
+        let (g, mut rec) = (setup.g, rec);
         let mut size1 = 0;
         // SAFETY: (1) a live handle and descriptors of validated, live buffers; (2) a null
         // buffer: a size query.
         if let Err(e) = unsafe { calls::reuse_work_estimation(g, &mut size1, std::ptr::null_mut()) } {
-            retire(&self.op, (descr, [da, db, dc]));
+            retire(&self.op, objects);
             return Err(e);
         }
-        let buf1: GpuRef<u8> = dev.alloc_scratch(stream, size1.max(1))?;
+        let buf1: GpuRef<u8> = self.op.device.alloc_scratch(self.op.stream, size1.max(1))?;
         record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
         let p1 = buf1.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut sizes = [0usize; 3];
@@ -163,20 +181,32 @@ impl Sparse {
             }
         });
         if let Err(e) = estimated {
-            retire(&self.op, (descr, [da, db, dc]));
+            retire(&self.op, objects);
             return Err(e);
         }
+        Ok((objects, buf1, sizes))
+    }
 
+    /// The nnz phase, which finds `C`'s structure; returns its three buffers and `C`'s number
+    /// of nonzeros, which the host learns by waiting for the phase.
+    fn reuse_count<T: SparseValue>(
+        &mut self,
+        setup: &Setup<'_, T>,
+        buf1: &GpuRef<u8>,
+        sizes: [usize; 3],
+        objects: Objects,
+    ) -> Result<(Objects, Vec<GpuRef<u8>>, usize)> {
+        let (g, mut sizes) = (setup.g, sizes);
+        let (dev, stream) = (&self.op.device, self.op.stream);
         let bufs: Vec<GpuRef<u8>> =
             sizes.iter().map(|&n| dev.alloc_scratch(stream, n.max(1))).collect::<Result<_>>()?;
         let mut rec = self.op.recorder("spgemm_reuse.nnz");
-        record_matrix(&mut rec, names, a)?;
-        record_matrix(&mut rec, bnames, b)?;
-        record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
+        record_factors(&mut rec, setup.a, setup.b)?;
+        record(&mut rec, "work estimation buffer", buf1, Access::ReadWrite)?;
         for (arg, buf) in ["nnz buffer 2", "nnz buffer 3", "nnz buffer 4"].into_iter().zip(&bufs) {
             record(&mut rec, arg, buf, Access::ReadWrite)?;
         }
-        record(&mut rec, "c.offsets", &offsets, Access::Write)?;
+        record(&mut rec, "c.offsets", setup.offsets, Access::Write)?;
         let ptrs: Vec<*mut std::ffi::c_void> =
             bufs.iter().map(|b| b.raw_device_ptr().map(|p| p as _)).collect::<Result<_>>()?;
         let mut nnz = 0i64;
@@ -188,63 +218,62 @@ impl Sparse {
             Ok(())
         });
         if let Err(e) = counted {
-            retire(&self.op, (descr, [da, db, dc]));
+            retire(&self.op, objects);
             return Err(e);
         }
-        let nnz = match usize::try_from(nnz) {
-            Ok(n) if n <= i32::MAX as usize => n,
+        match usize::try_from(nnz) {
+            Ok(n) if n <= i32::MAX as usize => Ok((objects, bufs, n)),
             _ => {
-                retire(&self.op, (descr, [da, db, dc]));
-                return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
+                retire(&self.op, objects);
+                Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")))
             }
-        };
+        }
+    }
 
+    /// The copy phase, which fills `C`'s structure into fresh buffers; returns `C` and the
+    /// copy phase's buffer, which every compute uses.
+    fn reuse_copy<T: SparseValue>(
+        &mut self,
+        setup: &Setup<'_, T>,
+        bufs: &[GpuRef<u8>],
+        nnz: usize,
+        objects: Objects,
+    ) -> Result<(Objects, SparseMatrix<T, i32>, GpuRef<u8>)> {
+        let (g, offsets) = (setup.g, setup.offsets);
+        let (dev, stream) = (self.op.device.clone(), self.op.stream);
         let indices: GpuRef<i32> = dev.alloc(stream, nnz.max(1))?;
         let values: GpuRef<T> = dev.alloc(stream, nnz.max(1))?;
-        let c = SparseMatrix::new(Format::Csr, rows, cols, nnz, &offsets, &indices, &values)?;
+        let c = SparseMatrix::new(Format::Csr, setup.a.rows, setup.b.cols, nnz, offsets, &indices, &values)?;
         let mut size5 = 0;
         // SAFETY: (1) as above; (2) C's arrays hold rows + 1 offsets and nnz indices and values;
         // (3) a null buffer: a size query.
         let queried = unsafe {
-            calls::csr_set_pointers(g.c, dptr(&offsets)?, dptr(&indices)?, dptr(&values)?)
+            calls::csr_set_pointers(g.c, dptr(offsets)?, dptr(&indices)?, dptr(&values)?)
                 .and_then(|()| calls::reuse_copy(g, &mut size5, std::ptr::null_mut()))
         };
         if let Err(e) = queried {
-            retire(&self.op, (descr, [da, db, dc]));
+            retire(&self.op, objects);
             return Err(e);
         }
         let buf5: GpuRef<u8> = dev.alloc_scratch(stream, size5.max(1))?;
         let mut rec = self.op.recorder("spgemm_reuse.copy");
-        record_matrix(&mut rec, names, a)?;
-        record_matrix(&mut rec, bnames, b)?;
+        record_factors(&mut rec, setup.a, setup.b)?;
         record(&mut rec, "nnz buffer 3", &bufs[1], Access::ReadWrite)?;
         record(&mut rec, "nnz buffer 4", &bufs[2], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buf5, Access::ReadWrite)?;
-        record(&mut rec, "c.offsets", &offsets, Access::ReadWrite)?;
+        record(&mut rec, "c.offsets", offsets, Access::ReadWrite)?;
         record(&mut rec, "c.indices", &indices, Access::Write)?;
         record(&mut rec, "c.values", &values, Access::Write)?;
         let p5 = buf5.raw_device_ptr()? as *mut std::ffi::c_void;
         // SAFETY: as above; the nnz phase ran with its buffers, still live and recorded.
         let copied = self.op.run(rec, Vec::new(), || unsafe { calls::reuse_copy(g, &mut size5, p5) });
         if let Err(e) = copied {
-            retire(&self.op, (descr, [da, db, dc]));
+            retire(&self.op, objects);
             return Err(e);
         }
         // The first compute waits for the copy on the stream (it reads C's structure).
         drop(copied);
-
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let alive = Arc::new(());
-        let [_, _, buf4] = <[GpuRef<u8>; 3]>::try_from(bufs).map_err(|_| Error::invalid("c", "three nnz buffers"))?;
-        self.reuses.push(ReuseState {
-            id,
-            alive: Arc::downgrade(&alive),
-            descr,
-            mats: [da, db, dc],
-            buffers: [buf4, buf5],
-        });
-        self.trim();
-        Ok(SpGemmReuse { id, stream, a: a.clone(), b: b.clone(), c, _alive: alive })
+        Ok((objects, c, buf5))
     }
 
     /// Recomputes `C = alpha A B` into `plan.c()`'s values from `A` and `B`'s current values

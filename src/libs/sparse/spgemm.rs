@@ -10,9 +10,71 @@ use super::matrix::ValueType;
 use super::{calls, not_in_matrix, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::libs::object::Owned;
 use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
+use crate::recorder::LaunchRecorder;
 use crate::track::Access;
+
+/// The library objects an SpGEMM makes: its descriptor and `C`'s. Retired, not dropped, once
+/// a phase reached the stream (its work may still use them).
+type Objects = (Owned<calls::SpGemm>, Owned<calls::SpMat>);
+
+/// One SpGEMM between its phases: the factors, the call's arguments and the host scalars
+/// they point to (kept in place by the caller).
+struct Product<'a, T: SparseValue> {
+    a: &'a SparseMatrix<T, i32>,
+    b: &'a SparseMatrix<T, i32>,
+    g: calls::SpGemmArgs,
+    sc: &'a HostScalars<T>,
+}
+
+/// Checks that `a` and `b` are CSR matrices that multiply.
+pub(super) fn check_factors<T: SparseValue>(a: &SparseMatrix<T, i32>, b: &SparseMatrix<T, i32>) -> Result<()> {
+    if a.format != Format::Csr {
+        return Err(Error::invalid("a", format!("is {:?}; SpGEMM takes CSR matrices", a.format)));
+    }
+    if b.format != Format::Csr {
+        return Err(Error::invalid("b", format!("is {:?}; SpGEMM takes CSR matrices", b.format)));
+    }
+    if a.cols != b.rows {
+        return Err(Error::invalid("b", format!("has {} rows; A has {} columns", b.rows, a.cols)));
+    }
+    Ok(())
+}
+
+/// Records the buffers of both factors as read.
+pub(super) fn record_factors<T: SparseValue>(
+    rec: &mut LaunchRecorder,
+    a: &SparseMatrix<T, i32>,
+    b: &SparseMatrix<T, i32>,
+) -> Result<()> {
+    record_matrix(rec, ["a.offsets", "a.indices", "a.values"], a)?;
+    record_matrix(rec, ["b.offsets", "b.indices", "b.values"], b)
+}
+
+/// The descriptor of the product `C` (`rows x cols`, CSR, `i32`) before its structure is
+/// known: `offsets` only, the other arrays set before the copy phase.
+pub(super) fn product_descr<T: SparseValue>(
+    rows: usize,
+    cols: usize,
+    offsets: &GpuRef<i32>,
+) -> Result<Owned<calls::SpMat>> {
+    let parts = calls::SpMatParts {
+        format: Format::Csr,
+        rows: rows as i64,
+        cols: cols as i64,
+        nnz: 0,
+        major: dptr(offsets)?,
+        minor: std::ptr::null_mut(),
+        values: std::ptr::null_mut(),
+        index: super::IndexKind::I32,
+        value: T::CUDA_TYPE,
+        block: 0,
+    };
+    // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before the copy.
+    unsafe { calls::create_sp_mat(&parts) }
+}
 
 impl Sparse {
     /// `C = alpha A B` (SpGEMM) for CSR matrices with `i32` indices; returns `C` (CSR, `i32`)
@@ -28,42 +90,60 @@ impl Sparse {
         a: &SparseMatrix<T, i32>,
         b: &SparseMatrix<T, i32>,
     ) -> Result<Completion<SparseMatrix<T, i32>>> {
-        if a.format != Format::Csr {
-            return Err(Error::invalid("a", format!("is {:?}; SpGEMM takes CSR matrices", a.format)));
-        }
-        if b.format != Format::Csr {
-            return Err(Error::invalid("b", format!("is {:?}; SpGEMM takes CSR matrices", b.format)));
-        }
-        if a.cols != b.rows {
-            return Err(Error::invalid("b", format!("has {} rows; A has {} columns", b.rows, a.cols)));
-        }
-        let names = ["a.offsets", "a.indices", "a.values"];
-        let bnames = ["b.offsets", "b.indices", "b.values"];
+        check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm.work_estimation");
-        record_matrix(&mut rec, names, a)?;
-        record_matrix(&mut rec, bnames, b)?;
+        record_factors(&mut rec, a, b)?;
         let h = self.handle()?;
         let (rows, cols) = (a.rows, b.cols);
         let (da, db) = (self.mat(a)?, self.mat(b)?);
         let offsets: GpuRef<i32> = self.op.device.alloc(self.op.stream, rows + 1)?;
-        let parts = calls::SpMatParts {
-            format: Format::Csr,
-            rows: rows as i64,
-            cols: cols as i64,
-            nnz: 0,
-            major: dptr(&offsets)?,
-            minor: std::ptr::null_mut(),
-            values: std::ptr::null_mut(),
-            index: super::IndexKind::I32,
-            value: T::CUDA_TYPE,
-            block: 0,
-        };
-        // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before the copy.
-        let dc = unsafe { calls::create_sp_mat(&parts) }?;
+        let dc = product_descr::<T>(rows, cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
         let beta = T::zero();
         let sc = HostScalars::new(alpha, beta);
         let g = calls::SpGemmArgs { h, s: sc.raw(), a: da, b: db, c: dc.get(), d: descr.get() };
+        let p = Product { a, b, g, sc: &sc };
+        let (objects, buf1, size2) = self.spgemm_estimate(&p, rec, (descr, dc))?;
+        let (objects, buf2, nnz) = self.spgemm_compute(&p, &buf1, size2, objects)?;
+
+        let indices: GpuRef<i32> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
+        let values: GpuRef<T> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
+        let c = SparseMatrix::new(Format::Csr, rows, cols, nnz, &offsets, &indices, &values)?;
+        not_in_matrix("c", &offsets, a)?;
+        let mut rec = self.op.recorder("spgemm.copy");
+        record_factors(&mut rec, a, b)?;
+        record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
+        record(&mut rec, "compute buffer", &buf2, Access::ReadWrite)?;
+        record(&mut rec, "c.offsets", &offsets, Access::Write)?;
+        record(&mut rec, "c.indices", &indices, Access::Write)?;
+        record(&mut rec, "c.values", &values, Access::Write)?;
+        let ptrs = (dptr(&offsets)?, dptr(&indices)?, dptr(&values)?);
+        let done = self.op.run(rec, Vec::new(), || {
+            let g = calls::SpGemmArgs { s: sc.raw(), ..g };
+            // SAFETY: as in the phases before; C's arrays hold rows + 1 offsets and nnz indices
+            // and values, and are recorded as written.
+            unsafe {
+                calls::csr_set_pointers(g.c, ptrs.0, ptrs.1, ptrs.2)?;
+                calls::spgemm_copy(g)
+            }?;
+            Ok(c)
+        });
+        // After the copy: the reaper destroys them once it has run.
+        self.op.retire("a cuSPARSE SpGEMM", objects);
+        self.trim();
+        done
+    }
+
+    /// The work estimation phase, and the compute phase's size query after it; returns the
+    /// estimation's buffer and the compute phase's size.
+    fn spgemm_estimate<T: SparseValue>(
+        &mut self,
+        p: &Product<'_, T>,
+        rec: LaunchRecorder,
+        objects: Objects,
+    ) -> Result<(Objects, GpuRef<u8>, usize)> {
+        let mut rec = rec;
+        let (g, sc) = (p.g, p.sc);
         let mut size1 = 0;
         // SAFETY: (1) a live handle and descriptors of validated, live buffers; (2) a null
         // buffer: a size query; (3) host scalars of T, 16-byte aligned (`HostScalars`), in place.
@@ -82,15 +162,27 @@ impl Sparse {
             }
         });
         if let Err(e) = estimated {
-            self.op.retire("a cuSPARSE SpGEMM", (descr, dc));
+            self.op.retire("a cuSPARSE SpGEMM", objects);
             return Err(e);
         }
+        Ok((objects, buf1, size2))
+    }
 
+    /// The compute phase, which finds `C`'s structure; returns its buffer and `C`'s number of
+    /// nonzeros, which the host learns by waiting for the phase.
+    fn spgemm_compute<T: SparseValue>(
+        &mut self,
+        p: &Product<'_, T>,
+        buf1: &GpuRef<u8>,
+        size2: usize,
+        objects: Objects,
+    ) -> Result<(Objects, GpuRef<u8>, usize)> {
+        let (g, sc) = (p.g, p.sc);
+        let mut size2 = size2;
         let buf2: GpuRef<u8> = self.op.device.alloc_scratch(self.op.stream, size2.max(1))?;
         let mut rec = self.op.recorder("spgemm.compute");
-        record_matrix(&mut rec, names, a)?;
-        record_matrix(&mut rec, bnames, b)?;
-        record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
+        record_factors(&mut rec, p.a, p.b)?;
+        record(&mut rec, "work estimation buffer", buf1, Access::ReadWrite)?;
         record(&mut rec, "compute buffer", &buf2, Access::ReadWrite)?;
         let p2 = buf2.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut nnz = 0i64;
@@ -103,41 +195,14 @@ impl Sparse {
             Ok(())
         });
         if let Err(e) = computed {
-            self.op.retire("a cuSPARSE SpGEMM", (descr, dc));
+            self.op.retire("a cuSPARSE SpGEMM", objects);
             return Err(e);
         }
-
         let nnz = usize::try_from(nnz).map_err(|_| Error::invalid("c", format!("cuSPARSE reported {nnz} nonzeros")))?;
         if nnz > i32::MAX as usize {
-            self.op.retire("a cuSPARSE SpGEMM", (descr, dc));
+            self.op.retire("a cuSPARSE SpGEMM", objects);
             return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
         }
-        let indices: GpuRef<i32> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
-        let values: GpuRef<T> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
-        let c = SparseMatrix::new(Format::Csr, rows, cols, nnz, &offsets, &indices, &values)?;
-        not_in_matrix("c", &offsets, a)?;
-        let mut rec = self.op.recorder("spgemm.copy");
-        record_matrix(&mut rec, names, a)?;
-        record_matrix(&mut rec, bnames, b)?;
-        record(&mut rec, "work estimation buffer", &buf1, Access::ReadWrite)?;
-        record(&mut rec, "compute buffer", &buf2, Access::ReadWrite)?;
-        record(&mut rec, "c.offsets", &offsets, Access::Write)?;
-        record(&mut rec, "c.indices", &indices, Access::Write)?;
-        record(&mut rec, "c.values", &values, Access::Write)?;
-        let ptrs = (dptr(&offsets)?, dptr(&indices)?, dptr(&values)?);
-        let done = self.op.run(rec, Vec::new(), || {
-            let g = calls::SpGemmArgs { s: sc.raw(), ..g };
-            // SAFETY: as above; C's arrays hold rows + 1 offsets and nnz indices and values, and
-            // are recorded as written.
-            unsafe {
-                calls::csr_set_pointers(g.c, ptrs.0, ptrs.1, ptrs.2)?;
-                calls::spgemm_copy(g)
-            }?;
-            Ok(c)
-        });
-        // After the copy: the reaper destroys them once it has run.
-        self.op.retire("a cuSPARSE SpGEMM", (descr, dc));
-        self.trim();
-        done
+        Ok((objects, buf2, nnz))
     }
 }

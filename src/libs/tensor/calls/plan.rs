@@ -4,7 +4,7 @@
 use super::{binary, compute_desc, data_type, unary, RawHandle};
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
-use crate::libs::tensor::{Kind, PlanKey, UnaryOp};
+use crate::libs::tensor::{BinaryOp, Kind, PlanKey, UnaryOp};
 use crate::libs::Status;
 use cudarc::cutensor::sys;
 use std::ffi::c_void;
@@ -57,149 +57,11 @@ impl RawPlan {
     /// [`cutensorPlanGetAttribute`](https://docs.nvidia.com/cuda/cutensor/latest/api/cutensor.html#cutensorplangetattribute)
     pub(in crate::libs::tensor) fn make(handle: &RawHandle, key: &PlanKey) -> Result<RawPlan> {
         let h = handle.get();
-        let dt = data_type(key.dtype);
-        let mut descs = Vec::with_capacity(key.operands.len());
-        for l in &key.operands {
-            let mut d: sys::cutensorTensorDescriptor_t = std::ptr::null_mut();
-            // SAFETY: (1) a live handle, context current; (2) `extents` and `strides` hold
-            // `modes.len()` entries each and outlive the call (cuTENSOR copies them).
-            unsafe {
-                sys::cutensorCreateTensorDescriptor(
-                    h,
-                    &mut d,
-                    l.layout.modes.len() as u32,
-                    l.layout.extents.as_ptr(),
-                    l.layout.strides.as_ptr(),
-                    dt,
-                    l.align,
-                )
-            }
-            .check("cutensorCreateTensorDescriptor")?;
-            descs.push(Owned::new(d));
-        }
-        let compute = compute_desc(key.compute)?;
-        let d = |i: usize| descs[i].get();
-        let m = |i: usize| key.operands[i].layout.modes.as_ptr();
-        let ops = &key.unary;
-        let mut op: sys::cutensorOperationDescriptor_t = std::ptr::null_mut();
-        // SAFETY: (1) a live handle and descriptors made above; (2) each mode array holds as
-        // many labels as its descriptor has modes, and outlives the call; (3) the operand
-        // order is the one `PlanKey::operands` documents for each kind.
-        let status = unsafe {
-            match key.kind {
-                Kind::Contraction => sys::cutensorCreateContraction(
-                    h,
-                    &mut op,
-                    d(0),
-                    m(0),
-                    unary(ops[0]),
-                    d(1),
-                    m(1),
-                    unary(ops[1]),
-                    d(2),
-                    m(2),
-                    unary(UnaryOp::Identity),
-                    d(2),
-                    m(2),
-                    compute,
-                ),
-                Kind::Reduction(reduce) => sys::cutensorCreateReduction(
-                    h,
-                    &mut op,
-                    d(0),
-                    m(0),
-                    unary(ops[0]),
-                    d(1),
-                    m(1),
-                    unary(UnaryOp::Identity),
-                    d(1),
-                    m(1),
-                    binary(reduce),
-                    compute,
-                ),
-                Kind::Permutation => {
-                    sys::cutensorCreatePermutation(h, &mut op, d(0), m(0), unary(ops[0]), d(1), m(1), compute)
-                }
-                Kind::Binary(ac) => sys::cutensorCreateElementwiseBinary(
-                    h,
-                    &mut op,
-                    d(0),
-                    m(0),
-                    unary(ops[0]),
-                    d(1),
-                    m(1),
-                    unary(ops[1]),
-                    d(1),
-                    m(1),
-                    binary(ac),
-                    compute,
-                ),
-                Kind::Trinary(ab, abc) => sys::cutensorCreateElementwiseTrinary(
-                    h,
-                    &mut op,
-                    d(0),
-                    m(0),
-                    unary(ops[0]),
-                    d(1),
-                    m(1),
-                    unary(ops[1]),
-                    d(2),
-                    m(2),
-                    unary(ops[2]),
-                    d(2),
-                    m(2),
-                    binary(ab),
-                    binary(abc),
-                    compute,
-                ),
-            }
-        };
-        status.check(key.kind.create_call())?;
-        let op = Owned::new(op);
+        let descs = descriptors(h, key)?;
+        let op = operation(h, key, &descs)?;
         let scalar = scalar_type(h, op.get())?;
-
-        let mut pref: sys::cutensorPlanPreference_t = std::ptr::null_mut();
-        let jit = if key.jit {
-            sys::cutensorJitMode_t::CUTENSOR_JIT_MODE_DEFAULT
-        } else {
-            sys::cutensorJitMode_t::CUTENSOR_JIT_MODE_NONE
-        };
-        // SAFETY: a live handle; `pref` is a valid out-pointer.
-        unsafe { sys::cutensorCreatePlanPreference(h, &mut pref, sys::cutensorAlgo_t::CUTENSOR_ALGO_DEFAULT, jit) }
-            .check("cutensorCreatePlanPreference")?;
-        let pref = Owned::new(pref);
-        let mut estimate = 0u64;
-        // SAFETY: a live handle, operation and preference; `estimate` is a valid out-pointer.
-        unsafe {
-            sys::cutensorEstimateWorkspaceSize(
-                h,
-                op.get(),
-                pref.get(),
-                sys::cutensorWorksizePreference_t::CUTENSOR_WORKSPACE_DEFAULT,
-                &mut estimate,
-            )
-        }
-        .check("cutensorEstimateWorkspaceSize")?;
-        let mut plan: sys::cutensorPlan_t = std::ptr::null_mut();
-        // SAFETY: as above; `plan` is a valid out-pointer.
-        unsafe { sys::cutensorCreatePlan(h, &mut plan, op.get(), pref.get(), estimate) }.check("cutensorCreatePlan")?;
-        let plan = Owned::new(plan);
-        let mut need = 0u64;
-        // SAFETY: a live plan; `need` is a u64, the attribute's type, and its size is passed.
-        unsafe {
-            sys::cutensorPlanGetAttribute(
-                h,
-                plan.get(),
-                sys::cutensorPlanAttribute_t::CUTENSOR_PLAN_REQUIRED_WORKSPACE,
-                (&mut need as *mut u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        }
-        .check("cutensorPlanGetAttribute")?;
-        let work_bytes = usize::try_from(need.min(estimate)).map_err(|_| Error::Library {
-            call: "cutensorPlanGetAttribute",
-            status: format!("a workspace of {need} bytes"),
-        })?;
+        let pref = preference(h, key.jit)?;
+        let (plan, work_bytes) = plan(h, &op, &pref)?;
         Ok(RawPlan { plan, _pref: pref, _op: op, _descs: descs, scalar, work_bytes })
     }
 
@@ -307,4 +169,212 @@ fn scalar_type(h: sys::cutensorHandle_t, op: sys::cutensorOperationDescriptor_t)
             status: format!("an unexpected scalar type {other:?}"),
         }),
     }
+}
+
+/// The tensor descriptors of `key`'s operands, in `PlanKey::operands`' order.
+fn descriptors(h: sys::cutensorHandle_t, key: &PlanKey) -> Result<Vec<Owned<sys::cutensorTensorDescriptor_t>>> {
+    let dt = data_type(key.dtype);
+    let mut descs = Vec::with_capacity(key.operands.len());
+    for l in &key.operands {
+        let mut d: sys::cutensorTensorDescriptor_t = std::ptr::null_mut();
+        // SAFETY: (1) a live handle, context current; (2) `extents` and `strides` hold
+        // `modes.len()` entries each and outlive the call (cuTENSOR copies them).
+        unsafe {
+            sys::cutensorCreateTensorDescriptor(
+                h,
+                &mut d,
+                l.layout.modes.len() as u32,
+                l.layout.extents.as_ptr(),
+                l.layout.strides.as_ptr(),
+                dt,
+                l.align,
+            )
+        }
+        .check("cutensorCreateTensorDescriptor")?;
+        descs.push(Owned::new(d));
+    }
+    Ok(descs)
+}
+
+/// The operation descriptor of `key`'s kind on `descs`.
+fn operation(
+    h: sys::cutensorHandle_t,
+    key: &PlanKey,
+    descs: &[Owned<sys::cutensorTensorDescriptor_t>],
+) -> Result<Owned<sys::cutensorOperationDescriptor_t>> {
+    let compute = compute_desc(key.compute)?;
+    let mut op: sys::cutensorOperationDescriptor_t = std::ptr::null_mut();
+    // SAFETY: (1) a live handle, and the descriptors `descriptors` made for `key`; (2) `op` is
+    // a valid out-pointer.
+    unsafe { create_operation(h, key, descs, compute, &mut op) }.check(key.kind.create_call())?;
+    Ok(Owned::new(op))
+}
+
+/// The `cutensorCreate...` call of `key`'s kind; returns its status.
+///
+/// # Safety
+/// (1) `h` is a live handle, context current, and `descs` the descriptors made for `key`'s
+/// operands; (2) `op` is a valid out-pointer.
+unsafe fn create_operation(
+    h: sys::cutensorHandle_t,
+    key: &PlanKey,
+    descs: &[Owned<sys::cutensorTensorDescriptor_t>],
+    compute: sys::cutensorComputeDescriptor_t,
+    op: &mut sys::cutensorOperationDescriptor_t,
+) -> sys::cutensorStatus_t {
+    let d = |i: usize| descs[i].get();
+    let m = |i: usize| key.operands[i].layout.modes.as_ptr();
+    let ops = &key.unary;
+    // SAFETY: (1) the caller's live handle and descriptors; (2) each mode array holds as many
+    // labels as its descriptor has modes, and outlives the call; (3) the operand order is the
+    // one `PlanKey::operands` documents for each kind.
+    unsafe {
+        match key.kind {
+            Kind::Contraction => sys::cutensorCreateContraction(
+                h,
+                op,
+                d(0),
+                m(0),
+                unary(ops[0]),
+                d(1),
+                m(1),
+                unary(ops[1]),
+                d(2),
+                m(2),
+                unary(UnaryOp::Identity),
+                d(2),
+                m(2),
+                compute,
+            ),
+            Kind::Reduction(reduce) => sys::cutensorCreateReduction(
+                h,
+                op,
+                d(0),
+                m(0),
+                unary(ops[0]),
+                d(1),
+                m(1),
+                unary(UnaryOp::Identity),
+                d(1),
+                m(1),
+                binary(reduce),
+                compute,
+            ),
+            Kind::Permutation => sys::cutensorCreatePermutation(h, op, d(0), m(0), unary(ops[0]), d(1), m(1), compute),
+            Kind::Binary(ac) => create_elementwise(h, key, descs, compute, op, (ac, None)),
+            Kind::Trinary(ab, abc) => create_elementwise(h, key, descs, compute, op, (ab, Some(abc))),
+        }
+    }
+}
+
+/// The `cutensorCreateElementwise...` call of an elementwise kind: binary with `(ac, None)`,
+/// trinary with `(ab, Some(abc))`; returns its status.
+///
+/// # Safety
+/// As [`create_operation`]'s.
+unsafe fn create_elementwise(
+    h: sys::cutensorHandle_t,
+    key: &PlanKey,
+    descs: &[Owned<sys::cutensorTensorDescriptor_t>],
+    compute: sys::cutensorComputeDescriptor_t,
+    op: &mut sys::cutensorOperationDescriptor_t,
+    (first, second): (BinaryOp, Option<BinaryOp>),
+) -> sys::cutensorStatus_t {
+    let d = |i: usize| descs[i].get();
+    let m = |i: usize| key.operands[i].layout.modes.as_ptr();
+    let ops = &key.unary;
+    // SAFETY: as in `create_operation`: the caller's live handle and descriptors, mode arrays
+    // as long as their descriptors' modes, and the operand order `PlanKey::operands` documents.
+    unsafe {
+        match second {
+            None => sys::cutensorCreateElementwiseBinary(
+                h,
+                op,
+                d(0),
+                m(0),
+                unary(ops[0]),
+                d(1),
+                m(1),
+                unary(ops[1]),
+                d(1),
+                m(1),
+                binary(first),
+                compute,
+            ),
+            Some(abc) => sys::cutensorCreateElementwiseTrinary(
+                h,
+                op,
+                d(0),
+                m(0),
+                unary(ops[0]),
+                d(1),
+                m(1),
+                unary(ops[1]),
+                d(2),
+                m(2),
+                unary(ops[2]),
+                d(2),
+                m(2),
+                binary(first),
+                binary(abc),
+                compute,
+            ),
+        }
+    }
+}
+
+/// A plan preference: the default algorithm, JIT compiled when `jit`.
+fn preference(h: sys::cutensorHandle_t, jit: bool) -> Result<Owned<sys::cutensorPlanPreference_t>> {
+    let mut pref: sys::cutensorPlanPreference_t = std::ptr::null_mut();
+    let jit = if jit {
+        sys::cutensorJitMode_t::CUTENSOR_JIT_MODE_DEFAULT
+    } else {
+        sys::cutensorJitMode_t::CUTENSOR_JIT_MODE_NONE
+    };
+    // SAFETY: a live handle; `pref` is a valid out-pointer.
+    unsafe { sys::cutensorCreatePlanPreference(h, &mut pref, sys::cutensorAlgo_t::CUTENSOR_ALGO_DEFAULT, jit) }
+        .check("cutensorCreatePlanPreference")?;
+    Ok(Owned::new(pref))
+}
+
+/// The plan of `op` with the workspace limit cuTENSOR estimates for it, and the workspace
+/// bytes the plan needs (cuTENSOR's own figure, at most its estimate).
+fn plan(
+    h: sys::cutensorHandle_t,
+    op: &Owned<sys::cutensorOperationDescriptor_t>,
+    pref: &Owned<sys::cutensorPlanPreference_t>,
+) -> Result<(Owned<sys::cutensorPlan_t>, usize)> {
+    let mut estimate = 0u64;
+    // SAFETY: a live handle, operation and preference; `estimate` is a valid out-pointer.
+    unsafe {
+        sys::cutensorEstimateWorkspaceSize(
+            h,
+            op.get(),
+            pref.get(),
+            sys::cutensorWorksizePreference_t::CUTENSOR_WORKSPACE_DEFAULT,
+            &mut estimate,
+        )
+    }
+    .check("cutensorEstimateWorkspaceSize")?;
+    let mut plan: sys::cutensorPlan_t = std::ptr::null_mut();
+    // SAFETY: as above; `plan` is a valid out-pointer.
+    unsafe { sys::cutensorCreatePlan(h, &mut plan, op.get(), pref.get(), estimate) }.check("cutensorCreatePlan")?;
+    let plan = Owned::new(plan);
+    let mut need = 0u64;
+    // SAFETY: a live plan; `need` is a u64, the attribute's type, and its size is passed.
+    unsafe {
+        sys::cutensorPlanGetAttribute(
+            h,
+            plan.get(),
+            sys::cutensorPlanAttribute_t::CUTENSOR_PLAN_REQUIRED_WORKSPACE,
+            (&mut need as *mut u64).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    }
+    .check("cutensorPlanGetAttribute")?;
+    let work_bytes = usize::try_from(need.min(estimate)).map_err(|_| Error::Library {
+        call: "cutensorPlanGetAttribute",
+        status: format!("a workspace of {need} bytes"),
+    })?;
+    Ok((plan, work_bytes))
 }

@@ -6,132 +6,20 @@
 //! (offsets that never decrease, indices in range) is the checked mode,
 //! [`SparseMatrix::check`], which reads the structure back to the host: run it on matrices
 //! from untrusted sources, not before every op. cuSPARSE given a malformed structure reads and
-//! writes out of bounds.
+//! writes out of bounds.//!
+//! Files: this one holds `SparseMatrix` and its checks; `element` the value and index types,
+//! `dense` the dense view.
 
 use crate::device::StreamId;
 use crate::error::{Error, Result};
-use crate::libs::dtype::{CudaType, DataTypes};
-use crate::memory::{Complex, Element, GpuRef};
+use crate::memory::GpuRef;
+mod dense;
+mod element;
 
-mod sealed {
-    /// The value types, for the table below.
-    #[derive(Clone, Copy, Debug)]
-    pub enum ValueKind {
-        F32,
-        F64,
-        C32,
-        C64,
-    }
-    pub trait Value {
-        const KIND: ValueKind;
-        /// The value's bits (real, imaginary), for cache keys.
-        fn bits(self) -> [u64; 2];
-    }
-    impl Value for f32 {
-        const KIND: ValueKind = ValueKind::F32;
-        fn bits(self) -> [u64; 2] {
-            [self.to_bits() as u64, 0]
-        }
-    }
-    impl Value for f64 {
-        const KIND: ValueKind = ValueKind::F64;
-        fn bits(self) -> [u64; 2] {
-            [self.to_bits(), 0]
-        }
-    }
-    impl Value for crate::Complex<f32> {
-        const KIND: ValueKind = ValueKind::C32;
-        fn bits(self) -> [u64; 2] {
-            [self.re.to_bits() as u64, self.im.to_bits() as u64]
-        }
-    }
-    impl Value for crate::Complex<f64> {
-        const KIND: ValueKind = ValueKind::C64;
-        fn bits(self) -> [u64; 2] {
-            [self.re.to_bits(), self.im.to_bits()]
-        }
-    }
-    pub trait Index {}
-    impl Index for i32 {}
-    impl Index for i64 {}
-}
-
-/// Element types of sparse matrices: `f32`, `f64`, `Complex<f32>`, `Complex<f64>`.
-pub trait SparseValue: Element + sealed::Value {
-    /// The additive identity (`beta` that makes an output write-only).
-    fn zero() -> Self;
-}
-impl SparseValue for f32 {
-    fn zero() -> Self {
-        0.0
-    }
-}
-impl SparseValue for f64 {
-    fn zero() -> Self {
-        0.0
-    }
-}
-impl SparseValue for Complex<f32> {
-    fn zero() -> Self {
-        Complex::new(0.0, 0.0)
-    }
-}
-impl SparseValue for Complex<f64> {
-    fn zero() -> Self {
-        Complex::new(0.0, 0.0)
-    }
-}
-
-/// The bits of `v` (real, imaginary), for cache keys.
-pub(super) fn value_bits<T: SparseValue>(v: T) -> [u64; 2] {
-    sealed::Value::bits(v)
-}
-
-/// A value type's row of the data-type table.
-pub(crate) trait ValueType {
-    const CUDA_TYPE: CudaType;
-}
-impl<T: SparseValue> ValueType for T {
-    const CUDA_TYPE: CudaType = match T::KIND {
-        sealed::ValueKind::F32 => <f32 as DataTypes>::CUDA,
-        sealed::ValueKind::F64 => <f64 as DataTypes>::CUDA,
-        sealed::ValueKind::C32 => <Complex<f32> as DataTypes>::CUDA,
-        sealed::ValueKind::C64 => <Complex<f64> as DataTypes>::CUDA,
-    };
-}
-
-/// The index width, as cuSPARSE names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndexKind {
-    /// 32-bit indices (every op).
-    I32,
-    /// 64-bit indices (SpMV, SpMM, SpSV and the dense conversions; not SpGEMM or CSR↔CSC).
-    I64,
-}
-
-/// Index types of sparse matrices: `i32` and `i64`.
-pub trait SparseIndex: Element + sealed::Index {
-    /// Its width.
-    const KIND: IndexKind;
-    /// The largest count it holds.
-    const MAX: usize;
-    /// As `i64`.
-    fn to_i64(self) -> i64;
-}
-impl SparseIndex for i32 {
-    const KIND: IndexKind = IndexKind::I32;
-    const MAX: usize = i32::MAX as usize;
-    fn to_i64(self) -> i64 {
-        self as i64
-    }
-}
-impl SparseIndex for i64 {
-    const KIND: IndexKind = IndexKind::I64;
-    const MAX: usize = i64::MAX as usize;
-    fn to_i64(self) -> i64 {
-        self
-    }
-}
+pub use dense::DenseMatrix;
+pub(in crate::libs::sparse) use element::value_bits;
+pub(crate) use element::ValueType;
+pub use element::{IndexKind, SparseIndex, SparseValue};
 
 /// A sparse storage format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -461,45 +349,3 @@ fn block_shape(rows: usize, cols: usize, block: usize) -> Result<(usize, usize)>
     }
     Ok((rows / block, cols / block))
 }
-
-/// A column-major dense matrix view: `rows x cols` elements of `buf`, columns `ld` apart.
-#[derive(Debug)]
-pub struct DenseMatrix<'a, T: Element> {
-    /// The buffer.
-    pub buf: &'a GpuRef<T>,
-    /// Rows.
-    pub rows: usize,
-    /// Columns.
-    pub cols: usize,
-    /// Leading dimension (distance between columns); `None`: `rows`.
-    pub ld: Option<usize>,
-}
-
-impl<'a, T: Element> DenseMatrix<'a, T> {
-    /// A packed column-major `rows x cols` matrix.
-    pub fn new(buf: &'a GpuRef<T>, rows: usize, cols: usize) -> Self {
-        DenseMatrix { buf, rows, cols, ld: None }
-    }
-
-    /// Sets the leading dimension.
-    pub fn ld(mut self, ld: usize) -> Self {
-        self.ld = Some(ld);
-        self
-    }
-
-    /// Checks the view as argument `arg`: returns its leading dimension.
-    pub(super) fn check(&self, arg: &'static str, ld_arg: &'static str) -> Result<i64> {
-        crate::libs::validate::dim64(arg, self.rows)?;
-        crate::libs::validate::dim64(arg, self.cols)?;
-        let m = crate::libs::validate::matrix(arg, ld_arg, self.rows, self.cols, self.ld)?;
-        crate::libs::validate::covers(arg, self.buf, Some(m.span), &format!("a {}x{} matrix", self.rows, self.cols))?;
-        Ok(m.ld as i64)
-    }
-}
-
-impl<T: Element> Clone for DenseMatrix<'_, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T: Element> Copy for DenseMatrix<'_, T> {}

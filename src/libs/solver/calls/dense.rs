@@ -1,0 +1,330 @@
+//! The 64-bit generic API (`cusolverDnX...`): one wrapper per call, serving every element type
+//! through its `cudaDataType`; each returns the workspace sizes its query asks for, or runs.
+
+use super::{eig_mode, fill, trans, Handle, Params};
+use crate::error::Result;
+use crate::libs::solver::{Fill, Trans};
+use crate::libs::Status;
+use cudarc::cusolver::sys;
+use std::ffi::{c_int, c_void};
+
+/// Device and host workspace bytes a 64-bit API call asks for.
+pub(in crate::libs::solver) type Sizes = (usize, usize);
+
+/// Workspace pointers for a 64-bit API call: device, its bytes, host, its bytes.
+#[derive(Clone, Copy)]
+pub(in crate::libs::solver) struct Work {
+    pub device: *mut c_void,
+    pub device_bytes: usize,
+    pub host: *mut c_void,
+    pub host_bytes: usize,
+}
+
+type V = *mut c_void;
+type Dt = sys::cudaDataType;
+
+// The 64-bit API wrappers below share one contract.
+//
+// # Safety (of every wrapper below)
+// (1) `h`/`p` are a live handle and its params, bound to the current context, used by this
+// thread only; (2) every pointer is a live device buffer of the current context holding the
+// shape the arguments describe (validated by the caller), fenced on the handle's stream; (3)
+// the workspace holds the sizes the query returned for exactly these arguments, and stays
+// alive until the call's work finished; (4) `info` is device-writable memory for one `int`
+// that stays alive until the call's work finished. The queries read no buffer.
+
+/// `cusolverDnXpotrf_bufferSize` (`call` none) or `cusolverDnXpotrf`.
+///
+/// NVIDIA: [`cusolverDnXpotrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxpotrf),
+/// [`cusolverDnXpotrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxpotrf)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn potrf(
+    h: Handle,
+    p: Params,
+    uplo: Fill,
+    n: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let u = fill(uplo);
+    // SAFETY: the contract above.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXpotrf_bufferSize(h, p, u, n, dt, a, lda, dt, &mut d, &mut hb)
+                    .check("cusolverDnXpotrf_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((w, info)) => {
+                sys::cusolverDnXpotrf(h, p, u, n, dt, a, lda, dt, w.device, w.device_bytes, w.host, w.host_bytes, info)
+                    .check("cusolverDnXpotrf")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// `cusolverDnXpotrs`.
+///
+/// NVIDIA: [`cusolverDnXpotrs`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxpotrs)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn potrs(
+    h: Handle,
+    p: Params,
+    uplo: Fill,
+    n: i64,
+    nrhs: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    b: V,
+    ldb: i64,
+    info: *mut c_int,
+) -> Result<()> {
+    // SAFETY: the contract above.
+    unsafe { sys::cusolverDnXpotrs(h, p, fill(uplo), n, nrhs, dt, a, lda, dt, b, ldb, info) }.check("cusolverDnXpotrs")
+}
+
+/// `cusolverDnXgetrf_bufferSize` or `cusolverDnXgetrf` (`ipiv` null: no pivoting).
+///
+/// NVIDIA: [`cusolverDnXgetrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgetrf),
+/// [`cusolverDnXgetrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgetrf)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn getrf(
+    h: Handle,
+    p: Params,
+    m: i64,
+    n: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    call: Option<(*mut i64, Work, *mut c_int)>,
+) -> Result<Sizes> {
+    // SAFETY: the contract above; a null `ipiv` is documented as "no pivoting".
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXgetrf_bufferSize(h, p, m, n, dt, a, lda, dt, &mut d, &mut hb)
+                    .check("cusolverDnXgetrf_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((ipiv, w, info)) => {
+                sys::cusolverDnXgetrf(
+                    h,
+                    p,
+                    m,
+                    n,
+                    dt,
+                    a,
+                    lda,
+                    ipiv,
+                    dt,
+                    w.device,
+                    w.device_bytes,
+                    w.host,
+                    w.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXgetrf")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// `cusolverDnXgetrs` (`ipiv` null: the factorization was not pivoted).
+///
+/// NVIDIA: [`cusolverDnXgetrs`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgetrs)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn getrs(
+    h: Handle,
+    p: Params,
+    t: Trans,
+    n: i64,
+    nrhs: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    ipiv: *const i64,
+    b: V,
+    ldb: i64,
+    info: *mut c_int,
+) -> Result<()> {
+    // SAFETY: the contract above.
+    unsafe { sys::cusolverDnXgetrs(h, p, trans(t), n, nrhs, dt, a, lda, ipiv, dt, b, ldb, info) }
+        .check("cusolverDnXgetrs")
+}
+
+/// `cusolverDnXgeqrf_bufferSize` or `cusolverDnXgeqrf`.
+///
+/// NVIDIA: [`cusolverDnXgeqrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeqrf),
+/// [`cusolverDnXgeqrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeqrf)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn geqrf(
+    h: Handle,
+    p: Params,
+    m: i64,
+    n: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    tau: V,
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    // SAFETY: the contract above.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXgeqrf_bufferSize(h, p, m, n, dt, a, lda, dt, tau, dt, &mut d, &mut hb)
+                    .check("cusolverDnXgeqrf_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((w, info)) => {
+                sys::cusolverDnXgeqrf(
+                    h,
+                    p,
+                    m,
+                    n,
+                    dt,
+                    a,
+                    lda,
+                    dt,
+                    tau,
+                    dt,
+                    w.device,
+                    w.device_bytes,
+                    w.host,
+                    w.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXgeqrf")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// `cusolverDnXsyevd_bufferSize` or `cusolverDnXsyevd` (`wt`: the real type of the
+/// eigenvalues).
+///
+/// NVIDIA: [`cusolverDnXsyevd_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevd),
+/// [`cusolverDnXsyevd`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevd)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn syevd(
+    h: Handle,
+    p: Params,
+    vectors: bool,
+    uplo: Fill,
+    n: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    wt: Dt,
+    w: V,
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let (j, u) = (eig_mode(vectors), fill(uplo));
+    // SAFETY: the contract above.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXsyevd_bufferSize(h, p, j, u, n, dt, a, lda, wt, w, dt, &mut d, &mut hb)
+                    .check("cusolverDnXsyevd_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((wk, info)) => {
+                sys::cusolverDnXsyevd(
+                    h,
+                    p,
+                    j,
+                    u,
+                    n,
+                    dt,
+                    a,
+                    lda,
+                    wt,
+                    w,
+                    dt,
+                    wk.device,
+                    wk.device_bytes,
+                    wk.host,
+                    wk.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXsyevd")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// `cusolverDnXgesvd_bufferSize` or `cusolverDnXgesvd`, computing all of `U` and `Vᵀ` (`'A'`)
+/// or none (`'N'`).
+///
+/// NVIDIA: [`cusolverDnXgesvd_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvd),
+/// [`cusolverDnXgesvd`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvd)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn gesvd(
+    h: Handle,
+    p: Params,
+    vectors: bool,
+    m: i64,
+    n: i64,
+    dt: Dt,
+    (a, lda): (V, i64),
+    st: Dt,
+    s: V,
+    (u, ldu): (V, i64),
+    (vt, ldvt): (V, i64),
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let job = if vectors { b'A' as i8 } else { b'N' as i8 };
+    // SAFETY: the contract above; with job 'N', `u` and `vt` are not referenced.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXgesvd_bufferSize(
+                    h, p, job, job, m, n, dt, a, lda, st, s, dt, u, ldu, dt, vt, ldvt, dt, &mut d, &mut hb,
+                )
+                .check("cusolverDnXgesvd_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((wk, info)) => {
+                sys::cusolverDnXgesvd(
+                    h,
+                    p,
+                    job,
+                    job,
+                    m,
+                    n,
+                    dt,
+                    a,
+                    lda,
+                    st,
+                    s,
+                    dt,
+                    u,
+                    ldu,
+                    dt,
+                    vt,
+                    ldvt,
+                    dt,
+                    wk.device,
+                    wk.device_bytes,
+                    wk.host,
+                    wk.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXgesvd")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The descriptor caches: what each sparse, dense and sparse-vector descriptor is made for
+//! (its key), the cached triangular-solve analyses, making a descriptor on first use, and the
+//! workspace-size keys, which hold every field of an operand's descriptor.
+
+use super::calls::{DnMat, DnVec, SpMat, SpVec};
+use super::matrix::ValueType;
+use super::{
+    calls, reuse, DenseMatrix, Format, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseValue, SparseVector,
+};
+use crate::error::Result;
+use crate::libs::dptr;
+use crate::libs::dtype::CudaType;
+use crate::libs::object::Owned;
+use crate::memory::GpuRef;
+
+/// What a sparse matrix descriptor is made for.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct MatKey {
+    format: Format,
+    shape: [usize; 3],
+    ids: [u64; 3],
+    index: IndexKind,
+    value: CudaType,
+    block: usize,
+}
+
+/// What a dense descriptor is made for: a buffer, its shape (`[n, 1, n]` for a vector) and type.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct DenseKey {
+    id: u64,
+    shape: [usize; 3],
+    value: CudaType,
+}
+
+/// A cached triangular-solve analysis: the descriptor and the buffer it keeps using.
+pub(super) struct Analysis {
+    pub(super) descr: Owned<calls::SpSv>,
+    pub(super) buffer: GpuRef<u8>,
+}
+
+/// A cached analysis of a triangular solve with several right-hand sides.
+pub(super) struct ManyAnalysis {
+    pub(super) descr: Owned<calls::SpSm>,
+    pub(super) buffer: GpuRef<u8>,
+}
+
+/// What a sparse-vector descriptor is made for: size, nonzeros, buffer ids and types.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct SpVecKey {
+    shape: [usize; 2],
+    ids: [u64; 2],
+    index: IndexKind,
+    value: CudaType,
+}
+
+impl Sparse {
+    pub(super) fn handle(&self) -> Result<calls::H> {
+        self.raw.as_ref().map(|h| h.get().0).ok_or_else(|| self.op.unavailable_on_sim())
+    }
+
+    /// The descriptor of `a` (made on first use).
+    pub(super) fn mat<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) -> Result<SpMat> {
+        let key = mat_key(a);
+        let parts = calls::SpMatParts {
+            format: a.format,
+            rows: a.rows as i64,
+            cols: a.cols as i64,
+            nnz: a.nnz as i64,
+            major: dptr(&a.major)?,
+            minor: dptr(&a.minor)?,
+            values: dptr(&a.values)?,
+            index: I::KIND,
+            value: T::CUDA_TYPE,
+            block: a.block as i64,
+        };
+        // SAFETY: the matrix's buffers were checked against its sizes when it was made, and are
+        // live device buffers of this context (recorded on this op, so not stale).
+        Ok(self.mats.get_or_make(key, |_| unsafe { calls::create_sp_mat(&parts) })?.get())
+    }
+
+    /// The descriptor of the first `n` elements of `x`.
+    pub(super) fn vec<T: SparseValue>(&mut self, x: &GpuRef<T>, n: usize) -> Result<DnVec> {
+        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: T::CUDA_TYPE };
+        let ptr = dptr(x)?;
+        // SAFETY: `x` holds at least `n` elements (validated) and is live in this context.
+        Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, T::CUDA_TYPE) })?.get())
+    }
+
+    /// The descriptor of the sparse vector `x` (made on first use).
+    pub(super) fn spvec<T: SparseValue, I: SparseIndex>(&mut self, x: &SparseVector<T, I>) -> Result<SpVec> {
+        let key = SpVecKey {
+            shape: [x.size, x.nnz],
+            ids: [x.indices.id(), x.values.id()],
+            index: I::KIND,
+            value: T::CUDA_TYPE,
+        };
+        let (idx, val) = (dptr(&x.indices)?, dptr(&x.values)?);
+        let (size, nnz) = (x.size as i64, x.nnz as i64);
+        // SAFETY: the vector's buffers were checked against its sizes when it was made, and are
+        // live device buffers of this context.
+        Ok(self
+            .spvecs
+            .get_or_make(key, |_| unsafe { calls::create_sp_vec(size, nnz, idx, val, I::KIND, T::CUDA_TYPE) })?
+            .get())
+    }
+
+    /// The descriptor of the dense view `m` with leading dimension `ld`.
+    pub(super) fn dense<T: SparseValue>(&mut self, m: &DenseMatrix<'_, T>, ld: i64) -> Result<DnMat> {
+        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: T::CUDA_TYPE };
+        let ptr = dptr(m.buf)?;
+        let (r, c) = (m.rows as i64, m.cols as i64);
+        // SAFETY: the view was checked against its buffer, live in this context.
+        Ok(self.dense.get_or_make(key, |_| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE) })?.get())
+    }
+
+    /// The external buffer size of op `name` on `operands`, from `query` on first use. The key
+    /// holds every argument of the library's size query that can change the size: the op's
+    /// options, every field of each operand's descriptor ([`mat_words`], [`dense_words`]) and
+    /// the scalars; the handle, compute type (the value type) and algorithm are fixed per state
+    /// and op.
+    pub(super) fn size(
+        &mut self,
+        name: &'static str,
+        operands: Vec<u64>,
+        query: impl FnOnce() -> Result<usize>,
+    ) -> Result<usize> {
+        Ok(*self.sizes.get_or_make((name, operands), |_| query())?)
+    }
+
+    /// Retires what the caches hold beyond capacity; called after each op's enqueue.
+    pub(super) fn trim(&mut self) {
+        self.mats.trim(&self.op);
+        self.vecs.trim(&self.op);
+        self.dense.trim(&self.op);
+        self.analyses.trim(&self.op);
+        self.many.trim(&self.op);
+        self.spvecs.trim(&self.op);
+        self.sizes.trim(&self.op);
+        reuse::trim(&self.op, &mut self.reuses);
+    }
+}
+
+pub(super) fn mat_key<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
+    MatKey {
+        format: a.format,
+        shape: [a.rows, a.cols, a.nnz],
+        ids: [a.major.id(), a.minor.id(), a.values.id()],
+        index: I::KIND,
+        value: T::CUDA_TYPE,
+        block: a.block,
+    }
+}
+
+/// Every field of a sparse operand's descriptor, as workspace-size key words.
+pub(super) fn mat_words(k: &MatKey) -> [u64; 10] {
+    let [r, c, n] = k.shape;
+    let [i0, i1, i2] = k.ids;
+    [k.format as u64, r as u64, c as u64, n as u64, i0, i1, i2, k.index as u64, k.value as u64, k.block as u64]
+}
+
+/// Every field of a dense operand's descriptor (`[n, 1, n]` for a vector), as key words.
+pub(super) fn dense_words(id: u64, shape: [usize; 3], value: CudaType) -> [u64; 5] {
+    [id, shape[0] as u64, shape[1] as u64, shape[2] as u64, value as u64]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libs::sparse::HostScalars;
+
+    /// A workspace-size key holds every descriptor field and the scalars.
+    #[test]
+    fn size_key_words_cover_every_descriptor_field() {
+        let k = MatKey {
+            format: Format::Csr,
+            shape: [2, 3, 4],
+            ids: [5, 6, 7],
+            index: IndexKind::I64,
+            value: CudaType::C64F,
+            block: 0,
+        };
+        let w = mat_words(&k);
+        let mut other = k.clone();
+        other.shape[0] = 64;
+        assert_ne!(w, mat_words(&other), "rows");
+        other = k.clone();
+        other.value = CudaType::R32F;
+        assert_ne!(w, mat_words(&other), "value type");
+        other = k.clone();
+        other.index = IndexKind::I32;
+        assert_ne!(w, mat_words(&other), "index type");
+        assert_ne!(dense_words(1, [2, 3, 2], CudaType::R64F), dense_words(1, [2, 3, 5], CudaType::R64F), "ld");
+        let (s0, s1) = (HostScalars::new(1.0f64, 0.0), HostScalars::new(1.0f64, 1.0));
+        assert_ne!(s0.words(), s1.words(), "beta");
+    }
+}
