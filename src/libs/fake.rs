@@ -93,7 +93,7 @@ impl Fake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Device, Error, Handles, SimConfig};
+    use crate::{backend::sim::SimConfig, device::Device, error::Error, libs::Handles};
     use std::time::Duration;
 
     const LIMIT: Duration = Duration::from_secs(60);

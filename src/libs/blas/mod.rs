@@ -233,7 +233,7 @@ impl Blas {
     }
 
     /// The stream this handle enqueues on.
-    pub fn stream(&self) -> crate::StreamId {
+    pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream
     }
 

@@ -88,7 +88,7 @@ impl std::fmt::Debug for BlasLt {
 
 impl BlasLt {
     /// The stream this handle enqueues on.
-    pub fn stream(&self) -> crate::StreamId {
+    pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream
     }
 

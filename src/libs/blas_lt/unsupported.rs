@@ -73,7 +73,7 @@ mod tests {
     use super::super::check;
     use super::super::types::{Epilogue, Matmul, Order, Transpose};
     use crate::error::Error;
-    use crate::{Device, SimConfig};
+    use crate::{backend::sim::SimConfig, device::Device};
 
     #[test]
     fn the_error_names_the_callers_epilogue_types_transposes_and_order() {

@@ -186,7 +186,7 @@ impl std::fmt::Debug for Solver {
 
 impl Solver {
     /// The stream this handle enqueues on.
-    pub fn stream(&self) -> crate::StreamId {
+    pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream
     }
 
@@ -198,10 +198,10 @@ impl Solver {
     /// Sets the tolerance and sweep limit of later Jacobi ops.
     pub fn set_jacobi(&mut self, settings: JacobiSettings) -> Result<()> {
         if !(settings.tolerance >= 0.0 && settings.tolerance.is_finite()) {
-            return Err(crate::Error::invalid("settings.tolerance", "must be finite and not negative"));
+            return Err(crate::error::Error::invalid("settings.tolerance", "must be finite and not negative"));
         }
         if settings.max_sweeps == 0 {
-            return Err(crate::Error::invalid("settings.max_sweeps", "must be at least 1"));
+            return Err(crate::error::Error::invalid("settings.max_sweeps", "must be at least 1"));
         }
         self.jacobi = settings;
         Ok(())

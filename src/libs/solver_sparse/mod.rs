@@ -123,7 +123,7 @@ impl std::fmt::Debug for SolverSparse {
 
 impl SolverSparse {
     /// The stream this handle enqueues on.
-    pub fn stream(&self) -> crate::StreamId {
+    pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream
     }
 

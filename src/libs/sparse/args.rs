@@ -73,7 +73,7 @@ pub(super) fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(
     a: &SparseMatrix<T, I>,
 ) -> Result<()> {
     if [a.major.id(), a.minor.id(), a.values.id()].contains(&out.id()) {
-        return Err(crate::Error::invalid(arg, "must not be one of the sparse matrix's own buffers"));
+        return Err(crate::error::Error::invalid(arg, "must not be one of the sparse matrix's own buffers"));
     }
     Ok(())
 }
@@ -87,16 +87,16 @@ pub(super) fn takes<T: SparseValue, I: SparseIndex>(
     a: &SparseMatrix<T, I>,
 ) -> Result<()> {
     if !allowed.contains(&a.format) {
-        return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes {allowed:?}", a.format)));
+        return Err(crate::error::Error::invalid("a", format!("is {:?}; {op} takes {allowed:?}", a.format)));
     }
     if matches!(a.format, Format::Bsr | Format::BlockedEll) && t == Transpose::Yes {
-        return Err(crate::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
+        return Err(crate::error::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
     }
     // cuSPARSE's Blocked-ELL kernels take 32-bit indices and real f32 / f64 values only.
     if a.format == Format::BlockedEll
         && (I::KIND != IndexKind::I32 || !matches!(T::CUDA_TYPE, CudaType::R32F | CudaType::R64F))
     {
-        return Err(crate::Error::invalid(
+        return Err(crate::error::Error::invalid(
             "a",
             format!("is Blocked-ELL with {:?} indices and {:?} values; cuSPARSE multiplies Blocked-ELL with I32 indices and f32 or f64 values only", I::KIND, T::CUDA_TYPE),
         ));

@@ -180,7 +180,7 @@ impl std::fmt::Debug for Sparse {
 
 impl Sparse {
     /// The stream this handle enqueues on.
-    pub fn stream(&self) -> crate::StreamId {
+    pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream
     }
 

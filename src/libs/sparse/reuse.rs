@@ -11,13 +11,13 @@
 use super::matrix::ValueType;
 use super::spgemm::{check_factors, product_descr, record_factors};
 use super::{calls, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
+use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
 use crate::libs::{dptr, record, OpStream};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
 use crate::track::Access;
-use crate::Completion;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -31,7 +31,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct SpGemmReuse<T: SparseValue> {
     id: u64,
-    stream: crate::StreamId,
+    stream: crate::track::StreamId,
     a: SparseMatrix<T, i32>,
     b: SparseMatrix<T, i32>,
     c: SparseMatrix<T, i32>,

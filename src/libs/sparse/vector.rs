@@ -72,7 +72,7 @@ impl<T: SparseValue, I: SparseIndex> SparseVector<T, I> {
 
     /// The checked mode: reads the indices back on `stream` (blocking until they arrive) and
     /// checks that they increase strictly and stay below `size`.
-    pub fn check(&self, stream: crate::StreamId) -> Result<()> {
+    pub fn check(&self, stream: crate::track::StreamId) -> Result<()> {
         let idx = self.indices.download(stream)?;
         let idx = &idx[..self.nnz];
         if let Some(i) = idx.iter().position(|&x| x.to_i64() < 0 || x.to_i64() as u64 >= self.size as u64) {

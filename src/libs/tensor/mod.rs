@@ -144,7 +144,7 @@ impl std::fmt::Debug for Tensor {
 
 impl Tensor {
     /// The stream this handle enqueues on.
-    pub fn stream(&self) -> crate::StreamId {
+    pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream
     }
 

@@ -104,7 +104,7 @@ impl RawHandle {
         // library does before its first call.
         // SAFETY: only tries to dlopen the library by name and drops the handle.
         if !unsafe { blas::is_culib_present() } {
-            return Err(crate::Error::LibraryUnavailable {
+            return Err(crate::error::Error::LibraryUnavailable {
                 library: "cuBLAS (libcublas)",
                 hint: "install the CUDA toolkit's cuBLAS library (libcublas.so.13): cuSOLVER's batched LU calls it",
             });

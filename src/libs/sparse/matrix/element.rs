@@ -31,13 +31,13 @@ mod sealed {
             [self.to_bits(), 0]
         }
     }
-    impl Value for crate::Complex<f32> {
+    impl Value for crate::memory::Complex<f32> {
         const KIND: ValueKind = ValueKind::C32;
         fn bits(self) -> [u64; 2] {
             [self.re.to_bits() as u64, self.im.to_bits() as u64]
         }
     }
-    impl Value for crate::Complex<f64> {
+    impl Value for crate::memory::Complex<f64> {
         const KIND: ValueKind = ValueKind::C64;
         fn bits(self) -> [u64; 2] {
             [self.re.to_bits(), self.im.to_bits()]
