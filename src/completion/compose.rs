@@ -93,6 +93,14 @@ impl<T: Send + 'static> Completion<T> {
         out
     }
 
+    /// [`map`](Self::map) with a fallible `f`: its error becomes the completion's.
+    #[cfg_attr(not(feature = "_library"), allow(dead_code))]
+    pub(crate) fn try_map<U: Send + 'static>(self, f: impl FnOnce(T) -> Result<U> + Send + 'static) -> Completion<U> {
+        let (out, fill) = composed(&self.device_shared());
+        self.on_complete(move |r| fill.with(r.and_then(f)));
+        out
+    }
+
     /// Calls `f` with a reference to the value once the GPU work has finished (on the device's
     /// completion thread), and passes the value on: for logging or metrics without taking
     /// it. An error passes through without calling `f`.

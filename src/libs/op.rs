@@ -144,6 +144,40 @@ impl OpStream {
         Ok(rec.launch_event(&self.device, enqueue)?.complete(&self.device, keep))
     }
 
+    /// The simulator's form of a library op: preflights `rec`, enqueues `kernel` (the op
+    /// computed on the host, from the simulated memory of the buffers `rec` declared) as a
+    /// simulated kernel on the op's stream, and commits. The hazard checker sees the kernel's
+    /// accesses against the declared uses, as for a user's simulated kernel. The completion
+    /// resolves with what `kernel` returns once the simulated stream has run it: a
+    /// `Result` for ops whose outcome the computation decides (a factorization that meets a
+    /// singular matrix, say), a plain value otherwise. `keep` stays alive until then.
+    // Each library calls it from its own ops; with one library feature alone some are unused.
+    #[allow(dead_code)]
+    pub(crate) fn run_sim<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        keep: Vec<KeepAlive>,
+        kernel: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<Completion<R>> {
+        let out = Arc::new(std::sync::Mutex::new(None));
+        let slot = out.clone();
+        let done = rec.launch_event(&self.device, |scope| {
+            scope.sim_kernel(move || {
+                let value = kernel();
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
+            })
+        })?;
+        let library = self.library;
+        Ok(done.complete(&self.device, keep).try_map(move |()| {
+            // The simulated stream ran the kernel before the op's event passed, so the value is
+            // there; a kernel that panicked (a defect of its host computation) left none.
+            let value = out.lock().unwrap_or_else(|e| e.into_inner()).take();
+            value.ok_or_else(|| Error::JobPanicked {
+                message: format!("the simulated {library} op's host computation panicked (see the log)"),
+            })
+        }))
+    }
+
     /// The launch path of ops that need CUDA: refused on the simulator before preflight.
     pub(super) fn launch_cuda<R>(
         &self,
