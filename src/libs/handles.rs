@@ -124,7 +124,7 @@ impl Handles {
     /// a hand-paired [`Preflighted`](crate::Preflighted) committed after `f` returns, are not
     /// waited for.
     ///
-    /// Like [`Lane::submit`], once the device has shut down this runs nothing and the
+    /// Like [`Lane::submit`](crate::Lane::submit), once the device has shut down this runs nothing and the
     /// completion resolves with [`Error::Shutdown`]. (Buffers stay usable until dropped, so
     /// their own methods, such as [`GpuRef::download`](crate::GpuRef::download), keep working
     /// after shutdown; completions made then are resolved on the caller's thread.)

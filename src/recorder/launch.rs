@@ -14,7 +14,7 @@ impl LaunchRecorder {
     ///
     /// This is the traced path: [`crate::KernelTrace`] hooks and NVTX ranges see launches made
     /// here (and every library op), not hand-paired [`preflight`](Self::preflight) and
-    /// [`commit`](Preflighted::commit) calls.
+    /// [`commit`](crate::Preflighted::commit) calls.
     ///
     /// On a device that has run tracked work on this one stream only, a launch whose uses are
     /// all device memory of the device holds no buffer: stream order orders it against every

@@ -142,8 +142,8 @@ pub(crate) struct Inversion {
 /// [`DeviceConfig::submit_order`]: crate::DeviceConfig::submit_order
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SubmitOrderCheck {
-    /// A use that would invert submit order fails its op with [`Error::SubmitOrder`] before
-    /// anything is enqueued (on the simulator, with the [`HazardKind::SubmitOrder`] hazard
+    /// A use that would invert submit order fails its op with [`Error::SubmitOrder`](crate::Error::SubmitOrder) before
+    /// anything is enqueued (on the simulator, with the [`HazardKind::SubmitOrder`](crate::HazardKind::SubmitOrder) hazard
     /// under [`SimConfig::fail_on_hazard`](crate::SimConfig::fail_on_hazard)). The default:
     /// the inversion means data the program did not mean to read or keep, and the error comes
     /// before the op that would make it so.

@@ -60,7 +60,7 @@ impl Default for SimConfig {
 }
 
 /// An ordering rule the tracker breaks on purpose ([`SimConfig::fence_mutation`]), to prove
-/// that the hazard checker catches each rule's violation with the expected [`HazardKind`].
+/// that the hazard checker catches each rule's violation with the expected [`HazardKind`](crate::HazardKind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FenceMutation {
     /// No stream ever waits: every cross-stream pair of conflicting uses is left unordered.

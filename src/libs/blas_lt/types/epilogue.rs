@@ -27,7 +27,7 @@ pub struct Aux<'a, E: Element> {
 /// What cuBLASLt applies to `alpha op(A) op(B) + beta C` before storing `D`.
 ///
 /// Vectors are indexed along the rows of the column-major `D` (`m` entries; with
-/// [`Order::Row`], one per column of `D`, `n` entries), except `BgradB`'s (see there). `E` is the
+/// [`Order::Row`](crate::blas_lt::Order::Row), one per column of `D`, `n` entries), except `BgradB`'s (see there). `E` is the
 /// element type of bias vectors and GELU aux matrices: `D`'s type, or for FP8 matmuls the type
 /// cuBLASLt pairs with it (bf16 for an f32 `D`, `C`'s type for an FP8 `D`). In FP8 matmuls a
 /// GELU aux matrix of another type than `D` is accepted only by [`Epilogue::GeluAux`] with an
