@@ -86,10 +86,10 @@ fn matmul_on_gpu_and_sim_agree_on_layouts_batches_and_tf32() {
     for row in [false, true] {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             for (count, epi) in [(1, "default"), (3, "bias"), (3, "gelu_aux_bias"), (2, "relu_aux_bias")] {
-                let case =
-                    Case { ta, tb, row, pad: 3, count, alpha: -0.75, beta: 0.5, ..Case::new(19, 13, 11, epi) };
+                let case = Case { ta, tb, row, pad: 3, count, alpha: -0.75, beta: 0.5, ..Case::new(19, 13, 11, epi) };
                 ran += usize::from(both::<f32, f32, f32, f32, f32>(&dev, &case, 4e-5));
-                ran += usize::from(both::<bf16, bf16, bf16, bf16, bf16>(&dev, &Case { separate_c: true, ..case }, 8e-2));
+                ran +=
+                    usize::from(both::<bf16, bf16, bf16, bf16, bf16>(&dev, &Case { separate_c: true, ..case }, 8e-2));
             }
         }
     }

@@ -69,8 +69,7 @@ fn matmul_computes_transposes_orders_leading_dimensions_and_batches() {
     for row in [false, true] {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             for (count, epi) in [(1, "default"), (3, "bias"), (3, "gelu_aux_bias"), (2, "relu_aux_bias")] {
-                let case =
-                    Case { ta, tb, row, pad: 3, count, alpha: -0.75, beta: 0.5, ..Case::new(19, 13, 11, epi) };
+                let case = Case { ta, tb, row, pad: 3, count, alpha: -0.75, beta: 0.5, ..Case::new(19, 13, 11, epi) };
                 check::<f32, f32, f32, f32, f32>(&case, 1e-5);
                 check::<bf16, bf16, bf16, bf16, bf16>(&Case { separate_c: true, ..case }, 1e-5);
             }

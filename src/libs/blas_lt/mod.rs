@@ -21,8 +21,8 @@
 //! one core in release builds.
 //!
 //! Files: this one holds the handle; `types` the public description of a matmul, `check` its
-//! checks, `matmul` the GPU op, `calls` the library calls, `sim` the simulator's computation,
-//! `fp8` the FP8 conversions.
+//! checks, `matmul` the GPU op, `calls` the library calls, `unsupported` the error for a problem
+//! cuBLASLt has no kernel for, `sim` the simulator's computation, `fp8` the FP8 conversions.
 
 mod calls;
 mod check;

@@ -38,8 +38,14 @@ struct Job<TA, TB, TC, TD, E> {
     /// The bias vector (read) or the bias gradient (written), as `p.epi` says.
     vector: Option<SimMem<E>>,
     aux: AuxMem<E>,
-    /// The FP8 scales of `A`, `B` and `D`.
-    scales: Option<(SimMem<f32>, SimMem<f32>, Option<SimMem<f32>>)>,
+    scales: Option<Scales>,
+}
+
+/// The FP8 scales of `A`, `B` and `D`.
+struct Scales {
+    a: SimMem<f32>,
+    b: SimMem<f32>,
+    d: Option<SimMem<f32>>,
 }
 
 /// The buffers' memory of `e`: its vector, and its aux matrix.
@@ -74,7 +80,7 @@ pub(super) fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
     };
     let (vector, aux) = epilogue_mem(&mm.epilogue)?;
     let scales = match &mm.fp8 {
-        Some(s) => Some((s.a.sim_data()?, s.b.sim_data()?, s.d.map(|d| d.sim_data()).transpose()?)),
+        Some(s) => Some(Scales { a: s.a.sim_data()?, b: s.b.sim_data()?, d: s.d.map(|d| d.sim_data()).transpose()? }),
         None => None,
     };
     let job = Job {
@@ -178,7 +184,7 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
             return Err(Error::invalid("a", "the simulator found an operand shorter than the checked problem"));
         }
         let (mut alpha, mut scale_d) = (self.alpha, 1.0f32);
-        if let Some((sa, sb, sd)) = &self.scales {
+        if let Some(Scales { a: sa, b: sb, d: sd }) = &self.scales {
             alpha *= first_of(sa) * first_of(sb);
             if let Some(sd) = sd {
                 scale_d = first_of(sd);

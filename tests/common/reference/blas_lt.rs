@@ -5,7 +5,9 @@
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)] // index loops mirror the math
 
 use super::super::{dgelu, gelu, Rng};
-use cusched::blas_lt::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3, F8E5M2};
+use cusched::blas_lt::{
+    Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3, F8E5M2,
+};
 use cusched::half::{bf16, f16};
 use cusched::{Device, GpuRef, Handles};
 
@@ -430,17 +432,18 @@ impl Case {
 
     /// Runs the matmul on `dev` (GPU or simulator) with `inp`; `D` starts as `C` when C is D,
     /// else as zeros. Returns the results in logical order.
-    pub fn run<TA: Num, TB: Num, TC: Num, TD: Num, E: Num>(&self, dev: &Device, inp: &Inputs) -> cusched::Result<Outputs> {
+    pub fn run<TA: Num, TB: Num, TC: Num, TD: Num, E: Num>(
+        &self,
+        dev: &Device,
+        inp: &Inputs,
+    ) -> cusched::Result<Outputs> {
         let s = dev.new_stream()?;
         let mut h = Handles::new(dev, s)?;
         let a: GpuRef<TA> = dev.upload(s, &inp.a.iter().map(|&x| TA::of(x)).collect::<Vec<_>>())?;
         let b: GpuRef<TB> = dev.upload(s, &inp.b.iter().map(|&x| TB::of(x)).collect::<Vec<_>>())?;
         let c: GpuRef<TC> = dev.upload(s, &inp.c.iter().map(|&x| TC::of(x)).collect::<Vec<_>>())?;
-        let d0: Vec<TD> = if self.separate_c {
-            vec![TD::of(0.0); inp.c.len()]
-        } else {
-            inp.c.iter().map(|&x| TD::of(x)).collect()
-        };
+        let d0: Vec<TD> =
+            if self.separate_c { vec![TD::of(0.0); inp.c.len()] } else { inp.c.iter().map(|&x| TD::of(x)).collect() };
         let d: GpuRef<TD> = dev.upload(s, &d0)?;
         let bias: GpuRef<E> = dev.upload(s, &inp.bias.iter().map(|&x| E::of(x)).collect::<Vec<_>>())?;
         let aux: GpuRef<E> = dev.upload(s, &inp.aux.iter().map(|&x| E::of(x)).collect::<Vec<_>>())?;
@@ -501,7 +504,8 @@ impl Case {
         let sd_v = f.sd.unwrap_or(1.0) as f64;
         let (m, n) = (self.m, self.n);
         let dh: Vec<f64> = d.download(s)?.iter().map(|x| x.f() / sd_v).collect();
-        let mut out = Outputs { d: vec![0.0; m * n * self.count], amax: got.amax_d.map(f64::from), ..Outputs::default() };
+        let mut out =
+            Outputs { d: vec![0.0; m * n * self.count], amax: got.amax_d.map(f64::from), ..Outputs::default() };
         let writes_aux = matches!(self.epi, "gelu_aux" | "gelu_aux_bias");
         let writes_mask = matches!(self.epi, "relu_aux" | "relu_aux_bias");
         let auxh: Vec<f64> = aux.download(s)?.iter().map(|x| x.f()).collect();
