@@ -2,112 +2,11 @@
 //! bias-gradient outputs), on fresh random inputs (the seed is printed).
 #![allow(clippy::needless_range_loop, clippy::too_many_arguments)] // index loops mirror the math
 
+use crate::common::reference::blas_lt::{close, de4m3, e4m3, product, Num};
 use crate::common::*;
-use cusched::blas_lt::{
-    Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3, F8E5M2,
-};
+use cusched::blas_lt::{Aux, Epilogue, Fp8Scales, LtBatch, Matmul, Order, ReluMask, Transpose, F8E4M3, F8E5M2};
 use cusched::half::{bf16, f16};
 use cusched::{Device, Error, GpuRef, Handles};
-
-trait Num: LtElement {
-    fn of(x: f64) -> Self;
-    fn f(self) -> f64;
-    /// Relative tolerance against the sum of absolute terms.
-    const TOL: f64;
-}
-impl Num for f32 {
-    fn of(x: f64) -> Self {
-        x as f32
-    }
-    fn f(self) -> f64 {
-        self as f64
-    }
-    const TOL: f64 = 1e-5;
-}
-impl Num for f16 {
-    fn of(x: f64) -> Self {
-        f16::from_f64(x)
-    }
-    fn f(self) -> f64 {
-        self.to_f64()
-    }
-    const TOL: f64 = 4e-3;
-}
-impl Num for bf16 {
-    fn of(x: f64) -> Self {
-        bf16::from_f64(x)
-    }
-    fn f(self) -> f64 {
-        self.to_f64()
-    }
-    const TOL: f64 = 2e-2;
-}
-
-/// E4M3 (bias 7, no infinities, max 448) encode, round to nearest even, saturating.
-fn e4m3(x: f64) -> F8E4M3 {
-    let sign = if x < 0.0 { 0x80u8 } else { 0 };
-    let a = x.abs().min(448.0);
-    // Every representable magnitude, searched for the nearest: 256 candidates is cheap.
-    let mut best = (f64::INFINITY, 0u8);
-    for bits in 0u8..0x7f {
-        let d = (e4m3_value(bits) - a).abs();
-        if d < best.0 || (d == best.0 && bits % 2 == 0) {
-            best = (d, bits);
-        }
-    }
-    F8E4M3(sign | best.1)
-}
-fn e4m3_value(bits: u8) -> f64 {
-    let (e, m) = (((bits >> 3) & 0xf) as i32, (bits & 7) as f64);
-    let v = if e == 0 { m / 8.0 * 2f64.powi(-6) } else { (1.0 + m / 8.0) * 2f64.powi(e - 7) };
-    if bits & 0x80 != 0 {
-        -v
-    } else {
-        v
-    }
-}
-fn de4m3(x: F8E4M3) -> f64 {
-    e4m3_value(x.0)
-}
-
-/// Column-major `op(A) op(B)` (`m x n`, packed) and the sum of absolute terms per element.
-fn product(
-    ta: bool,
-    tb: bool,
-    m: usize,
-    n: usize,
-    k: usize,
-    a: &[f64],
-    lda: usize,
-    b: &[f64],
-    ldb: usize,
-) -> (Vec<f64>, Vec<f64>) {
-    let (mut out, mut mag) = (vec![0.0; m * n], vec![0.0; m * n]);
-    for j in 0..n {
-        for i in 0..m {
-            for p in 0..k {
-                let x = if ta { a[p + i * lda] } else { a[i + p * lda] };
-                let y = if tb { b[j + p * ldb] } else { b[p + j * ldb] };
-                out[i + j * m] += x * y;
-                mag[i + j * m] += (x * y).abs();
-            }
-        }
-    }
-    (out, mag)
-}
-
-fn close(what: &str, got: &[f64], want: &[f64], mag: &[f64], tol: f64) {
-    for i in 0..want.len() {
-        let err = (got[i] - want[i]).abs();
-        assert!(
-            err <= tol * (mag[i] + 1.0),
-            "{what}[{i}]: got {}, want {} (err {err}, tol {})",
-            got[i],
-            want[i],
-            tol * (mag[i] + 1.0)
-        );
-    }
-}
 
 fn random<T: Num>(rng: &mut Rng, n: usize) -> (Vec<T>, Vec<f64>) {
     let v: Vec<T> = (0..n).map(|_| T::of(rng.f32() as f64)).collect();

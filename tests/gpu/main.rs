@@ -16,6 +16,8 @@ mod blas;
 mod blas_lt;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_fp8;
+#[cfg(feature = "cublaslt")]
+mod blas_lt_sim;
 #[cfg(feature = "nvrtc")]
 mod compose;
 #[cfg(feature = "nvrtc")]

@@ -55,9 +55,9 @@ fn matmul_rejects_shapes_and_leading_dimensions_that_do_not_fit() {
     rejected(&f.d, "a", || lt.matmul(&Matmul::new(2, 4, 3, &a, &b, &d).batched(LtBatch::packed(2))));
     let (ha, hb, hd) = (buf::<bf16>(&f.d, 6), buf::<bf16>(&f.d, 12), buf::<bf16>(&f.d, 8));
     rejected(&f.d, "tf32", || lt.matmul(&Matmul::new(2, 4, 3, &ha, &hb, &hd).tf32(true)));
-    // Valid input reaches the library, which the simulator does not have.
+    // Valid input runs (on the simulator, computed on the host).
     let ok = lt.matmul(&Matmul::new(2, 4, 3, &a, &b, &d));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
 }
 
 #[test]
@@ -91,9 +91,9 @@ fn matmul_rejects_epilogues_without_their_buffers_or_with_wrong_lengths() {
     let batched = Matmul::new(2, 4, 3, &a, &b, &d2).batched(LtBatch { a: Some(0), b: Some(0), ..LtBatch::packed(2) });
     rejected(&f.d, "batch", || lt.matmul(&batched.epilogue(Epilogue::BgradA(&bias))));
     let ok = lt.matmul(&mm().epilogue(Epilogue::GeluAuxBias { bias: &bias, aux: Aux { buf: &aux, ld: None } }));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
     let ok = lt.matmul(&mm().epilogue(Epilogue::<f32>::ReluAux(ReluMask { buf: &mask, ld: None })));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
 }
 
 #[test]
@@ -126,7 +126,7 @@ fn matmul_rejects_fp8_without_scales_in_the_wrong_layout_or_on_an_old_gpu() {
     // the heuristic with CUBLAS_STATUS_INVALID_VALUE.
     rejected(&f.d, "amax_d", || lt.matmul(&tn().fp8(scales, true)));
     let ok = lt.matmul(&tn().fp8(scales, false));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
 
     // An Ampere GPU (8.0) has no FP8 tensor cores.
     let mut old = fixture((8, 0));
@@ -200,7 +200,7 @@ fn matmul_rejects_fp8_combinations_cublaslt_does_not_support() {
             .epilogue::<bf16>(Epilogue::Default)
             .with_c(&c16, None),
     );
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
     // A GELU aux matrix of another type than D: only GELU_AUX with an E4M3 D from E4M3 inputs.
     let aux = |buf| Aux { buf, ld: None };
     rejected(&f.d, "aux", || {
@@ -209,7 +209,7 @@ fn matmul_rejects_fp8_combinations_cublaslt_does_not_support() {
     rejected(&f.d, "aux", || lt.matmul(&tn!(&d8).epilogue(Epilogue::DGelu(aux(&aux16))).with_c(&c16, None)));
     rejected(&f.d, "aux", || lt.matmul(&tn!(&d32).epilogue(Epilogue::GeluAux(aux(&aux16)))));
     let ok = lt.matmul(&tn!(&d8).epilogue(Epilogue::GeluAux(aux(&aux16))).with_c(&c16, None));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
 }
 
 /// The FP8 gradient epilogues that cuBLASLt has no kernel for on sm_90 (the GPU sweep in
@@ -243,7 +243,7 @@ fn matmul_rejects_fp8_gradient_epilogues_without_a_kernel() {
         lt.matmul(&tn!(&d32).epilogue(Epilogue::DReluBgrad { mask: relu(), bias_grad: &grad_m }))
     });
     let ok = lt.matmul(&tn!(&d16).epilogue(Epilogue::DReluBgrad { mask: relu(), bias_grad: &grad_m }));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
 }
 
 /// An epilogue output may not be another operand: the library reads one while writing the
@@ -279,5 +279,5 @@ fn matmul_rejects_epilogue_outputs_aliasing_another_operand() {
         )
     });
     let ok = lt.matmul(&mm().with_c(&c, None).epilogue(Epilogue::GeluAux(aux(&shared))));
-    assert!(matches!(ok, Err(Error::LibraryUnavailable { .. })), "{ok:?}");
+    ok.unwrap().wait().unwrap();
 }

@@ -12,6 +12,8 @@ mod common;
 mod alloc_oom;
 #[cfg(feature = "cublaslt")]
 mod blas_lt;
+#[cfg(feature = "cublaslt")]
+mod blas_lt_sim;
 mod checker;
 mod compose;
 mod declared;

@@ -213,6 +213,10 @@ impl BlasLt {
         self.check_fp8_device(&problem)?;
         let mut rec = self.op.recorder("matmul");
         record_operands(&mut rec, mm, &problem)?;
+        if self.op.device.is_simulated() {
+            // No plan, workspace or amax stage: the host computation needs none.
+            return super::sim::matmul(&self.op, rec, mm, problem);
+        }
         let h = self.handle()?;
         let stream = self.op.bound_stream()?;
         let mut at = self.addresses(mm, &problem)?;

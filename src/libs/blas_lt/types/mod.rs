@@ -77,9 +77,13 @@ pub(crate) mod sealed {
         }
     }
 
-    /// An element type's kind.
-    pub trait LtType {
+    /// An element type's kind, and its conversions for the simulator's host computation.
+    pub trait LtType: Sized {
         const KIND: Kind;
+        /// The value, exactly.
+        fn to_f32(self) -> f32;
+        /// `x` rounded to the nearest value (FP8: saturating, see `fp8`).
+        fn from_f32(x: f32) -> Self;
     }
 }
 use sealed::Kind;
@@ -89,11 +93,24 @@ use sealed::Kind;
 pub trait LtElement: Element + sealed::LtType {}
 
 macro_rules! lt_element {
-    ($($t:ty => $k:ident),*) => {$(
+    ($($t:ty => $k:ident, |$x:ident| $to:expr, |$y:ident| $from:expr;)*) => {$(
         impl sealed::LtType for $t {
             const KIND: Kind = Kind::$k;
+            fn to_f32(self) -> f32 {
+                let $x = self;
+                $to
+            }
+            fn from_f32($y: f32) -> Self {
+                $from
+            }
         }
         impl LtElement for $t {}
     )*};
 }
-lt_element!(f32 => F32, half::f16 => F16, half::bf16 => Bf16, F8E4M3 => E4M3, F8E5M2 => E5M2);
+lt_element! {
+    f32 => F32, |x| x, |y| y;
+    half::f16 => F16, |x| x.to_f32(), |y| half::f16::from_f32(y);
+    half::bf16 => Bf16, |x| x.to_f32(), |y| half::bf16::from_f32(y);
+    F8E4M3 => E4M3, |x| super::fp8::e4m3_to_f32(x.0), |y| F8E4M3(super::fp8::e4m3_from_f32(y));
+    F8E5M2 => E5M2, |x| super::fp8::e5m2_to_f32(x.0), |y| F8E5M2(super::fp8::e5m2_from_f32(y));
+}

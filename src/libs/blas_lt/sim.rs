@@ -1,0 +1,300 @@
+//! The simulator's matmul: the checked column-major problem computed on the host, from the
+//! simulated memory of the buffers the op declared, as a simulated kernel on the op's stream.
+//!
+//! The inputs are read as f32 (f16, bf16 and FP8 exactly), the product accumulates in f32
+//! (`matrixmultiply`'s GEMM; TF32 computes in f32 too), and the epilogue runs in f32 on
+//! `alpha scale_a scale_b op(A) op(B) + beta C`: the bias, then the activation or the gradient;
+//! `D`'s amax is taken before `D`'s scale, and each stored element is rounded to its type once
+//! (FP8 to nearest even, saturating at the largest finite value). A ReLU mask holds bit
+//! `j * ld + i` (its byte `/ 8`, its bit `% 8`) set where the pre-activation of `D[i, j]` was
+//! positive; the padding bits of a column are left as they were.
+
+use super::check::{EpiKind, Operand, Problem};
+use super::types::{Epilogue, LtElement, Matmul, MatmulOutput, Transpose};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::op::OpStream;
+use crate::memory::{Element, SimMem};
+use crate::recorder::LaunchRecorder;
+
+/// The epilogue's aux matrix: a ReLU bit-mask or a GELU pre-activation.
+enum AuxMem<E> {
+    None,
+    Mask(SimMem<u8>),
+    Gelu(SimMem<E>),
+}
+
+/// One matmul's host computation, with the memory of every buffer it uses.
+struct Job<TA, TB, TC, TD, E> {
+    p: Problem,
+    alpha: f32,
+    beta: f32,
+    amax: bool,
+    a: SimMem<TA>,
+    b: SimMem<TB>,
+    /// A separate `C` (`None`: `C` is `D`).
+    c: Option<SimMem<TC>>,
+    d: SimMem<TD>,
+    /// The bias vector (read) or the bias gradient (written), as `p.epi` says.
+    vector: Option<SimMem<E>>,
+    aux: AuxMem<E>,
+    scales: Option<Scales>,
+}
+
+/// The FP8 scales of `A`, `B` and `D`.
+struct Scales {
+    a: SimMem<f32>,
+    b: SimMem<f32>,
+    d: Option<SimMem<f32>>,
+}
+
+/// The buffers' memory of `e`: its vector, and its aux matrix.
+fn epilogue_mem<E: Element>(e: &Epilogue<'_, E>) -> Result<(Option<SimMem<E>>, AuxMem<E>)> {
+    use Epilogue as P;
+    Ok(match *e {
+        P::Default | P::Relu | P::Gelu => (None, AuxMem::None),
+        P::Bias(b) | P::ReluBias(b) | P::GeluBias(b) | P::BgradA(b) | P::BgradB(b) => {
+            (Some(b.sim_data()?), AuxMem::None)
+        }
+        P::ReluAux(m) | P::DRelu(m) => (None, AuxMem::Mask(m.buf.sim_data()?)),
+        P::GeluAux(a) | P::DGelu(a) => (None, AuxMem::Gelu(a.buf.sim_data()?)),
+        P::ReluAuxBias { bias, mask } | P::DReluBgrad { mask, bias_grad: bias } => {
+            (Some(bias.sim_data()?), AuxMem::Mask(mask.buf.sim_data()?))
+        }
+        P::GeluAuxBias { bias, aux } | P::DGeluBgrad { aux, bias_grad: bias } => {
+            (Some(bias.sim_data()?), AuxMem::Gelu(aux.buf.sim_data()?))
+        }
+    })
+}
+
+/// Runs `mm` (checked into `p`, its uses declared on `rec`) on the simulator.
+pub(super) fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    mm: &Matmul<'_, TA, TB, TD, TC, E>,
+    p: Problem,
+) -> Result<Completion<MatmulOutput>> {
+    let c = match mm.c {
+        Some(c) if !p.c_is_d => Some(c.sim_data()?),
+        _ => None,
+    };
+    let (vector, aux) = epilogue_mem(&mm.epilogue)?;
+    let scales = match &mm.fp8 {
+        Some(s) => Some(Scales { a: s.a.sim_data()?, b: s.b.sim_data()?, d: s.d.map(|d| d.sim_data()).transpose()? }),
+        None => None,
+    };
+    let job = Job {
+        p,
+        alpha: mm.alpha,
+        beta: mm.beta,
+        amax: mm.amax_d,
+        a: mm.a.sim_data()?,
+        b: mm.b.sim_data()?,
+        c,
+        d: mm.d.sim_data()?,
+        vector,
+        aux,
+        scales,
+    };
+    Ok(op.run_sim(rec, Vec::new(), move || job.run())?.try_map(|r| r))
+}
+
+/// `x` as f32, every element.
+fn widen<T: LtElement>(x: &[T]) -> Vec<f32> {
+    x.iter().map(|v| v.to_f32()).collect()
+}
+
+/// GELU, tanh approximation, as cuBLASLt's epilogue computes it.
+fn gelu(x: f32) -> f32 {
+    let x = f64::from(x);
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    (0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())) as f32
+}
+
+/// The derivative of [`gelu`].
+fn dgelu(x: f32) -> f32 {
+    let x = f64::from(x);
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    let t = (c * (x + 0.044715 * x * x * x)).tanh();
+    (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)) as f32
+}
+
+/// Index of element `(r, c)` of matrix `o` in batch `g`.
+fn at(o: &Operand, g: usize, r: usize, c: usize) -> usize {
+    g * o.stride as usize + r + c * o.ld as usize
+}
+
+/// Whether `len` elements hold every matrix of the batch of `o` (the checks made sure; the
+/// GEMM's raw pointers rely on it, so it is asserted again here).
+fn covers(o: &Operand, count: usize, len: usize) -> bool {
+    let last = (|| {
+        let end = (o.rows.checked_sub(1)?).checked_add((o.cols.checked_sub(1)?).checked_mul(o.ld as u64)?)?;
+        end.checked_add((count as u64 - 1).checked_mul(o.stride as u64)?)
+    })();
+    last.is_some_and(|l| l < len as u64)
+}
+
+/// `out (m x n, packed) = alpha op(A) op(B)` for batch `g`.
+fn gemm(p: &Problem, g: usize, alpha: f32, a: &[f32], b: &[f32], out: &mut [f32]) {
+    let (m, n) = (p.d.rows as usize, p.d.cols as usize);
+    let k = if p.trans_a == Transpose::No { p.a.cols } else { p.a.rows } as usize;
+    let strides = |o: &Operand, t: Transpose| {
+        let ld = o.ld as isize;
+        if t == Transpose::No {
+            (1, ld)
+        } else {
+            (ld, 1)
+        }
+    };
+    let (rsa, csa) = strides(&p.a, p.trans_a);
+    let (rsb, csb) = strides(&p.b, p.trans_b);
+    let (a, b) = (&a[g * p.a.stride as usize..], &b[g * p.b.stride as usize..]);
+    // SAFETY: 1. `covers` (asserted by the caller for A and B) puts every element of op(A)
+    // (m x k through (rsa, csa)) and op(B) (k x n through (rsb, csb)) of batch `g` inside the
+    // slices, which start at the batch's offset; 2. `out` holds m x n elements, written with
+    // row stride 1 and column stride m; 3. no slice overlaps another (`out` is a separate Vec).
+    unsafe {
+        matrixmultiply::sgemm(
+            m,
+            k,
+            n,
+            alpha,
+            a.as_ptr(),
+            rsa,
+            csa,
+            b.as_ptr(),
+            rsb,
+            csb,
+            0.0,
+            out.as_mut_ptr(),
+            1,
+            m as isize,
+        );
+    }
+}
+
+impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> Job<TA, TB, TC, TD, E> {
+    fn run(self) -> Result<MatmulOutput> {
+        let p = self.p;
+        let (first, second) = (widen(&self.a.read()), widen(&self.b.read()));
+        let (a, b) = if p.swapped { (second, first) } else { (first, second) };
+        let count = p.count as usize;
+        let (m, n) = (p.d.rows as usize, p.d.cols as usize);
+        if !covers(&p.a, count, a.len()) || !covers(&p.b, count, b.len()) {
+            return Err(Error::invalid("a", "the simulator found an operand shorter than the checked problem"));
+        }
+        let (mut alpha, mut scale_d) = (self.alpha, 1.0f32);
+        if let Some(Scales { a: sa, b: sb, d: sd }) = &self.scales {
+            alpha *= first_of(sa) * first_of(sb);
+            if let Some(sd) = sd {
+                scale_d = first_of(sd);
+            }
+        }
+        // C is read only when beta is not zero (as cuBLASLt does: a NaN there is not seen).
+        let c: Option<Vec<f32>> = match (&self.c, self.beta != 0.0) {
+            (_, false) => None,
+            (Some(c), true) => Some(widen(&c.read())),
+            (None, true) => Some(widen(&self.d.read())),
+        };
+        let kind = p.epi;
+        let bias: Option<Vec<f32>> = match (&self.vector, kind.bias()) {
+            (Some(v), Some(false)) => Some(widen(&v.read())),
+            _ => None,
+        };
+        let grad_of_d = matches!(kind, EpiKind::DReluBgrad | EpiKind::DGeluBgrad);
+        let (aux_ld, aux_stride) = p.aux.map_or((0, 0), |(ld, s)| (ld as usize, s as usize));
+        let aux_write = kind.aux().is_some_and(|u| u.write);
+        let mask_in: Option<Vec<u8>> = match (&self.aux, aux_write) {
+            (AuxMem::Mask(mk), false) => Some(mk.read().to_vec()),
+            _ => None,
+        };
+        let gelu_in: Option<Vec<f32>> = match (&self.aux, aux_write) {
+            (AuxMem::Gelu(x), false) => Some(widen(&x.read())),
+            _ => None,
+        };
+        let mut mask_out = match (&self.aux, aux_write) {
+            (AuxMem::Mask(mk), true) => Some(mk.lock()),
+            _ => None,
+        };
+        let mut gelu_out = match (&self.aux, aux_write) {
+            (AuxMem::Gelu(x), true) => Some(x.lock()),
+            _ => None,
+        };
+        let mut d = self.d.lock();
+        let mut grad = vec![0.0f32; if grad_of_d { m } else { 0 }];
+        let mut amax = 0.0f32;
+        let mut acc = vec![0.0f32; m * n];
+        for g in 0..count {
+            gemm(&p, g, alpha, &a, &b, &mut acc);
+            for j in 0..n {
+                for i in 0..m {
+                    let mut x = acc[i + j * m];
+                    if let Some(c) = &c {
+                        x += self.beta * c[at(&p.c, g, i, j)];
+                    }
+                    let pre = x + bias.as_ref().map_or(0.0, |v| v[g * p.bias_stride as usize + i]);
+                    // The aux matrix's element, or the mask's bit (its ld and stride count bits).
+                    let elem = g * aux_stride + j * aux_ld + i;
+                    let v = match kind {
+                        EpiKind::Relu | EpiKind::ReluBias | EpiKind::ReluAux | EpiKind::ReluAuxBias => pre.max(0.0),
+                        EpiKind::Gelu | EpiKind::GeluBias | EpiKind::GeluAux | EpiKind::GeluAuxBias => gelu(pre),
+                        EpiKind::DRelu | EpiKind::DReluBgrad => {
+                            let set = mask_in.as_ref().is_some_and(|mk| (mk[elem / 8] >> (elem % 8)) & 1 == 1);
+                            if set {
+                                x
+                            } else {
+                                0.0
+                            }
+                        }
+                        EpiKind::DGelu | EpiKind::DGeluBgrad => x * dgelu(gelu_in.as_ref().map_or(0.0, |v| v[elem])),
+                        EpiKind::Default | EpiKind::Bias | EpiKind::BgradA | EpiKind::BgradB => pre,
+                    };
+                    if let Some(mk) = mask_out.as_mut() {
+                        let byte = &mut mk[elem / 8];
+                        let flag = 1u8 << (elem % 8);
+                        *byte = if pre > 0.0 { *byte | flag } else { *byte & !flag };
+                    }
+                    if let Some(out) = gelu_out.as_mut() {
+                        out[elem] = E::from_f32(pre);
+                    }
+                    if grad_of_d {
+                        grad[i] += v;
+                    }
+                    amax = amax.max(v.abs());
+                    d[at(&p.d, g, i, j)] = TD::from_f32(v * scale_d);
+                }
+            }
+        }
+        match kind {
+            EpiKind::BgradA => grad = row_sums(&p.a, p.trans_a, &a),
+            // op(B) is k x n: its columns are the rows of op(B)ᵀ.
+            EpiKind::BgradB => {
+                let t = if p.trans_b == Transpose::No { Transpose::Yes } else { Transpose::No };
+                grad = row_sums(&p.b, t, &b);
+            }
+            _ => {}
+        }
+        if let (Some(v), Some(true)) = (&self.vector, kind.bias()) {
+            let mut out = v.lock();
+            for (o, s) in out.iter_mut().zip(&grad) {
+                *o = E::from_f32(*s);
+            }
+        }
+        Ok(MatmulOutput { amax_d: self.amax.then_some(amax) })
+    }
+}
+
+/// The first element of a scale (the checks made sure it has one).
+fn first_of(s: &SimMem<f32>) -> f32 {
+    s.read().first().copied().unwrap_or(1.0)
+}
+
+/// The sums along the rows of `op(X)` (`t` applied to the stored matrix `o`) of batch 0: for
+/// BGRADA, the sums of `op(A)` over `k`; for BGRADB, those of `op(B)ᵀ`.
+fn row_sums(o: &Operand, t: Transpose, x: &[f32]) -> Vec<f32> {
+    let (rows, cols) = (o.rows as usize, o.cols as usize);
+    match t {
+        Transpose::No => (0..rows).map(|r| (0..cols).map(|c| x[at(o, 0, r, c)]).sum()).collect(),
+        Transpose::Yes => (0..cols).map(|c| (0..rows).map(|r| x[at(o, 0, r, c)]).sum()).collect(),
+    }
+}

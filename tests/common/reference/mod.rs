@@ -1,0 +1,5 @@
+//! CPU references of the library ops, shared by the simulator tests (against the simulator's
+//! results) and the GPU tests (against the GPU's, and GPU against simulator).
+
+#[cfg(feature = "cublaslt")]
+pub mod blas_lt;
