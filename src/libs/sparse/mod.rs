@@ -32,6 +32,7 @@ mod descr;
 mod matrix;
 mod ops;
 mod reuse;
+mod sim;
 mod solve_many;
 mod spgemm;
 mod vector;

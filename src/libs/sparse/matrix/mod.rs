@@ -17,7 +17,7 @@ mod dense;
 mod element;
 
 pub use dense::DenseMatrix;
-pub(in crate::libs::sparse) use element::value_bits;
+pub(in crate::libs::sparse) use element::{value_bits, IndexArith};
 pub(crate) use element::ValueType;
 pub use element::{IndexKind, SparseIndex, SparseValue};
 
