@@ -15,8 +15,8 @@
 //! waits for it, sizes and allocates the output, and enqueues the phase that fills it.
 
 use super::matrix::IndexArith;
-use super::{DenseMatrix, Fill, Format, Sparse, SparseIndex, SparseMatrix, SparseValue, SparseVector, Transpose};
 use super::Triangle;
+use super::{DenseMatrix, Fill, Format, Sparse, SparseIndex, SparseMatrix, SparseValue, SparseVector, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::memory::{GpuRef, SimMem};
@@ -159,13 +159,16 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
     }
 
     /// The CSR arrays as row spans, column indices and values, checked.
-    fn csr(&self, arg: [&'static str; 2]) -> Result<(Vec<std::ops::Range<usize>>, Vec<usize>, Vec<T>)> {
+    fn csr(&self, arg: [&'static str; 2]) -> Result<Rows<T>> {
         let (major, minor, values) = self.arrays();
         let spans = (0..self.rows).map(|r| span(arg[0], &major, r, self.nnz)).collect::<Result<Vec<_>>>()?;
         let cols = minor[..self.nnz].iter().map(|&c| at(arg[1], c, self.cols)).collect::<Result<Vec<_>>>()?;
         Ok((spans, cols, values))
     }
 }
+
+/// A CSR matrix's rows (spans into the arrays), column indices and values.
+type Rows<T> = (Vec<std::ops::Range<usize>>, Vec<usize>, Vec<T>);
 
 /// A dense column-major view, moved into a kernel.
 struct HostDense<T: SparseValue> {
@@ -591,7 +594,8 @@ impl Sparse {
         }
         let dev = self.op.device.clone();
         let o: GpuRef<i32> = dev.alloc(self.op.stream, a.rows + 1)?;
-        let (i, v): (GpuRef<i32>, GpuRef<T>) = (dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?);
+        let (i, v): (GpuRef<i32>, GpuRef<T>) =
+            (dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?);
         let c = SparseMatrix::new(Format::Csr, a.rows, b.cols, nnz, &o, &i, &v)?;
         let mut rec = self.op.recorder("spgemm.copy");
         super::spgemm::record_factors(&mut rec, a, b)?;
@@ -647,7 +651,8 @@ impl Sparse {
             return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
         }
         let dev = self.op.device.clone();
-        let (i, v): (GpuRef<i32>, GpuRef<T>) = (dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?);
+        let (i, v): (GpuRef<i32>, GpuRef<T>) =
+            (dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?);
         let c = SparseMatrix::new(Format::Csr, a.rows, b.cols, nnz, offsets, &i, &v)?;
         let mut rec = self.op.recorder("spgemm_reuse.copy");
         super::spgemm::record_factors(&mut rec, a, b)?;

@@ -561,7 +561,12 @@ pub fn vectors<T: Val, I: Idx>(cx: &mut Cx) {
         SparseVector::<T, I>::new(size, pos.len(), &cx.idx::<I>(&pos), &cx.up(&vec![T::zero(); pos.len()])).unwrap();
     cx.h.sparse().unwrap().gather(&dy, &g).unwrap().wait().unwrap();
     let got: Vec<C> = g.values().download(cx.s).unwrap().iter().map(|v| v.c()).collect();
-    cx.check(&got, &pos.iter().map(|&p| y[p].c()).collect::<Vec<_>>(), 0.0, &format!("gather {} {:?}", T::NAME, I::KIND));
+    cx.check(
+        &got,
+        &pos.iter().map(|&p| y[p].c()).collect::<Vec<_>>(),
+        0.0,
+        &format!("gather {} {:?}", T::NAME, I::KIND),
+    );
     cx.h.sparse().unwrap().scatter(&x, &dy).unwrap().wait().unwrap();
     let mut want: Vec<C> = y.iter().map(|v| v.c()).collect();
     for (j, &p) in pos.iter().enumerate() {
