@@ -1,8 +1,11 @@
 //! cuSPARSE through cusched: a few conjugate-gradient iterations on the 2-D Laplacian (the
-//! 5-point stencil on an `n x n` grid), with the matrix-vector products on the GPU (SpMV) and
-//! the vector updates on the host. The residual norm falls with every iteration.
+//! 5-point stencil on an `n x n` grid), with the matrix-vector products on the device (SpMV)
+//! and the vector updates on the host. The energy `x^T A x / 2 - b^T x` (which CG minimizes
+//! over growing subspaces) falls with every iteration, and at the end the true residual
+//! `b - A x`, from one more SpMV, is checked against the residual the iteration carried.
 //!
-//! `cargo run --release --example sparse --features cusparse` (needs a GPU with cuSPARSE).
+//! `cargo run --release --example sparse --features cusparse` uses GPU 0 with cuSPARSE, or the
+//! CPU simulation when there is none (which computes the SpMV on the host).
 
 use cusched::sparse::{SparseMatrix, Transpose};
 use cusched::{Device, Handles};
@@ -40,13 +43,10 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 }
 
 fn main() -> cusched::Result<()> {
-    let device = match Device::open(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("this example needs a CUDA GPU ({e}); the quickstart example runs on the simulator");
-            return Ok(());
-        }
-    };
+    let device = Device::open_or_sim()?;
+    if device.is_simulated() {
+        println!("no CUDA GPU: running on the simulated backend (cuSPARSE ops computed on the CPU)");
+    }
     let n = 64;
     let rows = n * n;
     let s = device.new_stream()?;
@@ -70,7 +70,11 @@ fn main() -> cusched::Result<()> {
     let mut rr = dot(&r, &r);
     let (dp, dap) = (device.upload(s, &p)?, device.alloc_zeros::<f64>(s, rows)?);
     println!("CG on the {n}x{n} 2-D Laplacian ({rows} rows, {} nonzeros)", idx.len());
-    println!("iteration 0: |r| = {:.3e}", rr.sqrt());
+    let r0 = rr.sqrt();
+    println!("iteration 0: |r| = {r0:.3e}");
+    // The energy of x, from the residual r = b - A x: x^T (b - r) / 2 - b^T x.
+    let energy = |x: &[f64], r: &[f64]| -0.5 * (dot(x, &b) + dot(x, r));
+    let (mut last, mut falls) = (0.0, true);
     for it in 1..=20 {
         dp.copy_from_slice(s, &p)?;
         h.sparse()?.spmv(Transpose::No, 1.0, &a, &dp, 0.0, &dap)?.wait()?;
@@ -85,9 +89,28 @@ fn main() -> cusched::Result<()> {
             p[k] = r[k] + rr_new / rr * p[k];
         }
         rr = rr_new;
+        let e = energy(&x, &r);
+        falls &= e < last;
+        last = e;
         if it % 5 == 0 {
-            println!("iteration {it}: |r| = {:.3e}", rr.sqrt());
+            println!("iteration {it}: |r| = {:.3e}, energy {last:.6e}", rr.sqrt());
         }
     }
+
+    // The check: b - A x, with A x from one more SpMV, is the residual the iteration carried.
+    dp.copy_from_slice(s, &x)?;
+    h.sparse()?.spmv(Transpose::No, -1.0, &a, &dp, 0.0, &dap)?.wait()?;
+    let true_r: Vec<f64> = dap.download(s)?.iter().zip(&b).map(|(ax, bk)| bk + ax).collect();
+    let gap = true_r.iter().zip(&r).map(|(t, k)| (t - k).abs()).fold(0.0, f64::max);
+    let end = rr.sqrt();
+    println!(
+        "|b - A x| = {:.3e} (the recurrence's |r| = {end:.3e}, largest gap {gap:.1e})",
+        dot(&true_r, &true_r).sqrt()
+    );
+    if !falls || gap > 1e-9 * r0 {
+        eprintln!("wrong result: the energy fell every iteration: {falls}; the true residual is {gap:.1e} off");
+        std::process::exit(1);
+    }
+    println!("ok");
     Ok(())
 }

@@ -59,6 +59,8 @@ mod sparse;
 mod sparse_more;
 #[cfg(feature = "cusparse")]
 mod sparse_props;
+#[cfg(feature = "cusparse")]
+mod sparse_sim;
 #[cfg(feature = "cutensor")]
 mod tensor;
 mod trace;

@@ -2,7 +2,7 @@
 //! adversarial sizes (0, 1, `i32::MAX + 1`, 2^32, 2^63, `usize::MAX`, huge leading dimensions on
 //! tiny buffers), never panics and never wraps, and whatever it accepts fits its buffers and the
 //! library's integer types (the index type, and `i64` for every size cuSPARSE takes). An op
-//! accepted by validation fails on the simulator with `LibraryUnavailable`; one it rejects fails
+//! accepted by validation runs on the simulator (on buffers of zeros); one it rejects fails
 //! with `InvalidArgument`. Deterministic loops, so a failure names its case.
 
 use crate::common::fixture::{fx, Fx};
@@ -27,12 +27,12 @@ const SIZES: [usize; 14] = [
     usize::MAX,
 ];
 
-/// Whether validation accepted the op (on the simulator: it reached the backend and failed as
-/// unavailable); panics on any answer other than acceptance or a rejection naming an argument.
+/// Whether validation accepted the op (on the simulator: it was enqueued, and computes);
+/// panics on any answer other than acceptance or a rejection naming an argument.
 #[track_caller]
 fn accepted<T: std::fmt::Debug>(r: Result<T>, case: &str) -> bool {
     match r {
-        Err(Error::LibraryUnavailable { .. }) => true,
+        Ok(_) => true,
         Err(Error::InvalidArgument { .. }) => false,
         other => panic!("{case}: expected acceptance or a typed rejection, got {other:?}"),
     }
@@ -357,5 +357,5 @@ fn blocked_ell_spmm_rejects_what_cusparse_does_not_support() {
         0.0,
         DenseMatrix::new(&c, 4, 2),
     );
-    assert!(matches!(r, Err(Error::LibraryUnavailable { .. })), "{r:?}");
+    assert!(r.is_ok(), "{r:?}");
 }

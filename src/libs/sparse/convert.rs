@@ -28,7 +28,6 @@ impl Sparse {
         let nnz = a.nnz;
         let mut rec = self.op.recorder("csr2csc");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
-        let h = self.handle()?;
         let dev = self.op.device.clone();
         let offsets: GpuRef<i32> = dev.alloc(self.op.stream, n + 1)?;
         let indices: GpuRef<i32> = dev.alloc(self.op.stream, nnz.max(1))?;
@@ -37,6 +36,10 @@ impl Sparse {
         record(&mut rec, "out.offsets", &offsets, Access::Write)?;
         record(&mut rec, "out.indices", &indices, Access::Write)?;
         record(&mut rec, "out.values", &values, Access::Write)?;
+        if self.simulated() {
+            return self.sim_convert_compressed(rec, a, out);
+        }
+        let h = self.handle()?;
         let p = calls::Csr2Csc {
             m: m as i32,
             n: n as i32,
@@ -81,6 +84,9 @@ impl Sparse {
         let mut rec = self.op.recorder("sparse_to_dense");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "out", out.buf, Access::Write)?;
+        if self.simulated() {
+            return self.sim_sparse_to_dense(rec, a, (out, ld));
+        }
         let h = self.handle()?;
         let (da, db) = (self.mat(a)?, self.dense(&out, ld)?);
         let key = mat_words(&mat_key(a))
@@ -116,10 +122,13 @@ impl Sparse {
         }
         let mut rec = self.op.recorder("dense_to_csr.analysis");
         record(&mut rec, "dense", dense.buf, Access::Read)?;
-        let h = self.handle()?;
         let dev = self.op.device.clone();
         let offsets: GpuRef<I> = dev.alloc(self.op.stream, dense.rows + 1)?;
         record(&mut rec, "out.offsets", &offsets, Access::Write)?;
+        if self.simulated() {
+            return self.sim_dense_to_csr(rec, (dense, ld), offsets);
+        }
+        let h = self.handle()?;
         let parts = calls::SpMatParts {
             format: Format::Csr,
             rows: dense.rows as i64,

@@ -21,8 +21,21 @@
 //! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
 //! every op.
 //!
+//! On the simulator ([`Device::sim`](crate::Device::sim)) every op computes its result on the
+//! CPU, in plain loops, as a simulated kernel on the op's stream under the same declared uses
+//! (the hazard checker sees its accesses): the same values as cuSPARSE to the type's rounding
+//! (Blocked-ELL SpMM in `f32` is exact there, where the GPU rounds products as TF32), the same
+//! output structures (SpGEMM's sorted column indices, every structural product kept), and the
+//! same blocking steps (SpGEMM, its reusable form and dense → CSR wait for the count before
+//! sizing the output). No descriptors, analyses or workspace are made there
+//! ([`descriptors_made`](Sparse::descriptors_made) and [`analyses_made`](Sparse::analyses_made)
+//! stay 0), and a structure that indexes outside its matrix fails the op's completion with
+//! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the array, where cuSPARSE
+//! would read out of bounds.
+//!
 //! Files: this one holds the public types and the state; `descr` the descriptor caches and
-//! workspace-size keys, `args` what every op shares (host scalars, recording, operand checks).
+//! workspace-size keys, `args` what every op shares (host scalars, recording, operand checks),
+//! `sim` the ops' host computation on the simulator.
 
 mod args;
 mod cache;
@@ -32,6 +45,7 @@ mod descr;
 mod matrix;
 mod ops;
 mod reuse;
+mod sim;
 mod solve_many;
 mod spgemm;
 mod vector;

@@ -42,6 +42,9 @@ impl Sparse {
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "x", x, Access::Read)?;
         record(&mut rec, "y", y, output_access(beta))?;
+        if self.simulated() {
+            return self.sim_spmv(rec, op_a, alpha, a, x, beta, y);
+        }
         let h = self.handle()?;
         let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, m)?);
         let sc = HostScalars::new(alpha, beta);
@@ -97,6 +100,9 @@ impl Sparse {
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "b", b.buf, Access::Read)?;
         record(&mut rec, "c", c.buf, output_access(beta))?;
+        if self.simulated() {
+            return self.sim_spmm(rec, op_a, alpha, a, (b, ldb), beta, (c, ldc));
+        }
         let h = self.handle()?;
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
         let t = [op_a, Transpose::No];
@@ -157,6 +163,9 @@ impl Sparse {
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "x", x, Access::Read)?;
         record(&mut rec, "y", y, Access::Write)?;
+        if self.simulated() {
+            return self.sim_spsv(rec, tri, alpha, a, x, y);
+        }
         let h = self.handle()?;
         let (da, dx, dy) = (self.mat(a)?, self.vec(x, n)?, self.vec(y, n)?);
         calls::set_triangle(da, tri.fill, tri.unit_diagonal)?;

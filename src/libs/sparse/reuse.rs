@@ -55,10 +55,16 @@ impl<T: SparseValue> SpGemmReuse<T> {
     }
 }
 
-/// The library objects of one reusable product, kept by the state that made them.
+/// One reusable product of the state that made it: its id, whether its [`SpGemmReuse`] is
+/// still held, and its library objects (none on the simulator, which computes on the host).
 pub(super) struct ReuseState {
     id: u64,
     alive: Weak<()>,
+    lib: Option<ReuseObjects>,
+}
+
+/// The library objects of one reusable product.
+struct ReuseObjects {
     // Field order is drop order: the SpGEMM descriptor before the matrices it was set up with.
     descr: Owned<calls::SpGemm>,
     mats: [Owned<calls::SpMat>; 3],
@@ -129,10 +135,14 @@ impl Sparse {
         check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
-        let h = self.handle()?;
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
         let offsets: GpuRef<i32> = dev.alloc(stream, a.rows + 1)?;
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
+        if self.simulated() {
+            let c = self.sim_spgemm_structure(rec, a, b, &offsets)?;
+            return Ok(self.register(None, a, b, c));
+        }
+        let h = self.handle()?;
         let (da, db) = (own_descr(a)?, own_descr(b)?);
         let dc = product_descr::<T>(a.rows, b.cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
@@ -142,13 +152,24 @@ impl Sparse {
         let (objects, bufs, nnz) = self.reuse_count(&setup, &buf1, sizes, objects)?;
         let (objects, c, buf5) = self.reuse_copy(&setup, &bufs, nnz, objects)?;
 
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let alive = Arc::new(());
         let [_, _, buf4] = <[GpuRef<u8>; 3]>::try_from(bufs).map_err(|_| Error::invalid("c", "three nnz buffers"))?;
         let (descr, mats) = objects;
-        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), descr, mats, buffers: [buf4, buf5] });
+        Ok(self.register(Some(ReuseObjects { descr, mats, buffers: [buf4, buf5] }), a, b, c))
+    }
+
+    /// Keeps a set-up product's objects in the state, and names them in the plan returned.
+    fn register<T: SparseValue>(
+        &mut self,
+        lib: Option<ReuseObjects>,
+        a: &SparseMatrix<T, i32>,
+        b: &SparseMatrix<T, i32>,
+        c: SparseMatrix<T, i32>,
+    ) -> SpGemmReuse<T> {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let alive = Arc::new(());
+        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), lib });
         self.trim();
-        Ok(SpGemmReuse { id, stream, a: a.clone(), b: b.clone(), c, _alive: alive })
+        SpGemmReuse { id, stream: self.op.stream, a: a.clone(), b: b.clone(), c, _alive: alive }
     }
 
     /// The work estimation phase, and the nnz phase's size query after it; returns the
@@ -286,14 +307,10 @@ impl Sparse {
                 format!("was made on {}; compute it with the Sparse state of that stream", plan.stream),
             ));
         };
-        let g = calls::Reuse {
-            h: self.handle()?,
-            a: state.mats[0].get(),
-            b: state.mats[1].get(),
-            c: state.mats[2].get(),
-            d: state.descr.get(),
-        };
-        let buffers = state.buffers.clone();
+        let lib = state.lib.as_ref().map(|l| {
+            let parts = (l.mats[0].get(), l.mats[1].get(), l.mats[2].get(), l.descr.get());
+            (parts, l.buffers.clone())
+        });
         let (a, b, c) = (&plan.a, &plan.b, &plan.c);
         let mut rec = self.op.recorder("spgemm_reuse.compute");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
@@ -301,6 +318,10 @@ impl Sparse {
         record(&mut rec, "c.offsets", &c.major, Access::Read)?;
         record(&mut rec, "c.indices", &c.minor, Access::Read)?;
         record(&mut rec, "c.values", &c.values, Access::Write)?;
+        let Some(((ma, mb, mc, d), buffers)) = lib else {
+            return self.sim_spgemm_values(rec, alpha, [a, b, c]);
+        };
+        let g = calls::Reuse { h: self.handle()?, a: ma, b: mb, c: mc, d };
         record(&mut rec, "nnz buffer 4", &buffers[0], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buffers[1], Access::ReadWrite)?;
         let sc = HostScalars::new(alpha, T::zero());

@@ -59,6 +59,9 @@ impl Sparse {
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "b", b.buf, Access::Read)?;
         record(&mut rec, "c", c.buf, Access::Write)?;
+        if self.simulated() {
+            return self.sim_spsm(rec, tri, alpha, a, (b, ldb), (c, ldc));
+        }
         let h = self.handle()?;
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
         calls::set_triangle(da, tri.fill, tri.unit_diagonal)?;
@@ -138,6 +141,9 @@ impl Sparse {
         record(&mut rec, "c.offsets", &c.major, Access::Read)?;
         record(&mut rec, "c.indices", &c.minor, Access::Read)?;
         record(&mut rec, "c.values", &c.values, output_access(beta))?;
+        if self.simulated() {
+            return self.sim_sddmm(rec, [op_a, op_b], alpha, (a, lda), (b, ldb), beta, c);
+        }
         let h = self.handle()?;
         let (da, db, dc) = (self.dense(&a, lda)?, self.dense(&b, ldb)?, self.mat(c)?);
         let t = [op_a, op_b];

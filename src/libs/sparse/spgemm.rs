@@ -93,6 +93,9 @@ impl Sparse {
         check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm.work_estimation");
         record_factors(&mut rec, a, b)?;
+        if self.simulated() {
+            return self.sim_spgemm(rec, alpha, a, b);
+        }
         let h = self.handle()?;
         let (rows, cols) = (a.rows, b.cols);
         let (da, db) = (self.mat(a)?, self.mat(b)?);

@@ -112,6 +112,9 @@ impl Sparse {
         record(&mut rec, "x.indices", &x.indices, Access::Read)?;
         record(&mut rec, "x.values", &x.values, Access::Read)?;
         record(&mut rec, "y", y, output_access(beta))?;
+        if self.simulated() {
+            return self.sim_axpby(rec, alpha, x, beta, y);
+        }
         let h = self.handle()?;
         let (dx, dy) = (self.spvec(x)?, self.vec(y, x.size)?);
         let sc = HostScalars::new(alpha, beta);
@@ -137,6 +140,9 @@ impl Sparse {
         record(&mut rec, "y", y, Access::Read)?;
         record(&mut rec, "x.indices", &x.indices, Access::Read)?;
         record(&mut rec, "x.values", &x.values, Access::Write)?;
+        if self.simulated() {
+            return self.sim_gather(rec, y, x);
+        }
         let h = self.handle()?;
         let (dx, dy) = (self.spvec(x)?, self.vec(y, x.size)?);
         // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers, recorded.
@@ -158,6 +164,9 @@ impl Sparse {
         record(&mut rec, "x.values", &x.values, Access::Read)?;
         // Entries outside x's positions keep their values: read-write, not write.
         record(&mut rec, "y", y, Access::ReadWrite)?;
+        if self.simulated() {
+            return self.sim_scatter(rec, x, y);
+        }
         let h = self.handle()?;
         let (dx, dy) = (self.spvec(x)?, self.vec(y, x.size)?);
         // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers, recorded.

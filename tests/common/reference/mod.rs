@@ -1,5 +1,8 @@
 //! CPU references of the library ops, shared by the simulator tests (against the simulator's
-//! results) and the GPU tests (against the GPU's, and GPU against simulator).
+//! results) and the GPU tests (against the GPU's, and GPU against simulator): one
+//! implementation, two uses.
 
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
+#[cfg(feature = "cusparse")]
+pub mod sparse;

@@ -14,38 +14,99 @@ mod sealed {
         C32,
         C64,
     }
-    pub trait Value {
+    /// The value types' arithmetic, for the simulator's host computation of the ops.
+    pub trait Value: Copy {
         const KIND: ValueKind;
         /// The value's bits (real, imaginary), for cache keys.
         fn bits(self) -> [u64; 2];
+        /// The multiplicative identity.
+        fn one() -> Self;
+        /// `self + o`.
+        fn plus(self, o: Self) -> Self;
+        /// `self - o`.
+        fn minus(self, o: Self) -> Self;
+        /// `self * o`.
+        fn times(self, o: Self) -> Self;
+        /// `self / o`.
+        fn over(self, o: Self) -> Self;
+        /// Whether it is zero (a `NaN` is not).
+        fn is_zero(self) -> bool;
     }
-    impl Value for f32 {
-        const KIND: ValueKind = ValueKind::F32;
-        fn bits(self) -> [u64; 2] {
-            [self.to_bits() as u64, 0]
+    macro_rules! real {
+        ($t:ty, $kind:ident, $bits:expr) => {
+            impl Value for $t {
+                const KIND: ValueKind = ValueKind::$kind;
+                fn bits(self) -> [u64; 2] {
+                    [$bits(self), 0]
+                }
+                fn one() -> Self {
+                    1.0
+                }
+                fn plus(self, o: Self) -> Self {
+                    self + o
+                }
+                fn minus(self, o: Self) -> Self {
+                    self - o
+                }
+                fn times(self, o: Self) -> Self {
+                    self * o
+                }
+                fn over(self, o: Self) -> Self {
+                    self / o
+                }
+                fn is_zero(self) -> bool {
+                    self == 0.0
+                }
+            }
+        };
+    }
+    real!(f32, F32, |v: f32| v.to_bits() as u64);
+    real!(f64, F64, |v: f64| v.to_bits());
+    macro_rules! complex {
+        ($t:ty, $kind:ident, $bits:expr) => {
+            impl Value for crate::memory::Complex<$t> {
+                const KIND: ValueKind = ValueKind::$kind;
+                fn bits(self) -> [u64; 2] {
+                    [$bits(self.re), $bits(self.im)]
+                }
+                fn one() -> Self {
+                    Self::new(1.0, 0.0)
+                }
+                fn plus(self, o: Self) -> Self {
+                    Self::new(self.re + o.re, self.im + o.im)
+                }
+                fn minus(self, o: Self) -> Self {
+                    Self::new(self.re - o.re, self.im - o.im)
+                }
+                fn times(self, o: Self) -> Self {
+                    Self::new(self.re * o.re - self.im * o.im, self.re * o.im + self.im * o.re)
+                }
+                fn over(self, o: Self) -> Self {
+                    let d = o.re * o.re + o.im * o.im;
+                    Self::new((self.re * o.re + self.im * o.im) / d, (self.im * o.re - self.re * o.im) / d)
+                }
+                fn is_zero(self) -> bool {
+                    self.re == 0.0 && self.im == 0.0
+                }
+            }
+        };
+    }
+    complex!(f32, C32, |v: f32| v.to_bits() as u64);
+    complex!(f64, C64, |v: f64| v.to_bits());
+    pub trait Index: Copy {
+        /// `v`, which the caller knows fits.
+        fn from_usize(v: usize) -> Self;
+    }
+    impl Index for i32 {
+        fn from_usize(v: usize) -> Self {
+            v as i32
         }
     }
-    impl Value for f64 {
-        const KIND: ValueKind = ValueKind::F64;
-        fn bits(self) -> [u64; 2] {
-            [self.to_bits(), 0]
+    impl Index for i64 {
+        fn from_usize(v: usize) -> Self {
+            v as i64
         }
     }
-    impl Value for crate::memory::Complex<f32> {
-        const KIND: ValueKind = ValueKind::C32;
-        fn bits(self) -> [u64; 2] {
-            [self.re.to_bits() as u64, self.im.to_bits() as u64]
-        }
-    }
-    impl Value for crate::memory::Complex<f64> {
-        const KIND: ValueKind = ValueKind::C64;
-        fn bits(self) -> [u64; 2] {
-            [self.re.to_bits(), self.im.to_bits()]
-        }
-    }
-    pub trait Index {}
-    impl Index for i32 {}
-    impl Index for i64 {}
 }
 
 /// Element types of sparse matrices: `f32`, `f64`, `Complex<f32>`, `Complex<f64>`.
@@ -73,6 +134,9 @@ impl SparseValue for Complex<f64> {
         Complex::new(0.0, 0.0)
     }
 }
+
+/// The value and index types' host arithmetic, for the simulator.
+pub(in crate::libs::sparse) use sealed::Index as IndexArith;
 
 /// The bits of `v` (real, imaginary), for cache keys.
 pub(in crate::libs::sparse) fn value_bits<T: SparseValue>(v: T) -> [u64; 2] {

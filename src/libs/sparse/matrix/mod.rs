@@ -17,8 +17,8 @@ mod dense;
 mod element;
 
 pub use dense::DenseMatrix;
-pub(in crate::libs::sparse) use element::value_bits;
 pub(crate) use element::ValueType;
+pub(in crate::libs::sparse) use element::{value_bits, IndexArith};
 pub use element::{IndexKind, SparseIndex, SparseValue};
 
 /// A sparse storage format.

@@ -1,0 +1,647 @@
+//! The CPU reference of the cuSPARSE ops and the harness that runs every op cusched exposes,
+//! for every value type (`f32`, `f64`, `Complex<f32>`, `Complex<f64>`) and index type (`i32`,
+//! `i64`) the API takes, across formats, transposes, dense layouts with leading dimensions above
+//! their rows, one or several right-hand columns, and beta zero or not, against the reference in
+//! complex f64, on whichever device the [`Cx`] holds: the GPU suite runs it on CUDA, the
+//! simulator suite on the simulator, and the comparison test on both with the same inputs (the
+//! same seed), comparing the two logs. Combinations cuSPARSE documents as unsupported
+//! (Blocked-ELL SpMM with 64-bit indices or complex values) must be rejected as an invalid `a`.
+#![allow(clippy::needless_range_loop, clippy::too_many_arguments)]
+
+use crate::common::Rng;
+use cusched::sparse::{DenseMatrix, Fill, SparseIndex, SparseMatrix, SparseValue, SparseVector, Transpose, Triangle};
+use cusched::{Complex, Device, Error, GpuRef, Handles, StreamId};
+
+/// A complex f64 for the references.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct C(pub f64, pub f64);
+impl std::ops::Add for C {
+    type Output = C;
+    fn add(self, o: C) -> C {
+        C(self.0 + o.0, self.1 + o.1)
+    }
+}
+impl std::ops::Sub for C {
+    type Output = C;
+    fn sub(self, o: C) -> C {
+        C(self.0 - o.0, self.1 - o.1)
+    }
+}
+impl std::ops::Mul for C {
+    type Output = C;
+    fn mul(self, o: C) -> C {
+        C(self.0 * o.0 - self.1 * o.1, self.0 * o.1 + self.1 * o.0)
+    }
+}
+impl C {
+    pub fn div(self, o: C) -> C {
+        let d = o.0 * o.0 + o.1 * o.1;
+        C((self.0 * o.0 + self.1 * o.1) / d, (self.1 * o.0 - self.0 * o.1) / d)
+    }
+    pub fn abs(self) -> f64 {
+        self.0.hypot(self.1)
+    }
+}
+pub const Z: C = C(0.0, 0.0);
+
+/// A value type under test: conversion to and from the reference type, and its tolerance.
+pub trait Val: SparseValue {
+    const NAME: &'static str;
+    const COMPLEX: bool;
+    const TOL: f64;
+    fn of(c: C) -> Self;
+    fn c(self) -> C;
+}
+impl Val for f32 {
+    const NAME: &'static str = "f32";
+    const COMPLEX: bool = false;
+    const TOL: f64 = 2e-4;
+    fn of(c: C) -> Self {
+        c.0 as f32
+    }
+    fn c(self) -> C {
+        C(self as f64, 0.0)
+    }
+}
+impl Val for f64 {
+    const NAME: &'static str = "f64";
+    const COMPLEX: bool = false;
+    const TOL: f64 = 1e-11;
+    fn of(c: C) -> Self {
+        c.0
+    }
+    fn c(self) -> C {
+        C(self, 0.0)
+    }
+}
+impl Val for Complex<f32> {
+    const NAME: &'static str = "c32";
+    const COMPLEX: bool = true;
+    const TOL: f64 = 2e-4;
+    fn of(c: C) -> Self {
+        Complex::new(c.0 as f32, c.1 as f32)
+    }
+    fn c(self) -> C {
+        C(self.re as f64, self.im as f64)
+    }
+}
+impl Val for Complex<f64> {
+    const NAME: &'static str = "c64";
+    const COMPLEX: bool = true;
+    const TOL: f64 = 1e-11;
+    fn of(c: C) -> Self {
+        Complex::new(c.0, c.1)
+    }
+    fn c(self) -> C {
+        C(self.re, self.im)
+    }
+}
+
+/// An index type under test.
+pub trait Idx: SparseIndex {
+    fn of(v: usize) -> Self;
+    /// -1: an empty Blocked-ELL slot.
+    fn neg1() -> Self;
+}
+impl Idx for i32 {
+    fn of(v: usize) -> Self {
+        v as i32
+    }
+    fn neg1() -> Self {
+        -1
+    }
+}
+impl Idx for i64 {
+    fn of(v: usize) -> Self {
+        v as i64
+    }
+    fn neg1() -> Self {
+        -1
+    }
+}
+
+/// A dense row-major host matrix of reference values.
+#[derive(Clone)]
+pub struct Dense {
+    pub rows: usize,
+    pub cols: usize,
+    pub v: Vec<C>,
+}
+impl Dense {
+    pub fn at(&self, r: usize, c: usize) -> C {
+        self.v[r * self.cols + c]
+    }
+    pub fn op(&self, t: Transpose) -> Dense {
+        match t {
+            Transpose::No => self.clone(),
+            Transpose::Yes => Dense {
+                rows: self.cols,
+                cols: self.rows,
+                v: (0..self.cols * self.rows).map(|i| self.at(i % self.rows, i / self.rows)).collect(),
+            },
+        }
+    }
+}
+
+/// A device, a stream and its handles, the inputs' generator, and the log of every result
+/// checked (what, values, tolerance), for comparing two backends run on the same inputs.
+pub struct Cx {
+    pub d: Device,
+    pub s: StreamId,
+    pub h: Handles,
+    pub rng: Rng,
+    pub log: Vec<(String, Vec<C>, f64)>,
+}
+
+impl Cx {
+    pub fn val(&mut self, complex: bool) -> C {
+        C(self.rng.f32() as f64, if complex { self.rng.f32() as f64 } else { 0.0 })
+    }
+    /// A random `rows x cols` pattern: row 1 empty, the others about `density` full.
+    pub fn random(&mut self, rows: usize, cols: usize, density: f64, complex: bool) -> Dense {
+        let mut v = vec![Z; rows * cols];
+        for r in 0..rows {
+            for c in 0..cols {
+                if r != 1 && (self.rng.below(1000) as f64) < density * 1000.0 {
+                    v[r * cols + c] = self.val(complex);
+                }
+            }
+        }
+        Dense { rows, cols, v }
+    }
+    pub fn vals<T: Val>(&mut self, n: usize) -> Vec<T> {
+        (0..n).map(|_| T::of(self.val(T::COMPLEX))).collect()
+    }
+    pub fn up<T: cusched::Element>(&self, v: &[T]) -> GpuRef<T> {
+        self.d.upload(self.s, v).unwrap()
+    }
+    pub fn idx<I: Idx>(&self, v: &[usize]) -> GpuRef<I> {
+        let v: Vec<I> = v.iter().map(|&x| I::of(x)).collect();
+        self.up(&v)
+    }
+    /// `m` in `format` (BSR and Blocked-ELL in blocks of 2, whole blocks stored).
+    pub fn matrix<T: Val, I: Idx>(&self, m: &Dense, format: &str) -> SparseMatrix<T, I> {
+        let pad1 = |v: Vec<T>| if v.is_empty() { vec![T::zero()] } else { v };
+        let padi = |v: Vec<usize>| if v.is_empty() { vec![0] } else { v };
+        let (rows, cols) = (m.rows, m.cols);
+        match format {
+            "csr" | "csc" | "coo" => {
+                let (outer, inner) = if format == "csc" { (cols, rows) } else { (rows, cols) };
+                let at = |o: usize, i: usize| if format == "csc" { m.at(i, o) } else { m.at(o, i) };
+                let (mut off, mut major, mut minor, mut val) = (vec![0], Vec::new(), Vec::new(), Vec::new());
+                for o in 0..outer {
+                    for i in 0..inner {
+                        if at(o, i) != Z {
+                            major.push(o);
+                            minor.push(i);
+                            val.push(T::of(at(o, i)));
+                        }
+                    }
+                    off.push(minor.len());
+                }
+                let nnz = val.len();
+                let (mi, va) = (self.idx::<I>(&padi(minor)), self.up(&pad1(val)));
+                match format {
+                    "csr" => SparseMatrix::csr(rows, cols, nnz, &self.idx(&off), &mi, &va).unwrap(),
+                    "csc" => SparseMatrix::csc(rows, cols, nnz, &self.idx(&off), &mi, &va).unwrap(),
+                    _ => SparseMatrix::coo(rows, cols, nnz, &self.idx(&padi(major)), &mi, &va).unwrap(),
+                }
+            }
+            "bsr" => {
+                let (mut off, mut idx, mut val) = (vec![0], Vec::new(), Vec::new());
+                for br in 0..rows / 2 {
+                    for bc in 0..cols / 2 {
+                        let blk: Vec<C> = (0..4).map(|e| m.at(br * 2 + e / 2, bc * 2 + e % 2)).collect();
+                        if blk.iter().any(|&x| x != Z) {
+                            idx.push(bc);
+                            val.extend(blk.into_iter().map(T::of));
+                        }
+                    }
+                    off.push(idx.len());
+                }
+                let blocks = idx.len();
+                SparseMatrix::bsr(rows, cols, 2, blocks, &self.idx(&off), &self.idx(&padi(idx)), &self.up(&pad1(val)))
+                    .unwrap()
+            }
+            _ => {
+                // Blocked-ELL: as many block slots per block row as the fullest one needs.
+                let brows = rows / 2;
+                let per: Vec<Vec<usize>> = (0..brows)
+                    .map(|br| {
+                        (0..cols / 2).filter(|&bc| (0..4).any(|e| m.at(br * 2 + e / 2, bc * 2 + e % 2) != Z)).collect()
+                    })
+                    .collect();
+                let slots = per.iter().map(Vec::len).max().unwrap_or(0).max(1);
+                let ell_cols = slots * 2;
+                let mut idx = vec![I::neg1(); brows * slots];
+                let mut val = vec![T::zero(); rows * ell_cols];
+                for br in 0..brows {
+                    for (j, &bc) in per[br].iter().enumerate() {
+                        idx[br * slots + j] = I::of(bc);
+                        for e in 0..4 {
+                            val[(br * 2 + e / 2) * ell_cols + j * 2 + e % 2] =
+                                T::of(m.at(br * 2 + e / 2, bc * 2 + e % 2));
+                        }
+                    }
+                }
+                SparseMatrix::blocked_ell(rows, cols, 2, ell_cols, &self.up(&idx), &self.up(&val)).unwrap()
+            }
+        }
+    }
+    /// A column-major `rows x cols` matrix with leading dimension `ld` (padding NaN).
+    pub fn dense_up<T: Val>(&self, m: &Dense, ld: usize) -> GpuRef<T> {
+        let mut v = vec![T::of(C(f64::NAN, f64::NAN)); ld * m.cols.max(1)];
+        for r in 0..m.rows {
+            for c in 0..m.cols {
+                v[c * ld + r] = T::of(m.at(r, c));
+            }
+        }
+        self.up(&v)
+    }
+}
+
+#[track_caller]
+pub fn close(got: &[C], want: &[C], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((*g - *w).abs() <= tol * (1.0 + w.abs()), "{what}: element {i}: {g:?} vs {w:?}");
+    }
+}
+
+/// Reads back a column-major view.
+pub fn dense_down<T: Val>(cx: &Cx, buf: &GpuRef<T>, rows: usize, cols: usize, ld: usize) -> Vec<C> {
+    let v = buf.download(cx.s).unwrap();
+    (0..rows * cols).map(|i| v[(i % cols) * ld + i / cols].c()).collect()
+}
+
+/// `alpha op(A) B + beta C`, row-major.
+pub fn gemm(alpha: C, a: &Dense, b: &Dense, beta: C, c: &Dense) -> Vec<C> {
+    (0..a.rows * b.cols)
+        .map(|ij| {
+            let (i, j) = (ij / b.cols, ij % b.cols);
+            let s = (0..a.cols).fold(Z, |s, l| s + a.at(i, l) * b.at(l, j));
+            alpha * s + if beta == Z { Z } else { beta * c.at(i, j) }
+        })
+        .collect()
+}
+
+pub fn spmv_and_spmm<T: Val, I: Idx>(cx: &mut Cx) {
+    let (rows, cols) = (10, 8);
+    let a = cx.random(rows, cols, 0.3, T::COMPLEX);
+    for format in ["csr", "csc", "coo", "bsr", "ell"] {
+        let sa = cx.matrix::<T, I>(&a, format);
+        for t in [Transpose::No, Transpose::Yes] {
+            let blocked = matches!(format, "bsr" | "ell");
+            if blocked && t == Transpose::Yes {
+                continue;
+            }
+            let op = a.op(t);
+            for beta0 in [true, false] {
+                let alpha = cx.val(T::COMPLEX);
+                let beta = if beta0 { Z } else { cx.val(T::COMPLEX) };
+                let what = format!("{} {:?} {format} {t:?} beta0 {beta0}", T::NAME, I::KIND);
+                if format != "ell" {
+                    let x = cx.random(op.cols, 1, 1.0, T::COMPLEX);
+                    let y = cx.random(op.rows, 1, 1.0, T::COMPLEX);
+                    let (dx, dy) = (cx.dense_up::<T>(&x, op.cols), cx.dense_up::<T>(&y, op.rows));
+                    cx.h.sparse().unwrap().spmv(t, T::of(alpha), &sa, &dx, T::of(beta), &dy).unwrap().wait().unwrap();
+                    let want = gemm(alpha, &op, &x, beta, &y);
+                    cx.check(&dense_down(cx, &dy, op.rows, 1, op.rows), &want, T::TOL, &format!("spmv {what}"));
+                }
+                for n in [1, 3] {
+                    for (pb, pc) in [(0, 0), (2, 1)] {
+                        let b = cx.random(op.cols, n, 1.0, T::COMPLEX);
+                        let c = cx.random(op.rows, n, 1.0, T::COMPLEX);
+                        let (ldb, ldc) = (op.cols + pb, op.rows + pc);
+                        let (db, dc) = (cx.dense_up::<T>(&b, ldb), cx.dense_up::<T>(&c, ldc));
+                        let r = cx.h.sparse().unwrap().spmm(
+                            t,
+                            T::of(alpha),
+                            &sa,
+                            DenseMatrix::new(&db, op.cols, n).ld(ldb),
+                            T::of(beta),
+                            DenseMatrix::new(&dc, op.rows, n).ld(ldc),
+                        );
+                        let what = format!("spmm {what} n {n} ldb {ldb} ldc {ldc}");
+                        if format == "ell" && (T::COMPLEX || I::KIND != cusched::sparse::IndexKind::I32) {
+                            assert!(matches!(r, Err(Error::InvalidArgument { arg: "a", .. })), "{what}: {r:?}");
+                            continue;
+                        }
+                        r.unwrap().wait().unwrap();
+                        let got = cx.dc_padding_kept(&dc, op.rows, n, ldc, &what);
+                        // Blocked-ELL SpMM runs on Tensor Cores, in TF32 for f32 (an 11-bit
+                        // significand: 2.4e-4 off on an H100 against f32's 2e-4 budget).
+                        let tol = if format == "ell" && T::NAME == "f32" { 2e-3 } else { T::TOL };
+                        cx.check(&got, &gemm(alpha, &op, &b, beta, &c), tol, &what);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Cx {
+    /// C's values, after checking that the padding rows below them kept their NaN.
+    pub fn dc_padding_kept<T: Val>(&self, dc: &GpuRef<T>, rows: usize, n: usize, ld: usize, what: &str) -> Vec<C> {
+        let raw = dc.download(self.s).unwrap();
+        for j in 0..n {
+            for r in rows..ld {
+                assert!(raw[j * ld + r].c().0.is_nan(), "{what}: padding ({r}, {j}) was written");
+            }
+        }
+        dense_down(self, dc, rows, n, ld)
+    }
+}
+
+/// A square triangular-solvable matrix: a strong diagonal, random entries in `fill`'s triangle.
+pub fn triangular(cx: &mut Cx, n: usize, fill: Fill, complex: bool) -> Dense {
+    let mut m = cx.random(n, n, 0.3, complex);
+    for r in 0..n {
+        for c in 0..n {
+            let keep = match fill {
+                Fill::Lower => c < r,
+                Fill::Upper => c > r,
+            };
+            if r == c {
+                m.v[r * n + c] = C(4.0 + cx.rng.f32() as f64, if complex { 0.5 } else { 0.0 });
+            } else if !keep {
+                m.v[r * n + c] = Z;
+            }
+        }
+    }
+    m
+}
+
+/// Solves `op(T) Y = alpha X` by substitution, `T` the matrix with a unit diagonal if `unit`.
+pub fn solve(a: &Dense, tri: Triangle, alpha: C, x: &Dense) -> Vec<C> {
+    let n = a.rows;
+    let mut t = a.op(tri.transpose);
+    if tri.unit_diagonal {
+        for i in 0..n {
+            t.v[i * n + i] = C(1.0, 0.0);
+        }
+    }
+    let lower = (tri.fill == Fill::Lower) == (tri.transpose == Transpose::No);
+    let mut y = vec![Z; n * x.cols];
+    for j in 0..x.cols {
+        let order: Vec<usize> = if lower { (0..n).collect() } else { (0..n).rev().collect() };
+        for &i in &order {
+            let mut s = alpha * x.at(i, j);
+            for k in 0..n {
+                if k != i && t.at(i, k) != Z {
+                    s = s - t.at(i, k) * y[k * x.cols + j];
+                }
+            }
+            y[i * x.cols + j] = s.div(t.at(i, i));
+        }
+    }
+    y
+}
+
+pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
+    let n = 9;
+    for fill in [Fill::Lower, Fill::Upper] {
+        let a = triangular(cx, n, fill, T::COMPLEX);
+        for format in ["csr", "coo"] {
+            let sa = cx.matrix::<T, I>(&a, format);
+            for transpose in [Transpose::No, Transpose::Yes] {
+                for unit in [false, true] {
+                    let tri = Triangle { fill, unit_diagonal: unit, transpose };
+                    let alpha = cx.val(T::COMPLEX);
+                    let what = format!("{} {:?} {format} {tri:?}", T::NAME, I::KIND);
+                    let x = cx.random(n, 1, 1.0, T::COMPLEX);
+                    let (dx, dy) =
+                        (cx.dense_up::<T>(&x, n), cx.dense_up::<T>(&Dense { rows: n, cols: 1, v: vec![Z; n] }, n));
+                    cx.h.sparse().unwrap().spsv(tri, T::of(alpha), &sa, &dx, &dy).unwrap().wait().unwrap();
+                    cx.check(
+                        &dense_down(cx, &dy, n, 1, n),
+                        &solve(&a, tri, alpha, &x),
+                        T::TOL * 10.0,
+                        &format!("spsv {what}"),
+                    );
+                    for cols in [1, 3] {
+                        for pad in [0, 2] {
+                            let ld = n + pad;
+                            let b = cx.random(n, cols, 1.0, T::COMPLEX);
+                            let (db, dc) = (
+                                cx.dense_up::<T>(&b, ld),
+                                cx.dense_up::<T>(&Dense { rows: n, cols, v: vec![Z; n * cols] }, ld),
+                            );
+                            cx.h.sparse()
+                                .unwrap()
+                                .spsm(
+                                    tri,
+                                    T::of(alpha),
+                                    &sa,
+                                    DenseMatrix::new(&db, n, cols).ld(ld),
+                                    DenseMatrix::new(&dc, n, cols).ld(ld),
+                                )
+                                .unwrap()
+                                .wait()
+                                .unwrap();
+                            let want = solve(&a, tri, alpha, &b);
+                            cx.check(
+                                &dense_down(cx, &dc, n, cols, ld),
+                                &want,
+                                T::TOL * 10.0,
+                                &format!("spsm {what} {cols} ld {ld}"),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
+    let (m, k, n) = (7, 5, 6);
+    let pattern = cx.random(m, n, 0.4, T::COMPLEX);
+    for ta in [Transpose::No, Transpose::Yes] {
+        for tb in [Transpose::No, Transpose::Yes] {
+            for pad in [0, 3] {
+                for beta0 in [true, false] {
+                    let what = format!("sddmm {} {:?} {ta:?} {tb:?} pad {pad} beta0 {beta0}", T::NAME, I::KIND);
+                    let a = cx.random(m, k, 1.0, T::COMPLEX).op(ta);
+                    let b = cx.random(k, n, 1.0, T::COMPLEX).op(tb);
+                    let (lda, ldb) = (a.rows + pad, b.rows + pad);
+                    let (da, db) = (cx.dense_up::<T>(&a, lda), cx.dense_up::<T>(&b, ldb));
+                    let c = cx.matrix::<T, I>(&pattern, "csr");
+                    let (alpha, beta) = (cx.val(T::COMPLEX), if beta0 { Z } else { cx.val(T::COMPLEX) });
+                    cx.h.sparse()
+                        .unwrap()
+                        .sddmm(
+                            ta,
+                            tb,
+                            T::of(alpha),
+                            DenseMatrix::new(&da, a.rows, a.cols).ld(lda),
+                            DenseMatrix::new(&db, b.rows, b.cols).ld(ldb),
+                            T::of(beta),
+                            &c,
+                        )
+                        .unwrap()
+                        .wait()
+                        .unwrap();
+                    let (oa, ob) = (a.op(ta), b.op(tb));
+                    let full = gemm(alpha, &oa, &ob, Z, &pattern);
+                    let want: Vec<C> = (0..m * n)
+                        .filter(|&i| pattern.v[i] != Z)
+                        .map(|i| full[i] + if beta0 { Z } else { beta * pattern.v[i] })
+                        .collect();
+                    let got: Vec<C> = c.values().download(cx.s).unwrap()[..c.nnz()].iter().map(|v| v.c()).collect();
+                    cx.check(&got, &want, T::TOL, &what);
+                }
+            }
+        }
+    }
+}
+
+pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
+    let (rows, cols) = (9, 7);
+    let a = cx.random(rows, cols, 0.3, T::COMPLEX);
+    for format in ["csr", "csc", "coo"] {
+        for pad in [0, 2] {
+            let ld = rows + pad;
+            let sa = cx.matrix::<T, I>(&a, format);
+            let noise = cx.random(rows, cols, 1.0, T::COMPLEX);
+            let out = cx.dense_up::<T>(&noise, ld);
+            cx.h.sparse()
+                .unwrap()
+                .sparse_to_dense(&sa, DenseMatrix::new(&out, rows, cols).ld(ld))
+                .unwrap()
+                .wait()
+                .unwrap();
+            let what = format!("sparse_to_dense {} {:?} {format} ld {ld}", T::NAME, I::KIND);
+            let got = cx.dc_padding_kept(&out, rows, cols, ld, &what);
+            cx.check(&got, &a.v, 0.0, &what);
+        }
+    }
+    for pad in [0, 2] {
+        let ld = rows + pad;
+        let dd = cx.dense_up::<T>(&a, ld);
+        let csr =
+            cx.h.sparse()
+                .unwrap()
+                .dense_to_csr::<T, I>(DenseMatrix::new(&dd, rows, cols).ld(ld))
+                .unwrap()
+                .wait()
+                .unwrap();
+        csr.check(cx.s).unwrap();
+        let back = cx.dense_up::<T>(&Dense { rows, cols, v: vec![Z; rows * cols] }, rows);
+        cx.h.sparse().unwrap().sparse_to_dense(&csr, DenseMatrix::new(&back, rows, cols)).unwrap().wait().unwrap();
+        cx.check(
+            &dense_down(cx, &back, rows, cols, rows),
+            &a.v,
+            0.0,
+            &format!("dense_to_csr {} {:?} ld {ld}", T::NAME, I::KIND),
+        );
+    }
+}
+
+pub fn vectors<T: Val, I: Idx>(cx: &mut Cx) {
+    let size = 11;
+    let pos = [0usize, 3, 4, 9];
+    let vals = cx.vals::<T>(pos.len());
+    let x = SparseVector::<T, I>::new(size, pos.len(), &cx.idx::<I>(&pos), &cx.up(&vals)).unwrap();
+    for beta0 in [true, false] {
+        let y0 = cx.vals::<T>(size);
+        let dy = cx.up(&y0);
+        let (alpha, beta) = (cx.val(T::COMPLEX), if beta0 { Z } else { cx.val(T::COMPLEX) });
+        cx.h.sparse().unwrap().axpby(T::of(alpha), &x, T::of(beta), &dy).unwrap().wait().unwrap();
+        let mut want: Vec<C> = y0.iter().map(|v| if beta0 { Z } else { beta * v.c() }).collect();
+        for (j, &p) in pos.iter().enumerate() {
+            want[p] = want[p] + alpha * vals[j].c();
+        }
+        let got: Vec<C> = dy.download(cx.s).unwrap().iter().map(|v| v.c()).collect();
+        cx.check(&got, &want, T::TOL, &format!("axpby {} {:?} beta0 {beta0}", T::NAME, I::KIND));
+    }
+    let y = cx.vals::<T>(size);
+    let dy = cx.up(&y);
+    let g =
+        SparseVector::<T, I>::new(size, pos.len(), &cx.idx::<I>(&pos), &cx.up(&vec![T::zero(); pos.len()])).unwrap();
+    cx.h.sparse().unwrap().gather(&dy, &g).unwrap().wait().unwrap();
+    let got: Vec<C> = g.values().download(cx.s).unwrap().iter().map(|v| v.c()).collect();
+    cx.check(
+        &got,
+        &pos.iter().map(|&p| y[p].c()).collect::<Vec<_>>(),
+        0.0,
+        &format!("gather {} {:?}", T::NAME, I::KIND),
+    );
+    cx.h.sparse().unwrap().scatter(&x, &dy).unwrap().wait().unwrap();
+    let mut want: Vec<C> = y.iter().map(|v| v.c()).collect();
+    for (j, &p) in pos.iter().enumerate() {
+        want[p] = vals[j].c();
+    }
+    let got: Vec<C> = dy.download(cx.s).unwrap().iter().map(|v| v.c()).collect();
+    cx.check(&got, &want, 0.0, &format!("scatter {} {:?}", T::NAME, I::KIND));
+}
+
+/// The ops that take `i32` indices only: SpGEMM, its reusable form and CSR ↔ CSC.
+pub fn i32_only<T: Val>(cx: &mut Cx) {
+    let (m, k, n) = (9, 8, 7);
+    let (a, b) = (cx.random(m, k, 0.3, T::COMPLEX), cx.random(k, n, 0.3, T::COMPLEX));
+    let (sa, sb) = (cx.matrix::<T, i32>(&a, "csr"), cx.matrix::<T, i32>(&b, "csr"));
+    let alpha = cx.val(T::COMPLEX);
+    let c = cx.h.sparse().unwrap().spgemm(T::of(alpha), &sa, &sb).unwrap().wait().unwrap();
+    let want = gemm(alpha, &a, &b, Z, &a);
+    let out = cx.dense_up::<T>(&Dense { rows: m, cols: n, v: vec![Z; m * n] }, m);
+    cx.h.sparse().unwrap().sparse_to_dense(&c, DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm {}", T::NAME));
+    let plan = cx.h.sparse().unwrap().spgemm_reuse(&sa, &sb).unwrap();
+    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha)).unwrap().wait().unwrap();
+    cx.h.sparse().unwrap().sparse_to_dense(plan.c(), DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm_reuse {}", T::NAME));
+    let csc = cx.h.sparse().unwrap().convert_compressed(&sa).unwrap().wait().unwrap();
+    let out = cx.dense_up::<T>(&Dense { rows: m, cols: k, v: vec![Z; m * k] }, m);
+    cx.h.sparse().unwrap().sparse_to_dense(&csc, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("csr2csc {}", T::NAME));
+}
+
+pub fn all_index_types<T: Val>(cx: &mut Cx) {
+    spmv_and_spmm::<T, i32>(cx);
+    spmv_and_spmm::<T, i64>(cx);
+    solves::<T, i32>(cx);
+    solves::<T, i64>(cx);
+    sddmm::<T, i32>(cx);
+    sddmm::<T, i64>(cx);
+    conversions::<T, i32>(cx);
+    conversions::<T, i64>(cx);
+    vectors::<T, i32>(cx);
+    vectors::<T, i64>(cx);
+    i32_only::<T>(cx);
+}
+
+impl Cx {
+    /// A harness on a fresh stream of `d`, its inputs drawn from `rng`.
+    pub fn new(d: Device, rng: Rng) -> Cx {
+        let s = d.new_stream().unwrap();
+        let h = Handles::new(&d, s).unwrap();
+        Cx { d, s, h, rng, log: Vec::new() }
+    }
+
+    /// Checks `got` against the reference `want` and logs it.
+    #[track_caller]
+    pub fn check(&mut self, got: &[C], want: &[C], tol: f64, what: &str) {
+        close(got, want, tol, what);
+        self.log.push((what.to_string(), got.to_vec(), tol));
+    }
+}
+
+/// Every op in every value and index type, on `cx`'s device.
+pub fn every_op(cx: &mut Cx) {
+    all_index_types::<f32>(cx);
+    all_index_types::<f64>(cx);
+    all_index_types::<Complex<f32>>(cx);
+    all_index_types::<Complex<f64>>(cx);
+}
+
+/// Compares two logs of the same harness on the same inputs, entry by entry: each backend is
+/// within its tolerance of the reference, so they are within twice that of each other.
+#[track_caller]
+pub fn same_results(a: &[(String, Vec<C>, f64)], b: &[(String, Vec<C>, f64)], names: [&str; 2]) {
+    assert_eq!(a.len(), b.len(), "{} and {} checked different numbers of results", names[0], names[1]);
+    for ((wa, va, tol), (wb, vb, _)) in a.iter().zip(b) {
+        assert_eq!(wa, wb, "the logs diverge");
+        close(vb, va, 2.0 * tol, &format!("{wa}: {} vs {}", names[1], names[0]));
+    }
+}
