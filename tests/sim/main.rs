@@ -59,4 +59,6 @@ mod sparse_more;
 mod sparse_props;
 #[cfg(feature = "cutensor")]
 mod tensor;
+#[cfg(feature = "cutensor")]
+mod tensor_sim;
 mod trace;

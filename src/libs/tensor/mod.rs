@@ -21,6 +21,7 @@ mod calls;
 mod launch;
 mod modes;
 mod ops;
+mod sim;
 mod types;
 
 pub use ops::{Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction};
