@@ -44,6 +44,8 @@ mod random;
 mod raw_handles;
 mod recorder;
 mod reentrancy;
+#[cfg(feature = "nvrtc")]
+mod rtc_sim;
 mod shutdown;
 mod solo;
 #[cfg(feature = "cusolver")]
