@@ -30,6 +30,8 @@ mod memory;
 mod numerics_validation;
 mod order;
 mod peer;
+#[cfg(all(feature = "cublas", feature = "cufft"))]
+mod pipeline_checked;
 #[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver", feature = "cublaslt"))]
 mod property_validation;
 mod random;
