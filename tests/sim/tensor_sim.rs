@@ -230,6 +230,9 @@ fn permutations_are_exact() {
     assert_eq!(back(db.download(s).unwrap()), want);
 }
 
+/// A unary operator's meaning on the CPU.
+type Unary = fn(f64) -> f64;
+
 #[test]
 fn every_unary_operator_applies_as_documented() {
     let (d, s, mut h) = setup();
@@ -237,7 +240,7 @@ fn every_unary_operator_applies_as_documented() {
     let a: Vec<f64> = (0..24).map(|i| 0.25 + i as f64 / 8.0).collect();
     let da = d.upload(s, &a).unwrap();
     let db = d.alloc_zeros::<f64>(s, 24).unwrap();
-    let ops: [(UnaryOp, fn(f64) -> f64); 14] = [
+    let ops: [(UnaryOp, Unary); 14] = [
         (UnaryOp::Identity, |x| x),
         (UnaryOp::Sqrt, f64::sqrt),
         (UnaryOp::Relu, |x| x.max(0.0)),
