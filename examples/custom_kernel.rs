@@ -1,7 +1,9 @@
 //! A raw cudarc kernel launch, ordered across two streams by `LaunchRecorder`s alone: no
 //! hand-written events.
 //!
-//! `cargo run --example custom_kernel` uses GPU 0, or the CPU simulation when there is none.
+//! `cargo run --example custom_kernel` uses GPU 0, or the CPU simulation when there is none. A
+//! CUDA C++ kernel has no CPU meaning, so on the simulator `axpb` runs as a host closure
+//! (`LaunchScope::sim_kernel`) under the same recorder, and the result is checked the same way.
 
 use cusched::cudarc::driver::{LaunchConfig, PushKernelArg};
 use cusched::{Device, Error, GpuRef, LaunchRecorder, Result, SimConfig, StreamId};
@@ -58,7 +60,7 @@ fn main() -> Result<()> {
     let device = match Device::open(0) {
         Ok(d) => d,
         Err(e) => {
-            println!("no GPU ({e}); running on the CPU simulation");
+            println!("no GPU ({e}): running on the simulated backend, where axpb runs as a host closure");
             Device::sim(SimConfig::default())?
         }
     };

@@ -184,3 +184,21 @@ fn lowered_names_and_typed_launches_inline_and_on_a_lane() {
     assert!(matches!(&stale, Err(Error::Stale { what, .. }) if what.contains("parameter 0")), "{stale:?}");
     assert!(matches!(m.kernel("add"), Err(Error::Stale { .. })));
 }
+
+/// A kernel compiled on the GPU and launched on a simulated device: the error names the
+/// simulator's form of a kernel (a host closure through `LaunchScope::sim_kernel`), not the
+/// device pointer the simulator's buffers lack.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn launching_on_the_simulator_names_the_host_closure_form() {
+    let Some(d) = gpu() else { return };
+    let add = d.compile(SRC, &[]).unwrap().kernel("add").unwrap();
+    let sim = sim();
+    let s = sim.default_stream();
+    let (a, c) = (sim.alloc_zeros::<f32>(s, 4).unwrap(), sim.alloc_zeros::<f32>(s, 4).unwrap());
+    let launch = add.launch(&sim, s, LaunchConfig::for_num_elems(4)).read(&a).read(&a).write(&c).scalar(4u32);
+    // SAFETY: it is refused before anything is launched (the device is simulated).
+    let err = unsafe { launch.enqueue() }.unwrap_err();
+    assert!(matches!(err, Error::LibraryUnavailable { .. }), "{err:?}");
+    assert!(err.to_string().contains("LaunchScope::sim_kernel"), "{err}");
+}

@@ -1,86 +1,21 @@
 //! cuTENSOR on a real GPU against a CPU einsum in f64: matrix and batched products, a 4-mode
 //! contraction with a permuted output, strided operands, f16/bf16 inputs and TF32; reductions
-//! and permutations compared exactly; elementwise ops; the plan cache and lanes. Inputs are
-//! random per run (the seed is printed; `CUSCHED_SEED` replays it).
+//! and permutations compared exactly; elementwise ops; the plan cache and lanes; every op on
+//! the GPU and on the simulator from the same inputs, compared. Inputs are random per run (the seed is printed; `CUSCHED_SEED` replays it).
 //!
 //! Needs libcutensor.so.2 reachable as `libcutensor.so` on `LD_LIBRARY_PATH` (see
 //! tools/carry-cutensor).
 
+use crate::common::reference::tensor::{close, einsum, extents_of, packed};
 use crate::common::*;
 use cusched::half::{bf16, f16};
 use cusched::tensor::{
     BinaryOp, Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorRef, UnaryOp,
 };
-use std::collections::BTreeMap;
-
-/// The extents of every mode of a spec, from the operands' mode strings and extents.
-fn extents_of(spec: &str, shapes: &[&[usize]]) -> BTreeMap<char, usize> {
-    let (lhs, rhs) = spec.split_once("->").unwrap();
-    let mut map = BTreeMap::new();
-    for (modes, shape) in lhs.split(',').chain([rhs]).zip(shapes) {
-        for (c, &e) in modes.chars().zip(shape.iter()) {
-            assert_eq!(*map.entry(c).or_insert(e), e, "mode {c}");
-        }
-    }
-    map
-}
-
-fn packed(extents: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; extents.len()];
-    for i in (0..extents.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * extents[i + 1];
-    }
-    s
-}
-
-/// `out[...] = Σ Π inputs` over the modes the output lacks, in f64; inputs are strided, the
-/// output is packed row-major.
-fn einsum(spec: &str, inputs: &[(&[f64], &[usize])], ext: &BTreeMap<char, usize>) -> Vec<f64> {
-    let (lhs, rhs) = spec.split_once("->").unwrap();
-    let in_modes: Vec<Vec<char>> = lhs.split(',').map(|m| m.chars().collect()).collect();
-    let out_modes: Vec<char> = rhs.chars().collect();
-    let out_ext: Vec<usize> = out_modes.iter().map(|c| ext[c]).collect();
-    let out_strides = packed(&out_ext);
-    let mut out = vec![0.0; out_ext.iter().product()];
-    let all: Vec<char> = ext.keys().copied().collect();
-    let mut idx = vec![0usize; all.len()];
-    let pos = |c: char| all.iter().position(|&x| x == c).unwrap();
-    loop {
-        let mut prod = 1.0;
-        for ((data, strides), modes) in inputs.iter().zip(&in_modes) {
-            let off: usize = modes.iter().zip(strides.iter()).map(|(&c, &s)| idx[pos(c)] * s).sum();
-            prod *= data[off];
-        }
-        let o: usize = out_modes.iter().zip(&out_strides).map(|(&c, &s)| idx[pos(c)] * s).sum();
-        out[o] += prod;
-        // Odometer over every mode.
-        let mut k = all.len();
-        loop {
-            if k == 0 {
-                return out;
-            }
-            k -= 1;
-            idx[k] += 1;
-            if idx[k] < ext[&all[k]] {
-                break;
-            }
-            idx[k] = 0;
-        }
-    }
-}
 
 /// Small integers: sums of them are exact in f32 and f64, whatever the order.
 fn integers(rng: &mut Rng, n: usize) -> Vec<f64> {
     (0..n).map(|_| rng.below(17) as f64 - 8.0).collect()
-}
-
-#[track_caller]
-fn close(got: &[f64], want: &[f64], tol: f64, what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let scale = want.iter().fold(1.0f64, |m, x| m.max(x.abs()));
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= tol * scale, "{what}: element {i}: got {g}, want {w} (tolerance {tol} x {scale})");
-    }
 }
 
 fn f32s(v: &[f64]) -> Vec<f32> {
@@ -457,4 +392,192 @@ fn raw_cutensor_handle_makes_a_tensor_descriptor() {
     });
     assert_eq!(made, ok);
     assert_eq!(destroyed, Some(ok));
+}
+
+/// Runs every op kind once on `d` from the inputs of `seed`: each output as f64, named, with
+/// the tolerance (relative to its largest value) two correct backends agree to.
+fn every_op(d: &cusched::Device, seed: u64) -> Vec<(&'static str, Vec<f64>, f64)> {
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(d, s).unwrap();
+    let t = h.tensor().unwrap();
+    let mut rng = Rng::seeded(seed);
+    let mut out = Vec::new();
+    let (a, b, c) = (random(&mut rng, 6 * 5 * 7 * 8), random(&mut rng, 7 * 4 * 8 * 3), random(&mut rng, 3 * 5 * 4 * 6));
+    let (a32, b32, c32) =
+        (d.upload(s, &f32s(&a)).unwrap(), d.upload(s, &f32s(&b)).unwrap(), d.upload(s, &f32s(&c)).unwrap());
+    let (a64, b64) = (d.upload(s, &a).unwrap(), d.upload(s, &b).unwrap());
+    let f32_out = |v: &cusched::GpuRef<f32>| back(v.download(s).unwrap());
+    let f64_out = |v: &cusched::GpuRef<f64>| v.download(s).unwrap();
+
+    // Contractions: 4 modes with a permuted output (f32, TF32), with alpha and beta (f64), a
+    // strided column-major output (f64), and the half types.
+    let (sa, sb, sd): (&[usize], &[usize], &[usize]) = (&[6, 5, 7, 8], &[7, 4, 8, 3], &[3, 5, 4, 6]);
+    for (name, compute, tol) in [("contract f32", Compute::F32, 1e-5), ("contract tf32", Compute::Tf32, 5e-3)] {
+        let dd = d.alloc_zeros::<f32>(s, 360).unwrap();
+        let op = Contraction::new(
+            "abcd,cedf->fbea",
+            TensorRef::new(&a32, sa),
+            TensorRef::new(&b32, sb),
+            TensorRef::new(&dd, sd),
+        )
+        .compute(compute);
+        t.contract(&op).unwrap().wait().unwrap();
+        out.push((name, f32_out(&dd), tol));
+    }
+    let dd = d.upload(s, &c).unwrap();
+    let op = Contraction::new(
+        "abcd,cedf->fbea",
+        TensorRef::new(&a64, sa),
+        TensorRef::new(&b64, sb),
+        TensorRef::new(&dd, sd),
+    )
+    .alpha(0.5)
+    .beta(-2.0);
+    t.contract(&op).unwrap().wait().unwrap();
+    out.push(("contract f64 alpha beta", f64_out(&dd), 1e-12));
+    let dd = d.alloc_zeros::<f64>(s, 13 * 9).unwrap();
+    let op = Contraction::new(
+        "ik,kj->ij",
+        TensorRef::strided(&a64, &[13, 11], &[1, 16]),
+        TensorRef::new(&b64, &[11, 9]),
+        TensorRef::strided(&dd, &[13, 9], &[1, 13]),
+    );
+    t.contract(&op).unwrap().wait().unwrap();
+    out.push(("contract f64 strided", f64_out(&dd), 1e-12));
+    let ah: Vec<f16> = a.iter().map(|&x| f16::from_f64(x)).collect();
+    let bh: Vec<f16> = b.iter().map(|&x| f16::from_f64(x)).collect();
+    let (dah, dbh, ddh) = (d.upload(s, &ah).unwrap(), d.upload(s, &bh).unwrap(), d.alloc_zeros::<f16>(s, 360).unwrap());
+    let op = Contraction::new(
+        "abcd,cedf->fbea",
+        TensorRef::new(&dah, sa),
+        TensorRef::new(&dbh, sb),
+        TensorRef::new(&ddh, sd),
+    );
+    t.contract(&op).unwrap().wait().unwrap();
+    out.push(("contract f16", ddh.download(s).unwrap().iter().map(|x| x.to_f64()).collect(), 2e-3));
+    let ab: Vec<bf16> = a.iter().map(|&x| bf16::from_f64(x)).collect();
+    let bb: Vec<bf16> = b.iter().map(|&x| bf16::from_f64(x)).collect();
+    let (dab, dbb, ddb) =
+        (d.upload(s, &ab).unwrap(), d.upload(s, &bb).unwrap(), d.alloc_zeros::<bf16>(s, 360).unwrap());
+    let op = Contraction::new(
+        "abcd,cedf->fbea",
+        TensorRef::new(&dab, sa),
+        TensorRef::new(&dbb, sb),
+        TensorRef::new(&ddb, sd),
+    );
+    t.contract(&op).unwrap().wait().unwrap();
+    out.push(("contract bf16", ddb.download(s).unwrap().iter().map(|x| x.to_f64()).collect(), 1e-2));
+
+    // Reductions: each fold, with a unary operator and beta.
+    for (name, fold, op_a) in [
+        ("reduce add", BinaryOp::Add, UnaryOp::Identity),
+        ("reduce max", BinaryOp::Max, UnaryOp::Identity),
+        ("reduce min abs", BinaryOp::Min, UnaryOp::Abs),
+        ("reduce mul exp", BinaryOp::Mul, UnaryOp::Exp),
+    ] {
+        let dd = d.upload(s, &c[..6 * 8]).unwrap();
+        let op = Reduction::new("abcd->da", TensorRef::new(&a64, sa), TensorRef::new(&dd, &[8, 6]))
+            .fold(fold)
+            .op_a(op_a)
+            .alpha(1.5)
+            .beta(0.25);
+        t.reduce(&op).unwrap().wait().unwrap();
+        out.push((name, f64_out(&dd), 1e-12));
+    }
+
+    // Permutations, through every unary operator (inputs made positive for √, ln and 1/x).
+    let pos: Vec<f64> = a.iter().map(|x| 0.25 + x.abs()).collect();
+    let dpos = d.upload(s, &f32s(&pos)).unwrap();
+    for op_a in [
+        UnaryOp::Identity,
+        UnaryOp::Sqrt,
+        UnaryOp::Relu,
+        UnaryOp::Rcp,
+        UnaryOp::Sigmoid,
+        UnaryOp::Tanh,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Abs,
+        UnaryOp::Neg,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Ceil,
+        UnaryOp::Floor,
+    ] {
+        let db = d.alloc_zeros::<f32>(s, 6 * 5 * 7 * 8).unwrap();
+        let op = Permutation::new("abcd->dbac", TensorRef::new(&dpos, sa), TensorRef::new(&db, &[8, 5, 6, 7]))
+            .alpha(-2.0)
+            .op_a(op_a);
+        t.permute(&op).unwrap().wait().unwrap();
+        out.push(("permute", f32_out(&db), 1e-5));
+    }
+
+    // Elementwise: binary with a broadcast operand, in place; trinary with a transposed operand.
+    let dc = d.upload(s, &f32s(&c)).unwrap();
+    let row = d.upload(s, &f32s(&b[..6])).unwrap();
+    for combine in [BinaryOp::Add, BinaryOp::Mul, BinaryOp::Max, BinaryOp::Min] {
+        let dd = d.upload(s, &f32s(&c)).unwrap();
+        let op = ElementwiseBinary::new(
+            "a,fbea->fbea",
+            TensorRef::new(&row, &[6]),
+            TensorRef::new(&dd, sd),
+            TensorRef::new(&dd, sd),
+        )
+        .scales(2.0, -0.5)
+        .ops(UnaryOp::Tanh, UnaryOp::Abs)
+        .combine(combine);
+        t.elementwise_binary(&op).unwrap().wait().unwrap();
+        out.push(("elementwise binary", f32_out(&dd), 1e-5));
+    }
+    let dd = d.alloc_zeros::<f32>(s, 360).unwrap();
+    let op = ElementwiseTrinary::new(
+        "fbea,aebf,fbea->fbea",
+        TensorRef::new(&c32, sd),
+        TensorRef::new(&dc, &[6, 4, 5, 3]),
+        TensorRef::new(&dc, sd),
+        TensorRef::new(&dd, sd),
+    )
+    .scales(1.0, 3.0, 0.5)
+    .ops(UnaryOp::Identity, UnaryOp::Neg, UnaryOp::Sigmoid)
+    .combine(BinaryOp::Max, BinaryOp::Mul);
+    t.elementwise_trinary(&op).unwrap().wait().unwrap();
+    out.push(("elementwise trinary", f32_out(&dd), 1e-5));
+    drop(h);
+    d.synchronize(s).unwrap();
+    out
+}
+
+/// Every op kind on the GPU and on the simulator from the same inputs: the results agree to
+/// the type's tolerance.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_op_matches_the_simulator() {
+    let Some(gpu) = gpu() else { return };
+    let seed = Rng::new().next();
+    let (on_gpu, on_sim) = (every_op(&gpu, seed), every_op(&sim(), seed));
+    assert_eq!(on_gpu.len(), on_sim.len());
+    for ((name, g, tol), (_, s, _)) in on_gpu.iter().zip(&on_sim) {
+        close(g, s, *tol, name);
+    }
+}
+
+/// The comparison's own run on the simulator (runs in CI): every op against the einsum where
+/// it is one, so the GPU test compares against results known right.
+#[test]
+fn every_op_on_the_simulator_matches_the_einsum() {
+    let got = every_op(&sim(), 5);
+    let mut rng = Rng::seeded(5);
+    let (a, b, c) = (random(&mut rng, 6 * 5 * 7 * 8), random(&mut rng, 7 * 4 * 8 * 3), random(&mut rng, 3 * 5 * 4 * 6));
+    let shapes: [&[usize]; 3] = [&[6, 5, 7, 8], &[7, 4, 8, 3], &[3, 5, 4, 6]];
+    let ab = einsum(
+        "abcd,cedf->fbea",
+        &[(&a, &packed(shapes[0])), (&b, &packed(shapes[1]))],
+        &extents_of("abcd,cedf->fbea", &shapes),
+    );
+    close(&got[0].1, &ab, 1e-5, "contract f32");
+    let want: Vec<f64> = ab.iter().zip(&c).map(|(x, y)| 0.5 * x - 2.0 * y).collect();
+    close(&got[2].1, &want, 1e-12, "contract f64 alpha beta");
+    let sums = einsum("abcd->da", &[(&a, &packed(shapes[0]))], &extents_of("abcd->da", &[shapes[0], &[8, 6]]));
+    let want: Vec<f64> = sums.iter().zip(&c).map(|(x, y)| 1.5 * x + 0.25 * y).collect();
+    close(&got[6].1, &want, 1e-12, "reduce add");
 }

@@ -32,6 +32,8 @@ mod memory;
 mod numerics_validation;
 mod order;
 mod peer;
+#[cfg(all(feature = "cublas", feature = "cufft"))]
+mod pipeline_checked;
 #[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver", feature = "cublaslt"))]
 mod property_validation;
 mod random;
@@ -46,6 +48,8 @@ mod random;
 mod raw_handles;
 mod recorder;
 mod reentrancy;
+#[cfg(feature = "nvrtc")]
+mod rtc_sim;
 mod shutdown;
 mod solo;
 #[cfg(feature = "cusolver")]
@@ -63,4 +67,6 @@ mod sparse_props;
 mod sparse_sim;
 #[cfg(feature = "cutensor")]
 mod tensor;
+#[cfg(feature = "cutensor")]
+mod tensor_sim;
 mod trace;

@@ -137,7 +137,9 @@ impl KernelLaunch<'_> {
 
     /// Validates the declarations against the kernel's parameters and the launch
     /// configuration, then preflights, launches and commits. Returns a completion for the
-    /// launch.
+    /// launch. On a simulated device it fails with [`Error::LibraryUnavailable`] naming the
+    /// simulator's form of a kernel: a host closure enqueued with
+    /// [`LaunchScope::sim_kernel`](crate::LaunchScope::sim_kernel).
     ///
     /// Running user device code is unsafe: the checks cover the parameters' byte sizes and the
     /// declared buffers' devices and generations, not what the kernel does with them.
@@ -168,6 +170,11 @@ impl KernelLaunch<'_> {
     ///    kernel reads is valid for its type.
     pub unsafe fn enqueue(self) -> Result<Completion<()>> {
         let KernelLaunch { kernel, device, config, rec, mut args, error } = self;
+        // First: on the simulator the declarations' device pointers fail too, and this error
+        // names what to do instead.
+        if device.is_simulated() {
+            return Err(super::unavailable_on_sim());
+        }
         if let Some(e) = error {
             return Err(*e);
         }
@@ -209,7 +216,7 @@ impl KernelLaunch<'_> {
             block: config.block_dim,
             shared_mem_bytes: config.shared_mem_bytes,
         };
-        let launched = OpStream::launch_cuda_on(device, "NVRTC (libnvrtc)", rec, move |stream| {
+        let launched = OpStream::launch_cuda_on(device, super::LIBRARY, rec, move |stream| {
             let mut params: SmallVec<[*mut c_void; 8]> =
                 args.iter_mut().map(|(slot, _, _)| slot.0.as_mut_ptr().cast()).collect();
             // SAFETY: 1. the function is live (`kernel` holds its module) and of this device and

@@ -10,6 +10,13 @@
 //! - [`cubin`]: the kernels' parameter layouts recorded in a CUBIN;
 //! - [`module`]: loaded modules, [`Module`] and [`Kernel`];
 //! - [`launch`]: [`KernelLaunch`], the typed launch.
+//!
+//! On the simulator a CUDA C++ kernel has no CPU meaning: compiling fails with
+//! [`Error::LibraryUnavailable`] naming the alternative, a host closure that computes what the
+//! kernel would, enqueued with [`LaunchScope::sim_kernel`](crate::LaunchScope::sim_kernel) inside
+//! [`LaunchRecorder::launch`](crate::LaunchRecorder::launch) with the same declared reads and
+//! writes (the hazard checker sees its accesses against them). `examples/nvrtc_kernel.rs` and
+//! `examples/custom_kernel.rs` take one form or the other by backend.
 
 mod cubin;
 mod disk;
@@ -98,6 +105,21 @@ pub(crate) struct ModuleCache {
     compiles: AtomicU64,
 }
 
+/// The library name NVRTC's errors give.
+const LIBRARY: &str = "NVRTC (libnvrtc)";
+
+/// What compiling or launching a CUDA C++ kernel gives on the simulator, which runs no device
+/// code: the error names the form a kernel takes there.
+pub(crate) fn unavailable_on_sim() -> Error {
+    Error::LibraryUnavailable {
+        library: LIBRARY,
+        hint: "the simulated backend compiles and runs no CUDA C++ (a kernel has no CPU meaning); on \
+               the simulator, write the kernel's computation as a host closure and enqueue it with \
+               LaunchScope::sim_kernel inside LaunchRecorder::launch, declaring the same reads and \
+               writes (examples/custom_kernel.rs and examples/nvrtc_kernel.rs show both forms)",
+    }
+}
+
 fn cstring(arg: &'static str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::invalid(arg, format!("{s:?} contains a NUL byte")))
 }
@@ -115,6 +137,11 @@ impl Device {
     /// loads it, or returns the module cached for the same source, options, name expressions
     /// and architecture. With [`crate::DeviceConfig::kernel_cache_dir`] set, CUBINs also persist
     /// on disk across runs. A compile error is [`Error::CompileFailed`] with NVRTC's log.
+    ///
+    /// On the simulator, which runs no device code, it fails with [`Error::LibraryUnavailable`]
+    /// naming the simulator's form of a kernel: a host closure enqueued with
+    /// [`LaunchScope::sim_kernel`](crate::LaunchScope::sim_kernel) inside
+    /// [`LaunchRecorder::launch`](crate::LaunchRecorder::launch), declaring the same uses.
     pub fn compile_program(&self, program: &Program) -> Result<Module> {
         if let Some(e) = self.shared.poisoned() {
             return Err(e);
@@ -126,11 +153,11 @@ impl Device {
     fn load_program(&self, program: &Program) -> Result<Module> {
         let (backend, epoch) = self.shared.backend_epoch();
         let crate::backend::BackendCtx::Cuda(ctx) = backend else {
-            return Err(Error::WrongBackend { what: "Device::compile", needed: "cuda", actual: "sim" });
+            return Err(unavailable_on_sim());
         };
         if !nvrtc::is_present() {
             return Err(Error::LibraryUnavailable {
-                library: "NVRTC (libnvrtc)",
+                library: LIBRARY,
                 hint: "install the CUDA toolkit's NVRTC library",
             });
         }

@@ -4,6 +4,7 @@
 use super::calls::RawPlan;
 use super::modes::{self, Layout, Spec};
 use super::ops::{Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction};
+use super::sim::SimOp;
 use super::{compute_for, cuda_type, Compute, Kind, OperandKey, PlanKey, Tensor, TensorElement, TensorRef, UnaryOp};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -203,6 +204,9 @@ impl Tensor {
         for &(arg, buf, access) in &l.uses {
             record(&mut rec, arg, buf, access)?;
         }
+        if self.op.device.is_simulated() {
+            return self.launch_sim(l, rec);
+        }
         let stream = self.op.bound_stream()?;
         let handle = self.raw.as_ref().ok_or_else(|| self.op.unavailable_on_sim())?;
         let operands = l
@@ -232,6 +236,38 @@ impl Tensor {
             // declared read-write, holds at least the plan's need and serves one op at a time.
             unsafe { plan.exec(handle, kind, &ptrs, scalars, work, cu) }
         })
+    }
+}
+
+impl Tensor {
+    /// The simulator's form of [`launch`](Self::launch): the op computed on the host (see
+    /// [`super::sim`]) under the uses `rec` declared. No plan and no workspace.
+    fn launch_sim<T: TensorElement>(
+        &mut self,
+        l: Launch<'_, T>,
+        rec: crate::recorder::LaunchRecorder,
+    ) -> Result<Completion<()>> {
+        // The descriptors are in the order of `Kind`, the pointers in the execute call's: the
+        // output is the last of each, and an elementwise op's `c` (the pointer before it) has
+        // the output's descriptor.
+        let (mut layouts, mut ptrs) = (l.descs.into_iter().map(|d| d.layout).collect::<Vec<_>>(), l.ptrs);
+        let (Some(out_layout), Some(out_buf)) = (layouts.pop(), ptrs.pop()) else {
+            return Err(Error::invalid("spec", "the op has no output"));
+        };
+        let inputs = ptrs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| Ok((layouts.get(i).unwrap_or(&out_layout).clone(), b.sim_data()?)))
+            .collect::<Result<Vec<_>>>()?;
+        let op = SimOp {
+            kind: l.kind,
+            compute: l.compute,
+            unary: l.unary,
+            scalars: l.scalars,
+            inputs,
+            output: (out_layout, out_buf.sim_data()?),
+        };
+        self.op.run_sim(rec, Vec::new(), move || op.run())
     }
 }
 

@@ -13,14 +13,23 @@
 //! stream's shared workspace, sized by cuTENSOR's own estimate and declared on the op's
 //! recorder. The handle, plans and descriptors are destroyed by the reaper.
 //!
+//! On the simulator every op computes its result on the CPU, on the op's simulated stream,
+//! with plain loops over the modes' index space: inputs read exactly as f64, evaluated in f64,
+//! each stored element rounded once to the element type; TF32 contractions round their inputs
+//! to TF32 first. Results match the GPU's to the type's tolerance. The hazard checker sees the
+//! op's accesses against its declared uses, as for any simulated kernel. No plans are made
+//! there and no workspace is taken ([`Tensor::plans_made`] stays 0), and
+//! [`Tensor::cutensor_handle`] has no handle to give.
+//!
 //! cuTENSOR is loaded at run time as `libcutensor.so` (a link to `libcutensor.so.2`), found on
-//! the library path. Without it every op fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable) naming
-//! `libcutensor.so.2`.
+//! the library path. Without it every op on a CUDA device fails with
+//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable) naming `libcutensor.so.2`.
 
 mod calls;
 mod launch;
 mod modes;
 mod ops;
+mod sim;
 mod types;
 
 pub use ops::{Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction};
@@ -181,8 +190,8 @@ impl Tensor {
     /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). cuTENSOR takes the
     /// stream per call: pass that one (`scope.cuda_stream()?.cu_stream()`), and a workspace of your
     /// own (declared on the recorder), not cusched's shared one. Plans and descriptors you make are
-    /// yours to destroy. On the simulator it fails with
-    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
+    /// yours to destroy. On the simulator, which has no cuTENSOR (its ops compute on the host),
+    /// it fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable).
     pub fn cutensor_handle(&self) -> Result<cudarc::cutensor::sys::cutensorHandle_t> {
         self.raw.as_ref().map(|h| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
     }

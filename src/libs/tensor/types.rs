@@ -110,12 +110,47 @@ pub trait TensorElement: Element + sealed::Sealed {
     const DEFAULT_COMPUTE: Compute;
 }
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
-    impl Sealed for half::f16 {}
-    impl Sealed for half::bf16 {}
+/// The seal, with the conversions the simulator computes through (out of users' reach: the
+/// trait cannot be named outside the crate).
+pub(super) mod sealed {
+    pub trait Sealed: Copy {
+        /// The value, exactly.
+        fn to_f64(self) -> f64;
+        /// `v` rounded to the nearest value of the type.
+        fn from_f64(v: f64) -> Self;
+    }
+    impl Sealed for f32 {
+        fn to_f64(self) -> f64 {
+            f64::from(self)
+        }
+        fn from_f64(v: f64) -> Self {
+            v as f32
+        }
+    }
+    impl Sealed for f64 {
+        fn to_f64(self) -> f64 {
+            self
+        }
+        fn from_f64(v: f64) -> Self {
+            v
+        }
+    }
+    impl Sealed for half::f16 {
+        fn to_f64(self) -> f64 {
+            half::f16::to_f64(self)
+        }
+        fn from_f64(v: f64) -> Self {
+            half::f16::from_f64(v)
+        }
+    }
+    impl Sealed for half::bf16 {
+        fn to_f64(self) -> f64 {
+            half::bf16::to_f64(self)
+        }
+        fn from_f64(v: f64) -> Self {
+            half::bf16::from_f64(v)
+        }
+    }
 }
 
 impl TensorElement for f32 {

@@ -6,3 +6,5 @@
 pub mod blas_lt;
 #[cfg(feature = "cusparse")]
 pub mod sparse;
+#[cfg(feature = "cutensor")]
+pub mod tensor;
