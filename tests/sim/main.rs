@@ -47,6 +47,8 @@ mod reentrancy;
 mod shutdown;
 mod solo;
 #[cfg(feature = "cusolver")]
+mod solver_sim;
+#[cfg(feature = "cusolver")]
 mod solver_sparse;
 #[cfg(feature = "cusolver")]
 mod solver_validation;

@@ -22,6 +22,7 @@ mod eigen;
 mod factor;
 mod info;
 mod qr;
+pub(in crate::libs) mod sim;
 mod symmetric;
 
 pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
@@ -73,7 +74,7 @@ pub enum Side {
 // The data-type table is crate-private on purpose; the trait is sealed, so no outside type
 // needs to name it.
 #[allow(private_bounds)]
-pub trait SolverElement: Element + DataTypes + calls::Typed + sealed::Sealed {
+pub trait SolverElement: Element + DataTypes + calls::Typed + sim::Scalar + sealed::Sealed {
     /// The real type of eigenvalues and singular values.
     type Real: SolverElement;
 }
