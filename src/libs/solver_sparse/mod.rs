@@ -8,6 +8,13 @@
 //! and its completion resolves with [`Error::Numerical`](crate::Error::Numerical) (a [`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)), carrying the
 //! row where the factorization broke down, when the matrix is singular to the tolerance.
 //!
+//! On the simulator both solves compute on the CPU, as a simulated kernel under the op's uses:
+//! the matrix is made dense and factored (Householder QR; Cholesky of the lower triangle, as
+//! cuSOLVER reads it), in `f64`. The reordering is accepted and not applied (it changes nothing
+//! but rounding), and a matrix singular to the tolerance resolves the completion with the same
+//! [`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance), its
+//! row counted in the original order.
+//!
 //! CUDA 12.x marks the `cusolverSp` `csrlsv*` family as deprecated (NVIDIA points to cuDSS
 //! for sparse direct solves); it is still shipped and works in CUDA 13, and cusched keeps
 //! wrapping it.
@@ -136,8 +143,8 @@ impl SolverSparse {
     /// in the `unsafe` block whose duties
     /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's
     /// stream as it is; matrix descriptors you make are yours to destroy. On the simulator it
-    /// fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops
-    /// do there.
+    /// fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable): there is
+    /// no cuSOLVER handle there (the ops compute on the CPU).
     pub fn cusolver_sp_handle(&self) -> Result<cudarc::cusolver::sys::cusolverSpHandle_t> {
         self.raw.as_ref().map(|r| r.handle.get().0).ok_or_else(|| self.op.unavailable_on_sim())
     }
