@@ -183,7 +183,8 @@ pub(crate) fn cholesky(a: &Mat) -> Result<Mat, usize> {
         for k in 0..j {
             d -= l.at(j, k).norm2();
         }
-        if !(d > 0.0) {
+        // A NaN is not positive either.
+        if d.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             return Err(j + 1);
         }
         let d = d.sqrt();
@@ -651,13 +652,10 @@ pub(crate) fn complete(u: &mut Mat, have: &[bool]) {
             candidate += 1;
             // Twice is enough (Kahan's "twice is enough" for Gram-Schmidt).
             for _ in 0..2 {
-                for j in 0..u.cols {
-                    if !filled[j] {
-                        continue;
-                    }
+                for (j, _) in filled.iter().enumerate().filter(|(_, &f)| f) {
                     let mut d = ZERO;
-                    for r in 0..m {
-                        d += u.at(r, j).conj() * x[r];
+                    for (r, xr) in x.iter().enumerate() {
+                        d += u.at(r, j).conj() * *xr;
                     }
                     for (r, xr) in x.iter_mut().enumerate() {
                         *xr -= u.at(r, j) * d;
