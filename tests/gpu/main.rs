@@ -45,6 +45,8 @@ mod rng;
 #[cfg(feature = "cusolver")]
 mod solver;
 #[cfg(feature = "cusolver")]
+mod solver_sim;
+#[cfg(feature = "cusolver")]
 mod solver_sparse;
 #[cfg(feature = "nvrtc")]
 mod soundness;

@@ -2,61 +2,13 @@
 //! norm and size, solves against known solutions, and the typed numerical errors. Inputs are
 //! random per run; the seed is printed.
 
+use crate::common::reference::solver::*;
 use crate::common::*;
 use cusched::solver::{
     Fill, Generalized, Geqrf, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr, Potrf,
     PotrfBatched, Potri, Potrs, PotrsBatched, Side, SolverElement, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
-
-/// Column-major `n x n` product `A B`.
-fn matmul(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
-    let mut c = vec![0.0; m * n];
-    for j in 0..n {
-        for l in 0..k {
-            let blj = b[l + j * k];
-            for i in 0..m {
-                c[i + j * m] += a[i + l * m] * blj;
-            }
-        }
-    }
-    c
-}
-
-fn transpose(a: &[f64], m: usize, n: usize) -> Vec<f64> {
-    let mut t = vec![0.0; m * n];
-    for j in 0..n {
-        for i in 0..m {
-            t[j + i * n] = a[i + j * m];
-        }
-    }
-    t
-}
-
-fn fro(a: &[f64]) -> f64 {
-    a.iter().map(|x| x * x).sum::<f64>().sqrt()
-}
-
-/// ‖X − Y‖ / (‖Y‖ · size · ε): below a few tens for a backward-stable algorithm.
-fn scaled(x: &[f64], y: &[f64], size: usize) -> f64 {
-    scaled_eps(x, y, size, f64::EPSILON)
-}
-
-/// [`scaled`] in units of `eps`, the precision the GPU computed in.
-fn scaled_eps(x: &[f64], y: &[f64], size: usize, eps: f64) -> f64 {
-    let d: Vec<f64> = x.iter().zip(y).map(|(a, b)| a - b).collect();
-    fro(&d) / (fro(y).max(1.0) * size as f64 * eps)
-}
-
-/// A random symmetric positive definite matrix: `M Mᵀ + n I`.
-fn spd(rng: &mut Rng, n: usize) -> Vec<f64> {
-    let m = random(rng, n * n);
-    let mut a = matmul(&m, &transpose(&m, n, n), n, n, n);
-    for i in 0..n {
-        a[i + i * n] += n as f64;
-    }
-    a
-}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -275,30 +227,6 @@ fn batched_potrf_lists_the_one_bad_matrix() {
     }
     let r = scaled(&matmul(&l, &transpose(&l, n, n), n, n, n), a0, n);
     assert!(r < 100.0, "{r}");
-}
-
-fn symmetric(rng: &mut Rng, n: usize) -> Vec<f64> {
-    let m = random(rng, n * n);
-    (0..n * n).map(|k| (m[k] + m[(k % n) * n + k / n]) / 2.0).collect()
-}
-
-fn identity(n: usize) -> Vec<f64> {
-    let mut eye = vec![0.0; n * n];
-    for i in 0..n {
-        eye[i + i * n] = 1.0;
-    }
-    eye
-}
-
-/// `max_k ‖A v_k − λ_k B v_k‖` over the columns, scaled by `‖A‖ n ε` (`b` `None`: the identity).
-fn eigen_residual(a: &[f64], b: Option<&[f64]>, v: &[f64], w: &[f64], n: usize) -> f64 {
-    let av = matmul(a, v, n, n, n);
-    let bv = match b {
-        Some(b) => matmul(b, v, n, n, n),
-        None => v.to_vec(),
-    };
-    let d: Vec<f64> = (0..n * n).map(|k| av[k] - bv[k] * w[k / n]).collect();
-    fro(&d) / (fro(a).max(1.0) * n as f64 * f64::EPSILON)
 }
 
 #[test]

@@ -53,6 +53,8 @@ mod rtc_sim;
 mod shutdown;
 mod solo;
 #[cfg(feature = "cusolver")]
+mod solver_sim;
+#[cfg(feature = "cusolver")]
 mod solver_sparse;
 #[cfg(feature = "cusolver")]
 mod solver_validation;

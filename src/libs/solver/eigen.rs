@@ -95,9 +95,15 @@ pub struct JacobiRun {
 enum RunInfo {
     Svd(OwnedJacobi),
     Eig(OwnedSyevj),
+    /// A run on the simulator, which reports as it finishes.
+    Sim(JacobiReport),
 }
 
 impl JacobiRun {
+    pub(super) fn sim(report: JacobiReport) -> JacobiRun {
+        JacobiRun { info: RunInfo::Sim(report) }
+    }
+
     pub(super) fn syevj(info: OwnedSyevj) -> JacobiRun {
         JacobiRun { info: RunInfo::Eig(info) }
     }
@@ -128,6 +134,9 @@ impl Solver {
         let mut rec = self.op.recorder("syevd");
         record(&mut rec, "a", e.a, Access::ReadWrite)?;
         record(&mut rec, "w", e.w, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return super::sim::syevd(&self.op, rec, e, lda as usize);
+        }
         let (h, params) = self.handle()?;
         let (a, w, dt, wt) = (vptr(e.a)?, dptr(e.w)?, data_type(T::CUDA), data_type(T::Real::CUDA));
         let (vectors, fill) = (e.vectors, e.fill);
@@ -180,6 +189,9 @@ impl Solver {
         record(&mut rec, "s", g.s, Access::Write)?;
         record(&mut rec, "u", g.u, Access::Write)?;
         record(&mut rec, "vt", g.vt, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return super::sim::gesvd(&self.op, rec, g, (lda as usize, ldu as usize, ldvt as usize));
+        }
         let (h, params) = self.handle()?;
         let (a, s, u, vt) = (vptr(g.a)?, dptr(g.s)?, vptr(g.u)?, vptr(g.vt)?);
         let (dt, st, vectors) = (data_type(T::CUDA), data_type(T::Real::CUDA), g.vectors);
@@ -244,6 +256,10 @@ impl Solver {
         record(&mut rec, "s", g.s, Access::Write)?;
         record(&mut rec, "u", g.u, Access::Write)?;
         record(&mut rec, "v", g.v, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return Ok(super::sim::gesvdj(&self.op, rec, g, (lda as usize, ldu as usize, ldv as usize), self.jacobi)?
+                .map(JacobiRun::sim));
+        }
         let (h, _) = self.handle()?;
         let (a, s, u, v) = (vptr(g.a)?, vptr(g.s)?, vptr(g.u)?, vptr(g.v)?);
         let info = OwnedJacobi::create(self.jacobi.tolerance, self.jacobi.max_sweeps)?;
@@ -284,6 +300,9 @@ impl Solver {
     /// The residual and sweeps of a finished Jacobi run, asked of the library on this
     /// handle's thread.
     pub fn jacobi_report(&mut self, run: &JacobiRun) -> Result<JacobiReport> {
+        if let RunInfo::Sim(report) = run.info {
+            return Ok(report);
+        }
         let (h, _) = self.handle()?;
         self.op.bound_stream()?;
         // SAFETY: a live handle used by this thread (`&mut self`); the run's completion
@@ -291,6 +310,7 @@ impl Solver {
         let (residual, sweeps) = match &run.info {
             RunInfo::Svd(i) => unsafe { i.report(h) }?,
             RunInfo::Eig(i) => unsafe { i.report(h) }?,
+            RunInfo::Sim(report) => return Ok(*report),
         };
         Ok(JacobiReport { residual, sweeps })
     }

@@ -157,6 +157,9 @@ impl Solver {
         let lda = matrix("a", "lda", p.a, p.n, p.n, p.lda)?;
         let mut rec = self.op.recorder("potrf");
         record(&mut rec, "a", p.a, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return super::sim::potrf(&self.op, rec, p, lda as usize);
+        }
         let (h, params) = self.handle()?;
         let dt = data_type(T::CUDA);
         let a = vptr(p.a)?;
@@ -192,6 +195,9 @@ impl Solver {
         let mut rec = self.op.recorder("potrs");
         record(&mut rec, "a", p.a, Access::Read)?;
         record(&mut rec, "b", p.b, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return super::sim::potrs(&self.op, rec, p, lda as usize, ldb as usize);
+        }
         let (h, params) = self.handle()?;
         let (a, b, fill, dt) = (vptr(p.a)?, vptr(p.b)?, p.fill, data_type(T::CUDA));
         self.run_info(
@@ -222,6 +228,9 @@ impl Solver {
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         if let Some(ipiv) = g.ipiv {
             record(&mut rec, "ipiv", ipiv, Access::Write)?;
+        }
+        if self.op.device.is_simulated() {
+            return super::sim::getrf(&self.op, rec, g, lda as usize);
         }
         let (h, params) = self.handle()?;
         let (a, dt) = (vptr(g.a)?, data_type(T::CUDA));
@@ -265,6 +274,9 @@ impl Solver {
             record(&mut rec, "ipiv", ipiv, Access::Read)?;
         }
         record(&mut rec, "b", g.b, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return super::sim::getrs(&self.op, rec, g, lda as usize, ldb as usize);
+        }
         let (h, params) = self.handle()?;
         let (a, b, t, dt) = (vptr(g.a)?, vptr(g.b)?, g.trans, data_type(T::CUDA));
         let ipiv: *const i64 = match g.ipiv {
@@ -301,6 +313,9 @@ impl Solver {
         check::covers("a", p.a, span, &format!("{} matrices {}x{} {stride} apart", p.batch, p.n, p.n))?;
         let mut rec = self.op.recorder("potrfBatched");
         record(&mut rec, "a", p.a, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return super::sim::potrf_batched(&self.op, rec, p, m.ld as usize, stride);
+        }
         self.handle()?;
         let base = p.a.raw_device_ptr()?;
         let size = std::mem::size_of::<T>() as u64;

@@ -15,6 +15,19 @@
 //! [`Error::Numerical`](crate::Error::Numerical) saying what happened ("leading minor 5 is not
 //! positive definite"). Workspace sizes come from the library's own queries, cached per shape;
 //! the device workspace is the stream's shared one.
+//!
+//! On the simulator every op computes on the CPU, as a simulated kernel on the op's stream
+//! under the uses the op declared (the hazard checker sees it like any simulated kernel): in
+//! `f64` (complex `f64`) with plain loops, each result rounded to the element type once. The
+//! factorizations follow LAPACK's conventions (LU's partial pivoting, 1-based pivots;
+//! Householder reflectors with `v[0] = 1` and their `tau`), so factors, pivots, `R`, `tau`
+//! and `Q` match the GPU's to rounding; every eigenproblem and SVD runs a Jacobi method (the
+//! [`JacobiSettings`] apply to `syevj`, `gesvdj` and the batched Jacobi ops, and
+//! [`Solver::jacobi_report`] reports the simulated run), so eigenvalues (ascending) and
+//! singular values (descending) match, while eigen and singular vectors may differ by a sign
+//! (a phase, for complex types) per vector. Numerical failures come back as on the GPU, through
+//! the same [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no
+//! workspace, and the raw handle accessors still fail there.
 
 mod batched;
 mod calls;
@@ -22,6 +35,7 @@ mod eigen;
 mod factor;
 mod info;
 mod qr;
+pub(in crate::libs) mod sim;
 mod symmetric;
 
 pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
@@ -73,7 +87,7 @@ pub enum Side {
 // The data-type table is crate-private on purpose; the trait is sealed, so no outside type
 // needs to name it.
 #[allow(private_bounds)]
-pub trait SolverElement: Element + DataTypes + calls::Typed + sealed::Sealed {
+pub trait SolverElement: Element + DataTypes + calls::Typed + sim::Scalar + sealed::Sealed {
     /// The real type of eigenvalues and singular values.
     type Real: SolverElement;
 }
@@ -226,7 +240,8 @@ impl Solver {
     /// the workspace sizes the library reported per shape under them. Workspaces and `devInfo`
     /// words come from your own allocations (declared on the recorder), not cusched's shared
     /// workspace. On the simulator it fails with
-    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops do there.
+    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable): there is no
+    /// cuSOLVER handle there (the ops compute on the CPU).
     pub fn cusolver_handle(&self) -> Result<cudarc::cusolver::sys::cusolverDnHandle_t> {
         self.handle().map(|(h, _)| h)
     }

@@ -87,6 +87,9 @@ impl Solver {
         let mut rec = self.op.recorder("geqrf");
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         record(&mut rec, "tau", g.tau, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return super::sim::geqrf(&self.op, rec, g, lda as usize);
+        }
         let (h, params) = self.handle()?;
         let (a, tau, dt) = (vptr(g.a)?, vptr(g.tau)?, data_type(T::CUDA));
         let key = SizeKey { op: "geqrf", dtype: T::CUDA as u32, dims: [m, n, lda, 0, 0, 0] };
@@ -126,6 +129,9 @@ impl Solver {
         let mut rec = self.op.recorder("orgqr");
         record(&mut rec, "a", o.a, Access::ReadWrite)?;
         record(&mut rec, "tau", o.tau, Access::Read)?;
+        if self.op.device.is_simulated() {
+            return super::sim::orgqr(&self.op, rec, o, lda as usize);
+        }
         let (h, _) = self.handle()?;
         let (a, tau) = (vptr(o.a)?, vptr(o.tau)?);
         let (size_call, call) = if is_complex::<T>() {
@@ -187,6 +193,9 @@ impl Solver {
         record(&mut rec, "a", o.a, Access::Read)?;
         record(&mut rec, "tau", o.tau, Access::Read)?;
         record(&mut rec, "c", o.c, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return super::sim::ormqr(&self.op, rec, o, lda as usize, ldc as usize);
+        }
         let (h, _) = self.handle()?;
         let (a, tau, c) = (vptr(o.a)?, vptr(o.tau)?, vptr(o.c)?);
         // ormqr takes T for Qᵀ, unmqr C for Qᴴ; `Yes` on a complex type was rejected above.

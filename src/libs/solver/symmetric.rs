@@ -105,6 +105,9 @@ impl Solver {
         let lda = matrix("a", "lda", p.a, p.n, p.n, p.lda)? as i32;
         let mut rec = self.op.recorder("potri");
         record(&mut rec, "a", p.a, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return super::sim::potri(&self.op, rec, p, lda as usize);
+        }
         let (h, _) = self.handle()?;
         let (a, u): (*mut c_void, _) = (dptr(p.a)?, calls::fill(p.fill));
         let key = SizeKey { op: "potri", dtype: T::CUDA as u32, dims: [n.into(), lda.into(), p.fill as i64, 0, 0, 0] };
@@ -142,6 +145,9 @@ impl Solver {
         let mut rec = self.op.recorder("syevj");
         record(&mut rec, "a", e.a, Access::ReadWrite)?;
         record(&mut rec, "w", e.w, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return Ok(super::sim::syevj(&self.op, rec, e, lda as usize, self.jacobi)?.map(JacobiRun::sim));
+        }
         let (h, _) = self.handle()?;
         let (a, w): (*mut c_void, *mut c_void) = (dptr(e.a)?, dptr(e.w)?);
         let (mode, u) = (calls::eig_mode(e.vectors), calls::fill(e.fill));
@@ -195,6 +201,9 @@ impl Solver {
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         record(&mut rec, "b", g.b, Access::ReadWrite)?;
         record(&mut rec, "w", g.w, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return super::sim::sygvd(&self.op, rec, g, lda as usize, ldb as usize);
+        }
         let (h, _) = self.handle()?;
         let (a, b, w): (*mut c_void, *mut c_void, *mut c_void) = (dptr(g.a)?, dptr(g.b)?, dptr(g.w)?);
         let (t, mode, u) = (eig_type(g.problem), calls::eig_mode(g.vectors), calls::fill(g.fill));

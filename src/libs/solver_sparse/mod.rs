@@ -8,6 +8,13 @@
 //! and its completion resolves with [`Error::Numerical`](crate::Error::Numerical) (a [`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)), carrying the
 //! row where the factorization broke down, when the matrix is singular to the tolerance.
 //!
+//! On the simulator both solves compute on the CPU, as a simulated kernel under the op's uses:
+//! the matrix is made dense and factored (Householder QR; Cholesky of the lower triangle, as
+//! cuSOLVER reads it), in `f64`. The reordering is accepted and not applied (it changes nothing
+//! but rounding), and a matrix singular to the tolerance resolves the completion with the same
+//! [`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance), its
+//! row counted in the original order.
+//!
 //! CUDA 12.x marks the `cusolverSp` `csrlsv*` family as deprecated (NVIDIA points to cuDSS
 //! for sparse direct solves); it is still shipped and works in CUDA 13, and cusched keeps
 //! wrapping it.
@@ -51,7 +58,9 @@ pub enum Stored {
 }
 
 /// Float types of the sparse solvers: `f32` and `f64`.
-pub trait SolverReal: Element + calls::sealed::SpReal {}
+// The simulator's element trait is crate-private; the trait is sealed, so no outside type needs it.
+#[allow(private_bounds)]
+pub trait SolverReal: Element + calls::sealed::SpReal + crate::libs::solver::sim::Scalar + Into<f64> {}
 impl SolverReal for f32 {}
 impl SolverReal for f64 {}
 
@@ -134,8 +143,8 @@ impl SolverSparse {
     /// in the `unsafe` block whose duties
     /// [`LaunchScope::cuda_stream`](crate::LaunchScope::cuda_stream) lists). Leave the handle's
     /// stream as it is; matrix descriptors you make are yours to destroy. On the simulator it
-    /// fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the ops
-    /// do there.
+    /// fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable): there is
+    /// no cuSOLVER handle there (the ops compute on the CPU).
     pub fn cusolver_sp_handle(&self) -> Result<cudarc::cusolver::sys::cusolverSpHandle_t> {
         self.raw.as_ref().map(|r| r.handle.get().0).ok_or_else(|| self.op.unavailable_on_sim())
     }
@@ -224,6 +233,13 @@ impl SolverSparse {
         record(&mut rec, "a.values", a.values, Access::Read)?;
         record(&mut rec, "b", b, Access::Read)?;
         record(&mut rec, "x", x, Access::Write)?;
+        let call = match method {
+            calls::Method::Qr => <T as calls::sealed::SpReal>::QR,
+            calls::Method::Cholesky => <T as calls::sealed::SpReal>::CHOL,
+        };
+        if self.op.device.is_simulated() {
+            return self.solve_sim(method, call, a, b, x, tol, rec);
+        }
         let raw = self.raw.as_ref().ok_or_else(|| self.op.unavailable_on_sim())?;
         let s = calls::System {
             n,
@@ -235,10 +251,6 @@ impl SolverSparse {
             x: dptr(x)?,
             tol,
             reorder: reorder as i32,
-        };
-        let call = match method {
-            calls::Method::Qr => <T as calls::sealed::SpReal>::QR,
-            calls::Method::Cholesky => <T as calls::sealed::SpReal>::CHOL,
         };
         self.op.run_outcome(rec, || {
             // SAFETY: (1) a live handle bound to this stream, fenced by preflight; (2) the
@@ -253,5 +265,46 @@ impl SolverSparse {
                 Err(_) => Ok(()),
             })
         })
+    }
+
+    /// The simulator's solve: the system made dense and factored on the host, as a simulated
+    /// kernel under the op's uses; the reordering changes nothing there but rounding, so it is
+    /// not applied.
+    #[allow(clippy::too_many_arguments)]
+    fn solve_sim<T: SolverReal>(
+        &self,
+        method: calls::Method,
+        call: &'static str,
+        a: CsrSystem<'_, T>,
+        b: &GpuRef<T>,
+        x: &GpuRef<T>,
+        tol: T,
+        rec: crate::recorder::LaunchRecorder,
+    ) -> Result<Completion<()>> {
+        let n = a.n;
+        let (offsets, indices, values) = (a.offsets.sim_data()?, a.indices.sim_data()?, a.values.sim_data()?);
+        let (b, x) = (b.sim_data()?, x.sim_data()?);
+        let (tol, cholesky): (f64, bool) = (tol.into(), matches!(method, calls::Method::Cholesky));
+        let done = self.op.run_sim(rec, Vec::new(), move || {
+            let solved = crate::libs::solver::sim::sparse_solve(
+                n,
+                (&offsets.read(), &indices.read(), &values.read()),
+                &b.read(),
+                tol,
+                cholesky,
+            );
+            match solved {
+                Ok(v) => {
+                    x.lock()[..n].copy_from_slice(&v);
+                    Ok(())
+                }
+                Err(row) => Err(Error::Numerical {
+                    op: call,
+                    batch: 1,
+                    failures: vec![NumericalFailure::SingularToTolerance { matrix: 0, row }],
+                }),
+            }
+        })?;
+        Ok(done.try_map(|r| r))
     }
 }

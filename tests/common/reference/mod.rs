@@ -4,6 +4,8 @@
 
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
+#[cfg(feature = "cusolver")]
+pub mod solver;
 #[cfg(feature = "cusparse")]
 pub mod sparse;
 #[cfg(feature = "cutensor")]

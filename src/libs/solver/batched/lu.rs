@@ -27,6 +27,9 @@ impl Solver {
         let mut rec = self.op.recorder("potrsBatched");
         record(&mut rec, "a", p.a, Access::Read)?;
         record(&mut rec, "b", p.b, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return crate::libs::solver::sim::potrs_batched(&self.op, rec, p, (lda as usize, sa), (ldb as usize, sb));
+        }
         let (h, _) = self.handle()?;
         let mut ptrs = pointers(p.a, sa, p.batch)?;
         ptrs.extend(pointers(p.b, sb, p.batch)?);
@@ -63,6 +66,9 @@ impl Solver {
         record(&mut rec, "a", g.a, Access::ReadWrite)?;
         if let Some(ipiv) = g.ipiv {
             record(&mut rec, "ipiv", ipiv, Access::Write)?;
+        }
+        if self.op.device.is_simulated() {
+            return crate::libs::solver::sim::getrf_batched(&self.op, rec, g, lda as usize, stride);
         }
         let bh = self.blas_handle()?;
         let piv: *mut c_int = match g.ipiv {
@@ -104,6 +110,9 @@ impl Solver {
         record(&mut rec, "a", g.a, Access::Read)?;
         record(&mut rec, "ipiv", g.ipiv, Access::Read)?;
         record(&mut rec, "b", g.b, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            return crate::libs::solver::sim::getrs_batched(&self.op, rec, g, (lda as usize, sa), (ldb as usize, sb));
+        }
         let bh = self.blas_handle()?;
         let piv: *const c_int = dptr(g.ipiv)?;
         let mut ptrs = pointers(g.a, sa, g.batch)?;

@@ -1,0 +1,466 @@
+//! cuSOLVER on the simulator: every op computes on the CPU, checked against the f64 references
+//! the GPU tests use (reconstructions, residuals, orthonormality, singular values), and the
+//! numerical failures come back as on the GPU (the same `Error::Numerical` and index).
+
+use crate::common::fixture::{fx, Fx};
+use crate::common::reference::solver::*;
+use crate::common::{random, Rng};
+use cusched::solver::{
+    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings,
+    Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+};
+use cusched::{Complex, Error, NumericalFailure};
+
+fn down<T: cusched::Element>(fx: &Fx, b: &cusched::GpuRef<T>) -> Vec<T> {
+    b.download(fx.s).unwrap()
+}
+
+/// The `lower` (or upper) triangle of `a`, the rest zero.
+fn triangle(a: &[f64], n: usize, lower: bool) -> Vec<f64> {
+    (0..n * n).map(|k| if k % n == k / n || (k % n > k / n) == lower { a[k] } else { 0.0 }).collect()
+}
+
+#[test]
+fn potrf_potrs_potri_reconstruct_solve_and_invert() {
+    let mut rng = Rng::new();
+    let n = 12;
+    for fill in [Fill::Lower, Fill::Upper] {
+        let mut fx = fx();
+        let a0 = spd(&mut rng, n);
+        let a = fx.upload(&a0);
+        fx.h.solver().unwrap().potrf(&Potrf { fill, n, a: &a, lda: None }).unwrap().wait().unwrap();
+        let f = down(&fx, &a);
+        let lower = fill == Fill::Lower;
+        let t = triangle(&f, n, lower);
+        let back =
+            if lower { matmul(&t, &transpose(&t, n, n), n, n, n) } else { matmul(&transpose(&t, n, n), &t, n, n, n) };
+        assert!(scaled(&back, &a0, n) < 100.0);
+        // The other triangle is left as it was.
+        assert!((0..n * n).all(|k| (k % n >= k / n) == lower || k % n == k / n || f[k] == a0[k]));
+        let x0 = random(&mut rng, n * 2);
+        let b = fx.upload(&matmul(&a0, &x0, n, n, 2));
+        let p = Potrs { fill, n, nrhs: 2, a: &a, lda: None, b: &b, ldb: None };
+        fx.h.solver().unwrap().potrs(&p).unwrap().wait().unwrap();
+        assert!(scaled(&down(&fx, &b), &x0, n) < 1e4);
+        fx.h.solver().unwrap().potri(&Potri { fill, n, a: &a, lda: None }).unwrap().wait().unwrap();
+        let inv = triangle(&down(&fx, &a), n, lower);
+        let full: Vec<f64> =
+            (0..n * n).map(|k| if k % n == k / n { inv[k] } else { inv[k] + inv[k / n + (k % n) * n] }).collect();
+        assert!(scaled(&matmul(&full, &a0, n, n, n), &identity(n), n) < 1e4);
+    }
+}
+
+#[test]
+fn potrf_of_an_indefinite_matrix_names_the_minor() {
+    let mut fx = fx();
+    let mut a0 = identity(4);
+    a0[2 + 2 * 4] = -1.0;
+    let a = fx.upload(&a0);
+    let got = fx.h.solver().unwrap().potrf(&Potrf { fill: Fill::Lower, n: 4, a: &a, lda: None }).unwrap().wait();
+    match got {
+        Err(Error::Numerical { op: "potrf", batch: 1, failures }) => {
+            assert_eq!(failures, vec![NumericalFailure::NotPositiveDefinite { matrix: 0, minor: 3 }])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn getrf_pivots_reconstruct_and_getrs_solves_every_transpose() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    // A known pivot sequence: the largest entry of column 0 is in row 2, then row 2 of the rest.
+    let a = fx.upload(&[1.0f64, 2.0, 4.0, 3.0, 1.0, 1.0, 2.0, 8.0, 1.0]);
+    let ipiv = fx.buf::<i64>(3);
+    fx.h.solver().unwrap().getrf(&Getrf { m: 3, n: 3, a: &a, lda: None, ipiv: Some(&ipiv) }).unwrap().wait().unwrap();
+    assert_eq!(down(&fx, &ipiv), vec![3, 3, 3]);
+    let n = 10;
+    for pivot in [true, false] {
+        let a0: Vec<f64> =
+            (0..n * n).map(|k| random(&mut rng, 1)[0] + if k % n == k / n { 4.0 } else { 0.0 }).collect();
+        let a = fx.upload(&a0);
+        let ipiv = fx.buf::<i64>(n);
+        let g = Getrf { m: n, n, a: &a, lda: None, ipiv: pivot.then_some(&ipiv) };
+        fx.h.solver().unwrap().getrf(&g).unwrap().wait().unwrap();
+        for trans in [Trans::No, Trans::Yes, Trans::Conj] {
+            let x0 = random(&mut rng, n);
+            let op = if trans == Trans::No { a0.clone() } else { transpose(&a0, n, n) };
+            let b = fx.upload(&matvec(&op, &x0, n));
+            let s = Getrs { trans, n, nrhs: 1, a: &a, lda: None, ipiv: pivot.then_some(&ipiv), b: &b, ldb: None };
+            fx.h.solver().unwrap().getrs(&s).unwrap().wait().unwrap();
+            assert!(scaled(&down(&fx, &b), &x0, n) < 1e4, "{pivot} {trans:?}");
+        }
+    }
+}
+
+#[test]
+fn getrf_of_a_singular_matrix_names_the_pivot() {
+    let mut fx = fx();
+    // Column 1 is twice column 0: U(2, 2) is exactly zero.
+    let a = fx.upload(&[1.0f64, 2.0, 3.0, 2.0, 4.0, 6.0, 0.0, 1.0, 5.0]);
+    let ipiv = fx.buf::<i64>(3);
+    let got = fx.h.solver().unwrap().getrf(&Getrf { m: 3, n: 3, a: &a, lda: None, ipiv: Some(&ipiv) }).unwrap().wait();
+    match got {
+        Err(Error::Numerical { op: "getrf", failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 2 }])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn geqrf_orgqr_ormqr_give_q_and_r() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n) = (9, 5);
+    let a0 = random(&mut rng, m * n);
+    let (a, tau) = (fx.upload(&a0), fx.buf::<f64>(n));
+    fx.h.solver().unwrap().geqrf(&Geqrf { m, n, a: &a, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let f = down(&fx, &a);
+    let r: Vec<f64> = (0..n * n).map(|k| if k % n <= k / n { f[k % n + (k / n) * m] } else { 0.0 }).collect();
+    // LAPACK's reflectors: tau in [1, 2] for real data.
+    assert!(down(&fx, &tau).iter().all(|t| (0.0..=2.0).contains(t)));
+    let q = fx.upload(&f);
+    fx.h.solver().unwrap().orgqr(&Orgqr { m, n, k: n, a: &q, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let qm = down(&fx, &q);
+    assert!(orthonormality(&qm, m, n, f64::EPSILON) < 100.0);
+    assert!(scaled(&matmul(&qm, &r, m, n, n), &a0, m) < 100.0);
+    // Qᵀ C from the reflectors equals Qᵀ C from the formed Q (its first n rows).
+    let c0 = random(&mut rng, m * 2);
+    let c = fx.upload(&c0);
+    let o = Ormqr { side: Side::Left, trans: Trans::Yes, m, n: 2, k: n, a: &a, lda: None, tau: &tau, c: &c, ldc: None };
+    fx.h.solver().unwrap().ormqr(&o).unwrap().wait().unwrap();
+    let qtc = matmul(&transpose(&qm, m, n), &c0, n, m, 2);
+    let got = down(&fx, &c);
+    let top: Vec<f64> = (0..2).flat_map(|j| got[j * m..j * m + n].to_vec()).collect();
+    assert!(scaled(&top, &qtc, m) < 100.0);
+    // Q (Qᵀ C) = C, from the right too: (Cᵀ Q) Qᵀ = Cᵀ.
+    let o = Ormqr { trans: Trans::No, ..o };
+    fx.h.solver().unwrap().ormqr(&o).unwrap().wait().unwrap();
+    assert!(scaled(&down(&fx, &c), &c0, m) < 100.0);
+    let ct = fx.upload(&transpose(&c0, m, 2));
+    for trans in [Trans::Yes, Trans::No] {
+        let o = Ormqr { side: Side::Right, trans, m: 2, n: m, k: n, a: &a, lda: None, tau: &tau, c: &ct, ldc: None };
+        fx.h.solver().unwrap().ormqr(&o).unwrap().wait().unwrap();
+    }
+    assert!(scaled(&down(&fx, &ct), &transpose(&c0, m, 2), m) < 100.0);
+}
+
+#[test]
+fn complex_geqrf_and_ungqr_give_a_unitary_q() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n) = (6, 4);
+    let a0: Vec<Complex<f64>> = (0..m * n).map(|_| Complex::new(rng.f32() as f64, rng.f32() as f64)).collect();
+    let (a, tau) = (fx.upload(&a0), fx.buf::<Complex<f64>>(n));
+    fx.h.solver().unwrap().geqrf(&Geqrf { m, n, a: &a, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let f = down(&fx, &a);
+    fx.h.solver().unwrap().orgqr(&Orgqr { m, n, k: n, a: &a, lda: None, tau: &tau }).unwrap().wait().unwrap();
+    let q = down(&fx, &a);
+    // Q R = A and Qᴴ Q = I, in complex arithmetic.
+    let mut worst = 0.0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let (mut re, mut im) = (0.0, 0.0);
+            for k in 0..=j {
+                let (x, y) = (q[i + k * m], f[k + j * m]);
+                re += x.re * y.re - x.im * y.im;
+                im += x.re * y.im + x.im * y.re;
+            }
+            worst = worst.max((re - a0[i + j * m].re).abs() + (im - a0[i + j * m].im).abs());
+        }
+    }
+    for p in 0..n {
+        for r in 0..n {
+            let (mut re, mut im) = (0.0, 0.0);
+            for i in 0..m {
+                let (x, y) = (q[i + p * m], q[i + r * m]);
+                re += x.re * y.re + x.im * y.im;
+                im += x.re * y.im - x.im * y.re;
+            }
+            worst = worst.max((re - if p == r { 1.0 } else { 0.0 }).abs() + im.abs());
+        }
+    }
+    assert!(worst < 1e-12, "{worst}");
+}
+
+#[test]
+fn syevd_and_syevj_satisfy_av_equals_v_lambda() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 16;
+    let a0 = symmetric(&mut rng, n);
+    for fill in [Fill::Lower, Fill::Upper] {
+        let (a, w) = (fx.upload(&triangle(&a0, n, fill == Fill::Lower)), fx.buf::<f64>(n));
+        fx.h.solver()
+            .unwrap()
+            .syevd(&Syevd { vectors: true, fill, n, a: &a, lda: None, w: &w })
+            .unwrap()
+            .wait()
+            .unwrap();
+        let (v, wv) = (down(&fx, &a), down(&fx, &w));
+        assert!(wv.windows(2).all(|p| p[0] <= p[1]), "ascending");
+        assert!(eigen_residual(&a0, None, &v, &wv, n) < 100.0);
+        assert!(orthonormality(&v, n, n, f64::EPSILON) < 100.0);
+    }
+    let (a, w) = (fx.upload(&a0), fx.buf::<f64>(n));
+    let run = fx.h.solver().unwrap().syevj(&Syevj { vectors: true, fill: Fill::Lower, n, a: &a, lda: None, w: &w });
+    let run = run.unwrap().wait().unwrap();
+    let report = fx.h.solver().unwrap().jacobi_report(&run).unwrap();
+    assert!(report.sweeps >= 1 && report.sweeps <= 100 && report.residual < 1e-10, "{report:?}");
+    assert!(eigen_residual(&a0, None, &down(&fx, &a), &down(&fx, &w), n) < 100.0);
+    // f32 to its own precision; a single sweep is not enough and says so as cuSOLVER does.
+    let (a, w) = (fx.upload(&a0.iter().map(|&x| x as f32).collect::<Vec<_>>()), fx.buf::<f32>(n));
+    fx.h.solver().unwrap().set_jacobi(JacobiSettings { tolerance: 0.0, max_sweeps: 1 }).unwrap();
+    let got = fx.h.solver().unwrap().syevj(&Syevj { vectors: true, fill: Fill::Lower, n, a: &a, lda: None, w: &w });
+    match got.unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::NotConverged { matrix: 0, count: n + 1 }])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn sygvd_satisfies_av_equals_bv_lambda_and_names_an_indefinite_b() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 8;
+    let (a0, b0) = (symmetric(&mut rng, n), spd(&mut rng, n));
+    let (a, b, w) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n));
+    let g = Sygvd {
+        problem: Generalized::Ax,
+        vectors: true,
+        fill: Fill::Upper,
+        n,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb: None,
+        w: &w,
+    };
+    fx.h.solver().unwrap().sygvd(&g).unwrap().wait().unwrap();
+    assert!(eigen_residual(&a0, Some(&b0), &down(&fx, &a), &down(&fx, &w), n) < 1e3);
+    // A B x = λ x and B A x = λ x: the eigenvalues of A B.
+    for problem in [Generalized::Abx, Generalized::Bax] {
+        let (a, b) = (fx.upload(&a0), fx.upload(&b0));
+        fx.h.solver().unwrap().sygvd(&Sygvd { problem, a: &a, b: &b, ..g }).unwrap().wait().unwrap();
+        let (v, wv) = (down(&fx, &a), down(&fx, &w));
+        let ab = if problem == Generalized::Abx { matmul(&a0, &b0, n, n, n) } else { matmul(&b0, &a0, n, n, n) };
+        assert!(eigen_residual(&ab, None, &v, &wv, n) / fro(&ab).max(1.0) < 1e3, "{problem:?}");
+    }
+    let mut bad = identity(n);
+    bad[3 + 3 * n] = -2.0;
+    let (a, b) = (fx.upload(&a0), fx.upload(&bad));
+    match fx.h.solver().unwrap().sygvd(&Sygvd { a: &a, b: &b, ..g }).unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::NotPositiveDefinite { matrix: 0, minor: 4 }])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// `U diag(s) Vᵀ` for `U` `m x p`, `V` `n x p`.
+fn usv(u: &[f64], s: &[f64], v: &[f64], m: usize, n: usize, p: usize) -> Vec<f64> {
+    let us: Vec<f64> = (0..m * p).map(|k| u[k] * s[k / m]).collect();
+    matmul(&us, &transpose(v, n, p), m, p, n)
+}
+
+#[test]
+fn gesvd_and_gesvdj_reconstruct_with_the_reference_singular_values() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n) = (9, 6);
+    let a0 = random(&mut rng, m * n);
+    let want = singular_values_of(&a0, m, n);
+    let (a, s, u, vt) = (fx.upload(&a0), fx.buf::<f64>(n), fx.buf::<f64>(m * m), fx.buf::<f64>(n * n));
+    let g = Gesvd { vectors: true, m, n, a: &a, lda: None, s: &s, u: &u, ldu: None, vt: &vt, ldvt: None };
+    fx.h.solver().unwrap().gesvd(&g).unwrap().wait().unwrap();
+    let (sv, um, vtm) = (down(&fx, &s), down(&fx, &u), down(&fx, &vt));
+    assert!(scaled(&sv, &want, n) < 1e3);
+    assert!(orthonormality(&um, m, m, f64::EPSILON) < 100.0);
+    assert!(scaled(&usv(&um[..m * n], &sv, &transpose(&vtm, n, n), m, n, n), &a0, m) < 100.0);
+    // gesvdj, economy size, tall and wide.
+    for (m, n) in [(9, 6), (5, 8)] {
+        let p = m.min(n);
+        let a0 = random(&mut rng, m * n);
+        let (a, s, u, v) = (fx.upload(&a0), fx.buf::<f64>(p), fx.buf::<f64>(m * p), fx.buf::<f64>(n * p));
+        let j = Gesvdj { vectors: true, m, n, a: &a, lda: None, s: &s, u: &u, ldu: None, v: &v, ldv: None };
+        let run = fx.h.solver().unwrap().gesvdj(&j).unwrap().wait().unwrap();
+        assert!(fx.h.solver().unwrap().jacobi_report(&run).unwrap().sweeps >= 1);
+        let (sv, um, vm) = (down(&fx, &s), down(&fx, &u), down(&fx, &v));
+        assert!(scaled(&sv, &singular_values_of(&a0, m, n)[..p], p) < 1e4, "{m}x{n}");
+        assert!(orthonormality(&um, m, p, f64::EPSILON) < 100.0 && orthonormality(&vm, n, p, f64::EPSILON) < 100.0);
+        assert!(scaled(&usv(&um, &sv, &vm, m, n, p), &a0, m) < 100.0, "{m}x{n}");
+    }
+}
+
+#[test]
+fn batched_ops_compute_every_matrix_and_list_the_bad_ones() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (n, batch) = (5, 3);
+    // potrf/potrs batched; matrix 1 is not positive definite.
+    let mats: Vec<Vec<f64>> = (0..batch).map(|_| spd(&mut rng, n)).collect();
+    let mut all: Vec<f64> = mats.concat();
+    all[n * n + 2 + 2 * n] = -100.0;
+    let a = fx.upload(&all);
+    let p = PotrfBatched { fill: Fill::Lower, n, batch, a: &a, lda: None, stride: None };
+    match fx.h.solver().unwrap().potrf_batched(&p).unwrap().wait() {
+        Err(Error::Numerical { op: "potrfBatched", batch: 3, failures }) => {
+            assert_eq!(failures, vec![NumericalFailure::NotPositiveDefinite { matrix: 1, minor: 3 }])
+        }
+        other => panic!("{other:?}"),
+    }
+    let x0 = random(&mut rng, n * batch);
+    let b: Vec<f64> = (0..batch).flat_map(|i| matvec(&mats[i], &x0[i * n..(i + 1) * n], n)).collect();
+    let b = fx.upload(&b);
+    let ps = PotrsBatched {
+        fill: Fill::Lower,
+        n,
+        nrhs: 1,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        b: &b,
+        ldb: None,
+        stride_b: None,
+    };
+    fx.h.solver().unwrap().potrs_batched(&ps).unwrap().wait().unwrap();
+    let x = down(&fx, &b);
+    for i in [0, 2] {
+        assert!(scaled(&x[i * n..(i + 1) * n], &x0[i * n..(i + 1) * n], n) < 1e4);
+    }
+    // getrf/getrs batched (cuBLAS's, i32 pivots).
+    let gen: Vec<f64> = random(&mut rng, n * n * batch);
+    let (a, ipiv) = (fx.upload(&gen), fx.buf::<i32>(n * batch));
+    let g = GetrfBatched { n, batch, a: &a, lda: None, stride: None, ipiv: Some(&ipiv) };
+    fx.h.solver().unwrap().getrf_batched(&g).unwrap().wait().unwrap();
+    assert!(down(&fx, &ipiv).iter().all(|&p| (1..=n as i32).contains(&p)));
+    let b = fx.upload(
+        &(0..batch)
+            .flat_map(|i| matvec(&gen[i * n * n..(i + 1) * n * n], &x0[i * n..(i + 1) * n], n))
+            .collect::<Vec<_>>(),
+    );
+    let s = GetrsBatched {
+        trans: Trans::No,
+        n,
+        nrhs: 1,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        ipiv: &ipiv,
+        b: &b,
+        ldb: None,
+        stride_b: None,
+    };
+    fx.h.solver().unwrap().getrs_batched(&s).unwrap().wait().unwrap();
+    assert!(scaled(&down(&fx, &b), &x0, n) < 1e5);
+    // A singular matrix among them.
+    let mut sing = gen.clone();
+    for r in 0..n {
+        sing[n * n * 2 + r + n] = 2.0 * sing[n * n * 2 + r];
+    }
+    let a = fx.upload(&sing);
+    match fx.h.solver().unwrap().getrf_batched(&GetrfBatched { a: &a, ..g }).unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert!(matches!(failures[..], [NumericalFailure::Singular { matrix: 2, .. }]), "{failures:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // gesvdjBatched (full U, V) and syevjBatched.
+    let (m, n) = (4, 3);
+    let gen = random(&mut rng, m * n * batch);
+    let (a, s, u, v) =
+        (fx.upload(&gen), fx.buf::<f64>(n * batch), fx.buf::<f64>(m * m * batch), fx.buf::<f64>(n * n * batch));
+    let j = GesvdjBatched { vectors: true, m, n, batch, a: &a, lda: None, s: &s, u: &u, ldu: None, v: &v, ldv: None };
+    fx.h.solver().unwrap().gesvdj_batched(&j).unwrap().wait().unwrap();
+    let (sv, um, vm) = (down(&fx, &s), down(&fx, &u), down(&fx, &v));
+    for i in 0..batch {
+        let ui = &um[i * m * m..(i + 1) * m * m];
+        assert!(orthonormality(ui, m, m, f64::EPSILON) < 100.0);
+        let back = usv(&ui[..m * n], &sv[i * n..(i + 1) * n], &vm[i * n * n..(i + 1) * n * n], m, n, n);
+        assert!(scaled(&back, &gen[i * m * n..(i + 1) * m * n], m) < 100.0);
+    }
+    let syms: Vec<Vec<f64>> = (0..batch).map(|_| symmetric(&mut rng, n)).collect();
+    let (a, w) = (fx.upload(&syms.concat()), fx.buf::<f64>(n * batch));
+    let e = SyevjBatched { vectors: true, fill: Fill::Upper, n, batch, a: &a, lda: None, w: &w };
+    fx.h.solver().unwrap().syevj_batched(&e).unwrap().wait().unwrap();
+    let (v, w) = (down(&fx, &a), down(&fx, &w));
+    for i in 0..batch {
+        let r = eigen_residual(&syms[i], None, &v[i * n * n..(i + 1) * n * n], &w[i * n..(i + 1) * n], n);
+        assert!(r < 100.0, "{i}: {r}");
+    }
+}
+
+#[test]
+fn csrlsv_solves_with_every_reordering_and_reports_a_singular_matrix() {
+    use cusched::solver_sparse::{CsrSystem, Reorder, Stored};
+    let mut fx = fx();
+    // The 1-D Laplacian of order 6 (positive definite), both triangles stored.
+    let n = 6;
+    let (mut offsets, mut indices, mut values) = (vec![0i32], vec![], vec![]);
+    let mut dense = vec![0.0f64; n * n];
+    for r in 0..n {
+        for c in r.saturating_sub(1)..(r + 2).min(n) {
+            let v = if r == c { 2.0 } else { -1.0 };
+            indices.push(c as i32);
+            values.push(v);
+            dense[r + c * n] = v;
+        }
+        offsets.push(indices.len() as i32);
+    }
+    let x0: Vec<f64> = (0..n).map(|i| i as f64 - 2.5).collect();
+    let (o, i, v) = (fx.upload(&offsets), fx.upload(&indices), fx.upload(&values));
+    let (b, x) = (fx.upload(&matvec(&dense, &x0, n)), fx.buf::<f64>(n));
+    let sys = CsrSystem { n, nnz: values.len(), offsets: &o, indices: &i, values: &v };
+    for r in [Reorder::None, Reorder::Symrcm, Reorder::Symamd, Reorder::Metis] {
+        fx.h.solver_sparse().unwrap().csrlsvqr(sys, &b, &x, 1e-12, r).unwrap().wait().unwrap();
+        assert!(scaled(&down(&fx, &x), &x0, n) < 1e3, "qr {r:?}");
+        fx.h.solver_sparse().unwrap().csrlsvchol(sys, Stored::Full, &b, &x, 1e-12, r).unwrap().wait().unwrap();
+        assert!(scaled(&down(&fx, &x), &x0, n) < 1e3, "chol {r:?}");
+    }
+    // f32, and a matrix whose row 3 is zero: singular at that row.
+    let v32 = fx.upload(&values.iter().map(|&x| x as f32).collect::<Vec<_>>());
+    let (b32, x32) =
+        (fx.upload(&matvec(&dense, &x0, n).iter().map(|&x| x as f32).collect::<Vec<_>>()), fx.buf::<f32>(n));
+    let sys32 = CsrSystem { n, nnz: values.len(), offsets: &o, indices: &i, values: &v32 };
+    fx.h.solver_sparse().unwrap().csrlsvqr(sys32, &b32, &x32, 1e-6, Reorder::None).unwrap().wait().unwrap();
+    let got: Vec<f64> = down(&fx, &x32).iter().map(|&x| x as f64).collect();
+    assert!(scaled_eps(&got, &x0, n, f32::EPSILON as f64) < 1e3);
+    let zeroed: Vec<f64> = (0..values.len())
+        .map(|k| if (offsets[3] as usize..offsets[4] as usize).contains(&k) { 0.0 } else { values[k] })
+        .collect();
+    let vz = fx.upload(&zeroed);
+    let sys = CsrSystem { values: &vz, ..sys };
+    for chol in [false, true] {
+        let c = if chol {
+            fx.h.solver_sparse().unwrap().csrlsvchol(sys, Stored::Full, &b, &x, 1e-12, Reorder::None)
+        } else {
+            fx.h.solver_sparse().unwrap().csrlsvqr(sys, &b, &x, 1e-12, Reorder::None)
+        };
+        match c.unwrap().wait() {
+            Err(Error::Numerical { failures, .. }) => {
+                assert!(
+                    matches!(failures[..], [NumericalFailure::SingularToTolerance { matrix: 0, .. }]),
+                    "{failures:?}"
+                )
+            }
+            other => panic!("{chol}: {other:?}"),
+        }
+    }
+}
+
+/// The simulated op is a kernel on its stream under its declared uses: a matrix uploaded on
+/// another stream is fenced before it, as for any op (the checker would report otherwise).
+#[test]
+fn a_solver_op_is_ordered_after_work_on_another_stream() {
+    let fx = fx();
+    let s2 = fx.device.new_stream().unwrap();
+    let a = fx.device.upload(s2, &spd(&mut Rng::seeded(7), 4)).unwrap();
+    let mut h = cusched::Handles::new(&fx.device, fx.s).unwrap();
+    h.solver().unwrap().potrf(&Potrf { fill: Fill::Lower, n: 4, a: &a, lda: None }).unwrap().wait().unwrap();
+    assert!(fx.device.stats().waits >= 1, "no fence before the op");
+}
