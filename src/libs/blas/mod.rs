@@ -11,6 +11,7 @@ mod calls;
 mod gemm;
 mod level1;
 mod level23;
+mod sim;
 
 pub use gemm::{BatchStrides, Gemm, GemmBatched};
 pub use level23::{Geam, Gemv, Syrk, Trsm};
@@ -85,13 +86,13 @@ pub enum MathMode {
 }
 
 /// Element types cuBLAS multiplies in [`Blas::gemm`]: `f32`, `f64`, `half::f16`, `half::bf16`.
-pub trait GemmElement: Element + calls::sealed::GemmType {
+pub trait GemmElement: Element + calls::sealed::GemmType + sim::SimGemm {
     /// The type of `alpha` and `beta`: `f32` for the half types (they accumulate in f32).
-    type Scalar: Element + From<u8>;
+    type Scalar: Element + From<u8> + Into<f64>;
 }
 
 /// Real types with the whole level 1 to 3 surface: `f32` and `f64`.
-pub trait BlasReal: GemmElement<Scalar = Self> + calls::sealed::RealType {}
+pub trait BlasReal: GemmElement<Scalar = Self> + calls::sealed::RealType + sim::Real {}
 
 impl GemmElement for f32 {
     type Scalar = f32;
