@@ -4,6 +4,7 @@
 pub mod fixture;
 #[cfg(feature = "nvrtc")]
 pub mod slow;
+pub mod reference;
 pub mod timeline;
 
 use cusched::{Device, DeviceConfig, Error, FenceMutation, SimConfig, StreamId};

@@ -31,6 +31,8 @@ fn run<T: std::fmt::Debug>(fx: &mut Fx, case: &dyn std::fmt::Debug, op: impl FnO
             false
         }
         Err(Error::LibraryUnavailable { .. }) => true,
+        // A library the simulator computes accepts the case and runs it.
+        Ok(_) => true,
         other => panic!("{case:?}: unexpected {other:?}"),
     }
 }
