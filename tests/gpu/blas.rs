@@ -4,7 +4,7 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, close, every_op, random, same_outputs, up,
+    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, close, every_op, random, same_outputs, up,
 };
 use crate::common::{gpu, raw_launch, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};
@@ -86,6 +86,8 @@ fn level1_2_3_inline() {
     check_level1::<f64>(&d, &mut h, &mut rng);
     check_level23::<f32>(&d, &mut h, &mut rng);
     check_level23::<f64>(&d, &mut h, &mut rng);
+    check_triangular::<f32>(&d, &mut h, &mut rng);
+    check_triangular::<f64>(&d, &mut h, &mut rng);
 }
 
 #[test]

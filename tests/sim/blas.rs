@@ -3,7 +3,8 @@
 //! and lane jobs); the hazard checker sees the ops' uses as it sees a user kernel's.
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, every_op, same_outputs,
+    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op,
+    same_outputs,
 };
 use crate::common::{sim, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};
@@ -58,6 +59,8 @@ fn level2_and_3_compute() {
     let (mut h, mut rng) = (handles(&d), Rng::new());
     check_level23::<f32>(&d, &mut h, &mut rng);
     check_level23::<f64>(&d, &mut h, &mut rng);
+    check_triangular::<f32>(&d, &mut h, &mut rng);
+    check_triangular::<f64>(&d, &mut h, &mut rng);
     assert!(d.sim_hazards().unwrap().is_empty());
 }
 

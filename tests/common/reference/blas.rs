@@ -572,3 +572,80 @@ pub fn same_outputs(got: &[Output], want: &[Output]) {
         }
     }
 }
+
+/// `trsm` and `syrk` in every fill, transpose, diagonal and side, against the f64 reference:
+/// `op(A) X = alpha B` (or `X op(A)`) multiplied back, and `syrk`'s triangle summed, the other
+/// triangle untouched.
+pub fn check_triangular<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng) {
+    let s = h.stream();
+    let (m, n) = (11, 7);
+    for side in [Side::Left, Side::Right] {
+        for fill in [Fill::Lower, Fill::Upper] {
+            for trans in [Transpose::No, Transpose::Yes] {
+                for diag in [Diag::NonUnit, Diag::Unit] {
+                    let order = if side == Side::Left { m } else { n };
+                    let mut t: Vec<f64> = (0..order * order).map(|_| rng.f32() as f64 / order as f64).collect();
+                    for i in 0..order {
+                        t[i + i * order] = if diag == Diag::Unit { f64::NAN } else { 2.0 + t[i + i * order].abs() };
+                    }
+                    let tt: Vec<T> = t.iter().map(|&v| T::of(v)).collect();
+                    let bb: Vec<T> = random(rng, m * n);
+                    let (dt, db) = (up(d, s, &tt), up(d, s, &bb));
+                    let req =
+                        Trsm { side, fill, trans, diag, m, n, alpha: T::of(2.0), a: &dt, lda: None, b: &db, ldb: None };
+                    h.blas().unwrap().trsm(&req).unwrap().wait().unwrap();
+                    let x: Vec<f64> = db.download(s).unwrap().iter().map(|v| v.f()).collect();
+                    // op(A)[i, j] of the triangle the op reads.
+                    let a = |i: usize, j: usize| {
+                        let (r, c) = if trans == Transpose::No { (i, j) } else { (j, i) };
+                        let stored = if fill == Fill::Lower { r >= c } else { r <= c };
+                        if r == c && diag == Diag::Unit {
+                            1.0
+                        } else if stored {
+                            t[r + c * order]
+                        } else {
+                            0.0
+                        }
+                    };
+                    for j in 0..n {
+                        for i in 0..m {
+                            let back: f64 = match side {
+                                Side::Left => (0..m).map(|p| a(i, p) * x[p + j * m]).sum(),
+                                Side::Right => (0..n).map(|p| x[i + p * m] * a(p, j)).sum(),
+                            };
+                            let what = format!("trsm {side:?} {fill:?} {trans:?} {diag:?} ({i},{j})");
+                            close(&what, back, 2.0 * bb[i + j * m].f(), 10.0, T::TOL * 50.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for fill in [Fill::Lower, Fill::Upper] {
+        for trans in [Transpose::No, Transpose::Yes] {
+            let k = 5;
+            let (ar, ac) = if trans == Transpose::No { (m, k) } else { (k, m) };
+            let lda = ar + 1;
+            let a: Vec<T> = random(rng, lda * ac);
+            let c0: Vec<T> = random(rng, m * m);
+            let (da, dc) = (up(d, s, &a), up(d, s, &c0));
+            let sy = Syrk { fill, trans, n: m, k, alpha: T::of(0.5), a: &da, lda: Some(lda), beta: T::of(2.0), c: &dc, ldc: None };
+            h.blas().unwrap().syrk(&sy).unwrap().wait().unwrap();
+            let got = dc.download(s).unwrap();
+            let af: Vec<f64> = a.iter().map(|v| v.f()).collect();
+            for j in 0..m {
+                for i in 0..m {
+                    let inside = if fill == Fill::Lower { i >= j } else { i <= j };
+                    let g = got[i + j * m].f();
+                    if inside {
+                        let terms: Vec<f64> = (0..k).map(|l| at(trans, &af, lda, i, l) * at(trans, &af, lda, j, l)).collect();
+                        let want = 0.5 * terms.iter().sum::<f64>() + 2.0 * c0[i + j * m].f();
+                        close("syrk", g, want, terms.iter().map(|t| t.abs()).sum::<f64>() + 2.0, T::TOL * k as f64);
+                    } else {
+                        assert_eq!(g, c0[i + j * m].f(), "syrk {fill:?} {trans:?} wrote ({i},{j}) outside its triangle");
+                    }
+                }
+            }
+        }
+    }
+}
