@@ -10,7 +10,8 @@ use cusched::Device;
 fn main() -> cusched::Result<()> {
     // CUDA device 0 if there is one, else the CPU simulation.
     let device = Device::open_or_sim()?;
-    let backend = if device.is_simulated() { "the CPU simulation (cuBLAS computed on the host)" } else { "CUDA device 0" };
+    let backend =
+        if device.is_simulated() { "the CPU simulation (cuBLAS computed on the host)" } else { "CUDA device 0" };
     println!("running on {backend}");
     let (m, n, k) = (256, 128, 512);
     let s = device.new_stream()?;

@@ -2,9 +2,9 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+pub mod reference;
 #[cfg(feature = "nvrtc")]
 pub mod slow;
-pub mod reference;
 pub mod timeline;
 
 use cusched::{Device, DeviceConfig, Error, FenceMutation, SimConfig, StreamId};

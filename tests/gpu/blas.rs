@@ -4,7 +4,8 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, close, every_op, random, same_outputs, up,
+    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, close, every_op, random,
+    same_outputs, up,
 };
 use crate::common::{gpu, raw_launch, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};

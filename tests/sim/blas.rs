@@ -3,8 +3,7 @@
 //! and lane jobs); the hazard checker sees the ops' uses as it sees a user kernel's.
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op,
-    same_outputs,
+    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op, same_outputs,
 };
 use crate::common::{sim, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};

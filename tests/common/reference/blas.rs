@@ -388,7 +388,6 @@ pub fn check_level23<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng) {
     }
 }
 
-
 /// One op's output, for comparing two backends: its name, its elements as f64, and the
 /// tolerance relative to the output's largest magnitude.
 pub type Output = (String, Vec<f64>, f64);
@@ -403,7 +402,8 @@ fn gemm_outputs<T: Num>(d: &Device, h: &mut Handles, rng: &mut Rng, out: &mut Ve
     let s = h.stream();
     let name = std::any::type_name::<T>();
     let (m, n, k) = (19, 13, 27);
-    for (ta, tb) in [(Transpose::No, Transpose::No), (Transpose::Yes, Transpose::Yes), (Transpose::Yes, Transpose::No)] {
+    for (ta, tb) in [(Transpose::No, Transpose::No), (Transpose::Yes, Transpose::Yes), (Transpose::Yes, Transpose::No)]
+    {
         let (ar, ac) = if ta == Transpose::No { (m, k) } else { (k, m) };
         let (br, bc) = if tb == Transpose::No { (k, n) } else { (n, k) };
         let (lda, ldb, ldc) = (ar + 2, br + 1, m + 3);
@@ -412,13 +412,19 @@ fn gemm_outputs<T: Num>(d: &Device, h: &mut Handles, rng: &mut Rng, out: &mut Ve
             up(d, s, &random::<T>(rng, ldb * bc)),
             up(d, s, &random::<T>(rng, ldc * n)),
         );
-        let g = Gemm::new(m, n, k, &da, &db, &dc).transpose(ta, tb).leading(lda, ldb, ldc).scale(T::scalar(1.25), T::scalar(-0.5));
+        let g = Gemm::new(m, n, k, &da, &db, &dc)
+            .transpose(ta, tb)
+            .leading(lda, ldb, ldc)
+            .scale(T::scalar(1.25), T::scalar(-0.5));
         h.blas().unwrap().gemm(&g).unwrap().wait().unwrap();
         out.push((format!("{name} gemm {ta:?}{tb:?}"), down(s, &dc), T::TOL * k as f64));
     }
     let batch = 3;
-    let (da, db, dc) =
-        (up(d, s, &random::<T>(rng, m * k)), up(d, s, &random::<T>(rng, k * n * batch)), up(d, s, &vec![nan::<T>(); m * n * batch]));
+    let (da, db, dc) = (
+        up(d, s, &random::<T>(rng, m * k)),
+        up(d, s, &random::<T>(rng, k * n * batch)),
+        up(d, s, &vec![nan::<T>(); m * n * batch]),
+    );
     let g = Gemm::new(m, n, k, &da, &db, &dc);
     let strides = BatchStrides { count: batch, a: Some(0), b: None, c: None };
     h.blas().unwrap().gemm_strided_batched(&g, strides).unwrap().wait().unwrap();
@@ -494,7 +500,8 @@ fn level_outputs<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng, out: &mut 
         h.blas().unwrap().gemv(&g).unwrap().wait().unwrap();
         out.push((format!("{name} gemv {trans:?}"), down(s, &dy), T::TOL * 30.0));
     }
-    let (dx, dy, dg) = (up(d, s, &random::<T>(rng, m)), up(d, s, &random::<T>(rng, n)), up(d, s, &random::<T>(rng, lda * n)));
+    let (dx, dy, dg) =
+        (up(d, s, &random::<T>(rng, m)), up(d, s, &random::<T>(rng, n)), up(d, s, &random::<T>(rng, lda * n)));
     h.blas().unwrap().ger(m, n, T::of(2.0), Vector::from(&dx), Vector::from(&dy), &dg, Some(lda)).unwrap();
     out.push((format!("{name} ger"), down(s, &dg), tol));
     let (db, dc) = (up(d, s, &random::<T>(rng, n * m)), up(d, s, &vec![nan::<T>(); lda * n]));
@@ -517,7 +524,18 @@ fn level_outputs<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng, out: &mut 
     for (fill, trans) in [(Fill::Upper, Transpose::No), (Fill::Lower, Transpose::Yes)] {
         let (order, k) = if trans == Transpose::No { (m, n) } else { (n, m) };
         let dcs = up(d, s, &random::<T>(rng, order * order));
-        let sy = Syrk { fill, trans, n: order, k, alpha: T::of(0.75), a: &da, lda: Some(lda), beta: T::of(0.5), c: &dcs, ldc: None };
+        let sy = Syrk {
+            fill,
+            trans,
+            n: order,
+            k,
+            alpha: T::of(0.75),
+            a: &da,
+            lda: Some(lda),
+            beta: T::of(0.5),
+            c: &dcs,
+            ldc: None,
+        };
         h.blas().unwrap().syrk(&sy).unwrap();
         out.push((format!("{name} syrk {fill:?} {trans:?}"), down(s, &dcs), T::TOL * k as f64));
     }
@@ -534,8 +552,7 @@ fn level_outputs<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng, out: &mut 
             t[i + i * order] = T::of(if diag == Diag::Unit { f64::NAN } else { 2.0 + t[i + i * order].f().abs() });
         }
         let (dt, dbb) = (up(d, s, &t), up(d, s, &random::<T>(rng, lda * n)));
-        let req =
-            Trsm { side, fill, trans, diag, m, n, alpha: T::of(2.0), a: &dt, lda: None, b: &dbb, ldb: Some(lda) };
+        let req = Trsm { side, fill, trans, diag, m, n, alpha: T::of(2.0), a: &dt, lda: None, b: &dbb, ldb: Some(lda) };
         h.blas().unwrap().trsm(&req).unwrap().wait().unwrap();
         out.push((format!("{name} trsm {side:?} {fill:?} {trans:?} {diag:?}"), down(s, &dbb), T::TOL * 50.0));
     }
@@ -629,7 +646,18 @@ pub fn check_triangular<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng) {
             let a: Vec<T> = random(rng, lda * ac);
             let c0: Vec<T> = random(rng, m * m);
             let (da, dc) = (up(d, s, &a), up(d, s, &c0));
-            let sy = Syrk { fill, trans, n: m, k, alpha: T::of(0.5), a: &da, lda: Some(lda), beta: T::of(2.0), c: &dc, ldc: None };
+            let sy = Syrk {
+                fill,
+                trans,
+                n: m,
+                k,
+                alpha: T::of(0.5),
+                a: &da,
+                lda: Some(lda),
+                beta: T::of(2.0),
+                c: &dc,
+                ldc: None,
+            };
             h.blas().unwrap().syrk(&sy).unwrap().wait().unwrap();
             let got = dc.download(s).unwrap();
             let af: Vec<f64> = a.iter().map(|v| v.f()).collect();
@@ -638,11 +666,16 @@ pub fn check_triangular<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng) {
                     let inside = if fill == Fill::Lower { i >= j } else { i <= j };
                     let g = got[i + j * m].f();
                     if inside {
-                        let terms: Vec<f64> = (0..k).map(|l| at(trans, &af, lda, i, l) * at(trans, &af, lda, j, l)).collect();
+                        let terms: Vec<f64> =
+                            (0..k).map(|l| at(trans, &af, lda, i, l) * at(trans, &af, lda, j, l)).collect();
                         let want = 0.5 * terms.iter().sum::<f64>() + 2.0 * c0[i + j * m].f();
                         close("syrk", g, want, terms.iter().map(|t| t.abs()).sum::<f64>() + 2.0, T::TOL * k as f64);
                     } else {
-                        assert_eq!(g, c0[i + j * m].f(), "syrk {fill:?} {trans:?} wrote ({i},{j}) outside its triangle");
+                        assert_eq!(
+                            g,
+                            c0[i + j * m].f(),
+                            "syrk {fill:?} {trans:?} wrote ({i},{j}) outside its triangle"
+                        );
                     }
                 }
             }
