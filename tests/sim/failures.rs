@@ -83,14 +83,15 @@ fn a_failed_gemm_stage_fails_the_download_naming_the_gemm_job() {
         let aw = a.clone();
         up.job().write(&a).submit(move |cx, _| aw.copy_from_slice(cx.stream(), &[1.0; 4]));
         let (ar, cw) = (a.clone(), c.clone());
-        // The simulator has no cuBLAS: a valid GEMM fails there (LibraryUnavailable).
+        // A GEMM whose A is declared 2x2 with a leading dimension of 1: rejected, so the stage
+        // fails.
         let gemm = mm.job().read(&a).write(&c).submit(move |cx, _| {
-            cx.blas()?.gemm(&Gemm::new(2, 2, 2, &ar, &ar, &cw))?;
+            cx.blas()?.gemm(&Gemm::new(2, 2, 2, &ar, &ar, &cw).leading(1, 2, 2))?;
             Ok(())
         });
         let cr = c.clone();
         let downloaded = down.job().read(&c).submit(move |cx, _| cr.download(cx.stream()));
-        let gemm_err = gemm.wait().expect_err("the simulator has no cuBLAS");
+        let gemm_err = gemm.wait().expect_err("the GEMM's arguments are invalid");
         let err = downloaded.wait().expect_err("the GEMM failed: the download must not resolve Ok with stale data");
         assert!(is_failed_input(&err), "{err:?}");
         let text = err.to_string();

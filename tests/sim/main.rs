@@ -10,6 +10,8 @@
 mod common;
 
 mod alloc_oom;
+#[cfg(feature = "cublas")]
+mod blas;
 #[cfg(feature = "cublaslt")]
 mod blas_lt;
 #[cfg(feature = "cublaslt")]

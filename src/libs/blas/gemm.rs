@@ -1,6 +1,7 @@
 //! GEMM: single, strided-batched, and batched over arrays of buffers.
 
 use super::calls::{self, GemmShape};
+use super::sim;
 use super::{output_access, Blas, GemmElement, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -102,6 +103,19 @@ struct Checked {
     spans: [usize; 3],
 }
 
+/// The checked shape as the simulator's kernels take it (the leading dimensions are positive).
+fn sim_shape(s: &GemmShape) -> sim::Shape {
+    let us = |v: i32| v as usize;
+    sim::Shape {
+        m: us(s.m),
+        n: us(s.n),
+        k: us(s.k),
+        a: sim::Mat { ld: us(s.lda), trans: s.trans_a },
+        b: sim::Mat { ld: us(s.ldb), trans: s.trans_b },
+        ldc: us(s.ldc),
+    }
+}
+
 impl<T: GemmElement> Gemm<'_, T> {
     fn check(&self) -> Result<Checked> {
         let (m, n, k) =
@@ -136,6 +150,23 @@ impl<T: GemmElement> Gemm<'_, T> {
             ));
         }
         Ok(())
+    }
+
+    /// The simulator's form of the GEMM: `count` GEMMs over matrices `strides` elements apart,
+    /// computed from copies of the inputs (so that no two buffers are locked at once), into C.
+    fn sim_kernel(&self, shape: &GemmShape, count: usize, strides: [usize; 3]) -> Result<impl FnOnce() + Send> {
+        let (am, bm, cm) = (self.a.sim_data()?, self.b.sim_data()?, self.c.sim_data()?);
+        let s = sim_shape(shape);
+        let (alpha, beta): (f64, f64) = (self.alpha.into(), self.beta.into());
+        Ok(move || {
+            let a = am.read().to_vec();
+            let b = bm.read().to_vec();
+            let mut c = cm.lock();
+            let [sa, sb, sc] = strides;
+            for i in 0..count {
+                T::gemm(&s, alpha, &a[i * sa..], &b[i * sb..], beta, &mut c[i * sc..]);
+            }
+        })
     }
 
     fn scalars(&self) -> (*const c_void, *const c_void) {
@@ -194,6 +225,9 @@ impl Blas {
         let d = g.check()?;
         g.check_buffers(d.spans, "")?;
         let rec = g.recorder(&self.op, "gemm")?;
+        if self.op.device.is_simulated() {
+            return self.op.run_sim(rec, Vec::new(), g.sim_kernel(&d.shape, 1, [0; 3])?);
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (alpha, beta) = g.scalars();
@@ -245,6 +279,9 @@ impl Blas {
         g.check_buffers(spans, &format!(" x {} strided", batch.count))?;
         let strides = [sa, sb, sc].map(|s| s as i64);
         let rec = g.recorder(&self.op, "gemm_strided_batched")?;
+        if self.op.device.is_simulated() {
+            return self.op.run_sim(rec, Vec::new(), g.sim_kernel(&d.shape, batch.count, [sa, sb, sc])?);
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (alpha, beta) = g.scalars();
@@ -313,6 +350,13 @@ impl Blas {
             record(&mut rec, "a", &g.a[i], Access::Read)?;
             record(&mut rec, "b", &g.b[i], Access::Read)?;
             record(&mut rec, "c", &g.c[i], output_access(g.beta))?;
+        }
+        if self.op.device.is_simulated() {
+            // No pointer arrays: the host computation takes the buffers themselves.
+            let kernels = (0..g.a.len())
+                .map(|i| Gemm { a: &g.a[i], b: &g.b[i], c: &g.c[i], ..first }.sim_kernel(&d.shape, 1, [0; 3]))
+                .collect::<Result<Vec<_>>>()?;
+            return self.op.run_sim(rec, Vec::new(), move || kernels.into_iter().for_each(|k| k()));
         }
         let h = self.handle()?;
         let _ = self.op.cuda_stream()?;

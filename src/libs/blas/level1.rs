@@ -2,6 +2,7 @@
 //! the op's completion.
 
 use super::calls::{self, Norm, Strided};
+use super::sim as host;
 use super::{Blas, BlasReal, Vector};
 use crate::completion::Completion;
 use crate::error::Result;
@@ -66,6 +67,9 @@ impl Blas {
         y: Vector<'_, T>,
     ) -> Result<Completion<()>> {
         let (ni, incx, incy, rec) = self.pair("axpy", n, x, y, [Access::Read, Access::ReadWrite], true)?;
+        if self.op.device.is_simulated() {
+            return self.sim_pair(rec, n, x, y, move |x, y| *y = alpha * x + *y);
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: (1) a live handle; (2) x and y are live device buffers covering n elements
@@ -77,6 +81,16 @@ impl Blas {
     /// `x = alpha x` over `n` elements (`x.inc` positive).
     pub fn scal<T: BlasReal>(&mut self, n: usize, alpha: T, x: Vector<'_, T>) -> Result<Completion<()>> {
         let (ni, incx, rec) = self.single("scal", n, x, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            let xm = x.buf.sim_data()?;
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let mut v = xm.lock();
+                for i in 0..n {
+                    let e = &mut v[host::vec_index(n, x.inc, i)];
+                    *e = alpha * *e;
+                }
+            });
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; x covers n elements at its increment; alpha is a host scalar.
@@ -87,6 +101,9 @@ impl Blas {
     /// `y = x` over `n` elements.
     pub fn copy<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<()>> {
         let (ni, incx, incy, rec) = self.pair("copy", n, x, y, [Access::Read, Access::Write], true)?;
+        if self.op.device.is_simulated() {
+            return self.sim_pair(rec, n, x, y, |x, y| *y = x);
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; x and y cover n elements at their increments and are
@@ -98,6 +115,9 @@ impl Blas {
     /// Exchanges `x` and `y` over `n` elements.
     pub fn swap<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<()>> {
         let (ni, incx, incy, rec) = self.pair("swap", n, x, y, [Access::ReadWrite, Access::ReadWrite], true)?;
+        if self.op.device.is_simulated() {
+            return self.sim_both(rec, n, x, y, |x, y| std::mem::swap(x, y));
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; x and y cover n elements at their increments and are
@@ -116,6 +136,9 @@ impl Blas {
         s: T,
     ) -> Result<Completion<()>> {
         let (ni, incx, incy, rec) = self.pair("rot", n, x, y, [Access::ReadWrite, Access::ReadWrite], true)?;
+        if self.op.device.is_simulated() {
+            return self.sim_both(rec, n, x, y, move |x, y| (*x, *y) = (c * *x + s * *y, c * *y - s * *x));
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; x and y cover n elements at their increments and are
@@ -127,6 +150,14 @@ impl Blas {
     /// `xᵀ y` over `n` elements, delivered by the completion.
     pub fn dot<T: BlasReal>(&mut self, n: usize, x: Vector<'_, T>, y: Vector<'_, T>) -> Result<Completion<T>> {
         let (ni, incx, incy, rec) = self.pair("dot", n, x, y, [Access::Read, Access::Read], false)?;
+        if self.op.device.is_simulated() {
+            let (xm, ym) = (x.buf.sim_data()?, y.buf.sim_data()?);
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let xs = host::gather(&xm.read(), n, x.inc);
+                let ys = host::gather(&ym.read(), n, y.inc);
+                T::narrow(xs.iter().zip(&ys).map(|(a, b)| a.wide() * b.wide()).sum())
+            });
+        }
         self.scalar_op(
             rec,
             move |h, out: *mut T| {
@@ -166,6 +197,16 @@ impl Blas {
         norm: Norm,
     ) -> Result<Completion<T>> {
         let (ni, incx, rec) = self.single(name, n, x, Access::Read)?;
+        if self.op.device.is_simulated() {
+            let xm = x.buf.sim_data()?;
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let xs: Vec<f64> = host::gather(&xm.read(), n, x.inc).iter().map(|v| v.wide()).collect();
+                T::narrow(match norm {
+                    Norm::Two => host::nrm2(&xs),
+                    Norm::AbsSum => xs.iter().map(|v| v.abs()).sum(),
+                })
+            });
+        }
         self.scalar_op(
             rec,
             move |h, out: *mut T| {
@@ -185,6 +226,10 @@ impl Blas {
         max: bool,
     ) -> Result<Completion<usize>> {
         let (ni, incx, rec) = self.single(name, n, x, Access::Read)?;
+        if self.op.device.is_simulated() {
+            let xm = x.buf.sim_data()?;
+            return self.op.run_sim(rec, Vec::new(), move || host::index_of(&host::gather(&xm.read(), n, x.inc), max));
+        }
         // cuBLAS counts from 1 (and returns 0 only for an empty vector, rejected above).
         self.scalar_op(
             rec,
@@ -195,6 +240,52 @@ impl Blas {
             },
             |i: c_int| usize::try_from(i).unwrap_or(0).saturating_sub(1),
         )
+    }
+
+    /// The simulator's form of an op that reads `x` and updates `y` element by element.
+    fn sim_pair<T: BlasReal>(
+        &self,
+        rec: LaunchRecorder,
+        n: usize,
+        x: Vector<'_, T>,
+        y: Vector<'_, T>,
+        f: impl Fn(T, &mut T) + Send + 'static,
+    ) -> Result<Completion<()>> {
+        let (xm, ym, incx, incy) = (x.buf.sim_data()?, y.buf.sim_data()?, x.inc, y.inc);
+        self.op.run_sim(rec, Vec::new(), move || {
+            // A copy, so that no two buffers are locked at once.
+            let xs = host::gather(&xm.read(), n, incx);
+            let mut yv = ym.lock();
+            for (i, xi) in xs.into_iter().enumerate() {
+                f(xi, &mut yv[host::vec_index(n, incy, i)]);
+            }
+        })
+    }
+
+    /// The simulator's form of an op that updates both `x` and `y` (distinct buffers) element
+    /// by element.
+    fn sim_both<T: BlasReal>(
+        &self,
+        rec: LaunchRecorder,
+        n: usize,
+        x: Vector<'_, T>,
+        y: Vector<'_, T>,
+        f: impl Fn(&mut T, &mut T) + Send + 'static,
+    ) -> Result<Completion<()>> {
+        let (xm, ym, incx, incy) = (x.buf.sim_data()?, y.buf.sim_data()?, x.inc, y.inc);
+        self.op.run_sim(rec, Vec::new(), move || {
+            let mut xs = host::gather(&xm.read(), n, incx);
+            {
+                let mut yv = ym.lock();
+                for (i, xi) in xs.iter_mut().enumerate() {
+                    f(xi, &mut yv[host::vec_index(n, incy, i)]);
+                }
+            }
+            let mut xv = xm.lock();
+            for (i, xi) in xs.into_iter().enumerate() {
+                xv[host::vec_index(n, incx, i)] = xi;
+            }
+        })
     }
 
     /// Runs a reduction that writes one `R` in device pointer mode into a pinned slot, read

@@ -1,6 +1,7 @@
 //! Levels 2 (`gemv`, `ger`) and 3 (`geam`, `syrk`, `trsm`), f32 and f64.
 
 use super::calls;
+use super::sim::{self as host, Mat};
 use super::{output_access, Blas, BlasReal, Diag, Fill, Side, Transpose, Vector};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -139,6 +140,17 @@ impl Blas {
         record(&mut rec, "a", g.a, Access::Read)?;
         record(&mut rec, "x", g.x.buf, Access::Read)?;
         record(&mut rec, "y", g.y.buf, output_access(g.beta))?;
+        if self.op.device.is_simulated() {
+            let (am, xm, ym) = (g.a.sim_data()?, g.x.buf.sim_data()?, g.y.buf.sim_data()?);
+            let (trans, mm, nn, alpha, beta, lda, incx, incy) =
+                (g.trans, g.m, g.n, g.alpha, g.beta, a.ld as usize, g.x.inc, g.y.inc);
+            return self.op.run_sim(rec, Vec::new(), move || {
+                // Copies of the inputs, so that no two buffers are locked at once.
+                let x = host::gather(&xm.read(), xn, incx);
+                let a = am.read().to_vec();
+                host::gemv(trans, mm, nn, alpha, &a, lda, &x, beta, &mut ym.lock(), incy);
+            });
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: (1) a live handle; (2) A covers m x n at lda, x and y cover their lengths
@@ -183,6 +195,20 @@ impl Blas {
         record(&mut rec, "x", x.buf, Access::Read)?;
         record(&mut rec, "y", y.buf, Access::Read)?;
         record(&mut rec, "a", a, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            let (xm, ym, amem, ld) = (x.buf.sim_data()?, y.buf.sim_data()?, a.sim_data()?, am.ld as usize);
+            let (incx, incy) = (x.inc, y.inc);
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let (xs, ys) = (host::gather(&xm.read(), m, incx), host::gather(&ym.read(), n, incy));
+                let mut av = amem.lock();
+                for (j, yj) in ys.iter().enumerate() {
+                    for (i, xi) in xs.iter().enumerate() {
+                        let e = &mut av[i + j * ld];
+                        *e = alpha * *xi * *yj + *e;
+                    }
+                }
+            });
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; x, y and A cover their validated spans; A is distinct from
@@ -209,6 +235,16 @@ impl Blas {
         record(&mut rec, "a", g.a, Access::Read)?;
         record(&mut rec, "b", g.b, Access::Read)?;
         record(&mut rec, "c", g.c, Access::Write)?;
+        if self.op.device.is_simulated() {
+            let (am, bm, cm) = (g.a.sim_data()?, g.b.sim_data()?, g.c.sim_data()?);
+            let a_op = Mat { ld: a.ld as usize, trans: g.trans_a };
+            let b_op = Mat { ld: b.ld as usize, trans: g.trans_b };
+            let (mm, nn, alpha, beta, ldc) = (g.m, g.n, g.alpha, g.beta, c.ld as usize);
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let (av, bv) = (am.read().to_vec(), bm.read().to_vec());
+                host::geam(mm, nn, alpha, &av, a_op, beta, &bv, b_op, &mut cm.lock(), ldc);
+            });
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: (1) a live handle; (2) A, B and C cover their validated spans; (3) C is
@@ -242,6 +278,38 @@ impl Blas {
         record(&mut rec, "a", s.a, Access::Read)?;
         // Only one triangle is written: the other keeps its contents, so C is read-write.
         record(&mut rec, "c", s.c, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            let (am, cm) = (s.a.sim_data()?, s.c.sim_data()?);
+            // op(A) op(A)ᵀ through the GEMM core: op(A)ᵀ is the same storage, transposed back.
+            let other = match s.trans {
+                Transpose::No => Transpose::Yes,
+                Transpose::Yes => Transpose::No,
+            };
+            let (nn, kk, ldc, lda) = (s.n, s.k, c.ld as usize, a.ld as usize);
+            let shape = host::Shape {
+                m: nn,
+                n: nn,
+                k: kk,
+                a: Mat { ld: lda, trans: s.trans },
+                b: Mat { ld: lda, trans: other },
+                ldc: nn,
+            };
+            let (alpha, beta, upper) = (s.alpha, s.beta, s.fill == Fill::Upper);
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let av = am.read().to_vec();
+                let mut full = vec![T::default(); nn * nn];
+                T::mm(&shape, alpha, &av, &av, T::default(), &mut full);
+                let mut cv = cm.lock();
+                for j in 0..nn {
+                    let rows = if upper { 0..j + 1 } else { j..nn };
+                    for i in rows {
+                        let e = &mut cv[i + j * ldc];
+                        let old = if beta == T::default() { T::default() } else { beta * *e };
+                        *e = full[i + j * nn] + old;
+                    }
+                }
+            });
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; A and C cover their validated spans and are distinct; host
@@ -265,6 +333,17 @@ impl Blas {
         let mut rec = self.op.recorder("trsm");
         record(&mut rec, "a", t.a, Access::Read)?;
         record(&mut rec, "b", t.b, Access::ReadWrite)?;
+        if self.op.device.is_simulated() {
+            let (am, bm) = (t.a.sim_data()?, t.b.sim_data()?);
+            let a_op = Mat { ld: a.ld as usize, trans: t.trans };
+            let lower = host::op_lower(t.fill == Fill::Lower, t.trans);
+            let (left, unit, mm, nn, alpha, ldb) =
+                (t.side == Side::Left, t.diag == Diag::Unit, t.m, t.n, t.alpha, b.ld as usize);
+            return self.op.run_sim(rec, Vec::new(), move || {
+                let av = am.read().to_vec();
+                host::trsm(left, lower, unit, mm, nn, alpha, &av, a_op, &mut bm.lock(), ldb);
+            });
+        }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; A and B cover their validated spans and are distinct; alpha

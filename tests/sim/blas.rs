@@ -1,0 +1,149 @@
+//! cuBLAS on the simulator: every op computes on the CPU, checked against the f64 references
+//! the GPU suite uses (`common::reference::blas`), through both call paths (inline `Handles`
+//! and lane jobs); the hazard checker sees the ops' uses as it sees a user kernel's.
+
+use crate::common::reference::blas::{
+    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op, same_outputs,
+};
+use crate::common::{sim, Rng};
+use cusched::blas::{Gemm, MathMode, Vector};
+use cusched::half::{bf16, f16};
+use cusched::Handles;
+
+fn handles(d: &cusched::Device) -> Handles {
+    Handles::new(d, d.new_stream().unwrap()).unwrap()
+}
+
+#[test]
+fn gemm_computes_every_type_and_transpose() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_gemm::<f32>(&d, &mut h, &mut rng);
+    check_gemm::<f64>(&d, &mut h, &mut rng);
+    check_gemm::<f16>(&d, &mut h, &mut rng);
+    check_gemm::<bf16>(&d, &mut h, &mut rng);
+    // TF32 is only remembered on the simulator: the GEMM stays full f32.
+    h.blas().unwrap().set_math_mode(MathMode::Tf32Allowed).unwrap();
+    check_gemm::<f32>(&d, &mut h, &mut rng);
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+#[test]
+fn strided_and_pointer_array_batches_compute() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_strided::<f32>(&d, &mut h, &mut rng);
+    check_strided::<f64>(&d, &mut h, &mut rng);
+    check_strided::<f16>(&d, &mut h, &mut rng);
+    check_strided::<bf16>(&d, &mut h, &mut rng);
+    check_batched::<f32>(&d, &mut h, &mut rng);
+    check_batched::<f64>(&d, &mut h, &mut rng);
+    check_batched::<f16>(&d, &mut h, &mut rng);
+    check_batched::<bf16>(&d, &mut h, &mut rng);
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+#[test]
+fn level1_computes_with_scalars_through_the_completion() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_level1::<f32>(&d, &mut h, &mut rng);
+    check_level1::<f64>(&d, &mut h, &mut rng);
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+#[test]
+fn level2_and_3_compute() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_level23::<f32>(&d, &mut h, &mut rng);
+    check_level23::<f64>(&d, &mut h, &mut rng);
+    check_triangular::<f32>(&d, &mut h, &mut rng);
+    check_triangular::<f64>(&d, &mut h, &mut rng);
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+#[test]
+fn every_op_on_a_lane_matches_the_same_ops_inline() {
+    let d = sim();
+    let inline = every_op(&d, &mut handles(&d), 11);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    let on_lane = lane.submit(move |cx| Ok(every_op(&dd, cx, 11))).wait().unwrap();
+    same_outputs(&on_lane, &inline);
+    // A scalar made inside a job comes back as the job's value.
+    let dd = d.clone();
+    let dot = lane
+        .submit(move |cx| {
+            let ones = dd.upload(cx.stream(), &vec![1.0f32; 300])?;
+            cx.blas()?.dot(300, Vector::from(&ones), Vector::from(&ones))
+        })
+        .wait()
+        .unwrap();
+    assert_eq!(dot.wait().unwrap(), 300.0);
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// With beta zero, C is only written: NaNs in it do not reach the result, as in cuBLAS.
+#[test]
+fn gemm_with_beta_zero_does_not_read_c() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let (a, b) = (d.upload(s, &[1.0f32, 2.0, 3.0, 4.0]).unwrap(), d.upload(s, &[1.0f32, 0.0, 0.0, 1.0]).unwrap());
+    let c = d.upload(s, &[f32::NAN; 4]).unwrap();
+    h.blas().unwrap().gemm(&Gemm::new(2, 2, 2, &a, &b, &c)).unwrap().wait().unwrap();
+    assert_eq!(c.download(s).unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+    let ch = d.upload(s, &[bf16::from_f32(f32::NAN); 4]).unwrap();
+    let (ah, bh) = (d.upload(s, &[bf16::from_f32(2.0); 4]).unwrap(), d.upload(s, &[bf16::from_f32(0.5); 4]).unwrap());
+    h.blas().unwrap().gemm(&Gemm::new(2, 2, 2, &ah, &bh, &ch)).unwrap().wait().unwrap();
+    assert_eq!(ch.download(s).unwrap(), vec![bf16::from_f32(2.0); 4]);
+}
+
+/// A GEMM's output read by a user kernel on another stream with no declared order: the checker
+/// reports the conflict, as for two user kernels.
+#[test]
+fn an_unordered_read_of_a_gemm_output_is_reported() {
+    use cusched::LaunchRecorder;
+    let d = cusched::Device::sim(cusched::SimConfig { fail_on_hazard: false, ..Default::default() }).unwrap();
+    let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let mut h = Handles::new(&d, s1).unwrap();
+    let (a, b) = (d.upload(s1, &[1.0f32; 64 * 64]).unwrap(), d.upload(s1, &[1.0f32; 64 * 64]).unwrap());
+    let c = d.alloc_zeros::<f32>(s1, 64 * 64).unwrap();
+    h.blas().unwrap().gemm(&Gemm::new(64, 64, 64, &a, &b, &c)).unwrap();
+    // The user kernel on s2 declares nothing, yet reads C.
+    let cm = c.sim_data().unwrap();
+    let rec = LaunchRecorder::new_strict(s2).named("peek");
+    rec.launch(&d, |scope| {
+        scope.sim_kernel(move || {
+            let _ = cm.read()[0];
+        })
+    })
+    .unwrap();
+    d.synchronize(s2).unwrap();
+    let hazards = d.sim_hazards().unwrap();
+    assert!(
+        hazards.iter().any(|h| h.kind == cusched::HazardKind::Undeclared && h.buffer == c.id()),
+        "an undeclared read of the GEMM's output went unreported: {hazards:?}"
+    );
+}
+
+/// The speed the simulator promises: a 512³ f32 GEMM well under a second in release, one core.
+#[test]
+fn gemm_512_cubed_f32_time() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let n = 512;
+    let a = d.upload(s, &vec![0.5f32; n * n]).unwrap();
+    let b = d.upload(s, &vec![0.25f32; n * n]).unwrap();
+    let c = d.alloc_zeros::<f32>(s, n * n).unwrap();
+    let start = std::time::Instant::now();
+    h.blas().unwrap().gemm(&Gemm::new(n, n, n, &a, &b, &c)).unwrap().wait().unwrap();
+    let took = start.elapsed();
+    println!("sim gemm 512^3 f32: {took:?}");
+    assert!(c.download(s).unwrap().iter().all(|&v| v == 0.125 * n as f32));
+    if !cfg!(debug_assertions) {
+        assert!(took < std::time::Duration::from_secs(1), "512^3 f32 GEMM took {took:?} on the simulator");
+    }
+}
