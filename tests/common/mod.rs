@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+pub mod reference;
 #[cfg(feature = "nvrtc")]
 pub mod slow;
 pub mod timeline;

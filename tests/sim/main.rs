@@ -20,6 +20,8 @@ mod failures;
 mod fault_edges;
 mod faults;
 mod fences;
+#[cfg(feature = "cufft")]
+mod fft;
 mod lanes;
 mod layers;
 #[cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]
