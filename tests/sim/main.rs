@@ -46,6 +46,8 @@ mod random;
 mod raw_handles;
 mod recorder;
 mod reentrancy;
+#[cfg(feature = "curand")]
+mod rng;
 mod shutdown;
 mod solo;
 #[cfg(feature = "cusolver")]

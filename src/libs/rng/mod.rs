@@ -5,8 +5,14 @@
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
 //! To draw a continuing sequence, advance `offset` by the count drawn.
 //!
+//! On the simulator every draw is computed on the host, as a simulated kernel under the op's
+//! declared uses. Philox4x32-10 gives cuRAND's numbers (bit for bit for raw words and `f32`
+//! uniforms, see [`Generator::Philox4x32_10`]); the other generators give the right
+//! distributions from well-defined host streams, not cuRAND's bits (each [`Generator`] says
+//! which). [`Rng::curand_generator`] has no simulator form.
+//!
 //! Files: this one holds the state and the draws; `seed` the generators, seeds and their
-//! checks, `calls` the cuRAND calls.
+//! checks, `calls` the cuRAND calls, `sim` the simulator's draws.
 
 mod calls;
 mod seed;

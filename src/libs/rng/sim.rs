@@ -32,12 +32,7 @@ fn philox(mut ctr: [u32; 4], mut key: [u32; 2]) -> [u32; 4] {
         }
         let p0 = M0 * ctr[0] as u64;
         let p1 = M1 * ctr[2] as u64;
-        ctr = [
-            ((p1 >> 32) as u32) ^ ctr[1] ^ key[0],
-            p1 as u32,
-            ((p0 >> 32) as u32) ^ ctr[3] ^ key[1],
-            p0 as u32,
-        ];
+        ctr = [((p1 >> 32) as u32) ^ ctr[1] ^ key[0], p1 as u32, ((p0 >> 32) as u32) ^ ctr[3] ^ key[1], p0 as u32];
     }
     ctr
 }
@@ -181,7 +176,8 @@ fn directions(dim: u32, scrambled: bool) -> ([u64; 64], u64) {
             };
         }
     }
-    let shift = if scrambled || dim >= table { splitmix(0x5342_4f4c ^ ((dim as u64) << 1 | scrambled as u64)) } else { 0 };
+    let shift =
+        if scrambled || dim >= table { splitmix(0x5342_4f4c ^ ((dim as u64) << 1 | scrambled as u64)) } else { 0 };
     (v, shift)
 }
 
@@ -248,8 +244,13 @@ fn normal_quantile(p: f64) -> f64 {
         -3.066_479_806_614_716e1,
         2.506_628_277_459_239,
     ];
-    const B: [f64; 5] =
-        [-5.447_609_879_822_406e1, 1.615_858_368_580_409e2, -1.556_989_798_598_866e2, 6.680_131_188_771_972e1, -1.328_068_155_288_572e1];
+    const B: [f64; 5] = [
+        -5.447_609_879_822_406e1,
+        1.615_858_368_580_409e2,
+        -1.556_989_798_598_866e2,
+        6.680_131_188_771_972e1,
+        -1.328_068_155_288_572e1,
+    ];
     const C: [f64; 6] = [
         -7.784_894_002_430_293e-3,
         -3.223_964_580_411_365e-1,
@@ -258,7 +259,8 @@ fn normal_quantile(p: f64) -> f64 {
         4.374_664_141_464_968,
         2.938_163_982_698_783,
     ];
-    const D: [f64; 4] = [7.784_695_709_041_462e-3, 3.224_671_290_700_398e-1, 2.445_134_137_142_996, 3.754_408_661_907_416];
+    const D: [f64; 4] =
+        [7.784_695_709_041_462e-3, 3.224_671_290_700_398e-1, 2.445_134_137_142_996, 3.754_408_661_907_416];
     let p = p.clamp(1e-300, 1.0 - 1e-16);
     let low = 0.024_25;
     if p < low {
@@ -321,10 +323,9 @@ pub(super) fn draw<T: RandomFloat>(
                     let pts = sobol_points(&seed, n);
                     match draw {
                         Draw::Uniform => pts.iter().map(|&x| quasi_unit32(x)).collect(),
-                        Draw::Normal { mean, stddev } => pts
-                            .iter()
-                            .map(|&x| (mean + stddev * normal_quantile(quasi_unit64(g, x))) as f32)
-                            .collect(),
+                        Draw::Normal { mean, stddev } => {
+                            pts.iter().map(|&x| (mean + stddev * normal_quantile(quasi_unit64(g, x))) as f32).collect()
+                        }
                         Draw::LogNormal { mean, stddev } => pts
                             .iter()
                             .map(|&x| (mean + stddev * normal_quantile(quasi_unit64(g, x))).exp() as f32)
