@@ -2,6 +2,7 @@
 //! kind in 1D, 2D, 3D and batched strided layouts, and the plan cache.
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
+use crate::common::reference::fft as reference;
 use crate::common::*;
 use cusched::fft::{DataLayout, Direction, FftLayout};
 use cusched::{Complex, Device, Handles, StreamId};
@@ -26,13 +27,7 @@ fn c2c_matches_a_direct_dft() {
     let (din, dout) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(f32::NAN, n)).unwrap());
     h.fft().unwrap().c2c(&FftLayout::d1(n), &din, &dout, Direction::Forward).unwrap().wait().unwrap();
     let got = dout.download(s).unwrap();
-    for k in 0..n {
-        let (mut re, mut im) = (0.0f64, 0.0f64);
-        for (j, v) in x.iter().enumerate() {
-            let ang = -2.0 * std::f64::consts::PI * (j * k) as f64 / n as f64;
-            re += v.re as f64 * ang.cos() - v.im as f64 * ang.sin();
-            im += v.re as f64 * ang.sin() + v.im as f64 * ang.cos();
-        }
+    for (k, (re, im)) in reference::c2c(&FftLayout::d1(n), &x, Direction::Forward) {
         assert!(
             (got[k].re as f64 - re).abs() < 1e-4 * n as f64 && (got[k].im as f64 - im).abs() < 1e-4 * n as f64,
             "bin {k}"
@@ -162,4 +157,112 @@ fn plans_are_cached_per_layout_and_bounded() {
     fft.c2c(&FftLayout::d1(1024), &a, &b, Direction::Forward).unwrap().wait().unwrap();
     assert_eq!(fft.plans_made(), 4, "the evicted layout is planned again");
     assert!(fft.work_area_bytes() > 0 || fft.plans_made() > 0);
+}
+
+/// Runs `op` (upload, transform, download) on the GPU and on a simulated device.
+fn on_both<T>(op: impl Fn(&Device, StreamId, &mut Handles) -> Vec<T>) -> Option<(Vec<T>, Vec<T>)> {
+    let d = gpu()?;
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let gpu_out = op(&d, s, &mut h);
+    let sim = sim();
+    let ss = sim.new_stream().unwrap();
+    let mut hs = Handles::new(&sim, ss).unwrap();
+    Some((gpu_out, op(&sim, ss, &mut hs)))
+}
+
+/// Every kind, in 1D, 2D and 3D, batched and strided, in both precisions: the simulator's
+/// transform of the same input agrees with cuFFT's to the type's tolerance.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_simulator_computes_what_cufft_computes() {
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    let complex_layouts = [
+        FftLayout::d1(1000),
+        FftLayout::d1(97).batched(3),
+        FftLayout::d2(24, 40),
+        FftLayout::d3(8, 12, 10),
+        FftLayout::d1(50).batched(3).with_layouts(dl(vec![50], 3, 1), dl(vec![50], 3, 1)),
+        FftLayout::d2(5, 6).batched(2).with_layouts(dl(vec![5, 9], 1, 50), dl(vec![5, 8], 1, 41)),
+    ];
+    let real_layouts = [
+        FftLayout::d1(256),
+        FftLayout::d1(45).batched(4),
+        FftLayout::d2(16, 30).batched(2),
+        FftLayout::d3(6, 8, 10),
+        FftLayout::d1(20).batched(3).with_layouts(dl(vec![20], 3, 1), dl(vec![11], 3, 1)),
+        FftLayout::d2(5, 7).batched(2).with_layouts(dl(vec![5, 9], 1, 50), dl(vec![5, 5], 1, 27)),
+    ];
+    let span = |l: &Option<DataLayout>, dims: &[usize], batch: usize| {
+        (0..batch).flat_map(|b| reference::offsets(l, dims, b)).max().map_or(0, |m| m + 1)
+    };
+    let mut rng = Rng::new();
+    for layout in &complex_layouts {
+        let n: usize = layout.dims.iter().product();
+        let len = span(&layout.input, &layout.dims, layout.batch).max(span(&layout.output, &layout.dims, layout.batch));
+        let x = random_c32(&mut rng, len);
+        let x64: Vec<Complex<f64>> = x.iter().map(|v| Complex::new(v.re as f64, v.im as f64)).collect();
+        for direction in [Direction::Forward, Direction::Inverse] {
+            let Some((g, s)) = on_both(|d, s, h| {
+                let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &vec![Complex::new(0.0f32, 0.0); len]).unwrap());
+                h.fft().unwrap().c2c(layout, &a, &b, direction).unwrap().wait().unwrap();
+                b.download(s).unwrap()
+            }) else {
+                return;
+            };
+            for (i, (g, s)) in g.iter().zip(&s).enumerate() {
+                let tol = 1e-5 * n as f32;
+                assert!((g.re - s.re).abs() <= tol && (g.im - s.im).abs() <= tol, "{layout:?} c2c {i}: {g:?} vs {s:?}");
+            }
+            let Some((g, s)) = on_both(|d, s, h| {
+                let (a, b) = (d.upload(s, &x64).unwrap(), d.upload(s, &vec![Complex::new(0.0f64, 0.0); len]).unwrap());
+                h.fft().unwrap().c2c(layout, &a, &b, direction).unwrap().wait().unwrap();
+                b.download(s).unwrap()
+            }) else {
+                return;
+            };
+            for (i, (g, s)) in g.iter().zip(&s).enumerate() {
+                let tol = 1e-12 * n as f64;
+                assert!((g.re - s.re).abs() <= tol && (g.im - s.im).abs() <= tol, "{layout:?} z2z {i}: {g:?} vs {s:?}");
+            }
+        }
+    }
+    for layout in &real_layouts {
+        let n: usize = layout.dims.iter().product();
+        let half = reference::halved(&layout.dims);
+        let rlen = span(&layout.input, &layout.dims, layout.batch);
+        let clen = span(&layout.output, &half, layout.batch);
+        let x: Vec<f32> = (0..rlen).map(|_| rng.f32()).collect();
+        // R2C, then C2R of the GPU's own (Hermitian) spectrum, on each backend.
+        let back = FftLayout { input: layout.output.clone(), output: layout.input.clone(), ..layout.clone() };
+        let Some((g, s)) = on_both(|d, s, h| {
+            let (r, c) = (d.upload(s, &x).unwrap(), d.upload(s, &vec![Complex::new(0.0f32, 0.0); clen]).unwrap());
+            h.fft().unwrap().r2c(layout, &r, &c).unwrap().wait().unwrap();
+            let spectrum = c.download(s).unwrap();
+            let out = d.upload(s, &vec![0.0f32; rlen]).unwrap();
+            h.fft().unwrap().c2r(&back, &c, &out).unwrap().wait().unwrap();
+            let reals = out.download(s).unwrap();
+            spectrum.iter().flat_map(|v| [v.re, v.im]).chain(reals).collect::<Vec<f32>>()
+        }) else {
+            return;
+        };
+        for (i, (g, s)) in g.iter().zip(&s).enumerate() {
+            assert!((g - s).abs() <= 1e-5 * n as f32, "{layout:?} r2c/c2r f32 value {i}: {g} vs {s}");
+        }
+        let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+        let Some((g, s)) = on_both(|d, s, h| {
+            let (r, c) = (d.upload(s, &x64).unwrap(), d.upload(s, &vec![Complex::new(0.0f64, 0.0); clen]).unwrap());
+            h.fft().unwrap().r2c(layout, &r, &c).unwrap().wait().unwrap();
+            let spectrum = c.download(s).unwrap();
+            let out = d.upload(s, &vec![0.0f64; rlen]).unwrap();
+            h.fft().unwrap().c2r(&back, &c, &out).unwrap().wait().unwrap();
+            let reals = out.download(s).unwrap();
+            spectrum.iter().flat_map(|v| [v.re, v.im]).chain(reals).collect::<Vec<f64>>()
+        }) else {
+            return;
+        };
+        for (i, (g, s)) in g.iter().zip(&s).enumerate() {
+            assert!((g - s).abs() <= 1e-12 * n as f64, "{layout:?} d2z/z2d value {i}: {g} vs {s}");
+        }
+    }
 }

@@ -24,6 +24,8 @@ mod failures;
 mod fault_edges;
 mod faults;
 mod fences;
+#[cfg(feature = "cufft")]
+mod fft;
 mod lanes;
 mod layers;
 #[cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]
@@ -50,6 +52,8 @@ mod random;
 mod raw_handles;
 mod recorder;
 mod reentrancy;
+#[cfg(feature = "curand")]
+mod rng;
 #[cfg(feature = "nvrtc")]
 mod rtc_sim;
 mod shutdown;

@@ -30,7 +30,7 @@ fn run<T: std::fmt::Debug>(fx: &mut Fx, case: &dyn std::fmt::Debug, op: impl FnO
             assert_eq!((after.events, after.waits), (before.events, before.waits), "{case:?}: a rejection recorded");
             false
         }
-        // A library the simulator computes accepts with a completion.
+        // Accepted: computed on the simulator, or refused there by a library it does not run.
         Ok(_) | Err(Error::LibraryUnavailable { .. }) => true,
         other => panic!("{case:?}: unexpected {other:?}"),
     }

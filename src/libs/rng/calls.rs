@@ -36,10 +36,12 @@ unsafe impl RawObject for sys::curandGenerator_t {
 pub(crate) struct RawGenerator(Owned<sys::curandGenerator_t>);
 
 impl RawGenerator {
-    /// `curandCreateGenerator` of `kind` in the current context, then `curandSetStream`.
+    /// `curandCreateGenerator` of `kind` in the current context, then `curandSetStream`, and
+    /// for Philox4x32-10 `curandSetGeneratorOrdering` to `CURAND_ORDERING_PSEUDO_LEGACY`.
     ///
     /// NVIDIA: [`curandCreateGenerator`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
-    /// [`curandSetStream`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
+    /// [`curandSetStream`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
+    /// [`curandSetGeneratorOrdering`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     ///
     /// # Safety
     /// `stream` is a live stream of the current context that outlives the generator.
@@ -50,6 +52,13 @@ impl RawGenerator {
         let raw = RawGenerator(Owned::new(g));
         // SAFETY: a live generator; the caller vouches for the stream.
         unsafe { sys::curandSetStream(g, stream as _) }.check("curandSetStream")?;
+        if kind == Generator::Philox4x32_10 {
+            // The documented, stable order (the simulator computes the same numbers), rather
+            // than a default a cuRAND release may change.
+            // SAFETY: a live generator, not yet used.
+            unsafe { sys::curandSetGeneratorOrdering(g, sys::curandOrdering_t::CURAND_ORDERING_PSEUDO_LEGACY) }
+                .check("curandSetGeneratorOrdering")?;
+        }
         Ok(raw)
     }
 

@@ -5,11 +5,18 @@
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
 //! To draw a continuing sequence, advance `offset` by the count drawn.
 //!
+//! On the simulator every draw is computed on the host, as a simulated kernel under the op's
+//! declared uses. Philox4x32-10 gives cuRAND's numbers (bit for bit for raw words and `f32`
+//! uniforms, see [`Generator::Philox4x32_10`]); the other generators give the right
+//! distributions from well-defined host streams, not cuRAND's bits (each [`Generator`] says
+//! which). [`Rng::curand_generator`] has no simulator form.
+//!
 //! Files: this one holds the state and the draws; `seed` the generators, seeds and their
-//! checks, `calls` the cuRAND calls.
+//! checks, `calls` the cuRAND calls, `sim` the simulator's draws.
 
 mod calls;
 mod seed;
+mod sim;
 
 use seed::{check_generator, check_moments, check_seed, check_width};
 pub use seed::{Generator, Seed};
@@ -25,9 +32,27 @@ use calls::RawGenerator;
 use std::collections::HashMap;
 
 mod sealed {
-    pub trait Sealed {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
+    /// The conversions the simulator's draws store their values with.
+    pub trait Sealed {
+        fn from_f32(v: f32) -> Self;
+        fn from_f64(v: f64) -> Self;
+    }
+    impl Sealed for f32 {
+        fn from_f32(v: f32) -> Self {
+            v
+        }
+        fn from_f64(v: f64) -> Self {
+            v as f32
+        }
+    }
+    impl Sealed for f64 {
+        fn from_f32(v: f32) -> Self {
+            v as f64
+        }
+        fn from_f64(v: f64) -> Self {
+            v
+        }
+    }
 }
 
 /// The float types cuRAND draws: `f32` and `f64`.
@@ -174,6 +199,9 @@ impl Rng {
         let n = check_seed(seed, out.len(), false)?;
         let mut rec = self.op.recorder("poisson");
         record(&mut rec, "out", out, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return self.op.run_sim(rec, Vec::new(), sim::poisson(*seed, out.sim_data()?, lambda));
+        }
         let stream = self.op.bound_stream()?;
         let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         self.op.run(rec, Vec::new(), || {
@@ -192,6 +220,9 @@ impl Rng {
         let n = check_seed(seed, out.len(), false)?;
         let mut rec = self.op.recorder("bits");
         record(&mut rec, "out", out, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return self.op.run_sim(rec, Vec::new(), sim::bits(*seed, out.sim_data()?));
+        }
         let stream = self.op.bound_stream()?;
         let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         self.op.run(rec, Vec::new(), || {
@@ -209,6 +240,9 @@ impl Rng {
         let n = check_seed(seed, out.len(), false)?;
         let mut rec = self.op.recorder("bits64");
         record(&mut rec, "out", out, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return self.op.run_sim(rec, Vec::new(), sim::bits64(*seed, out.sim_data()?));
+        }
         let stream = self.op.bound_stream()?;
         let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         self.op.run(rec, Vec::new(), || {
@@ -234,6 +268,10 @@ impl Rng {
         };
         let mut rec = self.op.recorder(name);
         record(&mut rec, "out", out, Access::Write)?;
+        if self.op.device.is_simulated() {
+            let range = range.map(|(low, high)| (low.into(), high.into()));
+            return self.op.run_sim(rec, Vec::new(), sim::draw(*seed, out.sim_data()?, draw, range));
+        }
         let stream = self.op.bound_stream()?;
         let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         if range.is_some() && self.affine.is_none() {

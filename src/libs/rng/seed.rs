@@ -7,25 +7,34 @@ use crate::libs::validate as check;
 /// The cuRAND generators.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Generator {
-    /// cuRAND's default pseudo-random generator (XORWOW today).
+    /// cuRAND's default pseudo-random generator (XORWOW today). On the simulator: XORWOW's.
     #[default]
     Default,
-    /// XORWOW.
+    /// XORWOW. The simulator matches its distributions, not its bits (it draws from a Philox
+    /// stream keyed by the seed).
     Xorwow,
-    /// MRG32k3a.
+    /// MRG32k3a. The simulator matches its distributions, not its bits.
     Mrg32k3a,
     /// MTGP32 (Mersenne Twister for GPUs); offsets are not supported, and each call restarts
-    /// the sequence with a new generator (so it is the slowest to start).
+    /// the sequence with a new generator (so it is the slowest to start). The simulator matches
+    /// its distributions, not its bits.
     Mtgp32,
-    /// Philox4x32-10 (counter-based; cheapest to seed).
+    /// Philox4x32-10 (counter-based; cheapest to seed), in cuRAND's legacy ordering
+    /// (`CURAND_ORDERING_PSEUDO_LEGACY`, set by cusched). The simulator draws the same raw
+    /// words and `f32` uniforms bit for bit, and the same other draws to the rounding of the
+    /// GPU's math functions, except Poisson counts (matched in distribution).
     Philox4x32_10,
-    /// Sobol32 quasi-random.
+    /// Sobol32 quasi-random. The simulator computes the Sobol sequence of Joe and Kuo's
+    /// direction numbers for the first 21 dimensions (cuRAND's own come from the library, and
+    /// are not reproduced bit for bit here); further dimensions reuse those with a digital shift.
     Sobol32,
-    /// Scrambled Sobol32 quasi-random.
+    /// Scrambled Sobol32 quasi-random. The simulator scrambles with digital shifts of its own,
+    /// not cuRAND's constants: the distribution, not the bits.
     ScrambledSobol32,
-    /// Sobol64 quasi-random.
+    /// Sobol64 quasi-random (on the simulator as [`Sobol32`](Self::Sobol32), in 64 bits).
     Sobol64,
-    /// Scrambled Sobol64 quasi-random.
+    /// Scrambled Sobol64 quasi-random (on the simulator as
+    /// [`ScrambledSobol32`](Self::ScrambledSobol32), in 64 bits).
     ScrambledSobol64,
 }
 

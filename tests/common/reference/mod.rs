@@ -6,6 +6,10 @@
 pub mod blas;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
+#[cfg(feature = "cufft")]
+pub mod fft;
+#[cfg(feature = "curand")]
+pub mod rng;
 #[cfg(feature = "cusolver")]
 pub mod solver;
 #[cfg(feature = "cusparse")]

@@ -1,0 +1,235 @@
+//! The simulator's cuFFT: every transform computed on the host with `rustfft`, from the
+//! buffers' simulated memory, with cuFFT's semantics: the same advanced layouts (embeddings,
+//! strides, distances), unnormalized, and the complex-to-real transforms reading only the
+//! non-redundant half of a Hermitian spectrum (the imaginary parts of the bins that must be real,
+//! DC and Nyquist, are ignored, as cuFFT does). cuFFT may overwrite the input of a
+//! complex-to-real transform; the simulator leaves it as it was.
+//!
+//! A transform gathers its input (one read of the input buffer), transforms every batch, then
+//! scatters the output (one write): in place (the same buffer on both sides) works as on the GPU.
+
+use super::{Direction, FftFloat, PlanKey};
+use crate::memory::{Complex, SimMem};
+use rustfft::num_complex::Complex as C;
+use rustfft::{FftNum, FftPlanner};
+
+/// Where one side's elements lie: the element of batch `b` at multi-index `(i0, i1, ..)` is at
+/// `b * dist + sum(i_k * strides[k])`.
+struct Side {
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+    dist: usize,
+}
+
+impl Side {
+    /// The side of `key` (`input` or `output`) holding `dims` logical elements per transform.
+    /// Validation already checked that every offset fits the buffer, so nothing here overflows.
+    fn new(layout: &super::DataLayout, dims: Vec<usize>) -> Side {
+        let strides =
+            (0..dims.len()).map(|i| layout.embed[i + 1..].iter().product::<usize>() * layout.stride).collect();
+        Side { dims, strides, dist: layout.dist }
+    }
+
+    /// Offsets of batch `b`'s elements, in row-major order of the logical dimensions.
+    fn offsets(&self, b: usize) -> Vec<usize> {
+        let mut out = vec![b * self.dist];
+        for (&n, &s) in self.dims.iter().zip(&self.strides) {
+            out = out.iter().flat_map(|&base| (0..n).map(move |i| base + i * s)).collect();
+        }
+        out
+    }
+}
+
+/// The last dimension of a real transform's complex side: `n / 2 + 1` bins.
+fn halved(dims: &[usize]) -> Vec<usize> {
+    let mut d = dims.to_vec();
+    if let Some(last) = d.last_mut() {
+        *last = *last / 2 + 1;
+    }
+    d
+}
+
+fn to_c<T: FftFloat>(v: Complex<T>) -> C<T>
+where
+    Complex<T>: crate::memory::Element,
+{
+    C::new(v.re, v.im)
+}
+
+fn from_c<T: FftFloat>(v: C<T>) -> Complex<T>
+where
+    Complex<T>: crate::memory::Element,
+{
+    Complex::new(v.re, v.im)
+}
+
+/// Transforms the packed row-major array `buf` of `dims` along every dimension.
+fn fft_nd<T: FftNum>(planner: &mut FftPlanner<T>, buf: &mut [C<T>], dims: &[usize], direction: Direction) {
+    for axis in 0..dims.len() {
+        fft_axis(planner, buf, dims, axis, direction);
+    }
+}
+
+/// Transforms the packed row-major array `buf` of `dims` along `axis` only.
+fn fft_axis<T: FftNum>(
+    planner: &mut FftPlanner<T>,
+    buf: &mut [C<T>],
+    dims: &[usize],
+    axis: usize,
+    direction: Direction,
+) {
+    let len = dims[axis];
+    if len <= 1 || buf.is_empty() {
+        return;
+    }
+    let fft = match direction {
+        Direction::Forward => planner.plan_fft_forward(len),
+        Direction::Inverse => planner.plan_fft_inverse(len),
+    };
+    let inner: usize = dims[axis + 1..].iter().product();
+    if inner == 1 {
+        // Contiguous lines: rustfft transforms every `len` chunk of the buffer in one call.
+        fft.process(buf);
+        return;
+    }
+    // Strided lines: each block of `len * inner` is transposed so its lines are contiguous,
+    // transformed together, and transposed back.
+    let block = len * inner;
+    let mut scratch = vec![C::new(T::zero(), T::zero()); block];
+    for chunk in buf.chunks_exact_mut(block) {
+        for k in 0..len {
+            for j in 0..inner {
+                scratch[j * len + k] = chunk[k * inner + j];
+            }
+        }
+        fft.process(&mut scratch);
+        for k in 0..len {
+            for j in 0..inner {
+                chunk[k * inner + j] = scratch[j * len + k];
+            }
+        }
+    }
+}
+
+/// A complex-to-complex transform (C2C, Z2Z) of `key`'s layout.
+pub(super) fn c2c<T: FftFloat>(
+    key: PlanKey,
+    input: SimMem<Complex<T>>,
+    output: SimMem<Complex<T>>,
+    direction: Direction,
+) -> impl FnOnce() + Send + 'static
+where
+    Complex<T>: crate::memory::Element,
+{
+    move || {
+        let (ins, outs) = (Side::new(&key.input, key.dims.clone()), Side::new(&key.output, key.dims.clone()));
+        let per: usize = key.dims.iter().product();
+        let mut data = Vec::with_capacity(per * key.batch);
+        {
+            let src = input.read();
+            for b in 0..key.batch {
+                data.extend(ins.offsets(b).into_iter().map(|o| to_c(src[o])));
+            }
+        }
+        let mut planner = FftPlanner::new();
+        for batch in data.chunks_exact_mut(per) {
+            fft_nd(&mut planner, batch, &key.dims, direction);
+        }
+        let mut dst = output.lock();
+        for (b, batch) in data.chunks_exact(per).enumerate() {
+            for (o, &v) in outs.offsets(b).into_iter().zip(batch) {
+                dst[o] = from_c(v);
+            }
+        }
+    }
+}
+
+/// A real-to-complex forward transform (R2C, D2Z): the first `n / 2 + 1` bins of the last
+/// dimension of the complex transform of the real input.
+pub(super) fn r2c<T: FftFloat>(
+    key: PlanKey,
+    input: SimMem<T>,
+    output: SimMem<Complex<T>>,
+) -> impl FnOnce() + Send + 'static
+where
+    Complex<T>: crate::memory::Element,
+{
+    move || {
+        let half = halved(&key.dims);
+        let (ins, outs) = (Side::new(&key.input, key.dims.clone()), Side::new(&key.output, half.clone()));
+        let per: usize = key.dims.iter().product();
+        let last = key.dims[key.dims.len() - 1];
+        let bins = last / 2 + 1;
+        let mut data = Vec::with_capacity(per * key.batch);
+        {
+            let src = input.read();
+            for b in 0..key.batch {
+                data.extend(ins.offsets(b).into_iter().map(|o| C::new(src[o], T::zero())));
+            }
+        }
+        let mut planner = FftPlanner::new();
+        for batch in data.chunks_exact_mut(per) {
+            fft_nd(&mut planner, batch, &key.dims, Direction::Forward);
+        }
+        let mut dst = output.lock();
+        for (b, batch) in data.chunks_exact(per).enumerate() {
+            let kept = batch.chunks_exact(last).flat_map(|row| &row[..bins]);
+            for (o, &v) in outs.offsets(b).into_iter().zip(kept) {
+                dst[o] = from_c(v);
+            }
+        }
+    }
+}
+
+/// A complex-to-real inverse transform (C2R, Z2D) of a Hermitian spectrum given by its first
+/// `n / 2 + 1` bins in the last dimension: the inverse along the other dimensions on the half
+/// spectrum, then, row by row, the full spectrum rebuilt by symmetry and the real part of its
+/// inverse.
+pub(super) fn c2r<T: FftFloat>(
+    key: PlanKey,
+    input: SimMem<Complex<T>>,
+    output: SimMem<T>,
+) -> impl FnOnce() + Send + 'static
+where
+    Complex<T>: crate::memory::Element,
+{
+    move || {
+        let half = halved(&key.dims);
+        let (ins, outs) = (Side::new(&key.input, half.clone()), Side::new(&key.output, key.dims.clone()));
+        let per_half: usize = half.iter().product();
+        let last = key.dims[key.dims.len() - 1];
+        let bins = last / 2 + 1;
+        let mut data = Vec::with_capacity(per_half * key.batch);
+        {
+            let src = input.read();
+            for b in 0..key.batch {
+                data.extend(ins.offsets(b).into_iter().map(|o| to_c(src[o])));
+            }
+        }
+        let mut planner = FftPlanner::new();
+        let rank = key.dims.len();
+        for batch in data.chunks_exact_mut(per_half) {
+            for axis in 0..rank - 1 {
+                fft_axis(&mut planner, batch, &half, axis, Direction::Inverse);
+            }
+        }
+        let inverse = planner.plan_fft_inverse(last);
+        let mut row = vec![C::new(T::zero(), T::zero()); last];
+        let mut reals = Vec::with_capacity(per_half / bins * last);
+        let mut dst = output.lock();
+        for (b, batch) in data.chunks_exact(per_half).enumerate() {
+            reals.clear();
+            for spectrum in batch.chunks_exact(bins) {
+                row[..bins].copy_from_slice(spectrum);
+                for k in bins..last {
+                    row[k] = spectrum[last - k].conj();
+                }
+                inverse.process(&mut row);
+                reals.extend(row.iter().map(|v| v.re));
+            }
+            for (o, &v) in outs.offsets(b).into_iter().zip(&reals) {
+                dst[o] = v;
+            }
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! cuFFT on the simulator: every kind (C2C/Z2Z both directions, R2C/D2Z, C2R/Z2D) in 1D, 2D
+//! and 3D, batched, with strided, interleaved and padded layouts, in place, against the direct
+//! DFT of `common::reference::fft`; what a layout does not cover stays untouched.
+
+use crate::common::reference::fft as reference;
+use crate::common::{sim, Rng};
+use cusched::fft::{DataLayout, Direction, FftLayout};
+use cusched::{Complex, Device, Handles, StreamId};
+
+/// Poison for the elements a transform must not touch.
+const POISON: f64 = 1234.5;
+
+fn setup() -> (Device, StreamId, Handles) {
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let h = Handles::new(&d, s).unwrap();
+    (d, s, h)
+}
+
+/// Buffer length a layout's side spans (packed when `None`).
+fn span(layout: &Option<DataLayout>, dims: &[usize], batch: usize) -> usize {
+    (0..batch).flat_map(|b| reference::offsets(layout, dims, b)).max().map_or(0, |m| m + 1)
+}
+
+fn complex<T: From<f32>>(rng: &mut Rng, n: usize) -> Vec<Complex<T>> {
+    (0..n).map(|_| Complex::new(T::from(rng.f32()), T::from(rng.f32()))).collect()
+}
+
+/// Asserts `got` holds `want` at its offsets (to `tol` times the transform size) and the
+/// poison everywhere else.
+fn check_complex<T: Into<f64> + Copy>(what: &str, got: &[Complex<T>], want: &[(usize, (f64, f64))], tol: f64) {
+    let mut written = vec![false; got.len()];
+    for &(o, (re, im)) in want {
+        written[o] = true;
+        let (gr, gi) = (got[o].re.into(), got[o].im.into());
+        assert!((gr - re).abs() <= tol && (gi - im).abs() <= tol, "{what}: element {o}: {gr},{gi} vs {re},{im}");
+    }
+    for (o, w) in written.iter().enumerate() {
+        if !w {
+            assert_eq!((got[o].re.into(), got[o].im.into()), (POISON, POISON), "{what}: element {o} was touched");
+        }
+    }
+}
+
+fn check_real<T: Into<f64> + Copy>(what: &str, got: &[T], want: &[(usize, f64)], tol: f64) {
+    let mut written = vec![false; got.len()];
+    for &(o, v) in want {
+        written[o] = true;
+        let g = got[o].into();
+        assert!((g - v).abs() <= tol, "{what}: element {o}: {g} vs {v}");
+    }
+    for (o, w) in written.iter().enumerate() {
+        if !w {
+            assert_eq!(got[o].into(), POISON, "{what}: element {o} was touched");
+        }
+    }
+}
+
+/// The layouts every kind runs through: packed 1D (even, odd, prime), 2D, 3D, batched, and
+/// strided / interleaved / padded advanced layouts (`dims` of the logical transform; the
+/// layouts are for the real side, the complex side of a real transform gets its own).
+fn layouts() -> Vec<(FftLayout, Option<(DataLayout, DataLayout)>)> {
+    vec![
+        (FftLayout::d1(64), None),
+        (FftLayout::d1(45), None),
+        (FftLayout::d1(97), None),
+        (FftLayout::d2(6, 10), None),
+        (FftLayout::d3(4, 6, 5), None),
+        (FftLayout::d1(32).batched(3), None),
+        (FftLayout::d2(4, 6).batched(2), None),
+        // Interleaved: 3 transforms of 20 points, stride 3, dist 1.
+        (
+            FftLayout::d1(20).batched(3),
+            Some((
+                DataLayout { embed: vec![20], stride: 3, dist: 1 },
+                DataLayout { embed: vec![20], stride: 3, dist: 1 },
+            )),
+        ),
+        // Strided with gaps between batches.
+        (
+            FftLayout::d1(16).batched(2),
+            Some((
+                DataLayout { embed: vec![16], stride: 2, dist: 40 },
+                DataLayout { embed: vec![16], stride: 1, dist: 19 },
+            )),
+        ),
+        // Padded 2D rows (embed wider than the transform).
+        (
+            FftLayout::d2(5, 6).batched(2),
+            Some((
+                DataLayout { embed: vec![5, 9], stride: 1, dist: 50 },
+                DataLayout { embed: vec![5, 8], stride: 1, dist: 41 },
+            )),
+        ),
+    ]
+}
+
+fn c2c_case<T>(layout: &FftLayout, direction: Direction, tol: f64, rng: &mut Rng)
+where
+    T: cusched::fft::FftFloat + From<f32> + Into<f64> + Copy,
+    Complex<T>: cusched::Element,
+{
+    let (d, s, mut h) = setup();
+    let (ilen, olen) =
+        (span(&layout.input, &layout.dims, layout.batch), span(&layout.output, &layout.dims, layout.batch));
+    let x = complex::<T>(rng, ilen);
+    let poison = T::from(POISON as f32);
+    let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &vec![Complex::new(poison, poison); olen]).unwrap());
+    h.fft().unwrap().c2c(layout, &a, &b, direction).unwrap().wait().unwrap();
+    let want = reference::c2c(layout, &x, direction);
+    let n: usize = layout.dims.iter().product();
+    check_complex(&format!("{layout:?} {direction:?}"), &b.download(s).unwrap(), &want, tol * n as f64);
+    assert_eq!(a.download(s).unwrap(), x, "{layout:?}: the input changed");
+}
+
+#[test]
+fn c2c_and_z2z_match_the_direct_dft_in_every_layout() {
+    let mut rng = Rng::seeded(11);
+    for (layout, given) in layouts() {
+        let layout = match given {
+            Some((i, o)) => layout.with_layouts(i, o),
+            None => layout,
+        };
+        for direction in [Direction::Forward, Direction::Inverse] {
+            c2c_case::<f32>(&layout, direction, 1e-5, &mut rng);
+            c2c_case::<f64>(&layout, direction, 1e-12, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn c2c_in_place_matches_out_of_place() {
+    let (d, s, mut h) = setup();
+    let mut rng = Rng::seeded(12);
+    let layout = FftLayout::d2(8, 12).batched(2);
+    let x = complex::<f64>(&mut rng, 8 * 12 * 2);
+    let a = d.upload(s, &x).unwrap();
+    h.fft().unwrap().c2c(&layout, &a, &a, Direction::Forward).unwrap().wait().unwrap();
+    check_complex("in place", &a.download(s).unwrap(), &reference::c2c(&layout, &x, Direction::Forward), 1e-10);
+    // Forward then inverse scales by the transform's size, as cuFFT does.
+    h.fft().unwrap().c2c(&layout, &a, &a, Direction::Inverse).unwrap().wait().unwrap();
+    for (got, want) in a.download(s).unwrap().iter().zip(&x) {
+        assert!((got.re / 96.0 - want.re).abs() < 1e-12 && (got.im / 96.0 - want.im).abs() < 1e-12);
+    }
+}
+
+/// The real transforms' layouts: the packed ones of [`layouts`], then advanced ones with a
+/// real side (input of R2C) and a complex side of `n / 2 + 1` bins in the last dimension.
+fn real_layouts() -> Vec<FftLayout> {
+    let mut v: Vec<FftLayout> = layouts().into_iter().filter(|(_, g)| g.is_none()).map(|(l, _)| l).collect();
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    // Interleaved batches.
+    v.push(FftLayout::d1(20).batched(3).with_layouts(dl(vec![20], 3, 1), dl(vec![11], 3, 1)));
+    // Strided with gaps between batches.
+    v.push(FftLayout::d1(16).batched(2).with_layouts(dl(vec![16], 2, 40), dl(vec![9], 1, 12)));
+    // Padded 2D rows, odd last dimension.
+    v.push(FftLayout::d2(5, 7).batched(2).with_layouts(dl(vec![5, 9], 1, 50), dl(vec![5, 5], 1, 27)));
+    // Padded 3D.
+    v.push(FftLayout::d3(3, 4, 6).with_layouts(dl(vec![3, 5, 7], 1, 105), dl(vec![3, 4, 5], 1, 60)));
+    v
+}
+
+fn real_case<T>(layout: &FftLayout, tol: f64, rng: &mut Rng)
+where
+    T: cusched::fft::FftFloat + From<f32> + Into<f64> + Copy + PartialEq + std::fmt::Debug,
+    Complex<T>: cusched::Element,
+{
+    let (d, s, mut h) = setup();
+    let half = reference::halved(&layout.dims);
+    let n: usize = layout.dims.iter().product();
+    let rlen = span(&layout.input, &layout.dims, layout.batch);
+    let clen = span(&layout.output, &half, layout.batch);
+    let x: Vec<T> = (0..rlen).map(|_| T::from(rng.f32())).collect();
+    let poison = T::from(POISON as f32);
+    let (r, c) = (d.upload(s, &x).unwrap(), d.upload(s, &vec![Complex::new(poison, poison); clen]).unwrap());
+    h.fft().unwrap().r2c(layout, &r, &c).unwrap().wait().unwrap();
+    let spectrum = c.download(s).unwrap();
+    check_complex(&format!("r2c {layout:?}"), &spectrum, &reference::r2c(layout, &x), tol * n as f64);
+    assert_eq!(r.download(s).unwrap(), x, "r2c {layout:?}: the input changed");
+
+    // C2R of the spectrum (its layouts swapped): the reference, and n times the input.
+    let back = FftLayout { input: layout.output.clone(), output: layout.input.clone(), ..layout.clone() };
+    let out = d.upload(s, &vec![poison; rlen]).unwrap();
+    h.fft().unwrap().c2r(&back, &c, &out).unwrap().wait().unwrap();
+    let got = out.download(s).unwrap();
+    let want = reference::c2r(&back, &spectrum);
+    check_real(&format!("c2r {layout:?}"), &got, &want, tol * n as f64);
+    for (o, _) in want {
+        let v: f64 = got[o].into();
+        assert!((v / n as f64 - x[o].into()).abs() <= tol * 10.0, "c2r {layout:?}: round trip at {o}");
+    }
+}
+
+#[test]
+fn r2c_and_c2r_match_the_direct_dft_in_both_precisions() {
+    let mut rng = Rng::seeded(13);
+    for layout in real_layouts() {
+        real_case::<f32>(&layout, 1e-5, &mut rng);
+        real_case::<f64>(&layout, 1e-12, &mut rng);
+    }
+}
+
+#[test]
+fn c2r_ignores_the_imaginary_parts_a_real_signal_cannot_have() {
+    // The DC and Nyquist bins of a real signal are real: cuFFT reads only their real parts.
+    let (d, s, mut h) = setup();
+    let n = 8;
+    let mut spec = vec![Complex::new(0.0f64, 0.0); n / 2 + 1];
+    spec[0] = Complex::new(8.0, 5.0);
+    spec[n / 2] = Complex::new(8.0, -3.0);
+    let c = d.upload(s, &spec).unwrap();
+    let out = d.alloc_zeros::<f64>(s, n).unwrap();
+    h.fft().unwrap().c2r(&FftLayout::d1(n), &c, &out).unwrap().wait().unwrap();
+    let got = out.download(s).unwrap();
+    for (t, v) in got.iter().enumerate() {
+        let want = 8.0 + 8.0 * if t % 2 == 0 { 1.0 } else { -1.0 };
+        assert!((v - want).abs() < 1e-12, "sample {t}: {v} vs {want}");
+    }
+}
+
+#[test]
+fn a_transform_on_a_lane_orders_against_the_next_use() {
+    // The transform runs as a simulated kernel under its declared uses: a download on another
+    // stream right after it sees the result (the tracker fences it), and the checker is clean.
+    let d = sim();
+    let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let mut h = Handles::new(&d, s1).unwrap();
+    let x: Vec<Complex<f32>> = (0..256).map(|i| Complex::new((i % 7) as f32, 0.0)).collect();
+    let (a, b) = (d.upload(s1, &x).unwrap(), d.alloc_zeros::<Complex<f32>>(s1, 256).unwrap());
+    h.fft().unwrap().c2c(&FftLayout::d1(256), &a, &b, Direction::Forward).unwrap();
+    let got = b.download(s2).unwrap();
+    let sum: f32 = x.iter().map(|v| v.re).sum();
+    assert!((got[0].re - sum).abs() < 1e-3, "the DC bin {} vs {sum}", got[0].re);
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
