@@ -9,7 +9,6 @@ use cusched::fft::{Direction, FftLayout};
 use cusched::{Complex, HazardKind};
 
 #[test]
-#[ignore = "needs the simulator's cuBLAS and cuFFT"]
 fn a_missing_declaration_in_a_mixed_pipeline_is_named() {
     let d = sim_listing_hazards();
     let s = d.default_stream();
