@@ -22,8 +22,10 @@
 //! thin call layer (`calls.rs` in each library, the only code that touches its `sys`), commit.
 //! Validation happens before `run` is reached, so a rejected op has neither recorded nor
 //! enqueued anything. The simulated backend has no NVIDIA libraries: ops validate there too (so
-//! bad input is testable without a GPU), then return [`Error::LibraryUnavailable`] before
-//! preflight.
+//! bad input is testable without a GPU), then compute on the CPU through
+//! [`OpStream::run_sim`]: the same recorder, the computation a simulated kernel under the
+//! op's declared uses. Each library's `sim.rs` holds its computation; raw handles stay
+//! GPU-only ([`Error::LibraryUnavailable`] on the simulator).
 //!
 //! # Shared parts
 //!
