@@ -5,7 +5,7 @@
 use super::sim;
 #[cfg(feature = "cusparse")]
 use cusched::sparse::{SparseMatrix, SparseVector};
-use cusched::{Device, Element, Error, GpuRef, Handles, Result, StreamId};
+use cusched::{Completion, Device, Element, Error, GpuRef, Handles, Result, StreamId};
 
 pub struct Fx {
     pub device: Device,
@@ -42,6 +42,15 @@ impl Fx {
 #[track_caller]
 pub fn rejects<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
     let _ = rejection(fx, arg, op);
+}
+
+/// Runs `op`, which validation accepts, and waits for it: the simulator computes it.
+#[track_caller]
+pub fn runs<T: Send + 'static>(fx: &mut Fx, op: impl FnOnce(&mut Fx) -> Result<Completion<T>>) -> T {
+    match op(fx).and_then(|c| c.wait()) {
+        Ok(v) => v,
+        Err(e) => panic!("expected the op to run, got {e:?}"),
+    }
 }
 
 /// [`rejects`], returning the result for further checks.

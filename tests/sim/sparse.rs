@@ -2,18 +2,9 @@
 //! recorded, naming the argument; valid input runs (the simulator computes it on the host);
 //! the checked mode finds malformed structure.
 
-use crate::common::fixture::{fx, rejects, Fx};
+use crate::common::fixture::{fx, rejects, runs, Fx};
 use cusched::sparse::{DenseMatrix, SparseMatrix, Transpose, Triangle};
-use cusched::{Completion, Error, Result};
-
-/// Runs `op`, which validation accepts, and waits for it: the simulator computes it.
-#[track_caller]
-pub(crate) fn runs<T: Send + 'static>(fx: &mut Fx, op: impl FnOnce(&mut Fx) -> Result<Completion<T>>) -> T {
-    match op(fx).and_then(|c| c.wait()) {
-        Ok(v) => v,
-        Err(e) => panic!("expected the op to run, got {e:?}"),
-    }
-}
+use cusched::{Error, Result};
 
 #[test]
 fn matrix_rejects_buffers_that_do_not_fit_its_shape() {

@@ -2,7 +2,7 @@
 //! ops, BSR and Blocked-ELL matrices): bad input is rejected before anything is recorded,
 //! naming the argument; valid input runs (the simulator computes it on the host).
 
-use super::sparse::runs;
+use crate::common::fixture::runs;
 use crate::common::fixture::{fx, rejects, Fx};
 use cusched::sparse::{DenseMatrix, Fill, SparseMatrix, SparseVector, Transpose, Triangle};
 use cusched::{Error, GpuRef, Result};
