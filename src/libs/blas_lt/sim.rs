@@ -173,13 +173,55 @@ fn gemm(p: &Problem, g: usize, alpha: f32, a: &[f32], b: &[f32], out: &mut [f32]
     }
 }
 
+/// What the kernel reads before it computes: the factors widened to f32 (in the problem's
+/// order), `alpha` and `D`'s scale with the FP8 scales folded in, and the epilogue's inputs.
+struct Inputs {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    alpha: f32,
+    scale_d: f32,
+    /// `C`, read only when beta is not zero (as cuBLASLt does: a NaN there is not seen).
+    c: Option<Vec<f32>>,
+    bias: Option<Vec<f32>>,
+    mask_in: Option<Vec<u8>>,
+    gelu_in: Option<Vec<f32>>,
+}
+
+impl Inputs {
+    /// The epilogue's output for the element at `elem` of the aux matrix (or bit of the mask),
+    /// from the product `x` and the pre-activation `pre` (`x` plus the bias).
+    fn activate(&self, kind: EpiKind, x: f32, pre: f32, elem: usize) -> f32 {
+        match kind {
+            EpiKind::Relu | EpiKind::ReluBias | EpiKind::ReluAux | EpiKind::ReluAuxBias => pre.max(0.0),
+            EpiKind::Gelu | EpiKind::GeluBias | EpiKind::GeluAux | EpiKind::GeluAuxBias => gelu(pre),
+            EpiKind::DRelu | EpiKind::DReluBgrad => {
+                let set = self.mask_in.as_ref().is_some_and(|mk| (mk[elem / 8] >> (elem % 8)) & 1 == 1);
+                if set {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            EpiKind::DGelu | EpiKind::DGeluBgrad => x * dgelu(self.gelu_in.as_ref().map_or(0.0, |v| v[elem])),
+            EpiKind::Default | EpiKind::Bias | EpiKind::BgradA | EpiKind::BgradB => pre,
+        }
+    }
+}
+
 impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> Job<TA, TB, TC, TD, E> {
     fn run(self) -> Result<MatmulOutput> {
-        let p = self.p;
+        let inputs = self.inputs()?;
+        let (amax, grad) = self.compute(&inputs);
+        self.write_grad(&inputs, grad);
+        Ok(MatmulOutput { amax_d: self.amax.then_some(amax) })
+    }
+
+    /// Reads the operands and the epilogue's inputs, checking the factors cover the problem.
+    fn inputs(&self) -> Result<Inputs> {
+        let p = &self.p;
         let (first, second) = (widen(&self.a.read()), widen(&self.b.read()));
         let (a, b) = if p.swapped { (second, first) } else { (first, second) };
         let count = p.count as usize;
-        let (m, n) = (p.d.rows as usize, p.d.cols as usize);
         if !covers(&p.a, count, a.len()) || !covers(&p.b, count, b.len()) {
             return Err(Error::invalid("a", "the simulator found an operand shorter than the checked problem"));
         }
@@ -190,20 +232,16 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
                 scale_d = first_of(sd);
             }
         }
-        // C is read only when beta is not zero (as cuBLASLt does: a NaN there is not seen).
         let c: Option<Vec<f32>> = match (&self.c, self.beta != 0.0) {
             (_, false) => None,
             (Some(c), true) => Some(widen(&c.read())),
             (None, true) => Some(widen(&self.d.read())),
         };
-        let kind = p.epi;
-        let bias: Option<Vec<f32>> = match (&self.vector, kind.bias()) {
+        let bias: Option<Vec<f32>> = match (&self.vector, p.epi.bias()) {
             (Some(v), Some(false)) => Some(widen(&v.read())),
             _ => None,
         };
-        let grad_of_d = matches!(kind, EpiKind::DReluBgrad | EpiKind::DGeluBgrad);
-        let (aux_ld, aux_stride) = p.aux.map_or((0, 0), |(ld, s)| (ld as usize, s as usize));
-        let aux_write = kind.aux().is_some_and(|u| u.write);
+        let aux_write = p.epi.aux().is_some_and(|u| u.write);
         let mask_in: Option<Vec<u8>> = match (&self.aux, aux_write) {
             (AuxMem::Mask(mk), false) => Some(mk.read().to_vec()),
             _ => None,
@@ -212,6 +250,18 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
             (AuxMem::Gelu(x), false) => Some(widen(&x.read())),
             _ => None,
         };
+        Ok(Inputs { a, b, alpha, scale_d, c, bias, mask_in, gelu_in })
+    }
+
+    /// The product and the epilogue of every batch into `D` and the aux matrix it writes:
+    /// `D`'s amax, and the bias gradient of `D` where the epilogue takes it.
+    fn compute(&self, inputs: &Inputs) -> (f32, Vec<f32>) {
+        let p = &self.p;
+        let (m, n) = (p.d.rows as usize, p.d.cols as usize);
+        let kind = p.epi;
+        let grad_of_d = matches!(kind, EpiKind::DReluBgrad | EpiKind::DGeluBgrad);
+        let (aux_ld, aux_stride) = p.aux.map_or((0, 0), |(ld, s)| (ld as usize, s as usize));
+        let aux_write = kind.aux().is_some_and(|u| u.write);
         let mut mask_out = match (&self.aux, aux_write) {
             (AuxMem::Mask(mk), true) => Some(mk.lock()),
             _ => None,
@@ -224,31 +274,18 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
         let mut grad = vec![0.0f32; if grad_of_d { m } else { 0 }];
         let mut amax = 0.0f32;
         let mut acc = vec![0.0f32; m * n];
-        for g in 0..count {
-            gemm(&p, g, alpha, &a, &b, &mut acc);
+        for g in 0..p.count as usize {
+            gemm(p, g, inputs.alpha, &inputs.a, &inputs.b, &mut acc);
             for j in 0..n {
                 for i in 0..m {
                     let mut x = acc[i + j * m];
-                    if let Some(c) = &c {
+                    if let Some(c) = &inputs.c {
                         x += self.beta * c[at(&p.c, g, i, j)];
                     }
-                    let pre = x + bias.as_ref().map_or(0.0, |v| v[g * p.bias_stride as usize + i]);
+                    let pre = x + inputs.bias.as_ref().map_or(0.0, |v| v[g * p.bias_stride as usize + i]);
                     // The aux matrix's element, or the mask's bit (its ld and stride count bits).
                     let elem = g * aux_stride + j * aux_ld + i;
-                    let v = match kind {
-                        EpiKind::Relu | EpiKind::ReluBias | EpiKind::ReluAux | EpiKind::ReluAuxBias => pre.max(0.0),
-                        EpiKind::Gelu | EpiKind::GeluBias | EpiKind::GeluAux | EpiKind::GeluAuxBias => gelu(pre),
-                        EpiKind::DRelu | EpiKind::DReluBgrad => {
-                            let set = mask_in.as_ref().is_some_and(|mk| (mk[elem / 8] >> (elem % 8)) & 1 == 1);
-                            if set {
-                                x
-                            } else {
-                                0.0
-                            }
-                        }
-                        EpiKind::DGelu | EpiKind::DGeluBgrad => x * dgelu(gelu_in.as_ref().map_or(0.0, |v| v[elem])),
-                        EpiKind::Default | EpiKind::Bias | EpiKind::BgradA | EpiKind::BgradB => pre,
-                    };
+                    let v = inputs.activate(kind, x, pre, elem);
                     if let Some(mk) = mask_out.as_mut() {
                         let byte = &mut mk[elem / 8];
                         let flag = 1u8 << (elem % 8);
@@ -261,26 +298,32 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
                         grad[i] += v;
                     }
                     amax = amax.max(v.abs());
-                    d[at(&p.d, g, i, j)] = TD::from_f32(v * scale_d);
+                    d[at(&p.d, g, i, j)] = TD::from_f32(v * inputs.scale_d);
                 }
             }
         }
-        match kind {
-            EpiKind::BgradA => grad = row_sums(&p.a, p.trans_a, &a),
+        (amax, grad)
+    }
+
+    /// Writes the bias gradient where the epilogue takes one: `grad` (that of `D`), or the row
+    /// sums of `op(A)` or `op(B)ᵀ`.
+    fn write_grad(&self, inputs: &Inputs, mut grad: Vec<f32>) {
+        let p = &self.p;
+        match p.epi {
+            EpiKind::BgradA => grad = row_sums(&p.a, p.trans_a, &inputs.a),
             // op(B) is k x n: its columns are the rows of op(B)ᵀ.
             EpiKind::BgradB => {
                 let t = if p.trans_b == Transpose::No { Transpose::Yes } else { Transpose::No };
-                grad = row_sums(&p.b, t, &b);
+                grad = row_sums(&p.b, t, &inputs.b);
             }
             _ => {}
         }
-        if let (Some(v), Some(true)) = (&self.vector, kind.bias()) {
+        if let (Some(v), Some(true)) = (&self.vector, p.epi.bias()) {
             let mut out = v.lock();
             for (o, s) in out.iter_mut().zip(&grad) {
                 *o = E::from_f32(*s);
             }
         }
-        Ok(MatmulOutput { amax_d: self.amax.then_some(amax) })
     }
 }
 

@@ -1,0 +1,223 @@
+//! The simulated eigen and SVD ops: `syevd`, `syevj` (single and batched), the generalized
+//! `sygvd`, `gesvd` and `gesvdj` (single and batched), all by the Jacobi methods of
+//! [`linalg`](super::linalg).
+
+use super::linalg::{self, Lower};
+use super::{load, lower, outcome, run, store, store_real, store_triangle, tolerance};
+use crate::completion::Completion;
+use crate::error::{Error, NumericalFailure, Result};
+use crate::libs::solver::batched::{GesvdjBatched, SyevjBatched};
+use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport};
+use crate::libs::solver::symmetric::{Generalized, Syevj, Sygvd};
+use crate::libs::solver::{JacobiSettings, SolverElement};
+use crate::libs::OpStream;
+use crate::recorder::LaunchRecorder;
+
+/// A Hermitian eigen decomposition of the `n x n` matrix at `off`: eigenvalues into `w` at
+/// `woff`, eigenvectors over the matrix with `vectors`. Returns the Jacobi outcome.
+#[allow(clippy::too_many_arguments)]
+fn eig_one<T: SolverElement>(
+    a: &crate::memory::SimMem<T>,
+    w: &crate::memory::SimMem<T::Real>,
+    (off, woff): (usize, usize),
+    n: usize,
+    lda: usize,
+    lo: Lower,
+    vectors: bool,
+    (tol, sweeps): (f64, u32),
+) -> linalg::Jacobi {
+    let h = linalg::hermitian(&load(&a.read(), off, n, n, lda), lo);
+    let (values, v, j) = linalg::eigh(h, vectors, tol, sweeps);
+    store_real(&mut w.lock(), woff, &values);
+    if let Some(v) = v {
+        store(&mut a.lock(), off, lda, &v);
+    }
+    j
+}
+
+pub(in crate::libs::solver) fn syevd<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    e: &crate::libs::solver::Syevd<'_, T>,
+    lda: usize,
+) -> Result<Completion<()>> {
+    let (n, lo, vectors, a, w) = (e.n, lower(e.fill), e.vectors, e.a.sim_data()?, e.w.sim_data()?);
+    run(op, rec, move || {
+        // Converged as far as f64 goes, whatever the type: the decomposition LAPACK's would be.
+        let j = eig_one::<T>(&a, &w, (0, 0), n, lda, lo, vectors, (f64::EPSILON, 100));
+        let failures = if j.converged { vec![] } else { vec![NumericalFailure::NotConverged { matrix: 0, count: n }] };
+        outcome("syevd", 1, failures)
+    })
+}
+
+pub(in crate::libs::solver) fn syevj<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    e: &Syevj<'_, T>,
+    lda: usize,
+    settings: JacobiSettings,
+) -> Result<Completion<JacobiReport>> {
+    let (n, lo, vectors, a, w) = (e.n, lower(e.fill), e.vectors, e.a.sim_data()?, e.w.sim_data()?);
+    let limits = (tolerance::<T>(settings), settings.max_sweeps);
+    run(op, rec, move || {
+        let j = eig_one::<T>(&a, &w, (0, 0), n, lda, lo, vectors, limits);
+        // cuSOLVER: info = n + 1 when the sweeps ran out before the tolerance was met.
+        if !j.converged {
+            return Err(Error::Numerical {
+                op: "syevj",
+                batch: 1,
+                failures: vec![NumericalFailure::NotConverged { matrix: 0, count: n + 1 }],
+            });
+        }
+        Ok(JacobiReport { residual: j.residual, sweeps: j.sweeps })
+    })
+}
+
+pub(in crate::libs::solver) fn syevj_batched<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    e: &SyevjBatched<'_, T>,
+    lda: usize,
+    settings: JacobiSettings,
+) -> Result<Completion<()>> {
+    let (n, batch, lo, vectors, a, w) = (e.n, e.batch, lower(e.fill), e.vectors, e.a.sim_data()?, e.w.sim_data()?);
+    let limits = (tolerance::<T>(settings), settings.max_sweeps);
+    run(op, rec, move || {
+        let mut failures = Vec::new();
+        for i in 0..batch {
+            let j = eig_one::<T>(&a, &w, (i * lda * n, i * n), n, lda, lo, vectors, limits);
+            if !j.converged {
+                failures.push(NumericalFailure::NotConverged { matrix: i, count: n + 1 });
+            }
+        }
+        outcome("syevjBatched", batch, failures)
+    })
+}
+
+pub(in crate::libs::solver) fn sygvd<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Sygvd<'_, T>,
+    lda: usize,
+    ldb: usize,
+) -> Result<Completion<()>> {
+    let (n, lo, vectors, problem) = (g.n, lower(g.fill), g.vectors, g.problem);
+    let (a, b, w) = (g.a.sim_data()?, g.b.sim_data()?, g.w.sim_data()?);
+    run(op, rec, move || {
+        let bm = load(&b.read(), 0, n, n, ldb);
+        let l = match linalg::cholesky(&linalg::hermitian(&bm, lo)) {
+            Ok(l) => l,
+            Err(minor) => {
+                return outcome("sygvd", 1, vec![NumericalFailure::NotPositiveDefinite { matrix: 0, minor }]);
+            }
+        };
+        let mut factor = bm;
+        linalg::put_factor(&mut factor, &l, lo);
+        store_triangle(&mut b.lock(), 0, ldb, &factor, lo);
+        let am = linalg::hermitian(&load(&a.read(), 0, n, n, lda), lo);
+        let c = match problem {
+            Generalized::Ax => {
+                // L⁻¹ A L⁻ᴴ = L⁻¹ (L⁻¹ A)ᴴ, A being Hermitian.
+                let mut x = am;
+                linalg::solve_lower(&l, &mut x, false);
+                let mut c = x.adjoint();
+                linalg::solve_lower(&l, &mut c, false);
+                c
+            }
+            Generalized::Abx | Generalized::Bax => l.adjoint().mul(&am).mul(&l),
+        };
+        let (values, y, j) = linalg::eigh(linalg::hermitian(&c, true), vectors, f64::EPSILON, 100);
+        store_real(&mut w.lock(), 0, &values);
+        if let Some(y) = y {
+            let z = match problem {
+                Generalized::Ax | Generalized::Abx => {
+                    let mut z = y;
+                    linalg::solve_upper(&l.adjoint(), &mut z, false);
+                    z
+                }
+                Generalized::Bax => l.mul(&y),
+            };
+            store(&mut a.lock(), 0, lda, &z);
+        }
+        let failures = if j.converged { vec![] } else { vec![NumericalFailure::NotConverged { matrix: 0, count: n }] };
+        outcome("sygvd", 1, failures)
+    })
+}
+
+pub(in crate::libs::solver) fn gesvd<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Gesvd<'_, T>,
+    (lda, ldu, ldvt): (usize, usize, usize),
+) -> Result<Completion<()>> {
+    let (m, n, vectors) = (g.m, g.n, g.vectors);
+    let (a, s, u, vt) = (g.a.sim_data()?, g.s.sim_data()?, g.u.sim_data()?, g.vt.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, m, n, lda);
+        let (values, um, vm, _) = linalg::svd(&am, f64::EPSILON, 100);
+        store_real(&mut s.lock(), 0, &values);
+        if vectors {
+            store(&mut u.lock(), 0, ldu, &linalg::square(&um));
+            store(&mut vt.lock(), 0, ldvt, &vm.adjoint());
+        }
+        Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn gesvdj<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Gesvdj<'_, T>,
+    (lda, ldu, ldv): (usize, usize, usize),
+    settings: JacobiSettings,
+) -> Result<Completion<JacobiReport>> {
+    let (m, n, vectors, p) = (g.m, g.n, g.vectors, g.m.min(g.n));
+    let (a, s, u, v) = (g.a.sim_data()?, g.s.sim_data()?, g.u.sim_data()?, g.v.sim_data()?);
+    let (tol, sweeps) = (tolerance::<T>(settings), settings.max_sweeps);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, m, n, lda);
+        let (values, um, vm, j) = linalg::svd(&am, tol, sweeps);
+        store_real(&mut s.lock(), 0, &values);
+        if vectors {
+            store(&mut u.lock(), 0, ldu, &um);
+            store(&mut v.lock(), 0, ldv, &vm);
+        }
+        // cuSOLVER: info = min(m, n) + 1 when the sweeps ran out before the tolerance was met.
+        if !j.converged {
+            return Err(Error::Numerical {
+                op: "gesvdj",
+                batch: 1,
+                failures: vec![NumericalFailure::NotConverged { matrix: 0, count: p + 1 }],
+            });
+        }
+        Ok(JacobiReport { residual: j.residual, sweeps: j.sweeps })
+    })
+}
+
+pub(in crate::libs::solver) fn gesvdj_batched<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &GesvdjBatched<'_, T>,
+    (lda, ldu, ldv): (usize, usize, usize),
+    settings: JacobiSettings,
+) -> Result<Completion<()>> {
+    let (m, n, batch, vectors, p) = (g.m, g.n, g.batch, g.vectors, g.m.min(g.n));
+    let (a, s, u, v) = (g.a.sim_data()?, g.s.sim_data()?, g.u.sim_data()?, g.v.sim_data()?);
+    let (tol, sweeps) = (tolerance::<T>(settings), settings.max_sweeps);
+    run(op, rec, move || {
+        let mut failures = Vec::new();
+        for i in 0..batch {
+            let am = load(&a.read(), i * lda * n, m, n, lda);
+            let (values, um, vm, j) = linalg::svd(&am, tol, sweeps);
+            store_real(&mut s.lock(), i * p, &values);
+            if vectors {
+                store(&mut u.lock(), i * ldu * m, ldu, &linalg::square(&um));
+                store(&mut v.lock(), i * ldv * n, ldv, &linalg::square(&vm));
+            }
+            if !j.converged {
+                failures.push(NumericalFailure::NotConverged { matrix: i, count: p + 1 });
+            }
+        }
+        outcome("gesvdjBatched", batch, failures)
+    })
+}

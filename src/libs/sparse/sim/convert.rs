@@ -1,0 +1,146 @@
+//! The simulator's format conversions: sparse → dense, CSR ↔ CSC, and dense → CSR in the GPU
+//! path's two phases (count, then fill the freshly allocated arrays).
+
+use super::host::{HostDense, HostMat};
+use crate::completion::Completion;
+use crate::error::Result;
+use crate::libs::sparse::matrix::IndexArith;
+use crate::libs::sparse::{DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
+use crate::memory::GpuRef;
+use crate::recorder::LaunchRecorder;
+
+impl Sparse {
+    pub(in crate::libs::sparse) fn sim_sparse_to_dense<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        a: &SparseMatrix<T, I>,
+        (out, ld): (DenseMatrix<'_, T>, i64),
+    ) -> Result<Completion<()>> {
+        let (am, om) = (HostMat::of(a)?, HostDense::of(&out, ld)?);
+        self.host(rec, move || {
+            let e = am.entries()?;
+            let mut d = om.mem.lock();
+            for j in 0..om.cols {
+                d[j * om.ld..j * om.ld + om.rows].fill(T::zero());
+            }
+            for (r, c, v) in e {
+                let o = r + c * om.ld;
+                d[o] = d[o].plus(v);
+            }
+            Ok(())
+        })
+    }
+
+    /// CSR ↔ CSC: the stored entries regrouped by the other dimension (stable, so indices come
+    /// out sorted within each group), into `out`'s fresh buffers.
+    pub(in crate::libs::sparse) fn sim_convert_compressed<T: SparseValue>(
+        &mut self,
+        rec: LaunchRecorder,
+        a: &SparseMatrix<T, i32>,
+        out: SparseMatrix<T, i32>,
+    ) -> Result<Completion<SparseMatrix<T, i32>>> {
+        let am = HostMat::of(a)?;
+        let (oo, oi, ov) = (out.major.sim_data()?, out.minor.sim_data()?, out.values.sim_data()?);
+        // Groups of the output: its columns for CSC out, its rows for CSR out.
+        let groups = if a.format == Format::Csr { a.cols } else { a.rows };
+        self.host(rec, move || {
+            let e = am.entries()?;
+            let key = |&(r, c, _): &(usize, usize, T)| if am.format == Format::Csr { (c, r) } else { (r, c) };
+            let mut counts = vec![0usize; groups + 1];
+            for t in &e {
+                counts[key(t).0 + 1] += 1;
+            }
+            for g in 0..groups {
+                counts[g + 1] += counts[g];
+            }
+            let mut next = counts.clone();
+            let (mut idx, mut val) = (vec![0i32; e.len()], vec![T::zero(); e.len()]);
+            for t in &e {
+                let (g, other) = key(t);
+                idx[next[g]] = i32::from_usize(other);
+                val[next[g]] = t.2;
+                next[g] += 1;
+            }
+            for (d, s) in oo.lock().iter_mut().zip(&counts) {
+                *d = i32::from_usize(*s);
+            }
+            oi.lock()[..idx.len()].copy_from_slice(&idx);
+            ov.lock()[..val.len()].copy_from_slice(&val);
+            Ok(out)
+        })
+    }
+
+    /// Dense → CSR on the host, in the GPU path's two phases: the analysis counts the nonzeros
+    /// into `offsets` (recorded on `rec`) and the host waits for the count; the output's arrays
+    /// are then allocated and the conversion fills them.
+    pub(in crate::libs::sparse) fn sim_dense_to_csr<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        (dense, ld): (DenseMatrix<'_, T>, i64),
+        offsets: GpuRef<I>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
+        use crate::track::Access;
+        let nnz = self.sim_dense_count(rec, (dense, ld), &offsets)?;
+        let dev = self.op.device.clone();
+        let indices: GpuRef<I> = dev.alloc(self.op.stream, nnz.max(1))?;
+        let values: GpuRef<T> = dev.alloc(self.op.stream, nnz.max(1))?;
+        let out = SparseMatrix::new(Format::Csr, dense.rows, dense.cols, nnz, &offsets, &indices, &values)?;
+        let mut rec = self.op.recorder("dense_to_csr.convert");
+        crate::libs::record(&mut rec, "dense", dense.buf, Access::Read)?;
+        crate::libs::record(&mut rec, "out.offsets", &offsets, Access::ReadWrite)?;
+        crate::libs::record(&mut rec, "out.indices", &indices, Access::Write)?;
+        crate::libs::record(&mut rec, "out.values", &values, Access::Write)?;
+        self.sim_dense_fill(rec, (dense, ld), out)
+    }
+
+    /// Dense → CSR's first phase: counts each row's nonzeros into `offsets` and returns the
+    /// total, once the stream has run it (the host waits, as cuSPARSE's analysis makes it).
+    fn sim_dense_count<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        (dense, ld): (DenseMatrix<'_, T>, i64),
+        offsets: &GpuRef<I>,
+    ) -> Result<usize> {
+        let (dm, om) = (HostDense::of(&dense, ld)?, offsets.sim_data()?);
+        self.host(rec, move || {
+            let d = dm.mem.read().to_vec();
+            let mut o = om.lock();
+            let mut total = 0usize;
+            o[0] = I::from_usize(0);
+            for r in 0..dm.rows {
+                total += (0..dm.cols).filter(|&c| !d[r + c * dm.ld].is_zero()).count();
+                o[r + 1] = I::from_usize(total);
+            }
+            Ok(total)
+        })?
+        .wait()
+    }
+
+    /// Dense → CSR's second phase: the nonzeros, row by row, into `out`'s fresh arrays.
+    fn sim_dense_fill<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        (dense, ld): (DenseMatrix<'_, T>, i64),
+        out: SparseMatrix<T, I>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
+        let dm = HostDense::of(&dense, ld)?;
+        let (oi, ov) = (out.minor.sim_data()?, out.values.sim_data()?);
+        let nnz = out.nnz;
+        self.host(rec, move || {
+            let d = dm.mem.read().to_vec();
+            let (mut idx, mut val) = (oi.lock(), ov.lock());
+            let mut p = 0;
+            for r in 0..dm.rows {
+                for c in 0..dm.cols {
+                    let v = d[r + c * dm.ld];
+                    if !v.is_zero() && p < nnz {
+                        (idx[p], val[p]) = (I::from_usize(c), v);
+                        p += 1;
+                    }
+                }
+            }
+            drop((idx, val));
+            Ok(out)
+        })
+    }
+}

@@ -1,0 +1,114 @@
+//! The simulator's products of a sparse and dense operands: SpMV, SpMM and SDDMM, each the
+//! plain sum over the stored entries, blended into the output with `alpha` / `beta`.
+
+use super::host::{HostDense, HostMat};
+use super::{at, blend, span};
+use crate::completion::Completion;
+use crate::error::Result;
+use crate::libs::sparse::{DenseMatrix, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose};
+use crate::memory::GpuRef;
+use crate::recorder::LaunchRecorder;
+
+impl Sparse {
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::libs::sparse) fn sim_spmv<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        x: &GpuRef<T>,
+        beta: T,
+        y: &GpuRef<T>,
+    ) -> Result<Completion<()>> {
+        let (am, xm, ym) = (HostMat::of(a)?, x.sim_data()?, y.sim_data()?);
+        let m = if op_a == Transpose::Yes { a.cols } else { a.rows };
+        self.host(rec, move || {
+            let e = am.entries()?;
+            let x = xm.read().to_vec();
+            let mut acc = vec![T::zero(); m];
+            for (r, c, v) in e {
+                let (i, j) = if op_a == Transpose::Yes { (c, r) } else { (r, c) };
+                acc[i] = acc[i].plus(v.times(x[j]));
+            }
+            let mut y = ym.lock();
+            for (i, s) in acc.into_iter().enumerate() {
+                y[i] = blend(alpha, s, beta, || y[i]);
+            }
+            Ok(())
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::libs::sparse) fn sim_spmm<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        (b, ldb): (DenseMatrix<'_, T>, i64),
+        beta: T,
+        (c, ldc): (DenseMatrix<'_, T>, i64),
+    ) -> Result<Completion<()>> {
+        let (am, bm, cm) = (HostMat::of(a)?, HostDense::of(&b, ldb)?, HostDense::of(&c, ldc)?);
+        self.host(rec, move || {
+            let e = am.entries()?;
+            let b = bm.mem.read().to_vec();
+            let (m, n) = (cm.rows, cm.cols);
+            let mut acc = vec![T::zero(); m * n];
+            for (r, col, v) in e {
+                let (i, l) = if op_a == Transpose::Yes { (col, r) } else { (r, col) };
+                for j in 0..n {
+                    acc[i + j * m] = acc[i + j * m].plus(v.times(b[l + j * bm.ld]));
+                }
+            }
+            let mut out = cm.mem.lock();
+            for j in 0..n {
+                for i in 0..m {
+                    let o = i + j * cm.ld;
+                    out[o] = blend(alpha, acc[i + j * m], beta, || out[o]);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::libs::sparse) fn sim_sddmm<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        [op_a, op_b]: [Transpose; 2],
+        alpha: T,
+        (a, lda): (DenseMatrix<'_, T>, i64),
+        (b, ldb): (DenseMatrix<'_, T>, i64),
+        beta: T,
+        c: &SparseMatrix<T, I>,
+    ) -> Result<Completion<()>> {
+        let (am, bm) = (HostDense::of(&a, lda)?, HostDense::of(&b, ldb)?);
+        let k = if op_a == Transpose::Yes { a.rows } else { a.cols };
+        let same = a.buf.id() == b.buf.id();
+        let (c_off, c_idx, c_val) = (c.major.sim_data()?, c.minor.sim_data()?, c.values.sim_data()?);
+        let (rows, cols, nnz) = (c.rows, c.cols, c.nnz);
+        self.host(rec, move || {
+            let av = am.mem.read().to_vec();
+            let bv = if same { av.clone() } else { bm.mem.read().to_vec() };
+            let offsets = c_off.read().to_vec();
+            let idx = c_idx.read().to_vec();
+            // op(A)[i, l] and op(B)[l, j] of the column-major operands.
+            let ea = |i: usize, l: usize| if op_a == Transpose::Yes { av[l + i * am.ld] } else { av[i + l * am.ld] };
+            let eb = |l: usize, j: usize| if op_b == Transpose::Yes { bv[j + l * bm.ld] } else { bv[l + j * bm.ld] };
+            let mut out = c_val.lock();
+            for i in 0..rows {
+                for p in span("c.offsets", &offsets, i, nnz)? {
+                    let j = at("c.indices", idx[p], cols)?;
+                    let mut s = T::zero();
+                    for l in 0..k {
+                        s = s.plus(ea(i, l).times(eb(l, j)));
+                    }
+                    out[p] = blend(alpha, s, beta, || out[p]);
+                }
+            }
+            Ok(())
+        })
+    }
+}
