@@ -3,9 +3,9 @@
 //! valid input there computes on the host (every library the simulator computes) or reaches
 //! the backend check and fails with `LibraryUnavailable`, also without recording anything.
 
-#[cfg(feature = "curand")]
-use crate::common::fixture::rejection;
 use crate::common::fixture::{fx, rejects};
+#[cfg(feature = "curand")]
+use crate::common::fixture::{rejection, runs};
 #[cfg(feature = "cublas")]
 use crate::common::{fixture::Fx, sim};
 #[cfg(feature = "cublas")]
@@ -243,18 +243,7 @@ fn rng_rejects_bad_requests() {
     rejects(&mut fx, "out", |fx| fx.h.rng()?.uniform(&sobol, &f));
     sobol.dimensions = 0;
     rejects(&mut fx, "seed.dimensions", |fx| fx.h.rng()?.uniform(&sobol, &f));
-    accepts(&mut fx, |fx| fx.h.rng()?.uniform(&philox, &f));
-}
-
-/// Runs `op`, valid input, and asserts that it computed on the simulator.
-#[cfg(feature = "curand")]
-#[track_caller]
-fn accepts(
-    fx: &mut crate::common::fixture::Fx,
-    op: impl FnOnce(&mut crate::common::fixture::Fx) -> cusched::Result<cusched::Completion<()>>,
-) {
-    let got = op(fx);
-    assert!(matches!(got.map(|c| c.wait()), Ok(Ok(()))), "valid input was not computed");
+    runs(&mut fx, |fx| fx.h.rng()?.uniform(&philox, &f));
 }
 
 #[test]
@@ -272,9 +261,9 @@ fn rng_bits_rejects_bad_requests() {
         let wide = matches!(g, Generator::Sobol64 | Generator::ScrambledSobol64);
         if wide {
             rejects(&mut fx, "seed.generator", |fx| fx.h.rng()?.bits(&Seed::new(g, 7), &u));
-            accepts(&mut fx, |fx| fx.h.rng()?.bits64(&Seed::new(g, 7), &w));
+            runs(&mut fx, |fx| fx.h.rng()?.bits64(&Seed::new(g, 7), &w));
         } else {
-            accepts(&mut fx, |fx| fx.h.rng()?.bits(&Seed::new(g, 7), &u));
+            runs(&mut fx, |fx| fx.h.rng()?.bits(&Seed::new(g, 7), &u));
             rejects(&mut fx, "seed.generator", |fx| fx.h.rng()?.bits64(&Seed::new(g, 7), &w));
         }
     }
@@ -293,7 +282,7 @@ fn rng_bits_rejects_bad_requests() {
     sobol.dimensions = 0;
     rejects(&mut fx, "seed.dimensions", |fx| fx.h.rng()?.bits64(&sobol, &w));
     sobol.dimensions = 4;
-    accepts(&mut fx, |fx| fx.h.rng()?.bits64(&sobol, &w));
+    runs(&mut fx, |fx| fx.h.rng()?.bits64(&sobol, &w));
     // Foreign and stale buffers.
     let (fu, fw) = (fx.foreign::<u32>(16), fx.foreign::<u64>(16));
     rejects(&mut fx, "!foreign", |fx| fx.h.rng()?.bits(&philox, &fu));

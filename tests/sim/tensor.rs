@@ -6,15 +6,9 @@ use crate::common;
 use crate::common::fixture::{fx, Fx};
 use crate::common::*;
 use cusched::tensor::{Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorRef};
-use cusched::{GpuRef, Result};
+use cusched::GpuRef;
 
-use common::fixture::rejects;
-
-/// Valid input: the op runs on the simulator.
-#[track_caller]
-fn runs(fx: &mut Fx, op: impl FnOnce(&mut Fx) -> Result<cusched::Completion<()>>) {
-    op(fx).unwrap().wait().unwrap();
-}
+use common::fixture::{rejects, runs};
 
 fn t<'a>(buf: &'a GpuRef<f32>, extents: &[usize]) -> TensorRef<'a, f32> {
     TensorRef::new(buf, extents)
