@@ -151,8 +151,6 @@ impl OpStream {
     /// resolves with what `kernel` returns once the simulated stream has run it: a
     /// `Result` for ops whose outcome the computation decides (a factorization that meets a
     /// singular matrix, say), a plain value otherwise. `keep` stays alive until then.
-    // Each library calls it from its own ops; with one library feature alone some are unused.
-    #[allow(dead_code)]
     pub(crate) fn run_sim<R: Send + 'static>(
         &self,
         rec: LaunchRecorder,

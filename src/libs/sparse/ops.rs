@@ -12,7 +12,7 @@ use crate::memory::GpuRef;
 use crate::track::Access;
 
 /// `(rows, cols)` of `op(A)`.
-fn op_shape<T: SparseValue, I: SparseIndex>(t: Transpose, a: &SparseMatrix<T, I>) -> (usize, usize) {
+pub(super) fn op_shape<T: SparseValue, I: SparseIndex>(t: Transpose, a: &SparseMatrix<T, I>) -> (usize, usize) {
     match t {
         Transpose::No => (a.rows, a.cols),
         Transpose::Yes => (a.cols, a.rows),

@@ -22,7 +22,7 @@ impl Sparse {
         y: &GpuRef<T>,
     ) -> Result<Completion<()>> {
         let (am, xm, ym) = (HostMat::of(a)?, x.sim_data()?, y.sim_data()?);
-        let m = if op_a == Transpose::Yes { a.cols } else { a.rows };
+        let (m, _) = super::super::ops::op_shape(op_a, a);
         self.host(rec, move || {
             let e = am.entries()?;
             let x = xm.read().to_vec();
