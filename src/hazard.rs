@@ -191,3 +191,12 @@ impl fmt::Display for Hazard {
         )
     }
 }
+
+/// An op's name as hazards and submit-order reports show it: a user launch or compiled kernel
+/// by its own name, the crate's other ops as `library::op`.
+pub(crate) fn op_name(library: &str, op: &str) -> Arc<str> {
+    match library {
+        "user" | "kernel" => Arc::from(op),
+        _ => Arc::from(format!("{library}::{op}")),
+    }
+}

@@ -270,14 +270,10 @@ impl LaunchRecorder {
     }
 }
 
-/// The launch's name as hazards show it: a user launch or compiled kernel by its own name,
-/// the crate's other ops as `library::op`.
+/// The launch's name as hazards show it (see [`crate::hazard::op_name`]).
 #[cold]
 fn op_origin_name(label: &OpLabel) -> Option<Arc<str>> {
-    Some(match label.library {
-        "user" | "kernel" => Arc::from(label.op()),
-        lib => Arc::from(format!("{lib}::{}", label.op())),
-    })
+    Some(crate::hazard::op_name(label.library, label.op()))
 }
 
 /// Clears the pending marks of `uses` without publishing an event: nothing was enqueued for

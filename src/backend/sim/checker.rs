@@ -72,17 +72,13 @@ impl Drop for Naming {
     }
 }
 
-/// An op's name as hazards show it: a user launch or compiled kernel by its own name, the
-/// crate's other ops as `library::op`.
+/// An op's name as hazards show it (see [`crate::hazard::op_name`]).
 fn kernel_name(library: &str, op: &OpText) -> Arc<str> {
     let op = match op {
         OpText::Static(s) => s,
         OpText::Shared(s) => &**s,
     };
-    match library {
-        "user" | "kernel" => Arc::from(op),
-        _ => Arc::from(format!("{library}::{op}")),
-    }
+    crate::hazard::op_name(library, op)
 }
 
 /// The names of the launch this thread is enqueuing, for a kernel it enqueues now.
