@@ -38,6 +38,31 @@ fn philox_is_the_known_answer_block_and_the_reference_sequence() {
     }
 }
 
+/// cuRAND counts a double draw's offset in doubles: `curandGenerateUniformDouble` at offset
+/// `k` starts at double `k` of the sequence, not at word `k` (values captured from cuRAND 13 on
+/// an H200, Philox4x32-10 in legacy order, seed 77).
+#[test]
+fn philox_f64_offsets_count_doubles_as_curand_does() {
+    let (d, s, mut h) = setup();
+    const DOUBLES: [u64; 7] = [
+        0x3fe2_2ac1_1abd_7d56,
+        0x3fe2_5a16_3358_2f6c,
+        0x3fe8_4c00_8299_048a,
+        0x3feb_939b_575e_f5f2,
+        0x3fdd_4861_be52_4a11,
+        0x3fee_533c_ab17_e666,
+        0x3fef_fd83_4848_9c0e,
+    ];
+    for offset in [1u64, 2, 3, 5] {
+        let sd = Seed::new(Generator::Philox4x32_10, 77).at(offset);
+        let u = d.upload(s, &[0f64; 2]).unwrap();
+        h.rng().unwrap().uniform(&sd, &u).unwrap().wait().unwrap();
+        let want: Vec<f64> = DOUBLES[(offset - 1) as usize..][..2].iter().map(|&b| f64::from_bits(b)).collect();
+        assert_eq!(u.download(s).unwrap(), want, "offset {offset}");
+        assert_eq!(reference::uniform_f64(77, offset, 2), want, "the reference, offset {offset}");
+    }
+}
+
 #[test]
 fn philox_uniforms_and_normals_are_curands_conversions_of_its_words() {
     let (d, s, mut h) = setup();

@@ -437,7 +437,9 @@ impl Case {
         dev: &Device,
         inp: &Inputs,
     ) -> cusched::Result<Outputs> {
-        let s = dev.new_stream()?;
+        // The default stream: a device shared by many cases would run out of streams
+        // (`DeviceConfig::max_streams`) with one each.
+        let s = dev.default_stream();
         let mut h = Handles::new(dev, s)?;
         let a: GpuRef<TA> = dev.upload(s, &inp.a.iter().map(|&x| TA::of(x)).collect::<Vec<_>>())?;
         let b: GpuRef<TB> = dev.upload(s, &inp.b.iter().map(|&x| TB::of(x)).collect::<Vec<_>>())?;

@@ -44,11 +44,13 @@ pub fn unit53(x: u32, y: u32) -> f64 {
     ((x as u64) ^ ((y as u64) << 21)) as f64 * inv + inv / 2.0
 }
 
-/// The block and half of `f64` value `d`: four doubles per thread of two blocks, thread `t`
-/// on subsequence `(offset / 4 + t) % 65536`.
+/// The block and half of `f64` value `d`: the offset counts doubles, so the value is double
+/// `p = offset + d` of the sequence; four doubles per thread of two blocks, thread `t = p / 4`
+/// on subsequence `t % 65536`.
 pub fn double_words(seed: u64, offset: u64, d: u64) -> ([u32; 4], usize) {
-    let t = offset / 4 + d / 4;
-    (block(seed, t % 65_536, t / 65_536 + (d % 4) / 2), (d % 2) as usize)
+    let p = offset + d;
+    let t = p / 4;
+    (block(seed, t % 65_536, t / 65_536 + (p % 4) / 2), (p % 2) as usize)
 }
 
 /// `curandGenerateUniformDouble`'s `n` values.

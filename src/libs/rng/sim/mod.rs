@@ -4,7 +4,7 @@
 //!   `p` of the sequence (`p` = offset + index) is word `p % 4` of the Philox block at
 //!   subsequence `(p / 4) % 65536`, counter `(p / 4) / 65536`, keyed by the seed's two halves.
 //!   Raw bits and `f32` uniforms are bit for bit cuRAND's; `f64` uniforms take a word pair per
-//!   value, normals and log-normals cuRAND's Box-Muller pairs, and agree with the GPU to its
+//!   value (a double draw's offset counts doubles), normals and log-normals cuRAND's Box-Muller pairs, and agree with the GPU to its
 //!   math functions' rounding (the GPU uses fast sine and cosine).
 //! - XORWOW (the default), MRG32k3a and MTGP32 produce their distributions from a Philox stream
 //!   keyed by the seed and the generator, not cuRAND's bits (their host-API orders interleave

@@ -65,12 +65,15 @@ pub(super) fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The block of `f64` value `d` (offset `offset` in words): four doubles per block pair, as
-/// cuRAND's double draws take two blocks per four values.
+/// The block of `f64` value `d` at offset `offset` (for doubles, cuRAND counts the offset in
+/// doubles, not words: value `d` is double `offset + d` of the sequence), and which word pair
+/// of it the value takes: four doubles per block pair, as cuRAND's double draws take two
+/// blocks of one subsequence per four values.
 pub(super) fn double_block(stream: &Stream, offset: u64, d: u64) -> ([u32; 4], usize) {
-    let t = offset / 4 + d / 4;
+    let at = offset + d;
+    let t = at / 4;
     let (sub, ctr) = if stream.legacy { (t % 65_536, t / 65_536) } else { (0, t * 2) };
-    let ctr = ctr + (d % 4) / 2;
+    let ctr = ctr + (at % 4) / 2;
     let block = philox([ctr as u32, (ctr >> 32) as u32, sub as u32, (sub >> 32) as u32], stream.key);
-    (block, (d % 2) as usize)
+    (block, (at % 2) as usize)
 }
