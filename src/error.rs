@@ -230,6 +230,30 @@ pub enum Error {
         hint: String,
     },
 
+    /// Something a graph recording cannot take: an op that cannot be captured (it
+    /// synchronizes with the host, allocates, or reads a result back), a hand-paired
+    /// preflight on a recording stream, a stream already lent to another recording. The
+    /// recording is abandoned and nothing stays capturing; [`Graph::record`](crate::Graph::record)
+    /// returns this error.
+    #[error("graph recording: {what}; {hint}")]
+    Recording {
+        /// What could not be recorded.
+        what: String,
+        /// What to do instead.
+        hint: &'static str,
+    },
+
+    /// A rebinding the executable graph could not take in place
+    /// ([`GraphExec::rebind`](crate::GraphExec::rebind)): the executable graph and its
+    /// buffers are left as they were. Nothing is instantiated again behind the caller's back.
+    #[error("the executable graph cannot rebind {what}: {reason}")]
+    GraphUpdate {
+        /// The rebinding (old buffer → new buffer).
+        what: String,
+        /// Why the driver (or the recording) refused it.
+        reason: String,
+    },
+
     /// A CUDA library call (cuBLAS, cuRAND, cuFFT, NVRTC...) returned an error status.
     #[error("{call} failed: {status}")]
     Library {

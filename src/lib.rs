@@ -8,6 +8,7 @@ mod completion;
 mod completion_thread;
 mod device;
 mod error;
+mod graph;
 mod hazard;
 mod host_cache;
 mod lane;
@@ -24,6 +25,7 @@ pub use backend::sim::{FenceMutation, Hazard, HazardKind, OpOrigin, SimConfig, S
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId, SubmitOrderCheck};
 pub use error::{Error, NumericalFailure, Result};
+pub use graph::{Graph, GraphExec, Recording};
 pub use host_cache::HostCacheStats;
 #[allow(deprecated)]
 pub use lane::LaneCtx;

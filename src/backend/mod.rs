@@ -57,6 +57,16 @@ impl BackendCtx {
 }
 
 impl RawStream {
+    /// A stream like this one whose work goes nowhere: a simulated stream that drops every
+    /// command (a graph recorded on the simulator runs nothing until it is replayed). A CUDA
+    /// stream is never asked for one.
+    pub(crate) fn discarding(&self) -> RawStream {
+        match self {
+            RawStream::Sim(s) => RawStream::Sim(s.discarding()),
+            RawStream::Cuda(s) => RawStream::Cuda(s.clone()),
+        }
+    }
+
     /// Queues a wait: later work on this stream starts after `ev`'s recorded work.
     pub(crate) fn wait(&self, ev: &RawEvent) -> Result<()> {
         match (self, ev) {

@@ -30,6 +30,8 @@ impl std::fmt::Debug for Error {
             UnknownStream { stream, device },
             Untracked { what },
             WouldDeadlock { what },
+            Recording { what, hint },
+            GraphUpdate { what, reason },
             BufferBusy { buffer, waited },
             BufferReserved { buffer, waited },
             FailedInput { buffer, label, op, cause },

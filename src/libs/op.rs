@@ -71,11 +71,21 @@ impl OpStream {
     /// device's reaper, which destroys it on the right context once the stream's work enqueued
     /// so far (which may use it) has finished; the caller never blocks. An object of a context
     /// the device has since replaced is abandoned: calling the library on it could only fail.
+    /// On a stream a graph recording holds, the object goes to the recording instead: the
+    /// graph's nodes may use it (a plan's tables, a handle's workspace) for the graph's life.
     pub(crate) fn retire(&self, what: &'static str, object: impl Send + 'static) {
         if !self.is_current() {
             std::mem::forget(object);
             return;
         }
+        let object: crate::completion::KeepAlive = Box::new(object);
+        let object = match self.device.shared.stream(self.stream).map(|slot| slot.recording()) {
+            Ok(Some(lent)) => match crate::recorder::keep_for_recording(lent, object) {
+                None => return,
+                Some(object) => object,
+            },
+            _ => object,
+        };
         let shared = &self.device.shared;
         let after = match shared.record(self.stream) {
             Ok(ev) => ev,
@@ -86,12 +96,26 @@ impl OpStream {
             }
         };
         let ctx = shared.cuda_ctx(what).ok();
-        shared.reaper.defer(crate::reaper::Retired { what, after: vec![after], ctx, object: Box::new(object) });
+        shared.reaper.defer(crate::reaper::Retired { what, after: vec![after], ctx, object });
     }
 
     /// The scalar slots, moved out to go with the library's objects to the reaper.
     pub(super) fn take_scalars(&mut self) -> ScalarSlots {
         std::mem::take(&mut self.scalars)
+    }
+
+    /// Refuses `what` on a stream lent to a graph recording: a graph replays the op's GPU work
+    /// only, so a result the host would read after it (a scalar, a status word) would be read
+    /// once, from nothing, and never again.
+    #[allow(dead_code)]
+    pub(crate) fn refuse_recording(&self, what: &str) -> Result<()> {
+        if self.device.shared.stream(self.stream)?.recording().is_none() {
+            return Ok(());
+        }
+        Err(Error::Recording {
+            what: format!("{what} ({}) cannot be recorded", self.library),
+            hint: "run it outside the recording, or use a form of the op that writes its result to a device buffer",
+        })
     }
 
     pub(crate) fn unavailable_on_sim(&self) -> Error {
@@ -123,7 +147,8 @@ impl OpStream {
         rec: LaunchRecorder,
         enqueue: impl FnOnce() -> Result<Result<R>>,
     ) -> Result<Completion<R>> {
-        let Launched { value, event, trace } = self.launch_cuda(rec, |_| enqueue())?;
+        self.refuse_recording("a blocking library call whose outcome the host reads")?;
+        let Launched { value, event, trace, .. } = self.launch_cuda(rec, |_| enqueue())?;
         let (completion, shared) = Completion::queued(&self.device.shared);
         if let Some(t) = trace {
             shared.set_trace(t);
@@ -166,6 +191,16 @@ impl OpStream {
             })
         })?;
         let library = self.library;
+        if done.recorded.is_some() {
+            // Recorded into a graph: the host computation runs when the graph replays, and
+            // its value belongs to no completion.
+            return Ok(done.complete(&self.device, keep).try_map(move |()| {
+                Err(Error::Recording {
+                    what: format!("the {library} op was recorded into a graph, not run: it has no result of its own"),
+                    hint: "replay the graph and read its output buffers",
+                })
+            }));
+        }
         Ok(done.complete(&self.device, keep).try_map(move |()| {
             // The simulated stream ran the kernel before the op's event passed, so the value is
             // there; a kernel that panicked (a defect of its host computation) left none.

@@ -217,9 +217,10 @@ impl OpStream {
         enqueue: impl FnOnce(&Slot, &Arc<cudarc::driver::CudaStream>) -> Result<()>,
         convert: fn(R) -> V,
     ) -> Result<crate::completion::Completion<V>> {
+        self.refuse_recording("an op whose result the GPU writes for the host to read")?;
         let stream = self.bound_stream()?;
         let slot = self.scalars.take(stream.context())?;
-        let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |s| enqueue(&slot, s))?;
+        let crate::recorder::Launched { value: (), event, trace, .. } = self.launch_cuda(rec, |s| enqueue(&slot, s))?;
         let read: crate::completion::Deferred<V> = Box::new(move || Ok(convert(slot.read::<R>())));
         let (completion, shared) = crate::completion::Completion::queued(&self.device.shared);
         if let Some(t) = trace {
@@ -247,9 +248,10 @@ impl OpStream {
         enqueue: impl FnOnce(&P) -> Result<()>,
         read: impl FnOnce(P) -> Result<V> + Send + 'static,
     ) -> Result<crate::completion::Completion<V>> {
+        self.refuse_recording("an op whose status words the GPU writes for the host to read")?;
         let stream = self.bound_stream()?;
         let pinned = prepare(&mut self.scalars, stream.context())?;
-        let crate::recorder::Launched { value: (), event, trace } = self.launch_cuda(rec, |_| enqueue(&pinned))?;
+        let crate::recorder::Launched { value: (), event, trace, .. } = self.launch_cuda(rec, |_| enqueue(&pinned))?;
         let deferred: crate::completion::Deferred<V> = Box::new(move || read(pinned));
         let (completion, shared) = crate::completion::Completion::queued(&self.device.shared);
         if let Some(t) = trace {

@@ -58,6 +58,7 @@ impl<T: Element> GpuRef<T> {
     pub fn copy_from_slice(&self, stream: StreamId, data: &[T]) -> Result<()> {
         self.check_len("data", data.len())?;
         let device = self.device();
+        refuse_recording(&device, stream, "a copy from a host slice")?;
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_from_slice"));
         rec.write(self)?;
         let (source_in_flight, ev) =
@@ -76,6 +77,7 @@ impl<T: Element> GpuRef<T> {
     /// not what the program meant to download.
     pub fn download(&self, stream: StreamId) -> Result<Vec<T>> {
         let device = self.device();
+        refuse_recording(&device, stream, "a download")?;
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "download"));
         rec.read(self)?;
         let (staging, ev) = rec
@@ -103,7 +105,8 @@ impl<T: Element> GpuRef<T> {
         rec.read(src)?.write(self)?;
         // SAFETY: 1. distinct buffers (checked above) of equal lengths (checked); 2. the
         // recorder declared both uses and fenced them, and both frees wait for the launch.
-        rec.launch(&self.device(), |scope| unsafe { self.memory().copy_from_device(scope, src.memory()) })
+        let (this, src) = (self.resolved(), src.resolved());
+        rec.launch(&self.device(), |scope| unsafe { this.memory().copy_from_device(scope, src.memory()) })
     }
 
     /// Copies pinned host memory into this buffer, asynchronously: `src` stays readable, and
@@ -131,7 +134,8 @@ impl<T: Element> GpuRef<T> {
         // SAFETY: 1. equal lengths (checked); 2. the recorder declared both uses and fenced
         // them: host writes to `src` (`HostBuffer::write`) and its free wait for this launch,
         // and so does this buffer's free.
-        rec.launch(&self.device(), |scope| unsafe { self.memory().copy_from_pinned(scope, &src.inner.memory) })
+        let this = self.resolved();
+        rec.launch(&self.device(), |scope| unsafe { this.memory().copy_from_pinned(scope, &src.inner.memory) })
     }
 
     /// Copies this buffer into pinned host memory, asynchronously: reading `dst` through
@@ -145,6 +149,22 @@ impl<T: Element> GpuRef<T> {
         // (`dst` is borrowed mutably here, and `read`/`write` wait for this copy before handing
         // one out); 2. the recorder declared both uses and fenced them, and both frees wait for
         // the launch.
-        rec.launch(&self.device(), |scope| unsafe { self.memory().copy_to_pinned(scope, &dst.inner.memory) })
+        let this = self.resolved();
+        rec.launch(&self.device(), |scope| unsafe { this.memory().copy_to_pinned(scope, &dst.inner.memory) })
     }
+}
+
+/// Host copies that block on their data cannot be graph nodes: refused on a stream a graph
+/// recording holds.
+fn refuse_recording(device: &Device, stream: StreamId, what: &str) -> Result<()> {
+    if device.shared.stream(stream)?.recording().is_none() {
+        return Ok(());
+    }
+    Err(crate::recorder::abandon_recording(
+        device.shared.stream(stream)?,
+        Error::Recording {
+            what: format!("{what} on {stream}, which a graph recording holds"),
+            hint: "copy between pinned host buffers and the device (copy_from_host, copy_to_host) inside a graph, or outside the recording",
+        },
+    ))
 }

@@ -61,7 +61,11 @@ impl<T: Element> fmt::Debug for GpuRef<T> {
 }
 
 impl<T: Element> ResourceSealed for GpuRef<T> {
+    #[inline]
     fn resource(&self) -> ResourceRef {
+        if let Some(sub) = crate::recorder::substitute(self.id()) {
+            return ResourceRef(ResourceKind::Tracked(sub.tracked));
+        }
         ResourceRef(ResourceKind::Tracked(self.inner.clone()))
     }
 }
@@ -107,6 +111,35 @@ impl Device {
     ) -> Result<GpuRef<T>> {
         let slot = self.shared.stream(stream)?;
         let bytes = bytes_of::<T>(len)?;
+        if slot.recording().is_some() {
+            // A stream a graph recording holds: the allocation and its first write happen now,
+            // not in the graph, and never inside an op's capture.
+            return match slot.outside_capture(|| self.make_buffer(stream, len, bytes, init, scratch, true)) {
+                Some(made) => made,
+                None => Err(crate::recorder::abandon_recording(
+                    slot,
+                    Error::Recording {
+                        what: format!("an allocation on {stream} while an op captures there"),
+                        hint: "allocate before the op (or before the recording); an op cannot allocate while it is recorded",
+                    },
+                )),
+            };
+        }
+        self.make_buffer(stream, len, bytes, init, scratch, false)
+    }
+
+    /// [`new_buffer`](Self::new_buffer) once checked: `unrecorded` makes the first write run
+    /// now on a stream a graph recording holds.
+    fn make_buffer<T: Element>(
+        &self,
+        stream: StreamId,
+        len: usize,
+        bytes: usize,
+        init: Init<'_, T>,
+        scratch: bool,
+        unrecorded: bool,
+    ) -> Result<GpuRef<T>> {
+        let slot = self.shared.stream(stream)?;
         let (raw, epoch) = slot.raw_and_epoch();
         // SAFETY: 1. `Element` types are valid for every bit pattern, so unset memory is never
         // an invalid `T`; 2. the write recorded below orders the allocation before any use on
@@ -116,6 +149,9 @@ impl Device {
         let memory = self.shared.check(memory, epoch)?;
         let buf = GpuRef::from_memory(&self.shared, memory, len, stream.index, epoch, scratch);
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "alloc"));
+        if unrecorded {
+            rec = rec.unrecorded();
+        }
         rec.write(&buf)?;
         let target = buf.clone();
         let (source_in_flight, ev) = rec
@@ -269,13 +305,49 @@ impl<T: Element> GpuRef<T> {
     }
 
     /// The raw device address, for foreign calls (TensorRT and the like), validated first.
-    /// The caller declares the call's use on a recorder.
+    /// The caller declares the call's use on a recorder. While a graph is recorded again for a
+    /// rebinding ([`GraphExec::rebind`](crate::GraphExec::rebind)), a rebound buffer gives the
+    /// address of the buffer that stands for it.
     pub fn raw_device_ptr(&self) -> Result<u64> {
+        if let Some(sub) = self.rebound() {
+            return sub.slice().map(crate::backend::cuda::memory::device_address);
+        }
         self.slice().map(crate::backend::cuda::memory::device_address)
     }
 
-    /// The contents of a simulated buffer, for simulated kernels.
+    /// The buffer that stands for this one while a graph is recorded again for a rebinding.
+    #[inline]
+    pub(crate) fn rebound(&self) -> Option<GpuRef<T>> {
+        let sub = crate::recorder::substitute(self.id())?;
+        sub.handle.downcast_ref::<GpuRef<T>>().cloned()
+    }
+
+    /// This buffer as the stand-in for buffer `recorded` in a graph's rebinding.
+    pub(crate) fn substitute_for(&self, recorded: u64) -> crate::recorder::Substitute {
+        crate::recorder::Substitute { recorded, handle: Arc::new(self.clone()), tracked: self.inner.clone() }
+    }
+
+    /// Fails with [`Error::Stale`] when the buffer is of an earlier device generation.
+    pub(crate) fn check_fresh(&self) -> Result<()> {
+        self.inner.track.check_fresh()
+    }
+
+    /// This buffer, or the one that stands for it while a graph is recorded again for a
+    /// rebinding.
+    #[inline]
+    pub(crate) fn resolved(&self) -> std::borrow::Cow<'_, GpuRef<T>> {
+        match self.rebound() {
+            Some(sub) => std::borrow::Cow::Owned(sub),
+            None => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
+    /// The contents of a simulated buffer, for simulated kernels (while a graph is recorded
+    /// again for a rebinding, a rebound buffer's stand-in's).
     pub fn sim_data(&self) -> Result<SimMem<T>> {
+        if let Some(sub) = self.rebound() {
+            return sub.sim_data();
+        }
         self.inner.track.check_fresh()?;
         self.memory().sim_mem().cloned().ok_or(Error::WrongBackend {
             what: "GpuRef::sim_data",
@@ -305,20 +377,37 @@ impl<T: Element> Drop for BufferInner<T> {
             return memory.free_in_old_context(&what);
         }
         let Some(slot) = device.slot_by_index(self.home) else { return };
-        // Free on the home stream after every outstanding use; the host never blocks.
-        let uses = self.track.all_uses();
-        let raw = match slot.fence(&uses) {
-            Ok((raw, epoch)) if epoch == self.track.epoch => raw,
+        // Free on the home stream after every outstanding use; the host never blocks. Never
+        // inside a graph recording's capture on that stream (it would become a node of the
+        // graph): then it runs once the capture ends.
+        let free =
+            Free { uses: self.track.all_uses(), epoch: self.track.epoch, id: self.track.id.0, name: what.to_string() };
+        slot.free_outside_capture(move |slot| free.run(slot, memory));
+    }
+}
+
+/// A buffer's free on its home stream, after its outstanding uses.
+struct Free {
+    uses: smallvec::SmallVec<[crate::track::EventRef; 8]>,
+    epoch: u64,
+    id: u64,
+    name: String,
+}
+
+impl Free {
+    fn run<T: Element>(self, slot: &crate::track::StreamSlot, memory: DeviceMemory<T>) {
+        let raw = match slot.fence(&self.uses) {
+            Ok((raw, epoch)) if epoch == self.epoch => raw,
             // The device rebuilt its context since the check above; nothing was queued.
-            Ok(_) | Err(FenceError::OtherContext { .. }) => return memory.free_in_old_context(&what),
+            Ok(_) | Err(FenceError::OtherContext { .. }) => return memory.free_in_old_context(&self.name),
             Err(FenceError::Failed { error: e, .. }) => {
                 // Freeing now could hand the memory to a new owner while a kernel still uses
                 // it; leaking it is the safe failure.
-                log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.track.name());
+                log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.name);
                 std::mem::forget(memory);
                 return;
             }
         };
-        memory.free_on(&raw, self.track.id.0, &what);
+        memory.free_on(&raw, self.id, &self.name);
     }
 }

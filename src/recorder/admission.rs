@@ -7,6 +7,9 @@
 //! - **Solo** (`solo`, `track::solo`): on a device that has run tracked work on one stream
 //!   only, a closure-form launch of fresh device memory holds no buffer; it is counted in
 //!   flight on its stream, and stream order orders it.
+//! - **Recording** (`recording`): on a stream lent to a graph recording, the launch's work
+//!   becomes nodes of the graph after the recorded ops it conflicts with; nothing is marked,
+//!   fenced or run.
 
 use super::{release, LaunchRecorder, Reserved, Use};
 use crate::device::{Device, DeviceShared};
@@ -26,10 +29,6 @@ pub(super) enum Choice {
 }
 
 /// How a launch was admitted onto its stream.
-///
-/// Recording into a CUDA graph is the next strategy and goes here as a third variant: its
-/// preflight orders the launch after the graph's earlier nodes instead of fencing a stream,
-/// and its commit adds a node where these record an event.
 pub(super) enum Admission {
     /// Pending marks on every buffer, taken by `holder`.
     Marked {
@@ -44,6 +43,12 @@ pub(super) enum Admission {
     Solo {
         /// The launch's number on its stream.
         ticket: u64,
+    },
+    /// Recorded into a graph (see `recording`): the recording's turn is held until the
+    /// commit, which ends the op's capture instead of recording an event.
+    Recording {
+        /// The recording.
+        build: std::sync::Arc<super::recording::GraphBuild>,
     },
 }
 
@@ -103,6 +108,11 @@ impl LaunchRecorder {
     pub(super) fn admit(&mut self, device: &Device, choice: Choice, rebuilt_from: Option<u64>) -> Result<Reserved> {
         let shared = &device.shared;
         let slot = shared.stream(self.stream)?;
+        if let Some(lent) = slot.recording() {
+            if !self.unrecorded {
+                return self.admit_lent(device, slot, choice, lent);
+            }
+        }
         // A stream that has seen the floor is past solo mode: one load of its own slot, so
         // that steady state with several streams never reads the device's solo state. (The
         // device's first launch claims its stream as the solo one here, whatever it uses.)
@@ -124,7 +134,36 @@ impl LaunchRecorder {
     }
 }
 
+impl LaunchRecorder {
+    /// A launch on a stream lent to a graph recording is recorded; only the closure form can
+    /// be, since a hand-paired launch may commit on another thread, after the recording.
+    #[cold]
+    #[inline(never)]
+    fn admit_lent(
+        &mut self,
+        device: &Device,
+        slot: &StreamSlot,
+        choice: Choice,
+        lent: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Result<Reserved> {
+        if choice != Choice::Any {
+            return Err(crate::error::Error::Recording {
+                what: format!("a hand-paired preflight on {}, which a graph recording holds", self.stream),
+                hint: "record launches with LaunchRecorder::launch (or any op of the crate)",
+            });
+        }
+        let lent = super::recording::LentTo::of(lent)?;
+        self.admit_recording(device, slot, lent)
+    }
+}
+
 impl Admission {
+    /// Whether the launch is recorded into a graph rather than run.
+    #[inline(always)]
+    pub(super) fn is_recording(&self) -> bool {
+        matches!(self, Admission::Recording { .. })
+    }
+
     /// Marks the end of the launch's work on `slot` with an event, as the strategy commits:
     /// `None` once the stream has left context `at.epoch`.
     #[inline(always)]
@@ -132,6 +171,7 @@ impl Admission {
         match *self {
             Admission::Marked { .. } => slot.commit_in(&device.events, at),
             Admission::Solo { ticket } => slot.commit_solo(&device.solo, &device.events, at, ticket),
+            Admission::Recording { .. } => Some(Err(recorded_has_no_event())),
         }
     }
 
@@ -143,6 +183,7 @@ impl Admission {
     pub(super) fn end_unrecorded(&self, device: &DeviceShared, slot: &StreamSlot, epoch: u64) -> Option<Result<()>> {
         match *self {
             Admission::Marked { .. } => None,
+            Admission::Recording { .. } => Some(Err(recorded_has_no_event())),
             Admission::Solo { ticket } => Some(match slot.end_solo(&device.solo, &device.events, epoch, ticket) {
                 true => Ok(()),
                 false => Err(device.poison_since(epoch)),
@@ -160,7 +201,7 @@ impl Admission {
                     u.track().publish_stamped(u.access, holder, Some(ev), stamp);
                 }
             }
-            Admission::Solo { .. } => {}
+            Admission::Solo { .. } | Admission::Recording { .. } => {}
         }
     }
 
@@ -169,7 +210,7 @@ impl Admission {
     pub(super) fn release(&self, uses: &[Use]) {
         match *self {
             Admission::Marked { holder, .. } => release(uses, holder),
-            Admission::Solo { .. } => {}
+            Admission::Solo { .. } | Admission::Recording { .. } => {}
         }
     }
 
@@ -179,8 +220,18 @@ impl Admission {
     #[inline(always)]
     pub(super) fn hold_here(&self, device: u32) -> Option<HeldHere> {
         match *self {
-            Admission::Marked { .. } => None,
+            Admission::Marked { .. } | Admission::Recording { .. } => None,
             Admission::Solo { ticket } => Some(HeldHere::enter(device, ticket)),
         }
+    }
+}
+
+/// A recorded launch ends through `Reserved::end_recorded`, never through an event: reaching
+/// an event commit with one is a defect, reported rather than papered over.
+#[cold]
+fn recorded_has_no_event() -> crate::error::Error {
+    crate::error::Error::Recording {
+        what: "a recorded launch reached an event commit".into(),
+        hint: "this is a defect of cusched; please report it",
     }
 }

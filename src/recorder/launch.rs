@@ -67,11 +67,11 @@ impl LaunchRecorder {
         let _names = device.is_simulated().then(|| sim_naming(shared, stream, &self.label, &self.uses));
         let event_wanted = event_wanted || trace.is_some();
         match self.launch_traced(device, enqueue, &mut trace, event_wanted) {
-            Ok((value, event)) => {
+            Ok((value, event, recorded)) => {
                 if let Some(t) = &trace {
                     t.enqueued();
                 }
-                Ok(Launched { value, event, trace })
+                Ok(Launched { value, event, trace, recorded })
             }
             Err(e) => {
                 if let Some(t) = trace {
@@ -91,8 +91,11 @@ impl LaunchRecorder {
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
         trace: &mut Option<TraceTicket>,
         event_wanted: bool,
-    ) -> Result<(R, Option<EventRef>)> {
+    ) -> Result<Traced<R>> {
         let reserved = self.admit(device, Choice::Any, None)?;
+        if reserved.admission.is_recording() {
+            return self.run_recorded(device, reserved, enqueue).map(|(value, build)| (value, None, Some(build)));
+        }
         // Until the commit: a conflicting use on another stream from this thread would wait
         // for this launch.
         let _held = reserved.admission.hold_here(device.shared.uid);
@@ -120,7 +123,7 @@ impl LaunchRecorder {
         });
         let ev = pending.commit(event_wanted);
         match out {
-            Ok(value) => Ok((value, ev?)),
+            Ok(value) => Ok((value, ev?, None)),
             // Against the context the work went to: preflight may have waited for a rebuild
             // that moved the stream to a context newer than the one the launch began in, and
             // a fault there is new, not the one that rebuild cured. (`launch_event` classifies
@@ -129,6 +132,10 @@ impl LaunchRecorder {
         }
     }
 }
+
+/// What the closure form's launch leaves: the enqueue's value, the commit's event, and the
+/// recording the launch went into instead (then without an event).
+type Traced<R> = (R, Option<EventRef>, Option<std::sync::Arc<super::recording::GraphBuild>>);
 
 /// The closure form's launch between preflight and commit: commits on drop too, so that work
 /// already enqueued stays fenced when the enqueue closure panics.

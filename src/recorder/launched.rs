@@ -11,6 +11,9 @@ pub(crate) struct Launched<R> {
     pub value: R,
     pub event: Option<EventRef>,
     pub trace: Option<TraceTicket>,
+    /// The launch was recorded into this graph recording, not run: what its completion would
+    /// keep alive goes to the recording, which keeps it for the graph's life.
+    pub recorded: Option<std::sync::Arc<super::recording::GraphBuild>>,
 }
 
 impl<R: Send + 'static> Launched<R> {
@@ -21,6 +24,16 @@ impl<R: Send + 'static> Launched<R> {
         device: &Device,
         keep: Vec<crate::completion::KeepAlive>,
     ) -> crate::completion::Completion<R> {
+        if let Some(build) = &self.recorded {
+            build.keep(keep);
+            return crate::completion::Completion::enqueued(
+                &device.shared,
+                Ok(self.value),
+                None,
+                Vec::new(),
+                self.trace,
+            );
+        }
         crate::completion::Completion::enqueued(&device.shared, Ok(self.value), self.event, keep, self.trace)
     }
 }

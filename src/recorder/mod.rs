@@ -27,6 +27,8 @@ mod launched;
 mod lazy_tests;
 mod marked;
 mod preflighted;
+mod rebind;
+mod recording;
 mod reserved;
 mod resource;
 mod scope;
@@ -36,6 +38,8 @@ use admission::Choice;
 pub(crate) use failure::collect_writes;
 pub(crate) use launched::Launched;
 pub use preflighted::Preflighted;
+pub(crate) use rebind::{substitute, with_substitutes, Substitute};
+pub(crate) use recording::{abandon_recording, keep_for_recording, Finished, GraphBuild, Mode as RecordingMode};
 use reserved::Reserved;
 pub use resource::{External, Resource};
 pub(crate) use resource::{ResourceKind, ResourceRef, ResourceSealed, Tracked};
@@ -99,6 +103,8 @@ pub struct LaunchRecorder {
     peers: bool,
     uses: SmallVec<[Use; 4]>,
     label: OpLabel,
+    /// Runs now even on a stream a graph recording holds (an allocation's first write).
+    unrecorded: bool,
 }
 
 impl std::fmt::Debug for LaunchRecorder {
@@ -114,12 +120,26 @@ impl std::fmt::Debug for LaunchRecorder {
 impl LaunchRecorder {
     /// A recorder that rejects untracked, foreign-device and stale memory with an error naming it.
     pub fn new_strict(stream: StreamId) -> Self {
-        LaunchRecorder { stream, strict: true, peers: false, uses: SmallVec::new(), label: USER_LAUNCH }
+        LaunchRecorder {
+            stream,
+            strict: true,
+            peers: false,
+            uses: SmallVec::new(),
+            label: USER_LAUNCH,
+            unrecorded: false,
+        }
     }
 
     /// A recorder that skips untracked, foreign-device and stale memory (with a debug log).
     pub fn new_permissive(stream: StreamId) -> Self {
-        LaunchRecorder { stream, strict: false, peers: false, uses: SmallVec::new(), label: USER_LAUNCH }
+        LaunchRecorder {
+            stream,
+            strict: false,
+            peers: false,
+            uses: SmallVec::new(),
+            label: USER_LAUNCH,
+            unrecorded: false,
+        }
     }
 
     /// Accepts buffers of other devices of this process too, for a launch that reads or writes
@@ -158,6 +178,14 @@ impl LaunchRecorder {
         Ok(())
     }
 
+    /// Makes the launch run now even on a stream a graph recording holds, instead of being
+    /// recorded (the first write of a buffer allocated there during the recording; its caller
+    /// holds the stream's recording gate, so no capture is open).
+    pub(crate) fn unrecorded(mut self) -> Self {
+        self.unrecorded = true;
+        self
+    }
+
     /// Names the launch with a library's label (library ops name their launches this way).
     pub(crate) fn labelled(mut self, label: OpLabel) -> Self {
         self.label = label;
@@ -192,6 +220,11 @@ impl LaunchRecorder {
     /// Declares that the launch reads and writes `buf`.
     pub fn read_write(&mut self, buf: &impl Resource) -> Result<&mut Self> {
         self.record(buf.resource(), Access::ReadWrite)
+    }
+
+    /// Declares a use of a buffer held by its tracking side (a graph's recorded uses, replayed).
+    pub(crate) fn access_tracked(&mut self, buf: Arc<dyn Tracked>, access: Access) -> Result<&mut Self> {
+        self.record(ResourceRef(ResourceKind::Tracked(buf)), access)
     }
 
     /// Declares a use with an explicit [`Access`].

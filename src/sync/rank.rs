@@ -5,6 +5,10 @@
 
 /// A lane's submit mutex (declared submits only).
 pub(crate) const LANE_SUBMIT: u8 = 10;
+/// A stream's graph-recording gate (`StreamSlot::recording`): a free, or an allocation with
+/// its first write, on a stream a recording holds runs under it, so that none lands inside an
+/// op's capture (an error there may classify: the poison lock comes after).
+pub(crate) const RECORDING_GATE: u8 = 15;
 /// `DeviceShared::poison` (`classify`).
 pub(crate) const POISON: u8 = 20;
 /// `DeviceShared::stream_create`, held through a rebuild and by `create_stream`.
@@ -42,6 +46,7 @@ pub(super) fn name(rank: u8) -> &'static str {
         LANE_SUBMIT => "a lane's submit lock",
         POISON => "the device's poison lock",
         STREAM_CREATE => "the device's stream-creation lock",
+        RECORDING_GATE => "a stream's graph-recording gate",
         BUFFER => "a buffer state lock",
         STREAM => "a stream slot lock",
         HOST_CACHE => "the pinned host cache",

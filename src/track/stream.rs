@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod fence;
+mod recording;
 mod solo;
 
 pub(crate) use fence::FenceError;
+pub(crate) use recording::RecordingGate;
 use solo::SoloStream;
 
 /// A stream of one device. Only [`crate::Device::new_stream`] and
@@ -120,6 +122,12 @@ pub(crate) struct StreamSlot {
     /// Launches that looked at the device's solo mode (`StreamStats::one_stream_checks`); counted
     /// off the fast path only.
     solo_checks: AtomicU64,
+    /// Whether the stream is lent to a graph recording (`lent_to` is set).
+    lent: AtomicBool,
+    /// The recording the stream is lent to (its type belongs to the recorder).
+    lent_to: Mutex<Option<Arc<dyn std::any::Any + Send + Sync>>>,
+    /// The stream's graph-recording gate (see `recording`).
+    recording: crate::sync::Ranked<Mutex<RecordingGate>, { crate::sync::rank::RECORDING_GATE }>,
 }
 
 impl StreamSlot {
@@ -150,6 +158,9 @@ impl StreamSlot {
             has_lane: AtomicBool::new(false),
             floor_seen: AtomicBool::new(false),
             solo_checks: AtomicU64::new(0),
+            lent: AtomicBool::new(false),
+            lent_to: Mutex::new(None),
+            recording: crate::sync::Ranked::new(Mutex::new(RecordingGate::default())),
             index,
         }
     }

@@ -30,6 +30,8 @@ mod fault_edges;
 mod faults;
 #[cfg(feature = "cufft")]
 mod fft;
+#[cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft"))]
+mod graph;
 #[cfg(feature = "nvrtc")]
 mod hazards;
 #[cfg(feature = "nvrtc")]

@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["memory"],
     &["peer"],
     &["libs"],
+    &["graph"],
     &["lane"],
 ];
 

@@ -26,6 +26,7 @@ mod faults;
 mod fences;
 #[cfg(feature = "cufft")]
 mod fft;
+mod graph;
 mod lanes;
 mod layers;
 #[cfg(any(feature = "cublas", feature = "curand", feature = "cufft"))]

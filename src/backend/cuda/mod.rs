@@ -7,6 +7,7 @@
 //! | [`memory`]  | allocations, frees, memsets, copies, pinned host memory, pointer attributes |
 //! | [`module`]  | module load/unload, function lookup, parameter info                   |
 //! | [`launch`]  | `cuLaunchKernel`                                                      |
+//! | [`graph`]   | graphs: capture into a graph, instantiate, launch, update in place    |
 //! | [`peer`]    | peer access (`cuCtxEnablePeerAccess`, `cuMemPoolSetAccess`), isolated contexts |
 //!
 //! Every wrapper binds the context it works in (or says that its caller must), returns
@@ -16,6 +17,7 @@
 //! cudarc's own event tracking is disabled on every context this crate opens: the tracker owns
 //! ordering, and cudarc's single read event per slice cannot express "wait for every reader".
 
+pub(crate) mod graph;
 #[cfg(any(feature = "curand", feature = "nvrtc"))]
 pub(crate) mod launch;
 pub(crate) mod memory;
@@ -34,7 +36,6 @@ use cudarc::driver::{result, sys, CudaContext, DriverError};
 use std::sync::Arc;
 
 /// A raw stream handle, as library calls that take a stream (`cublasSetStream`, a launch) want it.
-#[cfg_attr(not(feature = "curand"), allow(dead_code))]
 pub(crate) type CuStream = sys::CUstream;
 
 /// The status a simulated fault reports, as the driver reports an out-of-bounds access.

@@ -81,4 +81,8 @@ pub enum FenceMutation {
     /// not wait for the first stream's work (whose launches left the buffer states out).
     /// Breaks read-after-write (and write-after-read) against that earlier work.
     NoSoloFloor,
+    /// A graph replayed on the simulator ([`GraphExec::replay`](crate::GraphExec::replay))
+    /// runs its recorded ops without the edges between them: each waits only for the replay's
+    /// start. Breaks every ordering inside the graph that the declared uses call for.
+    NoGraphEdges,
 }

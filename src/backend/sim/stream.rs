@@ -50,6 +50,11 @@ impl SimStream {
         }
     }
 
+    /// A stream of the same machine that drops every command sent to it.
+    pub(crate) fn discarding(&self) -> Self {
+        SimStream { machine: self.machine, tx: None, thread: None }
+    }
+
     fn send(&self, cmd: Cmd) {
         if let Some(tx) = &self.tx {
             // The receiver lives until this SimStream drops, so the send cannot fail.

@@ -1,0 +1,240 @@
+//! Graphs on the GPU: a mixed graph (a cuBLAS GEMM, a cuFFT transform, a typed kernel, a copy)
+//! replayed 100 times with rebinding, equal to the same ops run eagerly; replays fenced against
+//! eager writers and readers on another stream (slow kernels: a missing fence shows as wrong
+//! data); fork and join over three branches; ops that cannot be recorded.
+
+use crate::common::slow::{self, Kernels, SLOW};
+use crate::common::*;
+use cusched::blas::{Gemm, Vector};
+use cusched::cudarc::driver::LaunchConfig;
+use cusched::fft::{Direction, FftLayout};
+use cusched::{Complex, Device, Error, GpuRef, Graph, Handles, Kernel, StreamId};
+
+const MIX: &str = r#"
+extern "C" __global__ void mix(float* d, const float* c, const float2* f, float s, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) d[i] = s * c[i] + f[i].x - f[i].y;
+}
+"#;
+
+/// The mixed pipeline's buffers.
+#[derive(Clone)]
+struct Bufs {
+    a: GpuRef<f32>,
+    b: GpuRef<f32>,
+    c: GpuRef<f32>,
+    x: GpuRef<Complex<f32>>,
+    f: GpuRef<Complex<f32>>,
+    d: GpuRef<f32>,
+    e: GpuRef<f32>,
+}
+
+const M: usize = 32;
+
+/// Where the pipeline's ops go: three branches of a recording, or three eager streams.
+trait Branches {
+    fn handles(&mut self, i: usize) -> cusched::Result<&mut Handles>;
+    fn stream(&mut self, i: usize) -> cusched::Result<StreamId>;
+}
+
+impl Branches for cusched::Recording<'_> {
+    fn handles(&mut self, i: usize) -> cusched::Result<&mut Handles> {
+        cusched::Recording::handles(self, i)
+    }
+    fn stream(&mut self, i: usize) -> cusched::Result<StreamId> {
+        cusched::Recording::stream(self, i)
+    }
+}
+
+struct Eager(Vec<Handles>);
+
+impl Branches for Eager {
+    fn handles(&mut self, i: usize) -> cusched::Result<&mut Handles> {
+        Ok(&mut self.0[i])
+    }
+    fn stream(&mut self, i: usize) -> cusched::Result<StreamId> {
+        Ok(self.0[i].stream())
+    }
+}
+
+/// GEMM c = a·b (branch 0), FFT f = fft(x) (branch 1), d = 0.5 c + re f - im f (branch 0),
+/// e = d (branch 2): the same calls eagerly and inside a recording.
+fn pipeline(on: &mut impl Branches, mix: &Kernel, v: &Bufs) -> cusched::Result<()> {
+    on.handles(0)?.blas()?.gemm(&Gemm::new(M, M, M, &v.a, &v.b, &v.c))?;
+    on.handles(1)?.fft()?.c2c(&FftLayout::d1(M * M), &v.x, &v.f, Direction::Forward)?;
+    let n = (M * M) as u32;
+    let launch = on
+        .handles(0)?
+        .launch(mix, LaunchConfig::for_num_elems(n))
+        .write(&v.d)
+        .read(&v.c)
+        .read(&v.f)
+        .scalar(0.5f32)
+        .scalar(n);
+    // SAFETY: `mix` reads c and f and writes d, n elements each, as declared.
+    unsafe { launch.enqueue() }?;
+    let s2 = on.stream(2)?;
+    v.e.copy_from(s2, &v.d)
+}
+
+fn bufs(d: &Device, s: StreamId, rng: &mut Rng) -> Bufs {
+    let r = |rng: &mut Rng| (0..M * M).map(|_| rng.f32() - 0.5).collect::<Vec<f32>>();
+    let (a, b) = (r(rng), r(rng));
+    let x: Vec<Complex<f32>> = (0..M * M).map(|_| Complex { re: rng.f32() - 0.5, im: rng.f32() - 0.5 }).collect();
+    Bufs {
+        a: d.upload(s, &a).unwrap(),
+        b: d.upload(s, &b).unwrap(),
+        c: d.alloc_zeros(s, M * M).unwrap(),
+        x: d.upload(s, &x).unwrap(),
+        f: d.alloc_zeros(s, M * M).unwrap(),
+        d: d.alloc_zeros(s, M * M).unwrap(),
+        e: d.alloc_zeros(s, M * M).unwrap(),
+    }
+}
+
+fn close(got: &[f32], want: &[f32], what: &str) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{what}: element {i}: {g} vs {w}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_mixed_graph_replays_as_the_eager_ops_over_100_replays_with_rebinding() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mix = d.compile(MIX, &[]).unwrap().kernel("mix").unwrap();
+    let mut rng = Rng::new();
+    let v = bufs(&d, s, &mut rng);
+    // The eager twin: its own buffers, the same inputs.
+    let mut eager = Eager((0..3).map(|_| Handles::new(&d, d.new_stream().unwrap()).unwrap()).collect());
+    let (es0, es1, es2) = (eager.0[0].stream(), eager.0[1].stream(), eager.0[2].stream());
+    let w = bufs(&d, s, &mut rng);
+
+    let (vr, mixr) = (v.clone(), mix.clone());
+    let graph = Graph::record(&d, move |rec| pipeline(rec, &mixr, &vr)).unwrap();
+    assert_eq!(graph.ops(), 4);
+    let mut exec = graph.instantiate().unwrap();
+    let mut a2 = d.alloc_zeros::<f32>(s, M * M).unwrap();
+    for round in 0..100 {
+        let a: Vec<f32> = (0..M * M).map(|_| rng.f32() - 0.5).collect();
+        let x: Vec<Complex<f32>> = (0..M * M).map(|_| Complex { re: rng.f32(), im: rng.f32() }).collect();
+        // Every tenth round the GEMM's left operand moves to another buffer.
+        let a_now = if round % 10 == 9 {
+            let fresh = d.upload(s, &a).unwrap();
+            exec.rebind(&a2, &fresh).or_else(|_| exec.rebind(&v.a, &fresh)).unwrap();
+            a2 = fresh.clone();
+            fresh
+        } else {
+            let cur = if round >= 9 { a2.clone() } else { v.a.clone() };
+            cur.copy_from_slice(s, &a).unwrap();
+            cur
+        };
+        v.x.copy_from_slice(s, &x).unwrap();
+        exec.replay(s).unwrap();
+        w.a.copy_from_slice(es0, &a).unwrap();
+        w.x.copy_from_slice(es1, &x).unwrap();
+        pipeline(&mut eager, &mix, &w).unwrap();
+        close(&v.e.download(s).unwrap(), &w.e.download(es2).unwrap(), &format!("round {round}"));
+        drop(a_now);
+    }
+    d.shutdown().unwrap();
+}
+
+/// x → (y = x on branch 1, z = x on branch 2, both slow) → w = y then += z (branch 0).
+fn fork_join(d: &Device, k: &std::sync::Arc<Kernels>, x: &GpuRef<f32>, y: &GpuRef<f32>, z: &GpuRef<f32>) -> Graph {
+    let (k, x, y, z) = (k.clone(), x.clone(), y.clone(), z.clone());
+    Graph::record(d, move |rec| {
+        let (b0, b1, b2) = (rec.stream(0)?, rec.stream(1)?, rec.stream(2)?);
+        let dev = rec.device().clone();
+        slow::add(&dev, &k, b0, &x, 1.0, SLOW / 4)?;
+        slow::copy(&dev, &k, b1, &y, &x, SLOW / 4)?;
+        slow::copy(&dev, &k, b2, &z, &x, SLOW / 4)?;
+        slow::add(&dev, &k, b0, &x, 1.0, 0)?;
+        slow::add(&dev, &k, b1, &y, 1.0, SLOW / 4)?;
+        slow::add(&dev, &k, b2, &z, 2.0, SLOW / 4)
+    })
+    .unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_fork_and_join_over_three_branches_follow_the_declared_uses() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let k = std::sync::Arc::new(slow::kernels(&d));
+    let x = d.upload(s, &vec![0.0f32; slow::N]).unwrap();
+    let (y, z) = (d.alloc_zeros::<f32>(s, slow::N).unwrap(), d.alloc_zeros::<f32>(s, slow::N).unwrap());
+    let exec = fork_join(&d, &k, &x, &y, &z).instantiate().unwrap();
+    for round in 0..5 {
+        exec.replay(s).unwrap();
+        let base = 2.0 * round as f32;
+        // The copies read x after the first add and before the second (which must wait for both).
+        assert!(slow::all_eq(&y.download(s).unwrap(), base + 2.0), "round {round}: y");
+        assert!(slow::all_eq(&z.download(s).unwrap(), base + 3.0), "round {round}: z");
+        assert!(slow::all_eq(&x.download(s).unwrap(), base + 2.0), "round {round}: x");
+    }
+    d.shutdown().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_replay_and_eager_work_on_another_stream_are_fenced_both_ways() {
+    let Some(d) = gpu() else { return };
+    let (s, eager) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let k = std::sync::Arc::new(slow::kernels(&d));
+    let x = d.upload(s, &vec![0.0f32; slow::N]).unwrap();
+    let y = d.alloc_zeros::<f32>(s, slow::N).unwrap();
+    let (kr, xr, yr) = (k.clone(), x.clone(), y.clone());
+    let exec = Graph::record(&d, move |rec| {
+        let b = rec.stream(0)?;
+        // Reads x only after spinning: an eager writer not fenced before it would be seen
+        // half-done, and one not fenced after it would overwrite x first.
+        slow::copy(&rec.device().clone(), &kr, b, &yr, &xr, SLOW)
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    for round in 1..=3 {
+        let v = round as f32;
+        // The eager writer spins before writing: the replay must wait for it.
+        slow::fill(&d, &k, eager, &x, v, SLOW).unwrap();
+        exec.replay(s).unwrap();
+        // And the next eager writer must wait for the replay's (slow) read.
+        slow::fill(&d, &k, eager, &x, -v, 0).unwrap();
+        assert!(slow::all_eq(&y.download(eager).unwrap(), v), "round {round}: the replay read the wrong x");
+    }
+    d.shutdown().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ops_that_cannot_be_recorded_fail_typed_and_leave_nothing_capturing() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let x = d.upload(s, &[1.0f32; 16]).unwrap();
+    let xr = x.clone();
+    let err = Graph::record(&d, move |rec| {
+        let b = rec.stream(0)?;
+        rec.handles(0)?.blas()?.scal(16, 2.0f32, Vector::from(&xr))?;
+        xr.download(b).map(drop)
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::Recording { .. }), "{err}");
+    let xr = x.clone();
+    let err =
+        Graph::record(&d, move |rec| rec.handles(0)?.blas()?.dot(16, Vector::from(&xr), Vector::from(&xr)).map(drop))
+            .unwrap_err();
+    assert!(matches!(err, Error::Recording { .. }), "{err}");
+    // Eager work on the device goes on, and the buffer was never touched by a recording.
+    assert_eq!(x.download(s).unwrap(), vec![1.0; 16]);
+    let xr = x.clone();
+    let exec = Graph::record(&d, move |rec| rec.handles(0)?.blas()?.scal(16, 3.0f32, Vector::from(&xr)).map(drop))
+        .unwrap()
+        .instantiate()
+        .unwrap();
+    exec.replay(s).unwrap();
+    exec.replay(s).unwrap().wait().unwrap();
+    assert_eq!(x.download(s).unwrap(), vec![9.0; 16]);
+    d.shutdown().unwrap();
+}
