@@ -109,7 +109,9 @@ impl OpStream {
     /// once, from nothing, and never again.
     #[allow(dead_code)]
     pub(crate) fn refuse_recording(&self, what: &str) -> Result<()> {
-        if self.device.shared.stream(self.stream)?.recording().is_none() {
+        // A stream that cannot be looked up fails the op's own launch, in its order.
+        let Ok(slot) = self.device.shared.stream(self.stream) else { return Ok(()) };
+        if slot.recording().is_none() {
             return Ok(());
         }
         Err(Error::Recording {

@@ -380,34 +380,47 @@ impl<T: Element> Drop for BufferInner<T> {
         // Free on the home stream after every outstanding use; the host never blocks. Never
         // inside a graph recording's capture on that stream (it would become a node of the
         // graph): then it runs once the capture ends.
-        let free =
-            Free { uses: self.track.all_uses(), epoch: self.track.epoch, id: self.track.id.0, name: what.to_string() };
-        slot.free_outside_capture(move |slot| free.run(slot, memory));
+        let (epoch, id) = (self.track.epoch, self.track.id.0);
+        let uses = std::cell::Cell::new(self.track.all_uses());
+        let memory = std::cell::Cell::new(Some(memory));
+        slot.free_outside_capture(
+            |slot| {
+                if let Some(m) = memory.take() {
+                    free_after(slot, m, &uses.take(), epoch, id, &what);
+                }
+            },
+            || {
+                let (m, uses, name) = (memory.take(), uses.take(), what.to_string());
+                Box::new(move |slot| {
+                    if let Some(m) = m {
+                        free_after(slot, m, &uses, epoch, id, &name);
+                    }
+                })
+            },
+        );
     }
 }
 
-/// A buffer's free on its home stream, after its outstanding uses.
-struct Free {
-    uses: smallvec::SmallVec<[crate::track::EventRef; 8]>,
+/// A buffer's free on its home stream `slot`, after its outstanding `uses`.
+fn free_after<T: Element>(
+    slot: &crate::track::StreamSlot,
+    memory: DeviceMemory<T>,
+    uses: &[crate::track::EventRef],
     epoch: u64,
     id: u64,
-    name: String,
-}
-
-impl Free {
-    fn run<T: Element>(self, slot: &crate::track::StreamSlot, memory: DeviceMemory<T>) {
-        let raw = match slot.fence(&self.uses) {
-            Ok((raw, epoch)) if epoch == self.epoch => raw,
-            // The device rebuilt its context since the check above; nothing was queued.
-            Ok(_) | Err(FenceError::OtherContext { .. }) => return memory.free_in_old_context(&self.name),
-            Err(FenceError::Failed { error: e, .. }) => {
-                // Freeing now could hand the memory to a new owner while a kernel still uses
-                // it; leaking it is the safe failure.
-                log::error!("cusched: could not fence the free of {}: {e}; leaking it", self.name);
-                std::mem::forget(memory);
-                return;
-            }
-        };
-        memory.free_on(&raw, self.id, &self.name);
-    }
+    name: &dyn fmt::Display,
+) {
+    let raw = match slot.fence(uses) {
+        Ok((raw, now)) if now == epoch => raw,
+        // The device rebuilt its context since the check above; nothing was queued.
+        Ok(_) | Err(FenceError::OtherContext { .. }) => return memory.free_in_old_context(name),
+        Err(FenceError::Failed { error: e, .. }) => {
+            // Freeing now could hand the memory to a new owner while a kernel still uses it;
+            // leaking it is the safe failure.
+            log::error!("cusched: could not fence the free of {name}: {e}; leaking it");
+            std::mem::forget(memory);
+            return;
+        }
+    };
+    memory.free_on(&raw, id, name);
 }

@@ -135,7 +135,13 @@ fn a_mixed_graph_replays_as_the_eager_ops_over_100_replays_with_rebinding() {
         w.a.copy_from_slice(es0, &a).unwrap();
         w.x.copy_from_slice(es1, &x).unwrap();
         pipeline(&mut eager, &mix, &w).unwrap();
-        close(&v.e.download(s).unwrap(), &w.e.download(es2).unwrap(), &format!("round {round}"));
+        let flat = |b: &GpuRef<Complex<f32>>, st| {
+            b.download(st).unwrap().iter().flat_map(|z| [z.re, z.im]).collect::<Vec<f32>>()
+        };
+        close(&v.c.download(s).unwrap(), &w.c.download(es2).unwrap(), &format!("round {round}: the GEMM's c"));
+        close(&flat(&v.f, s), &flat(&w.f, es2), &format!("round {round}: the FFT's f"));
+        close(&v.d.download(s).unwrap(), &w.d.download(es2).unwrap(), &format!("round {round}: the kernel's d"));
+        close(&v.e.download(s).unwrap(), &w.e.download(es2).unwrap(), &format!("round {round}: the copy's e"));
         drop(a_now);
     }
     d.shutdown().unwrap();

@@ -117,9 +117,14 @@ impl RawGraph {
     /// The context the graph's work belongs to is current on this thread.
     pub(crate) unsafe fn instantiate(&self) -> Result<RawExec> {
         let mut exec = ptr::null_mut();
+        // Auto-free on launch: a library may allocate inside its captured work (cuBLAS takes
+        // its default workspace with a stream-ordered allocation, which capture turns into a
+        // graph allocation node it never frees); such a graph could not be launched again
+        // until freed otherwise.
+        let flags = u64::from(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0);
         // SAFETY: 1. `exec` is a valid out-pointer; the graph is complete (no capture into it
-        // is open: the recording ended every capture). 2. No flags.
-        let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, self.0, 0) };
+        // is open: the recording ended every capture). 2. The flag is a valid instantiate flag.
+        let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, self.0, flags) };
         super::status("cuGraphInstantiateWithFlags", status)?;
         Ok(RawExec(exec))
     }

@@ -68,7 +68,15 @@ impl StreamSlot {
             std::mem::take(&mut gate.deferred)
         };
         for free in deferred {
-            self.free_outside_capture(free);
+            let free = std::cell::Cell::new(Some(free));
+            self.free_outside_capture(
+                |slot| {
+                    if let Some(f) = free.take() {
+                        f(slot)
+                    }
+                },
+                || free.take().unwrap_or_else(|| Box::new(|_| {})),
+            );
         }
     }
 
@@ -84,16 +92,17 @@ impl StreamSlot {
         Some(out)
     }
 
-    /// Runs `free` (a buffer's fence and free on this, its home stream) with the gate held, so
-    /// that no capture opens meanwhile; if a capture is open, keeps it to run once the capture
-    /// ends.
-    pub(crate) fn free_outside_capture(&self, free: impl FnOnce(&StreamSlot) + Send + 'static) {
+    /// Runs `now` (a buffer's fence and free on this, its home stream) with the gate held, so
+    /// that no capture opens meanwhile; if a capture is open, keeps what `later` makes (the
+    /// same free, owning what it needs) to run once the capture ends. Only the deferred form
+    /// allocates.
+    pub(crate) fn free_outside_capture(&self, now: impl FnOnce(&StreamSlot), later: impl FnOnce() -> Deferred) {
         let mut gate = crate::sync::lock(&self.recording);
         if gate.capturing {
-            gate.deferred.push(Box::new(free));
+            gate.deferred.push(later());
             return;
         }
-        free(self);
+        now(self);
         drop(gate);
     }
 }
