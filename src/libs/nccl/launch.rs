@@ -1,0 +1,375 @@
+//! The op path of collectives, and groups.
+//!
+//! An op is validated into a [`Planned`]: its strict recorder, the raw NCCL calls (CUDA) or
+//! the host computation (simulator), and the completion the caller already holds. Outside a
+//! group it launches at once; inside [`group`] it is queued, and the group launches every
+//! queued op together. A launch nests the ops' launches in each other's enqueue closures, so
+//! that every op is preflighted (fenced, its buffers held) before anything is enqueued, the
+//! innermost enqueues them all (between `ncclGroupStart` and `ncclGroupEnd` on CUDA), and each
+//! op commits as its closure returns, even when the group failed (contract 4). An op is one
+//! recorded launch on its own stream, whatever the group holds.
+
+use super::calls::{self, Call, Progress, RawComm};
+use super::comm::{Backend, Communicator};
+use super::sim::SimRank;
+use super::watch::{OpWatch, State};
+use super::DType;
+use crate::completion::{Completion, Shared};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
+use cudarc::driver::CudaStream;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+/// What a simulated op's kernel leaves for its completion.
+type Slot = Arc<Mutex<Option<Result<()>>>>;
+
+/// A simulated op's kernel body: given its communicator and round number.
+pub(super) type SimBody = Box<dyn FnOnce(&SimRank, u64) -> Result<()> + Send>;
+
+/// An op, validated and recorded, not yet launched.
+pub(super) struct Planned {
+    rec: LaunchRecorder,
+    device: Device,
+    comm: Communicator,
+    work: Work,
+    fill: Arc<Shared<()>>,
+    /// Where the op's watch goes once launched (CUDA), for its completion to consult.
+    watch: Option<WatchCell>,
+}
+
+type WatchCell = Arc<OnceLock<Arc<OpWatch>>>;
+
+/// What an op enqueues.
+pub(super) enum Work {
+    /// NCCL calls on the op's stream; `premul` holds a PreMulSum scalar (one element of
+    /// `dtype`, little-endian) whose op replaces each call's reduction.
+    Cuda { calls: Vec<Call>, dtype: DType, premul: Option<[u8; 8]> },
+    /// The simulated kernel; `collective` ops take a round number.
+    Sim { collective: bool, body: SimBody, slot: Slot },
+}
+
+impl Work {
+    /// The simulated form of an op.
+    pub(super) fn sim(collective: bool, body: SimBody) -> Work {
+        Work::Sim { collective, body, slot: Arc::new(Mutex::new(None)) }
+    }
+}
+
+thread_local! {
+    /// The ops queued by this thread's open [`group`], if one is open.
+    static GROUP: RefCell<Option<Vec<Planned>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with an NCCL group open on this thread: every collective `f` calls (on any
+/// [`Nccl`](super::Nccl) and communicator, of one rank or of several) is queued, and when `f`
+/// returns they are launched together, as one NCCL group (`ncclGroupStart` ...
+/// `ncclGroupEnd`). This is how one thread drives several ranks (every rank's collective must
+/// be enqueued before any of them can finish), and how sends and receives pair up
+/// without waiting for each other.
+///
+/// The completions the ops return resolve once the group has run; do not wait for one inside
+/// `f` (nothing is enqueued before `f` returns). Each op is still one recorded op on its own
+/// stream: all are preflighted before any is enqueued, and all commit even when the group
+/// fails, which then fails the buffers every op of the group writes. Ops of one group must
+/// not use one buffer in conflicting ways (NCCL runs them in any order): that is refused
+/// with [`Error::WouldDeadlock`] for buffers on different streams. When `f` fails, nothing is
+/// enqueued, and the queued ops' completions resolve with its error. Groups nest: an inner
+/// group's ops launch with the outer one.
+///
+/// ```
+/// use cusched::{nccl::{self, Communicator, CommConfig}, Device, Handles, SimConfig};
+/// let gpus = Device::sim_group(SimConfig::default(), 2)?;
+/// let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
+/// let mut h: Vec<Handles> = gpus.iter().map(|g| Handles::new(g, g.default_stream())).collect::<Result<_, _>>()?;
+/// let x: Vec<_> = gpus.iter().map(|g| g.upload(g.default_stream(), &[g.ordinal() as i32; 3])).collect::<Result<_, _>>()?;
+/// let y: Vec<_> = gpus.iter().map(|g| g.alloc_zeros::<i32>(g.default_stream(), 3)).collect::<Result<_, _>>()?;
+/// // Each rank sends its buffer to the other: the sends and receives pair up in one group.
+/// let done = nccl::group(|| {
+///     let mut done = Vec::new();
+///     for r in 0..2 {
+///         done.push(h[r].nccl()?.send(&comms[r], &x[r], 1 - r)?);
+///         done.push(h[r].nccl()?.recv(&comms[r], &y[r], 1 - r)?);
+///     }
+///     Ok(done)
+/// })?;
+/// cusched::wait_all(done)?;
+/// assert_eq!(y[0].download(gpus[0].default_stream())?, [1, 1, 1]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    let outer = GROUP.with(|g| g.borrow().is_some());
+    if outer {
+        return f();
+    }
+    struct Close;
+    impl Drop for Close {
+        fn drop(&mut self) {
+            // Closes the group however `f` ended (an unwind too): what it queued never runs.
+            if let Some(ops) = GROUP.with(|g| g.borrow_mut().take()) {
+                abandon(ops, &Error::JobPanicked { message: "the group's closure panicked".into() });
+            }
+        }
+    }
+    GROUP.with(|g| *g.borrow_mut() = Some(Vec::new()));
+    let close = Close;
+    let out = f();
+    let ops = GROUP.with(|g| g.borrow_mut().take()).unwrap_or_default();
+    drop(close);
+    match out {
+        Ok(v) => launch_all(ops).map(|()| v),
+        Err(e) => {
+            abandon(ops, &e);
+            Err(e)
+        }
+    }
+}
+
+/// Resolves the completions of ops that were never launched with `e`.
+fn abandon(ops: Vec<Planned>, e: &Error) {
+    for op in ops {
+        op.fill.enqueued(Err(e.clone()), None, Vec::new());
+    }
+}
+
+/// Launches `rec`'s op (or queues it in this thread's open group) and returns its completion.
+pub(super) fn submit(rec: LaunchRecorder, device: &Device, comm: &Communicator, work: Work) -> Result<Completion<()>> {
+    let (completion, fill) = Completion::queued(&device.shared);
+    let (completion, watch) = finished(completion, comm, &work);
+    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, watch };
+    let queued = GROUP.with(|g| match g.borrow_mut().as_mut() {
+        Some(ops) => {
+            ops.push(op);
+            None
+        }
+        None => Some(op),
+    });
+    match queued {
+        Some(op) => launch_all(vec![op]).map(|()| completion),
+        None => Ok(completion),
+    }
+}
+
+/// The caller's completion: the op's event, then what the op's communicator says of it (the
+/// watchdog's failure on CUDA, the kernel's outcome on the simulator).
+fn finished(completion: Completion<()>, comm: &Communicator, work: &Work) -> (Completion<()>, Option<WatchCell>) {
+    match work {
+        Work::Sim { slot, .. } => {
+            let slot = slot.clone();
+            let completion = completion.try_map(move |()| {
+                let outcome = crate::sync::lock_unranked(&slot).take();
+                outcome.unwrap_or_else(|| {
+                    Err(Error::JobPanicked { message: "the simulated NCCL op's host computation panicked".into() })
+                })
+            });
+            (completion, None)
+        }
+        Work::Cuda { .. } => {
+            let comm = comm.clone();
+            let watch: WatchCell = Arc::new(OnceLock::new());
+            let cell = watch.clone();
+            let completion = completion.try_map(move |()| match (cell.get(), &comm.inner.backend) {
+                (Some(w), Backend::Cuda(c)) if w.failed() => Err(c.failure()),
+                _ => Ok(()),
+            });
+            (completion, Some(watch))
+        }
+    }
+}
+
+/// Launches `ops` together: see the module docs.
+fn launch_all(ops: Vec<Planned>) -> Result<()> {
+    let Some(first) = ops.first() else { return Ok(()) };
+    let sim = first.device.is_simulated();
+    if ops.iter().any(|op| op.device.is_simulated() != sim) {
+        let e = Error::invalid("comm", "one group mixes simulated and CUDA communicators");
+        abandon(ops, &e);
+        return Err(e);
+    }
+    let fills: Vec<_> = ops.iter().map(|op| (op.fill.clone(), op.comm.clone(), op.watch.clone())).collect();
+    let mut entered = Vec::with_capacity(ops.len());
+    let result = nest(&mut ops.into_iter(), &mut entered);
+    match result {
+        Ok(mut launched) => {
+            launched.reverse();
+            for (l, (fill, comm, cell)) in launched.into_iter().zip(fills) {
+                let Launched { event, trace, .. } = l;
+                if let (Backend::Cuda(c), Some(cell)) = (&comm.inner.backend, cell) {
+                    let _ = cell.set(c.watch(event.clone()));
+                }
+                if let Some(t) = trace {
+                    fill.set_trace(t);
+                }
+                fill.enqueued(Ok(()), event, Vec::new());
+            }
+            Ok(())
+        }
+        Err(e) => {
+            for (fill, ..) in fills {
+                fill.enqueued(Err(e.clone()), None, Vec::new());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Where an entered op enqueues.
+enum Target {
+    Cuda(Arc<CudaStream>),
+    Sim(SimEnqueuer),
+}
+
+/// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
+/// them all. Returns the launches innermost first.
+fn nest(ops: &mut std::vec::IntoIter<Planned>, entered: &mut Vec<(Communicator, Work, Target)>) -> Result<Vec<Launched<()>>> {
+    let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
+        enqueue_all(std::mem::take(entered))?;
+        return Ok(Vec::new());
+    };
+    let launched = rec.launch_event(&device, |scope| {
+        entered.push((comm, work, target(scope)?));
+        nest(ops, entered)
+    })?;
+    let Launched { value: mut inner, event, trace } = launched;
+    inner.push(Launched { value: (), event, trace });
+    Ok(inner)
+}
+
+fn target(scope: &LaunchScope<'_>) -> Result<Target> {
+    match scope.sim_enqueuer() {
+        Ok(s) => Ok(Target::Sim(s)),
+        // SAFETY: 1. the stream is used for the op's NCCL calls only, which touch the buffers
+        // as the recorder declared them; 2. they are enqueued (and NCCL's background launch
+        // awaited) in the innermost launch, before this launch's closure returns; 3. no cudarc
+        // memory is made from it.
+        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.clone())),
+    }
+}
+
+/// Enqueues every entered op.
+fn enqueue_all(entered: Vec<(Communicator, Work, Target)>) -> Result<()> {
+    let mut cuda = Vec::new();
+    for (comm, work, target) in entered {
+        match (work, target, &comm.inner.backend) {
+            (Work::Sim { collective, body, slot }, Target::Sim(enq), Backend::Sim(_)) => {
+                let seq = match &comm.inner.backend {
+                    Backend::Sim(r) if collective => r.next_seq(),
+                    _ => 0,
+                };
+                let comm = comm.clone();
+                enq.run(move || {
+                    let Backend::Sim(rank) = &comm.inner.backend else { return };
+                    let outcome = body(rank, seq);
+                    *crate::sync::lock_unranked(&slot) = Some(outcome);
+                });
+            }
+            (Work::Cuda { calls, dtype, premul }, Target::Cuda(stream), Backend::Cuda(_)) => {
+                cuda.push((comm, calls, dtype, premul, stream));
+            }
+            _ => return Err(Error::invalid("comm", "the communicator's backend is not its stream's")),
+        }
+    }
+    if cuda.is_empty() {
+        return Ok(());
+    }
+    enqueue_cuda(cuda)
+}
+
+type CudaOp = (Communicator, Vec<Call>, DType, Option<[u8; 8]>, Arc<CudaStream>);
+
+/// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
+/// calls enqueued between `ncclGroupStart` and `ncclGroupEnd`, and NCCL's background launch
+/// awaited, bounded by the communicators' timeout (a communicator that does not get there is
+/// aborted).
+fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
+    let mut comms: Vec<&Communicator> = ops.iter().map(|o| &o.0).collect();
+    comms.sort_by_key(|c| c.inner.uid);
+    comms.dedup_by_key(|c| c.inner.uid);
+    let mut locked: Vec<(u64, MutexGuard<'_, State>)> = Vec::with_capacity(comms.len());
+    for c in &comms {
+        if let Backend::Cuda(cc) = &c.inner.backend {
+            locked.push((c.inner.uid, cc.lock()));
+        }
+    }
+    let raw_of = |uid: u64, locked: &[(u64, MutexGuard<'_, State>)]| -> Result<RawComm> {
+        locked.iter().find(|(u, _)| *u == uid).map_or_else(|| Err(Error::invalid("comm", "not locked")), |(_, s)| s.raw())
+    };
+    for (c, ..) in &ops {
+        raw_of(c.inner.uid, &locked)?;
+    }
+    calls::group_start()?;
+    let mut made_ops = Vec::new();
+    let mut failed = None;
+    for (comm, calls, dtype, premul, stream) in &ops {
+        let outcome = raw_of(comm.inner.uid, &locked)
+            .and_then(|raw| enqueue_op(raw, calls, *dtype, *premul, stream, &mut made_ops));
+        if let Err(e) = outcome {
+            failed = Some(e);
+            break;
+        }
+    }
+    // Ends the group whatever happened in it: a group left open breaks later calls.
+    let ended = calls::group_end();
+    let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
+    let raws: Vec<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
+    let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
+    let ready = calls::wait_ready(&raws, "ncclGroupEnd", deadline);
+    for (raw, op) in made_ops {
+        // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
+        // returned (the group has ended).
+        unsafe { calls::destroy_op(op, raw) };
+    }
+    let result = failed.map_or(ended, Err).and(ready);
+    if let Err(e) = &result {
+        // A communicator that failed (or stayed in progress) mid-launch is in an unknown state:
+        // aborted, so that whatever it launched returns.
+        if !matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. }) {
+            for (uid, st) in &mut locked {
+                if let Some(c) = comms.iter().find(|c| c.inner.uid == *uid) {
+                    if let Backend::Cuda(cc) = &c.inner.backend {
+                        cc.declare_locked(st, e.clone());
+                    }
+                }
+            }
+        }
+    }
+    result
+}
+
+/// One op's calls on `raw` and `stream`, its PreMulSum op made first (and listed in `made` for
+/// the caller to destroy once the group has ended).
+fn enqueue_op(
+    raw: RawComm,
+    calls: &[Call],
+    dtype: DType,
+    premul: Option<[u8; 8]>,
+    stream: &Arc<CudaStream>,
+    made: &mut Vec<(RawComm, calls::RawOp)>,
+) -> Result<()> {
+    crate::backend::cuda::bind(stream.context())?;
+    let op = match premul {
+        Some(mut scalar) => {
+            // SAFETY: `raw` is live and locked by this thread.
+            let op = unsafe { calls::premul_sum(&mut scalar, dtype, raw) }?;
+            made.push((raw, op));
+            Some(op)
+        }
+        None => None,
+    };
+    for &call in calls {
+        let call = match (call, op) {
+            (Call::AllReduce { send, recv, count, .. }, Some(op)) => Call::AllReduce { send, recv, count, op },
+            (Call::Reduce { send, recv, count, root, .. }, Some(op)) => Call::Reduce { send, recv, count, op, root },
+            (Call::ReduceScatter { send, recv, count, .. }, Some(op)) => Call::ReduceScatter { send, recv, count, op },
+            (call, _) => call,
+        };
+        // SAFETY: 1. `raw` is live and locked by this thread; 2. the stream is the op's, of the
+        // communicator's device (checked when the op was planned); 3. the pointers are the
+        // op's buffers, live (the recorder holds them) and fenced by its preflight.
+        let progress = unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
+        let _: Progress = progress;
+    }
+    Ok(())
+}

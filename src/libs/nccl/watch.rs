@@ -1,0 +1,220 @@
+//! A CUDA communicator and its watchdog: a thread per communicator that, while ops are
+//! pending, polls NCCL's asynchronous error and the ops' ages, and on a fault marks every
+//! pending op failed and aborts the communicator, so that its kernels return and nothing
+//! waits forever. It also destroys the communicator once the last handle is gone and its ops
+//! have finished.
+
+use super::calls::{self, RawComm};
+use crate::device::Device;
+use crate::error::{CollectiveFault, Error, Result};
+use crate::track::EventRef;
+use cudarc::driver::CudaContext;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// How often the watchdog looks while ops are pending.
+const POLL: Duration = Duration::from_millis(2);
+
+const PENDING: u8 = 0;
+const FAILED: u8 = 2;
+
+/// One enqueued op, as the watchdog follows it.
+pub(super) struct OpWatch {
+    event: Option<EventRef>,
+    since: Instant,
+    state: AtomicU8,
+}
+
+impl OpWatch {
+    /// Whether the watchdog failed this op (it was pending when the communicator faulted).
+    pub(super) fn failed(&self) -> bool {
+        self.state.load(Ordering::Acquire) == FAILED
+    }
+}
+
+/// The communicator handle, `None` once aborted or destroyed.
+struct Raw(RawComm);
+// SAFETY: an NCCL communicator may be used from any thread, one at a time: every use goes
+// through `Shared::state`'s lock.
+unsafe impl Send for Raw {}
+
+pub(super) struct State {
+    raw: Option<Raw>,
+    fault: Option<Error>,
+    pending: Vec<Arc<OpWatch>>,
+    closing: bool,
+}
+
+impl State {
+    /// The live communicator, or the error every op gets once it has faulted.
+    pub(super) fn raw(&self) -> Result<RawComm> {
+        match (&self.raw, &self.fault) {
+            (Some(r), None) => Ok(r.0),
+            (_, fault) => Err(aborted(fault.as_ref())),
+        }
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    ctx: Option<Arc<CudaContext>>,
+    timeout: Duration,
+}
+
+/// A CUDA communicator, watched.
+pub(super) struct CudaComm {
+    shared: Arc<Shared>,
+}
+
+impl CudaComm {
+    /// Watches `raw`, a ready communicator on `device`.
+    pub(super) fn new(raw: RawComm, device: &Device, timeout: Duration) -> CudaComm {
+        let ctx = device.shared.cuda_ctx("nccl").ok();
+        let state = State { raw: Some(Raw(raw)), fault: None, pending: Vec::new(), closing: false };
+        let shared = Arc::new(Shared { state: Mutex::new(state), wake: Condvar::new(), ctx, timeout });
+        let watched = shared.clone();
+        let spawned = std::thread::Builder::new().name("cusched-nccl-watch".into()).spawn(move || watch(&watched));
+        if let Err(e) = spawned {
+            // Without the thread nothing detects a dead peer: say so, and keep working.
+            log::error!("cusched: could not start an NCCL communicator's watchdog ({e}); its faults will not be detected");
+        }
+        CudaComm { shared }
+    }
+
+    /// Locks the communicator for enqueueing (one thread at a time uses it).
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+        crate::sync::lock_unranked(&self.shared.state)
+    }
+
+    /// The fault that ended the communicator, if any.
+    pub(super) fn fault(&self) -> Option<Error> {
+        self.lock().fault.clone()
+    }
+
+    /// Declares `fault`: fails every pending op and aborts the communicator.
+    pub(super) fn declare(&self, fault: Error) {
+        let mut st = self.lock();
+        declare(&mut st, fault, self.shared.ctx.as_deref());
+    }
+
+    /// [`declare`](Self::declare) on a state the caller holds.
+    pub(super) fn declare_locked(&self, st: &mut State, fault: Error) {
+        declare(st, fault, self.shared.ctx.as_deref());
+    }
+
+    /// Follows an op enqueued on the communicator, whose end is `event`.
+    pub(super) fn watch(&self, event: Option<EventRef>) -> Arc<OpWatch> {
+        let op = Arc::new(OpWatch { event, since: Instant::now(), state: AtomicU8::new(PENDING) });
+        let mut st = self.lock();
+        if st.fault.is_some() {
+            // It went to a communicator that faulted before it could be followed.
+            op.state.store(FAILED, Ordering::Release);
+        } else {
+            st.pending.push(op.clone());
+            self.shared.wake.notify_all();
+        }
+        op
+    }
+
+    /// `ncclCommShrink` on the live communicator.
+    pub(super) fn shrink(&self, exclude: &[usize]) -> Result<Option<RawComm>> {
+        let st = self.lock();
+        let raw = st.raw()?;
+        if let Some(ctx) = &self.shared.ctx {
+            crate::backend::cuda::bind(ctx)?;
+        }
+        let mut ranks = exclude.iter().map(|&r| r as std::ffi::c_int).collect::<Vec<_>>();
+        // SAFETY: `raw` is live and locked by this thread; its context is current.
+        let new = unsafe { calls::shrink(raw, &mut ranks) }?;
+        drop(st);
+        if let Some(n) = new {
+            if let Err(e) = calls::wait_ready(&[n], "ncclCommShrink", Instant::now() + self.shared.timeout) {
+                calls::abort(n);
+                return Err(e);
+            }
+        }
+        Ok(new)
+    }
+
+    /// The error the ops of `op`'s communicator get when the watchdog failed `op`.
+    pub(super) fn failure(&self) -> Error {
+        aborted(self.lock().fault.as_ref())
+    }
+}
+
+impl Drop for CudaComm {
+    fn drop(&mut self) {
+        // The watchdog destroys the communicator once its pending ops are done.
+        self.lock().closing = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+/// The error of an op on a communicator that faulted (with `fault`).
+fn aborted(fault: Option<&Error>) -> Error {
+    match fault {
+        Some(e) => e.clone(),
+        None => Error::Collective {
+            call: "nccl",
+            fault: CollectiveFault::Aborted,
+            detail: "the communicator is gone".into(),
+        },
+    }
+}
+
+fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
+    if st.fault.is_none() {
+        log::error!("cusched: an NCCL communicator faulted ({fault}); aborting it");
+        st.fault = Some(fault);
+    }
+    // Failed before the abort lets their kernels return: a completion that resolves because
+    // its kernel was stopped sees the failure.
+    for op in st.pending.drain(..) {
+        op.state.store(FAILED, Ordering::Release);
+    }
+    if let Some(Raw(raw)) = st.raw.take() {
+        if let Some(ctx) = ctx {
+            let _ = crate::backend::cuda::bind(ctx);
+        }
+        calls::abort(raw);
+    }
+}
+
+/// The watchdog's loop: see the module docs.
+fn watch(shared: &Shared) {
+    let mut st = crate::sync::lock_unranked(&shared.state);
+    loop {
+        st.pending.retain(|op| !op.event.as_ref().is_none_or(|e| e.is_done().unwrap_or(true)));
+        if st.closing && st.pending.is_empty() {
+            if let Some(Raw(raw)) = st.raw.take() {
+                if let Some(ctx) = &shared.ctx {
+                    let _ = crate::backend::cuda::bind(ctx);
+                }
+                calls::destroy(raw);
+            }
+            return;
+        }
+        if let (Some(raw), false) = (st.raw.as_ref().map(|r| r.0), st.pending.is_empty()) {
+            let oldest = st.pending.iter().map(|op| op.since).min();
+            let fault = match calls::async_state(raw) {
+                Err(e) => Some(e),
+                Ok(_) if oldest.is_some_and(|t| t.elapsed() > shared.timeout) => Some(Error::Collective {
+                    call: "the communicator's watchdog",
+                    fault: CollectiveFault::Timeout,
+                    detail: format!("an op stayed pending longer than the timeout ({:?})", shared.timeout),
+                }),
+                Ok(_) => None,
+            };
+            if let Some(fault) = fault {
+                declare(&mut st, fault, shared.ctx.as_deref());
+            }
+        }
+        st = if st.pending.is_empty() && !st.closing {
+            shared.wake.wait(st).unwrap_or_else(|e| e.into_inner())
+        } else {
+            shared.wake.wait_timeout(st, POLL).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0)
+        };
+    }
+}
