@@ -32,6 +32,8 @@ mod layers;
 mod lib_validation;
 mod loud;
 mod memory;
+#[cfg(feature = "nccl")]
+mod nccl;
 #[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver"))]
 mod numerics_validation;
 mod order;
