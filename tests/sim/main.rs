@@ -34,6 +34,8 @@ mod loud;
 mod memory;
 #[cfg(feature = "nccl")]
 mod nccl;
+#[cfg(feature = "nccl")]
+mod nccl_faults;
 #[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver"))]
 mod numerics_validation;
 mod order;
