@@ -3,7 +3,7 @@
 //! from a unique id, shrinking, groups that fail, and faults (a rank that never comes, an
 //! abort, ranks that disagree) resolving with typed errors within the timeout.
 
-use super::nccl::{ranks, ranks_with};
+use crate::common::nccl::{ranks, ranks_with};
 use cusched::nccl::{self, CommConfig, Communicator, ReduceOp, UniqueId};
 use cusched::{CollectiveFault, Device, Error, Handles, HazardKind, LaunchRecorder, SimConfig};
 use std::time::{Duration, Instant};

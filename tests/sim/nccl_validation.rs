@@ -1,7 +1,7 @@
 //! Bad input to every NCCL op is rejected before anything is recorded or enqueued, with a
 //! typed error naming the argument (`<op>_rejects_<what>`).
 
-use super::nccl::{ranks, Ranks};
+use crate::common::nccl::{ranks, Ranks};
 use cusched::nccl::ReduceOp;
 use cusched::{Error, GpuRef, Result};
 
