@@ -41,9 +41,14 @@ impl Raw {
         if r != sys::ncclResult_t::ncclSuccess {
             return Err(format!("ncclCommInitAll: {r:?}").into());
         }
-        // SAFETY: the raw side's streams enqueue only its own NCCL calls, on buffers cusched
-        // owns but does not use meanwhile (every cusched op is synchronized before they run).
-        let streams = gpus.iter().map(|g| unsafe { g.cuda_context() }.and_then(|c| Ok(c.new_stream()?))).collect::<cusched::Result<_>>()?;
+        let mut streams = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            // SAFETY: 1. the raw side's streams enqueue only its own NCCL calls, on buffers
+            // cusched owns but does not use meanwhile (every cusched op is waited for before
+            // they run, and they are synchronized before cusched's next); 2. no cudarc memory
+            // is made from the context.
+            streams.push(unsafe { g.cuda_context() }?.new_stream()?);
+        }
         Ok(Raw { comms, streams })
     }
 
@@ -100,7 +105,7 @@ fn ours(h: &mut [Handles], comms: &[Communicator], bufs: &[GpuRef<f32>], iters: 
 }
 
 fn main() -> Res<()> {
-    // SAFETY of the environment: set before NCCL loads, on the only thread.
+    // Set before NCCL loads, on the only thread.
     std::env::set_var("NCCL_NVLS_ENABLE", "0");
     let gpus = match (Device::open(0), Device::open(1)) {
         (Ok(a), Ok(b)) => vec![a, b],
@@ -112,7 +117,10 @@ fn main() -> Res<()> {
     let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
     let raw = Raw::new(&gpus)?;
     let mut h: Vec<Handles> = gpus.iter().map(|g| Handles::new(g, g.new_stream()?)).collect::<cusched::Result<_>>()?;
-    println!("bench-nccl: all_reduce (sum, f32, in place) on GPU 0 + GPU 1, {:?}", comms[0].capabilities().nccl_version);
+    println!(
+        "bench-nccl: all_reduce (sum, f32, in place) on GPU 0 + GPU 1, {:?}",
+        comms[0].capabilities().nccl_version
+    );
     println!(
         "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>8}",
         "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "ratio"
@@ -121,11 +129,13 @@ fn main() -> Res<()> {
     while bytes <= 1 << 30 {
         let n = bytes / 4;
         let iters = ((8usize << 30) / bytes).clamp(5, 2000);
-        let bufs: Vec<GpuRef<f32>> = gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), n)).collect::<cusched::Result<_>>()?;
+        let bufs: Vec<GpuRef<f32>> =
+            gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), n)).collect::<cusched::Result<_>>()?;
         for g in &gpus {
             g.synchronize(g.default_stream())?;
         }
-        let ptrs: Vec<(u64, usize)> = bufs.iter().map(|b| Ok((b.raw_device_ptr()?, n))).collect::<cusched::Result<_>>()?;
+        let ptrs: Vec<(u64, usize)> =
+            bufs.iter().map(|b| Ok((b.raw_device_ptr()?, n))).collect::<cusched::Result<_>>()?;
         ours(&mut h, &comms, &bufs, 3)?;
         raw.time(&ptrs, 3)?;
         let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
@@ -153,7 +163,8 @@ fn main() -> Res<()> {
 
 /// Small-message latency: 8 bytes per rank, one op at a time, waited for each time.
 fn latency(gpus: &[Device], h: &mut [Handles], comms: &[Communicator], raw: &Raw) -> Res<()> {
-    let bufs: Vec<GpuRef<f32>> = gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), 2)).collect::<cusched::Result<_>>()?;
+    let bufs: Vec<GpuRef<f32>> =
+        gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), 2)).collect::<cusched::Result<_>>()?;
     for g in gpus {
         g.synchronize(g.default_stream())?;
     }

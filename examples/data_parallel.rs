@@ -73,15 +73,23 @@ fn replica(gpu: &Device, comm: &Communicator) -> Result<(Vec<Vec<f32>>, f32, f32
         // Backward from the last layer: its gradient is all-reduced while the first computes.
         for ly in layers.iter().rev() {
             let (w, x, t, y, dw) = (ly.w.clone(), ly.x.clone(), ly.t.clone(), ly.y.clone(), ly.dw.clone());
-            let grad = compute.job().read(&ly.w).read(&ly.x).read(&ly.t).write(&ly.y).write(&ly.dw).submit(move |cx, _| {
-                // y = W·x - t (the loss's gradient in y), then dW = y·xᵀ / B.
-                y.copy_from(cx.stream(), &t)?;
-                cx.blas()?.gemm(&Gemm::new(M, B, K, &w, &x, &y).scale(1.0, -1.0))?;
-                cx.blas()?.gemm(&Gemm::new(M, K, B, &y, &x, &dw).transpose(Transpose::No, Transpose::Yes).scale(1.0 / B as f32, 0.0))?;
-                cx.blas()?.dot(M * B, Vector::from(&y), Vector::from(&y))
-            });
+            let grad =
+                compute.job().read(&ly.w).read(&ly.x).read(&ly.t).write(&ly.y).write(&ly.dw).submit(move |cx, _| {
+                    // y = W·x - t (the loss's gradient in y), then dW = y·xᵀ / B.
+                    y.copy_from(cx.stream(), &t)?;
+                    cx.blas()?.gemm(&Gemm::new(M, B, K, &w, &x, &y).scale(1.0, -1.0))?;
+                    cx.blas()?.gemm(
+                        &Gemm::new(M, K, B, &y, &x, &dw)
+                            .transpose(Transpose::No, Transpose::Yes)
+                            .scale(1.0 / B as f32, 0.0),
+                    )?;
+                    cx.blas()?.dot(M * B, Vector::from(&y), Vector::from(&y))
+                });
             let (c, dw) = (comm.clone(), ly.dw.clone());
-            let avg = comm_lane.job().read_write(&ly.dw).submit(move |cx, _| cx.nccl()?.all_reduce_in_place(&c, &dw, ReduceOp::Avg));
+            let avg = comm_lane
+                .job()
+                .read_write(&ly.dw)
+                .submit(move |cx, _| cx.nccl()?.all_reduce_in_place(&c, &dw, ReduceOp::Avg));
             reduced.push((grad, avg));
         }
         let mut loss = 0.0;

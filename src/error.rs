@@ -11,9 +11,9 @@ mod collective;
 mod debug;
 mod numerical;
 
+pub use collective::CollectiveFault;
 use cudarc::driver::DriverError;
 use numerical::describe_failures;
-pub use collective::CollectiveFault;
 pub use numerical::NumericalFailure;
 use std::time::Duration;
 

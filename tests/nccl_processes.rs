@@ -96,7 +96,7 @@ fn spawn(test: &str, rank: usize, id_file: &Path, mode: &str, env: &[(&str, &str
 /// Runs the current test as a rank process if this is one; returns whether it was.
 fn as_child() -> bool {
     let Ok(rank) = std::env::var(RANK) else { return false };
-    // SAFETY of the environment: set before NCCL loads, on the test's only thread.
+    // Set before NCCL loads, on the test's only thread.
     std::env::set_var("NCCL_NVLS_ENABLE", "0");
     let id_file = PathBuf::from(std::env::var(ID_FILE).unwrap());
     child(rank.parse().unwrap(), &id_file, &std::env::var(MODE).unwrap_or_default());

@@ -1,6 +1,9 @@
 //! The NCCL tests' fixture, shared by the simulator's and the GPU's: ranks over any devices,
 //! the reference reductions, and every collective's check against them.
 
+// Buffers, inputs and expectations are indexed by rank alike: a loop over ranks reads best.
+#![allow(clippy::needless_range_loop)]
+
 use cusched::half::{bf16, f16};
 use cusched::nccl::{self, CommConfig, Communicator, NcclType, ReduceOp};
 use cusched::{Completion, Device, GpuRef, Handles, Result, SimConfig};
@@ -164,7 +167,6 @@ macro_rules! each_type {
     };
 }
 
-
 pub fn rooted_case<T: Num>(rk: &mut Ranks, len: usize) {
     let n = rk.comms.len();
     let inputs: Vec<Vec<f64>> = (0..n).map(|r| rk.input(r, len)).collect();
@@ -196,7 +198,6 @@ pub fn rooted_case<T: Num>(rk: &mut Ranks, len: usize) {
     }
     rk.assert_clean();
 }
-
 
 pub fn gather_scatter_case<T: Num>(rk: &mut Ranks, len: usize) {
     let n = rk.comms.len();
@@ -238,7 +239,6 @@ pub fn gather_scatter_case<T: Num>(rk: &mut Ranks, len: usize) {
     rk.assert_clean();
 }
 
-
 pub fn p2p_case<T: Num>(rk: &mut Ranks, len: usize) {
     let n = rk.comms.len();
     let inputs: Vec<Vec<f64>> = (0..n).map(|r| rk.input(r, len)).collect();
@@ -279,7 +279,8 @@ pub fn p2p_case<T: Num>(rk: &mut Ranks, len: usize) {
     rk.each(|h, c, r| {
         let sc: Vec<usize> = (0..n).map(|j| count(r, j)).collect();
         let rc: Vec<usize> = (0..n).map(|j| count(j, r)).collect();
-        let offsets = |c: &[usize]| c.iter().scan(0, |acc, &x| Some(std::mem::replace(acc, *acc + x))).collect::<Vec<_>>();
+        let offsets =
+            |c: &[usize]| c.iter().scan(0, |acc, &x| Some(std::mem::replace(acc, *acc + x))).collect::<Vec<_>>();
         h.nccl()?.all_to_allv(c, &send[r], &sc, &offsets(&sc), &recv[r], &rc, &offsets(&rc))
     });
     for r in 0..n {
@@ -288,4 +289,3 @@ pub fn p2p_case<T: Num>(rk: &mut Ranks, len: usize) {
     }
     rk.assert_clean();
 }
-

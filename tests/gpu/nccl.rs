@@ -11,7 +11,7 @@ use cusched::Device;
 
 /// Both GPUs, with NVLink multicast off for every communicator of the process.
 fn two_gpus() -> Option<Vec<Device>> {
-    // SAFETY of the environment: set before NCCL is loaded by any test of this binary, and
+    // Set before NCCL is loaded by any test of this binary, and
     // every test sets the same value.
     std::env::set_var("NCCL_NVLS_ENABLE", "0");
     let skip = |why: String| {

@@ -27,7 +27,10 @@ fn ranks_on_their_own_threads_and_lanes_all_reduce_in_order() {
                 for _ in 0..10 {
                     let xc = x.clone();
                     let c = comm.clone();
-                    let op = lane.job().read_write(&x).submit(move |cx, _| cx.nccl()?.all_reduce_in_place(&c, &xc, ReduceOp::Sum));
+                    let op = lane
+                        .job()
+                        .read_write(&x)
+                        .submit(move |cx, _| cx.nccl()?.all_reduce_in_place(&c, &xc, ReduceOp::Sum));
                     op.wait().unwrap().wait().unwrap();
                 }
                 // 1, then times 3 per all-reduce.
@@ -62,7 +65,10 @@ fn an_all_reduce_on_one_lane_waits_for_the_kernel_on_another() {
             })
         });
         let comm = rk.comms[r].clone();
-        let reduce = comm_lane.job().read_write(&g).submit(move |cx, _| cx.nccl()?.all_reduce_in_place(&comm, &gc, ReduceOp::Sum));
+        let reduce = comm_lane
+            .job()
+            .read_write(&g)
+            .submit(move |cx, _| cx.nccl()?.all_reduce_in_place(&comm, &gc, ReduceOp::Sum));
         done.push((kernel, reduce));
         grads.push(g);
     }

@@ -129,9 +129,13 @@ fn all_to_allv_rejects_bad_counts_and_offsets() {
     let (mut rk, a, b, f) = setup();
     let c0 = rk.comms[0].clone();
     let (ok, offs) = ([2, 2, 2], [0, 2, 4]);
-    rejects(&mut rk, "send_counts", |rk| rk.h[0].nccl()?.all_to_allv(&c0, &a, &[2, 2], &offs, &b, &[1, 1, 1], &[0, 1, 2]));
+    rejects(&mut rk, "send_counts", |rk| {
+        rk.h[0].nccl()?.all_to_allv(&c0, &a, &[2, 2], &offs, &b, &[1, 1, 1], &[0, 1, 2])
+    });
     rejects(&mut rk, "recv_offsets", |rk| rk.h[0].nccl()?.all_to_allv(&c0, &a, &ok, &offs, &b, &[1, 1, 1], &[0, 1]));
-    rejects(&mut rk, "send_offsets", |rk| rk.h[0].nccl()?.all_to_allv(&c0, &a, &ok, &[0, 2, 5], &b, &[1, 1, 1], &[0, 1, 2]));
+    rejects(&mut rk, "send_offsets", |rk| {
+        rk.h[0].nccl()?.all_to_allv(&c0, &a, &ok, &[0, 2, 5], &b, &[1, 1, 1], &[0, 1, 2])
+    });
     rejects(&mut rk, "recv_offsets", |rk| {
         rk.h[0].nccl()?.all_to_allv(&c0, &a, &ok, &offs, &b, &[1, 1, usize::MAX], &[0, 1, 2])
     });

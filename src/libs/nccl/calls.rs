@@ -92,7 +92,8 @@ fn last_error(r: sys::ncclResult_t, comm: Option<RawComm>) -> String {
     // 2. `ncclGetLastError` takes a live communicator (or null) and returns a string NCCL owns,
     // copied at once.
     unsafe {
-        let text = |p: *const std::ffi::c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+        let text =
+            |p: *const std::ffi::c_char| (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
         let last = comm.and_then(|c| text(sys::ncclGetLastError(c))).filter(|s| !s.is_empty());
         last.or_else(|| text(sys::ncclGetErrorString(r))).unwrap_or_else(|| format!("{r:?}"))
     }

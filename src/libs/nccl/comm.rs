@@ -248,7 +248,10 @@ impl Communicator {
         ranks.sort_unstable();
         ranks.dedup();
         if let Some(&bad) = ranks.iter().find(|&&r| r >= self.inner.nranks) {
-            return Err(Error::invalid("exclude", format!("rank {bad} of a communicator of {} ranks", self.inner.nranks)));
+            return Err(Error::invalid(
+                "exclude",
+                format!("rank {bad} of a communicator of {} ranks", self.inner.nranks),
+            ));
         }
         if ranks.len() == self.inner.nranks {
             return Err(Error::invalid("exclude", "excludes every rank"));
@@ -267,7 +270,8 @@ impl Communicator {
                     return Err(Error::Unsupported {
                         library: "NCCL (libnccl)",
                         what: "ncclCommShrink".into(),
-                        hint: "install NCCL 2.27 or later, or make a new communicator with Communicator::init_rank".into(),
+                        hint: "install NCCL 2.27 or later, or make a new communicator with Communicator::init_rank"
+                            .into(),
                     });
                 }
                 let raw = c.shrink(&ranks)?;
@@ -282,7 +286,14 @@ fn deadline(wait: Duration) -> Instant {
     now.checked_add(wait).unwrap_or(now + Duration::from_secs(86_400 * 365))
 }
 
-fn new_inner(device: &Device, rank: usize, nranks: usize, from_id: bool, config: &CommConfig, backend: Backend) -> Inner {
+fn new_inner(
+    device: &Device,
+    rank: usize,
+    nranks: usize,
+    from_id: bool,
+    config: &CommConfig,
+    backend: Backend,
+) -> Inner {
     Inner {
         uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
         device: device.internal(),
@@ -325,7 +336,10 @@ fn check_devices(devices: &[Device]) -> Result<()> {
             return Err(Error::invalid("devices", "mixes simulated and CUDA devices"));
         }
         if machine(d) != machine(first) {
-            return Err(Error::invalid("devices", "simulated devices of one communicator must come from one Device::sim_group"));
+            return Err(Error::invalid(
+                "devices",
+                "simulated devices of one communicator must come from one Device::sim_group",
+            ));
         }
     }
     Ok(())

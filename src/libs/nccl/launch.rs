@@ -223,7 +223,10 @@ enum Target {
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest(ops: &mut std::vec::IntoIter<Planned>, entered: &mut Vec<(Communicator, Work, Target)>) -> Result<Vec<Launched<()>>> {
+fn nest(
+    ops: &mut std::vec::IntoIter<Planned>,
+    entered: &mut Vec<(Communicator, Work, Target)>,
+) -> Result<Vec<Launched<()>>> {
     let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
         enqueue_all(std::mem::take(entered))?;
         return Ok(Vec::new());
@@ -294,7 +297,10 @@ fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
         }
     }
     let raw_of = |uid: u64, locked: &[(u64, MutexGuard<'_, State>)]| -> Result<RawComm> {
-        locked.iter().find(|(u, _)| *u == uid).map_or_else(|| Err(Error::invalid("comm", "not locked")), |(_, s)| s.raw())
+        locked
+            .iter()
+            .find(|(u, _)| *u == uid)
+            .map_or_else(|| Err(Error::invalid("comm", "not locked")), |(_, s)| s.raw())
     };
     for (c, ..) in &ops {
         raw_of(c.inner.uid, &locked)?;

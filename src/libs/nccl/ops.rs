@@ -378,7 +378,10 @@ fn ranges<T: NcclType>(
     let mut out = Vec::with_capacity(counts.len());
     for (peer, (&count, &offset)) in counts.iter().zip(offsets).enumerate() {
         let end = offset.checked_add(count).filter(|&e| e <= buf.len()).ok_or_else(|| {
-            Error::invalid(offsets_arg, format!("peer {peer}'s {count} elements at {offset} pass the buffer's {}", buf.len()))
+            Error::invalid(
+                offsets_arg,
+                format!("peer {peer}'s {count} elements at {offset} pass the buffer's {}", buf.len()),
+            )
         })?;
         out.push((peer, offset..end));
     }

@@ -142,7 +142,8 @@ fn compute<T: NcclType>(coll: Coll, inputs: Vec<AnyBox>, count: usize, nranks: u
             (0..nranks).map(|i| (root.is_none() || root == Some(i)).then(|| r.clone())).collect()
         }
         Coll::Broadcast(root) => {
-            let data = inputs.get(root).filter(|d| d.len() == count).ok_or_else(|| usage("the root sent another count"))?;
+            let data =
+                inputs.get(root).filter(|d| d.len() == count).ok_or_else(|| usage("the root sent another count"))?;
             (0..nranks).map(|_| Some(data.clone())).collect()
         }
         Coll::AllGather => {
@@ -215,7 +216,8 @@ fn sim_p2p<T: NcclType>(p2p: &P2p<'_, T>) -> Result<Work> {
                 let letter = rank.clique.take(rank, *peer)?;
                 let letter = letter.downcast::<Vec<T>>().map_err(|_| usage("a peer sent another element type"))?;
                 if letter.len() != r.len() {
-                    let detail = format!("rank {peer} sent {} elements, rank {} receives {}", letter.len(), rank.rank, r.len());
+                    let detail =
+                        format!("rank {peer} sent {} elements, rank {} receives {}", letter.len(), rank.rank, r.len());
                     return Err(Error::Collective { call: "nccl", fault: CollectiveFault::InvalidUsage, detail });
                 }
                 m.lock()[r.clone()].copy_from_slice(&letter);

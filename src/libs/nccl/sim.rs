@@ -138,7 +138,13 @@ impl Clique {
         self.take_output(st, me, seq, give_up)
     }
 
-    fn take_output(&self, mut st: MutexGuard<'_, CliqueState>, me: &SimRank, seq: u64, give_up: Instant) -> Result<AnyBox> {
+    fn take_output(
+        &self,
+        mut st: MutexGuard<'_, CliqueState>,
+        me: &SimRank,
+        seq: u64,
+        give_up: Instant,
+    ) -> Result<AnyBox> {
         loop {
             let Some(round) = st.rounds.get_mut(&seq) else {
                 return Err(usage("the round ended before this rank took its part".into()));

@@ -29,7 +29,8 @@ pub struct UniqueId {
 impl std::fmt::Debug for UniqueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The id holds the root's address: print a short digest, not the bytes.
-        let digest = self.bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        let digest =
+            self.bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
         write!(f, "UniqueId({digest:016x})")
     }
 }
@@ -74,9 +75,9 @@ impl UniqueId {
     /// The id from the bytes [`to_bytes`](Self::to_bytes) gave. `bytes` must be
     /// [`LEN`](Self::LEN) long.
     pub fn from_bytes(bytes: &[u8]) -> Result<UniqueId> {
-        let bytes = bytes
-            .try_into()
-            .map_err(|_| Error::invalid("bytes", format!("a unique id has {} bytes, got {}", Self::LEN, bytes.len())))?;
+        let bytes = bytes.try_into().map_err(|_| {
+            Error::invalid("bytes", format!("a unique id has {} bytes, got {}", Self::LEN, bytes.len()))
+        })?;
         Ok(UniqueId { bytes })
     }
 

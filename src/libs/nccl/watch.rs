@@ -78,7 +78,9 @@ impl CudaComm {
         let spawned = std::thread::Builder::new().name("cusched-nccl-watch".into()).spawn(move || watch(&watched));
         if let Err(e) = spawned {
             // Without the thread nothing detects a dead peer: say so, and keep working.
-            log::error!("cusched: could not start an NCCL communicator's watchdog ({e}); its faults will not be detected");
+            log::error!(
+                "cusched: could not start an NCCL communicator's watchdog ({e}); its faults will not be detected"
+            );
         }
         CudaComm { shared }
     }
