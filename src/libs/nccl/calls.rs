@@ -203,12 +203,22 @@ pub(super) fn abort(comm: RawComm) {
     }
 }
 
-/// `ncclCommDestroy` once every op enqueued on the communicator has finished (the caller
-/// knows they have).
+/// `ncclCommFinalize` (awaited up to `wait`), then `ncclCommDestroy`, once every op enqueued
+/// on the communicator has finished (the caller knows they have). A communicator whose
+/// finalize fails or does not end in time is aborted instead.
 ///
-/// NVIDIA: [`ncclCommDestroy`](https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/api/comms.html)
-pub(super) fn destroy(comm: RawComm) {
+/// NVIDIA: [`ncclCommFinalize`](https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/api/comms.html),
+/// [`ncclCommDestroy`](https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/api/comms.html)
+pub(super) fn destroy(comm: RawComm, wait: Duration) {
     // SAFETY: `comm` is a live communicator with no op pending, given up here.
+    let finalized = check(unsafe { sys::ncclCommFinalize(comm) }, "ncclCommFinalize", Some(comm))
+        .and_then(|_| wait_ready(&[comm], "ncclCommFinalize", Instant::now() + wait));
+    if let Err(e) = finalized {
+        log::warn!("cusched: {e}; aborting the communicator instead");
+        abort(comm);
+        return;
+    }
+    // SAFETY: `comm` is live and finalized, given up here.
     let r = unsafe { sys::ncclCommDestroy(comm) };
     if let Err(e) = check(r, "ncclCommDestroy", None) {
         log::warn!("cusched: {e}");

@@ -194,7 +194,7 @@ fn watch(shared: &Shared) {
                 if let Some(ctx) = &shared.ctx {
                     let _ = crate::backend::cuda::bind(ctx);
                 }
-                calls::destroy(raw);
+                calls::destroy(raw, shared.timeout.min(Duration::from_secs(30)));
             }
             return;
         }
