@@ -95,7 +95,9 @@ thread_local! {
 ///     }
 ///     Ok(done)
 /// })?;
-/// cusched::wait_all(done)?;
+/// for r in cusched::wait_all(done) {
+///     r?;
+/// }
 /// assert_eq!(y[0].download(gpus[0].default_stream())?, [1, 1, 1]);
 /// # Ok::<(), cusched::Error>(())
 /// ```

@@ -18,15 +18,18 @@
 //! use cusched::{nccl::{Communicator, CommConfig, ReduceOp}, Device, Handles, SimConfig};
 //! let gpus = Device::sim_group(SimConfig::default(), 2)?;
 //! let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
-//! let mut done = Vec::new();
-//! for (gpu, comm) in gpus.iter().zip(&comms) {
-//!     let mut h = Handles::new(gpu, gpu.default_stream())?;
-//!     let x = gpu.upload(h.stream(), &[comm.rank() as f32 + 1.0; 4])?;
-//!     done.push((h.nccl()?.all_reduce_in_place(comm, &x, ReduceOp::Sum)?, x));
-//! }
-//! for (c, x) in done {
+//! let done = cusched::nccl::group(|| {
+//!     let mut done = Vec::new();
+//!     for (gpu, comm) in gpus.iter().zip(&comms) {
+//!         let mut h = Handles::new(gpu, gpu.default_stream())?;
+//!         let x = gpu.upload(h.stream(), &[comm.rank() as f32 + 1.0; 4])?;
+//!         done.push((h.nccl()?.all_reduce_in_place(comm, &x, ReduceOp::Sum)?, x, gpu));
+//!     }
+//!     Ok(done)
+//! })?;
+//! for (c, x, gpu) in done {
 //!     c.wait()?;
-//!     assert_eq!(x.download(x.device().default_stream())?, [3.0; 4]);
+//!     assert_eq!(x.download(gpu.default_stream())?, [3.0; 4]);
 //! }
 //! # Ok::<(), cusched::Error>(())
 //! ```
@@ -37,7 +40,11 @@
 //! that reads its output waits for it, with no event written by hand. [`group`] enqueues
 //! several ops (of one rank or of several, from one thread) as one NCCL group: every op is
 //! validated and preflighted first, all are enqueued between `ncclGroupStart` and
-//! `ncclGroupEnd`, and all commit, even when the group fails.
+//! `ncclGroupEnd`, and all commit, even when the group fails. A thread that drives several
+//! ranks (the loop over devices above) must enqueue their ops in one group on CUDA: NCCL may
+//! need every rank's call before one of them can be launched (ranks connect on first use), so
+//! an op enqueued alone would wait for the others until the timeout. The simulator does not
+//! need it; ranks on their own threads (lanes, processes) do not either.
 //!
 //! # Faults
 //!
