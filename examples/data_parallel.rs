@@ -63,8 +63,11 @@ fn layer(gpu: &Device, rank: usize, l: usize) -> Result<Layer> {
     })
 }
 
-/// The training loop of one GPU; returns its final weights and its first and last loss.
-fn replica(gpu: &Device, comm: &Communicator) -> Result<(Vec<Vec<f32>>, f32, f32)> {
+/// What a replica ends with: its layers' weights, its first and last loss.
+type Trained = (Vec<Vec<f32>>, f32, f32);
+
+/// The training loop of one GPU.
+fn replica(gpu: &Device, comm: &Communicator) -> Result<Trained> {
     let (compute, comm_lane) = (gpu.lane("compute")?, gpu.lane("comm")?);
     let layers: Vec<Layer> = (0..2).map(|l| layer(gpu, comm.rank(), l)).collect::<Result<_>>()?;
     let mut losses = Vec::new();
@@ -94,7 +97,7 @@ fn replica(gpu: &Device, comm: &Communicator) -> Result<(Vec<Vec<f32>>, f32, f32
         }
         let mut loss = 0.0;
         for (grad, avg) in reduced {
-            loss += grad.wait()?.wait()? as f32 / (2 * M * B) as f32;
+            loss += grad.wait()?.wait()? / (2 * M * B) as f32;
             avg.wait()?.wait()?;
         }
         losses.push(loss);
@@ -117,9 +120,9 @@ fn main() -> Result<()> {
     let (gpus, what) = devices()?;
     println!("data-parallel training on {what}");
     let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
-    let results: Vec<Result<(Vec<Vec<f32>>, f32, f32)>> = std::thread::scope(|s| {
+    let results: Vec<Result<Trained>> = std::thread::scope(|s| {
         let threads: Vec<_> = gpus.iter().zip(&comms).map(|(g, c)| s.spawn(move || replica(g, c))).collect();
-        threads.into_iter().map(|t| t.join().unwrap_or_else(|_| Err(cusched::Error::Shutdown))).collect()
+        threads.into_iter().map(|t| t.join().unwrap_or(Err(failed("a replica's thread panicked")))).collect()
     });
     let mut replicas = Vec::new();
     for (rank, r) in results.into_iter().enumerate() {

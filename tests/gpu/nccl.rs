@@ -87,14 +87,17 @@ fn nccl_all_reduce_on_one_lane_waits_for_a_slow_kernel_on_another() {
     use crate::common::slow::{fill, kernels, N, SLOW};
     use cusched::nccl::ReduceOp;
     let Some(rk) = gpu_ranks() else { return };
+    let per_gpu: Vec<_> = rk
+        .gpus
+        .iter()
+        .map(|g| (std::sync::Arc::new(kernels(g)), g.lane("compute").unwrap(), g.lane("comm").unwrap()))
+        .collect();
     for round in 0..4 {
         let mut jobs = Vec::new();
         let mut grads = Vec::new();
-        for (r, gpu) in rk.gpus.iter().enumerate() {
-            let k = kernels(gpu);
-            let (compute, comm_lane) = (gpu.lane("compute").unwrap(), gpu.lane("comm").unwrap());
+        for (r, (gpu, (k, compute, comm_lane))) in rk.gpus.iter().zip(&per_gpu).enumerate() {
             let g = gpu.alloc_zeros::<f32>(gpu.default_stream(), N).unwrap();
-            let (gk, gc) = (g.clone(), g.clone());
+            let (gk, gc, k) = (g.clone(), g.clone(), k.clone());
             let v = (round * 2 + r + 1) as f32;
             let kernel = compute.job().write(&g).submit(move |cx, _| fill(cx.device(), &k, cx.stream(), &gk, v, SLOW));
             let comm = rk.comms[r].clone();
