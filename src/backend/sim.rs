@@ -111,6 +111,7 @@ impl SimShared {
     }
 
     /// Identifies the simulated machine this context is on: devices of one `sim_group` share it.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
     pub(crate) fn machine_id(&self) -> usize {
         self.machine.id()
     }
