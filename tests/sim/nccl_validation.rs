@@ -6,8 +6,8 @@ use cusched::nccl::ReduceOp;
 use cusched::{Error, GpuRef, Result};
 
 /// Runs `op` on rank 0 and asserts it was rejected for `arg` (an argument name, or
-/// `!foreign` for a buffer or communicator of another device) with nothing recorded on any
-/// device.
+/// `!foreign` for a buffer or communicator of another device, `!stale` for a communicator of
+/// an earlier device generation) with nothing recorded on any device.
 #[track_caller]
 fn rejects<T: std::fmt::Debug>(rk: &mut Ranks, arg: &str, op: impl FnOnce(&mut Ranks) -> Result<T>) {
     let before: Vec<_> = rk.gpus.iter().map(|g| g.stats()).map(|s| (s.events, s.waits)).collect();
@@ -15,6 +15,7 @@ fn rejects<T: std::fmt::Debug>(rk: &mut Ranks, arg: &str, op: impl FnOnce(&mut R
     match (&got, arg) {
         (Err(Error::InvalidArgument { arg: a, .. }), _) if *a == arg => {}
         (Err(Error::ForeignDevice { what, .. }), "!foreign") if what.contains("argument") => {}
+        (Err(Error::Stale { what, .. }), "!stale") if what.contains("argument `comm`") => {}
         _ => panic!("expected a rejection of `{arg}`, got {got:?}"),
     }
     let after: Vec<_> = rk.gpus.iter().map(|g| g.stats()).map(|s| (s.events, s.waits)).collect();
@@ -140,4 +141,14 @@ fn all_to_allv_rejects_bad_counts_and_offsets() {
         rk.h[0].nccl()?.all_to_allv(&c0, &a, &ok, &offs, &b, &[1, 1, usize::MAX], &[0, 1, 2])
     });
     rejects(&mut rk, "!foreign", |rk| rk.h[0].nccl()?.all_to_allv(&c0, &a, &ok, &offs, &f, &ok, &offs));
+}
+
+#[test]
+fn every_op_rejects_a_communicator_of_an_earlier_generation() {
+    let (mut rk, a, _b, _f) = setup();
+    let c0 = rk.comms[0].clone();
+    rk.gpus[0].advance_generation();
+    rejects(&mut rk, "!stale", |rk| rk.h[0].nccl()?.all_reduce_in_place(&c0, &a, ReduceOp::Sum));
+    rejects(&mut rk, "!stale", |rk| rk.h[0].nccl()?.broadcast_in_place(&c0, &a, 0));
+    rejects(&mut rk, "!stale", |rk| rk.h[0].nccl()?.send(&c0, &a, 1));
 }

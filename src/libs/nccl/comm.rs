@@ -80,6 +80,10 @@ pub(super) struct Inner {
     pub from_id: bool,
     pub config: CommConfig,
     pub backend: Backend,
+    /// The device generation the communicator was made in: NCCL's communicator lives in that
+    /// context, and goes with it when the device rebuilds a poisoned one (which, as
+    /// `Device::advance_generation`, makes it stale).
+    pub generation: u64,
 }
 
 pub(super) enum Backend {
@@ -302,6 +306,7 @@ fn new_inner(
         from_id,
         config: config.clone(),
         backend,
+        generation: device.shared.generation(),
     }
 }
 

@@ -252,6 +252,14 @@ impl Nccl {
                 found: theirs.label(),
             });
         }
+        let current = theirs.generation();
+        if comm.inner.generation != current {
+            return Err(Error::Stale {
+                what: format!("argument `comm` (rank {} of {})", comm.rank(), comm.size()),
+                made: comm.inner.generation,
+                current,
+            });
+        }
         if let Some(ReduceOp::PreMulSum(s)) = op {
             if !s.is_finite() {
                 return Err(Error::invalid("op", format!("the PreMulSum scalar {s} is not finite")));

@@ -184,11 +184,33 @@ fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
     }
 }
 
+/// How many pending ops the watchdog asks the driver about per look: a communicator's ops
+/// mostly run on one stream, in order, so the oldest few tell; the rest wait their turn.
+const QUERIES: usize = 8;
+
+/// Drops the ops the GPU has finished: those known done (no driver call), and of the oldest
+/// others, those the driver reports done. An event that cannot be queried (its context is
+/// gone) counts as done: its op's completion reports that failure.
+fn prune(pending: &mut Vec<Arc<OpWatch>>) {
+    let mut queried = 0;
+    pending.retain(|op| {
+        let Some(e) = &op.event else { return false };
+        if e.known_done() {
+            return false;
+        }
+        if queried == QUERIES {
+            return true;
+        }
+        queried += 1;
+        !e.is_done().unwrap_or(true)
+    });
+}
+
 /// The watchdog's loop: see the module docs.
 fn watch(shared: &Shared) {
     let mut st = crate::sync::lock_unranked(&shared.state);
     loop {
-        st.pending.retain(|op| !op.event.as_ref().is_none_or(|e| e.is_done().unwrap_or(true)));
+        prune(&mut st.pending);
         if st.closing && st.pending.is_empty() {
             if let Some(Raw(raw)) = st.raw.take() {
                 if let Some(ctx) = &shared.ctx {
