@@ -166,6 +166,17 @@ pub(crate) struct SimEnqueuer {
 
 #[cfg(feature = "nccl")]
 impl SimEnqueuer {
+    /// Adds the uses of `other`, a launch on the same stream, so that one kernel does the work
+    /// of both (both launches are preflighted, and commit after it).
+    pub(crate) fn merge(&mut self, other: SimEnqueuer) {
+        for (id, access) in other.uses {
+            match self.uses.iter_mut().find(|(i, _)| *i == id) {
+                Some(u) => u.1 = u.1.merge(access),
+                None => self.uses.push((id, access)),
+            }
+        }
+    }
+
     /// Enqueues `f` as the launch's kernel, as [`LaunchScope::sim_kernel`] does.
     pub(crate) fn run(self, f: impl FnOnce() + Send + 'static) {
         if let RawStream::Sim(s) = &*self.raw {

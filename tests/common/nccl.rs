@@ -258,6 +258,25 @@ pub fn p2p_case<T: Num>(rk: &mut Ranks, len: usize) {
     for r in 0..n {
         assert_eq!(rk.get(r, &recv[r]), of::<T>(&inputs[(r + n - 1) % n]), "ring, rank {r}");
     }
+    // Receives before the sends they pair with, and an all-reduce between them, in one group:
+    // the group's ops progress together, so none waits for another.
+    let recv: Vec<GpuRef<T>> = (0..n).map(|r| rk.zeros(r, len)).collect();
+    let ones: Vec<GpuRef<T>> = (0..n).map(|r| rk.upload(r, &vec![1.0; len])).collect();
+    let (h, comms) = (&mut rk.h, &rk.comms);
+    let done = nccl::group(|| {
+        let mut done = Vec::new();
+        for r in 0..n {
+            done.push(h[r].nccl()?.recv(&comms[r], &recv[r], (r + 1) % n)?);
+            done.push(h[r].nccl()?.all_reduce_in_place(&comms[r], &ones[r], ReduceOp::Sum)?);
+            done.push(h[r].nccl()?.send(&comms[r], &send[r], (r + n - 1) % n)?);
+        }
+        Ok(done)
+    });
+    wait(done.unwrap());
+    for r in 0..n {
+        assert_eq!(rk.get(r, &recv[r]), of::<T>(&inputs[(r + 1) % n]), "reversed ring, rank {r}");
+        assert_eq!(rk.get(r, &ones[r]), of::<T>(&vec![n as f64; len]), "all_reduce in the group, rank {r}");
+    }
     // All-to-all: part j of rank r holds r * 10 + j.
     let parts = |r: usize| (0..n * len).map(|i| (r * 10 + i / len) as f64).collect::<Vec<f64>>();
     let send: Vec<GpuRef<T>> = (0..n).map(|r| rk.upload(r, &parts(r))).collect();

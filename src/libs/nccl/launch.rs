@@ -9,22 +9,22 @@
 //! op commits as its closure returns, even when the group failed (contract 4). An op is one
 //! recorded launch on its own stream, whatever the group holds.
 
-use super::calls::{self, Call, Progress, RawComm};
+use super::calls::Call;
 use super::comm::{Backend, Communicator};
+use super::enqueue::enqueue_all;
 use super::sim::SimRank;
-use super::watch::{OpWatch, State};
+use super::watch::OpWatch;
 use super::DType;
 use crate::completion::{Completion, Shared};
-use crate::device::Device;
+use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
 use cudarc::driver::CudaStream;
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a simulated op's kernel leaves for its completion.
-type Slot = Arc<Mutex<Option<Result<()>>>>;
+pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
 
 /// A simulated op's kernel body: given its communicator and round number.
 pub(super) type SimBody = Box<dyn FnOnce(&SimRank, u64) -> Result<()> + Send>;
@@ -191,7 +191,7 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
         return Err(e);
     }
     let fills: Vec<_> = ops.iter().map(|op| (op.fill.clone(), op.comm.clone(), op.watch.clone())).collect();
-    let mut entered = Vec::with_capacity(ops.len());
+    let mut entered: Vec<Entered> = Vec::with_capacity(ops.len());
     let result = nest(&mut ops.into_iter(), &mut entered);
     match result {
         Ok(mut launched) => {
@@ -218,23 +218,25 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
 }
 
 /// Where an entered op enqueues.
-enum Target {
+pub(super) enum Target {
     Cuda(Arc<CudaStream>),
-    Sim(SimEnqueuer),
+    /// The op's simulated stream (to put the ops of one stream in one kernel) and enqueuer.
+    Sim(StreamId, SimEnqueuer),
 }
+
+/// An op whose launch has been entered (preflighted), to enqueue.
+pub(super) type Entered = (Communicator, Work, Target);
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest(
-    ops: &mut std::vec::IntoIter<Planned>,
-    entered: &mut Vec<(Communicator, Work, Target)>,
-) -> Result<Vec<Launched<()>>> {
+fn nest(ops: &mut std::vec::IntoIter<Planned>, entered: &mut Vec<Entered>) -> Result<Vec<Launched<()>>> {
     let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
         enqueue_all(std::mem::take(entered))?;
         return Ok(Vec::new());
     };
+    let stream = rec.stream();
     let launched = rec.launch_event(&device, |scope| {
-        entered.push((comm, work, target(scope)?));
+        entered.push((comm, work, target(scope, stream)?));
         nest(ops, entered)
     })?;
     let Launched { value: mut inner, event, trace } = launched;
@@ -242,142 +244,13 @@ fn nest(
     Ok(inner)
 }
 
-fn target(scope: &LaunchScope<'_>) -> Result<Target> {
+fn target(scope: &LaunchScope<'_>, stream: StreamId) -> Result<Target> {
     match scope.sim_enqueuer() {
-        Ok(s) => Ok(Target::Sim(s)),
+        Ok(s) => Ok(Target::Sim(stream, s)),
         // SAFETY: 1. the stream is used for the op's NCCL calls only, which touch the buffers
         // as the recorder declared them; 2. they are enqueued (and NCCL's background launch
         // awaited) in the innermost launch, before this launch's closure returns; 3. no cudarc
         // memory is made from it.
         Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.clone())),
     }
-}
-
-/// Enqueues every entered op.
-fn enqueue_all(entered: Vec<(Communicator, Work, Target)>) -> Result<()> {
-    let mut cuda = Vec::new();
-    for (comm, work, target) in entered {
-        match (work, target, &comm.inner.backend) {
-            (Work::Sim { collective, body, slot }, Target::Sim(enq), Backend::Sim(_)) => {
-                let seq = match &comm.inner.backend {
-                    Backend::Sim(r) if collective => r.next_seq(),
-                    _ => 0,
-                };
-                let comm = comm.clone();
-                enq.run(move || {
-                    let Backend::Sim(rank) = &comm.inner.backend else { return };
-                    let outcome = body(rank, seq);
-                    *crate::sync::lock_unranked(&slot) = Some(outcome);
-                });
-            }
-            (Work::Cuda { calls, dtype, premul }, Target::Cuda(stream), Backend::Cuda(_)) => {
-                cuda.push((comm, calls, dtype, premul, stream));
-            }
-            _ => return Err(Error::invalid("comm", "the communicator's backend is not its stream's")),
-        }
-    }
-    if cuda.is_empty() {
-        return Ok(());
-    }
-    enqueue_cuda(cuda)
-}
-
-type CudaOp = (Communicator, Vec<Call>, DType, Option<[u8; 8]>, Arc<CudaStream>);
-
-/// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
-/// calls enqueued between `ncclGroupStart` and `ncclGroupEnd`, and NCCL's background launch
-/// awaited, bounded by the communicators' timeout (a communicator that does not get there is
-/// aborted).
-fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
-    let mut comms: Vec<&Communicator> = ops.iter().map(|o| &o.0).collect();
-    comms.sort_by_key(|c| c.inner.uid);
-    comms.dedup_by_key(|c| c.inner.uid);
-    let mut locked: Vec<(u64, MutexGuard<'_, State>)> = Vec::with_capacity(comms.len());
-    for c in &comms {
-        if let Backend::Cuda(cc) = &c.inner.backend {
-            locked.push((c.inner.uid, cc.lock()));
-        }
-    }
-    let raw_of = |uid: u64, locked: &[(u64, MutexGuard<'_, State>)]| -> Result<RawComm> {
-        locked
-            .iter()
-            .find(|(u, _)| *u == uid)
-            .map_or_else(|| Err(Error::invalid("comm", "not locked")), |(_, s)| s.raw())
-    };
-    for (c, ..) in &ops {
-        raw_of(c.inner.uid, &locked)?;
-    }
-    calls::group_start()?;
-    let mut made_ops = Vec::new();
-    let mut failed = None;
-    for (comm, calls, dtype, premul, stream) in &ops {
-        let outcome = raw_of(comm.inner.uid, &locked)
-            .and_then(|raw| enqueue_op(raw, calls, *dtype, *premul, stream, &mut made_ops));
-        if let Err(e) = outcome {
-            failed = Some(e);
-            break;
-        }
-    }
-    // Ends the group whatever happened in it: a group left open breaks later calls.
-    let ended = calls::group_end();
-    let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
-    let raws: Vec<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
-    let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
-    let ready = calls::wait_ready(&raws, "ncclGroupEnd", deadline);
-    for (raw, op) in made_ops {
-        // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
-        // returned (the group has ended).
-        unsafe { calls::destroy_op(op, raw) };
-    }
-    let result = failed.map_or(ended, Err).and(ready);
-    if let Err(e) = &result {
-        // A communicator that failed (or stayed in progress) mid-launch is in an unknown state:
-        // aborted, so that whatever it launched returns.
-        if !matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. }) {
-            for (uid, st) in &mut locked {
-                if let Some(c) = comms.iter().find(|c| c.inner.uid == *uid) {
-                    if let Backend::Cuda(cc) = &c.inner.backend {
-                        cc.declare_locked(st, e.clone());
-                    }
-                }
-            }
-        }
-    }
-    result
-}
-
-/// One op's calls on `raw` and `stream`, its PreMulSum op made first (and listed in `made` for
-/// the caller to destroy once the group has ended).
-fn enqueue_op(
-    raw: RawComm,
-    calls: &[Call],
-    dtype: DType,
-    premul: Option<[u8; 8]>,
-    stream: &Arc<CudaStream>,
-    made: &mut Vec<(RawComm, calls::RawOp)>,
-) -> Result<()> {
-    crate::backend::cuda::bind(stream.context())?;
-    let op = match premul {
-        Some(mut scalar) => {
-            // SAFETY: `raw` is live and locked by this thread.
-            let op = unsafe { calls::premul_sum(&mut scalar, dtype, raw) }?;
-            made.push((raw, op));
-            Some(op)
-        }
-        None => None,
-    };
-    for &call in calls {
-        let call = match (call, op) {
-            (Call::AllReduce { send, recv, count, .. }, Some(op)) => Call::AllReduce { send, recv, count, op },
-            (Call::Reduce { send, recv, count, root, .. }, Some(op)) => Call::Reduce { send, recv, count, op, root },
-            (Call::ReduceScatter { send, recv, count, .. }, Some(op)) => Call::ReduceScatter { send, recv, count, op },
-            (call, _) => call,
-        };
-        // SAFETY: 1. `raw` is live and locked by this thread; 2. the stream is the op's, of the
-        // communicator's device (checked when the op was planned); 3. the pointers are the
-        // op's buffers, live (the recorder holds them) and fenced by its preflight.
-        let progress = unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
-        let _: Progress = progress;
-    }
-    Ok(())
 }

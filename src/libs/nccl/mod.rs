@@ -69,11 +69,12 @@
 //!
 //! Files: this one holds the per-stream state and the element and op types; `comm` the
 //! communicators, `unique_id` their ids, `watch` the CUDA watchdog, `ops` the collectives and
-//! their checks, `plan` their work, `launch` the op path and groups, `calls` the NCCL calls,
+//! their checks, `plan` their work, `launch` the op path and groups, `enqueue` the launch's enqueues, `calls` the NCCL calls,
 //! `sim` and `reduce` the simulator's rendezvous and arithmetic.
 
 mod calls;
 mod comm;
+mod enqueue;
 mod launch;
 mod ops;
 mod plan;
