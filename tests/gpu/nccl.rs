@@ -120,3 +120,21 @@ fn nccl_all_reduce_on_one_lane_waits_for_a_slow_kernel_on_another() {
         }
     }
 }
+
+/// Rank 1 leaves: rank 0 shrinks the communicator to itself (`ncclCommShrink`, where the
+/// installed NCCL has it) and goes on alone.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nccl_shrink_leaves_a_working_communicator() {
+    use cusched::nccl::ReduceOp;
+    let Some(mut rk) = gpu_ranks() else { return };
+    if !rk.comms[0].capabilities().shrink {
+        eprintln!("skipping: this NCCL has no ncclCommShrink");
+        return;
+    }
+    let small = rk.comms[0].shrink(&[1]).unwrap().expect("rank 0 stays");
+    assert_eq!((small.rank(), small.size()), (0, 1));
+    let x = rk.upload::<f32>(0, &[1.5; 1000]);
+    rk.h[0].nccl().unwrap().all_reduce_in_place(&small, &x, ReduceOp::Sum).unwrap().wait().unwrap();
+    assert_eq!(rk.get(0, &x), vec![1.5f32; 1000]);
+}
