@@ -237,3 +237,29 @@ fn a_lone_rank_needs_no_peer() {
     });
     assert_eq!(rk.get(0, &x), [3.0, 5.0]);
 }
+
+/// An op's buffers live until the GPU is done with it, even when the caller drops them inside
+/// the group, before the group launches.
+#[test]
+fn buffers_dropped_inside_a_group_live_until_it_has_run() {
+    let mut rk = ranks(2);
+    let out: Vec<_> = (0..2).map(|r| rk.zeros::<f64>(r, 3)).collect();
+    let (h, comms, gpus) = (&mut rk.h, &rk.comms, &rk.gpus);
+    let done = nccl::group(|| {
+        let mut done = Vec::new();
+        for r in 0..2 {
+            let tmp = gpus[r].upload(h[r].stream(), &[r as f64 + 1.0; 3])?;
+            done.push(h[r].nccl()?.all_reduce(&comms[r], &tmp, &out[r], ReduceOp::Sum)?);
+            drop(tmp);
+        }
+        Ok(done)
+    })
+    .unwrap();
+    for r in cusched::wait_all(done) {
+        r.unwrap();
+    }
+    for r in 0..2 {
+        assert_eq!(rk.get(r, &out[r]), [3.0; 3]);
+    }
+    rk.assert_clean();
+}

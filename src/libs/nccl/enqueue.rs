@@ -1,7 +1,7 @@
 //! Enqueueing the entered ops of a launch: the CUDA ones as one NCCL group on their locked
 //! communicators, the simulated ones as one kernel per stream.
 
-use super::calls::{self, Call, Progress, RawComm};
+use super::calls::{self, Call, RawComm};
 use super::comm::{Backend, Communicator};
 use super::launch::{Entered, SimBody, Slot, Target, Work};
 use super::watch::State;
@@ -181,9 +181,9 @@ fn enqueue_op(
         };
         // SAFETY: 1. `raw` is live and locked by this thread; 2. the stream is the op's, of the
         // communicator's device (checked when the op was planned); 3. the pointers are the
-        // op's buffers, live (the recorder holds them) and fenced by its preflight.
-        let progress = unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
-        let _: Progress = progress;
+        // op's buffers, alive (the op keeps a handle to each until the GPU is done with it)
+        // and fenced by its preflight.
+        unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
     }
     Ok(())
 }

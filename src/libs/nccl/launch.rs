@@ -15,7 +15,7 @@ use super::enqueue::enqueue_all;
 use super::sim::SimRank;
 use super::watch::OpWatch;
 use super::DType;
-use crate::completion::{Completion, Shared};
+use crate::completion::{Completion, KeepAlive, Shared};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
@@ -36,6 +36,9 @@ pub(super) struct Planned {
     comm: Communicator,
     work: Work,
     fill: Arc<Shared<()>>,
+    /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
+    /// between the op's call and its group's launch must not be freed before it.
+    keep: Vec<KeepAlive>,
     /// Where the op's watch goes once launched (CUDA), for its completion to consult.
     watch: Option<WatchCell>,
 }
@@ -137,10 +140,16 @@ fn abandon(ops: Vec<Planned>, e: &Error) {
 }
 
 /// Launches `rec`'s op (or queues it in this thread's open group) and returns its completion.
-pub(super) fn submit(rec: LaunchRecorder, device: &Device, comm: &Communicator, work: Work) -> Result<Completion<()>> {
+pub(super) fn submit(
+    rec: LaunchRecorder,
+    device: &Device,
+    comm: &Communicator,
+    work: Work,
+    keep: Vec<KeepAlive>,
+) -> Result<Completion<()>> {
     let (completion, fill) = Completion::queued(&device.shared);
     let (completion, watch) = finished(completion, comm, &work);
-    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, watch };
+    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep, watch };
     let queued = GROUP.with(|g| match g.borrow_mut().as_mut() {
         Some(ops) => {
             ops.push(op);
@@ -190,13 +199,17 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
         abandon(ops, &e);
         return Err(e);
     }
-    let fills: Vec<_> = ops.iter().map(|op| (op.fill.clone(), op.comm.clone(), op.watch.clone())).collect();
+    let mut ops = ops;
+    let fills: Vec<_> = ops
+        .iter_mut()
+        .map(|op| (op.fill.clone(), op.comm.clone(), op.watch.clone(), std::mem::take(&mut op.keep)))
+        .collect();
     let mut entered: Vec<Entered> = Vec::with_capacity(ops.len());
     let result = nest(&mut ops.into_iter(), &mut entered);
     match result {
         Ok(mut launched) => {
             launched.reverse();
-            for (l, (fill, comm, cell)) in launched.into_iter().zip(fills) {
+            for (l, (fill, comm, cell, keep)) in launched.into_iter().zip(fills) {
                 let Launched { event, trace, .. } = l;
                 if let (Backend::Cuda(c), Some(cell)) = (&comm.inner.backend, cell) {
                     let _ = cell.set(c.watch(event.clone()));
@@ -204,7 +217,7 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
                 if let Some(t) = trace {
                     fill.set_trace(t);
                 }
-                fill.enqueued(Ok(()), event, Vec::new());
+                fill.enqueued(Ok(()), event, keep);
             }
             Ok(())
         }

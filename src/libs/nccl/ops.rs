@@ -7,7 +7,7 @@ use super::comm::Communicator;
 use super::launch::submit;
 use super::plan::{self, Coll, CollBufs, P2p};
 use super::{Nccl, NcclType, ReduceOp};
-use crate::completion::Completion;
+use crate::completion::{Completion, KeepAlive};
 use crate::error::{Error, Result};
 use crate::libs::record;
 use crate::memory::GpuRef;
@@ -310,7 +310,8 @@ impl Nccl {
             }
         }
         let work = plan::collective(self.op.device.is_simulated(), coll, bufs, comm.size())?;
-        submit(rec, &self.op.device, comm, work)
+        let keep = [&bufs.send, &bufs.recv].into_iter().flatten().map(|(b, _)| keep(b)).collect();
+        submit(rec, &self.op.device, comm, work, keep)
     }
 
     fn point_to_point<T: NcclType>(
@@ -327,8 +328,14 @@ impl Nccl {
             record(&mut rec, "recv", r, Access::Write)?;
         }
         let work = plan::p2p(self.op.device.is_simulated(), p2p)?;
-        submit(rec, &self.op.device, comm, work)
+        let keep = [p2p.send, p2p.recv].into_iter().flatten().map(keep).collect();
+        submit(rec, &self.op.device, comm, work, keep)
     }
+}
+
+/// A handle to `buf` that keeps it alive until the GPU is done with the op.
+fn keep<T: NcclType>(buf: &GpuRef<T>) -> KeepAlive {
+    Box::new(buf.clone())
 }
 
 fn check_rank(arg: &'static str, rank: usize, comm: &Communicator) -> Result<()> {
