@@ -258,8 +258,8 @@ fn buffers_dropped_inside_a_group_live_until_it_has_run() {
     for r in cusched::wait_all(done) {
         r.unwrap();
     }
-    for r in 0..2 {
-        assert_eq!(rk.get(r, &out[r]), [3.0; 3]);
+    for (r, o) in out.iter().enumerate() {
+        assert_eq!(rk.get(r, o), [3.0; 3]);
     }
     rk.assert_clean();
 }
