@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_millis(2);
 
 const PENDING: u8 = 0;
+const DONE: u8 = 1;
 const FAILED: u8 = 2;
 
 /// One enqueued op, as the watchdog follows it.
@@ -174,7 +175,8 @@ fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
     // Failed before the abort lets their kernels return: a completion that resolves because
     // its kernel was stopped sees the failure.
     for op in st.pending.drain(..) {
-        op.state.store(FAILED, Ordering::Release);
+        // One the GPU has finished keeps its success.
+        let _ = op.state.compare_exchange(PENDING, FAILED, Ordering::AcqRel, Ordering::Acquire);
     }
     if let Some(Raw(raw)) = st.raw.take() {
         if let Some(ctx) = ctx {
@@ -188,29 +190,39 @@ fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
 /// mostly run on one stream, in order, so the oldest few tell; the rest wait their turn.
 const QUERIES: usize = 8;
 
-/// Drops the ops the GPU has finished: those known done (no driver call), and of the oldest
-/// others, those the driver reports done. An event that cannot be queried (its context is
-/// gone) counts as done: its op's completion reports that failure.
-fn prune(pending: &mut Vec<Arc<OpWatch>>) {
+/// Marks done the ops the GPU has finished: those known done (no driver call), and of the
+/// oldest others, those the driver reports done. An event that cannot be queried (its context
+/// is gone) counts as done: its op's completion reports that failure. Called without the
+/// communicator's lock: querying an event may record it, under its stream's lock.
+fn mark_finished(pending: &[Arc<OpWatch>]) {
     let mut queried = 0;
-    pending.retain(|op| {
-        let Some(e) = &op.event else { return false };
-        if e.known_done() {
-            return false;
+    for op in pending {
+        let done = match &op.event {
+            None => true,
+            Some(e) if e.known_done() => true,
+            Some(_) if queried == QUERIES => false,
+            Some(e) => {
+                queried += 1;
+                e.is_done().unwrap_or(true)
+            }
+        };
+        if done {
+            // An op the watchdog failed meanwhile stays failed.
+            let _ = op.state.compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire);
         }
-        if queried == QUERIES {
-            return true;
-        }
-        queried += 1;
-        !e.is_done().unwrap_or(true)
-    });
+    }
 }
 
 /// The watchdog's loop: see the module docs.
 fn watch(shared: &Shared) {
     let mut st = crate::sync::lock_unranked(&shared.state);
     loop {
-        prune(&mut st.pending);
+        let looked = st.pending.clone();
+        drop(st);
+        mark_finished(&looked);
+        drop(looked);
+        st = crate::sync::lock_unranked(&shared.state);
+        st.pending.retain(|op| op.state.load(Ordering::Acquire) == PENDING);
         if st.closing && st.pending.is_empty() {
             if let Some(Raw(raw)) = st.raw.take() {
                 if let Some(ctx) = &shared.ctx {
