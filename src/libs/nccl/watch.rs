@@ -175,8 +175,9 @@ fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
     // Failed before the abort lets their kernels return: a completion that resolves because
     // its kernel was stopped sees the failure.
     for op in st.pending.drain(..) {
-        // One the GPU has finished keeps its success.
-        let _ = op.state.compare_exchange(PENDING, FAILED, Ordering::AcqRel, Ordering::Acquire);
+        // One the GPU is known to have finished keeps its success.
+        let to = if op.event.as_ref().is_some_and(|e| e.known_done()) { DONE } else { FAILED };
+        let _ = op.state.compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire);
     }
     if let Some(Raw(raw)) = st.raw.take() {
         if let Some(ctx) = ctx {
