@@ -10,7 +10,7 @@ use crate::error::{CollectiveFault, Error, Result};
 use crate::track::EventRef;
 use cudarc::driver::CudaContext;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How often the watchdog looks while ops are pending.
@@ -59,6 +59,8 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
+    /// The fault, once declared, readable without the lock (which an abort in progress holds).
+    fault: OnceLock<Error>,
     wake: Condvar,
     ctx: Option<Arc<CudaContext>>,
     timeout: Duration,
@@ -74,7 +76,8 @@ impl CudaComm {
     pub(super) fn new(raw: RawComm, device: &Device, timeout: Duration) -> CudaComm {
         let ctx = device.shared.cuda_ctx("nccl").ok();
         let state = State { raw: Some(Raw(raw)), fault: None, pending: Vec::new(), closing: false };
-        let shared = Arc::new(Shared { state: Mutex::new(state), wake: Condvar::new(), ctx, timeout });
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), fault: OnceLock::new(), wake: Condvar::new(), ctx, timeout });
         let watched = shared.clone();
         let spawned = std::thread::Builder::new().name("cusched-nccl-watch".into()).spawn(move || watch(&watched));
         if let Err(e) = spawned {
@@ -93,18 +96,18 @@ impl CudaComm {
 
     /// The fault that ended the communicator, if any.
     pub(super) fn fault(&self) -> Option<Error> {
-        self.lock().fault.clone()
+        self.shared.fault.get().cloned()
     }
 
     /// Declares `fault`: fails every pending op and aborts the communicator.
     pub(super) fn declare(&self, fault: Error) {
         let mut st = self.lock();
-        declare(&mut st, fault, self.shared.ctx.as_deref());
+        declare(&mut st, fault, &self.shared);
     }
 
     /// [`declare`](Self::declare) on a state the caller holds.
     pub(super) fn declare_locked(&self, st: &mut State, fault: Error) {
-        declare(st, fault, self.shared.ctx.as_deref());
+        declare(st, fault, &self.shared);
     }
 
     /// Follows an op enqueued on the communicator, whose end is `event`.
@@ -143,7 +146,7 @@ impl CudaComm {
 
     /// The error the ops of `op`'s communicator get when the watchdog failed `op`.
     pub(super) fn failure(&self) -> Error {
-        aborted(self.lock().fault.as_ref())
+        aborted(self.shared.fault.get())
     }
 }
 
@@ -167,9 +170,10 @@ fn aborted(fault: Option<&Error>) -> Error {
     }
 }
 
-fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
+fn declare(st: &mut State, fault: Error, shared: &Shared) {
     if st.fault.is_none() {
         log::error!("cusched: an NCCL communicator faulted ({fault}); aborting it");
+        let _ = shared.fault.set(fault.clone());
         st.fault = Some(fault);
     }
     // Failed before the abort lets their kernels return: a completion that resolves because
@@ -180,7 +184,7 @@ fn declare(st: &mut State, fault: Error, ctx: Option<&CudaContext>) {
         let _ = op.state.compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire);
     }
     if let Some(Raw(raw)) = st.raw.take() {
-        if let Some(ctx) = ctx {
+        if let Some(ctx) = &shared.ctx {
             let _ = crate::backend::cuda::bind(ctx);
         }
         calls::abort(raw);
@@ -245,7 +249,7 @@ fn watch(shared: &Shared) {
                 Ok(_) => None,
             };
             if let Some(fault) = fault {
-                declare(&mut st, fault, shared.ctx.as_deref());
+                declare(&mut st, fault, shared);
             }
         }
         st = if st.pending.is_empty() && !st.closing {
