@@ -134,12 +134,17 @@ impl CudaComm {
         let mut ranks = exclude.iter().map(|&r| r as std::ffi::c_int).collect::<Vec<_>>();
         // SAFETY: `raw` is live and locked by this thread; its context is current.
         let new = unsafe { calls::shrink(raw, &mut ranks) }?;
+        // The parent is in progress too until the shrink is done (non-blocking communicators):
+        // nothing else may use it meanwhile.
+        let deadline = Instant::now() + self.shared.timeout;
+        let ready = calls::wait_ready(&[raw], "ncclCommShrink", deadline)
+            .and_then(|()| new.map_or(Ok(()), |n| calls::wait_ready(&[n], "ncclCommShrink", deadline)));
         drop(st);
-        if let Some(n) = new {
-            if let Err(e) = calls::wait_ready(&[n], "ncclCommShrink", Instant::now() + self.shared.timeout) {
+        if let Err(e) = ready {
+            if let Some(n) = new {
                 calls::abort(n);
-                return Err(e);
             }
+            return Err(e);
         }
         Ok(new)
     }
