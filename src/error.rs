@@ -7,9 +7,11 @@
 //! This file holds the error enum and the helpers that build it; [`numerical`] what a solver's
 //! status word says about each matrix, and `debug` the `Debug` that prints without a driver.
 
+mod collective;
 mod debug;
 mod numerical;
 
+pub use collective::CollectiveFault;
 use cudarc::driver::DriverError;
 use numerical::describe_failures;
 pub use numerical::NumericalFailure;
@@ -318,6 +320,23 @@ pub enum Error {
         younger_lane: String,
         /// Its submit number.
         younger_submit: u64,
+    },
+
+    /// A collective or a communicator call failed: NCCL reported an error (synchronously, or
+    /// asynchronously on the communicator), or a collective made no progress within the
+    /// communicator's timeout (a peer that died or stopped answering). Unless `fault` is
+    /// [`CollectiveFault::InvalidArgument`], the communicator is aborted: every op still
+    /// pending on it fails with this error, later ops fail at once, and the device stays
+    /// usable. Make a new communicator to go on.
+    #[error("{call} failed: {fault} ({detail})")]
+    Collective {
+        /// The NCCL entry point (`"ncclAllReduce"`), or the cusched step that gave up
+        /// (`"the communicator's watchdog"`).
+        call: &'static str,
+        /// What kind of failure it was.
+        fault: CollectiveFault,
+        /// NCCL's own message where it gave one, else what cusched saw.
+        detail: String,
     },
 
     /// The simulator's checker found a hazard (see [`SimConfig::fail_on_hazard`]): two uses of

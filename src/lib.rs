@@ -24,7 +24,7 @@ mod track;
 pub use backend::sim::{FenceMutation, Hazard, HazardKind, OpOrigin, SimConfig, SimOp};
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId, SubmitOrderCheck};
-pub use error::{Error, NumericalFailure, Result};
+pub use error::{CollectiveFault, Error, NumericalFailure, Result};
 pub use graph::{Graph, GraphExec, Recording};
 pub use host_cache::HostCacheStats;
 #[allow(deprecated)]

@@ -110,6 +110,12 @@ impl SimShared {
         })
     }
 
+    /// Identifies the simulated machine this context is on: devices of one `sim_group` share it.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn machine_id(&self) -> usize {
+        self.machine.id()
+    }
+
     pub(crate) fn hazards(&self) -> Vec<Hazard> {
         crate::sync::lock(&self.machine.checker).hazards.clone()
     }

@@ -50,6 +50,7 @@ impl std::fmt::Debug for Error {
             CompileFailed { status, log },
             ContextPoisoned { call, status },
             Hazard { hazard, more },
+            Collective { call, fault, detail },
             SubmitOrder { buffer, order, older_lane, older_submit, younger_lane, younger_submit },
         )
     }
@@ -87,7 +88,8 @@ plain_fields!(
     Duration,
     Vec<NumericalFailure>,
     Box<crate::hazard::Hazard>,
-    Box<Error>
+    Box<Error>,
+    super::CollectiveFault
 );
 
 impl FieldDebug for DriverError {

@@ -80,6 +80,7 @@ macro_rules! registry {
             #[cfg(feature = "cusolver")] pub solver_sparse: SolverSparse,
             #[cfg(feature = "cusolver")] pub solver: Solver,
             #[cfg(feature = "cutensor")] pub tensor: Tensor,
+            #[cfg(feature = "nccl")] pub nccl: Nccl,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };
@@ -126,6 +127,8 @@ pub mod blas_lt;
 pub(crate) mod fake;
 #[cfg(feature = "cufft")]
 pub mod fft;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 #[cfg(feature = "curand")]
 pub mod rng;
 #[cfg(feature = "cusolver")]

@@ -52,6 +52,7 @@ impl OpStream {
 
     /// The raw stream when the device runs on CUDA, else the error a library op gives on the
     /// simulator.
+    #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
     pub(crate) fn cuda_stream(&self) -> Result<Arc<CudaStream>> {
         if self.device.is_simulated() {
             return Err(self.unavailable_on_sim());
@@ -61,6 +62,7 @@ impl OpStream {
 
     /// The raw stream, with its context made current on this thread: for library calls made
     /// outside [`run`](Self::run) (making a plan or a generator for the op).
+    #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
     pub(crate) fn bound_stream(&self) -> Result<Arc<CudaStream>> {
         let stream = self.cuda_stream()?;
         cuda::bind(stream.context())?;
@@ -120,6 +122,7 @@ impl OpStream {
         })
     }
 
+    #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
     pub(crate) fn unavailable_on_sim(&self) -> Error {
         unavailable_on_sim(self.library)
     }
@@ -178,6 +181,7 @@ impl OpStream {
     /// resolves with what `kernel` returns once the simulated stream has run it: a
     /// `Result` for ops whose outcome the computation decides (a factorization that meets a
     /// singular matrix, say), a plain value otherwise. `keep` stays alive until then.
+    #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
     pub(crate) fn run_sim<R: Send + 'static>(
         &self,
         rec: LaunchRecorder,

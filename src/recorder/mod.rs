@@ -44,6 +44,8 @@ use reserved::Reserved;
 pub use resource::{External, Resource};
 pub(crate) use resource::{ResourceKind, ResourceRef, ResourceSealed, Tracked};
 pub use scope::LaunchScope;
+#[cfg(feature = "nccl")]
+pub(crate) use scope::SimEnqueuer;
 
 use crate::device::BufferTrack;
 use crate::device::{Device, StreamId};

@@ -116,6 +116,20 @@ impl<'a> LaunchScope<'a> {
         }
     }
 
+    /// An owned handle that enqueues a simulated kernel on this launch's stream, under the
+    /// launch's declared uses, for an op that enqueues further in than its scope reaches
+    /// (launches nested in each other's enqueue closures, whose kernels are all enqueued by the
+    /// innermost). It must be used before this launch's closure returns, as the scope itself.
+    #[cfg(feature = "nccl")]
+    pub(crate) fn sim_enqueuer(&self) -> Result<SimEnqueuer> {
+        match &*self.launch.raw {
+            RawStream::Sim(_) => Ok(SimEnqueuer { raw: self.launch.raw.clone(), uses: self.checker_uses() }),
+            RawStream::Cuda(_) => {
+                Err(Error::WrongBackend { what: "LaunchScope::sim_enqueuer", needed: "sim", actual: "cuda" })
+            }
+        }
+    }
+
     /// Enqueues a simulated kernel that faults like an out-of-bounds write on a GPU
     /// (`CUDA_ERROR_ILLEGAL_ADDRESS`): the simulated context is poisoned, no later kernel in it
     /// runs, and its events report the error, so that recovery can be exercised without a GPU.
@@ -140,5 +154,33 @@ impl crate::backend::memory::Enqueue for LaunchScope<'_> {
 
     fn declared_uses(&self) -> crate::backend::memory::SimUses {
         self.checker_uses()
+    }
+}
+
+/// A launch's simulated stream and declared uses, owned: see [`LaunchScope::sim_enqueuer`].
+#[cfg(feature = "nccl")]
+pub(crate) struct SimEnqueuer {
+    raw: Arc<RawStream>,
+    uses: SmallVec<[(u64, Access); 4]>,
+}
+
+#[cfg(feature = "nccl")]
+impl SimEnqueuer {
+    /// Adds the uses of `other`, a launch on the same stream, so that one kernel does the work
+    /// of both (both launches are preflighted, and commit after it).
+    pub(crate) fn merge(&mut self, other: SimEnqueuer) {
+        for (id, access) in other.uses {
+            match self.uses.iter_mut().find(|(i, _)| *i == id) {
+                Some(u) => u.1 = u.1.merge(access),
+                None => self.uses.push((id, access)),
+            }
+        }
+    }
+
+    /// Enqueues `f` as the launch's kernel, as [`LaunchScope::sim_kernel`] does.
+    pub(crate) fn run(self, f: impl FnOnce() + Send + 'static) {
+        if let RawStream::Sim(s) = &*self.raw {
+            s.run(self.uses, Box::new(f));
+        }
     }
 }

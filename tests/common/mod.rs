@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+#[cfg(feature = "nccl")]
+pub mod nccl;
 pub mod reference;
 #[cfg(feature = "nvrtc")]
 pub mod slow;

@@ -5,7 +5,8 @@
 //! library are built with its feature.
 //!
 //! Tests that must run in a process of their own live in their own binaries: `gpu_poison`
-//! (faults the context on purpose) and `alloc_free` (a counting global allocator).
+//! (faults the context on purpose), `alloc_free` (a counting global allocator) and
+//! `nccl_processes` (one process per rank).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -38,6 +39,8 @@ mod hazards;
 mod host_cache;
 #[cfg(feature = "nvrtc")]
 mod lanes;
+#[cfg(feature = "nccl")]
+mod nccl;
 #[cfg(feature = "nvrtc")]
 mod nvrtc;
 #[cfg(feature = "nvrtc")]

@@ -4,7 +4,7 @@
 //!
 //! The library validation modules (`lib_validation`, `numerics_validation`,
 //! `property_validation`, `solver_validation`, `solver_sparse`, `blas_lt`, `sparse`,
-//! `sparse_more`, `sparse_props`, `tensor`) name a test `<op>_rejects_<what>`.
+//! `sparse_more`, `sparse_props`, `tensor`, `nccl_validation`) name a test `<op>_rejects_<what>`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -33,6 +33,12 @@ mod layers;
 mod lib_validation;
 mod loud;
 mod memory;
+#[cfg(feature = "nccl")]
+mod nccl;
+#[cfg(feature = "nccl")]
+mod nccl_faults;
+#[cfg(feature = "nccl")]
+mod nccl_validation;
 #[cfg(any(feature = "cublas", feature = "cufft", feature = "cusolver"))]
 mod numerics_validation;
 mod order;

@@ -1,0 +1,182 @@
+//! All-reduce bus bandwidth on two GPUs of one process, cusched against raw NCCL on the same
+//! buffers, side by side in one run (alternating, medians of several repetitions), from 8 KiB
+//! to 1 GiB, then the small-message latency of both.
+//!
+//! cusched: one `Communicator::init_all` over both GPUs, each iteration one `nccl::group` of
+//! both ranks' `all_reduce_in_place` (tracked ops, fenced, with completions). Raw: NCCL's own
+//! communicators (`ncclCommInitAll`, blocking), `ncclGroupStart`, two `ncclAllReduce` on the
+//! same device buffers, `ncclGroupEnd`, on streams of their own. Bus bandwidth is NCCL's
+//! (`bytes / time * 2 (n - 1) / n`, which for two ranks is the algorithm bandwidth).
+//!
+//! `bench-nccl` needs two GPUs and NCCL on the loader path (`. tools/cuda-libs-env`); it sets
+//! `NCCL_NVLS_ENABLE=0`. Compare with `python3 benches/torch_allreduce.py` on the same GPUs.
+//! The goal: at least 0.98x raw NCCL's bus bandwidth from 1 MiB up.
+
+mod common;
+
+use common::*;
+use cusched::cudarc::driver::CudaStream;
+use cusched::cudarc::nccl::sys;
+use cusched::nccl::{self, CommConfig, Communicator, ReduceOp};
+use cusched::{Device, GpuRef, Handles};
+use std::sync::Arc;
+use std::time::Instant;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const REPS: usize = 5;
+
+/// NCCL's own communicators and streams over both GPUs.
+struct Raw {
+    comms: Vec<sys::ncclComm_t>,
+    streams: Vec<Arc<CudaStream>>,
+}
+
+impl Raw {
+    fn new(gpus: &[Device]) -> Res<Raw> {
+        let mut comms = vec![std::ptr::null_mut(); gpus.len()];
+        let devs: Vec<i32> = gpus.iter().map(|g| g.ordinal() as i32).collect();
+        // SAFETY: `comms` has room for one communicator per device in `devs`.
+        let r = unsafe { sys::ncclCommInitAll(comms.as_mut_ptr(), devs.len() as i32, devs.as_ptr()) };
+        if r != sys::ncclResult_t::ncclSuccess {
+            return Err(format!("ncclCommInitAll: {r:?}").into());
+        }
+        let mut streams = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            // SAFETY: 1. the raw side's streams enqueue only its own NCCL calls, on buffers
+            // cusched owns but does not use meanwhile (every cusched op is waited for before
+            // they run, and they are synchronized before cusched's next); 2. no cudarc memory
+            // is made from the context.
+            streams.push(unsafe { g.cuda_context() }?.new_stream()?);
+        }
+        Ok(Raw { comms, streams })
+    }
+
+    /// Seconds per all-reduce of `bufs` (one per GPU), `iters` of them then a synchronize.
+    fn time(&self, bufs: &[(u64, usize)], iters: usize) -> Res<f64> {
+        let t = Instant::now();
+        for _ in 0..iters {
+            // SAFETY: 1. the communicators and streams are live; 2. each pointer is a live
+            // buffer of `n` f32 on its communicator's device, used by nothing else until the
+            // synchronize below.
+            unsafe {
+                sys::ncclGroupStart();
+                for ((&(p, n), &comm), s) in bufs.iter().zip(&self.comms).zip(&self.streams) {
+                    let ptr = p as *mut std::ffi::c_void;
+                    let t = sys::ncclDataType_t::ncclFloat32;
+                    sys::ncclAllReduce(ptr, ptr, n, t, sys::ncclRedOp_t::ncclSum, comm, s.cu_stream() as _);
+                }
+                sys::ncclGroupEnd();
+            }
+        }
+        for s in &self.streams {
+            s.synchronize()?;
+        }
+        Ok(t.elapsed().as_secs_f64() / iters as f64)
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        for &c in &self.comms {
+            // SAFETY: a live communicator with no op pending (every stream was synchronized).
+            unsafe { sys::ncclCommDestroy(c) };
+        }
+    }
+}
+
+/// Seconds per all-reduce through cusched: `iters` groups of both ranks' ops, then a wait.
+fn ours(h: &mut [Handles], comms: &[Communicator], bufs: &[GpuRef<f32>], iters: usize) -> Res<f64> {
+    let t = Instant::now();
+    let mut last = Vec::new();
+    for _ in 0..iters {
+        last = nccl::group(|| {
+            let mut done = Vec::with_capacity(2);
+            for ((h, c), b) in h.iter_mut().zip(comms).zip(bufs) {
+                done.push(h.nccl()?.all_reduce_in_place(c, b, ReduceOp::Sum)?);
+            }
+            Ok(done)
+        })?;
+    }
+    for r in cusched::wait_all(last) {
+        r?;
+    }
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
+
+fn main() -> Res<()> {
+    // Set before NCCL loads, on the only thread.
+    std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    let gpus = match (Device::open(0), Device::open(1)) {
+        (Ok(a), Ok(b)) => vec![a, b],
+        (Err(e), _) | (_, Err(e)) => {
+            println!("bench-nccl: skipped, needs two GPUs ({e})");
+            return Ok(());
+        }
+    };
+    let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
+    let raw = Raw::new(&gpus)?;
+    let mut h: Vec<Handles> = gpus.iter().map(|g| Handles::new(g, g.new_stream()?)).collect::<cusched::Result<_>>()?;
+    println!(
+        "bench-nccl: all_reduce (sum, f32, in place) on GPU 0 + GPU 1, {:?}",
+        comms[0].capabilities().nccl_version
+    );
+    println!(
+        "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>8}",
+        "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "ratio"
+    );
+    let mut bytes = 8usize << 10;
+    while bytes <= 1 << 30 {
+        let n = bytes / 4;
+        let iters = ((8usize << 30) / bytes).clamp(5, 2000);
+        let bufs: Vec<GpuRef<f32>> =
+            gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), n)).collect::<cusched::Result<_>>()?;
+        for g in &gpus {
+            g.synchronize(g.default_stream())?;
+        }
+        let ptrs: Vec<(u64, usize)> =
+            bufs.iter().map(|b| Ok((b.raw_device_ptr()?, n))).collect::<cusched::Result<_>>()?;
+        ours(&mut h, &comms, &bufs, 3)?;
+        raw.time(&ptrs, 3)?;
+        let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
+        for _ in 0..REPS {
+            t_ours.push(ours(&mut h, &comms, &bufs, iters)?);
+            t_raw.push(raw.time(&ptrs, iters)?);
+        }
+        let (o, r) = (median(&mut t_ours), median(&mut t_raw));
+        // Bus bandwidth for two ranks: 2 (n - 1) / n = 1 times the algorithm bandwidth.
+        let busbw = |t: f64| bytes as f64 / t / 1e9;
+        println!(
+            "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>8}",
+            bytes,
+            iters,
+            busbw(o),
+            busbw(r),
+            us(o),
+            us(r),
+            ratio(o, r)
+        );
+        bytes *= 4;
+    }
+    latency(&gpus, &mut h, &comms, &raw)
+}
+
+/// Small-message latency: 8 bytes per rank, one op at a time, waited for each time.
+fn latency(gpus: &[Device], h: &mut [Handles], comms: &[Communicator], raw: &Raw) -> Res<()> {
+    let bufs: Vec<GpuRef<f32>> =
+        gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), 2)).collect::<cusched::Result<_>>()?;
+    for g in gpus {
+        g.synchronize(g.default_stream())?;
+    }
+    let ptrs: Vec<(u64, usize)> = bufs.iter().map(|b| Ok((b.raw_device_ptr()?, 2))).collect::<cusched::Result<_>>()?;
+    let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
+    for _ in 0..200 {
+        t_ours.push(ours(h, comms, &bufs, 1)?);
+        t_raw.push(raw.time(&ptrs, 1)?);
+    }
+    let (o, r) = (median(&mut t_ours), median(&mut t_raw));
+    let (o99, r99) = (percentile(&mut t_ours, 99.0), percentile(&mut t_raw, 99.0));
+    println!("\nsmall-message latency (8 bytes, enqueue to completion, median / p99):");
+    println!("  cusched {} / {}   raw NCCL {} / {}   cusched over raw: {}", us(o), us(o99), us(r), us(r99), us(o - r));
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! Enqueueing the entered ops of a launch: the CUDA ones as one NCCL group on their locked
+//! communicators, the simulated ones as one kernel per stream.
+
+use super::calls::{self, Call, RawComm};
+use super::comm::{Backend, Communicator};
+use super::launch::{Entered, SimBody, Slot, Target, Work};
+use super::watch::State;
+use super::DType;
+use crate::device::StreamId;
+use crate::error::{Error, Result};
+use crate::recorder::SimEnqueuer;
+use cudarc::driver::CudaStream;
+use std::sync::{Arc, MutexGuard};
+use std::time::Instant;
+
+/// Enqueues every entered op: the simulated ones one kernel per stream, the CUDA ones as one
+/// NCCL group.
+pub(super) fn enqueue_all(entered: Vec<Entered>) -> Result<()> {
+    let mut cuda = Vec::new();
+    let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
+    for (comm, work, target) in entered {
+        match (work, target, &comm.inner.backend) {
+            (Work::Sim { collective, body, slot }, Target::Sim(stream, enq), Backend::Sim(rank)) => {
+                // Taken in the order the ops were called: every rank's collectives meet in it.
+                let seq = if collective { rank.next_seq() } else { 0 };
+                let job = SimJob { comm: comm.clone(), seq, body, slot };
+                match sim.iter_mut().find(|(s, ..)| *s == stream) {
+                    Some((_, kernel, jobs)) => {
+                        kernel.merge(enq);
+                        jobs.push(job);
+                    }
+                    None => sim.push((stream, enq, vec![job])),
+                }
+            }
+            (Work::Cuda { calls, dtype, premul }, Target::Cuda(stream), Backend::Cuda(_)) => {
+                cuda.push((comm, calls, dtype, premul, stream));
+            }
+            _ => return Err(Error::invalid("comm", "the communicator's backend is not its stream's")),
+        }
+    }
+    for (_, kernel, jobs) in sim {
+        kernel.run(move || run_jobs(jobs));
+    }
+    if cuda.is_empty() {
+        return Ok(());
+    }
+    enqueue_cuda(cuda)
+}
+
+/// A simulated op of a group, in its stream's kernel.
+struct SimJob {
+    comm: Communicator,
+    seq: u64,
+    body: SimBody,
+    slot: Slot,
+}
+
+impl SimJob {
+    fn run(self) {
+        let Backend::Sim(rank) = &self.comm.inner.backend else { return };
+        let outcome = (self.body)(rank, self.seq);
+        *crate::sync::lock_unranked(&self.slot) = Some(outcome);
+    }
+}
+
+/// The kernel of one stream's ops in a group. As in an NCCL group, they progress together (a
+/// receive before the send it pairs with on a peer, or a collective between them, cannot
+/// wait for each other): each runs on a thread of its own, joined before the kernel ends.
+/// (Their buffer accesses then come from threads the checker does not watch; the kernel's
+/// declared uses, every op's, are still checked against other kernels.)
+fn run_jobs(mut jobs: Vec<SimJob>) {
+    if jobs.len() == 1 {
+        if let Some(job) = jobs.pop() {
+            job.run();
+        }
+        return;
+    }
+    std::thread::scope(|s| {
+        for job in jobs {
+            let spawned =
+                std::thread::Builder::new().name("cusched-sim-nccl".into()).spawn_scoped(s, move || job.run());
+            if let Err(e) = spawned {
+                log::error!(
+                    "cusched: a simulated NCCL op could not get a thread ({e}); its completion reports a failure"
+                );
+            }
+        }
+    });
+}
+
+type CudaOp = (Communicator, Vec<Call>, DType, Option<[u8; 8]>, Arc<CudaStream>);
+
+/// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
+/// calls enqueued between `ncclGroupStart` and `ncclGroupEnd`, and NCCL's background launch
+/// awaited, bounded by the communicators' timeout (a communicator that does not get there is
+/// aborted).
+fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
+    let mut comms: Vec<&Communicator> = ops.iter().map(|o| &o.0).collect();
+    comms.sort_by_key(|c| c.inner.uid);
+    comms.dedup_by_key(|c| c.inner.uid);
+    let mut locked: Vec<(u64, MutexGuard<'_, State>)> = Vec::with_capacity(comms.len());
+    for c in &comms {
+        if let Backend::Cuda(cc) = &c.inner.backend {
+            locked.push((c.inner.uid, cc.lock()));
+        }
+    }
+    let raw_of = |uid: u64, locked: &[(u64, MutexGuard<'_, State>)]| -> Result<RawComm> {
+        locked
+            .iter()
+            .find(|(u, _)| *u == uid)
+            .map_or_else(|| Err(Error::invalid("comm", "not locked")), |(_, s)| s.raw())
+    };
+    for (c, ..) in &ops {
+        raw_of(c.inner.uid, &locked)?;
+    }
+    calls::group_start()?;
+    let mut made_ops = Vec::new();
+    let mut failed = None;
+    for (comm, calls, dtype, premul, stream) in &ops {
+        let outcome = raw_of(comm.inner.uid, &locked)
+            .and_then(|raw| enqueue_op(raw, calls, *dtype, *premul, stream, &mut made_ops));
+        if let Err(e) = outcome {
+            failed = Some(e);
+            break;
+        }
+    }
+    // Ends the group whatever happened in it: a group left open breaks later calls.
+    let ended = calls::group_end();
+    let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
+    let raws: Vec<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
+    let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
+    let ready = calls::wait_ready(&raws, "ncclGroupEnd", deadline);
+    for (raw, op) in made_ops {
+        // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
+        // returned (the group has ended).
+        unsafe { calls::destroy_op(op, raw) };
+    }
+    let result = failed.map_or(ended, Err).and(ready);
+    if let Err(e) = &result {
+        // A communicator that failed (or stayed in progress) mid-launch is in an unknown state:
+        // aborted, so that whatever it launched returns.
+        if !matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. }) {
+            for (uid, st) in &mut locked {
+                if let Some(c) = comms.iter().find(|c| c.inner.uid == *uid) {
+                    if let Backend::Cuda(cc) = &c.inner.backend {
+                        cc.declare_locked(st, e.clone());
+                    }
+                }
+            }
+        }
+    }
+    result
+}
+
+/// One op's calls on `raw` and `stream`, its PreMulSum op made first (and listed in `made` for
+/// the caller to destroy once the group has ended).
+fn enqueue_op(
+    raw: RawComm,
+    calls: &[Call],
+    dtype: DType,
+    premul: Option<[u8; 8]>,
+    stream: &Arc<CudaStream>,
+    made: &mut Vec<(RawComm, calls::RawOp)>,
+) -> Result<()> {
+    crate::backend::cuda::bind(stream.context())?;
+    let op = match premul {
+        Some(mut scalar) => {
+            // SAFETY: `raw` is live and locked by this thread.
+            let op = unsafe { calls::premul_sum(&mut scalar, dtype, raw) }?;
+            made.push((raw, op));
+            Some(op)
+        }
+        None => None,
+    };
+    for &call in calls {
+        let call = match (call, op) {
+            (Call::AllReduce { send, recv, count, .. }, Some(op)) => Call::AllReduce { send, recv, count, op },
+            (Call::Reduce { send, recv, count, root, .. }, Some(op)) => Call::Reduce { send, recv, count, op, root },
+            (Call::ReduceScatter { send, recv, count, .. }, Some(op)) => Call::ReduceScatter { send, recv, count, op },
+            (call, _) => call,
+        };
+        // SAFETY: 1. `raw` is live and locked by this thread; 2. the stream is the op's, of the
+        // communicator's device (checked when the op was planned); 3. the pointers are the
+        // op's buffers, alive (the op keeps a handle to each until the GPU is done with it)
+        // and fenced by its preflight.
+        unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! The op path of collectives, and groups.
+//!
+//! An op is validated into a [`Planned`]: its strict recorder, the raw NCCL calls (CUDA) or
+//! the host computation (simulator), and the completion the caller already holds. Outside a
+//! group it launches at once; inside [`group`] it is queued, and the group launches every
+//! queued op together. A launch nests the ops' launches in each other's enqueue closures, so
+//! that every op is preflighted (fenced, its buffers held) before anything is enqueued, the
+//! innermost enqueues them all (between `ncclGroupStart` and `ncclGroupEnd` on CUDA), and each
+//! op commits as its closure returns, even when the group failed (contract 4). An op is one
+//! recorded launch on its own stream, whatever the group holds.
+
+use super::calls::Call;
+use super::comm::{Backend, Communicator};
+use super::enqueue::enqueue_all;
+use super::sim::SimRank;
+use super::watch::OpWatch;
+use super::DType;
+use crate::completion::{Completion, KeepAlive, Shared};
+use crate::device::{Device, StreamId};
+use crate::error::{Error, Result};
+use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
+use cudarc::driver::CudaStream;
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// What a simulated op's kernel leaves for its completion.
+pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
+
+/// A simulated op's kernel body: given its communicator and round number.
+pub(super) type SimBody = Box<dyn FnOnce(&SimRank, u64) -> Result<()> + Send>;
+
+/// An op, validated and recorded, not yet launched.
+pub(super) struct Planned {
+    rec: LaunchRecorder,
+    device: Device,
+    comm: Communicator,
+    work: Work,
+    fill: Arc<Shared<()>>,
+    /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
+    /// between the op's call and its group's launch must not be freed before it.
+    keep: Vec<KeepAlive>,
+    /// Where the op's watch goes once launched (CUDA), for its completion to consult.
+    watch: Option<WatchCell>,
+}
+
+type WatchCell = Arc<OnceLock<Arc<OpWatch>>>;
+
+/// What an op enqueues.
+pub(super) enum Work {
+    /// NCCL calls on the op's stream; `premul` holds a PreMulSum scalar (one element of
+    /// `dtype`, little-endian) whose op replaces each call's reduction.
+    Cuda { calls: Vec<Call>, dtype: DType, premul: Option<[u8; 8]> },
+    /// The simulated kernel; `collective` ops take a round number.
+    Sim { collective: bool, body: SimBody, slot: Slot },
+}
+
+impl Work {
+    /// The simulated form of an op.
+    pub(super) fn sim(collective: bool, body: SimBody) -> Work {
+        Work::Sim { collective, body, slot: Arc::new(Mutex::new(None)) }
+    }
+}
+
+thread_local! {
+    /// The ops queued by this thread's open [`group`], if one is open.
+    static GROUP: RefCell<Option<Vec<Planned>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with an NCCL group open on this thread: every collective `f` calls (on any
+/// [`Nccl`](super::Nccl) and communicator, of one rank or of several) is queued, and when `f`
+/// returns they are launched together, as one NCCL group (`ncclGroupStart` ...
+/// `ncclGroupEnd`). This is how one thread drives several ranks (every rank's collective must
+/// be enqueued before any of them can finish), and how sends and receives pair up
+/// without waiting for each other.
+///
+/// The completions the ops return resolve once the group has run; do not wait for one inside
+/// `f` (nothing is enqueued before `f` returns). Each op is still one recorded op on its own
+/// stream: all are preflighted before any is enqueued, and all commit even when the group
+/// fails, which then fails the buffers every op of the group writes. Ops of one group must
+/// not use one buffer in conflicting ways (NCCL runs them in any order): that is refused
+/// with [`Error::WouldDeadlock`] for buffers on different streams. When `f` fails, nothing is
+/// enqueued, and the queued ops' completions resolve with its error. Groups nest: an inner
+/// group's ops launch with the outer one.
+///
+/// ```
+/// use cusched::{nccl::{self, Communicator, CommConfig}, Device, Handles, SimConfig};
+/// let gpus = Device::sim_group(SimConfig::default(), 2)?;
+/// let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
+/// let mut h: Vec<Handles> = gpus.iter().map(|g| Handles::new(g, g.default_stream())).collect::<Result<_, _>>()?;
+/// let x: Vec<_> = gpus.iter().map(|g| g.upload(g.default_stream(), &[g.ordinal() as i32; 3])).collect::<Result<_, _>>()?;
+/// let y: Vec<_> = gpus.iter().map(|g| g.alloc_zeros::<i32>(g.default_stream(), 3)).collect::<Result<_, _>>()?;
+/// // Each rank sends its buffer to the other: the sends and receives pair up in one group.
+/// let done = nccl::group(|| {
+///     let mut done = Vec::new();
+///     for r in 0..2 {
+///         done.push(h[r].nccl()?.send(&comms[r], &x[r], 1 - r)?);
+///         done.push(h[r].nccl()?.recv(&comms[r], &y[r], 1 - r)?);
+///     }
+///     Ok(done)
+/// })?;
+/// for r in cusched::wait_all(done) {
+///     r?;
+/// }
+/// assert_eq!(y[0].download(gpus[0].default_stream())?, [1, 1, 1]);
+/// # Ok::<(), cusched::Error>(())
+/// ```
+pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    let outer = GROUP.with(|g| g.borrow().is_some());
+    if outer {
+        return f();
+    }
+    struct Close;
+    impl Drop for Close {
+        fn drop(&mut self) {
+            // Closes the group however `f` ended (an unwind too): what it queued never runs.
+            if let Some(ops) = GROUP.with(|g| g.borrow_mut().take()) {
+                abandon(ops, &Error::JobPanicked { message: "the group's closure panicked".into() });
+            }
+        }
+    }
+    GROUP.with(|g| *g.borrow_mut() = Some(Vec::new()));
+    let close = Close;
+    let out = f();
+    let ops = GROUP.with(|g| g.borrow_mut().take()).unwrap_or_default();
+    drop(close);
+    match out {
+        Ok(v) => launch_all(ops).map(|()| v),
+        Err(e) => {
+            abandon(ops, &e);
+            Err(e)
+        }
+    }
+}
+
+/// Resolves the completions of ops that were never launched with `e`.
+fn abandon(ops: Vec<Planned>, e: &Error) {
+    for op in ops {
+        op.fill.enqueued(Err(e.clone()), None, Vec::new());
+    }
+}
+
+/// Launches `rec`'s op (or queues it in this thread's open group) and returns its completion.
+pub(super) fn submit(
+    rec: LaunchRecorder,
+    device: &Device,
+    comm: &Communicator,
+    work: Work,
+    keep: Vec<KeepAlive>,
+) -> Result<Completion<()>> {
+    let (completion, fill) = Completion::queued(&device.shared);
+    let (completion, watch) = finished(completion, comm, &work);
+    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep, watch };
+    let queued = GROUP.with(|g| match g.borrow_mut().as_mut() {
+        Some(ops) => {
+            ops.push(op);
+            None
+        }
+        None => Some(op),
+    });
+    match queued {
+        Some(op) => launch_all(vec![op]).map(|()| completion),
+        None => Ok(completion),
+    }
+}
+
+/// The caller's completion: the op's event, then what the op's communicator says of it (the
+/// watchdog's failure on CUDA, the kernel's outcome on the simulator).
+fn finished(completion: Completion<()>, comm: &Communicator, work: &Work) -> (Completion<()>, Option<WatchCell>) {
+    match work {
+        Work::Sim { slot, .. } => {
+            let slot = slot.clone();
+            let completion = completion.try_map(move |()| {
+                let outcome = crate::sync::lock_unranked(&slot).take();
+                outcome.unwrap_or_else(|| {
+                    Err(Error::JobPanicked { message: "the simulated NCCL op's host computation panicked".into() })
+                })
+            });
+            (completion, None)
+        }
+        Work::Cuda { .. } => {
+            let comm = comm.clone();
+            let watch: WatchCell = Arc::new(OnceLock::new());
+            let cell = watch.clone();
+            let completion = completion.try_map(move |()| match (cell.get(), &comm.inner.backend) {
+                (Some(w), Backend::Cuda(c)) if w.failed() => Err(c.failure()),
+                _ => Ok(()),
+            });
+            (completion, Some(watch))
+        }
+    }
+}
+
+/// Launches `ops` together: see the module docs.
+fn launch_all(ops: Vec<Planned>) -> Result<()> {
+    let Some(first) = ops.first() else { return Ok(()) };
+    let sim = first.device.is_simulated();
+    if ops.iter().any(|op| op.device.is_simulated() != sim) {
+        let e = Error::invalid("comm", "one group mixes simulated and CUDA communicators");
+        abandon(ops, &e);
+        return Err(e);
+    }
+    let mut ops = ops;
+    let fills: Vec<_> = ops
+        .iter_mut()
+        .map(|op| (op.fill.clone(), op.comm.clone(), op.watch.clone(), std::mem::take(&mut op.keep)))
+        .collect();
+    let mut entered: Vec<Entered> = Vec::with_capacity(ops.len());
+    let result = nest(&mut ops.into_iter(), &mut entered);
+    match result {
+        Ok(mut launched) => {
+            launched.reverse();
+            for (l, (fill, comm, cell, keep)) in launched.into_iter().zip(fills) {
+                let Launched { event, trace, .. } = l;
+                if let (Backend::Cuda(c), Some(cell)) = (&comm.inner.backend, cell) {
+                    let _ = cell.set(c.watch(event.clone()));
+                }
+                if let Some(t) = trace {
+                    fill.set_trace(t);
+                }
+                fill.enqueued(Ok(()), event, keep);
+            }
+            Ok(())
+        }
+        Err(e) => {
+            for (fill, ..) in fills {
+                fill.enqueued(Err(e.clone()), None, Vec::new());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Where an entered op enqueues.
+pub(super) enum Target {
+    Cuda(Arc<CudaStream>),
+    /// The op's simulated stream (to put the ops of one stream in one kernel) and enqueuer.
+    Sim(StreamId, SimEnqueuer),
+}
+
+/// An op whose launch has been entered (preflighted), to enqueue.
+pub(super) type Entered = (Communicator, Work, Target);
+
+/// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
+/// them all. Returns the launches innermost first.
+fn nest(ops: &mut std::vec::IntoIter<Planned>, entered: &mut Vec<Entered>) -> Result<Vec<Launched<()>>> {
+    let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
+        enqueue_all(std::mem::take(entered))?;
+        return Ok(Vec::new());
+    };
+    let stream = rec.stream();
+    if device.shared.stream(stream).is_ok_and(|slot| slot.recording().is_some()) {
+        // NCCL's own capture support aside, a collective's completion and the watchdog's
+        // timeout stand on its events, which a recorded op does not have.
+        return Err(crate::error::Error::Recording {
+            what: format!("an NCCL collective on {stream}, which a graph recording holds"),
+            hint: "run collectives outside the graph, between its replays",
+        });
+    }
+    let launched = rec.launch_event(&device, |scope| {
+        entered.push((comm, work, target(scope, stream)?));
+        nest(ops, entered)
+    })?;
+    let Launched { value: mut inner, event, trace, recorded } = launched;
+    inner.push(Launched { value: (), event, trace, recorded });
+    Ok(inner)
+}
+
+fn target(scope: &LaunchScope<'_>, stream: StreamId) -> Result<Target> {
+    match scope.sim_enqueuer() {
+        Ok(s) => Ok(Target::Sim(stream, s)),
+        // SAFETY: 1. the stream is used for the op's NCCL calls only, which touch the buffers
+        // as the recorder declared them; 2. they are enqueued (and NCCL's background launch
+        // awaited) in the innermost launch, before this launch's closure returns; 3. no cudarc
+        // memory is made from it.
+        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.clone())),
+    }
+}
