@@ -110,6 +110,8 @@ fn a_mixed_graph_replays_as_the_eager_ops_over_100_replays_with_rebinding() {
     let mut eager = Eager((0..3).map(|_| Handles::new(&d, d.new_stream().unwrap()).unwrap()).collect());
     let (es0, es1, es2) = (eager.0[0].stream(), eager.0[1].stream(), eager.0[2].stream());
     let w = bufs(&d, s, &mut rng);
+    // The GEMM's right operand stays as it is: both sides get the same.
+    w.b.copy_from(s, &v.b).unwrap();
 
     let (vr, mixr) = (v.clone(), mix.clone());
     let graph = Graph::record(&d, move |rec| pipeline(rec, &mixr, &vr)).unwrap();

@@ -63,6 +63,32 @@ fn philox_f64_offsets_count_doubles_as_curand_does() {
     }
 }
 
+/// Past the first 65,536 threads' round, cuRAND's double draws take two blocks per thread
+/// round, and an offset skips a thread one block per whole round of its before the offset:
+/// (offset, index, bits) captured from cuRAND 13 on an H200 (Philox, legacy order, seed 77).
+#[test]
+fn philox_f64_rounds_past_the_first_follow_curands_layout() {
+    let known: [(u64, usize, u64); 8] = [
+        (0, 262144, 0x3f8076de90410a60),
+        (0, 524289, 0x3fde47cd64c5487b),
+        (4, 262140, 0x3fe25a1633582f6c),
+        (6, 262144, 0x3fbfd74ac457433c),
+        (262144, 0, 0x3fe25a1633582f6c),
+        (262144, 262146, 0x3fcbc76e545b30a2),
+        (262150, 3, 0x3fe218035b209bf6),
+        (1000, 655355, 0x3fdf8ed30ea09fcf),
+    ];
+    for (offset, index, bits) in known {
+        assert_eq!(reference::uniform_f64(77, offset, index + 1)[index].to_bits(), bits, "offset {offset}, index {index}");
+    }
+    let (d, s, mut h) = setup();
+    let (offset, n) = (4u64, 262_144usize);
+    let sd = Seed::new(Generator::Philox4x32_10, 77).at(offset);
+    let u = d.alloc_zeros::<f64>(s, n).unwrap();
+    h.rng().unwrap().uniform(&sd, &u).unwrap().wait().unwrap();
+    assert_eq!(u.download(s).unwrap()[262_140].to_bits(), known[2].2, "the simulator, offset 4, index 262140");
+}
+
 #[test]
 fn philox_uniforms_and_normals_are_curands_conversions_of_its_words() {
     let (d, s, mut h) = setup();

@@ -171,20 +171,23 @@ pub(super) fn async_state(comm: RawComm) -> Result<Progress> {
 /// that does not get there is reported as [`CollectiveFault::Timeout`], naming `call`.
 pub(super) fn wait_ready(comms: &[RawComm], call: &'static str, deadline: Instant) -> Result<()> {
     for &comm in comms {
-        let mut spins = 0u32;
+        let start = Instant::now();
         while async_state(comm)? == Progress::InProgress {
-            if Instant::now() >= deadline {
+            let now = Instant::now();
+            if now >= deadline {
                 return Err(Error::Collective {
                     call,
                     fault: CollectiveFault::Timeout,
                     detail: "NCCL was still in progress at the communicator's timeout".into(),
                 });
             }
-            spins += 1;
-            if spins > 64 {
-                std::thread::sleep(Duration::from_micros(50));
+            // An enqueue is in progress for a few microseconds: a sleep (50 µs and more, with
+            // the timer's slack) cost every op that much on the GPU machine. Yield for the
+            // first two milliseconds, then sleep between polls (a long init or shrink).
+            if now - start < Duration::from_millis(2) {
+                std::thread::yield_now();
             } else {
-                std::hint::spin_loop();
+                std::thread::sleep(Duration::from_micros(50));
             }
         }
     }
@@ -233,14 +236,18 @@ pub(super) fn destroy(comm: RawComm, wait: Duration) {
 /// # Safety
 /// `comm` is live and no other thread calls NCCL on it meanwhile; the current context is the
 /// communicator's device's.
-pub(super) unsafe fn shrink(comm: RawComm, exclude: &mut [c_int]) -> Result<Option<RawComm>> {
-    let mut new: RawComm = std::ptr::null_mut();
+pub(super) unsafe fn shrink(comm: RawComm, exclude: &mut [c_int]) -> Result<Box<RawComm>> {
+    // On the heap: a non-blocking communicator's shrink may write the new handle after the
+    // call returns (in progress), so the slot must outlive this frame until the parent is
+    // ready again (the caller waits for that before reading it).
+    let mut new: Box<RawComm> = Box::new(std::ptr::null_mut());
     let mut cfg = config();
     let n = c_int::try_from(exclude.len()).map_err(|_| Error::invalid("exclude", "too many ranks"))?;
-    // SAFETY: valid pointers; `exclude` holds `n` ranks; the caller vouches for `comm`.
-    let r = unsafe { sys::ncclCommShrink(comm, exclude.as_mut_ptr(), n, &mut new, &mut cfg, 0) };
+    // SAFETY: valid pointers (`new` is a heap slot the caller keeps until the shrink is done);
+    // `exclude` holds `n` ranks; the caller vouches for `comm`.
+    let r = unsafe { sys::ncclCommShrink(comm, exclude.as_mut_ptr(), n, &mut *new, &mut cfg, 0) };
     check(r, "ncclCommShrink", Some(comm))?;
-    Ok((!new.is_null()).then_some(new))
+    Ok(new)
 }
 
 /// `ncclGroupStart`.

@@ -69,6 +69,9 @@ struct Shared {
 /// A CUDA communicator, watched.
 pub(super) struct CudaComm {
     shared: Arc<Shared>,
+    /// The watchdog, joined on drop: it destroys the communicator, which must happen before
+    /// the process (or the device's context) goes away under NCCL's own threads.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl CudaComm {
@@ -80,13 +83,17 @@ impl CudaComm {
             Arc::new(Shared { state: Mutex::new(state), fault: OnceLock::new(), wake: Condvar::new(), ctx, timeout });
         let watched = shared.clone();
         let spawned = std::thread::Builder::new().name("cusched-nccl-watch".into()).spawn(move || watch(&watched));
-        if let Err(e) = spawned {
-            // Without the thread nothing detects a dead peer: say so, and keep working.
-            log::error!(
-                "cusched: could not start an NCCL communicator's watchdog ({e}); its faults will not be detected"
-            );
-        }
-        CudaComm { shared }
+        let thread = match spawned {
+            Ok(t) => Some(t),
+            Err(e) => {
+                // Without the thread nothing detects a dead peer: say so, and keep working.
+                log::error!(
+                    "cusched: could not start an NCCL communicator's watchdog ({e}); its faults will not be detected"
+                );
+                None
+            }
+        };
+        CudaComm { shared, thread }
     }
 
     /// Locks the communicator for enqueueing (one thread at a time uses it).
@@ -133,12 +140,21 @@ impl CudaComm {
         }
         let mut ranks = exclude.iter().map(|&r| r as std::ffi::c_int).collect::<Vec<_>>();
         // SAFETY: `raw` is live and locked by this thread; its context is current.
-        let new = unsafe { calls::shrink(raw, &mut ranks) }?;
+        let slot = unsafe { calls::shrink(raw, &mut ranks) }?;
         // The parent is in progress too until the shrink is done (non-blocking communicators):
-        // nothing else may use it meanwhile.
+        // nothing else may use it meanwhile, and the new handle is read only then.
         let deadline = Instant::now() + self.shared.timeout;
-        let ready = calls::wait_ready(&[raw], "ncclCommShrink", deadline)
-            .and_then(|()| new.map_or(Ok(()), |n| calls::wait_ready(&[n], "ncclCommShrink", deadline)));
+        let parent_ready = calls::wait_ready(&[raw], "ncclCommShrink", deadline);
+        let new = match parent_ready {
+            Ok(()) => Some(*slot).filter(|n| !n.is_null()),
+            Err(_) => {
+                // Not done: NCCL may still write the slot, which must then stay allocated.
+                Box::leak(slot);
+                None
+            }
+        };
+        let ready =
+            parent_ready.and_then(|()| new.map_or(Ok(()), |n| calls::wait_ready(&[n], "ncclCommShrink", deadline)));
         drop(st);
         if let Err(e) = ready {
             if let Some(n) = new {
@@ -157,9 +173,17 @@ impl CudaComm {
 
 impl Drop for CudaComm {
     fn drop(&mut self) {
-        // The watchdog destroys the communicator once its pending ops are done.
+        // The watchdog destroys the communicator once its pending ops are done (or the
+        // timeout failed them). Waited for here: NCCL's proxy threads outliving the
+        // communicator's owner crashed processes at exit. A communicator is dropped at
+        // teardown, not on the op path.
         self.lock().closing = true;
         self.shared.wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
     }
 }
 

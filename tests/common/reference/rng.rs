@@ -44,13 +44,15 @@ pub fn unit53(x: u32, y: u32) -> f64 {
     ((x as u64) ^ ((y as u64) << 21)) as f64 * inv + inv / 2.0
 }
 
-/// The block and half of `f64` value `d`: the offset counts doubles, so the value is double
-/// `p = offset + d` of the sequence; four doubles per thread of two blocks, thread `t = p / 4`
-/// on subsequence `t % 65536`.
+/// The block and half of `f64` value `d`: double `p = offset + d` is thread
+/// `j = (p / 4) % 65536`'s (its subsequence) in round `r = p / 262144`, two blocks per round,
+/// and the offset skips the thread one block per whole round of its before the offset.
 pub fn double_words(seed: u64, offset: u64, d: u64) -> ([u32; 4], usize) {
     let p = offset + d;
-    let t = p / 4;
-    (block(seed, t % 65_536, t / 65_536 + (p % 4) / 2), (p % 2) as usize)
+    let (j, round) = ((p / 4) % 65_536, p / 4 / 65_536);
+    let q = offset / 4;
+    let skipped = if q > j { (q - j).div_ceil(65_536) } else { 0 };
+    (block(seed, j, 2 * round - skipped + (p % 4) / 2), (p % 2) as usize)
 }
 
 /// `curandGenerateUniformDouble`'s `n` values.

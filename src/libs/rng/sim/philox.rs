@@ -65,15 +65,25 @@ pub(super) fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The block of `f64` value `d` at offset `offset` (for doubles, cuRAND counts the offset in
-/// doubles, not words: value `d` is double `offset + d` of the sequence), and which word pair
-/// of it the value takes: four doubles per block pair, as cuRAND's double draws take two
-/// blocks of one subsequence per four values.
+/// The block of `f64` value `d` at offset `offset`, and which word pair of it the value takes.
+///
+/// cuRAND's legacy double draws, as measured on the GPU: double `p = offset + d` of the
+/// sequence belongs to thread `j = (p / 4) % 65536` (its subsequence) in round
+/// `r = p / 262144`; each round takes two blocks of the thread's subsequence (four doubles),
+/// but the offset skips a thread ahead by ONE block for every whole round of its that lies
+/// before the offset (cuRAND computes the skip as for words). So the block's counter is
+/// `2r - skipped + (p % 4) / 2`. Other generators: one plain counter sequence.
 pub(super) fn double_block(stream: &Stream, offset: u64, d: u64) -> ([u32; 4], usize) {
-    let at = offset + d;
-    let t = at / 4;
-    let (sub, ctr) = if stream.legacy { (t % 65_536, t / 65_536) } else { (0, t * 2) };
-    let ctr = ctr + (at % 4) / 2;
+    let p = offset + d;
+    let t = p / 4;
+    let (sub, ctr) = if stream.legacy {
+        let (j, round) = (t % 65_536, t / 65_536);
+        let q = offset / 4;
+        let skipped = if q > j { (q - j).div_ceil(65_536) } else { 0 };
+        (j, 2 * round - skipped + (p % 4) / 2)
+    } else {
+        (0, t * 2 + (p % 4) / 2)
+    };
     let block = philox([ctr as u32, (ctr >> 32) as u32, sub as u32, (sub >> 32) as u32], stream.key);
-    (block, (at % 2) as usize)
+    (block, (p % 2) as usize)
 }
