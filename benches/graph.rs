@@ -6,12 +6,12 @@
 //!   with `cuGraphLaunch`: GPU time per node (K replays back to back, then a synchronize,
 //!   divided by K × 200: the GPU is the bottleneck) and host time per replay (the launch call);
 //! - cusched graph: the same 200 typed launches recorded with `Graph::record`, replayed with
-//!   `GraphExec::replay` (one tracked op each), with the kernels spread over B distinct
-//!   buffers (B = 1, 8, 64: the replay declares B buffers), each kernel declaring a
-//!   read-write of its buffer, so that the graph is B chains (B = 1: the raw graph's one
-//!   chain): GPU time per node and host time per replay. A last row declares the one buffer
-//!   read-only: no two kernels conflict, so the graph has 200 roots and no edge, which the
-//!   driver launches at a host cost of its own (shown, not a goal).
+//!   `GraphExec::replay` (one tracked op each). Kernel `i` declares a read-write of buffers
+//!   `i % B` and `(i + 1) % B` of B (B = 1, 8, 64: the replay declares B buffers), so that
+//!   consecutive kernels conflict and the graph is one chain of 200 nodes, the raw graph's
+//!   shape, whatever B: GPU time per node and host time per replay. A last row declares one
+//!   buffer read-only: no two kernels conflict, so the graph has 200 roots and no edge, which
+//!   the driver launches at a host cost of its own (shown, not a goal).
 //!
 //! The goals: GPU time per node ≤ 1.05 µs, and host time per replay ≤ 3 µs + 0.05 µs per
 //! declared buffer, each against the raw graph of the same run.
@@ -26,8 +26,8 @@ use cusched::{Device, GpuRef, Graph};
 use std::time::Instant;
 
 const SRC: &str = r#"
-extern "C" __global__ void empty(float* p, unsigned n) {
-    if (n == 0xffffffffu) p[threadIdx.x] = 1.0f;
+extern "C" __global__ void empty(float* p, float* q, unsigned n) {
+    if (n == 0xffffffffu) p[threadIdx.x] = q[threadIdx.x];
 }
 "#;
 const NODES: usize = 200;
@@ -58,9 +58,9 @@ fn main() -> Res<()> {
     let n = 32u32;
     let launch_all = || -> Res<()> {
         for _ in 0..NODES {
-            // SAFETY: `empty` takes a float pointer and an unsigned, and writes nothing unless n
+            // SAFETY: `empty` takes two float pointers and an unsigned, and touches nothing unless n
             // is all ones.
-            unsafe { st.launch_builder(&f).arg(&p).arg(&n).launch(cfg) }?;
+            unsafe { st.launch_builder(&f).arg(&p).arg(&p).arg(&n).launch(cfg) }?;
         }
         Ok(())
     };
@@ -85,17 +85,18 @@ fn main() -> Res<()> {
     let s = device.new_stream()?;
     let kernel = device.compile(SRC, &[])?.kernel("empty")?;
     let mut rows = Vec::new();
-    for (buffers, write) in [(1usize, true), (8, true), (64, true), (1, false)] {
+    for (buffers, chain) in [(1usize, true), (8, true), (64, true), (1, false)] {
         let bufs: Vec<GpuRef<f32>> =
             (0..buffers).map(|_| device.alloc_zeros::<f32>(s, 32)).collect::<cusched::Result<_>>()?;
         let k = kernel.clone();
         let graph = Graph::record(&device, move |rec| {
             let h = rec.handles(0)?;
             for i in 0..NODES {
-                let b = &bufs[i % bufs.len()];
+                let (b, c) = (&bufs[i % bufs.len()], &bufs[(i + 1) % bufs.len()]);
                 let launch = h.launch(&k, cfg);
-                let launch = if write { launch.read_write(b) } else { launch.read(b) }.scalar(32u32);
-                // SAFETY: `empty` takes a float pointer and an unsigned, and touches nothing
+                let launch =
+                    if chain { launch.read_write(b).read_write(c) } else { launch.read(b).read(c) }.scalar(32u32);
+                // SAFETY: `empty` takes two float pointers and an unsigned, and touches nothing
                 // unless n is all ones.
                 unsafe { launch.enqueue() }?;
             }
@@ -105,9 +106,9 @@ fn main() -> Res<()> {
         exec.replay(s)?.wait()?;
         let (gpu, host) =
             time(replays, || exec.replay(s).map(drop).map_err(Into::into), || Ok(device.synchronize(s)?))?;
-        let shape = if write { format!("{buffers} chains") } else { "200 roots, no edge".into() };
+        let shape = if chain { "one chain" } else { "200 roots, no edge" };
         println!("| cusched graph, {buffers} declared buffers ({shape}) | {} | {} |", us(gpu), us(host));
-        if write {
+        if chain {
             rows.push((buffers, gpu, host));
         }
     }

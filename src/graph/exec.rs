@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
 use crate::recorder::{GraphBuild, LaunchRecorder, Launched, RecordingMode};
 use crate::trace::OpLabel;
+use crate::track::EventRef;
 use std::sync::{Arc, Mutex};
 
 /// An executable graph: [`replay`](Self::replay) it as often as needed.
@@ -19,9 +20,27 @@ use std::sync::{Arc, Mutex};
 /// ordered like any launches that share buffers. See [`Graph`] for an example.
 pub struct GraphExec {
     graph: Graph,
-    /// The executable CUDA graph (none on the simulator); replays keep it alive until the GPU
-    /// has passed them.
+    /// The executable CUDA graph (none on the simulator).
     exec: Option<Arc<Mutex<RawExec>>>,
+    /// The newest replay's event on each stream replayed on: when the executable graph is
+    /// dropped, it and the graph's objects go to the reaper, destroyed once the GPU has passed
+    /// these (replays carry no keep-alive of their own, so each completes in place).
+    last: Mutex<Vec<EventRef>>,
+}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        let after = std::mem::take(&mut *crate::sync::lock(&self.last));
+        let shared = &self.graph.device.shared;
+        let object: (Option<Arc<Mutex<RawExec>>>, Arc<Mutex<Inner>>) = (self.exec.take(), self.graph.inner.clone());
+        let ctx = shared.cuda_ctx("a graph").ok();
+        shared.reaper.defer(crate::reaper::Retired {
+            what: "an executable graph",
+            after,
+            ctx,
+            object: Box::new(object),
+        });
+    }
 }
 
 impl std::fmt::Debug for GraphExec {
@@ -41,7 +60,7 @@ impl GraphExec {
             }
             None => None,
         };
-        Ok(GraphExec { graph, exec })
+        Ok(GraphExec { graph, exec, last: Mutex::new(Vec::new()) })
     }
 
     /// The graph this was instantiated from.
@@ -65,8 +84,7 @@ impl GraphExec {
         for (buf, access) in &g.uses {
             rec.access_tracked(buf.clone(), *access)?;
         }
-        let mut keep: Vec<KeepAlive> = vec![Box::new(g.inner.clone())];
-        let Some(exec) = &self.exec else { return self.replay_sim(rec, keep) };
+        let Some(exec) = &self.exec else { return self.replay_sim(rec, vec![Box::new(g.inner.clone())]) };
         let launched = rec.launch_event(&g.device, |scope| {
             let s = scope.bound_cuda_stream()?;
             let exec = crate::sync::lock(&**exec);
@@ -76,8 +94,20 @@ impl GraphExec {
             // graph (and its branches' library objects) stay alive until the GPU passes it.
             unsafe { exec.launch(s.cu_stream()) }
         })?;
-        keep.push(Box::new(exec.clone()));
-        Ok(launched.complete(&g.device, keep))
+        if let Some(ev) = &launched.event {
+            self.note_end(ev);
+        }
+        Ok(launched.complete(&g.device, Vec::new()))
+    }
+
+    /// Notes `ev` as the newest replay's end on its stream.
+    fn note_end(&self, ev: &EventRef) {
+        let stream = ev.pos().stream;
+        let mut last = crate::sync::lock(&self.last);
+        match last.iter_mut().find(|e| e.pos().stream == stream) {
+            Some(e) => *e = ev.clone(),
+            None => last.push(ev.clone()),
+        }
     }
 
     /// A replay on the simulator: the recording closure runs again inside the replay's

@@ -79,7 +79,11 @@ fn philox_f64_rounds_past_the_first_follow_curands_layout() {
         (1000, 655355, 0x3fdf8ed30ea09fcf),
     ];
     for (offset, index, bits) in known {
-        assert_eq!(reference::uniform_f64(77, offset, index + 1)[index].to_bits(), bits, "offset {offset}, index {index}");
+        assert_eq!(
+            reference::uniform_f64(77, offset, index + 1)[index].to_bits(),
+            bits,
+            "offset {offset}, index {index}"
+        );
     }
     let (d, s, mut h) = setup();
     let (offset, n) = (4u64, 262_144usize);
