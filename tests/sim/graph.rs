@@ -270,3 +270,48 @@ fn library_ops_in_a_graph_compute_on_replay() {
     assert_eq!(c.download(s).unwrap(), want);
     d.shutdown().unwrap();
 }
+
+/// A recording closure runs only on the graph's branches: an op it enqueues elsewhere would
+/// run eagerly at every recording (and on the simulator at every replay), and while a
+/// rebinding records again it would declare the new buffer but touch the old one. Refused.
+#[test]
+fn an_eager_op_inside_a_recording_closure_is_refused() {
+    let d = sim();
+    let (s, other) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.upload(s, &[1.0f32; 8]).unwrap();
+    let y = d.alloc_zeros::<f32>(s, 8).unwrap();
+    let (xr, yr) = (x.clone(), y.clone());
+    let err = Graph::record(&d, move |rec| {
+        let b = rec.stream(0)?;
+        let dev = rec.device().clone();
+        op(&dev, b, "recorded", &[&xr], &yr, |a| a[0])?;
+        op(&dev, other, "eager", &[&xr], &xr, |a| a[0] + 1.0)
+    })
+    .unwrap_err();
+    assert!(matches!(err, Error::Recording { .. }), "{err}");
+    assert_eq!(x.download(s).unwrap(), vec![1.0; 8]);
+    d.shutdown().unwrap();
+}
+
+/// A buffer the graph already uses cannot stand for another: ops that require distinct
+/// buffers (a copy's source and destination) would get the same one.
+#[test]
+fn rebinding_to_a_buffer_the_graph_uses_is_refused() {
+    let d = sim();
+    let s = d.default_stream();
+    let a = d.upload(s, &[2.0f32; 8]).unwrap();
+    let b = d.alloc_zeros::<f32>(s, 8).unwrap();
+    let (ar, br) = (a.clone(), b.clone());
+    let mut exec = Graph::record(&d, move |rec| {
+        let st = rec.stream(0)?;
+        br.copy_from(st, &ar)
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    let err = exec.rebind(&a, &b).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { arg: "new", .. }), "{err}");
+    exec.replay(s).unwrap();
+    assert_eq!(b.download(s).unwrap(), vec![2.0; 8]);
+    d.shutdown().unwrap();
+}
