@@ -1,7 +1,7 @@
 //! [`GraphExec`]: an instantiated graph, replayed as one tracked op and rebound in place.
 
 use super::{record_into, run_once, Graph, Inner};
-use crate::backend::cuda::graph::RawExec;
+use crate::backend::cuda::graph::{RawExec, RawGraph};
 use crate::backend::memory::Enqueue;
 use crate::completion::{Completion, KeepAlive};
 use crate::device::StreamId;
@@ -51,6 +51,7 @@ impl std::fmt::Debug for GraphExec {
 
 impl GraphExec {
     pub(super) fn new(graph: Graph) -> Result<GraphExec> {
+        check_fresh_graph(&graph)?;
         let exec = match &graph.raw {
             Some(raw) => {
                 let ctx = graph.device.shared.cuda_ctx("cuGraphInstantiate")?;
@@ -75,11 +76,7 @@ impl GraphExec {
     /// [`Error::Stale`], as are buffers of an earlier generation; nothing is launched.
     pub fn replay(&self, stream: StreamId) -> Result<Completion<()>> {
         let g = &self.graph;
-        let shared = &g.device.shared;
-        let current = shared.generation();
-        if current != g.generation {
-            return Err(Error::Stale { what: "a graph".into(), made: g.generation, current });
-        }
+        check_fresh_graph(g)?;
         let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("graph", "replay"));
         for (buf, access) in &g.uses {
             rec.access_tracked(buf.clone(), *access)?;
@@ -97,15 +94,22 @@ impl GraphExec {
         if let Some(ev) = &launched.event {
             self.note_end(ev);
         }
-        Ok(launched.complete(&g.device, Vec::new()))
+        // Replayed inside another graph's recording: that graph keeps this one alive.
+        let keep: Vec<KeepAlive> = match launched.recorded {
+            Some(_) => vec![Box::new(g.inner.clone()), Box::new(exec.clone())],
+            None => Vec::new(),
+        };
+        Ok(launched.complete(&g.device, keep))
     }
 
     /// Notes `ev` as the newest replay's end on its stream.
     fn note_end(&self, ev: &EventRef) {
         let stream = ev.pos().stream;
         let mut last = crate::sync::lock(&self.last);
+        // Replays of two threads may note their ends out of order: the newest position wins.
         match last.iter_mut().find(|e| e.pos().stream == stream) {
-            Some(e) => *e = ev.clone(),
+            Some(e) if e.pos().seq < ev.pos().seq => *e = ev.clone(),
+            Some(_) => {}
             None => last.push(ev.clone()),
         }
     }
@@ -155,7 +159,7 @@ impl GraphExec {
     /// instantiated again.
     pub fn rebind<T: Element>(&mut self, old: &GpuRef<T>, new: &GpuRef<T>) -> Result<()> {
         let g = &mut self.graph;
-        let what = format!("{} to {}", old.name(), new.name());
+        check_fresh_graph(g)?;
         if new.track().device.uid != g.device.shared.uid {
             return Err(Error::ForeignDevice {
                 what: format!("argument `new` ({})", new.name()),
@@ -177,29 +181,32 @@ impl GraphExec {
             None if g.uses.iter().any(|(t, _)| t.track().id.0 == old.id()) => old.id(),
             None => return Err(Error::invalid("old", format!("{} is not a buffer this graph uses", old.name()))),
         };
+        // An op that needs distinct buffers (a copy's two ends, a GEMM's output and inputs)
+        // would get the same one twice.
+        if new.id() != recorded && g.uses.iter().any(|(t, _)| t.track().id.0 == new.id()) {
+            return Err(Error::invalid("new", format!("{} is already used by this graph", new.name())));
+        }
+        let what = format!("{} to {}", old.name(), new.name());
         let previous = held.substitutes.clone();
         held.substitutes.retain(|s| s.recorded != recorded);
         if new.id() != recorded {
             held.substitutes.push(new.substitute_for(recorded));
         }
-        let finished = match record_into(&g.device, &mut held) {
+        let updated = record_into(&g.device, &mut held)
+            .map_err(|e| Error::GraphUpdate { what: what.clone(), reason: format!("recording it again failed: {e}") })
+            .and_then(|mut finished| {
+                // What the new recording kept stays with the graph whatever happens: the live
+                // executable graph may use objects retired while it recorded.
+                held.keep.append(&mut finished.keep);
+                update_exec(&self.exec, g, &finished.graph, &what).map(|()| finished)
+            });
+        let finished = match updated {
             Ok(f) => f,
             Err(e) => {
                 held.substitutes = previous;
-                return Err(Error::GraphUpdate { what, reason: format!("recording it again failed: {e}") });
+                return Err(e);
             }
         };
-        if let (Some(exec), Some(raw)) = (&self.exec, &finished.graph) {
-            let ctx = g.device.shared.cuda_ctx("cuGraphExecUpdate")?;
-            crate::backend::cuda::bind(&ctx)?;
-            let mut exec = crate::sync::lock(&**exec);
-            // SAFETY: the graph's context is current (bound above).
-            if let Err(refused) = unsafe { exec.update(raw) }? {
-                held.substitutes = previous;
-                return Err(Error::GraphUpdate { what, reason: refused.reason.to_string() });
-            }
-        }
-        held.keep.extend(finished.keep);
         drop(held);
         g.uses = finished.uses;
         g.ops = finished.ops;
@@ -208,4 +215,28 @@ impl GraphExec {
         }
         Ok(())
     }
+}
+
+/// Updates `exec` (CUDA) in place to `raw`, the graph recorded again.
+fn update_exec(exec: &Option<Arc<Mutex<RawExec>>>, g: &Graph, raw: &Option<RawGraph>, what: &str) -> Result<()> {
+    let (Some(exec), Some(raw)) = (exec, raw) else { return Ok(()) };
+    let ctx = g.device.shared.cuda_ctx("cuGraphExecUpdate")?;
+    crate::backend::cuda::bind(&ctx)?;
+    let mut exec = crate::sync::lock(&**exec);
+    // SAFETY: the graph's context is current (bound above), and the graph is of the device's
+    // current generation (checked by the caller).
+    match unsafe { exec.update(raw) }? {
+        Ok(()) => Ok(()),
+        Err(refused) => Err(Error::GraphUpdate { what: what.to_string(), reason: refused.reason.to_string() }),
+    }
+}
+
+/// [`Error::Stale`] for a graph recorded before its device's context was poisoned or
+/// rebuilt: its graph and executable graph belong to a context that is gone.
+fn check_fresh_graph(g: &Graph) -> Result<()> {
+    let current = g.device.shared.generation();
+    if current != g.generation {
+        return Err(Error::Stale { what: "a graph".into(), made: g.generation, current });
+    }
+    Ok(())
 }

@@ -78,6 +78,8 @@ impl std::fmt::Debug for Graph {
 /// rebindings in force. Replays hold it until the GPU has passed them.
 struct Inner {
     device: Device,
+    /// The device's context epoch when the graph was recorded.
+    epoch: u64,
     record: RecordFn,
     branches: Vec<Branch>,
     keep: Vec<KeepAlive>,
@@ -96,7 +98,11 @@ impl Drop for Inner {
         // with the context bound: the last replay that could use it has finished, since every
         // replay holds this until the GPU has passed it.
         let keep = std::mem::take(&mut self.keep);
-        if !keep.is_empty() {
+        if shared.epoch() != self.epoch {
+            // Objects of a context since replaced: calling the library on them could only
+            // fail, as for any library object of an old context.
+            std::mem::forget(keep);
+        } else if !keep.is_empty() {
             let ctx = shared.cuda_ctx("a graph's kept objects").ok();
             shared.reaper.defer(crate::reaper::Retired {
                 what: "a graph's kept objects",
@@ -122,6 +128,7 @@ impl Graph {
     {
         let mut inner = Inner {
             device: device.internal(),
+            epoch: device.shared.epoch(),
             record: Box::new(record),
             branches: Vec::new(),
             keep: Vec::new(),

@@ -22,10 +22,12 @@ pub(crate) struct Branch {
 ///
 /// Ops on [`stream`](Self::stream)`(b)` (or through [`handles`](Self::handles)`(b)`) are
 /// recorded into the graph, not run: library ops, typed and recorder launches, copies between
-/// device buffers and pinned host buffers, fills. Their declared uses decide the graph's edges:
-/// an op follows the recorded ops it conflicts with (it reads what they wrote, or writes what
-/// they read or wrote), whichever branch they were recorded on, so branches fork and join
-/// where the data says. Work on any other stream runs as usual meanwhile.
+/// device buffers and pinned host buffers, fills. An op follows the op before it on its branch
+/// and the recorded ops it conflicts with on other branches (it reads what they wrote, or
+/// writes what they read or wrote), so branches fork and join where the data says. An op the
+/// closure enqueues on any other stream is refused ([`Error::Recording`]): the closure runs
+/// again for a rebinding (and on the simulator for every replay), where eager work would run
+/// again too.
 ///
 /// Allocations and uploads on a branch happen at once, outside the graph (a library's
 /// workspace grows this way the first time an op needs it); an op that cannot be a graph node

@@ -116,10 +116,13 @@ impl OpStream {
         if slot.recording().is_none() {
             return Ok(());
         }
-        Err(Error::Recording {
-            what: format!("{what} ({}) cannot be recorded", self.library),
-            hint: "run it outside the recording, or use a form of the op that writes its result to a device buffer",
-        })
+        Err(crate::recorder::abandon_recording(
+            slot,
+            Error::Recording {
+                what: format!("{what} ({}) cannot be recorded", self.library),
+                hint: "run it outside the recording, or use a form of the op that writes its result to a device buffer",
+            },
+        ))
     }
 
     #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]

@@ -112,6 +112,8 @@ impl LaunchRecorder {
             if !self.unrecorded {
                 return self.admit_lent(device, slot, choice, lent);
             }
+        } else if super::rebind::in_recording_closure() {
+            return Err(eager_in_recording(self.stream));
         }
         // A stream that has seen the floor is past solo mode: one load of its own slot, so
         // that steady state with several streams never reads the device's solo state. (The
@@ -233,5 +235,14 @@ fn recorded_has_no_event() -> crate::error::Error {
     crate::error::Error::Recording {
         what: "a recorded launch reached an event commit".into(),
         hint: "this is a defect of cusched; please report it",
+    }
+}
+
+/// A launch on a stream no recording holds, made by a graph's recording closure.
+#[cold]
+fn eager_in_recording(stream: crate::device::StreamId) -> crate::error::Error {
+    crate::error::Error::Recording {
+        what: format!("an op on {stream}, which the recording does not hold, inside a graph's recording closure"),
+        hint: "enqueue the closure's ops on Recording::stream or Recording::handles; do eager work before or after recording",
     }
 }

@@ -21,25 +21,38 @@ pub(crate) struct Substitute {
 }
 
 thread_local! {
+    /// A recording closure runs on this thread (see [`in_recording_closure`]).
+    static CLOSURE: Cell<bool> = const { Cell::new(false) };
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
     static TABLE: RefCell<Vec<Substitute>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` with `table` in force on this thread (none nested: the previous table comes back
-/// after).
+/// Runs `f`, a graph's recording closure, with `table` in force on this thread (the previous
+/// table and closure flag come back after, on unwind too).
 pub(crate) fn with_substitutes<R>(table: &[Substitute], f: impl FnOnce() -> R) -> R {
-    struct Restore(Vec<Substitute>, bool);
+    struct Restore(Vec<Substitute>, bool, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
             let old = std::mem::take(&mut self.0);
             TABLE.with(|t| *t.borrow_mut() = old);
             ACTIVE.with(|a| a.set(self.1));
+            CLOSURE.with(|c| c.set(self.2));
         }
     }
     let previous = TABLE.with(|t| std::mem::replace(&mut *t.borrow_mut(), table.to_vec()));
     let was = ACTIVE.with(|a| a.replace(!table.is_empty()));
-    let _restore = Restore(previous, was);
+    let was_closure = CLOSURE.with(|c| c.replace(true));
+    let _restore = Restore(previous, was, was_closure);
     f()
+}
+
+/// Whether a graph's recording closure runs on this thread: a launch it makes on a stream
+/// no recording holds is refused (it would run eagerly at every recording, and at every
+/// replay on the simulator, and while a rebinding records again it would declare a stand-in
+/// yet touch the buffer it stands for).
+#[inline(always)]
+pub(crate) fn in_recording_closure() -> bool {
+    CLOSURE.with(Cell::get)
 }
 
 /// The substitute for buffer `id` on this thread, if a recording running here rebinds it.

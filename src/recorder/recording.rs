@@ -62,6 +62,9 @@ struct Built {
     keep: Vec<KeepAlive>,
     /// The first error that abandoned the recording.
     failed: Option<Error>,
+    /// The last op recorded on each stream (its index): an op follows it too, since a
+    /// library handle's hidden state (a default workspace) is shared by the ops of its stream.
+    last_on: Vec<(u32, usize)>,
     /// Streams the ops ran on (replaying), with the last op's event on each: the replay's
     /// stream joins them.
     ends: Vec<(u32, Arc<RawStream>, Arc<RawEvent>)>,
@@ -194,12 +197,14 @@ impl GraphBuild {
         self.turn_free.notify_one();
     }
 
-    /// The ops a launch with `uses` must follow, without repeats.
-    fn follows(&self, built: &Built, uses: &[Use]) -> SmallVec<[usize; 8]> {
+    /// The ops a launch on stream `stream` (its index) with `uses` must follow, without
+    /// repeats: the conflicting ones, and the last op on the same stream.
+    fn follows(&self, built: &Built, stream: u32, uses: &[Use]) -> SmallVec<[usize; 8]> {
         let mut after: SmallVec<[usize; 8]> = SmallVec::new();
         if self.drop_edges {
             return after;
         }
+        after.extend(built.last_on.iter().filter(|(s, _)| *s == stream).map(|&(_, op)| op));
         for u in uses {
             let Some(b) = built.buffers.get(&u.id) else { continue };
             after.extend(b.last_write);
@@ -251,7 +256,7 @@ impl LaunchRecorder {
             }
             let mut roots: Vec<Node> = Vec::new();
             let mut events: Vec<Arc<RawEvent>> = build.start.iter().cloned().collect();
-            for i in build.follows(&built, &self.uses) {
+            for i in build.follows(&built, self.stream.index, &self.uses) {
                 match &built.ops[i] {
                     Tail::Nodes(n) => roots.extend(n.iter().copied()),
                     Tail::Event(ev) => events.push(ev.clone()),
@@ -393,6 +398,11 @@ impl Reserved {
                 let op = built.ops.len();
                 built.ops.push(tail);
                 enter_uses(&mut built, uses, op);
+                let index = self.stream.index;
+                match built.last_on.iter_mut().find(|(s, _)| *s == index) {
+                    Some(last) => last.1 = op,
+                    None => built.last_on.push((index, op)),
+                }
                 if let Tail::Event(ev) = &built.ops[op] {
                     let ev = ev.clone();
                     note_end(&mut built, self, ev);
@@ -417,7 +427,7 @@ impl Reserved {
                 let RawStream::Cuda(stream) = &*self.raw else {
                     return Err(Error::WrongBackend { what: "a graph capture", needed: "cuda", actual: "sim" });
                 };
-                let slot = device.stream(self.stream)?;
+                // The capture ends first, whatever else fails: no stream stays capturing.
                 let tail = {
                     let built = crate::sync::lock(&build.built);
                     match built.graph.as_ref() {
@@ -427,7 +437,11 @@ impl Reserved {
                         None => Err(no_graph()),
                     }
                 };
-                slot.set_capturing(false);
+                // By index: no check of the device's state stands between the capture's end
+                // and the gate's.
+                if let Some(slot) = device.slot_by_index(self.stream.index) {
+                    slot.set_capturing(false);
+                }
                 tail.map(Tail::Nodes).map_err(|e| Error::Recording {
                     what: format!("the op could not be captured into a graph ({e})"),
                     hint: "ops that synchronize with the host, allocate or read results back cannot be recorded; run them outside the recording",

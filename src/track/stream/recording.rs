@@ -51,9 +51,13 @@ impl StreamSlot {
 
     /// Takes the stream back from its recording.
     pub(crate) fn end_recording(&self) {
-        let mut lent_to = crate::sync::lock(&self.lent_to);
-        *lent_to = None;
-        self.lent.store(false, std::sync::atomic::Ordering::Release);
+        let gone = {
+            let mut lent_to = crate::sync::lock(&self.lent_to);
+            self.lent.store(false, std::sync::atomic::Ordering::Release);
+            lent_to.take()
+        };
+        // Dropped after the leaf lock is released.
+        drop(gone);
     }
 
     /// Opens or closes an op's capture on the stream. Closing runs the frees that waited for
