@@ -111,18 +111,10 @@ impl OpStream {
     /// once, from nothing, and never again.
     #[allow(dead_code)]
     pub(crate) fn refuse_recording(&self, what: &str) -> Result<()> {
-        // A stream that cannot be looked up fails the op's own launch, in its order.
-        let Ok(slot) = self.device.shared.stream(self.stream) else { return Ok(()) };
-        if slot.recording().is_none() {
-            return Ok(());
-        }
-        Err(crate::recorder::abandon_recording(
-            slot,
-            Error::Recording {
-                what: format!("{what} ({}) cannot be recorded", self.library),
-                hint: "run it outside the recording, or use a form of the op that writes its result to a device buffer",
-            },
-        ))
+        crate::recorder::refuse_if_recording(&self.device.shared, self.stream, || Error::Recording {
+            what: format!("{what} ({}) cannot be recorded", self.library),
+            hint: "run it outside the recording, or use a form of the op that writes its result to a device buffer",
+        })
     }
 
     #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]

@@ -156,18 +156,11 @@ impl<T: Element> GpuRef<T> {
 
 /// Host copies that block on their data cannot be graph nodes: refused on a stream a graph
 /// recording holds.
-/// A stream that cannot be looked up is left to the copy's own checks, which report it in
-/// their order (a stale buffer before a dead device).
 fn refuse_recording(device: &Device, stream: StreamId, what: &str) -> Result<()> {
-    let Ok(slot) = device.shared.stream(stream) else { return Ok(()) };
-    if slot.recording().is_none() {
-        return Ok(());
-    }
-    Err(crate::recorder::abandon_recording(
-        slot,
+    crate::recorder::refuse_if_recording(&device.shared, stream, || {
         Error::Recording {
-            what: format!("{what} on {stream}, which a graph recording holds"),
-            hint: "copy between pinned host buffers and the device (copy_from_host, copy_to_host) inside a graph, or outside the recording",
-        },
-    ))
+        what: format!("{what} on {stream}, which a graph recording holds"),
+        hint: "copy between pinned host buffers and the device (copy_from_host, copy_to_host) inside a graph, or outside the recording",
+    }
+    })
 }

@@ -39,7 +39,9 @@ pub(crate) use failure::collect_writes;
 pub(crate) use launched::Launched;
 pub use preflighted::Preflighted;
 pub(crate) use rebind::{substitute, with_substitutes, Substitute};
-pub(crate) use recording::{abandon_recording, keep_for_recording, Finished, GraphBuild, Mode as RecordingMode};
+pub(crate) use recording::{
+    abandon_recording, keep_for_recording, refuse_if_recording, Finished, GraphBuild, Mode as RecordingMode,
+};
 use reserved::Reserved;
 pub use resource::{External, Resource};
 pub(crate) use resource::{ResourceKind, ResourceRef, ResourceSealed, Tracked};

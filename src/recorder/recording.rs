@@ -374,6 +374,21 @@ pub(crate) fn keep_for_recording(lent: Arc<dyn std::any::Any + Send + Sync>, obj
     }
 }
 
+/// Refuses an op that cannot be a graph node when its stream is lent to a recording: abandons
+/// that recording and returns the error `refusal` makes. `Ok` on any other stream, and on one
+/// that cannot be looked up (the op's own launch reports that, in its order).
+pub(crate) fn refuse_if_recording(
+    device: &DeviceShared,
+    stream: crate::device::StreamId,
+    refusal: impl FnOnce() -> Error,
+) -> Result<()> {
+    let Ok(slot) = device.stream(stream) else { return Ok(()) };
+    if slot.recording().is_none() {
+        return Ok(());
+    }
+    Err(abandon_recording(slot, refusal()))
+}
+
 /// Abandons the recording `slot` is lent to with `e` (an allocation inside an op's capture,
 /// say), and returns `e`.
 pub(crate) fn abandon_recording(slot: &StreamSlot, e: Error) -> Error {

@@ -5,6 +5,7 @@
 //! computes a wrong answer is collected and reported at the end.
 #![allow(clippy::too_many_arguments, clippy::needless_range_loop)] // the reference mirrors the math
 
+use crate::common::reference::blas_lt::EPILOGUES;
 use crate::common::*;
 use cusched::blas_lt::{Aux, Epilogue, Fp8Scales, LtElement, Matmul, Order, ReluMask, Transpose, F8E4M3, F8E5M2};
 use cusched::half::{bf16, f16};
@@ -88,25 +89,6 @@ fn e4m3(bits: u8) -> f64 {
         (1.0 + m / 8.0) * 2f64.powi(e - 7)
     }
 }
-
-const EPILOGUES: [&str; 16] = [
-    "default",
-    "relu",
-    "gelu",
-    "bias",
-    "relu_bias",
-    "gelu_bias",
-    "relu_aux",
-    "gelu_aux",
-    "relu_aux_bias",
-    "gelu_aux_bias",
-    "drelu",
-    "dgelu",
-    "drelu_bgrad",
-    "dgelu_bgrad",
-    "bgrada",
-    "bgradb",
-];
 
 /// What the whole sweep saw.
 #[derive(Default)]

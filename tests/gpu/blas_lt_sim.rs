@@ -3,30 +3,11 @@
 //! epilogue in f32, f16 and bf16, the layouts and batches, TF32, and FP8 with its scales and
 //! D's amax. A combination cuBLASLt has no kernel for (`Unsupported` on the GPU) is skipped.
 
-use crate::common::reference::blas_lt::{compare, Case, Fp8, Num};
+use crate::common::reference::blas_lt::{compare, Case, Fp8, Num, EPILOGUES};
 use crate::common::*;
 use cusched::blas_lt::{F8E4M3, F8E5M2};
 use cusched::half::{bf16, f16};
 use cusched::Device;
-
-const EPILOGUES: [&str; 16] = [
-    "default",
-    "relu",
-    "gelu",
-    "bias",
-    "relu_bias",
-    "gelu_bias",
-    "relu_aux",
-    "gelu_aux",
-    "relu_aux_bias",
-    "gelu_aux_bias",
-    "drelu",
-    "dgelu",
-    "drelu_bgrad",
-    "dgelu_bgrad",
-    "bgrada",
-    "bgradb",
-];
 
 /// Runs `case` on the GPU and on a simulated device; compares them (`acc`: the accumulation's
 /// relative error allowed). Returns whether the GPU ran it.

@@ -3,29 +3,10 @@
 //! alpha and beta with C (D itself or a separate C), TF32, and the FP8 combinations with their
 //! scales and D's amax. Inputs are fresh random values (the seed is printed).
 
-use crate::common::reference::blas_lt::{compare, Case, Fp8, Num};
+use crate::common::reference::blas_lt::{compare, Case, Fp8, Num, EPILOGUES};
 use crate::common::{sim, Rng};
 use cusched::blas_lt::{F8E4M3, F8E5M2};
 use cusched::half::{bf16, f16};
-
-const EPILOGUES: [&str; 16] = [
-    "default",
-    "relu",
-    "gelu",
-    "bias",
-    "relu_bias",
-    "gelu_bias",
-    "relu_aux",
-    "gelu_aux",
-    "relu_aux_bias",
-    "gelu_aux_bias",
-    "drelu",
-    "dgelu",
-    "drelu_bgrad",
-    "dgelu_bgrad",
-    "bgrada",
-    "bgradb",
-];
 
 /// Runs `case` on a simulated device (whose hazard checker fails any undeclared access) and
 /// compares it with the reference: `acc` is the accumulation's relative error allowed.

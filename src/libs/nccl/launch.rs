@@ -248,14 +248,12 @@ fn nest(ops: &mut std::vec::IntoIter<Planned>, entered: &mut Vec<Entered>) -> Re
         return Ok(Vec::new());
     };
     let stream = rec.stream();
-    if device.shared.stream(stream).is_ok_and(|slot| slot.recording().is_some()) {
-        // NCCL's own capture support aside, a collective's completion and the watchdog's
-        // timeout stand on its events, which a recorded op does not have.
-        return Err(crate::error::Error::Recording {
-            what: format!("an NCCL collective on {stream}, which a graph recording holds"),
-            hint: "run collectives outside the graph, between its replays",
-        });
-    }
+    // NCCL's own capture support aside, a collective's completion and the watchdog's timeout
+    // stand on its events, which a recorded op does not have.
+    crate::recorder::refuse_if_recording(&device.shared, stream, || crate::error::Error::Recording {
+        what: format!("an NCCL collective on {stream}, which a graph recording holds"),
+        hint: "run collectives outside the graph, between its replays",
+    })?;
     let launched = rec.launch_event(&device, |scope| {
         entered.push((comm, work, target(scope, stream)?));
         nest(ops, entered)

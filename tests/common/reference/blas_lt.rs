@@ -80,6 +80,26 @@ impl Num for F8E5M2 {
     const NAME: &'static str = "e5m2";
 }
 
+/// Every epilogue the matmul takes, by the names `Case` knows them under.
+pub const EPILOGUES: [&str; 16] = [
+    "default",
+    "relu",
+    "gelu",
+    "bias",
+    "relu_bias",
+    "gelu_bias",
+    "relu_aux",
+    "gelu_aux",
+    "relu_aux_bias",
+    "gelu_aux_bias",
+    "drelu",
+    "dgelu",
+    "drelu_bgrad",
+    "dgelu_bgrad",
+    "bgrada",
+    "bgradb",
+];
+
 /// E4M3 (bias 7, no infinities, max 448) encode, round to nearest even, saturating.
 pub fn e4m3(x: f64) -> F8E4M3 {
     let sign = if x < 0.0 { 0x80u8 } else { 0 };
