@@ -2,8 +2,9 @@
 //! buffers, side by side in one run (alternating, medians of several repetitions), from 8 KiB
 //! to 1 GiB, then the small-message latency of both.
 //!
-//! cusched: one `Communicator::init_all` over both GPUs, each iteration one `nccl::group` of
-//! both ranks' `all_reduce_in_place` (tracked ops, fenced, with completions). Raw: NCCL's own
+//! cusched: one `Communicator::init_all` over both GPUs (blocking communicators, the default),
+//! each iteration one `nccl::group` of both ranks' `all_reduce_in_place` (tracked ops, fenced,
+//! with completions); the latency again with non-blocking communicators. Raw: NCCL's own
 //! communicators (`ncclCommInitAll`, blocking), `ncclGroupStart`, two `ncclAllReduce` on the
 //! same device buffers, `ncclGroupEnd`, on streams of their own. Bus bandwidth is NCCL's
 //! (`bytes / time * 2 (n - 1) / n`, which for two ranks is the algorithm bandwidth).
@@ -158,7 +159,13 @@ fn main() -> Res<()> {
         );
         bytes *= 4;
     }
-    latency(&gpus, &mut h, &comms, &raw)
+    latency(&gpus, &mut h, &comms, &raw)?;
+    // The same latency with non-blocking communicators (`CommConfig::blocking = false`), whose
+    // every launch NCCL finishes on a thread of its own.
+    drop(comms);
+    let nonblocking = Communicator::init_all(&gpus, &CommConfig::default().with_blocking(false))?;
+    println!("non-blocking communicators:");
+    latency(&gpus, &mut h, &nonblocking, &raw)
 }
 
 /// Small-message latency: 8 bytes per rank, one op at a time, waited for each time.

@@ -33,7 +33,8 @@ fn child(rank: usize, id_file: &Path, mode: &str) {
     } else {
         UniqueId::read_file(id_file, Duration::from_secs(60)).unwrap()
     };
-    let config = CommConfig::default().with_timeout(TIMEOUT);
+    // "kill" runs blocking communicators, "kill-nonblocking" non-blocking ones.
+    let config = CommConfig::default().with_timeout(TIMEOUT).with_blocking(mode != "kill-nonblocking");
     let comm = Communicator::init_rank(&device, &id, 2, rank, &config).unwrap();
     assert!(comm.capabilities().spans_processes);
     let mut h = Handles::new(&device, device.new_stream().unwrap()).unwrap();
@@ -46,7 +47,7 @@ fn child(rank: usize, id_file: &Path, mode: &str) {
     h.nccl().unwrap().all_gather(&comm, &mine, &g).unwrap().wait().unwrap();
     let got = g.download(h.stream()).unwrap();
     assert!(got[..1001].iter().all(|&v| v == 7) && got[1001..].iter().all(|&v| v == 8));
-    if mode != "kill" {
+    if !mode.starts_with("kill") {
         println!("OK");
         return;
     }
@@ -163,9 +164,11 @@ fn nccl_a_killed_rank_fails_the_survivor_within_the_timeout() {
     if as_child() || !two_gpus() {
         return;
     }
-    for env in [&[][..], &[("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")][..]] {
+    let network = &[("NCCL_P2P_DISABLE", "1"), ("NCCL_SHM_DISABLE", "1")][..];
+    let runs = [("kill", &[][..]), ("kill", network), ("kill-nonblocking", &[][..]), ("kill-nonblocking", network)];
+    for (mode, env) in runs {
         let file = id_file(TEST);
-        let mut kids: Vec<Child> = (0..2).map(|r| spawn(TEST, r, &file, "kill", env)).collect();
+        let mut kids: Vec<Child> = (0..2).map(|r| spawn(TEST, r, &file, mode, env)).collect();
         // Rank 1 says when its all-reduce is in flight; then it is killed, and rank 0 told to
         // enqueue its part.
         let mut lines = BufReader::new(kids[1].stdout.take().unwrap()).lines();
@@ -180,7 +183,7 @@ fn nccl_a_killed_rank_fails_the_survivor_within_the_timeout() {
         }
         let survivor = kids.remove(0).wait_with_output().unwrap();
         let stdout = String::from_utf8_lossy(&survivor.stdout);
-        eprintln!("survivor ({env:?}): {stdout}");
+        eprintln!("survivor ({mode}, {env:?}): {stdout}");
         assert!(survivor.status.success() && stdout.contains("FAULT") && stdout.contains("OK"), "rank 0: {stdout}");
         let _ = std::fs::remove_file(&file);
     }

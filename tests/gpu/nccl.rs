@@ -138,3 +138,23 @@ fn nccl_shrink_leaves_a_working_communicator() {
     rk.h[0].nccl().unwrap().all_reduce_in_place(&small, &x, ReduceOp::Sum).unwrap().wait().unwrap();
     assert_eq!(rk.get(0, &x), vec![1.5f32; 1000]);
 }
+
+/// A non-blocking communicator (every NCCL call returns at once, cusched polls it) computes
+/// what a blocking one does, in groups of both ranks, and shrinks.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nccl_non_blocking_communicators_reduce_gather_and_shrink() {
+    let Some(gpus) = two_gpus() else { return };
+    let config = CommConfig::default().with_timeout(std::time::Duration::from_secs(60)).with_blocking(false);
+    let mut rk = Ranks::new(gpus, config);
+    all_reduce_case::<f32>(&mut rk, 100_003);
+    gather_scatter_case::<i32>(&mut rk, 3);
+    p2p_case::<u8>(&mut rk, 10_007);
+    if rk.comms[0].capabilities().shrink {
+        use cusched::nccl::ReduceOp;
+        let small = rk.comms[0].shrink(&[1]).unwrap().expect("rank 0 stays");
+        let x = rk.upload::<f32>(0, &[2.5; 1000]);
+        rk.h[0].nccl().unwrap().all_reduce_in_place(&small, &x, ReduceOp::Sum).unwrap().wait().unwrap();
+        assert_eq!(rk.get(0, &x), vec![2.5f32; 1000]);
+    }
+}

@@ -1,9 +1,9 @@
 //! The NCCL call layer: every NCCL call cusched makes, each a thin wrapper that names the call
 //! in its error. The only code in the crate that touches `cudarc::nccl::sys`.
 //!
-//! Communicators are non-blocking (`ncclConfig_t::blocking = 0`): a call may return
+//! On a non-blocking communicator (`ncclConfig_t::blocking = 0`) a call may return
 //! `ncclInProgress`, and the caller then polls `ncclCommGetAsyncError` until the state leaves
-//! it ([`Progress`]), bounded by a deadline.
+//! it ([`Progress`]), bounded by a deadline; on a blocking one that poll returns at once.
 
 use super::DType;
 use crate::error::{CollectiveFault, Error, Result};
@@ -99,16 +99,16 @@ fn last_error(r: sys::ncclResult_t, comm: Option<RawComm>) -> String {
     }
 }
 
-/// The config of a non-blocking communicator, every other field left to NCCL (the
+/// The config of a communicator, blocking or not, every other field left to NCCL (the
 /// `NCCL_CONFIG_INITIALIZER` of nccl.h: undefined ints are `INT_MIN`, pointers null).
-pub(super) fn config() -> sys::ncclConfig_t {
+pub(super) fn config(blocking: bool) -> sys::ncclConfig_t {
     const UNDEF: c_int = c_int::MIN;
     sys::ncclConfig_t {
         size: std::mem::size_of::<sys::ncclConfig_t>(),
         magic: 0xcafe_beef,
         // NCCL_VERSION(2, 28, 0): the layout this struct has.
         version: 22800,
-        blocking: 0,
+        blocking: c_int::from(blocking),
         cgaClusterSize: UNDEF,
         minCTAs: UNDEF,
         maxCTAs: UNDEF,
@@ -125,16 +125,16 @@ pub(super) fn config() -> sys::ncclConfig_t {
     }
 }
 
-/// `ncclCommInitRankConfig` of a non-blocking communicator; it may still be initializing
-/// (poll it with [`wait_ready`]).
+/// `ncclCommInitRankConfig`; a non-blocking communicator may still be initializing (poll it
+/// with [`wait_ready`]).
 ///
 /// NVIDIA: [`ncclCommInitRankConfig`](https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/api/comms.html)
 ///
 /// # Safety
 /// The current context is the one of the rank's device.
-pub(super) unsafe fn init_rank(nranks: c_int, id: &[u8; 128], rank: c_int) -> Result<RawComm> {
+pub(super) unsafe fn init_rank(nranks: c_int, id: &[u8; 128], rank: c_int, blocking: bool) -> Result<RawComm> {
     let mut comm: RawComm = std::ptr::null_mut();
-    let mut cfg = config();
+    let mut cfg = config(blocking);
     let id = sys::ncclUniqueId { internal: id.map(|b| b as std::ffi::c_char) };
     // SAFETY: valid out-pointer and config; the caller made the device's context current.
     let r = unsafe { sys::ncclCommInitRankConfig(&mut comm, nranks, id, rank, &mut cfg) };
@@ -236,12 +236,12 @@ pub(super) fn destroy(comm: RawComm, wait: Duration) {
 /// # Safety
 /// `comm` is live and no other thread calls NCCL on it meanwhile; the current context is the
 /// communicator's device's.
-pub(super) unsafe fn shrink(comm: RawComm, exclude: &mut [c_int]) -> Result<Box<RawComm>> {
+pub(super) unsafe fn shrink(comm: RawComm, exclude: &mut [c_int], blocking: bool) -> Result<Box<RawComm>> {
     // On the heap: a non-blocking communicator's shrink may write the new handle after the
     // call returns (in progress), so the slot must outlive this frame until the parent is
     // ready again (the caller waits for that before reading it).
     let mut new: Box<RawComm> = Box::new(std::ptr::null_mut());
-    let mut cfg = config();
+    let mut cfg = config(blocking);
     let n = c_int::try_from(exclude.len()).map_err(|_| Error::invalid("exclude", "too many ranks"))?;
     // SAFETY: valid pointers (`new` is a heap slot the caller keeps until the shrink is done);
     // `exclude` holds `n` ranks; the caller vouches for `comm`.

@@ -20,13 +20,29 @@ pub struct CommConfig {
     /// resolves with [`CollectiveFault::Timeout`]. Count the work queued before the op on its
     /// stream in it. Default: 5 minutes.
     pub timeout: Duration,
-    /// How long making the communicator waits for every rank to join. Default: 5 minutes.
+    /// How long making a non-blocking communicator waits for every rank to join (a blocking
+    /// one waits inside NCCL until they have joined, or one of them has failed). Default: 5
+    /// minutes.
     pub init_timeout: Duration,
+    /// Whether NCCL's calls block until they are done (`ncclConfig_t::blocking`). Default:
+    /// `true`.
+    ///
+    /// A blocking communicator enqueues an op at raw NCCL's cost. NCCL waits inside its calls
+    /// only while it talks to the peers: when the communicator is made, and when an op first
+    /// connects to a peer. A peer that died there makes the call fail (its sockets close); a
+    /// peer that is alive but never answers holds the call. Ops already enqueued are watched
+    /// either way: a dead or silent peer makes them fail after [`timeout`](Self::timeout).
+    ///
+    /// A non-blocking communicator returns from every call at once and cusched polls it, so
+    /// [`init_timeout`](Self::init_timeout) and [`timeout`](Self::timeout) bound the waits
+    /// inside NCCL too; but NCCL finishes each launch on a thread it starts for it, which costs
+    /// every op (or [`group`](super::group)) tens of microseconds.
+    pub blocking: bool,
 }
 
 impl Default for CommConfig {
     fn default() -> Self {
-        CommConfig { timeout: Duration::from_secs(300), init_timeout: Duration::from_secs(300) }
+        CommConfig { timeout: Duration::from_secs(300), init_timeout: Duration::from_secs(300), blocking: true }
     }
 }
 
@@ -40,6 +56,12 @@ impl CommConfig {
     /// This config with `timeout` as [`init_timeout`](Self::init_timeout).
     pub fn with_init_timeout(mut self, timeout: Duration) -> Self {
         self.init_timeout = timeout;
+        self
+    }
+
+    /// This config with `blocking` as [`blocking`](Self::blocking).
+    pub fn with_blocking(mut self, blocking: bool) -> Self {
+        self.blocking = blocking;
         self
     }
 }
@@ -122,7 +144,7 @@ impl Communicator {
             for (rank, ctx) in (0..n).zip(&ctxs) {
                 let init = crate::backend::cuda::bind(ctx).and_then(|()| {
                     // SAFETY: the rank's device's context was made current just above.
-                    unsafe { calls::init_rank(n, &id.to_bytes(), rank) }
+                    unsafe { calls::init_rank(n, &id.to_bytes(), rank, config.blocking) }
                 });
                 match init {
                     Ok(c) => made.push(c),
@@ -181,7 +203,7 @@ impl Communicator {
         let ctx = device.shared.cuda_ctx("Communicator::init_rank")?;
         crate::backend::cuda::bind(&ctx)?;
         // SAFETY: the device's context was made current just above.
-        let raw = unsafe { calls::init_rank(n, &id.to_bytes(), rank as c_int) }?;
+        let raw = unsafe { calls::init_rank(n, &id.to_bytes(), rank as c_int, config.blocking) }?;
         if let Err(e) = calls::wait_ready(&[raw], "ncclCommInitRankConfig", deadline(config.init_timeout)) {
             calls::abort(raw);
             return Err(e);
@@ -323,7 +345,7 @@ fn cuda_rank(
     from_id: bool,
     config: &CommConfig,
 ) -> Communicator {
-    let backend = Backend::Cuda(CudaComm::new(raw, device, config.timeout));
+    let backend = Backend::Cuda(CudaComm::new(raw, device, config.timeout, config.blocking));
     Communicator { inner: Arc::new(new_inner(device, rank, nranks, from_id, config, backend)) }
 }
 

@@ -48,8 +48,10 @@
 //!
 //! # Faults
 //!
-//! Communicators are non-blocking: NCCL's calls return at once, and cusched polls the
-//! communicator's asynchronous state. Each CUDA communicator has a watchdog thread that, while
+//! Communicators are blocking by default (NCCL's calls return once launched, at raw NCCL's
+//! cost) and non-blocking on request ([`CommConfig::blocking`]: every call returns at once and
+//! cusched polls it, so the timeouts bound NCCL's own waits for peers too, at tens of
+//! microseconds per op). Each CUDA communicator has a watchdog thread that, while
 //! ops are pending, polls `ncclCommGetAsyncError`; on an error, or when an op has stayed
 //! pending longer than [`CommConfig::timeout`] (a peer that died leaves its partners waiting
 //! forever), it aborts the communicator (`ncclCommAbort`, which makes its kernels return),

@@ -64,6 +64,8 @@ struct Shared {
     wake: Condvar,
     ctx: Option<Arc<CudaContext>>,
     timeout: Duration,
+    /// Whether the communicator is blocking (its shrink makes a blocking one too).
+    blocking: bool,
 }
 
 /// A CUDA communicator, watched.
@@ -76,11 +78,17 @@ pub(super) struct CudaComm {
 
 impl CudaComm {
     /// Watches `raw`, a ready communicator on `device`.
-    pub(super) fn new(raw: RawComm, device: &Device, timeout: Duration) -> CudaComm {
+    pub(super) fn new(raw: RawComm, device: &Device, timeout: Duration, blocking: bool) -> CudaComm {
         let ctx = device.shared.cuda_ctx("nccl").ok();
         let state = State { raw: Some(Raw(raw)), fault: None, pending: Vec::new(), closing: false };
-        let shared =
-            Arc::new(Shared { state: Mutex::new(state), fault: OnceLock::new(), wake: Condvar::new(), ctx, timeout });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            fault: OnceLock::new(),
+            wake: Condvar::new(),
+            ctx,
+            timeout,
+            blocking,
+        });
         let watched = shared.clone();
         let spawned = std::thread::Builder::new().name("cusched-nccl-watch".into()).spawn(move || watch(&watched));
         let thread = match spawned {
@@ -126,7 +134,11 @@ impl CudaComm {
             op.state.store(FAILED, Ordering::Release);
         } else {
             st.pending.push(op.clone());
-            self.shared.wake.notify_all();
+            // Only an idle watchdog sleeps without a timeout; a busy one looks again within
+            // `POLL`. Waking it for every op cost the op path more than the op.
+            if st.pending.len() == 1 {
+                self.shared.wake.notify_all();
+            }
         }
         op
     }
@@ -140,7 +152,7 @@ impl CudaComm {
         }
         let mut ranks = exclude.iter().map(|&r| r as std::ffi::c_int).collect::<Vec<_>>();
         // SAFETY: `raw` is live and locked by this thread; its context is current.
-        let slot = unsafe { calls::shrink(raw, &mut ranks) }?;
+        let slot = unsafe { calls::shrink(raw, &mut ranks, self.shared.blocking) }?;
         // The parent is in progress too until the shrink is done (non-blocking communicators):
         // nothing else may use it meanwhile, and the new handle is read only then.
         let deadline = Instant::now() + self.shared.timeout;
@@ -224,24 +236,25 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
 /// mostly run on one stream, in order, so the oldest few tell; the rest wait their turn.
 const QUERIES: usize = 8;
 
-/// Marks done the ops the GPU has finished: those known done (no driver call), and of the
-/// oldest others, those the driver reports done. An event that cannot be queried (its context
-/// is gone) counts as done: its op's completion reports that failure. Called without the
-/// communicator's lock: querying an event may record it, under its stream's lock.
-fn mark_finished(pending: &[Arc<OpWatch>]) {
-    let mut queried = 0;
-    for op in pending {
-        let done = match &op.event {
-            None => true,
-            Some(e) if e.known_done() => true,
-            Some(_) if queried == QUERIES => false,
-            Some(e) => {
-                queried += 1;
-                e.is_done().unwrap_or(true)
-            }
-        };
-        if done {
+/// Drops the ops that are over: failed, marked done, or known done without a driver call.
+/// Returns the oldest few others, to ask the driver about without the lock.
+fn settle(pending: &mut Vec<Arc<OpWatch>>) -> Vec<Arc<OpWatch>> {
+    pending.retain(|op| {
+        if op.event.as_ref().is_none_or(|e| e.known_done()) {
             // An op the watchdog failed meanwhile stays failed.
+            let _ = op.state.compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire);
+        }
+        op.state.load(Ordering::Acquire) == PENDING
+    });
+    pending.iter().take(QUERIES).cloned().collect()
+}
+
+/// Marks done the ops of `oldest` the driver reports done. An event that cannot be queried
+/// (its context is gone) counts as done: its op's completion reports that failure. Called
+/// without the communicator's lock: querying an event may record it, under its stream's lock.
+fn mark_finished(oldest: &[Arc<OpWatch>]) {
+    for op in oldest {
+        if op.event.as_ref().is_none_or(|e| e.is_done().unwrap_or(true)) {
             let _ = op.state.compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire);
         }
     }
@@ -251,10 +264,10 @@ fn mark_finished(pending: &[Arc<OpWatch>]) {
 fn watch(shared: &Shared) {
     let mut st = crate::sync::lock_unranked(&shared.state);
     loop {
-        let looked = st.pending.clone();
+        let oldest = settle(&mut st.pending);
         drop(st);
-        mark_finished(&looked);
-        drop(looked);
+        mark_finished(&oldest);
+        drop(oldest);
         st = crate::sync::lock_unranked(&shared.state);
         st.pending.retain(|op| op.state.load(Ordering::Acquire) == PENDING);
         if st.closing && st.pending.is_empty() {
