@@ -25,7 +25,7 @@ pub use backend::sim::{FenceMutation, Hazard, HazardKind, OpOrigin, SimConfig, S
 pub use completion::{wait_all, Completion};
 pub use device::{Device, DeviceConfig, StreamId, SubmitOrderCheck};
 pub use error::{CollectiveFault, Error, NumericalFailure, Result};
-pub use graph::{Graph, GraphExec, Recording};
+pub use graph::{Graph, GraphExec, LoopCondition, Recording};
 pub use host_cache::HostCacheStats;
 #[allow(deprecated)]
 pub use lane::LaneCtx;

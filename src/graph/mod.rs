@@ -21,7 +21,7 @@ mod exec;
 mod recording;
 
 pub use exec::GraphExec;
-pub use recording::Recording;
+pub use recording::{LoopCondition, Recording};
 use recording::{run_once, Branch, RecordFn};
 
 use crate::backend::cuda::graph::RawGraph;

@@ -10,7 +10,7 @@
 
 use super::admission::Admission;
 use super::{LaunchRecorder, Reserved, Use};
-use crate::backend::cuda::graph::{Node, RawGraph};
+use crate::backend::cuda::graph::{Node, RawGraph, WhileNode};
 use crate::backend::{RawEvent, RawStream};
 use crate::completion::KeepAlive;
 use crate::device::{Device, DeviceShared};
@@ -216,6 +216,168 @@ impl GraphBuild {
         after.dedup();
         after
     }
+}
+
+/// A device-side loop being recorded into a graph: the body's own recording and, on CUDA,
+/// the WHILE node it records into.
+pub(crate) struct LoopBody {
+    /// The body's recording: into the node's body graph (CUDA), dry (the simulator,
+    /// recording) or running (the simulator, replaying: one iteration; see
+    /// [`GraphBuild::next_iteration`]).
+    pub build: Arc<GraphBuild>,
+    /// The condition handle the body's kernels set (CUDA; 0 on the simulator).
+    pub handle: u64,
+    node: Option<Node>,
+}
+
+impl GraphBuild {
+    /// Opens a loop in this recording, after every op recorded so far (a loop is a barrier:
+    /// its body may touch anything): on CUDA a WHILE node, whose body graph the returned
+    /// build captures into; replaying on the simulator, the first iteration's build, which
+    /// starts once every earlier op has ended (`join` is a stream to join them on).
+    pub(crate) fn open_loop(&self, device: &DeviceShared, join: &RawStream) -> Result<LoopBody> {
+        let timeout = device.config.preflight_timeout;
+        self.enter(timeout)?;
+        let opened = self.open_loop_in_turn(device, join);
+        if let Err(e) = &opened {
+            crate::sync::lock(&self.built).failed.get_or_insert_with(|| e.clone());
+        }
+        self.leave();
+        opened
+    }
+
+    fn open_loop_in_turn(&self, device: &DeviceShared, join: &RawStream) -> Result<LoopBody> {
+        if let RawStream::Cuda(stream) = join {
+            crate::backend::cuda::bind(stream.context())?;
+        }
+        // Read (and on CUDA, the node added) under the recording's lock, a leaf: the events a
+        // replay's iteration starts after are joined once it is released.
+        let events = {
+            let built = crate::sync::lock(&self.built);
+            if let Some(e) = &built.failed {
+                return Err(e.clone());
+            }
+            match (self.mode, join) {
+                (Mode::Capture, RawStream::Cuda(stream)) => {
+                    let after: Vec<Node> = built
+                        .ops
+                        .iter()
+                        .flat_map(|t| match t {
+                            Tail::Nodes(n) => n.clone(),
+                            _ => Vec::new(),
+                        })
+                        .collect();
+                    let graph = built.graph.as_ref().ok_or_else(no_graph)?;
+                    // SAFETY: the stream's context, the graph's, was made current above.
+                    let WhileNode { node, handle, body } =
+                        unsafe { graph.add_while(stream.context().cu_ctx(), &after) }?;
+                    let build = GraphBuild::new(device, Mode::Capture, Some(body), None, false);
+                    return Ok(LoopBody { build: Arc::new(build), handle, node: Some(node) });
+                }
+                (Mode::Capture, _) => {
+                    return Err(Error::WrongBackend { what: "a graph loop", needed: "cuda", actual: "sim" })
+                }
+                (Mode::Dry, _) => {
+                    let build = GraphBuild::new(device, Mode::Dry, None, None, false);
+                    return Ok(LoopBody { build: Arc::new(build), handle: 0, node: None });
+                }
+                (Mode::Execute, _) => {
+                    let mut events: Vec<Arc<RawEvent>> = self.start.iter().cloned().collect();
+                    events.extend(built.ops.iter().filter_map(|t| match t {
+                        Tail::Event(ev) => Some(ev.clone()),
+                        _ => None,
+                    }));
+                    events
+                }
+            }
+        };
+        let start = join_on(device, join, &events)?;
+        let build = GraphBuild::new(device, Mode::Execute, None, Some(start), self.drop_edges);
+        Ok(LoopBody { build: Arc::new(build), handle: 0, node: None })
+    }
+
+    /// Replaying on the simulator: the next iteration's build, after every op of `done` (the
+    /// iteration before), whose ends the host has waited for.
+    pub(crate) fn next_iteration(
+        &self,
+        device: &DeviceShared,
+        join: &RawStream,
+        done: &Finished,
+    ) -> Result<Arc<GraphBuild>> {
+        let ends: Vec<Arc<RawEvent>> = done.ends.iter().map(|(_, ev)| ev.clone()).collect();
+        let start = join_on(device, join, &ends)?;
+        Ok(Arc::new(GraphBuild::new(device, Mode::Execute, None, Some(start), self.drop_edges)))
+    }
+
+    /// Closes a loop opened with [`open_loop`](Self::open_loop): it becomes one op of this
+    /// recording, using what its body used (`body`: what the body's recording left; replaying,
+    /// the union over its iterations, all of which the host has seen end), and the last op on
+    /// each of `streams` (the graph's branches).
+    ///
+    /// Replaying, `ends` are the last iteration's ends: the loop ends once all have, on
+    /// `join` (stream `join_index`), which later ops and the replay's stream wait for.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn close_loop(
+        &self,
+        device: &DeviceShared,
+        body: &LoopBody,
+        used: Vec<(Arc<dyn super::Tracked>, Access)>,
+        keep: Vec<KeepAlive>,
+        streams: &[u32],
+        ends: &[Arc<RawEvent>],
+        join: (&Arc<RawStream>, u32),
+    ) -> Result<()> {
+        let tail = match (body.node, self.mode) {
+            (Some(node), _) => Tail::Nodes(vec![node]),
+            (None, Mode::Execute) => Tail::Event(join_on(device, join.0, ends)?),
+            (None, _) => Tail::Nothing,
+        };
+        self.enter(device.config.preflight_timeout)?;
+        let mut built = crate::sync::lock(&self.built);
+        let out = match &built.failed {
+            Some(e) => Err(e.clone()),
+            None => {
+                let op = built.ops.len();
+                if let Tail::Event(ev) = &tail {
+                    let (raw, index) = join;
+                    match built.ends.iter_mut().find(|(i, _, _)| *i == index) {
+                        Some(end) => end.2 = ev.clone(),
+                        None => built.ends.push((index, raw.clone(), ev.clone())),
+                    }
+                }
+                built.ops.push(tail);
+                let uses: Vec<Use> = used
+                    .into_iter()
+                    .map(|(buf, access)| {
+                        let id = buf.track().id.0;
+                        Use { buf, access, id }
+                    })
+                    .collect();
+                enter_uses(&mut built, &uses, op);
+                for &index in streams {
+                    match built.last_on.iter_mut().find(|(s, _)| *s == index) {
+                        Some(last) => last.1 = op,
+                        None => built.last_on.push((index, op)),
+                    }
+                }
+                built.keep.extend(keep);
+                Ok(())
+            }
+        };
+        drop(built);
+        self.leave();
+        out
+    }
+}
+
+/// An event on `join` after every event of `events`.
+fn join_on(device: &DeviceShared, join: &RawStream, events: &[Arc<RawEvent>]) -> Result<Arc<RawEvent>> {
+    for ev in events {
+        join.wait(ev)?;
+    }
+    let start = device.backend().new_event()?;
+    join.record(&start)?;
+    Ok(Arc::new(start))
 }
 
 impl LaunchRecorder {

@@ -246,3 +246,147 @@ fn ops_that_cannot_be_recorded_fail_typed_and_leave_nothing_capturing() {
     assert_eq!(x.download(s).unwrap(), vec![9.0; 16]);
     d.shutdown().unwrap();
 }
+
+/// `x /= 2`, `count += 1`, and (inside a graph loop) the loop goes on while `x >= 1`. Handle 0:
+/// run eagerly, no condition to set.
+const HALVE: &str = r#"
+extern "C" __global__ void halve(float* x, float* count, unsigned long long cond) {
+    x[0] *= 0.5f;
+    count[0] += 1.0f;
+    if (cond != 0) cudaGraphSetConditional(cond, x[0] >= 1.0f ? 1u : 0u);
+}
+extern "C" __global__ void check(const float* x, unsigned long long cond) {
+    cudaGraphSetConditional(cond, x[0] >= 1.0f ? 1u : 0u);
+}
+"#;
+
+fn halve_kernels(d: &Device) -> (Kernel, Kernel) {
+    let src = format!("{}{HALVE}", cusched::LoopCondition::DEVICE_DECLARATION);
+    let m = d.compile(&src, &[]).unwrap();
+    (m.kernel("halve").unwrap(), m.kernel("check").unwrap())
+}
+
+fn one() -> LaunchConfig {
+    LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The eager loop the graph's WHILE node replaces: one launch per step, the host reading x
+/// back after each to decide.
+fn eager_loop(h: &mut Handles, halve: &Kernel, x: &GpuRef<f32>, count: &GpuRef<f32>) -> (f32, f32) {
+    count.copy_from_slice(h.stream(), &[0.0]).unwrap();
+    loop {
+        let launch = h.launch(halve, one()).read_write(x).read_write(count).scalar(0u64);
+        // SAFETY: `halve` reads and writes x[0] and count[0], as declared; handle 0 sets nothing.
+        unsafe { launch.enqueue() }.unwrap();
+        if x.download(h.stream()).unwrap()[0] < 1.0 {
+            return (x.download(h.stream()).unwrap()[0], count.download(h.stream()).unwrap()[0]);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_while_loop_replays_to_convergence_as_the_eager_loop_does() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let (halve, _) = halve_kernels(&d);
+    let x = d.upload(s, &[100.0f32]).unwrap();
+    let count = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let y = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let zero = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let (xr, cr, yr, zr, k) = (x.clone(), count.clone(), y.clone(), zero.clone(), halve.clone());
+    let graph = Graph::record(&d, move |rec| {
+        let s1 = rec.stream(1)?;
+        let s0 = rec.stream(0)?;
+        cr.copy_from(s0, &zr)?;
+        rec.while_loop(|body, cond| {
+            let launch = body.handles(0)?.launch(&k, one()).read_write(&xr).read_write(&cr).scalar(cond.handle());
+            // SAFETY: `halve` reads and writes x[0] and count[0], as declared, and sets the
+            // loop's condition through its handle.
+            unsafe { launch.enqueue() }.map(drop)
+        })?;
+        // On another branch, after the loop: the loop's last x.
+        yr.copy_from(s1, &xr)
+    })
+    .unwrap();
+    assert_eq!(graph.ops(), 3);
+    let exec = graph.instantiate().unwrap();
+    let mut eager = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    let ex = d.alloc_zeros::<f32>(eager.stream(), 1).unwrap();
+    let ec = d.alloc_zeros::<f32>(eager.stream(), 1).unwrap();
+    for start in [100.0f32, 1000.0, 3.0, 0.5, 1e6] {
+        x.copy_from_slice(s, &[start]).unwrap();
+        exec.replay(s).unwrap().wait().unwrap();
+        ex.copy_from_slice(eager.stream(), &[start]).unwrap();
+        let want = eager_loop(&mut eager, &halve, &ex, &ec);
+        let got = (x.download(s).unwrap()[0], count.download(s).unwrap()[0]);
+        assert_eq!(got, want, "from {start}");
+        assert_eq!(y.download(s).unwrap()[0], want.0, "the op after the loop, from {start}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_while_loop_body_may_hold_a_library_op() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let (_, check) = halve_kernels(&d);
+    let x = d.upload(s, &[100.0f32; 16]).unwrap();
+    let (xr, k) = (x.clone(), check.clone());
+    let graph = Graph::record(&d, move |rec| {
+        rec.while_loop(|body, cond| {
+            body.handles(0)?.blas()?.scal(16, 0.5f32, Vector::from(&xr))?;
+            let launch = body.handles(0)?.launch(&k, one()).read(&xr).scalar(cond.handle());
+            // SAFETY: `check` reads x[0], as declared, and sets the loop's condition.
+            unsafe { launch.enqueue() }.map(drop)
+        })
+    });
+    match graph {
+        Ok(graph) => {
+            let exec = graph.instantiate().unwrap();
+            exec.replay(s).unwrap().wait().unwrap();
+            assert_eq!(x.download(s).unwrap(), vec![0.78125f32; 16]);
+        }
+        // What CUDA refuses in a conditional body is a typed error, the recording abandoned.
+        Err(e) => {
+            assert!(matches!(e, Error::Recording { .. }), "{e:?}");
+            eprintln!("cuBLAS in a loop body: {e}");
+            x.copy_from_slice(s, &[1.0; 16]).unwrap();
+            assert_eq!(x.download(s).unwrap(), vec![1.0f32; 16]);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn rebinding_a_graph_with_a_loop_updates_it_or_says_why_not() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let (halve, _) = halve_kernels(&d);
+    let x = d.upload(s, &[100.0f32]).unwrap();
+    let count = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let (xr, cr, k) = (x.clone(), count.clone(), halve.clone());
+    let graph = Graph::record(&d, move |rec| {
+        rec.while_loop(|body, cond| {
+            let launch = body.handles(0)?.launch(&k, one()).read_write(&xr).read_write(&cr).scalar(cond.handle());
+            // SAFETY: as in the loop test above.
+            unsafe { launch.enqueue() }.map(drop)
+        })
+    })
+    .unwrap();
+    let mut exec = graph.instantiate().unwrap();
+    let x2 = d.upload(s, &[10.0f32]).unwrap();
+    match exec.rebind(&x, &x2) {
+        Ok(()) => {
+            exec.replay(s).unwrap().wait().unwrap();
+            assert_eq!(x2.download(s).unwrap(), [0.625]);
+            assert_eq!(x.download(s).unwrap(), [100.0], "the old buffer is left alone");
+        }
+        Err(e) => {
+            assert!(matches!(e, Error::GraphUpdate { .. }), "{e:?}");
+            eprintln!("rebinding a loop: {e}");
+            exec.replay(s).unwrap().wait().unwrap();
+            assert_eq!(x.download(s).unwrap(), [0.78125], "the graph is as it was");
+        }
+    }
+}

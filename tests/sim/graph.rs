@@ -315,3 +315,121 @@ fn rebinding_to_a_buffer_the_graph_uses_is_refused() {
     assert_eq!(b.download(s).unwrap(), vec![2.0; 8]);
     d.shutdown().unwrap();
 }
+
+/// A loop body: `x = x / 2` and `count += 1` on branch `b`, and the condition set to go on
+/// while `x >= 1` (the simulator's `cudaGraphSetConditional`).
+fn halve(
+    d: &Device,
+    b: StreamId,
+    x: &GpuRef<f32>,
+    count: &GpuRef<f32>,
+    cond: &cusched::LoopCondition,
+) -> cusched::Result<()> {
+    let mut rec = LaunchRecorder::new_strict(b).named("halve");
+    rec.read_write(x)?.read_write(count)?;
+    let (xm, cm, cond) = (x.sim_data()?, count.sim_data()?, cond.clone());
+    rec.launch(d, move |scope| {
+        scope.sim_kernel(move || {
+            let mut x = xm.lock();
+            x[0] /= 2.0;
+            cm.lock()[0] += 1.0;
+            cond.set_simulated(x[0] >= 1.0);
+        })
+    })
+}
+
+/// x = 100 halves until it is below 1: seven iterations, as the eager loop (whose host reads
+/// x back after every step) takes.
+fn eager_halvings(start: f32) -> (f32, f32) {
+    let (mut x, mut n) = (start, 0.0);
+    loop {
+        x /= 2.0;
+        n += 1.0;
+        if x < 1.0 {
+            return (x, n);
+        }
+    }
+}
+
+#[test]
+fn a_while_loop_runs_its_body_until_a_kernel_clears_the_condition() {
+    let d = sim();
+    let s = d.default_stream();
+    let x = d.upload(s, &[100.0f32]).unwrap();
+    let count = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let y = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let (xr, cr, yr) = (x.clone(), count.clone(), y.clone());
+    let graph = Graph::record(&d, move |rec| {
+        let (b0, b1) = (rec.stream(0)?, rec.stream(1)?);
+        let dev = rec.device().clone();
+        op(&dev, b0, "reset", &[], &cr, |_| 0.0)?;
+        rec.while_loop(|_, cond| halve(&dev, b0, &xr, &cr, cond))?;
+        // After the loop, on another branch: it must see the loop's last x.
+        op(&dev, b1, "after", &[&xr], &yr, |a| a[0] * 10.0)
+    })
+    .unwrap();
+    // reset, the loop (one op), after.
+    assert_eq!(graph.ops(), 3);
+    let exec = graph.instantiate().unwrap();
+    exec.replay(s).unwrap().wait().unwrap();
+    let (want_x, want_n) = eager_halvings(100.0);
+    assert_eq!(x.download(s).unwrap(), [want_x]);
+    assert_eq!(count.download(s).unwrap(), [want_n]);
+    assert_eq!(y.download(s).unwrap(), [want_x * 10.0]);
+    // Another start, another trip count; the body runs at least once.
+    for start in [1000.0f32, 3.0, 0.5] {
+        x.copy_from_slice(s, &[start]).unwrap();
+        exec.replay(s).unwrap().wait().unwrap();
+        let (want_x, want_n) = eager_halvings(start);
+        assert_eq!((x.download(s).unwrap()[0], count.download(s).unwrap()[0]), (want_x, want_n), "from {start}");
+    }
+    d.shutdown().unwrap();
+}
+
+#[test]
+fn a_while_loop_without_its_edges_is_reported_by_the_checker() {
+    // The op after the loop reads what the loop wrote; without edges it races the body.
+    let d = sim_mutated(Some(FenceMutation::NoGraphEdges));
+    let s = d.default_stream();
+    let x = d.upload(s, &[100.0f32]).unwrap();
+    let count = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let y = d.alloc_zeros::<f32>(s, 1).unwrap();
+    let (xr, cr, yr) = (x.clone(), count.clone(), y.clone());
+    let exec = Graph::record(&d, move |rec| {
+        let (b0, b1) = (rec.stream(0)?, rec.stream(1)?);
+        let dev = rec.device().clone();
+        rec.while_loop(|_, cond| halve(&dev, b0, &xr, &cr, cond))?;
+        op(&dev, b1, "after", &[&xr], &yr, |a| a[0] * 10.0)
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    for _ in 0..3 {
+        x.copy_from_slice(s, &[100.0]).unwrap();
+        let _ = exec.replay(s).unwrap().wait();
+    }
+    d.synchronize(s).unwrap();
+    let hazards = d.sim_hazards().unwrap();
+    assert!(!hazards.is_empty(), "the checker saw no race without the loop's edges");
+    assert!(hazards.iter().all(|h| h.kind != HazardKind::Undeclared), "{hazards:#?}");
+}
+
+#[test]
+fn a_failing_loop_body_abandons_the_recording() {
+    let d = sim();
+    let s = d.default_stream();
+    let x = d.upload(s, &[1.0f32; 4]).unwrap();
+    let xr = x.clone();
+    let e = Graph::record(&d, move |rec| {
+        let b0 = rec.stream(0)?;
+        let dev = rec.device().clone();
+        op(&dev, b0, "before", &[&xr], &xr, |a| a[0] + 1.0)?;
+        rec.while_loop(|_, _| Err(bad("body", "failed on purpose")))
+    })
+    .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+    // Nothing stays lent: eager work on the device goes on.
+    x.copy_from_slice(s, &[2.0; 4]).unwrap();
+    assert_eq!(x.download(s).unwrap(), [2.0; 4]);
+    d.shutdown().unwrap();
+}

@@ -20,9 +20,21 @@ unsafe impl Send for Node {}
 // SAFETY: as for `Send`: shared references only copy the handle.
 unsafe impl Sync for Node {}
 
-/// A graph under construction (`CUgraph`), destroyed on drop.
+/// A graph under construction (`CUgraph`), destroyed on drop unless it is the body of a
+/// conditional node (the node owns it).
 #[derive(Debug)]
-pub(crate) struct RawGraph(sys::CUgraph);
+pub(crate) struct RawGraph {
+    graph: sys::CUgraph,
+    owned: bool,
+}
+
+/// A WHILE node added to a graph: the node, the condition handle its body's kernels set, and
+/// the body graph to record the body into.
+pub(crate) struct WhileNode {
+    pub node: Node,
+    pub handle: u64,
+    pub body: RawGraph,
+}
 
 // SAFETY: 1. The driver's graph objects may be used from any thread as long as calls on one
 // graph are not concurrent; its owner (a recording, under its lock, or a `Graph`) serializes
@@ -37,7 +49,58 @@ impl RawGraph {
         let mut graph = ptr::null_mut();
         // SAFETY: 1. `graph` is a valid out-pointer. 2. Flags must be 0, as passed.
         super::status("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut graph, 0) })?;
-        Ok(RawGraph(graph))
+        Ok(RawGraph { graph, owned: true })
+    }
+
+    /// Adds a WHILE conditional node after every node of `after`: its body graph runs as long
+    /// as the condition is non-zero when the body ends. The condition is 1 at every launch of
+    /// the graph (so the body runs at least once); a kernel of the body sets it with
+    /// `cudaGraphSetConditional(handle, value)`.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` is the context the graph's work belongs to, current on this thread.
+    pub(crate) unsafe fn add_while(&self, ctx: sys::CUcontext, after: &[Node]) -> Result<WhileNode> {
+        let mut handle: sys::CUgraphConditionalHandle = 0;
+        // SAFETY: 1. `handle` is a valid out-pointer and the graph is live. 2. `ctx` is live
+        // (caller). 3. ASSIGN_DEFAULT with 1: every launch starts the loop.
+        let status = unsafe {
+            sys::cuGraphConditionalHandleCreate(&mut handle, self.graph, ctx, 1, sys::CU_GRAPH_COND_ASSIGN_DEFAULT)
+        };
+        super::status("cuGraphConditionalHandleCreate", status)?;
+        // SAFETY: an all-zero node-params struct is valid (plain handles, integers and a
+        // union of plain structs); the fields the conditional node reads are set below.
+        let mut params: sys::CUgraphNodeParams = unsafe { std::mem::zeroed() };
+        params.type_ = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        params.__bindgen_anon_1.conditional = sys::CUDA_CONDITIONAL_NODE_PARAMS {
+            handle,
+            type_: sys::CUgraphConditionalNodeType::CU_GRAPH_COND_TYPE_WHILE,
+            size: 1,
+            phGraph_out: ptr::null_mut(),
+            ctx,
+        };
+        let deps: Vec<sys::CUgraphNode> = after.iter().map(|n| n.0).collect();
+        let deps_ptr = if deps.is_empty() { ptr::null() } else { deps.as_ptr() };
+        let mut node = ptr::null_mut();
+        // SAFETY: 1. `node` is a valid out-pointer; `deps` holds `len` nodes of this graph (or
+        // null for none), and no edge data (null) means default edges. 2. `params` is a
+        // conditional node's parameters; the driver writes the body graph's handle into
+        // `phGraph_out`, an array it owns.
+        let status =
+            unsafe { sys::cuGraphAddNode_v2(&mut node, self.graph, deps_ptr, ptr::null(), deps.len(), &mut params) };
+        super::status("cuGraphAddNode_v2", status)?;
+        // SAFETY: the node was added as a conditional node; the union holds its parameters.
+        let out = unsafe { params.__bindgen_anon_1.conditional.phGraph_out };
+        // SAFETY: for a WHILE node of size 1 the driver's array holds one graph, valid for the
+        // node's life (the body is destroyed with the node, hence not owned here).
+        let body = if out.is_null() { ptr::null_mut() } else { unsafe { *out } };
+        if body.is_null() {
+            return Err(Error::Recording {
+                what: "the driver made a WHILE node without a body graph".into(),
+                hint: "conditional nodes need CUDA 12.4 or later and a driver that supports them",
+            });
+        }
+        Ok(WhileNode { node: Node(node), handle, body: RawGraph { graph: body, owned: false } })
     }
 
     /// Starts capturing `stream`'s work into this graph: the first node captured depends on
@@ -58,7 +121,7 @@ impl RawGraph {
         let status = unsafe {
             sys::cuStreamBeginCaptureToGraph(
                 stream,
-                self.0,
+                self.graph,
                 deps_ptr,
                 ptr::null(),
                 deps.len(),
@@ -124,7 +187,7 @@ impl RawGraph {
         let flags = u64::from(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH.0);
         // SAFETY: 1. `exec` is a valid out-pointer; the graph is complete (no capture into it
         // is open: the recording ended every capture). 2. The flag is a valid instantiate flag.
-        let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, self.0, flags) };
+        let status = unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, self.graph, flags) };
         super::status("cuGraphInstantiateWithFlags", status)?;
         Ok(RawExec(exec))
     }
@@ -132,10 +195,13 @@ impl RawGraph {
 
 impl Drop for RawGraph {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: the graph is owned here and no capture into it is open (a recording ends
         // every capture before it lets go of its graph). Destroying it does not affect
         // executable graphs made from it.
-        let status = unsafe { sys::cuGraphDestroy(self.0) };
+        let status = unsafe { sys::cuGraphDestroy(self.graph) };
         if status != sys::CUresult::CUDA_SUCCESS {
             log::warn!("cusched: cuGraphDestroy failed ({status:?})");
         }
@@ -183,7 +249,7 @@ impl RawExec {
         // whose zero is `SUCCESS`).
         let mut info: sys::CUgraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
         // SAFETY: 1. Both handles are live. 2. `info` is a valid out-pointer.
-        let status = unsafe { sys::cuGraphExecUpdate_v2(self.0, graph.0, &mut info) };
+        let status = unsafe { sys::cuGraphExecUpdate_v2(self.0, graph.graph, &mut info) };
         use sys::CUgraphExecUpdateResult as U;
         let reason = match info.result {
             U::CU_GRAPH_EXEC_UPDATE_SUCCESS if status == sys::CUresult::CUDA_SUCCESS => return Ok(Ok(())),
