@@ -21,8 +21,8 @@ mod exec;
 mod recording;
 
 pub use exec::GraphExec;
-pub use recording::{LoopCondition, Recording};
 use recording::{run_once, Branch, RecordFn};
+pub use recording::{LoopCondition, Recording};
 
 use crate::backend::cuda::graph::RawGraph;
 use crate::completion::KeepAlive;

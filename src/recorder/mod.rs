@@ -40,8 +40,7 @@ pub(crate) use launched::Launched;
 pub use preflighted::Preflighted;
 pub(crate) use rebind::{substitute, with_substitutes, Substitute};
 pub(crate) use recording::{
-    abandon_recording, keep_for_recording, refuse_if_recording, Finished, GraphBuild, LoopBody,
-    Mode as RecordingMode,
+    abandon_recording, keep_for_recording, refuse_if_recording, Finished, GraphBuild, LoopBody, Mode as RecordingMode,
 };
 use reserved::Reserved;
 pub use resource::{External, Resource};

@@ -195,8 +195,21 @@ fn output_access<S: Element>(beta: S) -> Access {
 /// ```
 pub struct Blas {
     op: OpStream,
-    raw: Option<calls::RawHandle>,
+    /// The handle and its workspace (CUDA).
+    raw: Option<(calls::RawHandle, GpuRef<u8>)>,
     math: MathMode,
+}
+
+/// The workspace each cuBLAS handle is given: what cuBLAS takes for itself by default (32 MiB
+/// on Hopper and later, 4 MiB before). Set explicitly so that a graph's captured cuBLAS ops
+/// use memory the graph keeps (the handle lives as long as the graph's branch) instead of
+/// allocation nodes, which a graph's loop body cannot hold.
+fn workspace_bytes(compute_major: u32) -> usize {
+    if compute_major >= 9 {
+        32 << 20
+    } else {
+        4 << 20
+    }
 }
 
 impl StreamLibrary for Blas {
@@ -206,7 +219,7 @@ impl StreamLibrary for Blas {
         present: calls::is_present,
         objects: "a cuBLAS handle",
     };
-    type Objects = calls::RawHandle;
+    type Objects = (calls::RawHandle, GpuRef<u8>);
 
     fn create(op: OpStream) -> Result<Blas> {
         let raw = if op.device.is_simulated() {
@@ -215,7 +228,16 @@ impl StreamLibrary for Blas {
             let s = op.bound_stream()?;
             // SAFETY: the stream is live in the bound context and outlives the handle: the
             // device keeps its streams until it is dropped, after every lane and `Handles`.
-            Some(unsafe { calls::RawHandle::create(s.cu_stream()) }?)
+            let handle = unsafe { calls::RawHandle::create(s.cu_stream()) }?;
+            let bytes = workspace_bytes(op.device.compute_capability()?.0);
+            let workspace = op.device.alloc_scratch::<u8>(op.stream, bytes)?;
+            // SAFETY: 1. the workspace is `bytes` bytes of this context's memory, allocated
+            // on the handle's stream (so ordered before its ops) and aligned as every cusched
+            // allocation (256 bytes at least); 2. only this handle's ops use it, all on its
+            // stream; 3. it lives beside the handle and goes to the reaper with it, freed once
+            // the stream's work is done.
+            unsafe { handle.set_workspace(workspace.raw_device_ptr()?, bytes) }?;
+            Some((handle, workspace))
         };
         Ok(Blas { op, raw, math: MathMode::Default })
     }
@@ -224,7 +246,7 @@ impl StreamLibrary for Blas {
         &mut self.op
     }
 
-    fn take_objects(&mut self) -> Option<calls::RawHandle> {
+    fn take_objects(&mut self) -> Option<(calls::RawHandle, GpuRef<u8>)> {
         self.raw.take()
     }
 }
@@ -260,7 +282,7 @@ impl Blas {
 
     /// Sets the math mode for later ops (on the simulator it is only remembered).
     pub fn set_math_mode(&mut self, mode: MathMode) -> Result<()> {
-        if let Some(h) = &self.raw {
+        if let Some((h, _)) = &self.raw {
             h.set_math_mode(mode)?;
         }
         self.math = mode;
@@ -268,6 +290,6 @@ impl Blas {
     }
 
     fn handle(&self) -> Result<calls::Handle> {
-        self.raw.as_ref().map(|h| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
+        self.raw.as_ref().map(|(h, _)| h.get()).ok_or_else(|| self.op.unavailable_on_sim())
     }
 }

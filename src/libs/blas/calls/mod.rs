@@ -69,6 +69,21 @@ impl RawHandle {
         self.0.get()
     }
 
+    /// `cublasSetWorkspace`: the handle's scratch from now on, in place of the memory cuBLAS
+    /// would take from the stream's pool itself (which a graph capture turns into allocation
+    /// nodes).
+    ///
+    /// NVIDIA: [`cublasSetWorkspace_v2`](https://docs.nvidia.com/cuda/cublas/#cublassetworkspace)
+    ///
+    /// # Safety
+    /// `ptr` is `bytes` bytes of device memory of the handle's context, 256-byte aligned, that
+    /// nothing but this handle's work touches and that outlives every op enqueued through it.
+    pub(super) unsafe fn set_workspace(&self, ptr: u64, bytes: usize) -> Result<()> {
+        // SAFETY: a live handle; the caller vouches for the memory.
+        unsafe { sys::cublasSetWorkspace_v2(self.get(), ptr as *mut std::ffi::c_void, bytes) }
+            .check("cublasSetWorkspace")
+    }
+
     /// `cublasSetMathMode`: only changes a setting of the live handle.
     ///
     /// NVIDIA: [`cublasSetMathMode`](https://docs.nvidia.com/cuda/cublas/#cublassetmathmode)
