@@ -123,6 +123,8 @@ fn gpu_rejects_bad_input_without_recording() {
         d.alloc_zeros::<f32>(s, 12).unwrap(),
         d.alloc_zeros::<f32>(s, 8).unwrap(),
     );
+    // The handle (and its workspace) first: what is counted is what the rejected ops record.
+    h.blas().unwrap();
     let before = d.stats();
     for g in [
         Gemm::new(2, 4, 4, &a, &b, &c),
