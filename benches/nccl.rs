@@ -118,6 +118,22 @@ fn main() -> Res<()> {
     let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
     let raw = Raw::new(&gpus)?;
     let mut h: Vec<Handles> = gpus.iter().map(|g| Handles::new(g, g.new_stream()?)).collect::<cusched::Result<_>>()?;
+    if let Some(secs) = std::env::args().skip_while(|a| a != "--profile").nth(1) {
+        return profile(&gpus, &mut h, &comms, secs.parse()?);
+    }
+    if let Some(secs) = std::env::args().skip_while(|a| a != "--profile-raw").nth(1) {
+        let bufs: Vec<GpuRef<f32>> =
+            gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), 2048)).collect::<cusched::Result<_>>()?;
+        let ptrs: Vec<(u64, usize)> =
+            bufs.iter().map(|b| Ok((b.raw_device_ptr()?, 2048))).collect::<cusched::Result<_>>()?;
+        let (start, secs, mut n) = (Instant::now(), secs.parse::<f64>()?, 0usize);
+        while start.elapsed().as_secs_f64() < secs {
+            raw.time(&ptrs, 1000)?;
+            n += 1000;
+        }
+        println!("profile-raw: {n} all-reduces, {} per op", us(start.elapsed().as_secs_f64() / n as f64));
+        return Ok(());
+    }
     println!(
         "bench-nccl: all_reduce (sum, f32, in place) on GPU 0 + GPU 1, {:?}",
         comms[0].capabilities().nccl_version
@@ -166,6 +182,25 @@ fn main() -> Res<()> {
     let nonblocking = Communicator::init_all(&gpus, &CommConfig::default().with_blocking(false))?;
     println!("non-blocking communicators:");
     latency(&gpus, &mut h, &nonblocking, &raw)
+}
+
+/// `--profile SECONDS`: 8 KiB all-reduces back to back for that long, for a sampling profiler
+/// attached to the process (the host cost per op is what small messages pay);
+/// `--profile-raw SECONDS` does the same through raw NCCL.
+fn profile(gpus: &[Device], h: &mut [Handles], comms: &[Communicator], secs: f64) -> Res<()> {
+    let bufs: Vec<GpuRef<f32>> =
+        gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), 2048)).collect::<cusched::Result<_>>()?;
+    for g in gpus {
+        g.synchronize(g.default_stream())?;
+    }
+    let start = Instant::now();
+    let mut n = 0usize;
+    while start.elapsed().as_secs_f64() < secs {
+        ours(h, comms, &bufs, 1000)?;
+        n += 1000;
+    }
+    println!("profile: {n} all-reduces, {} per op", us(start.elapsed().as_secs_f64() / n as f64));
+    Ok(())
 }
 
 /// Small-message latency: 8 bytes per rank, one op at a time, waited for each time.

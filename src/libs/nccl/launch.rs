@@ -13,7 +13,6 @@ use super::calls::Call;
 use super::comm::{Backend, Communicator};
 use super::enqueue::enqueue_all;
 use super::sim::SimRank;
-use super::watch::OpWatch;
 use super::DType;
 use crate::completion::{Completion, KeepAlive, Shared};
 use crate::device::{Device, StreamId};
@@ -21,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
 use cudarc::driver::CudaStream;
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// What a simulated op's kernel leaves for its completion.
 pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
@@ -39,11 +38,7 @@ pub(super) struct Planned {
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
     /// between the op's call and its group's launch must not be freed before it.
     keep: Vec<KeepAlive>,
-    /// Where the op's watch goes once launched (CUDA), for its completion to consult.
-    watch: Option<WatchCell>,
 }
-
-type WatchCell = Arc<OnceLock<Arc<OpWatch>>>;
 
 /// What an op enqueues.
 pub(super) enum Work {
@@ -148,8 +143,8 @@ pub(super) fn submit(
     keep: Vec<KeepAlive>,
 ) -> Result<Completion<()>> {
     let (completion, fill) = Completion::queued(&device.shared);
-    let (completion, watch) = finished(completion, comm, &work);
-    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep, watch };
+    let completion = finished(completion, &work);
+    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep };
     let queued = GROUP.with(|g| match g.borrow_mut().as_mut() {
         Some(ops) => {
             ops.push(op);
@@ -163,30 +158,21 @@ pub(super) fn submit(
     }
 }
 
-/// The caller's completion: the op's event, then what the op's communicator says of it (the
-/// watchdog's failure on CUDA, the kernel's outcome on the simulator).
-fn finished(completion: Completion<()>, comm: &Communicator, work: &Work) -> (Completion<()>, Option<WatchCell>) {
+/// The caller's completion: on the simulator, the op's event and then the kernel's outcome. A
+/// CUDA op's completion is the op's own: its value is decided when its event is passed (see
+/// [`launch_all`]).
+fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
     match work {
         Work::Sim { slot, .. } => {
             let slot = slot.clone();
-            let completion = completion.try_map(move |()| {
+            completion.try_map(move |()| {
                 let outcome = crate::sync::lock_unranked(&slot).take();
                 outcome.unwrap_or_else(|| {
                     Err(Error::JobPanicked { message: "the simulated NCCL op's host computation panicked".into() })
                 })
-            });
-            (completion, None)
+            })
         }
-        Work::Cuda { .. } => {
-            let comm = comm.clone();
-            let watch: WatchCell = Arc::new(OnceLock::new());
-            let cell = watch.clone();
-            let completion = completion.try_map(move |()| match (cell.get(), &comm.inner.backend) {
-                (Some(w), Backend::Cuda(c)) if w.failed() => Err(c.failure()),
-                _ => Ok(()),
-            });
-            (completion, Some(watch))
-        }
+        Work::Cuda { .. } => completion,
     }
 }
 
@@ -200,24 +186,33 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
         return Err(e);
     }
     let mut ops = ops;
-    let fills: Vec<_> = ops
-        .iter_mut()
-        .map(|op| (op.fill.clone(), op.comm.clone(), op.watch.clone(), std::mem::take(&mut op.keep)))
-        .collect();
+    let fills: Vec<_> =
+        ops.iter_mut().map(|op| (op.fill.clone(), op.comm.clone(), std::mem::take(&mut op.keep))).collect();
     let mut entered: Vec<Entered> = Vec::with_capacity(ops.len());
     let result = nest(&mut ops.into_iter(), &mut entered);
     match result {
         Ok(mut launched) => {
             launched.reverse();
-            for (l, (fill, comm, cell, keep)) in launched.into_iter().zip(fills) {
+            for (l, (fill, comm, keep)) in launched.into_iter().zip(fills) {
                 let Launched { event, trace, .. } = l;
-                if let (Backend::Cuda(c), Some(cell)) = (&comm.inner.backend, cell) {
-                    let _ = cell.set(c.watch(event.clone()));
-                }
                 if let Some(t) = trace {
                     fill.set_trace(t);
                 }
-                fill.enqueued(Ok(()), event, keep);
+                match (&comm.inner.backend, event) {
+                    // The watchdog fails the op (before aborting the communicator, which is what
+                    // lets its kernels return) when its peers are gone: the value is read once
+                    // the op's event is passed, by whoever resolves the completion.
+                    (Backend::Cuda(c), Some(event)) => {
+                        let watch = c.watch(Some(event.clone()));
+                        let comm = comm.clone();
+                        let verdict = Box::new(move || match &comm.inner.backend {
+                            Backend::Cuda(c) if watch.failed() => Err(c.failure()),
+                            _ => Ok(()),
+                        });
+                        fill.enqueued_deferred(verdict, event, keep);
+                    }
+                    (_, event) => fill.enqueued(Ok(()), event, keep),
+                }
             }
             Ok(())
         }
