@@ -1,0 +1,366 @@
+//! The simulator's cuDNN: every op computed on the host from the buffers' simulated memory,
+//! inputs read exactly as f64, evaluated in f64, each stored element rounded once to the
+//! element type. Convolutions are direct loops (cross-correlation, as cuDNN computes them);
+//! 2-D ops run as 3-D ones with a depth of 1.
+//!
+//! Each op reads its inputs (one read of each buffer), then writes its output (one lock):
+//! an in-place activation or softmax works as on the GPU. With `beta` 0 the output's old
+//! contents are not read, as cuDNN does not read them (NaN there stays harmless).
+
+use super::conv::{Direction, Geometry};
+use super::ops::{Activation, ActivationMode, PoolGeometry, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
+use super::tensor::{DnnElement, Shape};
+use crate::memory::SimMem;
+
+/// A shape as 3 spatial dims (depth 1 for 4-D) and its strides `[n, c, d, h, w]`.
+struct Dims {
+    n: usize,
+    c: usize,
+    sp: [usize; 3],
+    st: [usize; 5],
+}
+
+impl Dims {
+    fn of(s: &Shape) -> Dims {
+        let (d, st) = (s.dims(), s.strides());
+        if d.len() == 4 {
+            Dims { n: d[0], c: d[1], sp: [1, d[2], d[3]], st: [st[0], st[1], 0, st[2], st[3]] }
+        } else {
+            Dims { n: d[0], c: d[1], sp: [d[2], d[3], d[4]], st: [st[0], st[1], st[2], st[3], st[4]] }
+        }
+    }
+
+    fn at(&self, n: usize, c: usize, p: [usize; 3]) -> usize {
+        n * self.st[0] + c * self.st[1] + p[0] * self.st[2] + p[1] * self.st[3] + p[2] * self.st[4]
+    }
+
+    fn count(&self) -> usize {
+        self.n * self.c * self.sp.iter().product::<usize>()
+    }
+
+    /// Every spatial position, row-major.
+    fn positions(&self) -> impl Iterator<Item = [usize; 3]> + '_ {
+        positions(self.sp)
+    }
+}
+
+fn positions(sp: [usize; 3]) -> impl Iterator<Item = [usize; 3]> {
+    (0..sp[0]).flat_map(move |a| (0..sp[1]).flat_map(move |b| (0..sp[2]).map(move |c| [a, b, c])))
+}
+
+/// A per-spatial-dim list as 3 entries, `fill` for the missing depth.
+fn three(v: &[usize], fill: usize) -> [usize; 3] {
+    match v {
+        [a, b] => [fill, *a, *b],
+        [a, b, c] => [*a, *b, *c],
+        _ => [fill; 3],
+    }
+}
+
+/// The input position `o * stride + r * dilation - pad` per dim, if inside `sp`.
+fn source(
+    o: [usize; 3],
+    r: [usize; 3],
+    stride: [usize; 3],
+    dil: [usize; 3],
+    pad: [usize; 3],
+    sp: [usize; 3],
+) -> Option<[usize; 3]> {
+    let mut i = [0; 3];
+    for j in 0..3 {
+        i[j] = (o[j] * stride[j] + r[j] * dil[j]).checked_sub(pad[j]).filter(|&v| v < sp[j])?;
+    }
+    Some(i)
+}
+
+fn load<T: DnnElement>(m: &SimMem<T>) -> Vec<f64> {
+    m.read().iter().map(|v| v.to_f64()).collect()
+}
+
+/// Stores `alpha * acc[i] + beta * out[i]` into the first `acc.len()` elements of `out`.
+fn store<T: DnnElement>(out: &SimMem<T>, acc: &[f64], alpha: f32, beta: f32) {
+    let (alpha, beta) = (f64::from(alpha), f64::from(beta));
+    let mut dst = out.lock();
+    for (d, &a) in dst.iter_mut().zip(acc) {
+        let old = if beta == 0.0 { 0.0 } else { beta * d.to_f64() };
+        *d = T::from_f64(alpha * a + old);
+    }
+}
+
+/// A convolution of any direction: `x`, `w`, `y` are the forward op's operands, whichever the
+/// direction writes.
+pub(super) struct Conv<T: DnnElement> {
+    pub dir: Direction,
+    pub x: (Shape, SimMem<T>),
+    pub w: (Shape, SimMem<T>),
+    pub y: (Shape, SimMem<T>),
+    pub geo: Geometry,
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl<T: DnnElement> Conv<T> {
+    pub(super) fn run(self) {
+        let (xd, wd, yd) = (Dims::of(&self.x.0), Dims::of(&self.w.0), Dims::of(&self.y.0));
+        let (pad, stride, dil) = (three(&self.geo.pad, 0), three(&self.geo.stride, 1), three(&self.geo.dilation, 1));
+        let g = self.geo.groups;
+        let (cpg, kpg) = (xd.c / g, wd.n / g);
+        // The two inputs of the direction, read once; the output's accumulator, in its storage.
+        let (xv, wv, yv) = match self.dir {
+            Direction::Forward => (load(&self.x.1), load(&self.w.1), Vec::new()),
+            Direction::BackwardData => (Vec::new(), load(&self.w.1), load(&self.y.1)),
+            Direction::BackwardFilter => (load(&self.x.1), Vec::new(), load(&self.y.1)),
+        };
+        let mut acc = vec![
+            0.0f64;
+            match self.dir {
+                Direction::Forward => yd.count(),
+                Direction::BackwardData => xd.count(),
+                Direction::BackwardFilter => wd.count(),
+            }
+        ];
+        for n in 0..yd.n {
+            for k in 0..yd.c {
+                let grp = k / kpg;
+                for o in yd.positions() {
+                    let yi = yd.at(n, k, o);
+                    for cg in 0..cpg {
+                        let c = grp * cpg + cg;
+                        for r in wd.positions() {
+                            let Some(i) = source(o, r, stride, dil, pad, xd.sp) else { continue };
+                            let (xi, wi) = (xd.at(n, c, i), wd.at(k, cg, r));
+                            match self.dir {
+                                Direction::Forward => acc[yi] += xv[xi] * wv[wi],
+                                Direction::BackwardData => acc[xi] += wv[wi] * yv[yi],
+                                Direction::BackwardFilter => acc[wi] += xv[xi] * yv[yi],
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let out = match self.dir {
+            Direction::Forward => &self.y.1,
+            Direction::BackwardData => &self.x.1,
+            Direction::BackwardFilter => &self.w.1,
+        };
+        store(out, &acc, self.alpha, self.beta);
+    }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// The activation's value at `x`.
+pub(super) fn activate(mode: ActivationMode, x: f64) -> f64 {
+    match mode {
+        ActivationMode::Relu => x.max(0.0),
+        ActivationMode::Sigmoid => sigmoid(x),
+        ActivationMode::Tanh => x.tanh(),
+        ActivationMode::ClippedRelu { ceiling } => x.max(0.0).min(ceiling),
+        ActivationMode::Elu { alpha } => {
+            if x > 0.0 {
+                x
+            } else {
+                alpha * x.exp_m1()
+            }
+        }
+        ActivationMode::Swish { beta } => x * sigmoid(beta * x),
+    }
+}
+
+/// The activation's gradient `f'(x) dy`, from `x` and the stored output `y`, as cuDNN
+/// computes it.
+fn activate_back(mode: ActivationMode, x: f64, y: f64, dy: f64) -> f64 {
+    match mode {
+        ActivationMode::Relu => {
+            if x > 0.0 {
+                dy
+            } else {
+                0.0
+            }
+        }
+        ActivationMode::Sigmoid => dy * y * (1.0 - y),
+        ActivationMode::Tanh => dy * (1.0 - y * y),
+        ActivationMode::ClippedRelu { ceiling } => {
+            if x > 0.0 && x < ceiling {
+                dy
+            } else {
+                0.0
+            }
+        }
+        ActivationMode::Elu { alpha } => {
+            if x > 0.0 {
+                dy
+            } else {
+                dy * (y + alpha)
+            }
+        }
+        ActivationMode::Swish { beta } => {
+            let s = sigmoid(beta * x);
+            dy * (s + beta * x * s * (1.0 - s))
+        }
+    }
+}
+
+pub(super) fn activation_forward<T: DnnElement>(a: &Activation, shape: &Shape, x: &SimMem<T>, y: &SimMem<T>) {
+    let n = Dims::of(shape).count();
+    let acc: Vec<f64> = load(x).into_iter().take(n).map(|v| activate(a.mode, v)).collect();
+    store(y, &acc, a.alpha, a.beta);
+}
+
+/// `m`: `y`, `dy`, `x`, `dx`.
+pub(super) fn activation_backward<T: DnnElement>(a: &Activation, shape: &Shape, m: [SimMem<T>; 4]) {
+    let n = Dims::of(shape).count();
+    let (y, dy, x) = (load(&m[0]), load(&m[1]), load(&m[2]));
+    let acc: Vec<f64> = (0..n).map(|i| activate_back(a.mode, x[i], y[i], dy[i])).collect();
+    store(&m[3], &acc, a.alpha, a.beta);
+}
+
+/// The index sets softmax normalizes over.
+fn softmax_sets(mode: SoftmaxMode, shape: &Shape) -> Vec<Vec<usize>> {
+    let d = Dims::of(shape);
+    let mut sets = Vec::new();
+    for n in 0..d.n {
+        match mode {
+            SoftmaxMode::Instance => {
+                sets.push(
+                    (0..d.c).flat_map(|c| d.positions().map(move |p| (c, p))).map(|(c, p)| d.at(n, c, p)).collect(),
+                );
+            }
+            SoftmaxMode::Channel => {
+                for p in d.positions() {
+                    sets.push((0..d.c).map(|c| d.at(n, c, p)).collect());
+                }
+            }
+        }
+    }
+    sets
+}
+
+pub(super) fn softmax_forward<T: DnnElement>(s: &Softmax, shape: &Shape, x: &SimMem<T>, y: &SimMem<T>) {
+    let xv = load(x);
+    let mut acc = vec![0.0; Dims::of(shape).count()];
+    for set in softmax_sets(s.mode, shape) {
+        let m = set.iter().map(|&i| xv[i]).fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = set.iter().map(|&i| (xv[i] - m).exp()).sum();
+        for &i in &set {
+            acc[i] = match s.algo {
+                SoftmaxAlgo::Log => xv[i] - m - sum.ln(),
+                SoftmaxAlgo::Fast | SoftmaxAlgo::Accurate => (xv[i] - m).exp() / sum,
+            };
+        }
+    }
+    store(y, &acc, s.alpha, s.beta);
+}
+
+/// `m`: `y`, `dy`, `dx`.
+pub(super) fn softmax_backward<T: DnnElement>(s: &Softmax, shape: &Shape, m: [SimMem<T>; 3]) {
+    let (y, dy) = (load(&m[0]), load(&m[1]));
+    let mut acc = vec![0.0; Dims::of(shape).count()];
+    for set in softmax_sets(s.mode, shape) {
+        match s.algo {
+            SoftmaxAlgo::Log => {
+                let sum: f64 = set.iter().map(|&i| dy[i]).sum();
+                for &i in &set {
+                    acc[i] = dy[i] - y[i].exp() * sum;
+                }
+            }
+            SoftmaxAlgo::Fast | SoftmaxAlgo::Accurate => {
+                let dot: f64 = set.iter().map(|&i| dy[i] * y[i]).sum();
+                for &i in &set {
+                    acc[i] = y[i] * (dy[i] - dot);
+                }
+            }
+        }
+    }
+    store(&m[2], &acc, s.alpha, s.beta);
+}
+
+/// Calls `f(n, c, output position, the window's input positions inside x, the divisor)` for
+/// every output element.
+fn windows(
+    geo: &PoolGeometry,
+    xs: &Shape,
+    ys: &Shape,
+    mut f: impl FnMut(usize, usize, [usize; 3], &[[usize; 3]], f64),
+) {
+    let (xd, yd) = (Dims::of(xs), Dims::of(ys));
+    let (win, pad, stride) = (three(&geo.window, 1), three(&geo.pad, 0), three(&geo.stride, 1));
+    let full = win.iter().product::<usize>() as f64;
+    let mut inside = Vec::new();
+    for n in 0..yd.n {
+        for c in 0..yd.c {
+            for o in yd.positions() {
+                inside.clear();
+                inside.extend(positions(win).filter_map(|r| source(o, r, stride, [1; 3], pad, xd.sp)));
+                let divisor = match geo.mode {
+                    PoolingMode::AverageIncludePadding => full,
+                    _ => inside.len() as f64,
+                };
+                f(n, c, o, &inside, divisor);
+            }
+        }
+    }
+}
+
+pub(super) fn pooling_forward<T: DnnElement>(
+    geo: &PoolGeometry,
+    alpha: f32,
+    beta: f32,
+    xs: &Shape,
+    ys: &Shape,
+    x: &SimMem<T>,
+    y: &SimMem<T>,
+) {
+    let (xd, yd) = (Dims::of(xs), Dims::of(ys));
+    let xv = load(x);
+    let mut acc = vec![0.0; yd.count()];
+    windows(geo, xs, ys, |n, c, o, inside, divisor| {
+        let vals = inside.iter().map(|&i| xv[xd.at(n, c, i)]);
+        acc[yd.at(n, c, o)] = match geo.mode {
+            PoolingMode::Max => vals.fold(f64::NEG_INFINITY, f64::max),
+            _ => vals.sum::<f64>() / divisor,
+        };
+    });
+    store(y, &acc, alpha, beta);
+}
+
+/// `m`: `y`, `dy`, `x`, `dx`.
+pub(super) fn pooling_backward<T: DnnElement>(
+    geo: &PoolGeometry,
+    alpha: f32,
+    beta: f32,
+    xs: &Shape,
+    ys: &Shape,
+    m: [SimMem<T>; 4],
+) {
+    let (xd, yd) = (Dims::of(xs), Dims::of(ys));
+    let (dy, x) = (load(&m[1]), load(&m[2]));
+    let mut acc = vec![0.0; xd.count()];
+    windows(geo, xs, ys, |n, c, o, inside, divisor| {
+        let g = dy[yd.at(n, c, o)];
+        match geo.mode {
+            PoolingMode::Max => {
+                // The first maximum of the window takes the gradient.
+                let mut best: Option<(usize, f64)> = None;
+                for &i in inside {
+                    let at = xd.at(n, c, i);
+                    if best.is_none_or(|(_, v)| x[at] > v) {
+                        best = Some((at, x[at]));
+                    }
+                }
+                if let Some((at, _)) = best {
+                    acc[at] += g;
+                }
+            }
+            _ => {
+                for &i in inside {
+                    acc[xd.at(n, c, i)] += g / divisor;
+                }
+            }
+        }
+    });
+    store(&m[3], &acc, alpha, beta);
+}
