@@ -290,10 +290,9 @@ impl ConvPlan {
                 }
                 let Some(p) = perf.iter().take(n.max(0) as usize).find(|p| p.status == ok) else { return Ok(None) };
                 plan.algo = Algo::Forward(p.algo);
-                // SAFETY: (1) and (2) above; `p.mathType` came from cuDNN; `work_bytes` is a valid
-                // out-pointer.
+                // SAFETY: (1) and (2) above; `work_bytes` is a valid out-pointer.
                 unsafe {
-                    sys::cudnnSetConvolutionMathType(cd, p.mathType).check("cudnnSetConvolutionMathType")?;
+                    set_math(cd, tensor_cores, p.mathType)?;
                     sys::cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, p.algo, &mut plan.work_bytes)
                         .check("cudnnGetConvolutionForwardWorkspaceSize")?;
                 }
@@ -330,10 +329,9 @@ impl ConvPlan {
                 }
                 let Some(p) = perf.iter().take(n.max(0) as usize).find(|p| p.status == ok) else { return Ok(None) };
                 plan.algo = Algo::BackwardData(p.algo);
-                // SAFETY: (1) and (2) above; `p.mathType` came from cuDNN; `work_bytes` is a valid
-                // out-pointer.
+                // SAFETY: (1) and (2) above; `work_bytes` is a valid out-pointer.
                 unsafe {
-                    sys::cudnnSetConvolutionMathType(cd, p.mathType).check("cudnnSetConvolutionMathType")?;
+                    set_math(cd, tensor_cores, p.mathType)?;
                     sys::cudnnGetConvolutionBackwardDataWorkspaceSize(h, wd, yd, cd, xd, p.algo, &mut plan.work_bytes)
                         .check("cudnnGetConvolutionBackwardDataWorkspaceSize")?;
                 }
@@ -370,10 +368,9 @@ impl ConvPlan {
                 }
                 let Some(p) = perf.iter().take(n.max(0) as usize).find(|p| p.status == ok) else { return Ok(None) };
                 plan.algo = Algo::BackwardFilter(p.algo);
-                // SAFETY: (1) and (2) above; `p.mathType` came from cuDNN; `work_bytes` is a valid
-                // out-pointer.
+                // SAFETY: (1) and (2) above; `work_bytes` is a valid out-pointer.
                 unsafe {
-                    sys::cudnnSetConvolutionMathType(cd, p.mathType).check("cudnnSetConvolutionMathType")?;
+                    set_math(cd, tensor_cores, p.mathType)?;
                     sys::cudnnGetConvolutionBackwardFilterWorkspaceSize(
                         h,
                         xd,
@@ -435,6 +432,24 @@ impl ConvPlan {
             }
         }
     }
+}
+
+/// Gives the convolution the math type the chosen algorithm was ranked with, where tensor
+/// cores are allowed; otherwise it keeps FMA math, so that no f32 convolution runs in TF32
+/// unless asked to.
+///
+/// # Safety
+/// `conv` is a live convolution descriptor.
+unsafe fn set_math(
+    conv: sys::cudnnConvolutionDescriptor_t,
+    tensor_cores: bool,
+    math: sys::cudnnMathType_t,
+) -> Result<()> {
+    if !tensor_cores {
+        return Ok(());
+    }
+    // SAFETY: the caller vouches for the descriptor; `math` came from cuDNN.
+    unsafe { sys::cudnnSetConvolutionMathType(conv, math) }.check("cudnnSetConvolutionMathType")
 }
 
 fn zeroed_fwd() -> sys::cudnnConvolutionFwdAlgoPerf_t {
@@ -535,7 +550,7 @@ pub(super) unsafe fn activation(
     backward: Option<Backward>,
 ) -> Result<()> {
     let act = ActivationDesc::new(mode)?;
-    let t = TensorDesc::new(shape, dtype)?;
+    let t = TensorDesc::new(&shape.as_4d(), dtype)?;
     let (h, a, td) = (handle.get(), act.0.get(), t.get());
     let (al, be) = (&alpha as *const f32 as *const c_void, &beta as *const f32 as *const c_void);
     // SAFETY: the caller vouches for (1) and (2); the descriptors are live; the scalars are f32
@@ -582,7 +597,9 @@ pub(super) unsafe fn softmax(
         SoftmaxMode::Instance => M::CUDNN_SOFTMAX_MODE_INSTANCE,
         SoftmaxMode::Channel => M::CUDNN_SOFTMAX_MODE_CHANNEL,
     };
-    let t = TensorDesc::new(shape, dtype)?;
+    // Softmax takes 4-D tensors: a 5-D one's depth and height merge (its modes only tell the
+    // channels from the rest).
+    let t = TensorDesc::new(&shape.as_4d(), dtype)?;
     let (h, td) = (handle.get(), t.get());
     let (al, be) = (&alpha as *const f32 as *const c_void, &beta as *const f32 as *const c_void);
     // SAFETY: the caller vouches for (1) and (2); the descriptor is live; the scalars are f32 and

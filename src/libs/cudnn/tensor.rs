@@ -89,6 +89,16 @@ impl Shape {
         strides
     }
 
+    /// The same elements as a 4-D shape in the same layout: a 5-D shape's depth and height
+    /// merged (both layouts are packed, so the strides agree). For the ops that see every
+    /// spatial position alike.
+    pub(crate) fn as_4d(&self) -> Shape {
+        match self.dims[..] {
+            [n, c, d, h, w] => Shape::new(self.layout, &[n, c, d * h, w]),
+            _ => self.clone(),
+        }
+    }
+
     /// Checks the shape as argument `arg`: 4 or 5 dims, each at least 1, the element count
     /// within cuDNN's 32-bit strides.
     pub(crate) fn check(&self, arg: &'static str) -> Result<usize> {
@@ -206,6 +216,11 @@ mod tests {
         assert_eq!(Shape::nhwc(2, 3, 4, 5).strides(), [60, 1, 15, 3]);
         assert_eq!(Shape::ncdhw(2, 3, 4, 5, 6).strides(), [360, 120, 30, 6, 1]);
         assert_eq!(Shape::ndhwc(2, 3, 4, 5, 6).strides(), [360, 1, 90, 18, 3]);
+        // Merging depth into height keeps every element where it was.
+        for s in [Shape::ncdhw(2, 3, 4, 5, 6), Shape::ndhwc(2, 3, 4, 5, 6)] {
+            let (st5, st4) = (s.strides(), s.as_4d().strides());
+            assert_eq!((st5[0], st5[1], st5[3], st5[4]), (st4[0], st4[1], st4[2], st4[3]), "{s:?}");
+        }
     }
 
     #[test]
