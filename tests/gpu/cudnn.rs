@@ -1,6 +1,7 @@
 //! cuDNN on a real GPU against the f64 CPU references (the same runners as the simulator's
 //! tests): convolutions forward, backward-data and backward-filter (3x3 stride 2 padding 1,
-//! 5x5 dilation 2, groups 2, depthwise, 3-D; batch 3), activations, softmax and pooling,
+//! 5x5 dilation 2, groups 2, depthwise, 3-D; batch 3) and the fused convolution + bias +
+//! activation (identity, ReLU; with a residual, in place too), activations, softmax and pooling,
 //! forward and backward, in f32, f16 and bf16, NCHW and NHWC, inline and in a lane job; the
 //! plan cache, the measured algorithm search and TF32. Inputs are random per run (the seed is
 //! printed; `CUSCHED_SEED` replays it).
@@ -32,6 +33,7 @@ fn conv_all<T: El>() {
     for layout in LAYOUTS {
         for (xd, wd, case) in conv_cases() {
             check_conv::<T>(&mut b, layout, &xd, &wd, &case, &mut rng);
+            check_conv_fused::<T>(&mut b, layout, &xd, &wd, &case, &mut rng);
         }
     }
     drop(h);
@@ -112,6 +114,7 @@ fn every_op_matches_the_reference_in_a_lane_job() {
             for layout in LAYOUTS {
                 for (xd, wd, case) in conv_cases() {
                     check_conv::<T>(b, layout, &xd, &wd, &case, rng);
+                    check_conv_fused::<T>(b, layout, &xd, &wd, &case, rng);
                 }
                 let shape = Shape::new(layout, &[3, 5, 4, 3]);
                 check_activation::<T>(b, ActivationMode::Swish { beta: 1.0 }, &shape, rng);

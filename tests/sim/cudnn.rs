@@ -6,8 +6,8 @@ use crate::common::fixture::{fx, rejects, runs, Fx};
 use crate::common::reference::cudnn::*;
 use crate::common::*;
 use cusched::cudnn::{
-    Activation, ActivationMode, Convolution, Layout, Pooling, PoolingMode, Shape, Softmax, SoftmaxAlgo, SoftmaxMode,
-    TensorView,
+    Activation, ActivationMode, ConvActivation, Convolution, Layout, Pooling, PoolingMode, Shape, Softmax, SoftmaxAlgo,
+    SoftmaxMode, TensorView,
 };
 use cusched::half::{bf16, f16};
 use cusched::{Device, Handles};
@@ -28,6 +28,7 @@ fn conv_all<T: El>() {
     for layout in LAYOUTS {
         for (xd, wd, case) in conv_cases() {
             check_conv::<T>(&mut b, layout, &xd, &wd, &case, &mut rng);
+            check_conv_fused::<T>(&mut b, layout, &xd, &wd, &case, &mut rng);
         }
     }
 }
@@ -96,6 +97,7 @@ fn every_op_runs_in_a_lane_job() {
         let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
         let (xd, wd, case) = conv_cases().remove(2);
         check_conv::<f32>(&mut b, Layout::Nhwc, &xd, &wd, &case, &mut rng);
+        check_conv_fused::<f32>(&mut b, Layout::Nhwc, &xd, &wd, &case, &mut rng);
         let shape = Shape::nhwc(2, 3, 4, 5);
         check_activation::<f32>(&mut b, ActivationMode::Swish { beta: 1.0 }, &shape, &mut rng);
         check_softmax::<f32>(&mut b, SoftmaxAlgo::Log, SoftmaxMode::Channel, &shape, &mut rng);
@@ -257,6 +259,67 @@ fn conv_backward_rejects_mismatched_shapes_and_aliasing() {
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| {
         fx.h.cudnn()?.conv_backward_filter(&c, &t(&b.x, &xs), &t(&b.y, &ys), &t(&b.w, &ws))
+    });
+}
+
+#[test]
+fn conv_bias_activation_rejects_bad_bias_and_residual() {
+    let mut fx = fx();
+    let b = conv_bufs(&fx);
+    let (xs, ws, ys) = (Shape::nchw(2, 4, 7, 7), Shape::nchw(6, 4, 3, 3), Shape::nchw(2, 6, 5, 5));
+    let (bias, z) = (fx.buf::<f32>(6), fx.buf::<f32>(2 * 6 * 5 * 5));
+    let c = Convolution::new();
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    let relu = ConvActivation::Relu;
+    // A bias shorter than the output channels, or the output itself.
+    let short = fx.buf::<f32>(5);
+    rejects(&mut fx, "bias", |fx| {
+        fx.h.cudnn()?.conv_bias_activation_forward(&c, relu, &t(&b.x, &xs), &t(&b.w, &ws), None, &short, &t(&b.y, &ys))
+    });
+    rejects(&mut fx, "bias", |fx| {
+        fx.h.cudnn()?.conv_bias_activation_forward(&c, relu, &t(&b.x, &xs), &t(&b.w, &ws), None, &b.y, &t(&b.y, &ys))
+    });
+    // A residual of another shape or layout, or none with beta not 0.
+    rejects(&mut fx, "z", |fx| {
+        let zt = t(&z, &Shape::nhwc(2, 6, 5, 5));
+        fx.h.cudnn()?.conv_bias_activation_forward(
+            &c,
+            relu,
+            &t(&b.x, &xs),
+            &t(&b.w, &ws),
+            Some(&zt),
+            &bias,
+            &t(&b.y, &ys),
+        )
+    });
+    rejects(&mut fx, "z", |fx| {
+        let c = c.clone().scale(1.0, 1.0);
+        fx.h.cudnn()?.conv_bias_activation_forward(&c, relu, &t(&b.x, &xs), &t(&b.w, &ws), None, &bias, &t(&b.y, &ys))
+    });
+    // The convolution's own checks still apply.
+    rejects(&mut fx, "y", |fx| {
+        let ys = Shape::nchw(2, 6, 4, 4);
+        fx.h.cudnn()?.conv_bias_activation_forward(&c, relu, &t(&b.x, &xs), &t(&b.w, &ws), None, &bias, &t(&b.y, &ys))
+    });
+    let f = fx.foreign::<f32>(6);
+    rejects(&mut fx, "!foreign", |fx| {
+        fx.h.cudnn()?.conv_bias_activation_forward(&c, relu, &t(&b.x, &xs), &t(&b.w, &ws), None, &f, &t(&b.y, &ys))
+    });
+    runs(&mut fx, |fx| {
+        let zt = t(&z, &ys);
+        fx.h.cudnn()?.conv_bias_activation_forward(
+            &c,
+            relu,
+            &t(&b.x, &xs),
+            &t(&b.w, &ws),
+            Some(&zt),
+            &bias,
+            &t(&b.y, &ys),
+        )
+    });
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| {
+        fx.h.cudnn()?.conv_bias_activation_forward(&c, relu, &t(&b.x, &xs), &t(&b.w, &ws), None, &bias, &t(&b.y, &ys))
     });
 }
 

@@ -6,7 +6,7 @@
 //! take `&mut self`). Descriptors are host objects: cuDNN reads them during the call that takes
 //! them, so one made for a call may be destroyed once the call has returned.
 
-use super::conv::{Direction, Geometry};
+use super::conv::{AlgoSearch, ConvActivation, ConvKey, Direction, Geometry};
 use super::ops::{ActivationMode, PoolingMode, SoftmaxAlgo, SoftmaxMode};
 use super::tensor::{Layout, Shape};
 use crate::error::{Error, Result};
@@ -230,23 +230,13 @@ impl ConvPlan {
     ///
     /// # Safety
     /// `handle` is live, its context current, and used by this thread only.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn make(
-        handle: &RawHandle,
-        dir: Direction,
-        dtype: CudnnType,
-        x: &Shape,
-        w: &Shape,
-        y: &Shape,
-        geo: &Geometry,
-        tensor_cores: bool,
-        find: bool,
-    ) -> Result<Option<ConvPlan>> {
+    pub(super) unsafe fn make(handle: &RawHandle, k: &ConvKey) -> Result<Option<ConvPlan>> {
+        let (dtype, tensor_cores, find) = (k.dtype, k.tensor_cores, k.search == AlgoSearch::Find);
         let mut plan = ConvPlan {
-            x: TensorDesc::new(x, dtype)?,
-            w: FilterDesc::new(w, dtype)?,
-            conv: ConvDesc::new(geo, tensor_cores)?,
-            y: TensorDesc::new(y, dtype)?,
+            x: TensorDesc::new(&k.x, dtype)?,
+            w: FilterDesc::new(&k.w, dtype)?,
+            conv: ConvDesc::new(&k.geo, tensor_cores)?,
+            y: TensorDesc::new(&k.y, dtype)?,
             algo: Algo::Forward(sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM),
             work_bytes: 0,
         };
@@ -257,7 +247,17 @@ impl ConvPlan {
         // For every arm's search: (1) the caller vouches for the handle; (2) the descriptors are
         // live and describe the validated shapes; (3) `perf` holds `ALGOS` entries and `n` is a
         // valid out-pointer; (4) the search allocates and frees its own memory.
-        match dir {
+        match k.dir {
+            Direction::Forward if k.fused == Some(ConvActivation::Identity) => {
+                // The fused op runs an identity activation with this algorithm only.
+                let algo = sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+                plan.algo = Algo::Forward(algo);
+                // SAFETY: (1) and (2) above; `work_bytes` is a valid out-pointer.
+                unsafe {
+                    sys::cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, algo, &mut plan.work_bytes)
+                        .check("cudnnGetConvolutionForwardWorkspaceSize")?;
+                }
+            }
             Direction::Forward => {
                 let mut perf = [zeroed_fwd(); ALGOS];
                 // SAFETY: (1) to (4) above.
@@ -452,6 +452,71 @@ unsafe fn set_math(
     unsafe { sys::cudnnSetConvolutionMathType(conv, math) }.check("cudnnSetConvolutionMathType")
 }
 
+impl ConvPlan {
+    /// Runs the plan's forward convolution fused with its epilogue:
+    /// `y = act(alpha1 * conv(x, w) + alpha2 * z + bias)`, `bias` one value per output channel
+    /// (of `bias_shape`, `1 x K x 1 x 1[ x 1]`).
+    ///
+    /// NVIDIA: [`cudnnConvolutionBiasActivationForward`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-cnn-library.html#cudnnconvolutionbiasactivationforward)
+    ///
+    /// # Safety
+    /// As for [`run`](Self::run), with `z` (which may be `y`) holding the output shape and
+    /// `bias` holding `bias_shape`, fenced on the stream.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn run_fused(
+        &self,
+        handle: &RawHandle,
+        act: ConvActivation,
+        alpha1: f32,
+        x: *const c_void,
+        w: *const c_void,
+        alpha2: f32,
+        z: *const c_void,
+        bias_shape: &Shape,
+        bias: *const c_void,
+        y: *mut c_void,
+        work: *mut c_void,
+        dtype: CudnnType,
+    ) -> Result<()> {
+        let Algo::Forward(algo) = self.algo else {
+            return Err(Error::invalid("conv", "a fused convolution needs a forward plan"));
+        };
+        let mode = match act {
+            ConvActivation::Identity => sys::cudnnActivationMode_t::CUDNN_ACTIVATION_IDENTITY,
+            ConvActivation::Relu => sys::cudnnActivationMode_t::CUDNN_ACTIVATION_RELU,
+        };
+        let act = ActivationDesc::with(mode, 0.0)?;
+        let b = TensorDesc::new(bias_shape, dtype)?;
+        let (a1, a2) = (&alpha1 as *const f32 as *const c_void, &alpha2 as *const f32 as *const c_void);
+        let (xd, wd, cd, yd) = (self.x.get(), self.w.0.get(), self.conv.0.get(), self.y.get());
+        // SAFETY: the caller vouches for the handle, the buffers and the workspace; the
+        // descriptors are live; the scalars are f32 and outlive the call.
+        unsafe {
+            sys::cudnnConvolutionBiasActivationForward(
+                handle.get(),
+                a1,
+                xd,
+                x,
+                wd,
+                w,
+                cd,
+                algo,
+                work,
+                self.work_bytes,
+                a2,
+                yd,
+                z,
+                b.get(),
+                bias,
+                act.0.get(),
+                yd,
+                y,
+            )
+        }
+        .check("cudnnConvolutionBiasActivationForward")
+    }
+}
+
 fn zeroed_fwd() -> sys::cudnnConvolutionFwdAlgoPerf_t {
     sys::cudnnConvolutionFwdAlgoPerf_t {
         algo: sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
@@ -504,18 +569,24 @@ impl ActivationDesc {
             ActivationMode::Elu { alpha } => (M::CUDNN_ACTIVATION_ELU, alpha),
             ActivationMode::Swish { .. } => (M::CUDNN_ACTIVATION_SWISH, 0.0),
         };
+        let desc = ActivationDesc::with(m, coef)?;
+        if let ActivationMode::Swish { beta } = mode {
+            // SAFETY: a live descriptor; a plain value.
+            unsafe { sys::cudnnSetActivationDescriptorSwishBeta(desc.0.get(), beta) }
+                .check("cudnnSetActivationDescriptorSwishBeta")?;
+        }
+        Ok(desc)
+    }
+
+    /// A descriptor of mode `m` with coefficient `coef`, not propagating NaN.
+    fn with(m: sys::cudnnActivationMode_t, coef: f64) -> Result<ActivationDesc> {
         let mut d: sys::cudnnActivationDescriptor_t = std::ptr::null_mut();
         // SAFETY: `d` is a valid out-pointer.
         unsafe { sys::cudnnCreateActivationDescriptor(&mut d) }.check("cudnnCreateActivationDescriptor")?;
         let desc = ActivationDesc(Owned::new(d));
         // SAFETY: a fresh descriptor; plain values.
-        unsafe {
-            sys::cudnnSetActivationDescriptor(d, m, sys::cudnnNanPropagation_t::CUDNN_NOT_PROPAGATE_NAN, coef)
-                .check("cudnnSetActivationDescriptor")?;
-            if let ActivationMode::Swish { beta } = mode {
-                sys::cudnnSetActivationDescriptorSwishBeta(d, beta).check("cudnnSetActivationDescriptorSwishBeta")?;
-            }
-        }
+        unsafe { sys::cudnnSetActivationDescriptor(d, m, sys::cudnnNanPropagation_t::CUDNN_NOT_PROPAGATE_NAN, coef) }
+            .check("cudnnSetActivationDescriptor")?;
         Ok(desc)
     }
 }

@@ -249,6 +249,8 @@ pub(crate) struct ConvKey {
     pub geo: Geometry,
     pub tensor_cores: bool,
     pub search: AlgoSearch,
+    /// The activation of a fused convolution (its plan may need another algorithm).
+    pub fused: Option<ConvActivation>,
 }
 
 impl Cudnn {
@@ -263,7 +265,7 @@ impl Cudnn {
         y: &TensorView<'_, T>,
     ) -> Result<Completion<()>> {
         let geo = conv.check(Direction::Forward, x, w, y)?;
-        self.convolve(Direction::Forward, conv, geo, x, w, y)
+        self.convolve(Direction::Forward, conv, geo, x, w, y, None)
     }
 
     /// Backward-data convolution, the gradient of the input:
@@ -277,7 +279,7 @@ impl Cudnn {
         dx: &TensorView<'_, T>,
     ) -> Result<Completion<()>> {
         let geo = conv.check(Direction::BackwardData, dx, w, dy)?;
-        self.convolve(Direction::BackwardData, conv, geo, dx, w, dy)
+        self.convolve(Direction::BackwardData, conv, geo, dx, w, dy, None)
     }
 
     /// Backward-filter convolution, the gradient of the filter:
@@ -291,13 +293,66 @@ impl Cudnn {
         dw: &TensorView<'_, T>,
     ) -> Result<Completion<()>> {
         let geo = conv.check(Direction::BackwardFilter, x, dw, dy)?;
-        self.convolve(Direction::BackwardFilter, conv, geo, x, dw, dy)
+        self.convolve(Direction::BackwardFilter, conv, geo, x, dw, dy, None)
+    }
+
+    /// Fused forward convolution, bias and activation (one kernel):
+    /// `y = act(alpha * conv(x, w) + beta * z + bias)`, with `alpha` and `beta` the
+    /// convolution's [`scale`](Convolution::scale). `bias` holds one value per output channel;
+    /// `z` (a residual, `y`'s shape; it may be `y` itself) is left out as `None`, which needs
+    /// `beta` 0. cuDNN fuses [`ConvActivation::Relu`] with any algorithm and
+    /// [`ConvActivation::Identity`] with the implicit precomputed GEMM only, which the plan
+    /// then takes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_bias_activation_forward<T: DnnElement>(
+        &mut self,
+        conv: &Convolution,
+        act: ConvActivation,
+        x: &TensorView<'_, T>,
+        w: &TensorView<'_, T>,
+        z: Option<&TensorView<'_, T>>,
+        bias: &GpuRef<T>,
+        y: &TensorView<'_, T>,
+    ) -> Result<Completion<()>> {
+        let geo = conv.check(Direction::Forward, x, w, y)?;
+        let k = w.shape.dims()[0];
+        let mut bias_dims = vec![1; y.shape.dims().len()];
+        bias_dims[1] = k;
+        let bias_shape = Shape::new(super::Layout::Nchw, &bias_dims);
+        validate::covers("bias", bias, Some(k), &format!("one value per output channel ({k})"))?;
+        if bias.id() == y.buf.id() {
+            return Err(Error::invalid("bias", "must not be the same buffer as `y`"));
+        }
+        match z {
+            Some(z) => {
+                z.check("z")?;
+                if z.shape != y.shape {
+                    return Err(Error::invalid(
+                        "z",
+                        format!(
+                            "is {:?} {:?}; it must be `y`'s {:?} {:?}",
+                            z.shape.layout(),
+                            z.shape.dims(),
+                            y.shape.layout(),
+                            y.shape.dims()
+                        ),
+                    ));
+                }
+            }
+            None if conv.beta != 0.0 => {
+                return Err(Error::invalid("z", "is left out, so the convolution's beta must be 0"));
+            }
+            None => {}
+        }
+        let fused = Fused { act, z: z.map(|z| z.buf), bias, bias_shape };
+        self.convolve(Direction::Forward, conv, geo, x, w, y, Some(fused))
     }
 
     /// Records the uses, finds or makes the plan, sizes the workspace, and enqueues the op, or
     /// on the simulator computes it on the host under the same uses. `x`, `w`, `y` are the
     /// input side, the filter and the output side of the forward convolution, whichever of
-    /// them the direction writes.
+    /// them the direction writes; `fused`, the epilogue of a fused forward convolution.
+    #[allow(clippy::too_many_arguments)]
     fn convolve<T: DnnElement>(
         &mut self,
         dir: Direction,
@@ -306,21 +361,42 @@ impl Cudnn {
         x: &TensorView<'_, T>,
         w: &TensorView<'_, T>,
         y: &TensorView<'_, T>,
+        fused: Option<Fused<'_, T>>,
     ) -> Result<Completion<()>> {
         let [xn, wn, yn] = names(dir);
-        let out_access = if conv.beta == 0.0 { Access::Write } else { Access::ReadWrite };
-        let op = match dir {
-            Direction::Forward => "conv_forward",
-            Direction::BackwardData => "conv_backward_data",
-            Direction::BackwardFilter => "conv_backward_filter",
+        // A fused op reads `y` only as its `z`.
+        let reads_out = match &fused {
+            Some(f) => f.z.is_some_and(|z| z.id() == y.buf.id()),
+            None => conv.beta != 0.0,
+        };
+        let out_access = if reads_out { Access::ReadWrite } else { Access::Write };
+        let op = match (dir, &fused) {
+            (Direction::Forward, Some(_)) => "conv_bias_activation_forward",
+            (Direction::Forward, None) => "conv_forward",
+            (Direction::BackwardData, _) => "conv_backward_data",
+            (Direction::BackwardFilter, _) => "conv_backward_filter",
         };
         let mut rec = self.op.recorder(op);
         let access = |arg: &str| if arg == names(dir)[out_index(dir)] { out_access } else { Access::Read };
         record(&mut rec, xn, x.buf, access(xn))?;
         record(&mut rec, wn, w.buf, access(wn))?;
         record(&mut rec, yn, y.buf, access(yn))?;
+        if let Some(f) = &fused {
+            record(&mut rec, "bias", f.bias, Access::Read)?;
+            if let Some(z) = f.z.filter(|z| z.id() != y.buf.id()) {
+                record(&mut rec, "z", z, Access::Read)?;
+            }
+        }
         let (alpha, beta) = (conv.alpha, conv.beta);
         if self.op.device.is_simulated() {
+            let epilogue = match &fused {
+                Some(f) => Some(sim::Epilogue {
+                    relu: f.act == ConvActivation::Relu,
+                    z: f.z.map(|z| z.sim_data()).transpose()?,
+                    bias: f.bias.sim_data()?,
+                }),
+                None => None,
+            };
             let job = sim::Conv {
                 dir,
                 x: (x.shape.clone(), x.buf.sim_data()?),
@@ -329,37 +405,28 @@ impl Cudnn {
                 geo,
                 alpha,
                 beta,
+                epilogue,
             };
             return self.op.run_sim(rec, Vec::new(), move || job.run());
         }
+        let dtype = super::tensor::dtype::<T>();
         let key = ConvKey {
             dir,
-            dtype: super::tensor::dtype::<T>(),
+            dtype,
             x: x.shape.clone(),
             w: w.shape.clone(),
             y: y.shape.clone(),
             geo,
-            tensor_cores: self.tf32 || super::tensor::dtype::<T>() != CudnnType::Float,
+            tensor_cores: self.tf32 || dtype != CudnnType::Float,
             search: self.search,
+            fused: fused.as_ref().map(|f| f.act),
         };
         self.op.bound_stream()?;
         let Some(handle) = self.raw.as_ref() else { return Err(self.op.unavailable_on_sim()) };
         let plan = self.plans.get_or_make(key, &self.op, |k| {
             // SAFETY: (1) the handle is live and its context was bound above; (2) `&mut self`
             // keeps it to this thread.
-            let plan = unsafe {
-                super::calls::ConvPlan::make(
-                    handle,
-                    k.dir,
-                    k.dtype,
-                    &k.x,
-                    &k.w,
-                    &k.y,
-                    &k.geo,
-                    k.tensor_cores,
-                    k.search == AlgoSearch::Find,
-                )
-            }?;
+            let plan = unsafe { super::calls::ConvPlan::make(handle, k) }?;
             plan.ok_or_else(|| Error::Unsupported {
                 library: super::NAME,
                 what: format!(
@@ -381,14 +448,56 @@ impl Cudnn {
         };
         self.op.run(rec, Vec::new(), || {
             let work = work.map_or(std::ptr::null_mut(), |w| w as *mut std::ffi::c_void);
-            // SAFETY: (1) the handle was bound to this stream when made, and the op path made its
-            // context current; (2) the buffers were validated against the plan's shapes, are
-            // live and were fenced by preflight (the output declared written); (3) the
-            // workspace, declared read-write, holds at least the plan's need and serves one op
-            // at a time (the stream is in order).
-            unsafe { plan.run(handle, alpha, dptr(a)?, dptr(b)?, beta, dptr(out)?, work) }
+            match &fused {
+                // SAFETY: (1) the handle was bound to this stream when made, and the op path made
+                // its context current; (2) the buffers were validated against the plan's shapes
+                // (`z` as `y`, `bias` one value per output channel), are live and were fenced by
+                // preflight; (3) the workspace, declared read-write, holds at least the plan's
+                // need and serves one op at a time (the stream is in order). Without `z`, `y`
+                // stands in for it with `beta` 0.
+                Some(f) => unsafe {
+                    let z = match f.z {
+                        Some(z) => dptr(z)?,
+                        None => dptr(out)?,
+                    };
+                    plan.run_fused(
+                        handle,
+                        f.act,
+                        alpha,
+                        dptr(a)?,
+                        dptr(b)?,
+                        beta,
+                        z,
+                        &f.bias_shape,
+                        dptr(f.bias)?,
+                        dptr(out)?,
+                        work,
+                        dtype,
+                    )
+                },
+                // SAFETY: (1) to (3) as above.
+                None => unsafe { plan.run(handle, alpha, dptr(a)?, dptr(b)?, beta, dptr(out)?, work) },
+            }
         })
     }
+}
+
+/// The activation a fused convolution applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConvActivation {
+    /// None: `y = alpha * conv + beta * z + bias`.
+    Identity,
+    /// `max(·, 0)`.
+    Relu,
+}
+
+/// The epilogue of a fused forward convolution.
+struct Fused<'a, T: DnnElement> {
+    act: ConvActivation,
+    z: Option<&'a GpuRef<T>>,
+    bias: &'a GpuRef<T>,
+    /// `1 x K x 1 x 1[ x 1]`.
+    bias_shape: Shape,
 }
 
 /// Which of a direction's operands ([`names`] order) it writes.

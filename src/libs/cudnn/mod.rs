@@ -1,5 +1,6 @@
 //! cuDNN 9 through its legacy API: convolutions forward, backward-data and backward-filter
-//! (2-D and 3-D, padding, stride, dilation, groups, depthwise), activations, softmax and
+//! (2-D and 3-D, padding, stride, dilation, groups, depthwise), the fused convolution + bias +
+//! activation (identity or ReLU, with an optional residual), activations, softmax and
 //! pooling, forward and backward, in f32, f16 and bf16 (the half types compute in f32), on
 //! channels-first (NCHW, NCDHW) and channels-last (NHWC, NDHWC) tensors.
 //!
@@ -10,7 +11,8 @@
 //! error names the argument.
 //!
 //! A convolution's algorithm is chosen once per shape key (direction, element type, the three
-//! shapes and layouts, padding, strides, dilation, groups, math) and cached with its
+//! shapes and layouts, padding, strides, dilation, groups, math, the fused activation) and
+//! cached with its
 //! descriptors in a bounded plan cache, by cuDNN's heuristics or, with
 //! [`AlgoSearch::Find`], by measuring the candidates ([`Cudnn::set_algo_search`]). Its
 //! workspace comes from the stream's shared workspace, declared on the op's recorder. f32
@@ -63,7 +65,7 @@ mod ops;
 mod sim;
 mod tensor;
 
-pub use conv::{AlgoSearch, Convolution};
+pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use ops::{Activation, ActivationMode, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};
 

@@ -97,6 +97,16 @@ pub(super) struct Conv<T: DnnElement> {
     pub geo: Geometry,
     pub alpha: f32,
     pub beta: f32,
+    /// A fused forward convolution's epilogue.
+    pub epilogue: Option<Epilogue<T>>,
+}
+
+/// `y = act(alpha * conv + beta * z + bias[k])`.
+pub(super) struct Epilogue<T: DnnElement> {
+    pub relu: bool,
+    /// `None`: no residual (`beta` is 0).
+    pub z: Option<SimMem<T>>,
+    pub bias: SimMem<T>,
 }
 
 impl<T: DnnElement> Conv<T> {
@@ -138,6 +148,24 @@ impl<T: DnnElement> Conv<T> {
                     }
                 }
             }
+        }
+        if let Some(e) = &self.epilogue {
+            // The residual and the bias read before `y` is written: `z` may be `y`.
+            let z = e.z.as_ref().map(load);
+            let bias = load(&e.bias);
+            let (alpha, beta) = (f64::from(self.alpha), f64::from(self.beta));
+            let mut out = vec![0.0; yd.count()];
+            for n in 0..yd.n {
+                for (k, &b) in bias.iter().enumerate().take(yd.c) {
+                    for o in yd.positions() {
+                        let i = yd.at(n, k, o);
+                        let v = alpha * acc[i] + z.as_ref().map_or(0.0, |z| beta * z[i]) + b;
+                        out[i] = if e.relu { v.max(0.0) } else { v };
+                    }
+                }
+            }
+            store(&self.y.1, &out, 1.0, 0.0);
+            return;
         }
         let out = match self.dir {
             Direction::Forward => &self.y.1,

@@ -447,7 +447,7 @@ pub fn distinct(n: usize) -> Vec<f64> {
 // and the GPU's.
 
 use crate::common::{random, Rng};
-use cusched::cudnn::{Activation, Convolution, Pooling, Softmax, TensorView};
+use cusched::cudnn::{Activation, ConvActivation, Convolution, Pooling, Softmax, TensorView};
 use cusched::{Device, GpuRef, Handles, StreamId};
 
 /// Where the runners work: a device, a stream, the stream's handles, and how many times the
@@ -476,6 +476,11 @@ impl Bench<'_> {
     pub fn down<T: El>(&self, buf: &GpuRef<T>, shape: &Shape) -> Vec<f64> {
         from_storage(&from_el(&buf.download(self.s).unwrap()), shape)
     }
+}
+
+/// `buf` seen with `shape`.
+fn tv<'a, T: El>(buf: &'a GpuRef<T>, shape: &Shape) -> TensorView<'a, T> {
+    TensorView::new(buf, shape.clone())
 }
 
 fn count(dims: &[usize]) -> usize {
@@ -527,6 +532,87 @@ pub fn check_conv<T: El>(
         .unwrap();
     let want: Vec<f64> = dw.iter().zip(&old).map(|(g, o)| 2.0 * g + o).collect();
     close(&b.down(&bdw, &ws), &want, T::REL * 2.0 * b.slack, &format!("{what}: backward filter, beta 1"));
+}
+
+/// The fused forward convolution, bias and activation against `act(alpha conv + beta z + bias)`:
+/// without a residual, with one, and with the residual in `y` itself (in place).
+pub fn check_conv_fused<T: El>(
+    b: &mut Bench<'_>,
+    layout: Layout,
+    xd: &[usize],
+    wd: &[usize],
+    case: &ConvCase,
+    rng: &mut Rng,
+) {
+    let what = format!("{} fused {layout:?} x {xd:?} w {wd:?} {case:?}", T::NAME);
+    let yd = conv_out_dims(xd, wd, case);
+    let (xs, ws, ys) = (Shape::new(layout, xd), Shape::new(layout, wd), Shape::new(layout, &yd));
+    let x = round::<T>(&random(rng, count(xd)));
+    let w = round::<T>(&random(rng, count(wd)));
+    let z = round::<T>(&random(rng, count(&yd)));
+    let bias = round::<T>(&random(rng, wd[0]));
+    let conv = Convolution::new().pad(&case.pad).stride(&case.stride).dilation(&case.dilation).groups(case.groups);
+    let (bx, bw, bz) = (b.up::<T>(&x, &xs), b.up::<T>(&w, &ws), b.up::<T>(&z, &ys));
+    let bb = b.d.upload(b.s, &to_el::<T>(&bias)).unwrap();
+    let plain = conv_forward(&x, xd, &w, wd, case);
+    let inner = count(&yd[2..]);
+    let want = |alpha: f64, beta: f64, relu: bool| -> Vec<f64> {
+        (0..plain.len())
+            .map(|i| {
+                let v = alpha * plain[i] + beta * z[i] + bias[i / inner % wd[0]];
+                if relu {
+                    v.max(0.0)
+                } else {
+                    v
+                }
+            })
+            .collect()
+    };
+    for act in [ConvActivation::Identity, ConvActivation::Relu] {
+        let relu = act == ConvActivation::Relu;
+        let by = b.nans::<T>(&ys);
+        b.h.cudnn()
+            .unwrap()
+            .conv_bias_activation_forward(&conv, act, &tv(&bx, &xs), &tv(&bw, &ws), None, &bb, &tv(&by, &ys))
+            .unwrap()
+            .wait()
+            .unwrap();
+        close(&b.down(&by, &ys), &want(1.0, 0.0, relu), T::REL * 2.0 * b.slack, &format!("{what} {act:?}"));
+        let scaled = conv.clone().scale(0.5, 1.5);
+        b.h.cudnn()
+            .unwrap()
+            .conv_bias_activation_forward(
+                &scaled,
+                act,
+                &tv(&bx, &xs),
+                &tv(&bw, &ws),
+                Some(&tv(&bz, &ys)),
+                &bb,
+                &tv(&by, &ys),
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+        let with_z = want(0.5, 1.5, relu);
+        close(&b.down(&by, &ys), &with_z, T::REL * 2.0 * b.slack, &format!("{what} {act:?} with z"));
+        // The residual in `y` itself.
+        let by = b.up::<T>(&z, &ys);
+        b.h.cudnn()
+            .unwrap()
+            .conv_bias_activation_forward(
+                &scaled,
+                act,
+                &tv(&bx, &xs),
+                &tv(&bw, &ws),
+                Some(&tv(&by, &ys)),
+                &bb,
+                &tv(&by, &ys),
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+        close(&b.down(&by, &ys), &with_z, T::REL * 2.0 * b.slack, &format!("{what} {act:?} in place"));
+    }
 }
 
 /// Activation forward (out of place and in place) and backward against the references.
