@@ -6,8 +6,8 @@ use crate::common::fixture::{fx, rejects, runs, Fx};
 use crate::common::reference::cudnn::*;
 use crate::common::*;
 use cusched::cudnn::{
-    Activation, ActivationMode, ConvActivation, Convolution, Layout, Pooling, PoolingMode, Shape, Softmax, SoftmaxAlgo,
-    SoftmaxMode, TensorView,
+    Activation, ActivationMode, BatchNorm, ConvActivation, Convolution, Layout, Pooling, PoolingMode, RunningStats,
+    SavedStats, Shape, Softmax, SoftmaxAlgo, SoftmaxMode, TensorView,
 };
 use cusched::half::{bf16, f16};
 use cusched::{Device, Handles};
@@ -58,6 +58,7 @@ fn pointwise_all<T: El>() {
             for mode in activation_modes() {
                 check_activation::<T>(&mut b, mode, &shape, &mut rng);
             }
+            check_batch_norm::<T>(&mut b, &shape, &mut rng);
             for algo in [SoftmaxAlgo::Fast, SoftmaxAlgo::Accurate, SoftmaxAlgo::Log] {
                 for mode in [SoftmaxMode::Instance, SoftmaxMode::Channel] {
                     check_softmax::<T>(&mut b, algo, mode, &shape, &mut rng);
@@ -71,17 +72,17 @@ fn pointwise_all<T: El>() {
 }
 
 #[test]
-fn activations_softmax_and_pooling_match_the_reference_in_f32() {
+fn activations_softmax_pooling_and_batch_norm_match_the_reference_in_f32() {
     pointwise_all::<f32>();
 }
 
 #[test]
-fn activations_softmax_and_pooling_match_the_reference_in_f16() {
+fn activations_softmax_pooling_and_batch_norm_match_the_reference_in_f16() {
     pointwise_all::<f16>();
 }
 
 #[test]
-fn activations_softmax_and_pooling_match_the_reference_in_bf16() {
+fn activations_softmax_pooling_and_batch_norm_match_the_reference_in_bf16() {
     pointwise_all::<bf16>();
 }
 
@@ -103,6 +104,7 @@ fn every_op_runs_in_a_lane_job() {
         check_softmax::<f32>(&mut b, SoftmaxAlgo::Log, SoftmaxMode::Channel, &shape, &mut rng);
         let (xd, case) = pool_cases().remove(0);
         check_pooling::<f32>(&mut b, Layout::Nchw, &xd, &case, &mut rng);
+        check_batch_norm::<f32>(&mut b, &shape, &mut rng);
         Ok(())
     })
     .wait()
@@ -407,6 +409,61 @@ fn pooling_rejects_bad_windows_shapes_and_buffers() {
     runs(&mut fx, |fx| fx.h.cudnn()?.pooling_backward(&p, &t(&y, &ys), &t(&dy, &ys), &t(&x, &xs), &t(&dx, &xs)));
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| fwd(fx, &p, &ys));
+}
+
+#[test]
+fn batch_norm_rejects_bad_parameters_statistics_and_aliasing() {
+    let mut fx = fx();
+    let s = Shape::nhwc(2, 3, 2, 5);
+    let (x, y, dy, dx) = (fx.buf::<f32>(60), fx.buf::<f32>(60), fx.buf::<f32>(60), fx.buf::<f32>(60));
+    let p: Vec<cusched::GpuRef<f32>> = (0..8).map(|_| fx.buf::<f32>(3)).collect();
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    let bn = BatchNorm::new(1e-5);
+    let short = fx.buf::<f32>(2);
+    let infer = |fx: &mut Fx, bn: &BatchNorm, scale: &cusched::GpuRef<f32>, ys: &Shape| {
+        fx.h.cudnn()?.batch_norm_inference(bn, &t(&x, &s), &t(&y, ys), scale, &p[1], &p[2], &p[3])
+    };
+    rejects(&mut fx, "batch_norm", |fx| infer(fx, &BatchNorm::new(-1.0), &p[0], &s));
+    rejects(&mut fx, "batch_norm", |fx| infer(fx, &BatchNorm::new(f64::NAN), &p[0], &s));
+    rejects(&mut fx, "scale", |fx| infer(fx, &bn, &short, &s));
+    rejects(&mut fx, "y", |fx| infer(fx, &bn, &p[0], &Shape::nchw(2, 3, 2, 5)));
+    rejects(&mut fx, "y", |fx| {
+        fx.h.cudnn()?.batch_norm_inference(&bn, &t(&x, &s), &t(&x, &s), &p[0], &p[1], &p[2], &p[3])
+    });
+    let running = RunningStats { mean: &p[2], var: &p[3], factor: 0.1 };
+    let saved = SavedStats { mean: &p[4], inv_var: &p[5] };
+    let train = |fx: &mut Fx, xs: &Shape, r: &RunningStats<'_>, sv: &SavedStats<'_>| {
+        fx.h.cudnn()?.batch_norm_training(&bn, &t(&x, xs), &t(&y, xs), &p[0], &p[1], Some(r), Some(sv))
+    };
+    rejects(&mut fx, "running", |fx| train(fx, &s, &RunningStats { factor: 1.5, ..running }, &saved));
+    rejects(&mut fx, "running.var", |fx| train(fx, &s, &RunningStats { var: &short, ..running }, &saved));
+    // A saved statistic that is the running one, or a parameter.
+    rejects(&mut fx, "saved.mean", |fx| train(fx, &s, &running, &SavedStats { mean: &p[2], ..saved }));
+    rejects(&mut fx, "saved.inv_var", |fx| train(fx, &s, &running, &SavedStats { inv_var: &p[0], ..saved }));
+    // One value per channel cannot give an unbiased variance.
+    rejects(&mut fx, "x", |fx| train(fx, &Shape::nhwc(1, 3, 1, 1), &running, &saved));
+    let back = |fx: &mut Fx, dxb: &cusched::GpuRef<f32>, dscale: &cusched::GpuRef<f32>| {
+        fx.h.cudnn()?.batch_norm_backward(
+            &bn,
+            &t(&x, &s),
+            &t(&dy, &s),
+            &TensorView::new(dxb, s.clone()),
+            &p[0],
+            dscale,
+            &p[7],
+            &saved,
+        )
+    };
+    rejects(&mut fx, "dx", |fx| back(fx, &dy, &p[6]));
+    rejects(&mut fx, "dscale", |fx| back(fx, &dx, &p[0]));
+    rejects(&mut fx, "dscale", |fx| back(fx, &dx, &short));
+    let f = fx.foreign::<f32>(3);
+    rejects(&mut fx, "!foreign", |fx| infer(fx, &bn, &f, &s));
+    runs(&mut fx, |fx| infer(fx, &bn, &p[0], &s));
+    runs(&mut fx, |fx| train(fx, &s, &running, &saved));
+    runs(&mut fx, |fx| back(fx, &dx, &p[6]));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| infer(fx, &bn, &p[0], &s));
 }
 
 /// The references themselves: a 1x1 convolution is a channel mix, the layouts round-trip,

@@ -751,3 +751,125 @@ pub(super) unsafe fn pooling(
     }
     Ok(())
 }
+
+/// The pointers of a batch-norm call: the data side, the per-channel parameters and the
+/// statistics (null where the call takes none).
+pub(super) struct BatchNormArgs {
+    pub x: *const c_void,
+    pub y: *mut c_void,
+    pub scale: *const c_void,
+    pub bias: *const c_void,
+    pub mean: *mut c_void,
+    pub var: *mut c_void,
+    pub save_mean: *mut c_void,
+    pub save_inv_var: *mut c_void,
+    /// Backward: `dy` (read), `dx` is `y`, `dscale` is `mean`, `dbias` is `var`.
+    pub dy: *const c_void,
+}
+
+/// Which batch-norm call.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum BatchNormCall {
+    Inference,
+    /// The running statistics' exponential average factor.
+    Training(f64),
+    Backward,
+}
+
+/// `cudnnBatchNormalizationForwardInference`, `cudnnBatchNormalizationForwardTraining` or
+/// `cudnnBatchNormalizationBackward`, per channel (spatial mode), the parameters and statistics
+/// f32 tensors of `1 x C x 1 x 1[ x 1]`.
+///
+/// NVIDIA: [`cudnnBatchNormalizationForwardInference`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnbatchnormalizationforwardinference),
+/// [`cudnnBatchNormalizationForwardTraining`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnbatchnormalizationforwardtraining),
+/// [`cudnnBatchNormalizationBackward`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnbatchnormalizationbackward)
+///
+/// # Safety
+/// (1) `handle` is live, bound to the op's stream, its context current; (2) the data pointers
+/// are live device buffers of that context holding `shape`, the others `C` f32 values (or null
+/// where the call allows it), all fenced on the stream.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn batch_norm(
+    handle: &RawHandle,
+    call: BatchNormCall,
+    shape: &Shape,
+    dtype: CudnnType,
+    epsilon: f64,
+    alpha: f32,
+    beta: f32,
+    a: BatchNormArgs,
+) -> Result<()> {
+    let mode = sys::cudnnBatchNormMode_t::CUDNN_BATCHNORM_SPATIAL;
+    let t = TensorDesc::new(shape, dtype)?;
+    let mut pdims = vec![1; shape.dims().len()];
+    pdims[1] = shape.dims()[1];
+    let p = TensorDesc::new(&Shape::new(Layout::Nchw, &pdims), CudnnType::Float)?;
+    let (h, td, pd) = (handle.get(), t.get(), p.get());
+    let (one, zero) = (1.0f32, 0.0f32);
+    let ptr = |v: &f32| v as *const f32 as *const c_void;
+    // SAFETY: the caller vouches for (1) and (2); the descriptors are live; the scalars are f32
+    // (as cuDNN takes them for float, half and bfloat16 data) and outlive the call.
+    unsafe {
+        match call {
+            BatchNormCall::Inference => sys::cudnnBatchNormalizationForwardInference(
+                h,
+                mode,
+                ptr(&alpha),
+                ptr(&beta),
+                td,
+                a.x,
+                td,
+                a.y,
+                pd,
+                a.scale,
+                a.bias,
+                a.mean,
+                a.var,
+                epsilon,
+            )
+            .check("cudnnBatchNormalizationForwardInference"),
+            BatchNormCall::Training(factor) => sys::cudnnBatchNormalizationForwardTraining(
+                h,
+                mode,
+                ptr(&alpha),
+                ptr(&beta),
+                td,
+                a.x,
+                td,
+                a.y,
+                pd,
+                a.scale,
+                a.bias,
+                factor,
+                a.mean,
+                a.var,
+                epsilon,
+                a.save_mean,
+                a.save_inv_var,
+            )
+            .check("cudnnBatchNormalizationForwardTraining"),
+            BatchNormCall::Backward => sys::cudnnBatchNormalizationBackward(
+                h,
+                mode,
+                ptr(&alpha),
+                ptr(&beta),
+                ptr(&one),
+                ptr(&zero),
+                td,
+                a.x,
+                td,
+                a.dy,
+                td,
+                a.y,
+                pd,
+                a.scale,
+                a.mean,
+                a.var,
+                epsilon,
+                a.save_mean,
+                a.save_inv_var,
+            )
+            .check("cudnnBatchNormalizationBackward"),
+        }
+    }
+}

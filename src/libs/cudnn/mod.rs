@@ -1,7 +1,8 @@
 //! cuDNN 9 through its legacy API: convolutions forward, backward-data and backward-filter
 //! (2-D and 3-D, padding, stride, dilation, groups, depthwise), the fused convolution + bias +
 //! activation (identity or ReLU, with an optional residual), activations, softmax and
-//! pooling, forward and backward, in f32, f16 and bf16 (the half types compute in f32), on
+//! pooling, forward and backward, and batch normalization per channel (inference, training
+//! with the running statistics, backward; parameters and statistics in f32), in f32, f16 and bf16 (the half types compute in f32), on
 //! channels-first (NCHW, NCDHW) and channels-last (NHWC, NDHWC) tensors.
 //!
 //! Operands are [`TensorView`]s: a buffer seen with a [`Shape`] (dims in logical order,
@@ -56,16 +57,18 @@
 //! ```
 //!
 //! Files: this one holds the state; `tensor` the operands, `conv` the convolutions, `ops`
-//! activations, softmax and pooling, `calls` the cuDNN calls, `sim` the simulator's
+//! activations, softmax and pooling, `norm` batch normalization, `calls` the cuDNN calls, `sim` the simulator's
 //! computations.
 
 mod calls;
 mod conv;
+mod norm;
 mod ops;
 mod sim;
 mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
+pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};
 

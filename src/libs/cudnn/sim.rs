@@ -392,3 +392,98 @@ pub(super) fn pooling_backward<T: DnnElement>(
     });
     store(&m[3], &acc, alpha, beta);
 }
+
+/// Which batch-norm op, with what only it uses.
+pub(super) enum BatchNormKind<T: DnnElement> {
+    /// `mean` and `var` are the given statistics.
+    Inference,
+    /// `mean` and `var` are the running statistics (`None`: not updated).
+    Training { factor: f64, saved: Option<(SimMem<f32>, SimMem<f32>)> },
+    /// `y` is `dx`, `mean` is `dscale`, `var` is `dbias`; `saved` the training step's mean
+    /// and inverse standard deviation.
+    Backward { dy: SimMem<T>, saved: (SimMem<f32>, SimMem<f32>) },
+}
+
+/// A batch-norm op per channel over `N x spatial`.
+pub(super) struct BatchNorm<T: DnnElement> {
+    pub bn: super::norm::BatchNorm,
+    pub shape: Shape,
+    pub x: SimMem<T>,
+    /// `y`, or `dx` backward.
+    pub y: SimMem<T>,
+    pub scale: SimMem<f32>,
+    pub bias: Option<SimMem<f32>>,
+    pub mean: Option<SimMem<f32>>,
+    pub var: Option<SimMem<f32>>,
+    pub kind: BatchNormKind<T>,
+}
+
+fn floats(m: &SimMem<f32>) -> Vec<f64> {
+    m.read().iter().map(|&v| f64::from(v)).collect()
+}
+
+fn put(m: &SimMem<f32>, c: usize, v: f64) {
+    if let Some(slot) = m.lock().get_mut(c) {
+        *slot = v as f32;
+    }
+}
+
+impl<T: DnnElement> BatchNorm<T> {
+    pub(super) fn run(self) {
+        let d = Dims::of(&self.shape);
+        let x = load(&self.x);
+        let scale = floats(&self.scale);
+        let bias = self.bias.as_ref().map(floats);
+        let (mean, var) = (self.mean.as_ref().map(floats), self.var.as_ref().map(floats));
+        let eps = self.bn.epsilon;
+        let count = (d.n * d.sp.iter().product::<usize>()) as f64;
+        let dy = match &self.kind {
+            BatchNormKind::Backward { dy, .. } => load(dy),
+            _ => Vec::new(),
+        };
+        let mut out = vec![0.0; d.count()];
+        for c in 0..d.c {
+            let idx: Vec<usize> =
+                (0..d.n).flat_map(|n| d.positions().map(move |p| (n, p))).map(|(n, p)| d.at(n, c, p)).collect();
+            match &self.kind {
+                BatchNormKind::Inference => {
+                    let (mu, var) = (mean.as_ref().map_or(0.0, |m| m[c]), var.as_ref().map_or(1.0, |v| v[c]));
+                    let inv = 1.0 / (var + eps).sqrt();
+                    for &i in &idx {
+                        out[i] = scale[c] * (x[i] - mu) * inv + bias.as_ref().map_or(0.0, |b| b[c]);
+                    }
+                }
+                BatchNormKind::Training { factor, saved } => {
+                    let mu = idx.iter().map(|&i| x[i]).sum::<f64>() / count;
+                    let var_b = idx.iter().map(|&i| (x[i] - mu).powi(2)).sum::<f64>() / count;
+                    let inv = 1.0 / (var_b + eps).sqrt();
+                    for &i in &idx {
+                        out[i] = scale[c] * (x[i] - mu) * inv + bias.as_ref().map_or(0.0, |b| b[c]);
+                    }
+                    if let (Some(rm), Some(rv), Some(m), Some(v)) = (&mean, &var, &self.mean, &self.var) {
+                        put(m, c, (1.0 - factor) * rm[c] + factor * mu);
+                        put(v, c, (1.0 - factor) * rv[c] + factor * var_b * count / (count - 1.0));
+                    }
+                    if let Some((sm, si)) = saved {
+                        put(sm, c, mu);
+                        put(si, c, inv);
+                    }
+                }
+                BatchNormKind::Backward { saved, .. } => {
+                    let (mu, inv) = (floats(&saved.0)[c], floats(&saved.1)[c]);
+                    let xhat = |i: usize| (x[i] - mu) * inv;
+                    let dbias: f64 = idx.iter().map(|&i| dy[i]).sum();
+                    let dscale: f64 = idx.iter().map(|&i| dy[i] * xhat(i)).sum();
+                    for &i in &idx {
+                        out[i] = scale[c] * inv / count * (count * dy[i] - dbias - xhat(i) * dscale);
+                    }
+                    if let (Some(ds), Some(db)) = (&self.mean, &self.var) {
+                        put(ds, c, dscale);
+                        put(db, c, dbias);
+                    }
+                }
+            }
+        }
+        store(&self.y, &out, self.bn.alpha, self.bn.beta);
+    }
+}

@@ -436,6 +436,64 @@ pub fn pool_backward(x: &[f64], xd: &[usize], dy: &[f64], case: &PoolCase) -> Ve
     dx
 }
 
+/// The logical indices of each channel's values (over the batch and the spatial dims).
+fn channel_sets(dims: &[usize]) -> Vec<Vec<usize>> {
+    let (n, c, sp) = split(dims);
+    let inner = sp.iter().product::<usize>();
+    (0..c).map(|ch| (0..n).flat_map(|b| (b * c + ch) * inner..(b * c + ch + 1) * inner).collect()).collect()
+}
+
+/// Batch-norm inference: `scale (x - mean) / sqrt(var + eps) + bias` per channel.
+pub fn batch_norm_inference(x: &[f64], dims: &[usize], p: [&[f64]; 4], eps: f64) -> Vec<f64> {
+    let [scale, bias, mean, var] = p;
+    let mut y = vec![0.0; x.len()];
+    for (ch, set) in channel_sets(dims).into_iter().enumerate() {
+        for i in set {
+            y[i] = scale[ch] * (x[i] - mean[ch]) / (var[ch] + eps).sqrt() + bias[ch];
+        }
+    }
+    y
+}
+
+/// Each channel's batch mean and biased variance.
+pub fn batch_stats(x: &[f64], dims: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    channel_sets(dims)
+        .into_iter()
+        .map(|set| {
+            let m = set.len() as f64;
+            let mean = set.iter().map(|&i| x[i]).sum::<f64>() / m;
+            (mean, set.iter().map(|&i| (x[i] - mean).powi(2)).sum::<f64>() / m)
+        })
+        .unzip()
+}
+
+/// Batch-norm backward from the batch statistics: `(dx, dscale, dbias)`.
+pub fn batch_norm_backward(
+    x: &[f64],
+    dims: &[usize],
+    dy: &[f64],
+    scale: &[f64],
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mean, var) = batch_stats(x, dims);
+    let mut dx = vec![0.0; x.len()];
+    let (mut dscale, mut dbias) = (Vec::new(), Vec::new());
+    for (ch, set) in channel_sets(dims).into_iter().enumerate() {
+        let m = set.len() as f64;
+        let sd = (var[ch] + eps).sqrt();
+        let xhat: Vec<f64> = set.iter().map(|&i| (x[i] - mean[ch]) / sd).collect();
+        let db: f64 = set.iter().map(|&i| dy[i]).sum();
+        let ds: f64 = set.iter().zip(&xhat).map(|(&i, h)| dy[i] * h).sum();
+        // d/dx of scale * (x - mean) / sd, through the mean and the variance.
+        for (&i, h) in set.iter().zip(&xhat) {
+            dx[i] = scale[ch] / sd * (dy[i] - db / m - h * ds / m);
+        }
+        dscale.push(ds);
+        dbias.push(db);
+    }
+    (dx, dscale, dbias)
+}
+
 /// Values distinct within any window of a pooling (the logical index's pattern repeats only
 /// every 251 elements), exact in bf16: no ties for max pooling to break.
 pub fn distinct(n: usize) -> Vec<f64> {
@@ -447,7 +505,9 @@ pub fn distinct(n: usize) -> Vec<f64> {
 // and the GPU's.
 
 use crate::common::{random, Rng};
-use cusched::cudnn::{Activation, ConvActivation, Convolution, Pooling, Softmax, TensorView};
+use cusched::cudnn::{
+    Activation, BatchNorm, ConvActivation, Convolution, Pooling, RunningStats, SavedStats, Softmax, TensorView,
+};
 use cusched::{Device, GpuRef, Handles, StreamId};
 
 /// Where the runners work: a device, a stream, the stream's handles, and how many times the
@@ -613,6 +673,71 @@ pub fn check_conv_fused<T: El>(
             .unwrap();
         close(&b.down(&by, &ys), &with_z, T::REL * 2.0 * b.slack, &format!("{what} {act:?} in place"));
     }
+}
+
+/// Batch norm: inference from given statistics, a training step (the running statistics
+/// updated with factor 0.3, the saved ones written), and the backward step from the saved
+/// statistics, each against the references.
+pub fn check_batch_norm<T: El>(b: &mut Bench<'_>, shape: &Shape, rng: &mut Rng) {
+    let what = format!("{} batch norm {:?} {:?}", T::NAME, shape.layout(), shape.dims());
+    let dims = shape.dims().to_vec();
+    let (n, c) = (count(&dims), dims[1]);
+    let eps = 1e-3;
+    let x: Vec<f64> = round::<T>(&random(rng, n).iter().map(|v| 2.0 * v + 0.5).collect::<Vec<_>>());
+    let dy = round::<T>(&random(rng, n));
+    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<_>>();
+    let back = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
+    let scale: Vec<f64> = round::<f32>(&random(rng, c).iter().map(|v| v + 1.5).collect::<Vec<_>>());
+    let bias = round::<f32>(&random(rng, c));
+    let mean = round::<f32>(&random(rng, c));
+    let var: Vec<f64> = round::<f32>(&random(rng, c).iter().map(|v| v + 1.2).collect::<Vec<_>>());
+    let up32 = |v: &[f64]| b.d.upload(b.s, &f32s(v)).unwrap();
+    let (bs, bb, bm, bv) = (up32(&scale), up32(&bias), up32(&mean), up32(&var));
+    let (bx, by, bdy, bdx) = (b.up::<T>(&x, shape), b.nans::<T>(shape), b.up::<T>(&dy, shape), b.nans::<T>(shape));
+    let (sm, si, ds, db) =
+        (up32(&vec![f64::NAN; c]), up32(&vec![f64::NAN; c]), up32(&vec![f64::NAN; c]), up32(&vec![f64::NAN; c]));
+    let bn = BatchNorm::new(eps);
+    let rel = T::REL * 4.0 * b.slack;
+    b.h.cudnn()
+        .unwrap()
+        .batch_norm_inference(&bn, &tv(&bx, shape), &tv(&by, shape), &bs, &bb, &bm, &bv)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want = batch_norm_inference(&x, &dims, [&scale, &bias, &mean, &var], eps);
+    close(&b.down(&by, shape), &want, rel, &format!("{what}: inference"));
+
+    let running = RunningStats { mean: &bm, var: &bv, factor: 0.3 };
+    let saved = SavedStats { mean: &sm, inv_var: &si };
+    b.h.cudnn()
+        .unwrap()
+        .batch_norm_training(&bn, &tv(&bx, shape), &tv(&by, shape), &bs, &bb, Some(&running), Some(&saved))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let (bmean, bvar) = batch_stats(&x, &dims);
+    let want = batch_norm_inference(&x, &dims, [&scale, &bias, &bmean, &bvar], eps);
+    close(&b.down(&by, shape), &want, rel, &format!("{what}: training"));
+    let m = (n / c) as f64;
+    let rm: Vec<f64> = mean.iter().zip(&bmean).map(|(r, b)| 0.7 * r + 0.3 * b).collect();
+    let rv: Vec<f64> = var.iter().zip(&bvar).map(|(r, v)| 0.7 * r + 0.3 * v * m / (m - 1.0)).collect();
+    let stat_rel = 1e-4 * b.slack.max(1.0);
+    close(&back(bm.download(b.s).unwrap()), &rm, stat_rel, &format!("{what}: running mean"));
+    close(&back(bv.download(b.s).unwrap()), &rv, stat_rel, &format!("{what}: running variance"));
+    close(&back(sm.download(b.s).unwrap()), &bmean, stat_rel, &format!("{what}: saved mean"));
+    let inv: Vec<f64> = bvar.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+    close(&back(si.download(b.s).unwrap()), &inv, stat_rel, &format!("{what}: saved inverse deviation"));
+
+    b.h.cudnn()
+        .unwrap()
+        .batch_norm_backward(&bn, &tv(&bx, shape), &tv(&bdy, shape), &tv(&bdx, shape), &bs, &ds, &db, &saved)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let (dx, dscale, dbias) = batch_norm_backward(&x, &dims, &dy, &scale, eps);
+    close(&b.down(&bdx, shape), &dx, rel, &format!("{what}: backward dx"));
+    close(&back(ds.download(b.s).unwrap()), &dscale, stat_rel * 10.0, &format!("{what}: backward dscale"));
+    close(&back(db.download(b.s).unwrap()), &dbias, stat_rel * 10.0, &format!("{what}: backward dbias"));
 }
 
 /// Activation forward (out of place and in place) and backward against the references.
