@@ -6,8 +6,8 @@ use crate::common::fixture::{fx, rejects, runs, Fx};
 use crate::common::reference::cudnn::*;
 use crate::common::*;
 use cusched::cudnn::{
-    Activation, ActivationMode, BatchNorm, ConvActivation, Convolution, Layout, Pooling, PoolingMode, RunningStats,
-    SavedStats, Shape, Softmax, SoftmaxAlgo, SoftmaxMode, TensorView,
+    Activation, ActivationMode, BatchNorm, ConvActivation, Convolution, Layout, Lrn, Pooling, PoolingMode,
+    RunningStats, SavedStats, Shape, Softmax, SoftmaxAlgo, SoftmaxMode, TensorView,
 };
 use cusched::half::{bf16, f16};
 use cusched::{Device, Handles};
@@ -59,6 +59,7 @@ fn pointwise_all<T: El>() {
                 check_activation::<T>(&mut b, mode, &shape, &mut rng);
             }
             check_batch_norm::<T>(&mut b, &shape, &mut rng);
+            check_lrn::<T>(&mut b, &shape, &mut rng);
             for algo in [SoftmaxAlgo::Fast, SoftmaxAlgo::Accurate, SoftmaxAlgo::Log] {
                 for mode in [SoftmaxMode::Instance, SoftmaxMode::Channel] {
                     check_softmax::<T>(&mut b, algo, mode, &shape, &mut rng);
@@ -72,17 +73,17 @@ fn pointwise_all<T: El>() {
 }
 
 #[test]
-fn activations_softmax_pooling_and_batch_norm_match_the_reference_in_f32() {
+fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_f32() {
     pointwise_all::<f32>();
 }
 
 #[test]
-fn activations_softmax_pooling_and_batch_norm_match_the_reference_in_f16() {
+fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_f16() {
     pointwise_all::<f16>();
 }
 
 #[test]
-fn activations_softmax_pooling_and_batch_norm_match_the_reference_in_bf16() {
+fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_bf16() {
     pointwise_all::<bf16>();
 }
 
@@ -105,6 +106,7 @@ fn every_op_runs_in_a_lane_job() {
         let (xd, case) = pool_cases().remove(0);
         check_pooling::<f32>(&mut b, Layout::Nchw, &xd, &case, &mut rng);
         check_batch_norm::<f32>(&mut b, &shape, &mut rng);
+        check_lrn::<f32>(&mut b, &shape, &mut rng);
         Ok(())
     })
     .wait()
@@ -409,6 +411,30 @@ fn pooling_rejects_bad_windows_shapes_and_buffers() {
     runs(&mut fx, |fx| fx.h.cudnn()?.pooling_backward(&p, &t(&y, &ys), &t(&dy, &ys), &t(&x, &xs), &t(&dx, &xs)));
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| fwd(fx, &p, &ys));
+}
+
+#[test]
+fn lrn_rejects_bad_windows_coefficients_and_buffers() {
+    let mut fx = fx();
+    let (x, y, dy, dx) = (fx.buf::<f32>(60), fx.buf::<f32>(60), fx.buf::<f32>(60), fx.buf::<f32>(60));
+    let s = Shape::nchw(2, 3, 2, 5);
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    let fwd = |fx: &mut Fx, l: &Lrn| fx.h.cudnn()?.lrn_forward(l, &t(&x, &s), &t(&y, &s));
+    rejects(&mut fx, "lrn", |fx| fwd(fx, &Lrn::new(4, 1e-4, 0.75, 2.0)));
+    rejects(&mut fx, "lrn", |fx| fwd(fx, &Lrn::new(17, 1e-4, 0.75, 2.0)));
+    rejects(&mut fx, "lrn", |fx| fwd(fx, &Lrn::new(5, 1e-4, 0.001, 2.0)));
+    rejects(&mut fx, "lrn", |fx| fwd(fx, &Lrn::new(5, 1e-4, 0.75, 0.0)));
+    rejects(&mut fx, "lrn", |fx| fwd(fx, &Lrn::new(5, f64::NAN, 0.75, 2.0)));
+    let l = Lrn::new(5, 1e-4, 0.75, 2.0);
+    rejects(&mut fx, "y", |fx| fx.h.cudnn()?.lrn_forward(&l, &t(&x, &s), &t(&x, &s)));
+    rejects(&mut fx, "y", |fx| fx.h.cudnn()?.lrn_forward(&l, &t(&x, &s), &t(&y, &Shape::nhwc(2, 3, 2, 5))));
+    rejects(&mut fx, "dx", |fx| fx.h.cudnn()?.lrn_backward(&l, &t(&y, &s), &t(&dy, &s), &t(&x, &s), &t(&dy, &s)));
+    let f = fx.foreign::<f32>(60);
+    rejects(&mut fx, "!foreign", |fx| fx.h.cudnn()?.lrn_forward(&l, &t(&f, &s), &t(&y, &s)));
+    runs(&mut fx, |fx| fwd(fx, &l));
+    runs(&mut fx, |fx| fx.h.cudnn()?.lrn_backward(&l, &t(&y, &s), &t(&dy, &s), &t(&x, &s), &t(&dx, &s)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fwd(fx, &l));
 }
 
 #[test]

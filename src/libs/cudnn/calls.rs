@@ -7,7 +7,7 @@
 //! them, so one made for a call may be destroyed once the call has returned.
 
 use super::conv::{AlgoSearch, ConvActivation, ConvKey, Direction, Geometry};
-use super::ops::{ActivationMode, PoolingMode, SoftmaxAlgo, SoftmaxMode};
+use super::ops::{ActivationMode, Lrn, PoolingMode, SoftmaxAlgo, SoftmaxMode};
 use super::tensor::{Layout, Shape};
 use crate::error::{Error, Result};
 use crate::libs::dtype::CudnnType;
@@ -48,6 +48,7 @@ raw_objects! {
     sys::cudnnConvolutionDescriptor_t => cudnnDestroyConvolutionDescriptor;
     sys::cudnnActivationDescriptor_t => cudnnDestroyActivationDescriptor;
     sys::cudnnPoolingDescriptor_t => cudnnDestroyPoolingDescriptor;
+    sys::cudnnLRNDescriptor_t => cudnnDestroyLRNDescriptor;
 }
 
 fn data_type(t: CudnnType) -> sys::cudnnDataType_t {
@@ -872,4 +873,46 @@ pub(super) unsafe fn batch_norm(
             .check("cudnnBatchNormalizationBackward"),
         }
     }
+}
+
+/// `cudnnLRNCrossChannelForward` (`backward` `None`) or `cudnnLRNCrossChannelBackward`, every
+/// tensor of `shape`.
+///
+/// NVIDIA: [`cudnnSetLRNDescriptor`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnsetlrndescriptor),
+/// [`cudnnLRNCrossChannelForward`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnlrncrosschannelforward),
+/// [`cudnnLRNCrossChannelBackward`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnlrncrosschannelbackward)
+///
+/// # Safety
+/// As for [`activation`].
+pub(super) unsafe fn lrn(
+    handle: &RawHandle,
+    lrn: &Lrn,
+    shape: &Shape,
+    dtype: CudnnType,
+    forward: Option<(*const c_void, *mut c_void)>,
+    backward: Option<Backward>,
+) -> Result<()> {
+    let mut d: sys::cudnnLRNDescriptor_t = std::ptr::null_mut();
+    // SAFETY: `d` is a valid out-pointer.
+    unsafe { sys::cudnnCreateLRNDescriptor(&mut d) }.check("cudnnCreateLRNDescriptor")?;
+    let desc = Owned::new(d);
+    let n = std::ffi::c_uint::try_from(lrn.n).map_err(|_| Error::invalid("lrn", "the window does not fit u32"))?;
+    // SAFETY: a fresh descriptor; plain values, checked against cuDNN's limits.
+    unsafe { sys::cudnnSetLRNDescriptor(d, n, lrn.alpha, lrn.beta, lrn.k) }.check("cudnnSetLRNDescriptor")?;
+    let t = TensorDesc::new(shape, dtype)?;
+    let (h, td, mode) = (handle.get(), t.get(), sys::cudnnLRNMode_t::CUDNN_LRN_CROSS_CHANNEL_DIM1);
+    let (al, be) = (&lrn.scale_alpha as *const f32 as *const c_void, &lrn.scale_beta as *const f32 as *const c_void);
+    // SAFETY: the caller vouches for (1) and (2); the descriptors are live; the scalars are f32
+    // and outlive the call.
+    unsafe {
+        if let Some((x, y)) = forward {
+            sys::cudnnLRNCrossChannelForward(h, desc.get(), mode, al, td, x, be, td, y)
+                .check("cudnnLRNCrossChannelForward")?;
+        }
+        if let Some(b) = backward {
+            sys::cudnnLRNCrossChannelBackward(h, desc.get(), mode, al, td, b.y, td, b.dy, td, b.x, be, td, b.dx)
+                .check("cudnnLRNCrossChannelBackward")?;
+        }
+    }
+    Ok(())
 }

@@ -1,9 +1,10 @@
 //! cuDNN 9 through its legacy API: convolutions forward, backward-data and backward-filter
 //! (2-D and 3-D, padding, stride, dilation, groups, depthwise), the fused convolution + bias +
-//! activation (identity or ReLU, with an optional residual), activations, softmax and
-//! pooling, forward and backward, and batch normalization per channel (inference, training
-//! with the running statistics, backward; parameters and statistics in f32), in f32, f16 and bf16 (the half types compute in f32), on
-//! channels-first (NCHW, NCDHW) and channels-last (NHWC, NDHWC) tensors.
+//! activation (identity or ReLU, with an optional residual), activations, softmax, pooling and
+//! LRN across channels, forward and backward, and batch normalization per channel (inference,
+//! training with the running statistics, backward; parameters and statistics in f32), in f32,
+//! f16 and bf16 (the half types compute in f32), on channels-first (NCHW, NCDHW) and
+//! channels-last (NHWC, NDHWC) tensors.
 //!
 //! Operands are [`TensorView`]s: a buffer seen with a [`Shape`] (dims in logical order,
 //! `N, C, [D,] H, W`, and a [`Layout`]). Every op checks its operands before it records
@@ -13,8 +14,7 @@
 //!
 //! A convolution's algorithm is chosen once per shape key (direction, element type, the three
 //! shapes and layouts, padding, strides, dilation, groups, math, the fused activation) and
-//! cached with its
-//! descriptors in a bounded plan cache, by cuDNN's heuristics or, with
+//! cached with its descriptors in a bounded plan cache, by cuDNN's heuristics or, with
 //! [`AlgoSearch::Find`], by measuring the candidates ([`Cudnn::set_algo_search`]). Its
 //! workspace comes from the stream's shared workspace, declared on the op's recorder. f32
 //! convolutions run on FMA kernels unless [`Cudnn::set_tf32`] allows TF32 tensor cores; f16
@@ -57,8 +57,8 @@
 //! ```
 //!
 //! Files: this one holds the state; `tensor` the operands, `conv` the convolutions, `ops`
-//! activations, softmax and pooling, `norm` batch normalization, `calls` the cuDNN calls, `sim` the simulator's
-//! computations.
+//! activations, softmax, pooling and LRN, `norm` batch normalization, `calls` the cuDNN calls,
+//! `sim` the simulator's computations.
 
 mod calls;
 mod conv;
@@ -69,7 +69,7 @@ mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use norm::{BatchNorm, RunningStats, SavedStats};
-pub use ops::{Activation, ActivationMode, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
+pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};
 
 use super::plan_cache::PlanCache;

@@ -120,6 +120,50 @@ impl Softmax {
     }
 }
 
+/// Local response normalization across channels: each value divided by
+/// `(k + alpha / n * Σ x²)^beta`, the sum over the `n` channels centred on its own (clipped at
+/// the edges), as in AlexNet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Lrn {
+    pub(super) n: usize,
+    pub(super) alpha: f64,
+    pub(super) beta: f64,
+    pub(super) k: f64,
+    pub(super) scale_alpha: f32,
+    pub(super) scale_beta: f32,
+}
+
+impl Lrn {
+    /// A window of `n` channels (odd, 1 to 16), `alpha` (divided by `n`), the exponent `beta`
+    /// (at least 0.01) and `k` (at least 1e-5): cuDNN's limits.
+    pub fn new(n: usize, alpha: f64, beta: f64, k: f64) -> Self {
+        Lrn { n, alpha, beta, k, scale_alpha: 1.0, scale_beta: 0.0 }
+    }
+
+    /// `out = alpha * result + beta * out` (`beta` 0: `out` is not read).
+    pub fn scale(mut self, alpha: f32, beta: f32) -> Self {
+        self.scale_alpha = alpha;
+        self.scale_beta = beta;
+        self
+    }
+
+    fn check(&self) -> Result<()> {
+        scales("lrn", self.scale_alpha, self.scale_beta)?;
+        if !(1..=16).contains(&self.n) || self.n % 2 == 0 {
+            return Err(Error::invalid("lrn", format!("the window {} must be odd, from 1 to 16", self.n)));
+        }
+        let ok = self.alpha.is_finite()
+            && self.beta.is_finite()
+            && self.beta >= 0.01
+            && self.k.is_finite()
+            && self.k >= 1e-5;
+        if !ok {
+            return Err(Error::invalid("lrn", "alpha must be finite, beta at least 0.01 and k at least 1e-5"));
+        }
+        Ok(())
+    }
+}
+
 /// A pooling function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PoolingMode {
@@ -429,6 +473,68 @@ impl Cudnn {
             // context current; (2) every buffer holds `shape` (checked) and was fenced by
             // preflight; `dx` is not `y`.
             unsafe { calls::softmax(handle, s.algo, s.mode, &shape, dtype, s.alpha, s.beta, None, Some(b)) }
+        })
+    }
+
+    /// LRN forward across channels: `y = alpha * lrn(x) + beta * y`. `y` has `x`'s shape.
+    pub fn lrn_forward<T: DnnElement>(
+        &mut self,
+        lrn: &Lrn,
+        x: &TensorView<'_, T>,
+        y: &TensorView<'_, T>,
+    ) -> Result<Completion<()>> {
+        lrn.check()?;
+        x.check("x")?;
+        y.check("y")?;
+        same_shape("y", y, &x.shape, "x")?;
+        distinct(("y", y.buf), &[("x", x.buf)])?;
+        let mut rec = self.op.recorder("lrn_forward");
+        record_all(&mut rec, &[("x", x.buf)], ("y", y.buf), lrn.scale_beta)?;
+        let (l, shape, dtype) = (*lrn, x.shape.clone(), super::tensor::dtype::<T>());
+        if self.op.device.is_simulated() {
+            let (xm, ym) = (x.buf.sim_data()?, y.buf.sim_data()?);
+            return self.op.run_sim(rec, Vec::new(), move || sim::lrn_forward(&l, &shape, &xm, &ym));
+        }
+        let handle = self.handle()?;
+        let (xp, yp) = (ptr(x.buf)?, ptr(y.buf)?);
+        self.op.run(rec, Vec::new(), || {
+            // SAFETY: (1) the handle was bound to this stream when made, and the op path made its
+            // context current; (2) both buffers hold `shape` (checked), are distinct, and were
+            // fenced by preflight.
+            unsafe { calls::lrn(handle, &l, &shape, dtype, Some((xp, yp)), None) }
+        })
+    }
+
+    /// LRN backward: `dx = alpha * lrn'(x) dy + beta * dx`, from the forward op's input `x`
+    /// and output `y`. Every tensor has `x`'s shape.
+    pub fn lrn_backward<T: DnnElement>(
+        &mut self,
+        lrn: &Lrn,
+        y: &TensorView<'_, T>,
+        dy: &TensorView<'_, T>,
+        x: &TensorView<'_, T>,
+        dx: &TensorView<'_, T>,
+    ) -> Result<Completion<()>> {
+        lrn.check()?;
+        for (arg, t) in [("x", x), ("y", y), ("dy", dy), ("dx", dx)] {
+            t.check(arg)?;
+            same_shape(arg, t, &x.shape, "x")?;
+        }
+        distinct(("dx", dx.buf), &[("x", x.buf), ("y", y.buf), ("dy", dy.buf)])?;
+        let mut rec = self.op.recorder("lrn_backward");
+        record_all(&mut rec, &[("y", y.buf), ("dy", dy.buf), ("x", x.buf)], ("dx", dx.buf), lrn.scale_beta)?;
+        let (l, shape, dtype) = (*lrn, x.shape.clone(), super::tensor::dtype::<T>());
+        if self.op.device.is_simulated() {
+            let m = [y.buf.sim_data()?, dy.buf.sim_data()?, x.buf.sim_data()?, dx.buf.sim_data()?];
+            return self.op.run_sim(rec, Vec::new(), move || sim::lrn_backward(&l, &shape, m));
+        }
+        let handle = self.handle()?;
+        let b = Backward { y: ptr(y.buf)?, dy: ptr(dy.buf)?, x: ptr(x.buf)?, dx: ptr(dx.buf)? };
+        self.op.run(rec, Vec::new(), || {
+            // SAFETY: (1) the handle was bound to this stream when made, and the op path made its
+            // context current; (2) every buffer holds `shape` (checked), was fenced by
+            // preflight, and `dx` is none of the inputs.
+            unsafe { calls::lrn(handle, &l, &shape, dtype, None, Some(b)) }
         })
     }
 

@@ -8,7 +8,7 @@
 //! contents are not read, as cuDNN does not read them (NaN there stays harmless).
 
 use super::conv::{Direction, Geometry};
-use super::ops::{Activation, ActivationMode, PoolGeometry, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
+use super::ops::{Activation, ActivationMode, Lrn, PoolGeometry, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 use super::tensor::{DnnElement, Shape};
 use crate::memory::SimMem;
 
@@ -304,6 +304,56 @@ pub(super) fn softmax_backward<T: DnnElement>(s: &Softmax, shape: &Shape, m: [Si
         }
     }
     store(&m[2], &acc, s.alpha, s.beta);
+}
+
+/// For each value (storage index) of `shape`, in order: the storage indices of the channels in
+/// its LRN window.
+fn lrn_windows(n: usize, shape: &Shape) -> Vec<(usize, Vec<usize>)> {
+    let d = Dims::of(shape);
+    let half = n / 2;
+    let mut out = Vec::with_capacity(d.count());
+    for b in 0..d.n {
+        for c in 0..d.c {
+            for p in d.positions() {
+                let window = (c.saturating_sub(half)..(c + half + 1).min(d.c)).map(|j| d.at(b, j, p)).collect();
+                out.push((d.at(b, c, p), window));
+            }
+        }
+    }
+    out
+}
+
+/// `k + alpha / n * Σ x²` over each value's window, by storage index.
+fn lrn_scales(l: &Lrn, shape: &Shape, x: &[f64]) -> Vec<f64> {
+    let mut s = vec![0.0; x.len()];
+    for (i, window) in lrn_windows(l.n, shape) {
+        s[i] = l.k + l.alpha / l.n as f64 * window.iter().map(|&j| x[j] * x[j]).sum::<f64>();
+    }
+    s
+}
+
+pub(super) fn lrn_forward<T: DnnElement>(l: &Lrn, shape: &Shape, x: &SimMem<T>, y: &SimMem<T>) {
+    let n = Dims::of(shape).count();
+    let xv: Vec<f64> = load(x).into_iter().take(n).collect();
+    let s = lrn_scales(l, shape, &xv);
+    let acc: Vec<f64> = (0..n).map(|i| xv[i] * s[i].powf(-l.beta)).collect();
+    store(y, &acc, l.scale_alpha, l.scale_beta);
+}
+
+/// `m`: `y`, `dy`, `x`, `dx`. The window is symmetric (odd `n`), so the values whose window
+/// holds `i` are those in `i`'s window.
+pub(super) fn lrn_backward<T: DnnElement>(l: &Lrn, shape: &Shape, m: [SimMem<T>; 4]) {
+    let n = Dims::of(shape).count();
+    let (y, dy, x): (Vec<f64>, Vec<f64>, Vec<f64>) =
+        (load(&m[0]), load(&m[1]), load(&m[2]).into_iter().take(n).collect());
+    let s = lrn_scales(l, shape, &x);
+    let c = 2.0 * l.alpha * l.beta / l.n as f64;
+    let mut acc = vec![0.0; n];
+    for (i, window) in lrn_windows(l.n, shape) {
+        let sum: f64 = window.iter().map(|&j| dy[j] * y[j] / s[j]).sum();
+        acc[i] = dy[i] * s[i].powf(-l.beta) - c * x[i] * sum;
+    }
+    store(&m[3], &acc, l.scale_alpha, l.scale_beta);
 }
 
 /// Calls `f(n, c, output position, the window's input positions inside x, the divisor)` for

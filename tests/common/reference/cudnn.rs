@@ -494,6 +494,69 @@ pub fn batch_norm_backward(
     (dx, dscale, dbias)
 }
 
+/// LRN across channels (odd `n`): `x / (k + alpha / n * Σ x²)^beta` over the `n` channels
+/// centred on each value; returns the outputs and each value's denominator base.
+pub fn lrn(x: &[f64], dims: &[usize], n: usize, alpha: f64, beta: f64, k: f64) -> (Vec<f64>, Vec<f64>) {
+    let (b, c, sp) = split(dims);
+    let inner = sp.iter().product::<usize>();
+    let half = n as i64 / 2;
+    let mut y = vec![0.0; x.len()];
+    let mut s = vec![0.0; x.len()];
+    for bi in 0..b {
+        for ch in 0..c {
+            for p in 0..inner {
+                let i = (bi * c + ch) * inner + p;
+                let mut sum = 0.0;
+                for j in ch as i64 - half..=ch as i64 + half {
+                    if j >= 0 && (j as usize) < c {
+                        sum += x[(bi * c + j as usize) * inner + p].powi(2);
+                    }
+                }
+                s[i] = k + alpha / n as f64 * sum;
+                y[i] = x[i] / s[i].powf(beta);
+            }
+        }
+    }
+    (y, s)
+}
+
+/// LRN backward: the derivative of `lrn` through each value's own denominator and its
+/// neighbours', from the stored `y`.
+#[allow(clippy::too_many_arguments)]
+pub fn lrn_backward(
+    x: &[f64],
+    y: &[f64],
+    dy: &[f64],
+    dims: &[usize],
+    n: usize,
+    alpha: f64,
+    beta: f64,
+    k: f64,
+) -> Vec<f64> {
+    let (_, s) = lrn(x, dims, n, alpha, beta, k);
+    let (b, c, sp) = split(dims);
+    let inner = sp.iter().product::<usize>();
+    let half = n as i64 / 2;
+    let mut dx = vec![0.0; x.len()];
+    for bi in 0..b {
+        for ch in 0..c {
+            for p in 0..inner {
+                let i = (bi * c + ch) * inner + p;
+                // ∂y_j/∂x_i for the j whose window holds i: -2 alpha beta / n * x_i * y_j / s_j.
+                let mut g = dy[i] / s[i].powf(beta);
+                for j in ch as i64 - half..=ch as i64 + half {
+                    if j >= 0 && (j as usize) < c {
+                        let jj = (bi * c + j as usize) * inner + p;
+                        g -= 2.0 * alpha * beta / n as f64 * x[i] * dy[jj] * y[jj] / s[jj];
+                    }
+                }
+                dx[i] = g;
+            }
+        }
+    }
+    dx
+}
+
 /// Values distinct within any window of a pooling (the logical index's pattern repeats only
 /// every 251 elements), exact in bf16: no ties for max pooling to break.
 pub fn distinct(n: usize) -> Vec<f64> {
@@ -506,7 +569,7 @@ pub fn distinct(n: usize) -> Vec<f64> {
 
 use crate::common::{random, Rng};
 use cusched::cudnn::{
-    Activation, BatchNorm, ConvActivation, Convolution, Pooling, RunningStats, SavedStats, Softmax, TensorView,
+    Activation, BatchNorm, ConvActivation, Convolution, Lrn, Pooling, RunningStats, SavedStats, Softmax, TensorView,
 };
 use cusched::{Device, GpuRef, Handles, StreamId};
 
@@ -738,6 +801,29 @@ pub fn check_batch_norm<T: El>(b: &mut Bench<'_>, shape: &Shape, rng: &mut Rng) 
     close(&b.down(&bdx, shape), &dx, rel, &format!("{what}: backward dx"));
     close(&back(ds.download(b.s).unwrap()), &dscale, stat_rel * 10.0, &format!("{what}: backward dscale"));
     close(&back(db.download(b.s).unwrap()), &dbias, stat_rel * 10.0, &format!("{what}: backward dbias"));
+}
+
+/// LRN forward and backward against the references.
+pub fn check_lrn<T: El>(b: &mut Bench<'_>, shape: &Shape, rng: &mut Rng) {
+    let what = format!("{} lrn {:?} {:?}", T::NAME, shape.layout(), shape.dims());
+    let dims = shape.dims().to_vec();
+    let n = count(&dims);
+    let (win, alpha, beta, k) = (3, 0.5, 0.75, 1.5);
+    let x: Vec<f64> = round::<T>(&random(rng, n).iter().map(|v| 2.0 * v).collect::<Vec<_>>());
+    let dy = round::<T>(&random(rng, n));
+    let l = Lrn::new(win, alpha, beta, k);
+    let (bx, by, bdy, bdx) = (b.up::<T>(&x, shape), b.nans::<T>(shape), b.up::<T>(&dy, shape), b.nans::<T>(shape));
+    b.h.cudnn().unwrap().lrn_forward(&l, &tv(&bx, shape), &tv(&by, shape)).unwrap().wait().unwrap();
+    let y = b.down(&by, shape);
+    close(&y, &lrn(&x, &dims, win, alpha, beta, k).0, T::REL * 2.0 * b.slack, &format!("{what}: forward"));
+    b.h.cudnn()
+        .unwrap()
+        .lrn_backward(&l, &tv(&by, shape), &tv(&bdy, shape), &tv(&bx, shape), &tv(&bdx, shape))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want = lrn_backward(&x, &y, &dy, &dims, win, alpha, beta, k);
+    close(&b.down(&bdx, shape), &want, T::REL * 4.0 * b.slack, &format!("{what}: backward"));
 }
 
 /// Activation forward (out of place and in place) and backward against the references.
