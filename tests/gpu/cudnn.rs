@@ -2,7 +2,8 @@
 //! tests): convolutions forward, backward-data and backward-filter (3x3 stride 2 padding 1,
 //! 5x5 dilation 2, groups 2, depthwise, 3-D; batch 3) and the fused convolution + bias +
 //! activation (identity, ReLU; with a residual, in place too), batch norm (inference,
-//! training with the running statistics, backward), LRN, activations, softmax and pooling,
+//! training with the running statistics, backward), LRN, dropout (same seed, same mask),
+//! activations, softmax and pooling,
 //! forward and backward, in f32, f16 and bf16, NCHW and NHWC, inline and in a lane job; the
 //! plan cache, the measured algorithm search and TF32. Inputs are random per run (the seed is
 //! printed; `CUSCHED_SEED` replays it).
@@ -71,6 +72,7 @@ fn pointwise_all<T: El>() {
             }
             check_batch_norm::<T>(&mut b, &shape, &mut rng);
             check_lrn::<T>(&mut b, &shape, &mut rng);
+            check_dropout::<T>(&mut b, &Shape::new(layout, &[4, 8, 8, 9]), &mut rng);
             for algo in [SoftmaxAlgo::Fast, SoftmaxAlgo::Accurate, SoftmaxAlgo::Log] {
                 for mode in [SoftmaxMode::Instance, SoftmaxMode::Channel] {
                     check_softmax::<T>(&mut b, algo, mode, &shape, &mut rng);
@@ -87,19 +89,19 @@ fn pointwise_all<T: El>() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_f32() {
+fn pointwise_ops_pooling_and_norms_match_the_reference_in_f32() {
     pointwise_all::<f32>();
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_f16() {
+fn pointwise_ops_pooling_and_norms_match_the_reference_in_f16() {
     pointwise_all::<f16>();
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_bf16() {
+fn pointwise_ops_pooling_and_norms_match_the_reference_in_bf16() {
     pointwise_all::<bf16>();
 }
 
@@ -126,6 +128,7 @@ fn every_op_matches_the_reference_in_a_lane_job() {
                 check_softmax::<T>(b, SoftmaxAlgo::Accurate, SoftmaxMode::Instance, &shape, rng);
                 check_batch_norm::<T>(b, &shape, rng);
                 check_lrn::<T>(b, &shape, rng);
+                check_dropout::<T>(b, &Shape::new(layout, &[4, 8, 8, 9]), rng);
                 for (xd, case) in pool_cases() {
                     check_pooling::<T>(b, layout, &xd, &case, rng);
                 }

@@ -60,6 +60,7 @@ fn pointwise_all<T: El>() {
             }
             check_batch_norm::<T>(&mut b, &shape, &mut rng);
             check_lrn::<T>(&mut b, &shape, &mut rng);
+            check_dropout::<T>(&mut b, &Shape::new(layout, &[4, 8, 8, 9]), &mut rng);
             for algo in [SoftmaxAlgo::Fast, SoftmaxAlgo::Accurate, SoftmaxAlgo::Log] {
                 for mode in [SoftmaxMode::Instance, SoftmaxMode::Channel] {
                     check_softmax::<T>(&mut b, algo, mode, &shape, &mut rng);
@@ -73,17 +74,17 @@ fn pointwise_all<T: El>() {
 }
 
 #[test]
-fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_f32() {
+fn pointwise_ops_pooling_and_norms_match_the_reference_in_f32() {
     pointwise_all::<f32>();
 }
 
 #[test]
-fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_f16() {
+fn pointwise_ops_pooling_and_norms_match_the_reference_in_f16() {
     pointwise_all::<f16>();
 }
 
 #[test]
-fn activations_softmax_pooling_lrn_and_batch_norm_match_the_reference_in_bf16() {
+fn pointwise_ops_pooling_and_norms_match_the_reference_in_bf16() {
     pointwise_all::<bf16>();
 }
 
@@ -107,6 +108,7 @@ fn every_op_runs_in_a_lane_job() {
         check_pooling::<f32>(&mut b, Layout::Nchw, &xd, &case, &mut rng);
         check_batch_norm::<f32>(&mut b, &shape, &mut rng);
         check_lrn::<f32>(&mut b, &shape, &mut rng);
+        check_dropout::<f32>(&mut b, &Shape::nhwc(4, 8, 8, 9), &mut rng);
         Ok(())
     })
     .wait()
@@ -411,6 +413,61 @@ fn pooling_rejects_bad_windows_shapes_and_buffers() {
     runs(&mut fx, |fx| fx.h.cudnn()?.pooling_backward(&p, &t(&y, &ys), &t(&dy, &ys), &t(&x, &xs), &t(&dx, &xs)));
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| fwd(fx, &p, &ys));
+}
+
+#[test]
+fn dropout_rejects_bad_probabilities_reserves_and_buffers() {
+    let mut fx = fx();
+    let s = Shape::nchw(2, 3, 4, 5);
+    let (x, y, dy, dx) = (fx.buf::<f32>(120), fx.buf::<f32>(120), fx.buf::<f32>(120), fx.buf::<f32>(120));
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    rejects(&mut fx, "probability", |fx| fx.h.cudnn()?.dropout(1.0, 7));
+    rejects(&mut fx, "probability", |fx| fx.h.cudnn()?.dropout(-0.5, 7));
+    rejects(&mut fx, "probability", |fx| fx.h.cudnn()?.dropout(f32::NAN, 7));
+    let d = fx.h.cudnn().unwrap().dropout(0.5, 7).unwrap();
+    let bytes = fx.h.cudnn().unwrap().dropout_reserve_bytes::<f32>(&s).unwrap();
+    let (reserve, short) = (fx.buf::<u8>(bytes), fx.buf::<u8>(bytes - 1));
+    rejects(&mut fx, "reserve", |fx| fx.h.cudnn()?.dropout_forward(&d, &t(&x, &s), &t(&y, &s), &short));
+    rejects(&mut fx, "y", |fx| fx.h.cudnn()?.dropout_forward(&d, &t(&x, &s), &t(&x, &s), &reserve));
+    rejects(&mut fx, "y", |fx| {
+        fx.h.cudnn()?.dropout_forward(&d, &t(&x, &s), &t(&y, &Shape::nhwc(2, 3, 4, 5)), &reserve)
+    });
+    rejects(&mut fx, "dx", |fx| {
+        fx.h.cudnn()?.dropout_backward(&d, &t(&dy, &s), &t(&dx, &Shape::nchw(2, 3, 5, 4)), &reserve)
+    });
+    rejects(&mut fx, "x", |fx| {
+        fx.h.cudnn()?.dropout_forward(&d, &t(&x, &Shape::nchw(2, 3, 4, 6)), &t(&y, &s), &reserve)
+    });
+    let f = fx.foreign::<u8>(bytes);
+    rejects(&mut fx, "!foreign", |fx| fx.h.cudnn()?.dropout_forward(&d, &t(&x, &s), &t(&y, &s), &f));
+    // States of another device.
+    let mut other = Handles::new(&fx.other, fx.other.default_stream()).unwrap();
+    let foreign_state = other.cudnn().unwrap().dropout(0.5, 7).unwrap();
+    rejects(&mut fx, "!foreign", |fx| fx.h.cudnn()?.dropout_forward(&foreign_state, &t(&x, &s), &t(&y, &s), &reserve));
+    runs(&mut fx, |fx| fx.h.cudnn()?.dropout_forward(&d, &t(&x, &s), &t(&y, &s), &reserve));
+    runs(&mut fx, |fx| fx.h.cudnn()?.dropout_backward(&d, &t(&dy, &s), &t(&dx, &s), &reserve));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.cudnn()?.dropout_forward(&d, &t(&x, &s), &t(&y, &s), &reserve));
+}
+
+/// The states are a tracked buffer: each forward op advances them (the next mask differs),
+/// and forward ops on two streams that share one state are ordered by it, without a hazard.
+#[test]
+fn dropout_states_advance_and_order_the_ops_that_share_them() {
+    let d = sim();
+    let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let (mut h1, mut h2) = (Handles::new(&d, s1).unwrap(), Handles::new(&d, s2).unwrap());
+    let shape = Shape::nchw(1, 1, 16, 16);
+    let x = d.upload(s1, &[1.0f32; 256]).unwrap();
+    let (y1, y2) = (d.alloc_zeros::<f32>(s1, 256).unwrap(), d.alloc_zeros::<f32>(s2, 256).unwrap());
+    let (r1, r2) = (d.alloc_zeros::<u8>(s1, 256).unwrap(), d.alloc_zeros::<u8>(s2, 256).unwrap());
+    let state = h1.cudnn().unwrap().dropout(0.5, 99).unwrap();
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    h1.cudnn().unwrap().dropout_forward(&state, &t(&x, &shape), &t(&y1, &shape), &r1).unwrap();
+    h2.cudnn().unwrap().dropout_forward(&state, &t(&x, &shape), &t(&y2, &shape), &r2).unwrap().wait().unwrap();
+    let (a, b) = (y1.download(s1).unwrap(), y2.download(s2).unwrap());
+    assert_ne!(a, b, "the second forward op drew the first one's mask again");
+    assert!(a.iter().chain(&b).all(|&v| v == 0.0 || v == 2.0));
 }
 
 #[test]

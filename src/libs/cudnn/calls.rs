@@ -49,6 +49,7 @@ raw_objects! {
     sys::cudnnActivationDescriptor_t => cudnnDestroyActivationDescriptor;
     sys::cudnnPoolingDescriptor_t => cudnnDestroyPoolingDescriptor;
     sys::cudnnLRNDescriptor_t => cudnnDestroyLRNDescriptor;
+    sys::cudnnDropoutDescriptor_t => cudnnDestroyDropoutDescriptor;
 }
 
 fn data_type(t: CudnnType) -> sys::cudnnDataType_t {
@@ -915,4 +916,101 @@ pub(super) unsafe fn lrn(
         }
     }
     Ok(())
+}
+
+/// Bytes of the random-number states dropout keeps on the device.
+///
+/// NVIDIA: [`cudnnDropoutGetStatesSize`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnndropoutgetstatessize)
+pub(super) fn dropout_states_bytes(handle: &RawHandle) -> Result<usize> {
+    let mut n = 0usize;
+    // SAFETY: a live handle; `n` is a valid out-pointer.
+    unsafe { sys::cudnnDropoutGetStatesSize(handle.get(), &mut n) }.check("cudnnDropoutGetStatesSize")?;
+    Ok(n)
+}
+
+/// Bytes of the reserve space (the mask) dropout of `shape` needs.
+///
+/// NVIDIA: [`cudnnDropoutGetReserveSpaceSize`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnndropoutgetreservespacesize)
+pub(super) fn dropout_reserve_bytes(shape: &Shape, dtype: CudnnType) -> Result<usize> {
+    let t = TensorDesc::new(shape, dtype)?;
+    let mut n = 0usize;
+    // SAFETY: a live descriptor; `n` is a valid out-pointer.
+    unsafe { sys::cudnnDropoutGetReserveSpaceSize(t.get(), &mut n) }.check("cudnnDropoutGetReserveSpaceSize")?;
+    Ok(n)
+}
+
+/// What a dropout call does: set up the states, or run forward or backward.
+pub(super) enum DropoutCall {
+    /// `cudnnSetDropoutDescriptor`: seeds the states (a kernel on the handle's stream).
+    Init,
+    /// `y = x * mask / (1 - p)`, the mask drawn from the states and kept in `reserve`.
+    Forward {
+        shape: Shape,
+        dtype: CudnnType,
+        x: *const c_void,
+        y: *mut c_void,
+        reserve: *mut c_void,
+        reserve_bytes: usize,
+    },
+    /// `dx = dy * mask / (1 - p)`, the mask read from `reserve`.
+    Backward {
+        shape: Shape,
+        dtype: CudnnType,
+        dy: *const c_void,
+        dx: *mut c_void,
+        reserve: *mut c_void,
+        reserve_bytes: usize,
+    },
+}
+
+/// A dropout call on states `states` (`states_bytes` long) for probability `p` and `seed`;
+/// forward and backward restore the descriptor over states already seeded.
+///
+/// NVIDIA: [`cudnnSetDropoutDescriptor`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnsetdropoutdescriptor),
+/// [`cudnnRestoreDropoutDescriptor`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnrestoredropoutdescriptor),
+/// [`cudnnDropoutForward`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnndropoutforward),
+/// [`cudnnDropoutBackward`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnndropoutbackward)
+///
+/// # Safety
+/// (1) `handle` is live, bound to the op's stream, its context current; (2) `states` is a live
+/// device buffer of `states_bytes` (seeded by an earlier `Init` unless this is one), and the
+/// call's pointers are live device buffers holding its shape (the reserve its bytes), all
+/// fenced on the stream.
+pub(super) unsafe fn dropout(
+    handle: &RawHandle,
+    p: f32,
+    seed: u64,
+    states: *mut c_void,
+    states_bytes: usize,
+    call: DropoutCall,
+) -> Result<()> {
+    let mut d: sys::cudnnDropoutDescriptor_t = std::ptr::null_mut();
+    // SAFETY: `d` is a valid out-pointer.
+    unsafe { sys::cudnnCreateDropoutDescriptor(&mut d) }.check("cudnnCreateDropoutDescriptor")?;
+    let desc = Owned::new(d);
+    let h = handle.get();
+    // SAFETY: (1) and (2) from the caller; a fresh descriptor.
+    unsafe {
+        if let DropoutCall::Init = call {
+            return sys::cudnnSetDropoutDescriptor(desc.get(), h, p, states, states_bytes, seed)
+                .check("cudnnSetDropoutDescriptor");
+        }
+        sys::cudnnRestoreDropoutDescriptor(desc.get(), h, p, states, states_bytes, seed)
+            .check("cudnnRestoreDropoutDescriptor")?;
+    }
+    match call {
+        DropoutCall::Init => Ok(()),
+        DropoutCall::Forward { shape, dtype, x, y, reserve, reserve_bytes } => {
+            let t = TensorDesc::new(&shape, dtype)?;
+            // SAFETY: (1) and (2) from the caller; the descriptors are live.
+            unsafe { sys::cudnnDropoutForward(h, desc.get(), t.get(), x, t.get(), y, reserve, reserve_bytes) }
+                .check("cudnnDropoutForward")
+        }
+        DropoutCall::Backward { shape, dtype, dy, dx, reserve, reserve_bytes } => {
+            let t = TensorDesc::new(&shape, dtype)?;
+            // SAFETY: (1) and (2) from the caller; the descriptors are live.
+            unsafe { sys::cudnnDropoutBackward(h, desc.get(), t.get(), dy, t.get(), dx, reserve, reserve_bytes) }
+                .check("cudnnDropoutBackward")
+        }
+    }
 }

@@ -1,10 +1,11 @@
 //! cuDNN 9 through its legacy API: convolutions forward, backward-data and backward-filter
 //! (2-D and 3-D, padding, stride, dilation, groups, depthwise), the fused convolution + bias +
-//! activation (identity or ReLU, with an optional residual), activations, softmax, pooling and
-//! LRN across channels, forward and backward, and batch normalization per channel (inference,
-//! training with the running statistics, backward; parameters and statistics in f32), in f32,
-//! f16 and bf16 (the half types compute in f32), on channels-first (NCHW, NCDHW) and
-//! channels-last (NHWC, NDHWC) tensors.
+//! activation (identity or ReLU, with an optional residual), activations, softmax, pooling, LRN
+//! across channels and dropout (its random-number states a tracked buffer), forward and
+//! backward, and batch normalization per channel (inference, training with the running
+//! statistics, backward; parameters and statistics in f32), in f32, f16 and bf16 (the half
+//! types compute in f32), on channels-first (NCHW, NCDHW) and channels-last (NHWC, NDHWC)
+//! tensors.
 //!
 //! Operands are [`TensorView`]s: a buffer seen with a [`Shape`] (dims in logical order,
 //! `N, C, [D,] H, W`, and a [`Layout`]). Every op checks its operands before it records
@@ -57,17 +58,19 @@
 //! ```
 //!
 //! Files: this one holds the state; `tensor` the operands, `conv` the convolutions, `ops`
-//! activations, softmax, pooling and LRN, `norm` batch normalization, `calls` the cuDNN calls,
-//! `sim` the simulator's computations.
+//! activations, softmax, pooling and LRN, `norm` batch normalization, `dropout` dropout,
+//! `calls` the cuDNN calls, `sim` the simulator's computations.
 
 mod calls;
 mod conv;
+mod dropout;
 mod norm;
 mod ops;
 mod sim;
 mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
+pub use dropout::Dropout;
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};

@@ -537,3 +537,63 @@ impl<T: DnnElement> BatchNorm<T> {
         store(&self.y, &out, self.bn.alpha, self.bn.beta);
     }
 }
+
+/// Seeds the simulator's dropout states: the seed, then a counter of forward ops at 0.
+pub(super) fn dropout_init(states: &SimMem<u8>, seed: u64) {
+    let mut s = states.lock();
+    if s.len() >= super::dropout::SIM_STATES {
+        s[..8].copy_from_slice(&seed.to_le_bytes());
+        s[8..16].copy_from_slice(&0u64.to_le_bytes());
+    }
+}
+
+/// splitmix64: the simulator's dropout draws.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A dropout op: forward draws a mask from the states (the seed and the forward count, so
+/// two states seeded alike give the same masks in turn), keeps it in `reserve` (a byte per
+/// element) and advances the count; backward applies the kept mask.
+pub(super) struct Dropout<T: DnnElement> {
+    pub p: f32,
+    pub count: usize,
+    pub states: SimMem<u8>,
+    pub input: SimMem<T>,
+    pub output: SimMem<T>,
+    pub reserve: SimMem<u8>,
+    pub forward: bool,
+}
+
+impl<T: DnnElement> Dropout<T> {
+    pub(super) fn run(self) {
+        let input = load(&self.input);
+        let keep_scale = 1.0 / (1.0 - f64::from(self.p));
+        let mask: Vec<u8> = if self.forward {
+            let mut s = self.states.lock();
+            let word =
+                |r: std::ops::Range<usize>| s.get(r).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+            let (seed, turn) = (word(0..8), word(8..16));
+            if let Some(b) = s.get_mut(8..16) {
+                b.copy_from_slice(&turn.wrapping_add(1).to_le_bytes());
+            }
+            let base = mix(seed ^ mix(turn));
+            let p = f64::from(self.p);
+            let mask: Vec<u8> = (0..self.count)
+                .map(|i| u8::from(((mix(base.wrapping_add(i as u64)) >> 11) as f64 / (1u64 << 53) as f64) >= p))
+                .collect();
+            let mut r = self.reserve.lock();
+            for (d, &m) in r.iter_mut().zip(&mask) {
+                *d = m;
+            }
+            mask
+        } else {
+            self.reserve.read().iter().take(self.count).copied().collect()
+        };
+        let acc: Vec<f64> = input.iter().zip(&mask).map(|(&v, &m)| if m != 0 { v * keep_scale } else { 0.0 }).collect();
+        store(&self.output, &acc, 1.0, 0.0);
+    }
+}

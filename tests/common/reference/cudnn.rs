@@ -826,6 +826,42 @@ pub fn check_lrn<T: El>(b: &mut Bench<'_>, shape: &Shape, rng: &mut Rng) {
     close(&b.down(&bdx, shape), &want, T::REL * 4.0 * b.slack, &format!("{what}: backward"));
 }
 
+/// Dropout: every output is 0 or the input over `1 - p`, about `p` of them dropped; the
+/// backward op applies the same mask; states seeded alike draw the same mask.
+pub fn check_dropout<T: El>(b: &mut Bench<'_>, shape: &Shape, rng: &mut Rng) {
+    let what = format!("{} dropout {:?} {:?}", T::NAME, shape.layout(), shape.dims());
+    let n = count(shape.dims());
+    let p = 0.3f32;
+    let keep = 1.0 / (1.0 - f64::from(p));
+    let x: Vec<f64> = round::<T>(&random(rng, n).iter().map(|v| 1.0 + v.abs()).collect::<Vec<_>>());
+    let dy = round::<T>(&random(rng, n));
+    let seed = rng.next();
+    let bytes = b.h.cudnn().unwrap().dropout_reserve_bytes::<T>(shape).unwrap();
+    let (bx, by, bdy, bdx) = (b.up::<T>(&x, shape), b.nans::<T>(shape), b.up::<T>(&dy, shape), b.nans::<T>(shape));
+    let reserve = b.d.alloc_zeros::<u8>(b.s, bytes).unwrap();
+    let state = b.h.cudnn().unwrap().dropout(p, seed).unwrap();
+    b.h.cudnn().unwrap().dropout_forward(&state, &tv(&bx, shape), &tv(&by, shape), &reserve).unwrap().wait().unwrap();
+    let y = b.down(&by, shape);
+    let kept: Vec<bool> = y.iter().map(|&v| v != 0.0).collect();
+    let want: Vec<f64> = (0..n).map(|i| if kept[i] { x[i] * keep } else { 0.0 }).collect();
+    close(&y, &want, T::REL * 2.0 * b.slack, &format!("{what}: forward"));
+    let dropped = kept.iter().filter(|k| !**k).count() as f64 / n as f64;
+    assert!((dropped - f64::from(p)).abs() < 0.06, "{what}: {dropped} dropped, want about {p}");
+    b.h.cudnn()
+        .unwrap()
+        .dropout_backward(&state, &tv(&bdy, shape), &tv(&bdx, shape), &reserve)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<f64> = (0..n).map(|i| if kept[i] { dy[i] * keep } else { 0.0 }).collect();
+    close(&b.down(&bdx, shape), &want, T::REL * 2.0 * b.slack, &format!("{what}: backward"));
+    // Another state of the same seed draws the same first mask.
+    let again = b.h.cudnn().unwrap().dropout(p, seed).unwrap();
+    let by2 = b.nans::<T>(shape);
+    b.h.cudnn().unwrap().dropout_forward(&again, &tv(&bx, shape), &tv(&by2, shape), &reserve).unwrap().wait().unwrap();
+    assert_eq!(b.down(&by2, shape), y, "{what}: the same seed gave another mask");
+}
+
 /// Activation forward (out of place and in place) and backward against the references.
 pub fn check_activation<T: El>(b: &mut Bench<'_>, mode: ActivationMode, shape: &Shape, rng: &mut Rng) {
     let what = format!("{} {mode:?} {:?} {:?}", T::NAME, shape.layout(), shape.dims());
