@@ -81,6 +81,7 @@ macro_rules! registry {
             #[cfg(feature = "cusolver")] pub solver: Solver,
             #[cfg(feature = "cutensor")] pub tensor: Tensor,
             #[cfg(feature = "nccl")] pub nccl: Nccl,
+            #[cfg(feature = "cudnn")] pub cudnn: Cudnn,
             #[cfg(test)] pub(crate) fake: Fake,
         }
     };
@@ -123,6 +124,8 @@ registry!(declare_libraries);
 pub mod blas;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
+#[cfg(feature = "cudnn")]
+pub mod cudnn;
 #[cfg(test)]
 pub(crate) mod fake;
 #[cfg(feature = "cufft")]

@@ -127,7 +127,7 @@ pub(crate) fn covers<T: Element>(arg: &'static str, buf: &GpuRef<T>, needed: Opt
 
 /// Checks that no operand the library writes is another operand: `uses` lists `(argument,
 /// buffer id, written)`. The error names the written argument and the other one.
-#[cfg(any(feature = "cublaslt", feature = "cusolver"))]
+#[cfg(any(feature = "cublaslt", feature = "cusolver", feature = "cudnn"))]
 pub(crate) fn no_aliasing(uses: &[(&'static str, u64, bool)]) -> Result<()> {
     for (i, &(arg, id, written)) in uses.iter().enumerate() {
         for &(other, other_id, other_written) in &uses[..i] {

@@ -21,6 +21,8 @@ mod blas_lt_fp8;
 mod blas_lt_sim;
 #[cfg(feature = "nvrtc")]
 mod compose;
+#[cfg(feature = "cudnn")]
+mod cudnn;
 #[cfg(feature = "nvrtc")]
 mod declared;
 #[cfg(feature = "nvrtc")]

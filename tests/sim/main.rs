@@ -18,6 +18,8 @@ mod blas_lt;
 mod blas_lt_sim;
 mod checker;
 mod compose;
+#[cfg(feature = "cudnn")]
+mod cudnn;
 mod declared;
 mod delivery;
 mod failures;

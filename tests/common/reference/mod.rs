@@ -6,6 +6,8 @@
 pub mod blas;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
+#[cfg(feature = "cudnn")]
+pub mod cudnn;
 #[cfg(feature = "cufft")]
 pub mod fft;
 #[cfg(feature = "curand")]
