@@ -12,7 +12,9 @@
 //!   shape, whatever B: GPU time per node and host time per replay.
 //!
 //! The goals: GPU time per node ≤ 1.05 µs, and host time per replay ≤ 3 µs + 0.05 µs per
-//! declared buffer, each against the raw graph of the same run.
+//! declared buffer, each against the raw graph of the same run. The graph rows (raw and the
+//! three cusched ones) are timed in 5 rounds, every row in turn, and each row's median round is
+//! reported.
 //!
 //! `bench-graph [replays]` on a GPU; without one it says so and stops.
 
@@ -29,6 +31,8 @@ extern "C" __global__ void empty(float* p, float* q, unsigned n) {
 }
 "#;
 const NODES: usize = 200;
+/// Rounds of every row in turn.
+const ROUNDS: usize = 5;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -77,12 +81,9 @@ fn main() -> Res<()> {
     let raw_graph = st
         .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)?
         .ok_or("empty capture")?;
-    let (gpu_raw, host_raw) = time(replays, || Ok(raw_graph.launch()?), || Ok(st.synchronize()?))?;
-    println!("| raw graph | {} | {} |", us(gpu_raw), us(host_raw));
-
     let s = device.new_stream()?;
     let kernel = device.compile(SRC, &[])?.kernel("empty")?;
-    let mut rows = Vec::new();
+    let mut execs = Vec::new();
     for buffers in [1usize, 8, 64] {
         let bufs: Vec<GpuRef<f32>> =
             (0..buffers).map(|_| device.alloc_zeros::<f32>(s, 32)).collect::<cusched::Result<_>>()?;
@@ -100,10 +101,32 @@ fn main() -> Res<()> {
         })?;
         let exec = graph.instantiate()?;
         exec.replay(s)?.wait()?;
-        let (gpu, host) =
-            time(replays, || exec.replay(s).map(drop).map_err(Into::into), || Ok(device.synchronize(s)?))?;
+        execs.push((buffers, exec));
+    }
+    // Rounds of every row in turn (raw first), each row's median over the rounds: the host
+    // time of one launch call moves with the machine's state over a run, and rows measured one
+    // after the other saw different states.
+    let per_round = (replays / ROUNDS).max(16);
+    let mut raw_rounds = (Vec::new(), Vec::new());
+    let mut rounds: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); execs.len()];
+    for _ in 0..ROUNDS {
+        let (g, h) = time(per_round, || Ok(raw_graph.launch()?), || Ok(st.synchronize()?))?;
+        raw_rounds.0.push(g);
+        raw_rounds.1.push(h);
+        for ((_, exec), r) in execs.iter().zip(rounds.iter_mut()) {
+            let (g, h) =
+                time(per_round, || exec.replay(s).map(drop).map_err(Into::into), || Ok(device.synchronize(s)?))?;
+            r.0.push(g);
+            r.1.push(h);
+        }
+    }
+    let (gpu_raw, host_raw) = (median(&mut raw_rounds.0), median(&mut raw_rounds.1));
+    println!("| raw graph | {} | {} |", us(gpu_raw), us(host_raw));
+    let mut rows = Vec::new();
+    for ((buffers, _), (mut g, mut h)) in execs.iter().zip(rounds) {
+        let (gpu, host) = (median(&mut g), median(&mut h));
         println!("| cusched graph, {buffers} declared buffers | {} | {} |", us(gpu), us(host));
-        rows.push((buffers, gpu, host));
+        rows.push((*buffers, gpu, host));
     }
 
     println!("\ngoals (against the raw graph of this run):");

@@ -4,17 +4,17 @@
 //!
 //! The step, in PyTorch's terms (`benches/torch_graph_mlp.py` is the same step in PyTorch):
 //!
-//! - `h = gelu(x W1ᵀ + b1)`: x `[64, 512]`, W1 `[2048, 512]`, b1 `[2048]`, h `[64, 2048]`;
-//! - `y = gelu(h W2ᵀ + b2)`: W2 `[512, 2048]`, b2 `[512]`, y `[64, 512]`;
-//! - `p = softmax(y)` along each row: p `[64, 512]`.
+//! - `h = gelu(x W1ᵀ + b1)`: x `[64, 256]`, W1 `[1024, 256]`, b1 `[1024]`, h `[64, 1024]`;
+//! - `y = gelu(h W2ᵀ + b2)`: W2 `[256, 1024]`, b2 `[256]`, y `[64, 256]`;
+//! - `p = softmax(y)` along each row: p `[64, 256]`.
 //!
 //! Row-major as PyTorch stores them, bf16 operands, biases and outputs of the matmuls with f32
 //! accumulation (cuBLASLt's bf16 compute), GELU in its tanh form (the epilogue's; PyTorch's
 //! `approximate="tanh"`); `p` is f32, from an NVRTC kernel (one block of 256 threads per row).
 //! In cuBLASLt's column-major terms each matmul is `Hᵀ = op(W1) Xᵀ` with `op` a transpose
 //! (PyTorch's own "TN" call), so the bias runs along the column-major rows. The weights are
-//! 4 MiB of bf16 and the matmuls 0.27 GFLOP: a few microseconds of GPU time per step on an
-//! H100 (an estimate, not measured), small enough that the launch cost of three ops weighs on
+//! 1 MiB of bf16 and the matmuls 67 MFLOP: a few microseconds of GPU time per step (the
+//! graph row measures it), small enough that the launch cost of three ops weighs on
 //! the eager step, which is what a graph saves.
 //!
 //! Rows, in one run, on one stream, with the same buffers (timed rounds interleaved, eager then
@@ -50,9 +50,9 @@ use cusched::{Device, GpuRef, Graph, Handles, Kernel, LaunchRecorder, StreamId};
 use std::time::Instant;
 
 const BATCH: usize = 64;
-const IN: usize = 512;
-const HID: usize = 2048;
-const OUT: usize = 512;
+const IN: usize = 256;
+const HID: usize = 1024;
+const OUT: usize = 256;
 /// Threads per softmax block (one block per row): a multiple of 32, at most 1024.
 const THREADS: u32 = 256;
 /// Timed rounds per row, interleaved between the rows.

@@ -173,7 +173,7 @@ fn main() -> Res<()> {
             us(r),
             ratio(o, r)
         );
-        bytes *= 4;
+        bytes *= 2;
     }
     latency(&gpus, &mut h, &comms, &raw)?;
     // The same latency with non-blocking communicators (`CommConfig::blocking = false`), whose

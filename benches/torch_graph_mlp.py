@@ -4,8 +4,8 @@ comparison for `cargo bench --bench graph_mlp --features cublaslt`.
 
 The step (the same sizes and types as the Rust bench):
 
-    h = gelu(linear(x, W1, b1))   x [64, 512] bf16, W1 [2048, 512], b1 [2048]
-    y = gelu(linear(h, W2, b2))   W2 [512, 2048], b2 [512]
+    h = gelu(linear(x, W1, b1))   x [64, 256] bf16, W1 [1024, 256], b1 [1024]
+    y = gelu(linear(h, W2, b2))   W2 [256, 1024], b2 [256]
     p = softmax(y, dim=-1)        f32 out (computed from bf16 y)
 
 with GELU in its tanh form (cuBLASLt's epilogue). Rows:
@@ -33,7 +33,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-BATCH, IN, HID, OUT = 64, 512, 2048, 512
+BATCH, IN, HID, OUT = 64, 256, 1024, 256
 ROUNDS = 5
 ADDS = 200
 
