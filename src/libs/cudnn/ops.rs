@@ -477,6 +477,9 @@ impl Cudnn {
     }
 
     /// LRN forward across channels: `y = alpha * lrn(x) + beta * y`. `y` has `x`'s shape.
+    /// cuDNN's LRN takes f32 and f16, 4-D tensors in either layout and 5-D ones in NCDHW:
+    /// anything else is [`Error::Unsupported`](crate::Error::Unsupported), before anything is
+    /// recorded.
     pub fn lrn_forward<T: DnnElement>(
         &mut self,
         lrn: &Lrn,
@@ -484,6 +487,7 @@ impl Cudnn {
         y: &TensorView<'_, T>,
     ) -> Result<Completion<()>> {
         lrn.check()?;
+        lrn_takes::<T>(&x.shape)?;
         x.check("x")?;
         y.check("y")?;
         same_shape("y", y, &x.shape, "x")?;
@@ -505,7 +509,8 @@ impl Cudnn {
         })
     }
 
-    /// LRN backward: `dx = alpha * lrn'(x) dy + beta * dx`, from the forward op's input `x`
+    /// LRN backward (what [`lrn_forward`](Self::lrn_forward) takes, it takes):
+    /// `dx = alpha * lrn'(x) dy + beta * dx`, from the forward op's input `x`
     /// and output `y`. Every tensor has `x`'s shape.
     pub fn lrn_backward<T: DnnElement>(
         &mut self,
@@ -516,6 +521,7 @@ impl Cudnn {
         dx: &TensorView<'_, T>,
     ) -> Result<Completion<()>> {
         lrn.check()?;
+        lrn_takes::<T>(&x.shape)?;
         for (arg, t) in [("x", x), ("y", y), ("dy", dy), ("dx", dx)] {
             t.check(arg)?;
             same_shape(arg, t, &x.shape, "x")?;
@@ -639,4 +645,25 @@ impl Cudnn {
             }
         })
     }
+}
+
+/// What cuDNN's LRN refuses, refused before anything is recorded (on the simulator too, so
+/// that code tested there runs on the GPU): bf16 tensors (`CUDNN_STATUS_NOT_SUPPORTED`), and
+/// 5-D tensors that are not NCDHW (`CUDNN_STATUS_BAD_PARAM`: it takes 5-D tensors DHW-packed
+/// only). 4-D tensors in either layout, f32 and f16, run.
+fn lrn_takes<T: DnnElement>(shape: &Shape) -> Result<()> {
+    let unsupported = |what: String, hint: &str| Error::Unsupported { library: super::NAME, what, hint: hint.into() };
+    if std::any::TypeId::of::<T>() == std::any::TypeId::of::<half::bf16>() {
+        return Err(unsupported(
+            format!("LRN of a bf16 tensor {:?}", shape.dims()),
+            "cuDNN's LRN takes f32 and f16 tensors: convert to one of them",
+        ));
+    }
+    if shape.dims().len() == 5 && shape.layout() != super::tensor::Layout::Nchw {
+        return Err(unsupported(
+            format!("LRN of a 5-D NDHWC tensor {:?}", shape.dims()),
+            "cuDNN's LRN takes 5-D tensors in NCDHW only (4-D tensors in either layout)",
+        ));
+    }
+    Ok(())
 }
