@@ -853,6 +853,17 @@ pub fn check_dropout<T: El>(b: &mut Bench<'_>, shape: &Shape, rng: &mut Rng) {
     let (bx, by, bdy, bdx) = (b.up::<T>(&x, shape), b.nans::<T>(shape), b.up::<T>(&dy, shape), b.nans::<T>(shape));
     let reserve = b.d.alloc_zeros::<u8>(b.s, bytes).unwrap();
     let state = b.h.cudnn().unwrap().dropout(p, seed).unwrap();
+    // cuDNN's dropout refuses bf16 (NOT_SUPPORTED on the GPU): refused before recording.
+    if T::NAME == "bf16" {
+        let before = b.d.stats();
+        let e = b.h.cudnn().unwrap().dropout_forward(&state, &tv(&bx, shape), &tv(&by, shape), &reserve).unwrap_err();
+        assert!(matches!(e, cusched::Error::Unsupported { .. }), "{what}: forward: {e:?}");
+        let back = b.h.cudnn().unwrap().dropout_backward(&state, &tv(&bdy, shape), &tv(&bdx, shape), &reserve);
+        assert!(matches!(back, Err(cusched::Error::Unsupported { .. })), "{what}: backward: {back:?}");
+        let after = b.d.stats();
+        assert_eq!((before.events, before.waits), (after.events, after.waits), "{what}: refused, yet recorded");
+        return;
+    }
     b.h.cudnn().unwrap().dropout_forward(&state, &tv(&bx, shape), &tv(&by, shape), &reserve).unwrap().wait().unwrap();
     let y = b.down(&by, shape);
     let kept: Vec<bool> = y.iter().map(|&v| v != 0.0).collect();
