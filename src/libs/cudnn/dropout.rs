@@ -92,6 +92,8 @@ impl Cudnn {
     /// Dropout forward: each element of `x` dropped with the states' probability `p`, the
     /// others scaled by `1 / (1 - p)`, into `y` (`x`'s shape); the mask kept in `reserve`
     /// ([`dropout_reserve_bytes`](Self::dropout_reserve_bytes) long). Advances the states.
+    /// f32 and f16: cuDNN's dropout refuses bf16, which is
+    /// [`Error::Unsupported`](crate::Error::Unsupported) before anything is recorded.
     pub fn dropout_forward<T: DnnElement>(
         &mut self,
         d: &Dropout,
@@ -124,6 +126,14 @@ impl Cudnn {
         forward: bool,
     ) -> Result<Completion<()>> {
         let (inn, outn) = if forward { ("x", "y") } else { ("dy", "dx") };
+        // Refused here, on the simulator too, as cuDNN refuses it (`CUDNN_STATUS_NOT_SUPPORTED`).
+        if std::any::TypeId::of::<T>() == std::any::TypeId::of::<half::bf16>() {
+            return Err(Error::Unsupported {
+                library: super::NAME,
+                what: format!("dropout of a bf16 tensor {:?}", input.shape.dims()),
+                hint: "cuDNN's dropout takes f32 and f16 tensors: convert to one of them".into(),
+            });
+        }
         input.check(inn)?;
         output.check(outn)?;
         if output.shape != input.shape {
