@@ -19,7 +19,7 @@ use common::*;
 use cusched::cudarc::driver::CudaStream;
 use cusched::cudarc::nccl::sys;
 use cusched::nccl::{self, CommConfig, Communicator, ReduceOp};
-use cusched::{Device, GpuRef, Handles};
+use cusched::{Device, DeviceConfig, GpuRef, Handles};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -108,7 +108,15 @@ fn ours(h: &mut [Handles], comms: &[Communicator], bufs: &[GpuRef<f32>], iters: 
 fn main() -> Res<()> {
     // Set before NCCL loads, on the only thread.
     std::env::set_var("NCCL_NVLS_ENABLE", "0");
-    let gpus = match (Device::open(0), Device::open(1)) {
+    // `--spin MICROS`: the devices' spin window (DeviceConfig::spin), to see what the
+    // completion threads' polling costs the op path; `--bytes N`: that one size only.
+    let flag = |name: &str| std::env::args().skip_while(|a| a != name).nth(1);
+    let mut config = DeviceConfig::default();
+    if let Some(us) = flag("--spin") {
+        config.spin = std::time::Duration::from_micros(us.parse()?);
+    }
+    let only: Option<usize> = flag("--bytes").map(|b| b.parse()).transpose()?;
+    let gpus = match (Device::open_with(0, config.clone()), Device::open_with(1, config)) {
         (Ok(a), Ok(b)) => vec![a, b],
         (Err(e), _) | (_, Err(e)) => {
             println!("bench-nccl: skipped, needs two GPUs ({e})");
@@ -142,8 +150,8 @@ fn main() -> Res<()> {
         "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>8}",
         "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "ratio"
     );
-    let mut bytes = 8usize << 10;
-    while bytes <= 1 << 30 {
+    let mut bytes = only.unwrap_or(8usize << 10);
+    while bytes <= only.unwrap_or(1 << 30) {
         let n = bytes / 4;
         let iters = ((8usize << 30) / bytes).clamp(5, 2000);
         let bufs: Vec<GpuRef<f32>> =
