@@ -8,7 +8,7 @@
 //! `bench-cudnn [n] [iterations]` (defaults 32 and 20).
 
 use cusched::cudarc::cudnn::sys;
-use cusched::cudnn::{Convolution, Shape, TensorView};
+use cusched::cudnn::{AlgoSearch, Convolution, Shape, TensorView};
 use cusched::half::bf16;
 use cusched::{Device, Handles};
 use std::ffi::{c_int, c_void};
@@ -62,10 +62,21 @@ impl Raw {
     /// # Safety
     /// The device's context is current on this thread; `stream` is live and outlives the
     /// handle.
-    unsafe fn new(stream: sys::cudaStream_t, n: c_int, c: c_int, hw: c_int) -> Res<Raw> {
+    unsafe fn new(stream: sys::cudaStream_t, n: c_int, c: c_int, hw: c_int, find: bool) -> Res<Raw> {
+        let mut handle = std::ptr::null_mut();
+        check(sys::cudnnCreate(&mut handle), "cudnnCreate")?;
+        check(sys::cudnnSetStream(handle, stream), "cudnnSetStream")?;
+        Raw::describe(handle, n, c, hw, find)
+    }
+
+    /// The descriptors and algorithms of one shape, on an existing handle.
+    ///
+    /// # Safety
+    /// `handle` is live and its context current on this thread.
+    unsafe fn describe(handle: sys::cudnnHandle_t, n: c_int, c: c_int, hw: c_int, find: bool) -> Res<Raw> {
         let bf = sys::cudnnDataType_t::CUDNN_DATA_BFLOAT16;
         let mut r = Raw {
-            handle: std::ptr::null_mut(),
+            handle,
             x: std::ptr::null_mut(),
             w: std::ptr::null_mut(),
             y: std::ptr::null_mut(),
@@ -77,8 +88,6 @@ impl Raw {
             fwd_bytes: 0,
             bwd_bytes: 0,
         };
-        check(sys::cudnnCreate(&mut r.handle), "cudnnCreate")?;
-        check(sys::cudnnSetStream(r.handle, stream), "cudnnSetStream")?;
         let dims = [n, c, hw, hw];
         for d in [&mut r.x, &mut r.y] {
             check(sys::cudnnCreateTensorDescriptor(d), "cudnnCreateTensorDescriptor")?;
@@ -109,35 +118,25 @@ impl Raw {
         let ok = sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;
         let mut count: c_int = 0;
         let mut fwd: [sys::cudnnConvolutionFwdAlgoPerf_t; 8] = std::mem::zeroed();
-        check(
-            sys::cudnnGetConvolutionForwardAlgorithm_v7(
-                r.handle,
-                r.x,
-                r.w,
-                r.conv,
-                r.y,
-                8,
-                &mut count,
-                fwd.as_mut_ptr(),
-            ),
-            "cudnnGetConvolutionForwardAlgorithm_v7",
-        )?;
+        let (x, w, cd, y, out) = (r.x, r.w, r.conv, r.y, fwd.as_mut_ptr());
+        if find {
+            let st = sys::cudnnFindConvolutionForwardAlgorithm(r.handle, x, w, cd, y, 8, &mut count, out);
+            check(st, "cudnnFindConvolutionForwardAlgorithm")?;
+        } else {
+            let st = sys::cudnnGetConvolutionForwardAlgorithm_v7(r.handle, x, w, cd, y, 8, &mut count, out);
+            check(st, "cudnnGetConvolutionForwardAlgorithm_v7")?;
+        }
         let p = fwd.iter().take(count as usize).find(|p| p.status == ok).ok_or("no forward algorithm")?;
         (r.fwd, r.fwd_math) = (p.algo, p.mathType);
         let mut bwd: [sys::cudnnConvolutionBwdDataAlgoPerf_t; 8] = std::mem::zeroed();
-        check(
-            sys::cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                r.handle,
-                r.w,
-                r.y,
-                r.conv,
-                r.x,
-                8,
-                &mut count,
-                bwd.as_mut_ptr(),
-            ),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-        )?;
+        let out = bwd.as_mut_ptr();
+        if find {
+            let st = sys::cudnnFindConvolutionBackwardDataAlgorithm(r.handle, w, y, cd, x, 8, &mut count, out);
+            check(st, "cudnnFindConvolutionBackwardDataAlgorithm")?;
+        } else {
+            let st = sys::cudnnGetConvolutionBackwardDataAlgorithm_v7(r.handle, w, y, cd, x, 8, &mut count, out);
+            check(st, "cudnnGetConvolutionBackwardDataAlgorithm_v7")?;
+        }
         let p = bwd.iter().take(count as usize).find(|p| p.status == ok).ok_or("no backward-data algorithm")?;
         (r.bwd, r.bwd_math) = (p.algo, p.mathType);
         check(sys::cudnnSetConvolutionMathType(r.conv, r.fwd_math), "cudnnSetConvolutionMathType")?;
@@ -188,27 +187,22 @@ fn main() -> Res<()> {
     stream.context().bind_to_thread()?;
     let cu = stream.cu_stream() as sys::cudaStream_t;
     let as_int = |v: usize| c_int::try_from(v).map_err(|_| "size does not fit i32");
-    // SAFETY: the context is bound on this thread and the stream outlives the bench.
-    let raw = unsafe { Raw::new(cu, as_int(n)?, as_int(c)?, as_int(hw)?)? };
-    let work = device.alloc_zeros::<u8>(s, raw.fwd_bytes.max(raw.bwd_bytes).max(1))?;
-    let wp = work.raw_device_ptr()? as *mut c_void;
     let [px, pw, py] = [rx.raw_device_ptr()?, rw.raw_device_ptr()?, ry.raw_device_ptr()?].map(|p| p as *mut c_void);
-    let (alpha, beta) = (1.0f32, 0.0f32);
-    let (al, be) = ((&alpha as *const f32).cast::<c_void>(), (&beta as *const f32).cast::<c_void>());
     println!(
         "ResNet-50 3x3 convolution, N {n}, C = K = {c}, {hw}x{hw}, NHWC, bf16: {:.1} GFLOP per direction",
         flops / 1e9
     );
-    println!("raw algorithms (the heuristics' first): forward {:?}, backward-data {:?}", raw.fwd, raw.bwd);
-    println!("| direction | cusched | raw cuDNN | ratio (raw/cusched time) |");
-    println!("| --- | --- | --- | --- |");
+    println!("| algorithm search | direction | raw algorithm | cusched | raw cuDNN | ratio (raw/cusched time) |");
+    println!("| --- | --- | --- | --- | --- | --- |");
     let (tx, tw, ty) = (TensorView::new(&x, xs.clone()), TensorView::new(&w, ws.clone()), TensorView::new(&y, ys));
-    for dir in ["forward", "backward-data"] {
-        let fwd = dir == "forward";
-        let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
-        // The best of three interleaved rounds, so clocks and thermals treat both alike.
-        for _ in 0..3 {
-            best_ours = best_ours.min(per_call(
+    for search in [AlgoSearch::Heuristic, AlgoSearch::Find] {
+        h.cudnn()?.set_algo_search(search);
+        // SAFETY: the context is bound on this thread and the stream outlives the bench.
+        let raw = unsafe { Raw::new(cu, as_int(n)?, as_int(c)?, as_int(hw)?, search == AlgoSearch::Find)? };
+        let work = device.alloc_zeros::<u8>(s, raw.fwd_bytes.max(raw.bwd_bytes).max(1))?;
+        let wp = work.raw_device_ptr()? as *mut c_void;
+        for fwd in [true, false] {
+            let (best_ours, best_raw) = interleaved(
                 iters,
                 || {
                     let dnn = h.cudnn()?;
@@ -219,76 +213,76 @@ fn main() -> Res<()> {
                     }
                     Ok(())
                 },
+                // SAFETY: the raw buffers hold the descriptors' shapes, the workspace what the
+                // algorithms asked for, all used only on this stream.
+                || unsafe { raw.run(fwd, px, pw, py, wp) },
                 || Ok(device.synchronize(s)?),
-            )?);
-            best_raw = best_raw.min(per_call(
-                iters,
-                || {
-                    // SAFETY: (1) the descriptors describe the raw buffers, which are live and
-                    // used only on this stream; (2) the workspace holds what the algorithm
-                    // asked for; (3) the math type set is the one the heuristics ranked.
-                    unsafe {
-                        if fwd {
-                            check(sys::cudnnSetConvolutionMathType(raw.conv, raw.fwd_math), "math")?;
-                            let st = sys::cudnnConvolutionForward(
-                                raw.handle,
-                                al,
-                                raw.x,
-                                px,
-                                raw.w,
-                                pw,
-                                raw.conv,
-                                raw.fwd,
-                                wp,
-                                raw.fwd_bytes,
-                                be,
-                                raw.y,
-                                py,
-                            );
-                            check(st, "cudnnConvolutionForward")
-                        } else {
-                            check(sys::cudnnSetConvolutionMathType(raw.conv, raw.bwd_math), "math")?;
-                            let st = sys::cudnnConvolutionBackwardData(
-                                raw.handle,
-                                al,
-                                raw.w,
-                                pw,
-                                raw.y,
-                                py,
-                                raw.conv,
-                                raw.bwd,
-                                wp,
-                                raw.bwd_bytes,
-                                be,
-                                raw.x,
-                                px,
-                            );
-                            check(st, "cudnnConvolutionBackwardData")
-                        }
-                    }
-                },
                 || Ok(stream.synchronize()?),
-            )?);
+            )?;
+            let algo = if fwd { format!("{:?}", raw.fwd) } else { format!("{:?}", raw.bwd) };
+            println!(
+                "| {search:?} | {} | {} | {:.3} ms ({:.1} TFLOP/s) | {:.3} ms ({:.1} TFLOP/s) | {:.3}x |",
+                if fwd { "forward" } else { "backward-data" },
+                algo.trim_start_matches("CUDNN_CONVOLUTION_"),
+                best_ours * 1e3,
+                flops / best_ours / 1e12,
+                best_raw * 1e3,
+                flops / best_raw / 1e12,
+                best_raw / best_ours
+            );
         }
-        println!(
-            "| {dir} | {:.3} ms ({:.1} TFLOP/s) | {:.3} ms ({:.1} TFLOP/s) | {:.3}x |",
-            best_ours * 1e3,
-            flops / best_ours / 1e12,
-            best_raw * 1e3,
-            flops / best_raw / 1e12,
-            best_raw / best_ours
-        );
+        // Raw objects of the bench live until the process exits.
+        drop(work);
     }
-    plan_cost(&device, s, &mut h)?;
-    // Raw objects of the bench live until the process exits.
-    drop(work);
-    Ok(())
+    h.cudnn()?.set_algo_search(AlgoSearch::Heuristic);
+    plan_cost(&device, s, &mut h, cu)
+}
+
+/// The best of three interleaved rounds of `ours` and `raw` (seconds per call), so clocks and
+/// thermals treat both alike.
+fn interleaved(
+    iters: usize,
+    mut ours: impl FnMut() -> Res<()>,
+    mut raw: impl FnMut() -> Res<()>,
+    mut sync_ours: impl FnMut() -> Res<()>,
+    mut sync_raw: impl FnMut() -> Res<()>,
+) -> Res<(f64, f64)> {
+    let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        best_ours = best_ours.min(per_call(iters, &mut ours, &mut sync_ours)?);
+        best_raw = best_raw.min(per_call(iters, &mut raw, &mut sync_raw)?);
+    }
+    Ok((best_ours, best_raw))
+}
+
+impl Raw {
+    /// One forward (`x`, `w` → `y`) or backward-data (`w`, `y` → `x`) convolution.
+    ///
+    /// # Safety
+    /// (1) The pointers are live buffers of the descriptors' shapes, used only on the handle's
+    /// stream; (2) `work` holds what the chosen algorithms asked for.
+    unsafe fn run(&self, fwd: bool, x: *mut c_void, w: *mut c_void, y: *mut c_void, work: *mut c_void) -> Res<()> {
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (al, be) = ((&alpha as *const f32).cast::<c_void>(), (&beta as *const f32).cast::<c_void>());
+        let (h, cd) = (self.handle, self.conv);
+        if fwd {
+            check(sys::cudnnSetConvolutionMathType(cd, self.fwd_math), "cudnnSetConvolutionMathType")?;
+            let (a, ws) = (self.fwd, self.fwd_bytes);
+            let st = sys::cudnnConvolutionForward(h, al, self.x, x, self.w, w, cd, a, work, ws, be, self.y, y);
+            check(st, "cudnnConvolutionForward")
+        } else {
+            check(sys::cudnnSetConvolutionMathType(cd, self.bwd_math), "cudnnSetConvolutionMathType")?;
+            let (a, ws) = (self.bwd, self.bwd_bytes);
+            let st = sys::cudnnConvolutionBackwardData(h, al, self.w, w, self.y, y, cd, a, work, ws, be, self.x, x);
+            check(st, "cudnnConvolutionBackwardData")
+        }
+    }
 }
 
 /// Host time of one `conv_forward` call (recording only, not the GPU's work): the first call of
 /// each of several new shapes (a plan made: descriptors and the heuristics' query) against the
 /// same calls once their plans are cached.
-fn plan_cost(device: &Device, s: cusched::StreamId, h: &mut Handles) -> Res<()> {
+fn plan_cost(device: &Device, s: cusched::StreamId, h: &mut Handles, cu: sys::cudaStream_t) -> Res<()> {
     const SHAPES: usize = 16;
     let conv = Convolution::new().pad(&[1, 1]);
     let ws = Shape::nhwc(64, 64, 3, 3);
@@ -322,5 +316,35 @@ fn plan_cost(device: &Device, s: cusched::StreamId, h: &mut Handles) -> Res<()> 
         h.cudnn()?.plans_made() - made_before,
         first / cached.max(f64::MIN_POSITIVE)
     );
+    // The same through raw cuDNN: descriptors and the heuristics' query per shape, then the
+    // call itself, on one handle made beforehand.
+    let (rx, rw, ry) = (
+        device.alloc_zeros::<bf16>(s, x.len())?,
+        device.alloc_zeros::<bf16>(s, w.len())?,
+        device.alloc_zeros::<bf16>(s, y.len())?,
+    );
+    let [px, pw, py] = [rx.raw_device_ptr()?, rw.raw_device_ptr()?, ry.raw_device_ptr()?].map(|p| p as *mut c_void);
+    // SAFETY: the context is bound on this thread (main bound it) and the stream outlives the
+    // bench.
+    let first = unsafe { Raw::new(cu, 1, 64, 28, false)? };
+    let (mut made, mut called) = (0.0, 0.0);
+    for b in 1..=SHAPES {
+        let t = Instant::now();
+        // SAFETY: as above; the handle is live.
+        let raw = unsafe { Raw::describe(first.handle, b as c_int, 64, 28, false)? };
+        made += t.elapsed().as_secs_f64();
+        let work = device.alloc_zeros::<u8>(s, raw.fwd_bytes.max(1))?;
+        device.synchronize(s)?;
+        let t = Instant::now();
+        // SAFETY: the raw buffers hold SHAPES images, the workspace what the algorithm asked for,
+        // all used only on this stream.
+        unsafe { raw.run(true, px, pw, py, work.raw_device_ptr()? as *mut c_void)? };
+        called += t.elapsed().as_secs_f64();
+        device.synchronize(s)?;
+        // Raw objects of the bench live until the process exits.
+        drop(work);
+    }
+    println!("| raw: descriptors and heuristics of a new shape | {:.2} µs |", made / SHAPES as f64 * 1e6);
+    println!("| raw: the cudnnConvolutionForward call | {:.2} µs |", called / SHAPES as f64 * 1e6);
     Ok(())
 }
