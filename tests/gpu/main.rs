@@ -41,6 +41,8 @@ mod hazards;
 mod host_cache;
 #[cfg(feature = "nvrtc")]
 mod lanes;
+#[cfg(feature = "nvrtc")]
+mod launch_features;
 #[cfg(feature = "nccl")]
 mod nccl;
 #[cfg(feature = "nvrtc")]

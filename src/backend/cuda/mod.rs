@@ -20,6 +20,8 @@
 pub(crate) mod graph;
 #[cfg(any(feature = "curand", feature = "nvrtc"))]
 pub(crate) mod launch;
+#[cfg(feature = "nvrtc")]
+pub(crate) mod launch_ex;
 pub(crate) mod memory;
 #[cfg(any(feature = "curand", feature = "nvrtc"))]
 pub(crate) mod module;

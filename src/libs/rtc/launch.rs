@@ -1,6 +1,7 @@
 //! [`KernelLaunch`]: a typed launch of a [`Kernel`], whose recorder is built from the declared
 //! reads and writes.
 
+use super::options::{self, LaunchOptions};
 use super::Kernel;
 use crate::backend::cuda;
 use crate::completion::Completion;
@@ -29,10 +30,33 @@ impl Kernel {
             rec: LaunchRecorder::new_strict(stream)
                 .labelled(OpLabel { library: "kernel", op: OpName::Shared(self.name.clone()) }),
             args: SmallVec::new(),
+            options: LaunchOptions::default(),
             error: None,
         }
     }
 }
+
+/// CUDA C++ declarations of the two instructions of programmatic dependent launch (sm_90), to
+/// put at the top of an NVRTC source: `cusched_wait_for_predecessor()` (`griddepcontrol.wait`:
+/// returns once the kernel before this one on the stream has finished and its writes are
+/// visible; a kernel launched with
+/// [`KernelLaunch::programmatic_dependent`] calls it before touching memory) and
+/// `cusched_release_dependents()` (`griddepcontrol.launch_dependents`: lets the next kernel, if
+/// launched that way, start now).
+///
+/// Before sm_90 both are no-ops (and such a device refuses programmatic launches).
+pub const PDL_DEVICE_FUNCTIONS: &str = r#"
+__device__ __forceinline__ void cusched_wait_for_predecessor() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cusched_release_dependents() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+"#;
 
 /// One parameter's bytes (large enough for every [`Element`], pointers included).
 #[derive(Clone, Copy)]
@@ -65,6 +89,7 @@ pub struct KernelLaunch<'k> {
     rec: LaunchRecorder,
     /// Each parameter's bytes, size, and what was declared (for the size mismatch error).
     args: SmallVec<[(ArgSlot, usize, Declared); 8]>,
+    options: LaunchOptions,
     /// The first declaration error, returned by `enqueue`; boxed, because the builder moves the
     /// whole launch through every declaration.
     error: Option<Box<Error>>,
@@ -135,6 +160,39 @@ impl KernelLaunch<'_> {
         self
     }
 
+    /// Launches cooperatively (`cuLaunchKernelEx` with the cooperative attribute): every block
+    /// is resident at once, so the grid may synchronize (`cooperative_groups::this_grid().sync()`).
+    /// [`enqueue`](Self::enqueue) refuses a grid larger than the device holds at once (the
+    /// occupancy calculator's blocks per multiprocessor times the multiprocessors) with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming `config.grid_dim`.
+    pub fn cooperative(mut self) -> Self {
+        self.options.cooperative = true;
+        self
+    }
+
+    /// Launches in thread-block clusters of `dims` blocks (sm_90): the blocks of a cluster run
+    /// on one GPC at once and can reach each other's shared memory. The grid must be a whole
+    /// number of clusters; more than 8 blocks per cluster (up to 16) sets the function's
+    /// non-portable cluster attribute; a cluster that cannot fit (too many blocks, too much
+    /// shared memory) is refused before recording, naming `cluster`.
+    pub fn cluster(mut self, dims: (u32, u32, u32)) -> Self {
+        self.options.cluster = Some(dims);
+        self
+    }
+
+    /// Programmatic dependent launch (sm_90): the kernel may start while the kernel before it
+    /// on the stream is still running (once that one has run
+    /// `griddepcontrol.launch_dependents`, or as its blocks finish), so its prologue overlaps
+    /// the predecessor's tail. The ordering every other op relies on holds only if the kernel
+    /// touches no memory (declared or not) before `griddepcontrol.wait`, which returns once
+    /// the predecessor has finished and its writes are visible: [`enqueue`](Self::enqueue)'s
+    /// safety contract then includes that. [`PDL_DEVICE_FUNCTIONS`] declares both
+    /// instructions for NVRTC sources.
+    pub fn programmatic_dependent(mut self) -> Self {
+        self.options.programmatic = true;
+        self
+    }
+
     /// Validates the declarations against the kernel's parameters and the launch
     /// configuration, then preflights, launches and commits. Returns a completion for the
     /// launch. On a simulated device it fails with [`Error::LibraryUnavailable`] naming the
@@ -167,9 +225,13 @@ impl KernelLaunch<'_> {
     ///    to it exists and no GPU work the tracker does not order uses it;
     /// 3. each declared parameter has the type the kernel expects (only byte sizes are checked:
     ///    a `u64` declared where the kernel takes a pointer is accepted), and every value the
-    ///    kernel reads is valid for its type.
+    ///    kernel reads is valid for its type;
+    /// 4. with [`programmatic_dependent`](Self::programmatic_dependent), it touches no memory
+    ///    before `griddepcontrol.wait` (`cusched_wait_for_predecessor()` of
+    ///    [`PDL_DEVICE_FUNCTIONS`]); with [`cooperative`](Self::cooperative), a grid-wide
+    ///    synchronization is reached by every block or by none.
     pub unsafe fn enqueue(self) -> Result<Completion<()>> {
-        let KernelLaunch { kernel, device, config, rec, mut args, error } = self;
+        let KernelLaunch { kernel, device, config, rec, mut args, options, error } = self;
         // First: on the simulator the declarations' device pointers fail too, and this error
         // names what to do instead.
         if device.is_simulated() {
@@ -210,6 +272,7 @@ impl KernelLaunch<'_> {
             }
         }
         check_config(&config)?;
+        options::prepare(kernel, &config, &options)?;
         let function = &kernel.function;
         let dims = cuda::launch::Dims {
             grid: config.grid_dim,
@@ -226,7 +289,19 @@ impl KernelLaunch<'_> {
             // pointers whose declared uses the recorder fenced, and whose frees it fences after
             // the launch; 4. the config was validated; 5. what the device code does with its
             // parameters is the caller's contract (`enqueue`'s `# Safety`).
-            unsafe { cuda::launch::launch_kernel(function.cu_function(), dims, stream.cu_stream(), &mut params) }
+            unsafe {
+                if options.any() {
+                    cuda::launch_ex::launch_kernel_ex(
+                        function.cu_function(),
+                        dims,
+                        stream.cu_stream(),
+                        &mut params,
+                        options.attrs(),
+                    )
+                } else {
+                    cuda::launch::launch_kernel(function.cu_function(), dims, stream.cu_stream(), &mut params)
+                }
+            }
         })?;
         Ok(launched.complete(device, Vec::new()))
     }

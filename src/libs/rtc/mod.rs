@@ -23,8 +23,9 @@ mod disk;
 mod launch;
 mod module;
 mod nvrtc;
+mod options;
 
-pub use launch::KernelLaunch;
+pub use launch::{KernelLaunch, PDL_DEVICE_FUNCTIONS};
 pub use module::{Kernel, Module};
 
 use crate::backend::cuda;

@@ -21,6 +21,9 @@ pub(super) struct LoadedModule {
     epoch: u64,
     /// The parameter layouts its image records, by symbol (see [`super::cubin`]).
     layouts: HashMap<String, cuda::module::ParamLayout>,
+    /// Each function's dynamic shared memory ceiling as set so far, by symbol, shared by every
+    /// [`Kernel`] looked up for it (see [`super::options`]).
+    ceilings: std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<u32>>>>,
 }
 
 impl LoadedModule {
@@ -31,7 +34,19 @@ impl LoadedModule {
         epoch: u64,
         layouts: HashMap<String, cuda::module::ParamLayout>,
     ) -> Self {
-        LoadedModule { module: Some(module), ctx, device: Arc::downgrade(device), epoch, layouts }
+        LoadedModule {
+            module: Some(module),
+            ctx,
+            device: Arc::downgrade(device),
+            epoch,
+            layouts,
+            ceilings: Default::default(),
+        }
+    }
+
+    /// The shared dynamic shared memory ceiling of `symbol`.
+    fn ceiling(&self, symbol: &str) -> Arc<std::sync::Mutex<u32>> {
+        crate::sync::lock_unranked(&self.ceilings).entry(symbol.to_string()).or_default().clone()
     }
 
     fn module(&self) -> Result<&Arc<CudaModule>> {
@@ -141,6 +156,8 @@ pub struct Kernel {
     pub(super) params: Arc<[usize]>,
     pub(super) device: Arc<DeviceShared>,
     pub(super) generation: u64,
+    /// The function's dynamic shared memory ceiling as set so far (48 KiB until raised).
+    pub(super) dynamic_smem: Arc<std::sync::Mutex<u32>>,
     /// Held only for its drop.
     _module: Arc<LoadedModule>,
 }
@@ -179,6 +196,7 @@ impl Module {
             params,
             device: self.device.clone(),
             generation: self.generation,
+            dynamic_smem: self.module.ceiling(symbol),
             _module: self.module.clone(),
         })
     }
