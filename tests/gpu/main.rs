@@ -43,6 +43,8 @@ mod host_cache;
 mod lanes;
 #[cfg(feature = "nvrtc")]
 mod launch_features;
+#[cfg(feature = "nvrtc")]
+mod modules;
 #[cfg(feature = "nccl")]
 mod nccl;
 #[cfg(feature = "nvrtc")]

@@ -32,3 +32,30 @@ fn compiling_on_the_simulator_names_the_host_closure_form() {
     .unwrap();
     assert_eq!(x.download(s).unwrap(), [2.0, 4.0, 6.0]);
 }
+
+/// A module image's kind comes from its first bytes; what is none of the three is refused, and
+/// on the simulator loading any image names what to do instead, as compiling does.
+#[test]
+fn module_images_are_told_apart_and_refused_on_the_simulator() {
+    use cusched::ModuleImage;
+    let cubin = [0x7f, b'E', b'L', b'F', 2, 1, 1];
+    assert!(matches!(ModuleImage::from_bytes(cubin.to_vec()), Ok(ModuleImage::Cubin(_))));
+    assert!(matches!(ModuleImage::from_bytes(vec![0x50, 0xed, 0x55, 0xba, 1, 0]), Ok(ModuleImage::Fatbin(_))));
+    assert!(matches!(ModuleImage::from_bytes(b".version 8.0\n".to_vec()), Ok(ModuleImage::Ptx(_))));
+    assert!(matches!(
+        ModuleImage::from_bytes(vec![0xff, 0xfe, 0x00]),
+        Err(Error::InvalidArgument { arg: "image", .. })
+    ));
+    let missing = std::env::temp_dir().join("cusched-no-such-module.ptx");
+    assert!(matches!(ModuleImage::from_file(&missing), Err(Error::InvalidArgument { arg: "path", .. })));
+    let d = sim();
+    // Checked before the backend: not PTX, not a CUBIN.
+    assert!(matches!(
+        d.load_module(&ModuleImage::Ptx("hello".into())),
+        Err(Error::InvalidArgument { arg: "image", .. })
+    ));
+    assert!(matches!(d.load_module(&ModuleImage::Cubin(vec![0; 8])), Err(Error::InvalidArgument { arg: "image", .. })));
+    let err = d.load_module(&ModuleImage::Ptx(".version 8.0\n.target sm_90\n".into())).unwrap_err();
+    assert!(matches!(err, Error::LibraryUnavailable { .. }), "{err:?}");
+    assert!(err.to_string().contains("LaunchScope::sim_kernel"), "{err}");
+}

@@ -20,11 +20,13 @@
 
 mod cubin;
 mod disk;
+mod image;
 mod launch;
 mod module;
 mod nvrtc;
 mod options;
 
+pub use image::ModuleImage;
 pub use launch::{KernelLaunch, PDL_DEVICE_FUNCTIONS};
 pub use module::{Kernel, Module};
 
