@@ -9,7 +9,7 @@
 use crate::common::reference::cudnn::{Bench, El};
 use crate::common::reference::rnn::*;
 use crate::common::*;
-use cusched::cudnn::{Rnn, RnnCell};
+use cusched::cudnn::{Rnn, RnnCell, RnnData, RnnLayout};
 use cusched::half::{bf16, f16};
 
 /// How many times the type's tolerance a GPU result may be off: f32 sums in another order; the
@@ -73,4 +73,38 @@ fn the_gpu_weight_layout_is_the_documented_one() {
     }
     drop(h);
     d.synchronize(s).unwrap();
+}
+
+/// Descriptors are made once per configuration key: a second forward op of the same shape
+/// makes none; a new batch size makes one. In a lane job, so the lane path runs cuDNN too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn rnn_descriptors_are_cached_per_key_and_lanes_run_them() {
+    let Some(d) = gpu() else { return };
+    let lane = d.lane("cudnn").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: slack::<f32>() };
+        let c = RnnCase { cell: RnnCell::Lstm, input: 3, hidden: 4, layers: 2, dirs: 2, layout: RnnLayout::SeqMajor };
+        check_rnn::<f32>(&mut b, &c, &[2, 3], 3, &mut rng);
+        let rnn = c.rnn();
+        let dnn = b.h.cudnn()?;
+        let seqs = dnn.seq_lengths(&[2, 3], 3)?;
+        let w = dev.alloc_zeros::<f32>(s, dnn.rnn_weight_layout::<f32>(&rnn)?.len())?;
+        let (x, y) = (dev.alloc_zeros::<f32>(s, 3 * 2 * 3)?, dev.alloc_zeros::<f32>(s, 3 * 2 * 8)?);
+        let made = dnn.rnn_plans_made();
+        dnn.rnn_forward(&rnn, &seqs, &RnnData::new(&x, &y), &w, None)?.wait()?;
+        assert_eq!(dnn.rnn_plans_made(), made, "a cached key made a descriptor");
+        let seqs3 = dnn.seq_lengths(&[2, 3, 1], 3)?;
+        let y3 = dev.alloc_zeros::<f32>(s, 3 * 3 * 8)?;
+        let x3 = dev.alloc_zeros::<f32>(s, 3 * 3 * 3)?;
+        dnn.rnn_forward(&rnn, &seqs3, &RnnData::new(&x3, &y3), &w, None)?.wait()?;
+        assert_eq!(dnn.rnn_plans_made(), made + 1, "a new batch size needs its own descriptors");
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    d.synchronize(d.default_stream()).unwrap();
 }

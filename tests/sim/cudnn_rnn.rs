@@ -41,6 +41,25 @@ fn rnns_match_the_reference_in_bf16() {
 }
 
 #[test]
+fn rnns_run_in_a_lane_job_and_make_no_plans() {
+    let d = sim();
+    let lane = d.lane("cudnn").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
+        let c = RnnCase { cell: RnnCell::Gru, input: 2, hidden: 3, layers: 2, dirs: 2, layout: RnnLayout::BatchMajor };
+        check_rnn::<f32>(&mut b, &c, &[2, 3], 3, &mut rng);
+        let dnn = b.h.cudnn()?;
+        assert_eq!((dnn.rnn_plans_made(), dnn.workspace_bytes()), (0, 0));
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+#[test]
 fn the_weight_layout_is_the_documented_one() {
     let mut fx = fx();
     let rnn = Rnn::new(RnnCell::Gru, 3, 4).layers(2).bidirectional(true);

@@ -493,6 +493,13 @@ fn sim_reserve_bytes(rnn: &Rnn, seqs: &SeqLengths) -> Option<usize> {
 }
 
 impl Cudnn {
+    /// RNN descriptors made since the handle was created, one per configuration key (cell,
+    /// sizes, layers, directions, layout, type, math, padded length, batch); a cache hit makes
+    /// none, and the simulator makes none.
+    pub fn rnn_plans_made(&self) -> u64 {
+        self.rnn_plans.made()
+    }
+
     /// Copies `lengths` (one per sequence of the batch, each in `1..=max_len`) to the device as
     /// i32, as an op on this stream that writes the copy.
     pub fn seq_lengths(&mut self, lengths: &[usize], max_len: usize) -> Result<SeqLengths> {
