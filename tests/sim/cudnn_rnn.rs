@@ -143,6 +143,10 @@ fn rnn_forward_rejects_short_buffers_bad_sizes_and_foreign_or_stale_ones() {
     // Sizes: zero, and a weight space that overflows.
     rejects(&mut fx, "rnn", |fx| fwd(fx, &Rnn::new(RnnCell::Lstm, 3, 0), &b.x, &b.y, &b.w, None));
     rejects(&mut fx, "rnn", |fx| fwd(fx, &Rnn::new(RnnCell::Lstm, 3, 1 << 20).layers(1 << 10), &b.x, &b.y, &b.w, None));
+    // Packed data needs the longest sequences first (these are 5 and 2: reversed, they are not).
+    let packed = lstm().layout(RnnLayout::SeqMajorPacked);
+    let rising = fx.h.cudnn().unwrap().seq_lengths(&[2, 5], 5).unwrap();
+    rejects(&mut fx, "seqs", |fx| fx.h.cudnn()?.rnn_forward(&packed, &rising, &RnnData::new(&b.x, &b.y), &b.w, None));
     // A cell state for a cell without one.
     let gru = Rnn::new(RnnCell::Gru, 3, 4);
     rejects(&mut fx, "cx", |fx| fwd(fx, &gru, &b.x, &b.y, &b.w, None));

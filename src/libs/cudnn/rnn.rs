@@ -42,14 +42,18 @@ impl RnnCell {
     }
 }
 
-/// How `x` and `y` lie in memory (padded to the longest sequence either way).
+/// How `x` and `y` lie in memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum RnnLayout {
-    /// `max_len x batch x width`: step-major.
+    /// `max_len x batch x width`, step-major, padded to the longest sequence.
     #[default]
     SeqMajor,
-    /// `batch x max_len x width`.
+    /// `batch x max_len x width`, padded to the longest sequence.
     BatchMajor,
+    /// Step-major without padding: step `t` holds, in batch order, the sequences longer than
+    /// `t`, so the lengths must not increase along the batch (longest first); `x` holds
+    /// `sum(lengths) x input` elements.
+    SeqMajorPacked,
 }
 
 /// Whether backward weights adds the gradient to `dweights` or replaces it.
@@ -181,14 +185,22 @@ impl Rnn {
         self.hidden.saturating_mul(self.directions())
     }
 
-    /// Elements of `x` for `seqs` (`max_len * batch * input`).
-    pub fn x_len(&self, seqs: &SeqLengths) -> Option<usize> {
-        seqs.max_len.checked_mul(seqs.batch())?.checked_mul(self.input)
+    /// The steps `x` and `y` hold: `max_len * batch` padded, `sum(lengths)` packed.
+    fn steps(&self, seqs: &SeqLengths) -> Option<usize> {
+        match self.layout {
+            RnnLayout::SeqMajorPacked => seqs.lengths.iter().try_fold(0usize, |a, &l| a.checked_add(l)),
+            RnnLayout::SeqMajor | RnnLayout::BatchMajor => seqs.max_len.checked_mul(seqs.batch()),
+        }
     }
 
-    /// Elements of `y` for `seqs` (`max_len * batch * output`).
+    /// Elements of `x` for `seqs` (`max_len * batch * input`; packed, `sum(lengths) * input`).
+    pub fn x_len(&self, seqs: &SeqLengths) -> Option<usize> {
+        self.steps(seqs)?.checked_mul(self.input)
+    }
+
+    /// Elements of `y` for `seqs` (`max_len * batch * output`; packed, `sum(lengths) * output`).
     pub fn y_len(&self, seqs: &SeqLengths) -> Option<usize> {
-        seqs.max_len.checked_mul(seqs.batch())?.checked_mul(self.hidden)?.checked_mul(self.directions())
+        self.steps(seqs)?.checked_mul(self.hidden)?.checked_mul(self.directions())
     }
 
     /// Elements of `hx`, `cx`, `hy`, `cy` for `seqs` (`layers * directions * batch * hidden`).
@@ -540,10 +552,18 @@ impl Cudnn {
             // SAFETY: the handle is live, its context bound by `rnn_plan`, and `&mut self`
             // keeps it to this thread.
             let at = unsafe { plan.weight_params(handle, dtype, pseudo, lin) }?;
-            *e = (
-                RnnMatrix { offset: at.matrix / elem, rows: at.rows, cols: at.cols },
-                RnnBias { offset: at.bias / elem, len: at.bias_len },
-            );
+            // The shapes are the documented ones; cuDNN's descriptors must agree in size.
+            if at.matrix_len != e.0.rows * e.0.cols || at.bias_len != e.1.len {
+                return Err(Error::library(
+                    "cudnnGetRNNWeightParams",
+                    format!(
+                        "linear layer {lin} of pseudo-layer {pseudo} holds {} and {} elements, not {}x{} and {}",
+                        at.matrix_len, at.bias_len, e.0.rows, e.0.cols, e.1.len
+                    ),
+                ));
+            }
+            e.0.offset = at.matrix / elem;
+            e.1.offset = at.bias / elem;
         }
         layout.len = plan.weight_bytes / elem;
         Ok(layout)
@@ -669,6 +689,12 @@ impl Cudnn {
         validate::dim("seqs", seqs.max_len, false)?;
         if seqs.batch() == 0 || seqs.lengths.iter().any(|&l| l == 0 || l > seqs.max_len) {
             return Err(Error::invalid("seqs", format!("lengths must be in 1..={}", seqs.max_len)));
+        }
+        if rnn.layout == RnnLayout::SeqMajorPacked && seqs.lengths.windows(2).any(|w| w[1] > w[0]) {
+            return Err(Error::invalid(
+                "seqs",
+                format!("lengths {:?} increase; packed data needs the longest sequences first", seqs.lengths),
+            ));
         }
         if rnn.cell != RnnCell::Lstm {
             if let Some((arg, ..)) = ops.iter().find(|o| matches!(o.0, "cx" | "cy" | "dcy" | "dcx")) {
@@ -817,7 +843,11 @@ impl Cudnn {
     }
 }
 
-/// Finds or makes the plan of `key` (CUDA only), with the context bound.
+/// The first cuDNN whose RNNs take bf16 data (older ones answer `CUDNN_STATUS_NOT_SUPPORTED`).
+const BF16_SINCE: usize = 9_13_00;
+
+/// Finds or makes the plan of `key` (CUDA only), with the context bound; a bf16 key on a
+/// cuDNN older than 9.13 is [`Error::Unsupported`].
 fn rnn_plan<'a>(
     plans: &'a mut PlanCache<RnnKey, RnnPlan>,
     op: &OpStream,
@@ -826,6 +856,13 @@ fn rnn_plan<'a>(
 ) -> Result<(&'a RnnPlan, &'a calls::RawHandle)> {
     op.bound_stream()?;
     let Some(handle) = raw.as_ref() else { return Err(op.unavailable_on_sim()) };
+    if key.dtype == CudnnType::Bfloat16 && calls::version() < BF16_SINCE {
+        return Err(Error::Unsupported {
+            library: super::NAME,
+            what: format!("a {:?} RNN on bf16 data with cuDNN {}", key.cell, calls::version()),
+            hint: "cuDNN's RNNs take bf16 from 9.13 on: update cuDNN, or use f16 or f32 data".into(),
+        });
+    }
     let plan = plans.get_or_make(key, op, |k| {
         // SAFETY: (1) the handle is live and its context was bound above; (2) the caller's
         // `&mut Cudnn` keeps it to this thread.
@@ -833,9 +870,7 @@ fn rnn_plan<'a>(
         plan.ok_or_else(|| Error::Unsupported {
             library: super::NAME,
             what: format!("a {:?} RNN on {:?} data", k.cell, k.dtype),
-            hint: "cuDNN's RNNs take f32 and f16 data (bf16 where the installed cuDNN has kernels for it): \
-                   convert to one of them"
-                .into(),
+            hint: "cuDNN has no RNN kernel for this type combination: use f32 or f16 data".into(),
         })
     })?;
     Ok((plan, handle))

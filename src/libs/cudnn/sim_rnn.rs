@@ -353,6 +353,19 @@ impl<T: DnnElement> Job<T> {
         match self.rnn.layout {
             RnnLayout::SeqMajor => t * self.lengths.len() + b,
             RnnLayout::BatchMajor => b * self.max_len + t,
+            // The steps before `t` hold the sequences longer than each of them; the lengths
+            // do not increase, so those of step `t` come first in batch order.
+            RnnLayout::SeqMajorPacked => {
+                (0..t).map(|u| self.lengths.iter().filter(|&&l| l > u).count()).sum::<usize>() + b
+            }
+        }
+    }
+
+    /// The steps `x` and `y` hold.
+    fn steps(&self) -> usize {
+        match self.rnn.layout {
+            RnnLayout::SeqMajorPacked => self.lengths.iter().sum(),
+            RnnLayout::SeqMajor | RnnLayout::BatchMajor => self.max_len * self.lengths.len(),
         }
     }
 
@@ -372,7 +385,7 @@ impl<T: DnnElement> Job<T> {
     /// Step-major `v` (width `w`) in the user's layout, padded steps zero.
     fn steps_to_user(&self, v: &[f64], w: usize) -> Vec<f64> {
         let bn = self.lengths.len();
-        let mut out = vec![0.0; self.max_len * bn * w];
+        let mut out = vec![0.0; self.steps() * w];
         for b in 0..bn {
             for t in 0..self.lengths[b] {
                 let (d, s) = (self.user_index(t, b) * w, (t * bn + b) * w);
@@ -385,7 +398,7 @@ impl<T: DnnElement> Job<T> {
     pub(super) fn run(self) {
         let bn = self.lengths.len();
         let (input, out) = (self.rnn.input, self.rnn.output_size());
-        let (xn, yn) = (self.max_len * bn * input, self.max_len * bn * out);
+        let (xn, yn) = (self.steps() * input, self.steps() * out);
         let hn = self.rnn.layers * self.rnn.directions() * bn * self.rnn.hidden;
         let weights = match self.op {
             RnnOp::BackwardWeights(_) => None,

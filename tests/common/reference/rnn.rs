@@ -268,23 +268,42 @@ pub fn gradients(
     Grads { dx: shape3(x, &dx), dhx: shape3(hx, &dhx), dcx: shape3(cx, &dcx), dw }
 }
 
-/// Sequences `[b][t][width]` (valid steps) in the case's padded layout, padding `pad`.
+/// Where step `t` of sequence `b` starts (in steps of `width`) in the case's layout.
+fn step_at(c: &RnnCase, lengths: &[usize], max_len: usize, t: usize, b: usize) -> usize {
+    let bn = lengths.len();
+    match c.layout {
+        RnnLayout::SeqMajor => t * bn + b,
+        RnnLayout::BatchMajor => b * max_len + t,
+        // Longest first: step `t` holds the sequences longer than `t`, in batch order.
+        RnnLayout::SeqMajorPacked => {
+            let before: usize = (0..t).map(|u| lengths.iter().filter(|&&l| l > u).count()).sum();
+            before + b
+        }
+    }
+}
+
+/// The steps a buffer of the case's layout holds.
+fn steps(c: &RnnCase, lengths: &[usize], max_len: usize) -> usize {
+    match c.layout {
+        RnnLayout::SeqMajorPacked => lengths.iter().sum(),
+        _ => max_len * lengths.len(),
+    }
+}
+
+/// Sequences `[b][t][width]` (valid steps) in the case's layout, padding `pad`.
 pub fn pack_seq(c: &RnnCase, v: &[Vec<Vec<f64>>], max_len: usize, width: usize, pad: f64) -> Vec<f64> {
-    let bn = v.len();
-    let mut out = vec![pad; max_len * bn * width];
+    let lengths: Vec<usize> = v.iter().map(|s| s.len()).collect();
+    let mut out = vec![pad; steps(c, &lengths, max_len) * width];
     for (b, s) in v.iter().enumerate() {
         for (t, e) in s.iter().enumerate() {
-            let at = match c.layout {
-                RnnLayout::SeqMajor => (t * bn + b) * width,
-                RnnLayout::BatchMajor => (b * max_len + t) * width,
-            };
+            let at = step_at(c, &lengths, max_len, t, b) * width;
             out[at..at + width].copy_from_slice(e);
         }
     }
     out
 }
 
-/// The valid steps of a padded buffer, and the padding's values.
+/// The valid steps of a buffer in the case's layout, and the padding's values.
 pub fn unpack_seq(
     c: &RnnCase,
     v: &[f64],
@@ -292,22 +311,21 @@ pub fn unpack_seq(
     max_len: usize,
     width: usize,
 ) -> (Vec<Vec<Vec<f64>>>, Vec<f64>) {
-    let bn = lengths.len();
-    let mut pad = Vec::new();
-    let mut seqs = vec![Vec::new(); bn];
+    let mut used = vec![false; v.len() / width];
+    let mut seqs = vec![Vec::new(); lengths.len()];
     for (b, seq) in seqs.iter_mut().enumerate() {
-        for t in 0..max_len {
-            let at = match c.layout {
-                RnnLayout::SeqMajor => (t * bn + b) * width,
-                RnnLayout::BatchMajor => (b * max_len + t) * width,
-            };
-            if t < lengths[b] {
-                seq.push(v[at..at + width].to_vec());
-            } else {
-                pad.extend_from_slice(&v[at..at + width]);
-            }
+        for t in 0..lengths[b] {
+            let at = step_at(c, lengths, max_len, t, b);
+            used[at] = true;
+            seq.push(v[at * width..(at + 1) * width].to_vec());
         }
     }
+    let pad = used
+        .iter()
+        .enumerate()
+        .filter(|(_, &u)| !u)
+        .flat_map(|(i, _)| v[i * width..(i + 1) * width].to_vec())
+        .collect();
     (seqs, pad)
 }
 
@@ -317,14 +335,14 @@ fn states(c: &RnnCase, bn: usize, rng: &mut Rng, round: impl Fn(f64) -> f64) -> 
         .collect()
 }
 
-/// The cases of the suites: every cell × directions {1, 2} × layers {1, 2}, the layouts
-/// alternating.
+/// The cases of the suites: every cell × directions {1, 2} × layers {1, 2}, the three
+/// layouts in turn.
 pub fn rnn_cases() -> Vec<RnnCase> {
     let mut v = Vec::new();
     for cell in [RnnCell::Lstm, RnnCell::Gru, RnnCell::Relu, RnnCell::Tanh] {
         for dirs in [1, 2] {
             for layers in [1, 2] {
-                let layout = if (dirs + layers) % 2 == 0 { RnnLayout::SeqMajor } else { RnnLayout::BatchMajor };
+                let layout = [RnnLayout::SeqMajor, RnnLayout::BatchMajor, RnnLayout::SeqMajorPacked][v.len() % 3];
                 v.push(RnnCase { cell, input: 3, hidden: 4, layers, dirs, layout });
             }
         }
@@ -333,10 +351,15 @@ pub fn rnn_cases() -> Vec<RnnCase> {
 }
 
 /// Forward (training), backward data and backward weights (accumulating onto random values,
-/// then overwriting) of `case` on sequences of lengths `lengths` (padded to `max_len`),
-/// each against the reference, `T`'s tolerance times `b.slack` (and the type's rounding of
+/// then overwriting) of `case` on sequences of lengths `lengths` (padded to `max_len`; sorted
+/// longest first for the packed layout), each against the reference, `T`'s tolerance times `b.slack` (and the type's rounding of
 /// the inputs for the gradients). Weights are placed through the device's layout helper.
 pub fn check_rnn<T: El>(b: &mut Bench<'_>, c: &RnnCase, lengths: &[usize], max_len: usize, rng: &mut Rng) {
+    let mut sorted = lengths.to_vec();
+    if c.layout == RnnLayout::SeqMajorPacked {
+        sorted.sort_unstable_by(|a, b| b.cmp(a));
+    }
+    let lengths = &sorted[..];
     let what = format!("{} {c:?} lengths {lengths:?}", T::NAME);
     let round = |v: f64| T::cast(v).value();
     let rnn = c.rnn();
@@ -360,7 +383,7 @@ pub fn check_rnn<T: El>(b: &mut Bench<'_>, c: &RnnCase, lengths: &[usize], max_l
     let hn = c.pseudo() * bn * c.hidden;
     let wbuf = up(&w.pack(c, &layout));
     let xbuf = up(&pack_seq(c, &x, max_len, c.input, 0.5));
-    let ybuf = up(&vec![7.0; max_len * bn * c.out()]);
+    let ybuf = up(&vec![7.0; steps(c, lengths, max_len) * c.out()]);
     let (hxb, cxb) = (up(&flat3(&hx)), up(&flat3(&cx)));
     let (hyb, cyb) = (up(&vec![7.0; hn]), up(&vec![7.0; hn]));
     let dnn = b.h.cudnn().unwrap();
@@ -391,7 +414,7 @@ pub fn check_rnn<T: El>(b: &mut Bench<'_>, c: &RnnCase, lengths: &[usize], max_l
     let g = gradients(c, &w, &x, &hx, &cx, &dy, &dhy, &dcy);
     let dyb = up(&pack_seq(c, &dy, max_len, c.out(), 3.0));
     let (dhyb, dcyb) = (up(&flat3(&dhy)), up(&flat3(&dcy)));
-    let dxb = up(&vec![7.0; max_len * bn * c.input]);
+    let dxb = up(&vec![7.0; steps(c, lengths, max_len) * c.input]);
     let (dhxb, dcxb) = (up(&vec![7.0; hn]), up(&vec![7.0; hn]));
     let mut grads = RnnGrads::new(&ybuf, &dyb, &dxb).hx(&hxb).dhy(&dhyb).dhx(&dhxb);
     if lstm {

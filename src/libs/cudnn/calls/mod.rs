@@ -30,7 +30,7 @@ pub(super) use norm::{
 };
 pub(super) use pointwise::{activation, lrn, pooling, softmax, Backward};
 pub(crate) use rnn::RnnPlan;
-pub(super) use rnn::{rnn, RnnArgs, RnnCall};
+pub(super) use rnn::{rnn, version, RnnArgs, RnnCall};
 
 impl Status for sys::cudnnStatus_t {
     const SUCCESS: Self = sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;

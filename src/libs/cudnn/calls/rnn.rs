@@ -33,7 +33,7 @@ unsafe impl RawObject for sys::cudnnRNNDataDescriptor_t {
     }
 }
 
-/// `CUDNN_RNN_PADDED_IO_ENABLED`: the unpacked layouts need it.
+/// `CUDNN_RNN_PADDED_IO_ENABLED`: the unpacked layouts need it; the packed one allows it.
 const PADDED_IO: u32 = 1;
 
 fn int(arg: &'static str, v: usize) -> Result<c_int> {
@@ -162,6 +162,7 @@ impl RnnPlan {
         let layout = match k.layout {
             RnnLayout::SeqMajor => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED,
             RnnLayout::BatchMajor => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
+            RnnLayout::SeqMajorPacked => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
         };
         let make = |width: usize| -> Result<Owned<sys::cudnnRNNDataDescriptor_t>> {
             let mut d: sys::cudnnRNNDataDescriptor_t = std::ptr::null_mut();
@@ -218,7 +219,7 @@ impl RnnPlan {
     }
 
     /// Where linear layer `lin` of pseudo-layer `pseudo` lies in the weight space, in bytes
-    /// from its start: the matrix's offset and `[rows, cols]`, the bias's offset and length,
+    /// from its start, with the element counts of the matrix and the bias,
     /// as cuDNN reports them for a weight space at an aligned stand-in address (cuDNN computes
     /// the addresses without reading the space).
     ///
@@ -269,18 +270,26 @@ impl RnnPlan {
                 .filter(|&o| o < self.weight_bytes)
                 .ok_or_else(|| Error::library("cudnnGetRNNWeightParams", "an address outside the weight space"))
         };
-        let (md, bd) = (dims(&m)?, dims(&b)?);
-        Ok(ParamPlace { matrix: off(ma)?, rows: md[1], cols: md[2], bias: off(ba)?, bias_len: bd[1] })
+        let count = |d: [usize; 3]| d.iter().product::<usize>();
+        Ok(ParamPlace { matrix: off(ma)?, matrix_len: count(dims(&m)?), bias: off(ba)?, bias_len: count(dims(&b)?) })
     }
 }
 
 /// Where one linear layer's parameters lie in the weight space, in bytes from its start.
+/// The lengths are the element counts of the descriptors cuDNN describes them with.
 pub(in crate::libs::cudnn) struct ParamPlace {
     pub matrix: usize,
-    pub rows: usize,
-    pub cols: usize,
+    pub matrix_len: usize,
     pub bias: usize,
     pub bias_len: usize,
+}
+
+/// The loaded cuDNN's version (`major * 10000 + minor * 100 + patch`).
+///
+/// NVIDIA: [`cudnnGetVersion`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-graph-library.html#cudnngetversion)
+pub(in crate::libs::cudnn) fn version() -> usize {
+    // SAFETY: no arguments; the library was found loadable when the handle was made.
+    unsafe { sys::cudnnGetVersion() }
 }
 
 /// The pointers of an RNN call (null where the call leaves one out).
