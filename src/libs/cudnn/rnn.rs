@@ -88,10 +88,17 @@ pub enum WeightGrad {
 /// # Data
 /// `x` is `max_len x batch x input` (sequence-major) or `batch x max_len x input`
 /// (batch-major), padded: sequence `b` holds `lengths[b]` valid steps, and `y`
-/// (`output = hidden * directions` wide) is zero at the padded steps. `hx`, `cx`, `hy`, `cy`
+/// (`output = hidden * directions` wide) is zero at the padded steps. Packed sequence-major
+/// data ([`RnnLayout::SeqMajorPacked`]) has no padding: `sum(lengths)` steps, the longest
+/// sequences first. `hx`, `cx`, `hy`, `cy`
 /// are `layers * directions x batch x hidden` (pseudo-layer `layer * directions + direction`);
 /// a left-out `hx` or `cx` is zero, a left-out `hy` or `cy` is not written. `hy` holds each
 /// sequence's state after its last valid step (for the reverse direction, after step 0).
+///
+/// Data is f32, f16 or bf16, computed in f32 (f32 data on FMA kernels unless
+/// [`Cudnn::set_tf32`] allows TF32, the half types on tensor cores). On a GPU, bf16 needs cuDNN
+/// 9.13 or later; an older one gives [`Error::Unsupported`](crate::Error::Unsupported) before
+/// anything is recorded.
 ///
 /// # Weight space
 /// One buffer of [`RnnWeightLayout::len`] elements the user owns and initializes: for each
