@@ -572,7 +572,7 @@ impl Cudnn {
             e.0.offset = at.matrix / elem;
             e.1.offset = at.bias / elem;
         }
-        layout.len = plan.weight_bytes / elem;
+        layout.len = plan.weight_bytes.div_ceil(elem);
         Ok(layout)
     }
 
@@ -767,7 +767,7 @@ impl Cudnn {
         let weight_bytes = plan.weight_bytes;
         let elem = std::mem::size_of::<T>();
         if let Some(w) = ops.last_mut() {
-            w.3 = Some(weight_bytes / elem);
+            w.3 = Some(weight_bytes.div_ceil(elem));
             validate::covers(w.0, w.1, w.3, &format!("the weight space of {rnn:?}"))?;
         }
         if let Some(r) = reserve {

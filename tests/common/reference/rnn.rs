@@ -403,6 +403,15 @@ pub fn check_rnn<T: El>(b: &mut Bench<'_>, c: &RnnCase, lengths: &[usize], max_l
     if lstm {
         close(&down(&cyb), &flat3(&want.cy), tol, &format!("{what}: cy"));
     }
+    // Inference: the same outputs, no reserve, the final states left out.
+    let yinf = up(&vec![7.0; steps(c, lengths, max_len) * c.out()]);
+    let mut data = RnnData::new(&xbuf, &yinf).hx(&hxb);
+    if lstm {
+        data = data.cx(&cxb);
+    }
+    dnn.rnn_forward(&rnn, &seqs, &data, &wbuf, None).unwrap().wait().unwrap();
+    let (y, _) = unpack_seq(c, &down(&yinf), lengths, max_len, c.out());
+    close(&flat3(&y), &flat3(&want.y), tol, &format!("{what}: y (inference)"));
 
     // Backward against finite differences, from the device's own y.
     let dy: Vec<Vec<Vec<f64>>> = lengths
