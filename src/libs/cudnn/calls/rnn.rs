@@ -256,13 +256,18 @@ impl RnnPlan {
             )
         }
         .check("cudnnGetRNNWeightParams")?;
-        let dims = |t: &Owned<sys::cudnnTensorDescriptor_t>| -> Result<[usize; 3]> {
+        // The element count of a descriptor cuDNN filled in, whatever its rank.
+        let count = |t: &Owned<sys::cudnnTensorDescriptor_t>| -> Result<usize> {
+            const MAX: usize = 8;
             let (mut dt, mut n) = (sys::cudnnDataType_t::CUDNN_DATA_FLOAT, 0 as c_int);
-            let (mut d, mut s) = ([0 as c_int; 3], [0 as c_int; 3]);
-            // SAFETY: a live descriptor; the arrays hold the 3 entries asked for.
-            unsafe { sys::cudnnGetTensorNdDescriptor(t.get(), 3, &mut dt, &mut n, d.as_mut_ptr(), s.as_mut_ptr()) }
-                .check("cudnnGetTensorNdDescriptor")?;
-            Ok(d.map(|v| v.max(0) as usize))
+            let (mut d, mut s) = ([0 as c_int; MAX], [0 as c_int; MAX]);
+            // SAFETY: a live descriptor; the arrays hold the `MAX` entries asked for.
+            unsafe {
+                sys::cudnnGetTensorNdDescriptor(t.get(), MAX as c_int, &mut dt, &mut n, d.as_mut_ptr(), s.as_mut_ptr())
+            }
+            .check("cudnnGetTensorNdDescriptor")?;
+            let rank = usize::try_from(n).unwrap_or(0).min(MAX);
+            Ok(d[..rank].iter().map(|&v| usize::try_from(v).unwrap_or(0)).product())
         };
         let off = |a: *mut c_void| {
             (a as usize)
@@ -270,8 +275,7 @@ impl RnnPlan {
                 .filter(|&o| o < self.weight_bytes)
                 .ok_or_else(|| Error::library("cudnnGetRNNWeightParams", "an address outside the weight space"))
         };
-        let count = |d: [usize; 3]| d.iter().product::<usize>();
-        Ok(ParamPlace { matrix: off(ma)?, matrix_len: count(dims(&m)?), bias: off(ba)?, bias_len: count(dims(&b)?) })
+        Ok(ParamPlace { matrix: off(ma)?, matrix_len: count(&m)?, bias: off(ba)?, bias_len: count(&b)? })
     }
 }
 
