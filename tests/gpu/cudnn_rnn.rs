@@ -1,8 +1,10 @@
 //! cuDNN RNNs on a real GPU against the f64 CPU reference (the simulator's runner): every cell
 //! × directions {1, 2} × layers {1, 2} × type, variable lengths, forward (training), backward
 //! data and backward weights (accumulated and overwritten) against finite differences, the
-//! weights placed through the layout helper; and cuDNN's layout against the documented one the
-//! simulator uses. Inputs are random per run (the seed is printed; `CUSCHED_SEED` replays it).
+//! weights placed through the layout helper (padded sequence-major, batch-major and packed
+//! data in turn, forward inference too); cuDNN's layout against the documented one the
+//! simulator uses; descriptors cached per key, in a lane job; short weight and reserve spaces
+//! refused before recording. Inputs are random per run (the seed is printed; `CUSCHED_SEED` replays it).
 //!
 //! Needs cuDNN 9 on the loader path (`. tools/cuda-libs-env`).
 
@@ -107,4 +109,34 @@ fn rnn_descriptors_are_cached_per_key_and_lanes_run_them() {
     .wait()
     .unwrap();
     d.synchronize(d.default_stream()).unwrap();
+}
+
+/// The sizes cuDNN reports bound the weight and reserve spaces: one element or byte short is
+/// refused, naming the argument, before anything is recorded.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn short_weight_and_reserve_spaces_are_refused_before_recording() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let rnn = Rnn::new(RnnCell::Lstm, 3, 4).layers(2).bidirectional(true);
+    let dnn = h.cudnn().unwrap();
+    let seqs = dnn.seq_lengths(&[3, 2], 3).unwrap();
+    let wlen = dnn.rnn_weight_layout::<f32>(&rnn).unwrap().len();
+    let rbytes = dnn.rnn_reserve_bytes::<f32>(&rnn, &seqs).unwrap();
+    let (x, y) = (d.alloc_zeros::<f32>(s, 3 * 2 * 3).unwrap(), d.alloc_zeros::<f32>(s, 3 * 2 * 8).unwrap());
+    let (w, short_w) = (d.alloc_zeros::<f32>(s, wlen).unwrap(), d.alloc_zeros::<f32>(s, wlen - 1).unwrap());
+    let short_r = d.alloc_zeros::<u8>(s, rbytes - 1).unwrap();
+    d.synchronize(s).unwrap();
+    let before = d.stats();
+    let arg = |e: cusched::Error| match e {
+        cusched::Error::InvalidArgument { arg, .. } => arg,
+        other => panic!("expected an invalid argument, got {other:?}"),
+    };
+    let e = dnn.rnn_forward(&rnn, &seqs, &RnnData::new(&x, &y), &short_w, None).unwrap_err();
+    assert_eq!(arg(e), "weights");
+    let e = dnn.rnn_forward(&rnn, &seqs, &RnnData::new(&x, &y), &w, Some(&short_r)).unwrap_err();
+    assert_eq!(arg(e), "reserve");
+    let after = d.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
+    drop(h);
+    d.synchronize(s).unwrap();
 }
