@@ -30,9 +30,15 @@
 //! cuDNN is loaded at run time (`libcudnn.so`, or `libcudnn.so.9` as the `nvidia-cudnn-cu13`
 //! wheel ships it: `. tools/cuda-libs-env` puts its folder on `LD_LIBRARY_PATH`). Without it
 //! every op on a CUDA device fails with
-//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable). The graph (backend) API,
-//! its attention (the legacy multi-head attention API is deprecated in cuDNN 9) and RNNs are
-//! not wrapped here.
+//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable). The graph (backend) API
+//! and its attention (the legacy multi-head attention API is deprecated in cuDNN 9) are not
+//! wrapped here.
+//!
+//! RNNs ([`Rnn`]: LSTM, GRU, ReLU and tanh cells, one or two directions, several layers,
+//! variable sequence lengths) run through cuDNN's v8 RNN API: forward for inference and
+//! training, backward data and backward weights, the weight space and the reserve space
+//! tracked buffers the user owns ([`Cudnn::rnn_weight_layout`] places each matrix and bias),
+//! the RNN descriptors cached per configuration. On the simulator they compute in f64.
 //!
 //! ```
 //! use cusched::cudnn::{Activation, ActivationMode, Convolution, Shape, TensorView};
@@ -58,7 +64,7 @@
 //! ```
 //!
 //! Files: this one holds the state; `tensor` the operands, `conv` the convolutions, `ops`
-//! activations, softmax, pooling and LRN, `norm` batch normalization, `dropout` dropout,
+//! activations, softmax, pooling and LRN, `norm` batch normalization, `dropout` dropout, `rnn` the RNNs (`sim_rnn` their simulation),
 //! `calls` the cuDNN calls, `sim` the simulator's computations.
 
 mod calls;
@@ -66,13 +72,18 @@ mod conv;
 mod dropout;
 mod norm;
 mod ops;
+mod rnn;
 mod sim;
+mod sim_rnn;
 mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use dropout::Dropout;
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
+pub use rnn::{
+    Rnn, RnnBias, RnnCell, RnnData, RnnGrads, RnnLayout, RnnMatrix, RnnWeightLayout, SeqLengths, WeightGrad,
+};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};
 
 use super::plan_cache::PlanCache;
@@ -80,8 +91,9 @@ use super::workspace::Workspace;
 use super::{Library, OpStream, StreamLibrary};
 use crate::device::StreamId;
 use crate::error::Result;
-use calls::{ConvPlan, RawHandle};
+use calls::{ConvPlan, RawHandle, RnnPlan};
 use conv::ConvKey;
+use rnn::RnnKey;
 
 /// The name errors give: the file to install is part of it.
 const NAME: &str = "cuDNN (libcudnn.so.9)";
@@ -89,6 +101,7 @@ const NAME: &str = "cuDNN (libcudnn.so.9)";
 /// What the reaper destroys: the plans, then the handle that made them.
 pub(crate) struct Objects {
     _plans: Vec<ConvPlan>,
+    _rnn_plans: Vec<RnnPlan>,
     _handle: RawHandle,
 }
 
@@ -98,6 +111,7 @@ pub struct Cudnn {
     op: OpStream,
     raw: Option<RawHandle>,
     plans: PlanCache<ConvKey, ConvPlan>,
+    rnn_plans: PlanCache<RnnKey, RnnPlan>,
     work: Workspace,
     search: AlgoSearch,
     tf32: bool,
@@ -126,6 +140,7 @@ impl StreamLibrary for Cudnn {
             op,
             raw,
             plans: PlanCache::new(64, "an evicted cuDNN convolution plan"),
+            rnn_plans: PlanCache::new(16, "an evicted cuDNN RNN descriptor"),
             work: Workspace::default(),
             search: AlgoSearch::default(),
             tf32: false,
@@ -138,7 +153,11 @@ impl StreamLibrary for Cudnn {
 
     fn take_objects(&mut self) -> Option<Objects> {
         let handle = self.raw.take()?;
-        Some(Objects { _plans: self.plans.take_all().unwrap_or_default(), _handle: handle })
+        Some(Objects {
+            _plans: self.plans.take_all().unwrap_or_default(),
+            _rnn_plans: self.rnn_plans.take_all().unwrap_or_default(),
+            _handle: handle,
+        })
     }
 }
 

@@ -12,6 +12,8 @@ pub mod cudnn;
 pub mod fft;
 #[cfg(feature = "curand")]
 pub mod rng;
+#[cfg(feature = "cudnn")]
+pub mod rnn;
 #[cfg(feature = "cusolver")]
 pub mod solver;
 #[cfg(feature = "cusparse")]

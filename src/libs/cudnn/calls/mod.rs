@@ -22,12 +22,15 @@ use std::ffi::c_int;
 mod conv;
 mod norm;
 mod pointwise;
+mod rnn;
 
 pub(crate) use conv::ConvPlan;
 pub(super) use norm::{
     batch_norm, dropout, dropout_reserve_bytes, dropout_states_bytes, BatchNormArgs, BatchNormCall, DropoutCall,
 };
 pub(super) use pointwise::{activation, lrn, pooling, softmax, Backward};
+pub(crate) use rnn::RnnPlan;
+pub(super) use rnn::{rnn, version, RnnArgs, RnnCall};
 
 impl Status for sys::cudnnStatus_t {
     const SUCCESS: Self = sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;
