@@ -64,17 +64,22 @@ fn the_weight_layout_is_the_documented_one() {
     let mut fx = fx();
     let rnn = Rnn::new(RnnCell::Gru, 3, 4).layers(2).bidirectional(true);
     let l = fx.h.cudnn().unwrap().rnn_weight_layout::<f32>(&rnn).unwrap();
-    // Pseudo-layer 0: six matrices (three 4x3, three 4x4), then six biases.
+    // cuDNN's order (as an H100 reports it): every pseudo-layer's matrices first, then every
+    // bias in the same order. Pseudo-layer 0: three 4x3 matrices, then three 4x4.
     assert_eq!(l.matrix(0, 0, 0).unwrap(), cusched::cudnn::RnnMatrix { offset: 0, rows: 4, cols: 3 });
     assert_eq!(l.matrix(0, 0, 3).unwrap().offset, 36);
-    assert_eq!(l.bias(0, 0, 0).unwrap().offset, 36 + 48);
-    let p0 = 36 + 48 + 24;
+    let p0 = 36 + 48;
     assert_eq!(l.matrix(0, 1, 0).unwrap().offset, p0);
     // Layer 1 takes both directions' outputs: 4x8 input matrices.
     let m = l.matrix(1, 0, 2).unwrap();
     assert_eq!((m.offset, m.rows, m.cols), (2 * p0 + 64, 4, 8));
-    let p1 = 3 * 32 + 3 * 16 + 24;
-    assert_eq!(l.len(), 2 * p0 + 2 * p1);
+    let p1 = 3 * 32 + 3 * 16;
+    let matrices = 2 * p0 + 2 * p1;
+    // The biases after all matrices, 4 each, pseudo-layer by pseudo-layer.
+    assert_eq!(l.bias(0, 0, 0).unwrap().offset, matrices);
+    assert_eq!(l.bias(0, 1, 0).unwrap().offset, matrices + 6 * 4);
+    assert_eq!(l.bias(1, 1, 5).unwrap().offset, matrices + 23 * 4);
+    assert_eq!(l.len(), matrices + 24 * 4);
     for (layer, dir, lin) in [(2, 0, 0), (0, 2, 0), (0, 0, 6)] {
         assert!(l.matrix(layer, dir, lin).is_err());
     }
