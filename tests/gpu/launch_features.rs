@@ -279,7 +279,7 @@ fn programmatic_dependent_launch_between_fenced_launches() {
             add.launch(&d, s2, one).read(&y).write(&z).enqueue().unwrap().wait().unwrap();
         }
         // compute-sanitizer serializes kernels, so there the dependent starts late.
-        if std::env::var_os("CUDA_INJECTION64_PATH").is_none() {
+        if std::env::var_os("NV_SANITIZER_INJECTION_PORT_BASE").is_none() {
             assert_eq!(seen.download(s1).unwrap(), [0.0], "round {round}: the dependent did not start early");
         }
         assert_eq!(y.download(s1).unwrap(), [42.0], "round {round}");

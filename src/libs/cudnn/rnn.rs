@@ -104,7 +104,7 @@ pub enum WeightGrad {
 /// One buffer of [`RnnWeightLayout::len`] elements the user owns and initializes: for each
 /// pseudo-layer in order, the matrices of linear layers `0..n` (row-major, `hidden` rows;
 /// `input` columns for layer 0's input matrices, `output` for the layers above, `hidden` for
-/// the recurrent ones), then their biases (`hidden` each). [`Cudnn::rnn_weight_layout`]
+/// the recurrent ones); after all of them, the biases (`hidden` each) in the same order. [`Cudnn::rnn_weight_layout`]
 /// gives every matrix's and bias's offset: on a GPU as cuDNN reports them
 /// (`cudnnGetRNNWeightParams`), on the simulator computed from this layout; code that writes
 /// weights through it runs alike on both. The gradient `dweights` has the same layout.
@@ -259,17 +259,17 @@ impl Rnn {
         let mut at = 0usize;
         for layer in 0..self.layers {
             for _ in 0..self.directions() {
-                let first = entries.len();
                 for lin in 0..n {
                     let cols = if lin < n / 2 { self.layer_input(layer) } else { h };
                     entries.push((RnnMatrix { offset: at, rows: h, cols }, RnnBias { offset: 0, len: h }));
                     at += h * cols;
                 }
-                for e in &mut entries[first..] {
-                    e.1.offset = at;
-                    at += h;
-                }
             }
+        }
+        // The biases follow every matrix, in the same order.
+        for e in &mut entries {
+            e.1.offset = at;
+            at += h;
         }
         RnnWeightLayout { len: at, directions: self.directions(), lins: n, layers: self.layers, entries }
     }

@@ -164,6 +164,12 @@ impl RnnPlan {
             RnnLayout::BatchMajor => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED,
             RnnLayout::SeqMajorPacked => sys::cudnnRNNDataLayout_t::CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED,
         };
+        // Packed data has no padding, and cuDNN refuses a packed descriptor whose maximum is
+        // not the longest sequence's length (BAD_PARAM).
+        let max_seq = match k.layout {
+            RnnLayout::SeqMajorPacked => lengths.iter().copied().max().unwrap_or(k.max_seq),
+            RnnLayout::SeqMajor | RnnLayout::BatchMajor => k.max_seq,
+        };
         let make = |width: usize| -> Result<Owned<sys::cudnnRNNDataDescriptor_t>> {
             let mut d: sys::cudnnRNNDataDescriptor_t = std::ptr::null_mut();
             // SAFETY: `d` is a valid out-pointer.
@@ -178,7 +184,7 @@ impl RnnPlan {
                     d,
                     data_type(k.dtype),
                     layout,
-                    int("seqs", k.max_seq)?,
+                    int("seqs", max_seq)?,
                     int("seqs", k.batch)?,
                     int("rnn", width)?,
                     lens.as_ptr(),
