@@ -23,6 +23,8 @@ mod blas_lt_sim;
 mod compose;
 #[cfg(feature = "cudnn")]
 mod cudnn;
+#[cfg(feature = "cudnn")]
+mod cudnn_graph;
 #[cfg(feature = "nvrtc")]
 mod declared;
 #[cfg(feature = "nvrtc")]

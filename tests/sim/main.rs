@@ -20,6 +20,8 @@ mod checker;
 mod compose;
 #[cfg(feature = "cudnn")]
 mod cudnn;
+#[cfg(feature = "cudnn")]
+mod cudnn_graph;
 mod declared;
 mod delivery;
 mod failures;

@@ -30,9 +30,11 @@
 //! cuDNN is loaded at run time (`libcudnn.so`, or `libcudnn.so.9` as the `nvidia-cudnn-cu13`
 //! wheel ships it: `. tools/cuda-libs-env` puts its folder on `LD_LIBRARY_PATH`). Without it
 //! every op on a CUDA device fails with
-//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable). The graph (backend) API,
-//! its attention (the legacy multi-head attention API is deprecated in cuDNN 9) and RNNs are
-//! not wrapped here.
+//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable).
+//!
+//! Attention is the graph (backend) API's scaled dot-product attention
+//! ([`Cudnn::sdpa_forward`], see the `graph` module): the legacy multi-head attention API is
+//! deprecated in cuDNN 9 and not wrapped. RNNs are not wrapped here.
 //!
 //! ```
 //! use cusched::cudnn::{Activation, ActivationMode, Convolution, Shape, TensorView};
@@ -59,11 +61,13 @@
 //!
 //! Files: this one holds the state; `tensor` the operands, `conv` the convolutions, `ops`
 //! activations, softmax, pooling and LRN, `norm` batch normalization, `dropout` dropout,
-//! `calls` the cuDNN calls, `sim` the simulator's computations.
+//! `calls` the cuDNN calls, `graph` the graph (backend) API and attention, `sim` the
+//! simulator's computations.
 
 mod calls;
 mod conv;
 mod dropout;
+mod graph;
 mod norm;
 mod ops;
 mod sim;
@@ -71,6 +75,7 @@ mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use dropout::Dropout;
+pub use graph::{Attention, AttnDropout, AttnTensor, SeqLens};
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};
@@ -89,6 +94,7 @@ const NAME: &str = "cuDNN (libcudnn.so.9)";
 /// What the reaper destroys: the plans, then the handle that made them.
 pub(crate) struct Objects {
     _plans: Vec<ConvPlan>,
+    _graphs: Vec<graph::GraphPlan>,
     _handle: RawHandle,
 }
 
@@ -98,6 +104,7 @@ pub struct Cudnn {
     op: OpStream,
     raw: Option<RawHandle>,
     plans: PlanCache<ConvKey, ConvPlan>,
+    graphs: PlanCache<graph::GraphSpec, graph::GraphPlan>,
     work: Workspace,
     search: AlgoSearch,
     tf32: bool,
@@ -109,7 +116,7 @@ impl StreamLibrary for Cudnn {
         hint: "install cuDNN 9 (libcudnn.so.9, e.g. from the nvidia-cudnn-cu13 wheel) and put its lib folder on \
                LD_LIBRARY_PATH (`. tools/cuda-libs-env` finds the wheel's)",
         present: calls::is_present,
-        objects: "a cuDNN handle and convolution plans",
+        objects: "a cuDNN handle, convolution plans and graph execution plans",
     };
     type Objects = Objects;
 
@@ -126,6 +133,7 @@ impl StreamLibrary for Cudnn {
             op,
             raw,
             plans: PlanCache::new(64, "an evicted cuDNN convolution plan"),
+            graphs: PlanCache::new(64, "an evicted cuDNN graph execution plan"),
             work: Workspace::default(),
             search: AlgoSearch::default(),
             tf32: false,
@@ -138,7 +146,11 @@ impl StreamLibrary for Cudnn {
 
     fn take_objects(&mut self) -> Option<Objects> {
         let handle = self.raw.take()?;
-        Some(Objects { _plans: self.plans.take_all().unwrap_or_default(), _handle: handle })
+        Some(Objects {
+            _plans: self.plans.take_all().unwrap_or_default(),
+            _graphs: self.graphs.take_all().unwrap_or_default(),
+            _handle: handle,
+        })
     }
 }
 

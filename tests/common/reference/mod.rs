@@ -2,6 +2,8 @@
 //! results) and the GPU tests (against the GPU's, and GPU against simulator): one
 //! implementation, two uses.
 
+#[cfg(feature = "cudnn")]
+pub mod attention;
 #[cfg(feature = "cublas")]
 pub mod blas;
 #[cfg(feature = "cublaslt")]

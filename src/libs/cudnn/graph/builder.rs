@@ -1,0 +1,358 @@
+//! A typed operation graph ([`GraphSpec`]): tensors (unique id, dims, strides, type, virtual
+//! or by value) and the operations between them, as plain data. It is the plan cache's key
+//! (it holds every shape, stride, type and flag the plan depends on), and [`GraphSpec::plan`]
+//! turns it into backend descriptors, an operation graph, engine configurations from
+//! heuristics (mode A, the next candidate tried when one does not finalize) and an execution
+//! plan.
+
+use super::backend::{Attr, Desc, Kind};
+use crate::error::{Error, Result};
+use cudarc::cudnn::sys;
+use std::ffi::c_void;
+
+/// A tensor's unique id in its graph.
+pub(crate) type Uid = i64;
+
+/// The element types of graph tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Dt {
+    F16,
+    Bf16,
+    F32,
+    I32,
+    I64,
+    Bool,
+}
+
+impl Dt {
+    fn raw(self) -> sys::cudnnDataType_t {
+        use sys::cudnnDataType_t as D;
+        match self {
+            Dt::F16 => D::CUDNN_DATA_HALF,
+            Dt::Bf16 => D::CUDNN_DATA_BFLOAT16,
+            Dt::F32 => D::CUDNN_DATA_FLOAT,
+            Dt::I32 => D::CUDNN_DATA_INT32,
+            Dt::I64 => D::CUDNN_DATA_INT64,
+            Dt::Bool => D::CUDNN_DATA_BOOLEAN,
+        }
+    }
+}
+
+/// One tensor of a graph.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TensorSpec {
+    pub uid: Uid,
+    pub dims: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub dt: Dt,
+    /// An intermediate that never reaches memory.
+    pub virt: bool,
+    /// A scalar passed by value from the host at execution.
+    pub by_value: bool,
+}
+
+/// The pointwise modes the graphs use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pw {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Exp,
+    Log,
+    CmpLt,
+    CmpGe,
+    And,
+    /// `y = t ? x : b`.
+    Select,
+    /// `y` = the index along `axis` of each element of `x`'s shape.
+    GenIndex(i64),
+}
+
+impl Pw {
+    fn raw(self) -> sys::cudnnPointwiseMode_t {
+        use sys::cudnnPointwiseMode_t as M;
+        match self {
+            Pw::Add => M::CUDNN_POINTWISE_ADD,
+            Pw::Sub => M::CUDNN_POINTWISE_SUB,
+            Pw::Mul => M::CUDNN_POINTWISE_MUL,
+            Pw::Div => M::CUDNN_POINTWISE_DIV,
+            Pw::Exp => M::CUDNN_POINTWISE_EXP,
+            Pw::Log => M::CUDNN_POINTWISE_LOG,
+            Pw::CmpLt => M::CUDNN_POINTWISE_CMP_LT,
+            Pw::CmpGe => M::CUDNN_POINTWISE_CMP_GE,
+            Pw::And => M::CUDNN_POINTWISE_LOGICAL_AND,
+            Pw::Select => M::CUDNN_POINTWISE_BINARY_SELECT,
+            Pw::GenIndex(_) => M::CUDNN_POINTWISE_GEN_INDEX,
+        }
+    }
+}
+
+/// One operation of a graph; its operands are tensor ids.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Op {
+    /// `c = a · b` over the last two dims (batch dims broadcast), computed in f32; the
+    /// overrides are `[B,1,1,1]` i32 tensors bounding `m` and `n` per batch.
+    Matmul { a: Uid, b: Uid, c: Uid, m_override: Option<Uid>, n_override: Option<Uid>, k_override: Option<Uid> },
+    /// `y = mode(x[, b][, t])`, computed in `prec`.
+    Pointwise { mode: Pw, x: Uid, b: Option<Uid>, t: Option<Uid>, y: Uid, prec: Dt },
+    /// `y` = `x` reduced to `y`'s shape by max (`max` true) or sum, in f32.
+    Reduction { max: bool, x: Uid, y: Uid },
+    /// `y` = Bernoulli draws of probability `keep` from the `[1,1,1,1]` i64 `seed` and `offset`.
+    Rng { seed: Uid, offset: Uid, y: Uid, keep: f64 },
+}
+
+/// A graph: its tensors and its operations in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct GraphSpec {
+    pub tensors: Vec<TensorSpec>,
+    pub ops: Vec<Op>,
+}
+
+/// Packed strides of `dims`, last dim contiguous.
+pub(crate) fn packed(dims: &[i64]) -> Vec<i64> {
+    let mut st = vec![1i64; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        st[i] = st[i + 1] * dims[i + 1];
+    }
+    st
+}
+
+impl GraphSpec {
+    fn add(&mut self, dims: &[i64], strides: &[i64], dt: Dt, virt: bool, by_value: bool) -> Uid {
+        let uid = self.tensors.len() as Uid + 1;
+        self.tensors.push(TensorSpec { uid, dims: dims.to_vec(), strides: strides.to_vec(), dt, virt, by_value });
+        uid
+    }
+
+    /// A tensor in device memory.
+    pub(crate) fn tensor(&mut self, dims: &[i64], strides: &[i64], dt: Dt) -> Uid {
+        self.add(dims, strides, dt, false, false)
+    }
+
+    /// A packed intermediate.
+    pub(crate) fn virt(&mut self, dims: &[i64], dt: Dt) -> Uid {
+        self.add(dims, &packed(dims), dt, true, false)
+    }
+
+    /// A scalar passed by value.
+    pub(crate) fn scalar(&mut self, dt: Dt) -> Uid {
+        self.add(&[1, 1, 1, 1], &[1, 1, 1, 1], dt, false, true)
+    }
+
+    /// Turns an intermediate into a tensor in memory of `dt` (packed), for an output the caller
+    /// asked for.
+    pub(crate) fn materialize(&mut self, uid: Uid, dt: Dt) {
+        if let Some(t) = self.tensors.iter_mut().find(|t| t.uid == uid) {
+            t.virt = false;
+            t.dt = dt;
+        }
+    }
+
+    /// Sets an intermediate's type.
+    pub(crate) fn retype(&mut self, uid: Uid, dt: Dt) {
+        if let Some(t) = self.tensors.iter_mut().find(|t| t.uid == uid) {
+            t.dt = dt;
+        }
+    }
+
+    /// `y = mode(x[, b][, t])` into a new intermediate of `dims` and type `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pw(
+        &mut self,
+        mode: Pw,
+        x: Uid,
+        b: Option<Uid>,
+        t: Option<Uid>,
+        dims: &[i64],
+        out: Dt,
+        prec: Dt,
+    ) -> Uid {
+        let y = self.virt(dims, out);
+        self.ops.push(Op::Pointwise { mode, x, b, t, y, prec });
+        y
+    }
+
+    /// Builds the graph's descriptors with `handle` and finds an execution plan for it: the
+    /// heuristics' configurations tried best first, the first that finalizes kept. `Ok(None)`
+    /// when none does (no engine supports the graph).
+    ///
+    /// # Safety
+    /// `handle` is live, its context current on this thread, used by one thread at a time.
+    pub(crate) unsafe fn plan(&self, handle: sys::cudnnHandle_t) -> Result<Option<GraphPlan>> {
+        let mut keep: Vec<Desc> = Vec::new();
+        let mut tensors: Vec<(Uid, Desc)> = Vec::new();
+        for t in &self.tensors {
+            let d = Desc::new(Kind::CUDNN_BACKEND_TENSOR_DESCRIPTOR)?;
+            d.set_dtype(Attr::CUDNN_ATTR_TENSOR_DATA_TYPE, t.dt.raw())?;
+            d.set_i64(Attr::CUDNN_ATTR_TENSOR_DIMENSIONS, &t.dims)?;
+            d.set_i64(Attr::CUDNN_ATTR_TENSOR_STRIDES, &t.strides)?;
+            d.set_i64(Attr::CUDNN_ATTR_TENSOR_UNIQUE_ID, &[t.uid])?;
+            d.set_i64(Attr::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, &[16])?;
+            d.set_bool(Attr::CUDNN_ATTR_TENSOR_IS_VIRTUAL, t.virt)?;
+            if t.by_value {
+                d.set_bool(Attr::CUDNN_ATTR_TENSOR_IS_BY_VALUE, true)?;
+            }
+            d.finalize()?;
+            tensors.push((t.uid, d));
+        }
+        let desc = |uid: Uid| -> Result<&Desc> {
+            tensors
+                .iter()
+                .find(|(u, _)| *u == uid)
+                .map(|(_, d)| d)
+                .ok_or_else(|| Error::invalid("graph", format!("no tensor {uid}")))
+        };
+        let mut ops: Vec<Desc> = Vec::new();
+        for op in &self.ops {
+            match op {
+                Op::Matmul { a, b, c, m_override, n_override, k_override } => {
+                    let mm = Desc::new(Kind::CUDNN_BACKEND_MATMUL_DESCRIPTOR)?;
+                    mm.set_dtype(Attr::CUDNN_ATTR_MATMUL_COMP_TYPE, Dt::F32.raw())?;
+                    mm.finalize()?;
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR)?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_MATMUL_ADESC, &[desc(*a)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_MATMUL_BDESC, &[desc(*b)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_MATMUL_CDESC, &[desc(*c)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_MATMUL_DESC, &[&mm])?;
+                    for (attr, ov) in [
+                        (Attr::CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, m_override),
+                        (Attr::CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, n_override),
+                        (Attr::CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, k_override),
+                    ] {
+                        if let Some(u) = ov {
+                            o.set_descs(attr, &[desc(*u)?])?;
+                        }
+                    }
+                    o.finalize()?;
+                    keep.push(mm);
+                    ops.push(o);
+                }
+                Op::Pointwise { mode, x, b, t, y, prec } => {
+                    let pw = Desc::new(Kind::CUDNN_BACKEND_POINTWISE_DESCRIPTOR)?;
+                    pw.set_pointwise_mode(Attr::CUDNN_ATTR_POINTWISE_MODE, mode.raw())?;
+                    pw.set_dtype(Attr::CUDNN_ATTR_POINTWISE_MATH_PREC, prec.raw())?;
+                    if let Pw::GenIndex(axis) = mode {
+                        pw.set_i64(Attr::CUDNN_ATTR_POINTWISE_AXIS, &[*axis])?;
+                    }
+                    pw.finalize()?;
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, &[&pw])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_POINTWISE_XDESC, &[desc(*x)?])?;
+                    if let Some(b) = b {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_POINTWISE_BDESC, &[desc(*b)?])?;
+                    }
+                    if let Some(t) = t {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_POINTWISE_TDESC, &[desc(*t)?])?;
+                    }
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_POINTWISE_YDESC, &[desc(*y)?])?;
+                    o.finalize()?;
+                    keep.push(pw);
+                    ops.push(o);
+                }
+                Op::Reduction { max, x, y } => {
+                    use sys::cudnnReduceTensorOp_t as R;
+                    let r = Desc::new(Kind::CUDNN_BACKEND_REDUCTION_DESCRIPTOR)?;
+                    let mode = if *max { R::CUDNN_REDUCE_TENSOR_MAX } else { R::CUDNN_REDUCE_TENSOR_ADD };
+                    r.set_reduction(Attr::CUDNN_ATTR_REDUCTION_OPERATOR, mode)?;
+                    r.set_dtype(Attr::CUDNN_ATTR_REDUCTION_COMP_TYPE, Dt::F32.raw())?;
+                    r.finalize()?;
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR)?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_REDUCTION_XDESC, &[desc(*x)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_REDUCTION_YDESC, &[desc(*y)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_REDUCTION_DESC, &[&r])?;
+                    o.finalize()?;
+                    keep.push(r);
+                    ops.push(o);
+                }
+                Op::Rng { seed, offset, y, keep: p } => {
+                    let r = Desc::new(Kind::CUDNN_BACKEND_RNG_DESCRIPTOR)?;
+                    r.set_rng(
+                        Attr::CUDNN_ATTR_RNG_DISTRIBUTION,
+                        sys::cudnnRngDistribution_t::CUDNN_RNG_DISTRIBUTION_BERNOULLI,
+                    )?;
+                    r.set_f64(Attr::CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, *p)?;
+                    r.finalize()?;
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR)?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_RNG_YDESC, &[desc(*y)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_RNG_DESC, &[&r])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_RNG_SEED, &[desc(*seed)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, &[desc(*offset)?])?;
+                    o.finalize()?;
+                    keep.push(r);
+                    ops.push(o);
+                }
+            }
+        }
+        let graph = Desc::new(Kind::CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR)?;
+        graph.set_handle(Attr::CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle)?;
+        graph.set_descs(Attr::CUDNN_ATTR_OPERATIONGRAPH_OPS, &ops.iter().collect::<Vec<_>>())?;
+        graph.finalize()?;
+        let heur = Desc::new(Kind::CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)?;
+        heur.set_descs(Attr::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &[&graph])?;
+        heur.set_heur_mode(Attr::CUDNN_ATTR_ENGINEHEUR_MODE, sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A)?;
+        heur.finalize()?;
+        let configs = heur.engine_configs(8)?;
+        let mut last_err = None;
+        for cfg in configs {
+            let plan = Desc::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
+            plan.set_handle(Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle)?;
+            plan.set_descs(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[&cfg])?;
+            // An engine the heuristics propose may still refuse this graph: try the next.
+            if let Err(e) = plan.finalize() {
+                last_err = Some(e);
+                continue;
+            }
+            let work = plan.get_i64(Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)?;
+            let work_bytes = usize::try_from(work).map_err(|_| Error::invalid("graph", "negative workspace size"))?;
+            keep.extend(tensors.into_iter().map(|(_, d)| d));
+            keep.extend(ops);
+            keep.extend([graph, heur, cfg]);
+            return Ok(Some(GraphPlan { plan, work_bytes, _keep: keep }));
+        }
+        if let Some(e) = last_err {
+            log::debug!("cusched: no engine configuration finalized; the last error: {e}");
+        }
+        Ok(None)
+    }
+}
+
+/// A finalized execution plan, its workspace need, and the descriptors it was made from.
+pub(crate) struct GraphPlan {
+    pub plan: Desc,
+    pub work_bytes: usize,
+    _keep: Vec<Desc>,
+}
+
+impl GraphPlan {
+    /// Builds the variant pack (`(uid, pointer)` pairs and the workspace) and executes the
+    /// plan.
+    ///
+    /// # Safety
+    /// (1) `handle` made the plan, is bound to the op's stream, its context current; (2) every
+    /// non-virtual tensor of the plan's graph has its uid in `ptrs`, with a live device buffer
+    /// holding it (a pointer to a live host value for a by-value one), all fenced on the
+    /// stream; (3) `work` holds `work_bytes` (or is null when that is 0).
+    pub(crate) unsafe fn execute(
+        &self,
+        handle: sys::cudnnHandle_t,
+        ptrs: &[(Uid, *mut c_void)],
+        work: *mut c_void,
+    ) -> Result<()> {
+        let pack = Desc::new(Kind::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
+        let uids: Vec<i64> = ptrs.iter().map(|p| p.0).collect();
+        let data: Vec<*mut c_void> = ptrs.iter().map(|p| p.1).collect();
+        pack.set_i64(Attr::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, &uids)?;
+        pack.set_ptrs(Attr::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, &data)?;
+        pack.set_ptrs(Attr::CUDNN_ATTR_VARIANT_PACK_WORKSPACE, &[work])?;
+        pack.finalize()?;
+        // SAFETY: the caller vouches for (1) to (3); the pack is finalized.
+        unsafe { super::backend::execute(handle, &self.plan, &pack) }
+    }
+}
+
+/// The backend's version (`cudnnGetVersion`), e.g. 91000 for 9.10.0.
+pub(crate) fn version() -> usize {
+    // SAFETY: no preconditions; the library is loaded (a handle exists).
+    unsafe { sys::cudnnGetVersion() }
+}

@@ -1,0 +1,97 @@
+//! cuDNN's graph ops on a real GPU against the f64 CPU references (the same runners as the
+//! simulator's tests): scaled dot-product attention forward on the fused flash-attention
+//! engine, f16 and bf16 × head dims 64 and 128 × plain, causal, padded, grouped-query heads
+//! and interleaved (BSHD) layouts, sequence lengths not a multiple of 64; dropout's
+//! determinism; inline and in a lane job; the graph plan cache. Inputs are random per run
+//! (the seed is printed; `CUSCHED_SEED` replays it).
+//!
+//! Needs cuDNN 9 on the loader path (`. tools/cuda-libs-env`).
+
+use crate::common::reference::attention::*;
+use crate::common::reference::cudnn::{Bench, El};
+use crate::common::*;
+use cusched::half::{bf16, f16};
+
+/// How many times the type's tolerance a GPU result may be off: the engine rounds the
+/// probabilities to the I/O type before the second matmul, on top of the output's rounding.
+const SLACK: f64 = 4.0;
+
+fn forward_all<T: El>(hd: usize) {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: SLACK };
+    for c in attn_cases(hd) {
+        eprintln!("{} {c:?}", T::NAME);
+        check_sdpa_forward::<T>(&mut b, &c, &mut rng);
+    }
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_forward_matches_the_reference_f16_d64() {
+    forward_all::<f16>(64);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_forward_matches_the_reference_f16_d128() {
+    forward_all::<f16>(128);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_forward_matches_the_reference_bf16_d64() {
+    forward_all::<bf16>(64);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_forward_matches_the_reference_bf16_d128() {
+    forward_all::<bf16>(128);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_forward_dropout_is_deterministic_per_seed_and_offset() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: SLACK };
+    check_sdpa_dropout::<f16>(&mut b, &AttnCase::new(2, 2, 1, 37, 41, 64).causal(), &mut rng);
+    check_sdpa_dropout::<bf16>(&mut b, &AttnCase::new(2, 2, 2, 64, 64, 128), &mut rng);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_forward_runs_in_a_lane_job() {
+    let Some(d) = gpu() else { return };
+    let lane = d.lane("cudnn-graph").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: SLACK };
+        check_sdpa_forward::<bf16>(&mut b, &AttnCase::new(2, 4, 2, 33, 47, 64).causal().padded().bshd(), &mut rng);
+        check_sdpa_forward::<f16>(&mut b, &AttnCase::new(1, 2, 2, 100, 100, 128), &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_plans_are_cached_per_graph() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: SLACK };
+    let c = AttnCase::new(2, 2, 2, 37, 37, 64);
+    check_sdpa_forward::<f16>(&mut b, &c, &mut rng);
+    assert_eq!(b.h.cudnn().unwrap().graph_plans_made(), 1);
+    check_sdpa_forward::<f16>(&mut b, &c, &mut rng);
+    assert_eq!(b.h.cudnn().unwrap().graph_plans_made(), 1, "the same graph reuses its plan");
+    check_sdpa_forward::<f16>(&mut b, &c.clone().causal(), &mut rng);
+    assert_eq!(b.h.cudnn().unwrap().graph_plans_made(), 2, "a causal graph is another plan");
+    assert_eq!(b.h.cudnn().unwrap().cached_graph_plans(), 2);
+}

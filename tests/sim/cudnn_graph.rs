@@ -1,0 +1,174 @@
+//! cuDNN's graph ops on the simulator: scaled dot-product attention forward against the f64
+//! CPU reference (f16, bf16 × head dims 64 and 128 × causal, padded, grouped-query heads,
+//! interleaved layout, a sequence length not a multiple of 64), inline and in a lane job;
+//! dropout's determinism; bad input rejected before anything is recorded, with the argument
+//! named (`<op>_rejects_<what>`).
+
+use crate::common::fixture::{fx, rejects, runs, Fx};
+use crate::common::reference::attention::*;
+use crate::common::reference::cudnn::{Bench, El};
+use crate::common::*;
+use cusched::cudnn::{Attention, AttnDropout, AttnTensor, SeqLens};
+use cusched::half::{bf16, f16};
+use cusched::{Error, GpuRef};
+
+fn forward_all<T: El>() {
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    for hd in [64, 128] {
+        for c in attn_cases(hd) {
+            check_sdpa_forward::<T>(&mut b, &c, &mut rng);
+        }
+    }
+    check_sdpa_dropout::<T>(&mut b, &AttnCase::new(2, 2, 1, 37, 41, 64).causal(), &mut rng);
+    let dnn = h.cudnn().unwrap();
+    assert_eq!((dnn.graph_plans_made(), dnn.cached_graph_plans(), dnn.workspace_bytes()), (0, 0, 0));
+}
+
+#[test]
+fn sdpa_forward_matches_the_reference_in_f16() {
+    forward_all::<f16>();
+}
+
+#[test]
+fn sdpa_forward_matches_the_reference_in_bf16() {
+    forward_all::<bf16>();
+}
+
+#[test]
+fn sdpa_forward_runs_in_a_lane_job() {
+    let d = sim();
+    let lane = d.lane("cudnn-graph").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
+        check_sdpa_forward::<bf16>(&mut b, &AttnCase::new(2, 4, 2, 33, 47, 64).causal().padded().bshd(), &mut rng);
+        check_sdpa_dropout::<f16>(&mut b, &AttnCase::new(1, 2, 2, 20, 20, 64), &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+/// Asserts `op` was refused as unsupported, with nothing recorded.
+#[track_caller]
+fn unsupported<T: std::fmt::Debug>(fx: &mut Fx, what: &str, op: impl FnOnce(&mut Fx) -> cusched::Result<T>) {
+    let before = fx.device.stats();
+    match op(fx) {
+        Err(Error::Unsupported { what: w, .. }) if w.contains(what) => {}
+        other => panic!("expected Unsupported ({what}), got {other:?}"),
+    }
+    let after = fx.device.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a rejected op recorded something");
+}
+
+/// Buffers for a `[2, 4, 33, 64]` query and `[2, 2, 47, 64]` keys and values.
+struct Bufs<T: cusched::Element> {
+    q: GpuRef<T>,
+    k: GpuRef<T>,
+    v: GpuRef<T>,
+    o: GpuRef<T>,
+}
+
+const QD: [usize; 4] = [2, 4, 33, 64];
+const KD: [usize; 4] = [2, 2, 47, 64];
+
+fn bufs<T: cusched::Element>(fx: &Fx) -> Bufs<T> {
+    let n = |d: [usize; 4]| d.iter().product();
+    Bufs { q: fx.buf(n(QD)), k: fx.buf(n(KD)), v: fx.buf(n(KD)), o: fx.buf(n(QD)) }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fwd<T: cusched::cudnn::DnnElement>(
+    fx: &mut Fx,
+    a: &Attention<'_>,
+    q: AttnTensor<'_, T>,
+    k: AttnTensor<'_, T>,
+    v: AttnTensor<'_, T>,
+    o: AttnTensor<'_, T>,
+    stats: Option<&GpuRef<f32>>,
+) -> cusched::Result<cusched::Completion<()>> {
+    fx.h.cudnn()?.sdpa_forward(a, &q, &k, &v, &o, stats)
+}
+
+#[test]
+fn sdpa_forward_rejects_mismatched_shapes_and_buffers() {
+    let mut fx = fx();
+    let b = bufs::<f16>(&fx);
+    let t = |buf, d| AttnTensor::bhsd(buf, d);
+    let a = Attention::new();
+    // Heads that do not divide, head dims, batches and sequence lengths that disagree.
+    rejects(&mut fx, "k", |fx| {
+        fwd(fx, &a, t(&b.q, QD), t(&b.k, [2, 3, 31, 64]), t(&b.v, [2, 3, 31, 64]), t(&b.o, QD), None)
+    });
+    rejects(&mut fx, "k", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, [2, 2, 47, 32]), t(&b.v, KD), t(&b.o, QD), None));
+    rejects(&mut fx, "k", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, [1, 2, 47, 64]), t(&b.v, KD), t(&b.o, QD), None));
+    rejects(&mut fx, "v", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, [2, 2, 46, 64]), t(&b.o, QD), None));
+    rejects(&mut fx, "o", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, [2, 4, 32, 64]), None));
+    rejects(&mut fx, "q", |fx| fwd(fx, &a, t(&b.q, [2, 4, 0, 64]), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    // Buffers too small for their shape and strides.
+    let short = fx.buf::<f16>(QD.iter().product::<usize>() - 1);
+    rejects(&mut fx, "q", |fx| fwd(fx, &a, t(&short, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    rejects(&mut fx, "k", |fx| {
+        let k = AttnTensor::strided(&b.k, KD, [2 * 47 * 64, 47 * 64, 64 * 2, 1]);
+        fwd(fx, &a, t(&b.q, QD), k, t(&b.v, KD), t(&b.o, QD), None)
+    });
+    rejects(&mut fx, "q", |fx| {
+        let q = AttnTensor::strided(&b.q, [2, 4, 33, 32], [4 * 33 * 64, 33 * 64, 64, 2]);
+        let o = t(&b.o, [2, 4, 33, 32]);
+        fwd(fx, &a, q, t(&b.k, [2, 2, 47, 32]), t(&b.v, [2, 2, 47, 32]), o, None)
+    });
+    let stats = fx.buf::<f32>(2 * 4 * 33 - 1);
+    rejects(&mut fx, "stats", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), Some(&stats)));
+    // Outputs that are inputs.
+    rejects(&mut fx, "o", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.q, QD), None));
+    // Foreign and stale buffers.
+    let f = fx.foreign::<f16>(QD.iter().product());
+    rejects(&mut fx, "!foreign", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&f, QD), None));
+    runs(&mut fx, |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+}
+
+#[test]
+fn sdpa_forward_rejects_bad_options_types_and_head_dims() {
+    let mut fx = fx();
+    let b = bufs::<f16>(&fx);
+    let t = |buf, d| AttnTensor::bhsd(buf, d);
+    let (seed, off) = (fx.upload(&[1i64]), fx.upload(&[0i64]));
+    for p in [1.0f32, -0.1, f32::NAN] {
+        let a = Attention::new().dropout(AttnDropout { probability: p, seed: &seed, offset: &off });
+        rejects(&mut fx, "dropout", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    }
+    let empty = fx.buf::<i64>(0);
+    let a = Attention::new().dropout(AttnDropout { probability: 0.1, seed: &empty, offset: &off });
+    rejects(&mut fx, "seed", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    let (one, two) = (fx.upload(&[3i32]), fx.upload(&[3i32, 4]));
+    let a = Attention::new().padding(SeqLens { q: &one, kv: &two });
+    rejects(&mut fx, "seq_len_q", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    let a = Attention::new().padding(SeqLens { q: &two, kv: &one });
+    rejects(&mut fx, "seq_len_kv", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    let a = Attention::new().scale(f32::INFINITY);
+    rejects(&mut fx, "attn", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None));
+    // f32 tensors and head dims the engine does not take.
+    let a = Attention::new();
+    let b32 = bufs::<f32>(&fx);
+    unsupported(&mut fx, "f32", |fx| {
+        let t = |buf, d| AttnTensor::bhsd(buf, d);
+        fwd(fx, &a, t(&b32.q, QD), t(&b32.k, KD), t(&b32.v, KD), t(&b32.o, QD), None)
+    });
+    for hd in [100, 256] {
+        let (qd, kd) = ([1, 1, 8, hd], [1, 1, 8, hd]);
+        let (q, k, v, o) =
+            (fx.buf::<bf16>(8 * hd), fx.buf::<bf16>(8 * hd), fx.buf::<bf16>(8 * hd), fx.buf::<bf16>(8 * hd));
+        unsupported(&mut fx, "head dim", |fx| {
+            let t = |buf, d| AttnTensor::bhsd(buf, d);
+            fwd(fx, &a, t(&q, qd), t(&k, kd), t(&v, kd), t(&o, qd), None)
+        });
+    }
+}
