@@ -1,6 +1,6 @@
 //! cuDNN's graph ops on a real GPU against the f64 CPU references (the same runners as the
-//! simulator's tests): scaled dot-product attention forward on the fused flash-attention
-//! engine, f16 and bf16 × head dims 64 and 128 × plain, causal, padded, grouped-query heads
+//! simulator's tests): scaled dot-product attention forward and backward on the fused
+//! flash-attention engines, f16 and bf16 × head dims 64 and 128 × plain, causal, padded, grouped-query heads
 //! and interleaved (BSHD) layouts, sequence lengths not a multiple of 64; dropout's
 //! determinism; inline and in a lane job; the graph plan cache. Inputs are random per run
 //! (the seed is printed; `CUSCHED_SEED` replays it).
@@ -23,6 +23,18 @@ fn forward_all<T: El>(hd: usize) {
     for c in attn_cases(hd) {
         eprintln!("{} {c:?}", T::NAME);
         check_sdpa_forward::<T>(&mut b, &c, &mut rng);
+    }
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+fn backward_all<T: El>(hd: usize) {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: SLACK };
+    for c in attn_cases(hd) {
+        eprintln!("{} {c:?} backward", T::NAME);
+        check_sdpa_backward::<T>(&mut b, &c, &mut rng);
     }
     drop(h);
     d.synchronize(s).unwrap();
@@ -54,6 +66,30 @@ fn sdpa_forward_matches_the_reference_bf16_d128() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn sdpa_backward_matches_the_reference_f16_d64() {
+    backward_all::<f16>(64);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_backward_matches_the_reference_f16_d128() {
+    backward_all::<f16>(128);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_backward_matches_the_reference_bf16_d64() {
+    backward_all::<bf16>(64);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sdpa_backward_matches_the_reference_bf16_d128() {
+    backward_all::<bf16>(128);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn sdpa_forward_dropout_is_deterministic_per_seed_and_offset() {
     let Some((d, s, mut h)) = gpu_setup() else { return };
     let mut rng = Rng::new();
@@ -64,7 +100,7 @@ fn sdpa_forward_dropout_is_deterministic_per_seed_and_offset() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn sdpa_forward_runs_in_a_lane_job() {
+fn sdpa_forward_and_backward_run_in_a_lane_job() {
     let Some(d) = gpu() else { return };
     let lane = d.lane("cudnn-graph").unwrap();
     let seed = Rng::new().next();
@@ -74,6 +110,7 @@ fn sdpa_forward_runs_in_a_lane_job() {
         let mut b = Bench { d: &dev, s, h: cx, slack: SLACK };
         check_sdpa_forward::<bf16>(&mut b, &AttnCase::new(2, 4, 2, 33, 47, 64).causal().padded().bshd(), &mut rng);
         check_sdpa_forward::<f16>(&mut b, &AttnCase::new(1, 2, 2, 100, 100, 128), &mut rng);
+        check_sdpa_backward::<bf16>(&mut b, &AttnCase::new(2, 4, 2, 33, 47, 64).causal().padded(), &mut rng);
         Ok(())
     })
     .wait()

@@ -24,22 +24,27 @@ fn forward_all<T: El>() {
         }
     }
     check_sdpa_dropout::<T>(&mut b, &AttnCase::new(2, 2, 1, 37, 41, 64).causal(), &mut rng);
+    for hd in [64, 128] {
+        for c in attn_cases(hd) {
+            check_sdpa_backward::<T>(&mut b, &c, &mut rng);
+        }
+    }
     let dnn = h.cudnn().unwrap();
     assert_eq!((dnn.graph_plans_made(), dnn.cached_graph_plans(), dnn.workspace_bytes()), (0, 0, 0));
 }
 
 #[test]
-fn sdpa_forward_matches_the_reference_in_f16() {
+fn sdpa_forward_and_backward_match_the_reference_in_f16() {
     forward_all::<f16>();
 }
 
 #[test]
-fn sdpa_forward_matches_the_reference_in_bf16() {
+fn sdpa_forward_and_backward_match_the_reference_in_bf16() {
     forward_all::<bf16>();
 }
 
 #[test]
-fn sdpa_forward_runs_in_a_lane_job() {
+fn sdpa_forward_and_backward_run_in_a_lane_job() {
     let d = sim();
     let lane = d.lane("cudnn-graph").unwrap();
     let seed = Rng::new().next();
@@ -49,6 +54,7 @@ fn sdpa_forward_runs_in_a_lane_job() {
         let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
         check_sdpa_forward::<bf16>(&mut b, &AttnCase::new(2, 4, 2, 33, 47, 64).causal().padded().bshd(), &mut rng);
         check_sdpa_dropout::<f16>(&mut b, &AttnCase::new(1, 2, 2, 20, 20, 64), &mut rng);
+        check_sdpa_backward::<f16>(&mut b, &AttnCase::new(2, 4, 2, 33, 47, 64).causal().padded(), &mut rng);
         Ok(())
     })
     .wait()
@@ -171,4 +177,52 @@ fn sdpa_forward_rejects_bad_options_types_and_head_dims() {
             fwd(fx, &a, t(&q, qd), t(&k, kd), t(&v, kd), t(&o, qd), None)
         });
     }
+}
+
+#[test]
+fn sdpa_backward_rejects_mismatched_gradients_stats_and_aliasing() {
+    let mut fx = fx();
+    let b = bufs::<bf16>(&fx);
+    let gb = bufs::<bf16>(&fx);
+    let d_o = fx.buf::<bf16>(QD.iter().product());
+    let stats = fx.buf::<f32>(2 * 4 * 33);
+    let t = |buf, d| AttnTensor::bhsd(buf, d);
+    let a = Attention::new().causal(true);
+    let grads = |dq: [usize; 4], dk: [usize; 4]| cusched::cudnn::SdpaGrads {
+        d_o: t(&d_o, QD),
+        dq: t(&gb.q, dq),
+        dk: t(&gb.k, dk),
+        dv: t(&gb.v, KD),
+    };
+    let bwd = |fx: &mut Fx, g: &cusched::cudnn::SdpaGrads<'_, bf16>, stats: &GpuRef<f32>| {
+        fx.h.cudnn()?.sdpa_backward(&a, &t(&b.q, QD), &t(&b.k, KD), &t(&b.v, KD), &t(&b.o, QD), stats, g)
+    };
+    // Gradients whose shapes are not their operands'.
+    rejects(&mut fx, "dq", |fx| bwd(fx, &grads([2, 4, 32, 64], KD), &stats));
+    rejects(&mut fx, "dk", |fx| bwd(fx, &grads(QD, [2, 1, 47, 64]), &stats));
+    // Statistics too short.
+    let short = fx.buf::<f32>(2 * 4 * 33 - 1);
+    rejects(&mut fx, "stats", |fx| bwd(fx, &grads(QD, KD), &short));
+    // A gradient written over an input.
+    rejects(&mut fx, "dq", |fx| {
+        let g = cusched::cudnn::SdpaGrads { d_o: t(&d_o, QD), dq: t(&b.q, QD), dk: t(&gb.k, KD), dv: t(&gb.v, KD) };
+        bwd(fx, &g, &stats)
+    });
+    // Mismatched heads, and f32.
+    rejects(&mut fx, "k", |fx| {
+        fx.h.cudnn()?.sdpa_backward(
+            &a,
+            &t(&b.q, QD),
+            &t(&b.k, [2, 3, 31, 64]),
+            &t(&b.v, [2, 3, 31, 64]),
+            &t(&b.o, QD),
+            &stats,
+            &grads(QD, KD),
+        )
+    });
+    let f = fx.foreign::<f32>(2 * 4 * 33);
+    rejects(&mut fx, "!foreign", |fx| bwd(fx, &grads(QD, KD), &f));
+    runs(&mut fx, |fx| bwd(fx, &grads(QD, KD), &stats));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| bwd(fx, &grads(QD, KD), &stats));
 }

@@ -33,7 +33,7 @@
 //! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable).
 //!
 //! Attention is the graph (backend) API's scaled dot-product attention
-//! ([`Cudnn::sdpa_forward`], see the `graph` module): the legacy multi-head attention API is
+//! ([`Cudnn::sdpa_forward`], [`Cudnn::sdpa_backward`], see the `graph` module): the legacy multi-head attention API is
 //! deprecated in cuDNN 9 and not wrapped. RNNs are not wrapped here.
 //!
 //! ```
@@ -75,7 +75,7 @@ mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use dropout::Dropout;
-pub use graph::{Attention, AttnDropout, AttnTensor, SeqLens};
+pub use graph::{Attention, AttnDropout, AttnTensor, SdpaGrads, SeqLens};
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};

@@ -271,3 +271,112 @@ pub fn check_sdpa_dropout<T: El>(b: &mut Bench<'_>, c: &AttnCase, rng: &mut Rng)
     }
     close(&got_o, &want_o, T::REL * b.slack, &format!("{what}: probability 0"));
 }
+
+/// The gradients of the attention of logical `q`, `k`, `v` by each, given the output's
+/// gradient `d_o`: `(dq, dk, dv)`, logical, computed from the probabilities directly
+/// (`dS = P ∘ (dP − rowsum(P ∘ dP))`); grouped-query heads' `dk` and `dv` summed per group.
+#[allow(clippy::too_many_arguments)]
+pub fn sdpa_backward(
+    c: &AttnCase,
+    q: &[f64],
+    k: &[f64],
+    v: &[f64],
+    d_o: &[f64],
+    sq: &[usize],
+    skv: &[usize],
+    scale: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let group = c.h / c.h_kv;
+    let qi = |b: usize, h: usize, i: usize| ((b * c.h + h) * c.s_q + i) * c.d;
+    let kj = |b: usize, h: usize, j: usize| ((b * c.h_kv + h) * c.s_kv + j) * c.d;
+    let dot = |a: &[f64], x: usize, bb: &[f64], y: usize| (0..c.d).map(|d| a[x + d] * bb[y + d]).sum::<f64>();
+    let (mut dq, mut dk, mut dv) = (vec![0.0; q.len()], vec![0.0; k.len()], vec![0.0; v.len()]);
+    for b in 0..c.b {
+        for h in 0..c.h {
+            let hk = h / group;
+            for i in 0..sq[b] {
+                let keys: Vec<usize> = (0..skv[b]).filter(|&j| !c.causal || j <= i).collect();
+                let s: Vec<f64> = keys.iter().map(|&j| dot(q, qi(b, h, i), k, kj(b, hk, j)) * scale).collect();
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                let p: Vec<f64> = e.iter().map(|x| x / sum).collect();
+                let dp: Vec<f64> = keys.iter().map(|&j| dot(d_o, qi(b, h, i), v, kj(b, hk, j))).collect();
+                let row: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                for (n, &j) in keys.iter().enumerate() {
+                    let ds = p[n] * (dp[n] - row) * scale;
+                    for d in 0..c.d {
+                        dv[kj(b, hk, j) + d] += p[n] * d_o[qi(b, h, i) + d];
+                        dq[qi(b, h, i) + d] += ds * k[kj(b, hk, j) + d];
+                        dk[kj(b, hk, j) + d] += ds * q[qi(b, h, i) + d];
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+/// The rows of logical `x` (`[B, heads, n, D]`) below each batch's length, flattened.
+fn valid_rows(c: &AttnCase, x: &[f64], heads: usize, n: usize, lens: &[usize]) -> Vec<f64> {
+    let mut out = Vec::new();
+    for (b, &len) in lens.iter().enumerate() {
+        for h in 0..heads {
+            for s in 0..len {
+                let at = ((b * heads + h) * n + s) * c.d;
+                out.extend_from_slice(&x[at..at + c.d]);
+            }
+        }
+    }
+    out
+}
+
+/// Runs the forward op, then the backward op from its output and statistics, and compares
+/// the three gradients' valid rows with the reference.
+pub fn check_sdpa_backward<T: El>(b: &mut Bench<'_>, c: &AttnCase, rng: &mut Rng) {
+    let what = format!("{} {c:?} backward", T::NAME);
+    let (run, [q, k, v], (sq, skv)) = attn_inputs::<T>(b, c, rng);
+    let d_o = round::<T>(&random(rng, c.b * c.h * c.s_q * c.d));
+    let up = |x: &[f64], heads, s| b.d.upload(b.s, &super::cudnn::to_el::<T>(&to_layout(c, heads, s, x))).unwrap();
+    let bdo = up(&d_o, c.h, c.s_q);
+    let nans = |n: usize| b.d.upload(b.s, &vec![T::cast(f64::NAN); n]).unwrap();
+    let (bdq, bdk, bdv) = (nans(q.len()), nans(k.len()), nans(v.len()));
+    let [vq, vk, vv, vo] = run.views(c);
+    let view = |buf, heads, s| {
+        if c.bshd {
+            AttnTensor::bshd(buf, [c.b, heads, s, c.d])
+        } else {
+            AttnTensor::bhsd(buf, [c.b, heads, s, c.d])
+        }
+    };
+    let grads = cusched::cudnn::SdpaGrads {
+        d_o: view(&bdo, c.h, c.s_q),
+        dq: view(&bdq, c.h, c.s_q),
+        dk: view(&bdk, c.h_kv, c.s_kv),
+        dv: view(&bdv, c.h_kv, c.s_kv),
+    };
+    let attn = run.attention().causal(c.causal);
+    let dnn = b.h.cudnn().unwrap();
+    dnn.sdpa_forward(&attn, &vq, &vk, &vv, &vo, Some(&run.stats)).unwrap();
+    dnn.sdpa_backward(&attn, &vq, &vk, &vv, &vo, &run.stats, &grads).unwrap().wait().unwrap();
+    let down =
+        |buf: &GpuRef<T>, heads, s| from_layout(c, heads, s, &super::cudnn::from_el(&buf.download(b.s).unwrap()));
+    let (want_q, want_k, want_v) = sdpa_backward(c, &q, &k, &v, &d_o, &sq, &skv, 1.0 / (c.d as f64).sqrt());
+    // The softmax's row sum is `dO·O` with `O` as stored, rounded to the element type: where
+    // `dP` and the row sum nearly cancel (rows with few keys), that rounding reaches the
+    // gradients several times over.
+    let rel = 4.0 * T::REL * b.slack;
+    let pairs = [
+        ("dq", down(&bdq, c.h, c.s_q), want_q, c.h, c.s_q, &sq),
+        ("dk", down(&bdk, c.h_kv, c.s_kv), want_k, c.h_kv, c.s_kv, &skv),
+        ("dv", down(&bdv, c.h_kv, c.s_kv), want_v, c.h_kv, c.s_kv, &skv),
+    ];
+    for (name, got, want, heads, n, lens) in pairs {
+        close(
+            &valid_rows(c, &got, heads, n, lens),
+            &valid_rows(c, &want, heads, n, lens),
+            rel,
+            &format!("{what}: {name}"),
+        );
+    }
+}

@@ -49,6 +49,9 @@ pub(crate) struct TensorSpec {
     pub virt: bool,
     /// A scalar passed by value from the host at execution.
     pub by_value: bool,
+    /// An f32 intermediate the engine needs in memory: placed in the workspace, after
+    /// cuDNN's own part.
+    pub scratch: bool,
 }
 
 /// The pointwise modes the graphs use.
@@ -60,6 +63,7 @@ pub(crate) enum Pw {
     Div,
     Exp,
     Log,
+    Identity,
     CmpLt,
     CmpGe,
     And,
@@ -79,6 +83,7 @@ impl Pw {
             Pw::Div => M::CUDNN_POINTWISE_DIV,
             Pw::Exp => M::CUDNN_POINTWISE_EXP,
             Pw::Log => M::CUDNN_POINTWISE_LOG,
+            Pw::Identity => M::CUDNN_POINTWISE_IDENTITY,
             Pw::CmpLt => M::CUDNN_POINTWISE_CMP_LT,
             Pw::CmpGe => M::CUDNN_POINTWISE_CMP_GE,
             Pw::And => M::CUDNN_POINTWISE_LOGICAL_AND,
@@ -100,6 +105,8 @@ pub(crate) enum Op {
     Reduction { max: bool, x: Uid, y: Uid },
     /// `y` = Bernoulli draws of probability `keep` from the `[1,1,1,1]` i64 `seed` and `offset`.
     Rng { seed: Uid, offset: Uid, y: Uid, keep: f64 },
+    /// `y` = `x`'s elements seen with `y`'s dims and strides.
+    Reshape { x: Uid, y: Uid },
 }
 
 /// A graph: its tensors and its operations in order.
@@ -121,7 +128,15 @@ pub(crate) fn packed(dims: &[i64]) -> Vec<i64> {
 impl GraphSpec {
     fn add(&mut self, dims: &[i64], strides: &[i64], dt: Dt, virt: bool, by_value: bool) -> Uid {
         let uid = self.tensors.len() as Uid + 1;
-        self.tensors.push(TensorSpec { uid, dims: dims.to_vec(), strides: strides.to_vec(), dt, virt, by_value });
+        self.tensors.push(TensorSpec {
+            uid,
+            dims: dims.to_vec(),
+            strides: strides.to_vec(),
+            dt,
+            virt,
+            by_value,
+            scratch: false,
+        });
         uid
     }
 
@@ -147,6 +162,22 @@ impl GraphSpec {
             t.virt = false;
             t.dt = dt;
         }
+    }
+
+    /// A packed f32 intermediate kept in the workspace.
+    pub(crate) fn scratch(&mut self, dims: &[i64]) -> Uid {
+        let uid = self.add(dims, &packed(dims), Dt::F32, false, false);
+        if let Some(t) = self.tensors.last_mut() {
+            t.scratch = true;
+        }
+        uid
+    }
+
+    /// A virtual view of `x` with other dims and strides (type `dt`).
+    pub(crate) fn reshape(&mut self, x: Uid, dims: &[i64], strides: &[i64], dt: Dt) -> Uid {
+        let y = self.add(dims, strides, dt, true, false);
+        self.ops.push(Op::Reshape { x, y });
+        y
     }
 
     /// Sets an intermediate's type.
@@ -265,6 +296,13 @@ impl GraphSpec {
                     keep.push(r);
                     ops.push(o);
                 }
+                Op::Reshape { x, y } => {
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR)?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_RESHAPE_XDESC, &[desc(*x)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &[desc(*y)?])?;
+                    o.finalize()?;
+                    ops.push(o);
+                }
                 Op::Rng { seed, offset, y, keep: p } => {
                     let r = Desc::new(Kind::CUDNN_BACKEND_RNG_DESCRIPTOR)?;
                     r.set_rng(
@@ -304,11 +342,23 @@ impl GraphSpec {
                 continue;
             }
             let work = plan.get_i64(Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)?;
-            let work_bytes = usize::try_from(work).map_err(|_| Error::invalid("graph", "negative workspace size"))?;
+            let work = usize::try_from(work).map_err(|_| Error::invalid("graph", "negative workspace size"))?;
+            // The scratch tensors follow cuDNN's part, each 256-byte aligned.
+            let too_big = || Error::invalid("graph", "the workspace size overflows");
+            let align = |n: usize| n.checked_add(255).map(|x| x / 256 * 256).ok_or_else(too_big);
+            let mut end = align(work)?;
+            let mut scratch = Vec::new();
+            for t in self.tensors.iter().filter(|t| t.scratch) {
+                let n =
+                    t.dims.iter().try_fold(4usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)));
+                scratch.push((t.uid, end));
+                end = align(n.and_then(|n| end.checked_add(n)).ok_or_else(too_big)?)?;
+            }
+            let work_bytes = if scratch.is_empty() { work } else { end };
             keep.extend(tensors.into_iter().map(|(_, d)| d));
             keep.extend(ops);
             keep.extend([graph, heur, cfg]);
-            return Ok(Some(GraphPlan { plan, work_bytes, _keep: keep }));
+            return Ok(Some(GraphPlan { plan, work_bytes, scratch, aux: Vec::new(), _keep: keep }));
         }
         if let Some(e) = last_err {
             log::debug!("cusched: no engine configuration finalized; the last error: {e}");
@@ -320,7 +370,12 @@ impl GraphSpec {
 /// A finalized execution plan, its workspace need, and the descriptors it was made from.
 pub(crate) struct GraphPlan {
     pub plan: Desc,
+    /// cuDNN's need and the scratch tensors'.
     pub work_bytes: usize,
+    /// The scratch tensors' offsets in the workspace.
+    pub scratch: Vec<(Uid, usize)>,
+    /// Device buffers the plan owns and the graph reads (constant inputs, made with the plan).
+    pub aux: Vec<(Uid, crate::memory::GpuRef<i32>)>,
     _keep: Vec<Desc>,
 }
 
@@ -330,9 +385,10 @@ impl GraphPlan {
     ///
     /// # Safety
     /// (1) `handle` made the plan, is bound to the op's stream, its context current; (2) every
-    /// non-virtual tensor of the plan's graph has its uid in `ptrs`, with a live device buffer
-    /// holding it (a pointer to a live host value for a by-value one), all fenced on the
-    /// stream; (3) `work` holds `work_bytes` (or is null when that is 0).
+    /// non-virtual tensor of the plan's graph but the scratch and plan-owned ones has its uid
+    /// in `ptrs`, with a live device buffer holding it (a pointer to a live host value for a
+    /// by-value one), all fenced on the stream, the plan-owned ones too; (3) `work` holds
+    /// `work_bytes` (or is null when that is 0).
     pub(crate) unsafe fn execute(
         &self,
         handle: sys::cudnnHandle_t,
@@ -340,8 +396,16 @@ impl GraphPlan {
         work: *mut c_void,
     ) -> Result<()> {
         let pack = Desc::new(Kind::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
-        let uids: Vec<i64> = ptrs.iter().map(|p| p.0).collect();
-        let data: Vec<*mut c_void> = ptrs.iter().map(|p| p.1).collect();
+        let mut uids: Vec<i64> = ptrs.iter().map(|p| p.0).collect();
+        let mut data: Vec<*mut c_void> = ptrs.iter().map(|p| p.1).collect();
+        for (uid, off) in &self.scratch {
+            uids.push(*uid);
+            data.push((work as *mut u8).wrapping_add(*off) as *mut c_void);
+        }
+        for (uid, buf) in &self.aux {
+            uids.push(*uid);
+            data.push(crate::libs::dptr(buf)?);
+        }
         pack.set_i64(Attr::CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, &uids)?;
         pack.set_ptrs(Attr::CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, &data)?;
         pack.set_ptrs(Attr::CUDNN_ATTR_VARIANT_PACK_WORKSPACE, &[work])?;

@@ -12,7 +12,8 @@
 //!
 //! Attention operands are [`AttnTensor`]s: a buffer seen as `[B, H, S, D]` with strides in
 //! elements, so that packed (`BHSD`) and interleaved (`BSHD`, as a projection writes them)
-//! layouts work alike. The options ([`Attention`]) are the scale, the causal mask, padding
+//! layouts work alike; [`Cudnn::sdpa_backward`] takes the forward op's output and row
+//! statistics. The options ([`Attention`]) are the scale, the causal mask, padding
 //! masks through per-batch sequence lengths (device i32 buffers, tracked reads) and dropout
 //! (probability, device i64 seed and offset).
 //!
@@ -21,12 +22,16 @@
 //! dropout mask is its own (a hash of seed, offset and position), not cuDNN's Philox stream.
 //!
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
-//! the graph and its plan, `sdpa` attention, `sim` the simulator's computations.
+//! the graph and its plan, `sdpa` attention forward, `sdpa_bwd` backward, `sim` the
+//! simulator's computations.
 
 mod backend;
 mod builder;
 mod sdpa;
+mod sdpa_bwd;
 mod sim;
+
+pub use sdpa_bwd::SdpaGrads;
 
 pub(crate) use builder::{GraphPlan, GraphSpec};
 

@@ -131,3 +131,86 @@ impl<T: DnnElement> Attention<T> {
         }
     }
 }
+
+/// The backward op's other operands: the forward output and statistics, the incoming
+/// gradient, and the three gradients it writes.
+pub(super) struct BackwardIo<T: DnnElement> {
+    pub o: ([usize; 4], SimMem<T>),
+    pub d_o: ([usize; 4], SimMem<T>),
+    pub stats: SimMem<f32>,
+    pub dq: ([usize; 4], SimMem<T>),
+    pub dk: ([usize; 4], SimMem<T>),
+    pub dv: ([usize; 4], SimMem<T>),
+}
+
+impl<T: DnnElement> Attention<T> {
+    /// Backward: the probabilities recomputed from the scores and the given statistics, the
+    /// softmax's row sum from `do·o`, as the GPU's graph computes them; every element of the
+    /// three gradients written (zero where no valid row or key reaches it).
+    pub(super) fn backward(self, io: BackwardIo<T>) {
+        let z = self.z;
+        let (q, k, v) = (load(&self.q.1), load(&self.k.1), load(&self.v.1));
+        let (o, d_o) = (load(&io.o.1), load(&io.d_o.1));
+        let stats: Vec<f64> = io.stats.read().iter().map(|&x| f64::from(x)).collect();
+        let (sq, skv) = match &self.seq {
+            Some((a, b)) => (
+                a.read().iter().map(|&x| x.max(0) as usize).collect(),
+                b.read().iter().map(|&x| x.max(0) as usize).collect(),
+            ),
+            None => (vec![z.s_q; z.b], vec![z.s_kv; z.b]),
+        };
+        let drop = self.dropout.as_ref().map(|(p, s, o)| (*p, s.read()[0], o.read()[0]));
+        let group = z.h / z.h_kv;
+        let lin = |b: usize, h: usize, s: usize, n: usize, heads: usize| ((b * heads + h) * n + s) * z.d;
+        let mut dq = vec![0.0; z.b * z.h * z.s_q * z.d];
+        let (mut dk, mut dv) = (vec![0.0; z.b * z.h_kv * z.s_kv * z.d], vec![0.0; z.b * z.h_kv * z.s_kv * z.d]);
+        for b in 0..z.b {
+            for h in 0..z.h {
+                let hk = h / group;
+                for i in 0..z.s_q.min(sq[b]) {
+                    let lse = stats[(b * z.h + h) * z.s_q + i];
+                    let rowsum: f64 =
+                        (0..z.d).map(|d| d_o[at(&io.d_o.0, b, h, i, d)] * o[at(&io.o.0, b, h, i, d)]).sum();
+                    for j in (0..z.s_kv.min(skv[b])).filter(|&j| !self.causal || j <= i) {
+                        let dot: f64 =
+                            (0..z.d).map(|d| q[at(&self.q.0, b, h, i, d)] * k[at(&self.k.0, b, hk, j, d)]).sum();
+                        let p = (dot * self.scale - lse).exp();
+                        let keep = match drop {
+                            Some((pr, seed, off)) => {
+                                if keeps(seed, off, [b, h, i, j], &z, pr) {
+                                    1.0 / (1.0 - f64::from(pr))
+                                } else {
+                                    0.0
+                                }
+                            }
+                            None => 1.0,
+                        };
+                        let dpd: f64 =
+                            (0..z.d).map(|d| d_o[at(&io.d_o.0, b, h, i, d)] * v[at(&self.v.0, b, hk, j, d)]).sum();
+                        let ds = p * (dpd * keep - rowsum) * self.scale;
+                        let (qi, kj) = (lin(b, h, i, z.s_q, z.h), lin(b, hk, j, z.s_kv, z.h_kv));
+                        for d in 0..z.d {
+                            dv[kj + d] += p * keep * d_o[at(&io.d_o.0, b, h, i, d)];
+                            dq[qi + d] += ds * k[at(&self.k.0, b, hk, j, d)];
+                            dk[kj + d] += ds * q[at(&self.q.0, b, h, i, d)];
+                        }
+                    }
+                }
+            }
+        }
+        for ((st, mem), acc, heads, n) in
+            [(&io.dq, &dq, z.h, z.s_q), (&io.dk, &dk, z.h_kv, z.s_kv), (&io.dv, &dv, z.h_kv, z.s_kv)]
+        {
+            let mut dst = mem.lock();
+            for b in 0..z.b {
+                for h in 0..heads {
+                    for s in 0..n {
+                        for d in 0..z.d {
+                            dst[at(st, b, h, s, d)] = T::from_f64(acc[lin(b, h, s, n, heads) + d]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
