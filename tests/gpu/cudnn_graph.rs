@@ -1,15 +1,18 @@
 //! cuDNN's graph ops on a real GPU against the f64 CPU references (the same runners as the
 //! simulator's tests): scaled dot-product attention forward and backward on the fused
-//! flash-attention engines, f16 and bf16 × head dims 64 and 128 × plain, causal, padded, grouped-query heads
-//! and interleaved (BSHD) layouts, sequence lengths not a multiple of 64; dropout's
-//! determinism; inline and in a lane job; the graph plan cache. Inputs are random per run
+//! flash-attention engines, f16 and bf16 × head dims 64 and 128 × plain, causal, padded,
+//! grouped-query heads and interleaved (BSHD) layouts, sequence lengths not a multiple of 64;
+//! dropout's determinism; layer and RMS norms forward (training, inference) and backward in f32, f16
+//! and bf16; inline and in a lane job; the graph plan cache. Inputs are random per run
 //! (the seed is printed; `CUSCHED_SEED` replays it).
 //!
 //! Needs cuDNN 9 on the loader path (`. tools/cuda-libs-env`).
 
 use crate::common::reference::attention::*;
 use crate::common::reference::cudnn::{Bench, El};
+use crate::common::reference::norm::*;
 use crate::common::*;
+use cusched::cudnn::{NormKind, RowNorm};
 use cusched::half::{bf16, f16};
 
 /// How many times the type's tolerance a GPU result may be off: the engine rounds the
@@ -131,4 +134,68 @@ fn sdpa_plans_are_cached_per_graph() {
     check_sdpa_forward::<f16>(&mut b, &c.clone().causal(), &mut rng);
     assert_eq!(b.h.cudnn().unwrap().graph_plans_made(), 2, "a causal graph is another plan");
     assert_eq!(b.h.cudnn().unwrap().cached_graph_plans(), 2);
+}
+
+/// The norms' slack: f32 sums in another order; the half types are dominated by their
+/// rounding.
+fn norm_slack<T: El>() -> f64 {
+    if T::NAME == "f32" {
+        10.0
+    } else {
+        4.0
+    }
+}
+
+fn norms_all<T: El>() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: norm_slack::<T>() };
+    for kind in [NormKind::Layer, NormKind::Rms] {
+        for n in norm_cases(kind) {
+            eprintln!("{} {n:?}", T::NAME);
+            check_norm::<T>(&mut b, &n, &mut rng);
+        }
+    }
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn layer_and_rms_norms_match_the_reference_in_f32() {
+    norms_all::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn layer_and_rms_norms_match_the_reference_in_f16() {
+    norms_all::<f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn layer_and_rms_norms_match_the_reference_in_bf16() {
+    norms_all::<bf16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn norms_run_in_a_lane_job_and_cache_their_plans() {
+    let Some(d) = gpu() else { return };
+    let lane = d.lane("cudnn-norm").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: 4.0 };
+        let n = RowNorm { kind: NormKind::Layer, rows: 9, cols: 40, epsilon: 1e-5 };
+        check_norm::<bf16>(&mut b, &n, &mut rng);
+        // Training forward, inference forward, backward: three graphs.
+        assert_eq!(b.h.cudnn().unwrap().graph_plans_made(), 3);
+        check_norm::<bf16>(&mut b, &n, &mut rng);
+        assert_eq!(b.h.cudnn().unwrap().graph_plans_made(), 3, "the same graphs reuse their plans");
+        Ok(())
+    })
+    .wait()
+    .unwrap();
 }

@@ -7,8 +7,10 @@
 use crate::common::fixture::{fx, rejects, runs, Fx};
 use crate::common::reference::attention::*;
 use crate::common::reference::cudnn::{Bench, El};
+use crate::common::reference::norm::*;
 use crate::common::*;
 use cusched::cudnn::{Attention, AttnDropout, AttnTensor, SeqLens};
+use cusched::cudnn::{NormKind, NormStats, RowNorm};
 use cusched::half::{bf16, f16};
 use cusched::{Error, GpuRef};
 
@@ -225,4 +227,92 @@ fn sdpa_backward_rejects_mismatched_gradients_stats_and_aliasing() {
     runs(&mut fx, |fx| bwd(fx, &grads(QD, KD), &stats));
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| bwd(fx, &grads(QD, KD), &stats));
+}
+
+fn norms_all<T: El>() {
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    for kind in [NormKind::Layer, NormKind::Rms] {
+        for n in norm_cases(kind) {
+            check_norm::<T>(&mut b, &n, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn layer_and_rms_norms_match_the_reference_in_f32() {
+    norms_all::<f32>();
+}
+
+#[test]
+fn layer_and_rms_norms_match_the_reference_in_f16() {
+    norms_all::<f16>();
+}
+
+#[test]
+fn layer_and_rms_norms_match_the_reference_in_bf16() {
+    norms_all::<bf16>();
+}
+
+#[test]
+fn norms_run_in_a_lane_job() {
+    let d = sim();
+    let lane = d.lane("cudnn-norm").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
+        check_norm::<bf16>(&mut b, &RowNorm { kind: NormKind::Layer, rows: 9, cols: 40, epsilon: 1e-5 }, &mut rng);
+        check_norm::<f32>(&mut b, &RowNorm { kind: NormKind::Rms, rows: 9, cols: 40, epsilon: 1e-6 }, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+#[test]
+fn norms_reject_bad_shapes_parameters_and_statistics() {
+    let mut fx = fx();
+    let n = RowNorm { kind: NormKind::Layer, rows: 6, cols: 16, epsilon: 1e-5 };
+    let (x, y, dx, dy) = (fx.buf::<f16>(96), fx.buf::<f16>(96), fx.buf::<f16>(96), fx.buf::<f16>(96));
+    let (scale, bias, ds, db) = (fx.buf::<f32>(16), fx.buf::<f32>(16), fx.buf::<f32>(16), fx.buf::<f32>(16));
+    let (mean, inv) = (fx.buf::<f32>(6), fx.buf::<f32>(6));
+    let st = NormStats { mean: Some(&mean), inv_var: &inv };
+    // Buffers too short for the matrix, the parameters and the statistics.
+    let short = fx.buf::<f16>(95);
+    rejects(&mut fx, "x", |fx| fx.h.cudnn()?.norm_forward(&n, &short, &scale, Some(&bias), &y, None));
+    rejects(&mut fx, "y", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &short, None));
+    let p15 = fx.buf::<f32>(15);
+    rejects(&mut fx, "scale", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &p15, Some(&bias), &y, None));
+    rejects(&mut fx, "bias", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&p15), &y, None));
+    let s5 = fx.buf::<f32>(5);
+    let bad = NormStats { mean: Some(&mean), inv_var: &s5 };
+    rejects(&mut fx, "stats.inv_var", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &y, Some(&bad)));
+    // Bias and means that do not fit the kind, zero rows, a bad epsilon.
+    rejects(&mut fx, "bias", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, None, &y, None));
+    let rms = RowNorm { kind: NormKind::Rms, ..n };
+    rejects(&mut fx, "bias", |fx| fx.h.cudnn()?.norm_forward(&rms, &x, &scale, Some(&bias), &y, None));
+    rejects(&mut fx, "stats", |fx| fx.h.cudnn()?.norm_forward(&rms, &x, &scale, None, &y, Some(&st)));
+    rejects(&mut fx, "rows", |fx| {
+        fx.h.cudnn()?.norm_forward(&RowNorm { rows: 0, ..n }, &x, &scale, Some(&bias), &y, None)
+    });
+    rejects(&mut fx, "norm", |fx| {
+        fx.h.cudnn()?.norm_forward(&RowNorm { epsilon: -1.0, ..n }, &x, &scale, Some(&bias), &y, None)
+    });
+    // Writing over an input.
+    rejects(&mut fx, "y", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &x, None));
+    // Backward: short gradients, a missing dbias, aliasing.
+    rejects(&mut fx, "dx", |fx| fx.h.cudnn()?.norm_backward(&n, &x, &dy, &scale, &st, &short, &ds, Some(&db)));
+    rejects(&mut fx, "dscale", |fx| fx.h.cudnn()?.norm_backward(&n, &x, &dy, &scale, &st, &dx, &p15, Some(&db)));
+    rejects(&mut fx, "dbias", |fx| fx.h.cudnn()?.norm_backward(&n, &x, &dy, &scale, &st, &dx, &ds, None));
+    rejects(&mut fx, "dx", |fx| fx.h.cudnn()?.norm_backward(&n, &x, &dy, &scale, &st, &dy, &ds, Some(&db)));
+    let f = fx.foreign::<f16>(96);
+    rejects(&mut fx, "!foreign", |fx| fx.h.cudnn()?.norm_forward(&n, &f, &scale, Some(&bias), &y, None));
+    runs(&mut fx, |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &y, Some(&st)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &y, None));
 }

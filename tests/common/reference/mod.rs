@@ -12,6 +12,8 @@ pub mod blas_lt;
 pub mod cudnn;
 #[cfg(feature = "cufft")]
 pub mod fft;
+#[cfg(feature = "cudnn")]
+pub mod norm;
 #[cfg(feature = "curand")]
 pub mod rng;
 #[cfg(feature = "cusolver")]

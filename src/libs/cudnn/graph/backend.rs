@@ -120,6 +120,16 @@ impl Desc {
         unsafe { self.set(attr, AttrType::CUDNN_TYPE_RNG_DISTRIBUTION, &[m]) }
     }
 
+    pub(crate) fn set_norm_mode(&self, attr: Attr, m: sys::cudnnBackendNormMode_t) -> Result<()> {
+        // SAFETY: `NORM_MODE` values are read as `cudnnBackendNormMode_t`.
+        unsafe { self.set(attr, AttrType::CUDNN_TYPE_NORM_MODE, &[m]) }
+    }
+
+    pub(crate) fn set_norm_phase(&self, attr: Attr, m: sys::cudnnBackendNormFwdPhase_t) -> Result<()> {
+        // SAFETY: `NORM_FWD_PHASE` values are read as `cudnnBackendNormFwdPhase_t`.
+        unsafe { self.set(attr, AttrType::CUDNN_TYPE_NORM_FWD_PHASE, &[m]) }
+    }
+
     /// Other descriptors as the attribute's values.
     pub(crate) fn set_descs(&self, attr: Attr, descs: &[&Desc]) -> Result<()> {
         let raw: Vec<sys::cudnnBackendDescriptor_t> = descs.iter().map(|d| d.get()).collect();

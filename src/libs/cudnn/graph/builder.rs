@@ -107,6 +107,30 @@ pub(crate) enum Op {
     Rng { seed: Uid, offset: Uid, y: Uid, keep: f64 },
     /// `y` = `x`'s elements seen with `y`'s dims and strides.
     Reshape { x: Uid, y: Uid },
+    /// Layer or RMS norm forward over all but the first dim: training writes the statistics.
+    NormFwd {
+        rms: bool,
+        training: bool,
+        x: Uid,
+        scale: Uid,
+        bias: Option<Uid>,
+        eps: Uid,
+        y: Uid,
+        mean: Option<Uid>,
+        inv_var: Option<Uid>,
+    },
+    /// Layer or RMS norm backward from the saved statistics.
+    NormBwd {
+        rms: bool,
+        x: Uid,
+        dy: Uid,
+        scale: Uid,
+        mean: Option<Uid>,
+        inv_var: Uid,
+        dx: Uid,
+        dscale: Uid,
+        dbias: Option<Uid>,
+    },
 }
 
 /// A graph: its tensors and its operations in order.
@@ -202,6 +226,22 @@ impl GraphSpec {
         let y = self.virt(dims, out);
         self.ops.push(Op::Pointwise { mode, x, b, t, y, prec });
         y
+    }
+
+    /// The workspace's size and the scratch tensors' offsets in it: cuDNN's part (`work`
+    /// bytes) first, then each scratch tensor, 256-byte aligned.
+    fn scratch_layout(&self, work: i64) -> Result<(usize, Vec<(Uid, usize)>)> {
+        let work = usize::try_from(work).map_err(|_| Error::invalid("graph", "negative workspace size"))?;
+        let too_big = || Error::invalid("graph", "the workspace size overflows");
+        let align = |n: usize| n.checked_add(255).map(|x| x / 256 * 256).ok_or_else(too_big);
+        let mut end = align(work)?;
+        let mut scratch = Vec::new();
+        for t in self.tensors.iter().filter(|t| t.scratch) {
+            let n = t.dims.iter().try_fold(4usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)));
+            scratch.push((t.uid, end));
+            end = align(n.and_then(|n| end.checked_add(n)).ok_or_else(too_big)?)?;
+        }
+        Ok((if scratch.is_empty() { work } else { end }, scratch))
     }
 
     /// Builds the graph's descriptors with `handle` and finds an execution plan for it: the
@@ -303,6 +343,46 @@ impl GraphSpec {
                     o.finalize()?;
                     ops.push(o);
                 }
+                Op::NormFwd { rms, training, x, scale, bias, eps, y, mean, inv_var } => {
+                    use sys::cudnnBackendNormFwdPhase_t as P;
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR)?;
+                    o.set_norm_mode(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_MODE, norm_mode(*rms))?;
+                    let phase = if *training { P::CUDNN_NORM_FWD_TRAINING } else { P::CUDNN_NORM_FWD_INFERENCE };
+                    o.set_norm_phase(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, phase)?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, &[desc(*x)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_SCALE_DESC, &[desc(*scale)?])?;
+                    if let Some(b) = bias {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_BIAS_DESC, &[desc(*b)?])?;
+                    }
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_EPSILON_DESC, &[desc(*eps)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_YDESC, &[desc(*y)?])?;
+                    if let Some(m) = mean {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_MEAN_DESC, &[desc(*m)?])?;
+                    }
+                    if let Some(v) = inv_var {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_INV_VARIANCE_DESC, &[desc(*v)?])?;
+                    }
+                    o.finalize()?;
+                    ops.push(o);
+                }
+                Op::NormBwd { rms, x, dy, scale, mean, inv_var, dx, dscale, dbias } => {
+                    let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR)?;
+                    o.set_norm_mode(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_MODE, norm_mode(*rms))?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, &[desc(*x)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, &[desc(*dy)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, &[desc(*scale)?])?;
+                    if let Some(m) = mean {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_MEAN_DESC, &[desc(*m)?])?;
+                    }
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_INV_VARIANCE_DESC, &[desc(*inv_var)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_DXDESC, &[desc(*dx)?])?;
+                    o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_DSCALE_DESC, &[desc(*dscale)?])?;
+                    if let Some(b) = dbias {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_DBIAS_DESC, &[desc(*b)?])?;
+                    }
+                    o.finalize()?;
+                    ops.push(o);
+                }
                 Op::Rng { seed, offset, y, keep: p } => {
                     let r = Desc::new(Kind::CUDNN_BACKEND_RNG_DESCRIPTOR)?;
                     r.set_rng(
@@ -326,39 +406,37 @@ impl GraphSpec {
         graph.set_handle(Attr::CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle)?;
         graph.set_descs(Attr::CUDNN_ATTR_OPERATIONGRAPH_OPS, &ops.iter().collect::<Vec<_>>())?;
         graph.finalize()?;
-        let heur = Desc::new(Kind::CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)?;
-        heur.set_descs(Attr::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &[&graph])?;
-        heur.set_heur_mode(Attr::CUDNN_ATTR_ENGINEHEUR_MODE, sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A)?;
-        heur.finalize()?;
-        let configs = heur.engine_configs(8)?;
         let mut last_err = None;
-        for cfg in configs {
-            let plan = Desc::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
-            plan.set_handle(Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle)?;
-            plan.set_descs(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[&cfg])?;
-            // An engine the heuristics propose may still refuse this graph: try the next.
-            if let Err(e) = plan.finalize() {
-                last_err = Some(e);
-                continue;
+        // Mode A's proposals first; the fallback engines only when none of those finalizes.
+        for mode in
+            [sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_A, sys::cudnnBackendHeurMode_t::CUDNN_HEUR_MODE_FALLBACK]
+        {
+            let heur = Desc::new(Kind::CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)?;
+            heur.set_descs(Attr::CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, &[&graph])?;
+            heur.set_heur_mode(Attr::CUDNN_ATTR_ENGINEHEUR_MODE, mode)?;
+            let configs = match heur.finalize().and_then(|()| heur.engine_configs(8)) {
+                Ok(c) => c,
+                Err(e) => {
+                    last_err = Some(e);
+                    continue;
+                }
+            };
+            for cfg in configs {
+                let plan = Desc::new(Kind::CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR)?;
+                plan.set_handle(Attr::CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle)?;
+                plan.set_descs(Attr::CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, &[&cfg])?;
+                // An engine the heuristics propose may still refuse this graph: try the next.
+                if let Err(e) = plan.finalize() {
+                    last_err = Some(e);
+                    continue;
+                }
+                let work = plan.get_i64(Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)?;
+                let (work_bytes, scratch) = self.scratch_layout(work)?;
+                keep.extend(tensors.into_iter().map(|(_, d)| d));
+                keep.extend(ops);
+                keep.extend([graph, heur, cfg]);
+                return Ok(Some(GraphPlan { plan, work_bytes, scratch, aux: Vec::new(), _keep: keep }));
             }
-            let work = plan.get_i64(Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)?;
-            let work = usize::try_from(work).map_err(|_| Error::invalid("graph", "negative workspace size"))?;
-            // The scratch tensors follow cuDNN's part, each 256-byte aligned.
-            let too_big = || Error::invalid("graph", "the workspace size overflows");
-            let align = |n: usize| n.checked_add(255).map(|x| x / 256 * 256).ok_or_else(too_big);
-            let mut end = align(work)?;
-            let mut scratch = Vec::new();
-            for t in self.tensors.iter().filter(|t| t.scratch) {
-                let n =
-                    t.dims.iter().try_fold(4usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)));
-                scratch.push((t.uid, end));
-                end = align(n.and_then(|n| end.checked_add(n)).ok_or_else(too_big)?)?;
-            }
-            let work_bytes = if scratch.is_empty() { work } else { end };
-            keep.extend(tensors.into_iter().map(|(_, d)| d));
-            keep.extend(ops);
-            keep.extend([graph, heur, cfg]);
-            return Ok(Some(GraphPlan { plan, work_bytes, scratch, aux: Vec::new(), _keep: keep }));
         }
         if let Some(e) = last_err {
             log::debug!("cusched: no engine configuration finalized; the last error: {e}");
@@ -412,6 +490,15 @@ impl GraphPlan {
         pack.finalize()?;
         // SAFETY: the caller vouches for (1) to (3); the pack is finalized.
         unsafe { super::backend::execute(handle, &self.plan, &pack) }
+    }
+}
+
+/// The backend's norm mode: layer or RMS.
+fn norm_mode(rms: bool) -> sys::cudnnBackendNormMode_t {
+    if rms {
+        sys::cudnnBackendNormMode_t::CUDNN_RMS_NORM
+    } else {
+        sys::cudnnBackendNormMode_t::CUDNN_LAYER_NORM
     }
 }
 

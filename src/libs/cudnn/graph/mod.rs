@@ -27,10 +27,12 @@
 
 mod backend;
 mod builder;
+mod norm;
 mod sdpa;
 mod sdpa_bwd;
 mod sim;
 
+pub use norm::{NormKind, NormStats, RowNorm};
 pub use sdpa_bwd::SdpaGrads;
 
 pub(crate) use builder::{GraphPlan, GraphSpec};
