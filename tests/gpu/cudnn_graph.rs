@@ -2,14 +2,16 @@
 //! simulator's tests): scaled dot-product attention forward and backward on the fused
 //! flash-attention engines, f16 and bf16 × head dims 64 and 128 × plain, causal, padded,
 //! grouped-query heads and interleaved (BSHD) layouts, sequence lengths not a multiple of 64;
-//! dropout's determinism; layer and RMS norms forward (training, inference) and backward in f32, f16
-//! and bf16; inline and in a lane job; the graph plan cache. Inputs are random per run
-//! (the seed is printed; `CUSCHED_SEED` replays it).
+//! dropout's determinism; layer and RMS norms forward (training, inference) and backward in
+//! f32, f16 and bf16; the fused matmul + bias + activation (identity, ReLU, GELU, GELU tanh);
+//! inline and in a lane job; the graph plan cache. Inputs are random per run (the seed is
+//! printed; `CUSCHED_SEED` replays it).
 //!
 //! Needs cuDNN 9 on the loader path (`. tools/cuda-libs-env`).
 
 use crate::common::reference::attention::*;
 use crate::common::reference::cudnn::{Bench, El};
+use crate::common::reference::matmul_act::*;
 use crate::common::reference::norm::*;
 use crate::common::*;
 use cusched::cudnn::{NormKind, RowNorm};
@@ -198,4 +200,35 @@ fn norms_run_in_a_lane_job_and_cache_their_plans() {
     })
     .wait()
     .unwrap();
+}
+
+fn matmul_all<T: El>() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    // f32 graphs may run on TF32 tensor cores (about 3 decimal digits of input precision).
+    let slack = if T::NAME == "f32" { 100.0 } else { 4.0 };
+    let mut b = Bench { d: &d, s, h: &mut h, slack };
+    check_matmul_act::<T>(&mut b, (2, 7, 24, 40), &mut rng);
+    check_matmul_act::<T>(&mut b, (1, 33, 64, 16), &mut rng);
+    check_matmul_act::<T>(&mut b, (4, 128, 128, 64), &mut rng);
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_bias_activation_matches_the_reference_in_f32() {
+    matmul_all::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_bias_activation_matches_the_reference_in_f16() {
+    matmul_all::<f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn matmul_bias_activation_matches_the_reference_in_bf16() {
+    matmul_all::<bf16>();
 }

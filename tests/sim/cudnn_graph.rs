@@ -7,10 +7,11 @@
 use crate::common::fixture::{fx, rejects, runs, Fx};
 use crate::common::reference::attention::*;
 use crate::common::reference::cudnn::{Bench, El};
+use crate::common::reference::matmul_act::*;
 use crate::common::reference::norm::*;
 use crate::common::*;
 use cusched::cudnn::{Attention, AttnDropout, AttnTensor, SeqLens};
-use cusched::cudnn::{NormKind, NormStats, RowNorm};
+use cusched::cudnn::{MatmulActivation, MatmulBiasAct, NormKind, NormStats, RowNorm};
 use cusched::half::{bf16, f16};
 use cusched::{Error, GpuRef};
 
@@ -315,4 +316,67 @@ fn norms_reject_bad_shapes_parameters_and_statistics() {
     runs(&mut fx, |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &y, Some(&st)));
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| fx.h.cudnn()?.norm_forward(&n, &x, &scale, Some(&bias), &y, None));
+}
+
+fn matmul_all<T: El>() {
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    check_matmul_act::<T>(&mut b, (2, 7, 24, 40), &mut rng);
+    check_matmul_act::<T>(&mut b, (1, 33, 64, 16), &mut rng);
+}
+
+#[test]
+fn matmul_bias_activation_matches_the_reference_in_f32() {
+    matmul_all::<f32>();
+}
+
+#[test]
+fn matmul_bias_activation_matches_the_reference_in_f16() {
+    matmul_all::<f16>();
+}
+
+#[test]
+fn matmul_bias_activation_matches_the_reference_in_bf16() {
+    matmul_all::<bf16>();
+}
+
+#[test]
+fn matmul_bias_activation_runs_in_a_lane_job() {
+    let d = sim();
+    let lane = d.lane("cudnn-matmul").unwrap();
+    let seed = Rng::new().next();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
+        check_matmul_act::<bf16>(&mut b, (3, 5, 16, 8), &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+#[test]
+fn matmul_bias_activation_rejects_short_buffers_zero_dims_and_aliasing() {
+    let mut fx = fx();
+    let mm = MatmulBiasAct { batch: 2, m: 4, n: 8, k: 6, act: MatmulActivation::Relu };
+    let (a, b, c, bias) = (fx.buf::<f16>(48), fx.buf::<f16>(96), fx.buf::<f16>(64), fx.buf::<f16>(8));
+    let short = fx.buf::<f16>(7);
+    rejects(&mut fx, "a", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &short, &b, Some(&bias), &c));
+    rejects(&mut fx, "b", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &short, Some(&bias), &c));
+    rejects(&mut fx, "c", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &b, Some(&bias), &short));
+    let s7 = fx.buf::<f16>(7);
+    rejects(&mut fx, "bias", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &b, Some(&s7), &c));
+    rejects(&mut fx, "k", |fx| fx.h.cudnn()?.matmul_bias_act(&MatmulBiasAct { k: 0, ..mm }, &a, &b, None, &c));
+    rejects(&mut fx, "m", |fx| fx.h.cudnn()?.matmul_bias_act(&MatmulBiasAct { m: usize::MAX, ..mm }, &a, &b, None, &c));
+    let big = fx.buf::<f16>(96);
+    rejects(&mut fx, "c", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &big, None, &big));
+    let f = fx.foreign::<f16>(48);
+    rejects(&mut fx, "!foreign", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &f, &b, None, &c));
+    runs(&mut fx, |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &b, Some(&bias), &c));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &b, None, &c));
 }

@@ -75,7 +75,10 @@ mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use dropout::Dropout;
-pub use graph::{Attention, AttnDropout, AttnTensor, NormKind, NormStats, RowNorm, SdpaGrads, SeqLens};
+pub use graph::{
+    Attention, AttnDropout, AttnTensor, MatmulActivation, MatmulBiasAct, NormKind, NormStats, RowNorm, SdpaGrads,
+    SeqLens,
+};
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use tensor::{DnnElement, Layout, Shape, TensorView};

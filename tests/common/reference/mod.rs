@@ -13,6 +13,8 @@ pub mod cudnn;
 #[cfg(feature = "cufft")]
 pub mod fft;
 #[cfg(feature = "cudnn")]
+pub mod matmul_act;
+#[cfg(feature = "cudnn")]
 pub mod norm;
 #[cfg(feature = "curand")]
 pub mod rng;

@@ -21,17 +21,23 @@
 //! workspace taken): scores, softmax and sums exact, each stored element rounded once. Its
 //! dropout mask is its own (a hash of seed, offset and position), not cuDNN's Philox stream.
 //!
+//! Besides attention: layer and RMS norms ([`Cudnn::norm_forward`], [`Cudnn::norm_backward`])
+//! through the backend's norm operations, and a fused matmul + bias + activation
+//! ([`Cudnn::matmul_bias_act`]).
+//!
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
-//! the graph and its plan, `sdpa` attention forward, `sdpa_bwd` backward, `sim` the
-//! simulator's computations.
+//! the graph and its plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm` the norms,
+//! `matmul` the fused matmul, `sim` the simulator's attention.
 
 mod backend;
 mod builder;
+mod matmul;
 mod norm;
 mod sdpa;
 mod sdpa_bwd;
 mod sim;
 
+pub use matmul::{MatmulActivation, MatmulBiasAct};
 pub use norm::{NormKind, NormStats, RowNorm};
 pub use sdpa_bwd::SdpaGrads;
 
