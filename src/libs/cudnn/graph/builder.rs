@@ -312,6 +312,12 @@ impl GraphSpec {
                     if let Pw::GenIndex(axis) = mode {
                         pw.set_i64(Attr::CUDNN_ATTR_POINTWISE_AXIS, &[*axis])?;
                     }
+                    if *mode == Pw::Relu {
+                        // A plain ReLU: no lower slope, no upper clip within f32's range.
+                        pw.set_f64(Attr::CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, 0.0)?;
+                        pw.set_f64(Attr::CUDNN_ATTR_POINTWISE_RELU_UPPER_CLIP, f64::from(f32::MAX))?;
+                        pw.set_f64(Attr::CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, 0.0)?;
+                    }
                     pw.finalize()?;
                     let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR)?;
                     o.set_descs(Attr::CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, &[&pw])?;

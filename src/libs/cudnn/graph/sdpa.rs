@@ -236,6 +236,29 @@ impl Cudnn {
     /// row's logsumexp, f32 `[B, H, Sq, 1]`, for [`sdpa_backward`](Self::sdpa_backward).
     /// With padding masks, the rows past a batch's query length are not defined (the
     /// simulator writes zeros there).
+    ///
+    /// ```
+    /// use cusched::cudnn::{Attention, AttnTensor};
+    /// use cusched::half::f16;
+    /// use cusched::{Device, Handles, SimConfig};
+    ///
+    /// let device = Device::sim(SimConfig::default())?;
+    /// let s = device.new_stream()?;
+    /// let mut h = Handles::new(&device, s)?;
+    /// // One head, two queries and two keys of dim 8; the second key matches the queries.
+    /// let q = device.upload(s, &[f16::ONE; 16])?;
+    /// let k = device.upload(s, &(0..16).map(|i| f16::from_f32(if i < 8 { 0.0 } else { 4.0 })).collect::<Vec<_>>())?;
+    /// let v = device.upload(s, &(0..16).map(|i| f16::from_f32((i / 8) as f32)).collect::<Vec<_>>())?;
+    /// let o = device.alloc_zeros::<f16>(s, 16)?;
+    /// let t = |buf| AttnTensor::bhsd(buf, [1, 1, 2, 8]);
+    /// // Causal: the first query sees only the first key, whose value rows are 0.
+    /// let attn = Attention::new().causal(true);
+    /// h.cudnn()?.sdpa_forward(&attn, &t(&q), &t(&k), &t(&v), &t(&o), None)?.wait()?;
+    /// let o = o.download(s)?;
+    /// assert_eq!(o[0], f16::ZERO);
+    /// assert!(o[8].to_f32() > 0.99);
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
     pub fn sdpa_forward<T: DnnElement>(
         &mut self,
         attn: &Attention<'_>,
