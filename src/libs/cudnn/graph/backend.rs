@@ -1,8 +1,8 @@
 //! cuDNN's backend descriptors, owned: the graph API's one object type, made with
 //! `cudnnBackendCreateDescriptor`, filled with `cudnnBackendSetAttribute`, frozen with
-//! `cudnnBackendFinalize` and destroyed once on drop. With `calls` and `builder`, the only code
-//! of the crate that touches `cudarc::cudnn::sys`; every error names the attribute or
-//! descriptor.
+//! `cudnnBackendFinalize` and destroyed once on drop. With `calls`, `builder` and `plan`, the
+//! only code of the crate that touches `cudarc::cudnn::sys`; every error names the attribute
+//! or descriptor.
 //!
 //! A descriptor is a host object; one that another holds (a tensor in an operation, an
 //! operation in a graph) is copied or referenced by cuDNN until the holder is finalized, so

@@ -26,13 +26,14 @@
 //! ([`Cudnn::matmul_bias_act`]).
 //!
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
-//! the graph and its plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm` the norms,
-//! `matmul` the fused matmul, `sim` the simulator's attention.
+//! the graph, `plan` its execution plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm`
+//! the norms, `matmul` the fused matmul, `sim` the simulator's attention.
 
 mod backend;
 mod builder;
 mod matmul;
 mod norm;
+mod plan;
 mod sdpa;
 mod sdpa_bwd;
 mod sim;
@@ -41,7 +42,8 @@ pub use matmul::{MatmulActivation, MatmulBiasAct};
 pub use norm::{NormKind, NormStats, RowNorm};
 pub use sdpa_bwd::SdpaGrads;
 
-pub(crate) use builder::{GraphPlan, GraphSpec};
+pub(crate) use builder::GraphSpec;
+pub(crate) use plan::GraphPlan;
 
 use super::Cudnn;
 use crate::error::{Error, Result};

@@ -330,7 +330,7 @@ impl Cudnn {
         }
         let strides = [q.strides, k.strides, v.strides, o.strides];
         self.op.bound_stream()?;
-        let lowest = super::builder::version() < 91000;
+        let lowest = super::plan::version() < 91000;
         let (spec, uids) = forward_graph(attn, &z, dt, strides, stats.is_some());
         let Some(handle) = self.raw.as_ref() else { return Err(self.op.unavailable_on_sim()) };
         let plan = self.graphs.get_or_make(spec, &self.op, |g| {

@@ -272,7 +272,7 @@ impl Cudnn {
             return self.op.run_sim(rec, Vec::new(), move || job.backward(io));
         }
         self.op.bound_stream()?;
-        let version = super::builder::version();
+        let version = super::plan::version();
         if version < 90600 {
             return Err(Error::Unsupported {
                 library: NAME,
