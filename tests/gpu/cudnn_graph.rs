@@ -2,10 +2,10 @@
 //! simulator's tests): scaled dot-product attention forward and backward on the fused
 //! flash-attention engines, f16 and bf16 × head dims 64 and 128 × plain, causal, padded,
 //! grouped-query heads and interleaved (BSHD) layouts, sequence lengths not a multiple of 64;
-//! dropout's determinism; layer and RMS norms forward (training, inference) and backward in
-//! f32, f16 and bf16; the fused matmul + bias + activation (identity, ReLU, GELU, GELU tanh);
-//! inline and in a lane job; the graph plan cache. Inputs are random per run (the seed is
-//! printed; `CUSCHED_SEED` replays it).
+//! dropout's determinism; layer, RMS and instance norms forward (training, inference) and
+//! backward in f32, f16 and bf16; the fused matmul + bias + activation (identity, ReLU, GELU,
+//! GELU tanh); inline and in a lane job; the graph plan cache. Inputs are random per run (the
+//! seed is printed; `CUSCHED_SEED` replays it).
 //!
 //! Needs cuDNN 9 on the loader path (`. tools/cuda-libs-env`).
 
@@ -231,4 +231,37 @@ fn matmul_bias_activation_matches_the_reference_in_f16() {
 #[ignore = "needs a CUDA GPU"]
 fn matmul_bias_activation_matches_the_reference_in_bf16() {
     matmul_all::<bf16>();
+}
+
+fn instance_all<T: El>() {
+    use cusched::cudnn::Shape;
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: norm_slack::<T>() };
+    for shape in
+        [Shape::nhwc(3, 8, 5, 7), Shape::nhwc(2, 32, 16, 16), Shape::nchw(2, 5, 6, 6), Shape::ndhwc(2, 4, 3, 4, 5)]
+    {
+        eprintln!("{} {shape:?}", T::NAME);
+        check_instance_norm::<T>(&mut b, &shape, &mut rng);
+    }
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn instance_norm_matches_the_reference_in_f32() {
+    instance_all::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn instance_norm_matches_the_reference_in_f16() {
+    instance_all::<f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn instance_norm_matches_the_reference_in_bf16() {
+    instance_all::<bf16>();
 }

@@ -269,6 +269,7 @@ fn norms_run_in_a_lane_job() {
         let mut b = Bench { d: &dev, s, h: cx, slack: 1.0 };
         check_norm::<bf16>(&mut b, &RowNorm { kind: NormKind::Layer, rows: 9, cols: 40, epsilon: 1e-5 }, &mut rng);
         check_norm::<f32>(&mut b, &RowNorm { kind: NormKind::Rms, rows: 9, cols: 40, epsilon: 1e-6 }, &mut rng);
+        check_instance_norm::<f16>(&mut b, &cusched::cudnn::Shape::nhwc(2, 3, 4, 5), &mut rng);
         Ok(())
     })
     .wait()
@@ -379,4 +380,89 @@ fn matmul_bias_activation_rejects_short_buffers_zero_dims_and_aliasing() {
     runs(&mut fx, |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &b, Some(&bias), &c));
     fx.device.advance_generation();
     rejects(&mut fx, "!stale", |fx| fx.h.cudnn()?.matmul_bias_act(&mm, &a, &b, None, &c));
+}
+
+fn instance_all<T: El>() {
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    for shape in instance_shapes() {
+        check_instance_norm::<T>(&mut b, &shape, &mut rng);
+    }
+}
+
+fn instance_shapes() -> Vec<cusched::cudnn::Shape> {
+    use cusched::cudnn::Shape;
+    vec![Shape::nhwc(3, 8, 5, 7), Shape::nchw(2, 5, 6, 6), Shape::ndhwc(2, 4, 3, 4, 5)]
+}
+
+#[test]
+fn instance_norm_matches_the_reference_in_f32() {
+    instance_all::<f32>();
+}
+
+#[test]
+fn instance_norm_matches_the_reference_in_f16() {
+    instance_all::<f16>();
+}
+
+#[test]
+fn instance_norm_matches_the_reference_in_bf16() {
+    instance_all::<bf16>();
+}
+
+#[test]
+fn instance_norm_rejects_bad_shapes_statistics_and_aliasing() {
+    use cusched::cudnn::{Shape, TensorView};
+    let mut fx = fx();
+    let sh = Shape::nhwc(2, 4, 3, 3);
+    let (x, y, dx, dy) = (fx.buf::<bf16>(72), fx.buf::<bf16>(72), fx.buf::<bf16>(72), fx.buf::<bf16>(72));
+    let (scale, bias, ds, db) = (fx.buf::<f32>(4), fx.buf::<f32>(4), fx.buf::<f32>(4), fx.buf::<f32>(4));
+    let (mean, inv) = (fx.buf::<f32>(8), fx.buf::<f32>(8));
+    let st = NormStats { mean: Some(&mean), inv_var: &inv };
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    // `y` of another shape, a short buffer, short parameters, short or missing statistics.
+    rejects(&mut fx, "y", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &Shape::nchw(2, 4, 3, 3)), None)
+    });
+    let short = fx.buf::<bf16>(71);
+    rejects(&mut fx, "x", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&short, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    let p3 = fx.buf::<f32>(3);
+    rejects(&mut fx, "bias", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &p3, &t(&y, &sh), None)
+    });
+    let s7 = fx.buf::<f32>(7);
+    let bad = NormStats { mean: Some(&s7), inv_var: &inv };
+    rejects(&mut fx, "stats.mean", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), Some(&bad))
+    });
+    let no_mean = NormStats { mean: None, inv_var: &inv };
+    rejects(&mut fx, "stats", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), Some(&no_mean))
+    });
+    rejects(&mut fx, "epsilon", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(f32::NAN, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    rejects(&mut fx, "y", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&x, &sh), None)
+    });
+    rejects(&mut fx, "dscale", |fx| {
+        fx.h.cudnn()?.instance_norm_backward(1e-5, &t(&x, &sh), &t(&dy, &sh), &scale, &st, &t(&dx, &sh), &p3, &db)
+    });
+    rejects(&mut fx, "dx", |fx| {
+        fx.h.cudnn()?.instance_norm_backward(1e-5, &t(&x, &sh), &t(&dy, &sh), &scale, &st, &t(&dy, &sh), &ds, &db)
+    });
+    let f = fx.foreign::<bf16>(72);
+    rejects(&mut fx, "!foreign", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&f, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    runs(&mut fx, |fx| fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), Some(&st)));
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| {
+        fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
 }

@@ -119,3 +119,99 @@ pub fn norm_cases(kind: NormKind) -> Vec<RowNorm> {
         .map(|(rows, cols)| RowNorm { kind, rows, cols, epsilon: 1e-5 })
         .collect()
 }
+
+/// Instance norm of logical `x` (`[N, C, spatial...]` row-major): `(y, mean, inv_std)`, the
+/// statistics image-major.
+pub fn instance_norm_forward(
+    dims: &[usize],
+    eps: f32,
+    x: &[f64],
+    scale: &[f64],
+    bias: &[f64],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (n, c) = (dims[0], dims[1]);
+    let sp: usize = dims[2..].iter().product();
+    let (mut y, mut means, mut invs) = (vec![0.0; x.len()], Vec::new(), Vec::new());
+    for i in 0..n {
+        for ch in 0..c {
+            let base = (i * c + ch) * sp;
+            let vals = &x[base..base + sp];
+            let mean = vals.iter().sum::<f64>() / sp as f64;
+            let var = vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / sp as f64;
+            let inv = 1.0 / (var + f64::from(eps)).sqrt();
+            for (p, v) in vals.iter().enumerate() {
+                y[base + p] = (v - mean) * inv * scale[ch] + bias[ch];
+            }
+            means.push(mean);
+            invs.push(inv);
+        }
+    }
+    (y, means, invs)
+}
+
+/// Instance norm backward of logical tensors: `(dx, dscale, dbias)`, each `(n, c)` group as a
+/// row of [`norm_backward`]'s layer norm with its channel's scale.
+pub fn instance_norm_backward(
+    dims: &[usize],
+    eps: f32,
+    x: &[f64],
+    dy: &[f64],
+    scale: &[f64],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (n, c) = (dims[0], dims[1]);
+    let sp: usize = dims[2..].iter().product();
+    let row = RowNorm { kind: NormKind::Layer, rows: 1, cols: sp, epsilon: eps };
+    let (mut dx, mut ds, mut db) = (vec![0.0; x.len()], vec![0.0; c], vec![0.0; c]);
+    for i in 0..n {
+        for ch in 0..c {
+            let base = (i * c + ch) * sp;
+            let (g, s, b) = norm_backward(&row, &x[base..base + sp], &dy[base..base + sp], &vec![scale[ch]; sp]);
+            dx[base..base + sp].copy_from_slice(&g);
+            // The row's per-column sums, summed over the channel's positions.
+            ds[ch] += s.iter().sum::<f64>();
+            db[ch] += b.iter().sum::<f64>();
+        }
+    }
+    (dx, ds, db)
+}
+
+/// Instance norm forward (training, inference) and backward of `shape` against the references.
+pub fn check_instance_norm<T: El>(b: &mut Bench<'_>, shape: &cusched::cudnn::Shape, rng: &mut Rng) {
+    use super::cudnn::{from_storage, to_storage};
+    use cusched::cudnn::TensorView;
+    let what = format!("{} instance norm {:?} {:?}", T::NAME, shape.layout(), shape.dims());
+    let dims = shape.dims().to_vec();
+    let (len, c) = (dims.iter().product::<usize>(), dims[1]);
+    let eps = 1e-5f32;
+    let x: Vec<f64> = round::<T>(&random(rng, len).iter().map(|v| v * 2.0 - 0.3).collect::<Vec<_>>());
+    let dy = round::<T>(&random(rng, len));
+    let scale: Vec<f64> = random(rng, c).iter().map(|v| f64::from((1.0 + v / 2.0) as f32)).collect();
+    let bias: Vec<f64> = random(rng, c);
+    let up32 = |v: &[f64]| b.d.upload(b.s, &v.iter().map(|&x| x as f32).collect::<Vec<_>>()).unwrap();
+    let upt = |v: &[f64]| b.d.upload(b.s, &to_el::<T>(&to_storage(v, shape))).unwrap();
+    let (bx, bdy, bs, bb) = (upt(&x), upt(&dy), up32(&scale), up32(&bias));
+    let nan_t = || b.d.upload(b.s, &vec![T::cast(f64::NAN); len]).unwrap();
+    let nan_f = |k: usize| b.d.upload(b.s, &vec![f32::NAN; k]).unwrap();
+    let (by, by2, bdx) = (nan_t(), nan_t(), nan_t());
+    let (mean, inv, ds, db) = (nan_f(dims[0] * c), nan_f(dims[0] * c), nan_f(c), nan_f(c));
+    let stats = NormStats { mean: Some(&mean), inv_var: &inv };
+    let t = |buf| TensorView::new(buf, shape.clone());
+    let dnn = b.h.cudnn().unwrap();
+    dnn.instance_norm_forward(eps, &t(&bx), &bs, &bb, &t(&by), Some(&stats)).unwrap();
+    dnn.instance_norm_forward(eps, &t(&bx), &bs, &bb, &t(&by2), None).unwrap();
+    dnn.instance_norm_backward(eps, &t(&bx), &t(&bdy), &bs, &stats, &t(&bdx), &ds, &db).unwrap().wait().unwrap();
+    let down = |buf: &cusched::GpuRef<T>| from_storage(&from_el(&buf.download(b.s).unwrap()), shape);
+    let down32 =
+        |buf: &cusched::GpuRef<f32>| buf.download(b.s).unwrap().iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let bias32: Vec<f64> = bias.iter().map(|&v| f64::from(v as f32)).collect();
+    let (y, want_mean, want_inv) = instance_norm_forward(&dims, eps, &x, &scale, &bias32);
+    let rel = T::REL * b.slack;
+    close(&down(&by), &y, rel, &format!("{what}: training y"));
+    close(&down(&by2), &y, rel, &format!("{what}: inference y"));
+    close(&down32(&mean), &want_mean, 1e-5 * b.slack, &format!("{what}: mean"));
+    close(&down32(&inv), &want_inv, 1e-5 * b.slack, &format!("{what}: inv_var"));
+    let (dx, dscale, dbias) = instance_norm_backward(&dims, eps, &x, &dy, &scale);
+    close(&down(&bdx), &dx, rel, &format!("{what}: dx"));
+    close(&down32(&ds), &dscale, 1e-4 * b.slack, &format!("{what}: dscale"));
+    close(&down32(&db), &dbias, 1e-4 * b.slack, &format!("{what}: dbias"));
+}

@@ -96,6 +96,14 @@ impl Pw {
     }
 }
 
+/// The backend's norm modes the graphs use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NormMode {
+    Layer,
+    Rms,
+    Instance,
+}
+
 /// One operation of a graph; its operands are tensor ids.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Op {
@@ -110,9 +118,10 @@ pub(crate) enum Op {
     Rng { seed: Uid, offset: Uid, y: Uid, keep: f64 },
     /// `y` = `x`'s elements seen with `y`'s dims and strides.
     Reshape { x: Uid, y: Uid },
-    /// Layer or RMS norm forward over all but the first dim: training writes the statistics.
+    /// A norm forward (layer and RMS over all but the first dim, instance over the spatial
+    /// dims): training writes the statistics.
     NormFwd {
-        rms: bool,
+        mode: NormMode,
         training: bool,
         x: Uid,
         scale: Uid,
@@ -122,9 +131,11 @@ pub(crate) enum Op {
         mean: Option<Uid>,
         inv_var: Option<Uid>,
     },
-    /// Layer or RMS norm backward from the saved statistics.
+    /// A norm backward from the saved statistics.
     NormBwd {
-        rms: bool,
+        mode: NormMode,
+        /// Instance norm's backward takes the epsilon too.
+        eps: Option<Uid>,
         x: Uid,
         dy: Uid,
         scale: Uid,

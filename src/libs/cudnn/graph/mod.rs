@@ -22,15 +22,18 @@
 //! dropout mask is its own (a hash of seed, offset and position), not cuDNN's Philox stream.
 //!
 //! Besides attention: layer and RMS norms ([`Cudnn::norm_forward`], [`Cudnn::norm_backward`])
+//! and instance norm ([`Cudnn::instance_norm_forward`], [`Cudnn::instance_norm_backward`])
 //! through the backend's norm operations, and a fused matmul + bias + activation
 //! ([`Cudnn::matmul_bias_act`]).
 //!
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
 //! the graph, `plan` its execution plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm`
-//! the norms, `matmul` the fused matmul, `sim` the simulator's attention.
+//! the row norms, `instance` instance norm, `matmul` the fused matmul, `sim` the simulator's
+//! attention.
 
 mod backend;
 mod builder;
+mod instance;
 mod matmul;
 mod norm;
 mod plan;

@@ -3,7 +3,7 @@
 //! saved statistics; inference) and backward, through the backend's NORM_FORWARD and
 //! NORM_BACKWARD operations. The parameters (`scale`, `bias`) and statistics are f32.
 
-use super::builder::{Dt, GraphSpec, Op, Uid};
+use super::builder::{Dt, GraphSpec, NormMode, Op, Uid};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::cudnn::tensor::{dtype, DnnElement};
@@ -48,7 +48,7 @@ pub struct NormStats<'a> {
     pub inv_var: &'a GpuRef<f32>,
 }
 
-fn dt_of<T: DnnElement>() -> Dt {
+pub(super) fn dt_of<T: DnnElement>() -> Dt {
     match dtype::<T>() {
         CudnnType::Half => Dt::F16,
         CudnnType::Bfloat16 => Dt::Bf16,
@@ -142,7 +142,7 @@ impl Cudnn {
         }
         let mut g = GraphSpec::default();
         let (xd, xs, pd, sd) = n.shapes();
-        let (dt, rms) = (dt_of::<T>(), n.kind == NormKind::Rms);
+        let (dt, mode) = (dt_of::<T>(), if n.kind == NormKind::Rms { NormMode::Rms } else { NormMode::Layer });
         let xu = g.tensor(&xd, &xs, dt);
         let su = g.tensor(&pd, &xs, Dt::F32);
         let bu = bias.map(|_| g.tensor(&pd, &xs, Dt::F32));
@@ -151,7 +151,7 @@ impl Cudnn {
         let mu = saved.and_then(|s| s.mean).map(|_| g.tensor(&sd, &[1, 1, 1, 1], Dt::F32));
         let vu = saved.map(|_| g.tensor(&sd, &[1, 1, 1, 1], Dt::F32));
         let training = saved.is_some();
-        g.ops.push(Op::NormFwd { rms, training, x: xu, scale: su, bias: bu, eps: eu, y: yu, mean: mu, inv_var: vu });
+        g.ops.push(Op::NormFwd { mode, training, x: xu, scale: su, bias: bu, eps: eu, y: yu, mean: mu, inv_var: vu });
         let mut ptrs = vec![(xu, dptr(x)?), (su, dptr(scale)?), (yu, dptr(y)?)];
         if let (Some(u), Some(b)) = (bu, bias) {
             ptrs.push((u, dptr(b)?));
@@ -231,14 +231,15 @@ impl Cudnn {
         }
         let mut g = GraphSpec::default();
         let (xd, xs, pd, sd) = n.shapes();
-        let (dt, rms) = (dt_of::<T>(), n.kind == NormKind::Rms);
+        let (dt, mode) = (dt_of::<T>(), if n.kind == NormKind::Rms { NormMode::Rms } else { NormMode::Layer });
         let (xu, dyu, su) = (g.tensor(&xd, &xs, dt), g.tensor(&xd, &xs, dt), g.tensor(&pd, &xs, Dt::F32));
         let mu = stats.mean.map(|_| g.tensor(&sd, &[1, 1, 1, 1], Dt::F32));
         let vu = g.tensor(&sd, &[1, 1, 1, 1], Dt::F32);
         let (dxu, dsu) = (g.tensor(&xd, &xs, dt), g.tensor(&pd, &xs, Dt::F32));
         let dbu = dbias.map(|_| g.tensor(&pd, &xs, Dt::F32));
         g.ops.push(Op::NormBwd {
-            rms,
+            mode,
+            eps: None,
             x: xu,
             dy: dyu,
             scale: su,

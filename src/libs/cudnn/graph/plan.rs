@@ -3,7 +3,7 @@
 //! variant pack.
 
 use super::backend::{Attr, Desc, Kind};
-use super::builder::{Dt, GraphSpec, Op, Pw, Uid};
+use super::builder::{Dt, GraphSpec, NormMode, Op, Pw, Uid};
 use crate::error::{Error, Result};
 use cudarc::cudnn::sys;
 use std::ffi::c_void;
@@ -130,10 +130,10 @@ impl GraphSpec {
                     o.finalize()?;
                     ops.push(o);
                 }
-                Op::NormFwd { rms, training, x, scale, bias, eps, y, mean, inv_var } => {
+                Op::NormFwd { mode, training, x, scale, bias, eps, y, mean, inv_var } => {
                     use sys::cudnnBackendNormFwdPhase_t as P;
                     let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR)?;
-                    o.set_norm_mode(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_MODE, norm_mode(*rms))?;
+                    o.set_norm_mode(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_MODE, norm_mode(*mode))?;
                     let phase = if *training { P::CUDNN_NORM_FWD_TRAINING } else { P::CUDNN_NORM_FWD_INFERENCE };
                     o.set_norm_phase(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_PHASE, phase)?;
                     o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_FWD_XDESC, &[desc(*x)?])?;
@@ -152,9 +152,12 @@ impl GraphSpec {
                     o.finalize()?;
                     ops.push(o);
                 }
-                Op::NormBwd { rms, x, dy, scale, mean, inv_var, dx, dscale, dbias } => {
+                Op::NormBwd { mode, eps, x, dy, scale, mean, inv_var, dx, dscale, dbias } => {
                     let o = Desc::new(Kind::CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR)?;
-                    o.set_norm_mode(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_MODE, norm_mode(*rms))?;
+                    o.set_norm_mode(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_MODE, norm_mode(*mode))?;
+                    if let Some(e) = eps {
+                        o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_EPSILON_DESC, &[desc(*e)?])?;
+                    }
                     o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_XDESC, &[desc(*x)?])?;
                     o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_DYDESC, &[desc(*dy)?])?;
                     o.set_descs(Attr::CUDNN_ATTR_OPERATION_NORM_BWD_SCALE_DESC, &[desc(*scale)?])?;
@@ -280,12 +283,13 @@ impl GraphPlan {
     }
 }
 
-/// The backend's norm mode: layer or RMS.
-fn norm_mode(rms: bool) -> sys::cudnnBackendNormMode_t {
-    if rms {
-        sys::cudnnBackendNormMode_t::CUDNN_RMS_NORM
-    } else {
-        sys::cudnnBackendNormMode_t::CUDNN_LAYER_NORM
+/// The backend's norm mode.
+fn norm_mode(mode: NormMode) -> sys::cudnnBackendNormMode_t {
+    use sys::cudnnBackendNormMode_t as M;
+    match mode {
+        NormMode::Layer => M::CUDNN_LAYER_NORM,
+        NormMode::Rms => M::CUDNN_RMS_NORM,
+        NormMode::Instance => M::CUDNN_INSTANCE_NORM,
     }
 }
 
