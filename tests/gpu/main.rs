@@ -24,6 +24,8 @@ mod compose;
 #[cfg(feature = "cudnn")]
 mod cudnn;
 #[cfg(feature = "cudnn")]
+mod cudnn_graph;
+#[cfg(feature = "cudnn")]
 mod cudnn_rnn;
 #[cfg(feature = "nvrtc")]
 mod declared;

@@ -21,6 +21,8 @@ mod compose;
 #[cfg(feature = "cudnn")]
 mod cudnn;
 #[cfg(feature = "cudnn")]
+mod cudnn_graph;
+#[cfg(feature = "cudnn")]
 mod cudnn_rnn;
 mod declared;
 mod delivery;

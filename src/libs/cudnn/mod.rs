@@ -30,9 +30,11 @@
 //! cuDNN is loaded at run time (`libcudnn.so`, or `libcudnn.so.9` as the `nvidia-cudnn-cu13`
 //! wheel ships it: `. tools/cuda-libs-env` puts its folder on `LD_LIBRARY_PATH`). Without it
 //! every op on a CUDA device fails with
-//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable). The graph (backend) API
-//! and its attention (the legacy multi-head attention API is deprecated in cuDNN 9) are not
-//! wrapped here.
+//! [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable).
+//!
+//! Attention is the graph (backend) API's scaled dot-product attention
+//! ([`Cudnn::sdpa_forward`], [`Cudnn::sdpa_backward`], see the `graph` module): the legacy
+//! multi-head attention API is deprecated in cuDNN 9 and not wrapped.
 //!
 //! RNNs ([`Rnn`]: LSTM, GRU, ReLU and tanh cells, one or two directions, several layers,
 //! variable sequence lengths) run through cuDNN's v8 RNN API: forward for inference and
@@ -64,12 +66,14 @@
 //! ```
 //!
 //! Files: this one holds the state; `tensor` the operands, `conv` the convolutions, `ops`
-//! activations, softmax, pooling and LRN, `norm` batch normalization, `dropout` dropout, `rnn` the RNNs (`sim_rnn` their simulation),
-//! `calls` the cuDNN calls, `sim` the simulator's computations.
+//! activations, softmax, pooling and LRN, `norm` batch normalization, `dropout` dropout,
+//! `rnn` the RNNs (`sim_rnn` their simulation), `calls` the cuDNN calls, `graph` the graph
+//! (backend) API and attention, `sim` the simulator's computations.
 
 mod calls;
 mod conv;
 mod dropout;
+mod graph;
 mod norm;
 mod ops;
 mod rnn;
@@ -79,6 +83,10 @@ mod tensor;
 
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use dropout::Dropout;
+pub use graph::{
+    Attention, AttnDropout, AttnTensor, MatmulActivation, MatmulBiasAct, NormKind, NormStats, RowNorm, SdpaGrads,
+    SeqLens,
+};
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};
 pub use rnn::{
@@ -102,6 +110,7 @@ const NAME: &str = "cuDNN (libcudnn.so.9)";
 pub(crate) struct Objects {
     _plans: Vec<ConvPlan>,
     _rnn_plans: Vec<RnnPlan>,
+    _graphs: Vec<graph::GraphPlan>,
     _handle: RawHandle,
 }
 
@@ -112,6 +121,7 @@ pub struct Cudnn {
     raw: Option<RawHandle>,
     plans: PlanCache<ConvKey, ConvPlan>,
     rnn_plans: PlanCache<RnnKey, RnnPlan>,
+    graphs: PlanCache<graph::GraphSpec, graph::GraphPlan>,
     work: Workspace,
     search: AlgoSearch,
     tf32: bool,
@@ -123,7 +133,7 @@ impl StreamLibrary for Cudnn {
         hint: "install cuDNN 9 (libcudnn.so.9, e.g. from the nvidia-cudnn-cu13 wheel) and put its lib folder on \
                LD_LIBRARY_PATH (`. tools/cuda-libs-env` finds the wheel's)",
         present: calls::is_present,
-        objects: "a cuDNN handle and convolution plans",
+        objects: "a cuDNN handle, convolution plans and graph execution plans",
     };
     type Objects = Objects;
 
@@ -141,6 +151,7 @@ impl StreamLibrary for Cudnn {
             raw,
             plans: PlanCache::new(64, "an evicted cuDNN convolution plan"),
             rnn_plans: PlanCache::new(16, "an evicted cuDNN RNN descriptor"),
+            graphs: PlanCache::new(64, "an evicted cuDNN graph execution plan"),
             work: Workspace::default(),
             search: AlgoSearch::default(),
             tf32: false,
@@ -156,6 +167,7 @@ impl StreamLibrary for Cudnn {
         Some(Objects {
             _plans: self.plans.take_all().unwrap_or_default(),
             _rnn_plans: self.rnn_plans.take_all().unwrap_or_default(),
+            _graphs: self.graphs.take_all().unwrap_or_default(),
             _handle: handle,
         })
     }

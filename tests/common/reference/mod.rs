@@ -2,6 +2,8 @@
 //! results) and the GPU tests (against the GPU's, and GPU against simulator): one
 //! implementation, two uses.
 
+#[cfg(feature = "cudnn")]
+pub mod attention;
 #[cfg(feature = "cublas")]
 pub mod blas;
 #[cfg(feature = "cublaslt")]
@@ -10,6 +12,10 @@ pub mod blas_lt;
 pub mod cudnn;
 #[cfg(feature = "cufft")]
 pub mod fft;
+#[cfg(feature = "cudnn")]
+pub mod matmul_act;
+#[cfg(feature = "cudnn")]
+pub mod norm;
 #[cfg(feature = "curand")]
 pub mod rng;
 #[cfg(feature = "cudnn")]

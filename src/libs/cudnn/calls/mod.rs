@@ -1,5 +1,7 @@
 //! The cuDNN call layer: every cuDNN call cusched makes, each a thin wrapper that returns
-//! `Result` with the call named. The only code in the crate that touches `cudarc::cudnn::sys`.
+//! `Result` with the call named. With `graph::backend`, `graph::builder` and `graph::plan`
+//! (the backend descriptors and the graph API's enums), the only code in the crate that
+//! touches `cudarc::cudnn::sys`.
 //!
 //! Every wrapper that takes the handle needs the device's context current on the calling
 //! thread (the op path binds it) and the handle used by one thread at a time (`Cudnn` methods

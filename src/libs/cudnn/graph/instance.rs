@@ -1,0 +1,333 @@
+//! Instance norm: each channel of each image normalized over its spatial positions,
+//! `y = (x - mean) / sqrt(var + eps) * scale[c] + bias[c]`, forward (training with the saved
+//! statistics, `N·C` f32 values each; inference) and backward, through the backend's norm
+//! operations in their instance mode. Operands are [`TensorView`]s (4-D or 5-D, either
+//! layout; cuDNN's engines favour channels-last), parameters f32.
+
+use super::builder::{Dt, GraphSpec, NormMode, Op};
+use super::norm::{dt_of, NormStats};
+use crate::completion::Completion;
+use crate::error::{Error, Result};
+use crate::libs::cudnn::tensor::{DnnElement, Shape, TensorView};
+use crate::libs::cudnn::Cudnn;
+use crate::libs::validate::{self, no_aliasing};
+use crate::libs::{dptr, record};
+use crate::memory::{GpuRef, SimMem};
+use crate::track::Access;
+
+/// Checks `t` against `x`'s shape.
+fn like_x<T: DnnElement>(arg: &'static str, t: &TensorView<'_, T>, x: &TensorView<'_, T>) -> Result<()> {
+    t.check(arg)?;
+    if t.shape != x.shape {
+        return Err(Error::invalid(arg, format!("is {:?} {:?}; it must be `x`'s", t.shape.layout(), t.shape.dims())));
+    }
+    Ok(())
+}
+
+/// The per-channel parameters' and the per-(image, channel) statistics' 4-D or 5-D shapes, in
+/// `x`'s layout.
+fn side_shapes(x: &Shape) -> (Shape, Shape) {
+    let d = x.dims();
+    let mut p = vec![1; d.len()];
+    p[1] = d[1];
+    let mut s = p.clone();
+    s[0] = d[0];
+    (Shape::new(x.layout(), &p), Shape::new(x.layout(), &s))
+}
+
+fn i64s(v: &[usize]) -> Vec<i64> {
+    v.iter().map(|&x| x as i64).collect()
+}
+
+fn check_stats(s: &NormStats<'_>, count: usize) -> Result<()> {
+    let m = s.mean.ok_or_else(|| Error::invalid("stats", "instance norm saves the means too"))?;
+    validate::covers("stats.mean", m, Some(count), "one value per image and channel")?;
+    validate::covers("stats.inv_var", s.inv_var, Some(count), "one value per image and channel")
+}
+
+impl Cudnn {
+    /// Instance norm forward: `y` = each channel of each image of `x` normalized over its
+    /// spatial positions, times `scale[c]` plus `bias[c]` (f32, one per channel). With `saved`
+    /// (both means and inverse deviations, `N·C` f32 each, image-major), a training step;
+    /// without, inference.
+    pub fn instance_norm_forward<T: DnnElement>(
+        &mut self,
+        epsilon: f32,
+        x: &TensorView<'_, T>,
+        scale: &GpuRef<f32>,
+        bias: &GpuRef<f32>,
+        y: &TensorView<'_, T>,
+        saved: Option<&NormStats<'_>>,
+    ) -> Result<Completion<()>> {
+        if !epsilon.is_finite() || epsilon < 0.0 {
+            return Err(Error::invalid("epsilon", format!("{epsilon} must be finite and not negative")));
+        }
+        x.check("x")?;
+        like_x("y", y, x)?;
+        let (n, c) = (x.shape.dims()[0], x.shape.dims()[1]);
+        validate::covers("scale", scale, Some(c), "one value per channel")?;
+        validate::covers("bias", bias, Some(c), "one value per channel")?;
+        let mut uses = vec![
+            ("x", x.buf.id(), false),
+            ("scale", scale.id(), false),
+            ("bias", bias.id(), false),
+            ("y", y.buf.id(), true),
+        ];
+        if let Some(s) = saved {
+            check_stats(s, n * c)?;
+            uses.push(("stats.inv_var", s.inv_var.id(), true));
+            if let Some(m) = s.mean {
+                uses.push(("stats.mean", m.id(), true));
+            }
+        }
+        no_aliasing(&uses)?;
+        let mut rec = self.op.recorder("instance_norm_forward");
+        record(&mut rec, "x", x.buf, Access::Read)?;
+        record(&mut rec, "scale", scale, Access::Read)?;
+        record(&mut rec, "bias", bias, Access::Read)?;
+        record(&mut rec, "y", y.buf, Access::Write)?;
+        if let Some(s) = saved {
+            if let Some(m) = s.mean {
+                record(&mut rec, "stats.mean", m, Access::Write)?;
+            }
+            record(&mut rec, "stats.inv_var", s.inv_var, Access::Write)?;
+        }
+        if self.op.device.is_simulated() {
+            let job =
+                SimInstance { eps: epsilon, shape: x.shape.clone(), x: x.buf.sim_data()?, scale: scale.sim_data()? };
+            let (b, yv) = (bias.sim_data()?, y.buf.sim_data()?);
+            let st = saved
+                .and_then(|s| s.mean.map(|m| (m, s.inv_var)))
+                .map(|(m, v)| Ok::<_, Error>((m.sim_data()?, v.sim_data()?)))
+                .transpose()?;
+            return self.op.run_sim(rec, Vec::new(), move || job.forward(b, yv, st));
+        }
+        let (ps, ss) = side_shapes(&x.shape);
+        let mut g = GraphSpec::default();
+        let dt = dt_of::<T>();
+        let xu = g.tensor(&i64s(x.shape.dims()), &i64s(&x.shape.strides()), dt);
+        let su = g.tensor(&i64s(ps.dims()), &i64s(&ps.strides()), Dt::F32);
+        let bu = g.tensor(&i64s(ps.dims()), &i64s(&ps.strides()), Dt::F32);
+        let eu = g.scalar(Dt::F32);
+        let yu = g.tensor(&i64s(y.shape.dims()), &i64s(&y.shape.strides()), dt);
+        let stats = saved.map(|_| {
+            let (d, st) = (i64s(ss.dims()), i64s(&ss.strides()));
+            (g.tensor(&d, &st, Dt::F32), g.tensor(&d, &st, Dt::F32))
+        });
+        g.ops.push(Op::NormFwd {
+            mode: NormMode::Instance,
+            training: saved.is_some(),
+            x: xu,
+            scale: su,
+            bias: Some(bu),
+            eps: eu,
+            y: yu,
+            mean: stats.map(|s| s.0),
+            inv_var: stats.map(|s| s.1),
+        });
+        let mut ptrs = vec![(xu, dptr(x.buf)?), (su, dptr(scale)?), (bu, dptr(bias)?), (yu, dptr(y.buf)?)];
+        if let (Some((mu, vu)), Some(s)) = (stats, saved) {
+            if let Some(m) = s.mean {
+                ptrs.push((mu, dptr(m)?));
+            }
+            ptrs.push((vu, dptr(s.inv_var)?));
+        }
+        self.run_graph(g, rec, ptrs, Some((eu, epsilon)), "instance_norm_forward")
+    }
+
+    /// Instance norm backward: `dx`, `dscale` and `dbias` (f32 per channel, overwritten) from
+    /// the forward op's `x`, `scale` and saved `stats`, and `dy`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn instance_norm_backward<T: DnnElement>(
+        &mut self,
+        epsilon: f32,
+        x: &TensorView<'_, T>,
+        dy: &TensorView<'_, T>,
+        scale: &GpuRef<f32>,
+        stats: &NormStats<'_>,
+        dx: &TensorView<'_, T>,
+        dscale: &GpuRef<f32>,
+        dbias: &GpuRef<f32>,
+    ) -> Result<Completion<()>> {
+        if !epsilon.is_finite() || epsilon < 0.0 {
+            return Err(Error::invalid("epsilon", format!("{epsilon} must be finite and not negative")));
+        }
+        x.check("x")?;
+        like_x("dy", dy, x)?;
+        like_x("dx", dx, x)?;
+        let (n, c) = (x.shape.dims()[0], x.shape.dims()[1]);
+        for (arg, buf) in [("scale", scale), ("dscale", dscale), ("dbias", dbias)] {
+            validate::covers(arg, buf, Some(c), "one value per channel")?;
+        }
+        check_stats(stats, n * c)?;
+        let mean = stats.mean.ok_or_else(|| Error::invalid("stats", "instance norm saves the means too"))?;
+        no_aliasing(&[
+            ("x", x.buf.id(), false),
+            ("dy", dy.buf.id(), false),
+            ("scale", scale.id(), false),
+            ("stats.mean", mean.id(), false),
+            ("stats.inv_var", stats.inv_var.id(), false),
+            ("dx", dx.buf.id(), true),
+            ("dscale", dscale.id(), true),
+            ("dbias", dbias.id(), true),
+        ])?;
+        let mut rec = self.op.recorder("instance_norm_backward");
+        record(&mut rec, "x", x.buf, Access::Read)?;
+        record(&mut rec, "dy", dy.buf, Access::Read)?;
+        for (arg, buf) in [("scale", scale), ("stats.mean", mean), ("stats.inv_var", stats.inv_var)] {
+            record(&mut rec, arg, buf, Access::Read)?;
+        }
+        record(&mut rec, "dx", dx.buf, Access::Write)?;
+        record(&mut rec, "dscale", dscale, Access::Write)?;
+        record(&mut rec, "dbias", dbias, Access::Write)?;
+        if self.op.device.is_simulated() {
+            let job =
+                SimInstance { eps: epsilon, shape: x.shape.clone(), x: x.buf.sim_data()?, scale: scale.sim_data()? };
+            let io = (dy.buf.sim_data()?, mean.sim_data()?, stats.inv_var.sim_data()?);
+            let out = (dx.buf.sim_data()?, dscale.sim_data()?, dbias.sim_data()?);
+            return self.op.run_sim(rec, Vec::new(), move || job.backward(io, out));
+        }
+        let (ps, ss) = side_shapes(&x.shape);
+        let mut g = GraphSpec::default();
+        let dt = dt_of::<T>();
+        let (xd, xs) = (i64s(x.shape.dims()), i64s(&x.shape.strides()));
+        let (pd, pst, sd, sst) = (i64s(ps.dims()), i64s(&ps.strides()), i64s(ss.dims()), i64s(&ss.strides()));
+        let (xu, dyu, su) = (g.tensor(&xd, &xs, dt), g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32));
+        let (mu, vu) = (g.tensor(&sd, &sst, Dt::F32), g.tensor(&sd, &sst, Dt::F32));
+        let eu = g.scalar(Dt::F32);
+        let (dxu, dsu, dbu) = (g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32), g.tensor(&pd, &pst, Dt::F32));
+        g.ops.push(Op::NormBwd {
+            mode: NormMode::Instance,
+            eps: Some(eu),
+            x: xu,
+            dy: dyu,
+            scale: su,
+            mean: Some(mu),
+            inv_var: vu,
+            dx: dxu,
+            dscale: dsu,
+            dbias: Some(dbu),
+        });
+        let ptrs = vec![
+            (xu, dptr(x.buf)?),
+            (dyu, dptr(dy.buf)?),
+            (su, dptr(scale)?),
+            (mu, dptr(mean)?),
+            (vu, dptr(stats.inv_var)?),
+            (dxu, dptr(dx.buf)?),
+            (dsu, dptr(dscale)?),
+            (dbu, dptr(dbias)?),
+        ];
+        self.run_graph(g, rec, ptrs, Some((eu, epsilon)), "instance_norm_backward")
+    }
+}
+
+/// The simulator's instance norm, in f64.
+struct SimInstance<T: DnnElement> {
+    eps: f32,
+    shape: Shape,
+    x: SimMem<T>,
+    scale: SimMem<f32>,
+}
+
+impl<T: DnnElement> SimInstance<T> {
+    /// The storage index of every spatial position of `(n, c)`.
+    fn positions(&self, n: usize, c: usize) -> Vec<usize> {
+        let (d, st) = (self.shape.dims(), self.shape.strides());
+        let sp: usize = d[2..].iter().product();
+        (0..sp)
+            .map(|mut p| {
+                let mut at = n * st[0] + c * st[1];
+                for k in (2..d.len()).rev() {
+                    at += (p % d[k]) * st[k];
+                    p /= d[k];
+                }
+                at
+            })
+            .collect()
+    }
+
+    /// Each `(n, c)`'s mean and inverse deviation, image-major.
+    fn stats(&self, x: &[f64]) -> Vec<(f64, f64)> {
+        let (n, c) = (self.shape.dims()[0], self.shape.dims()[1]);
+        let mut out = Vec::with_capacity(n * c);
+        for i in 0..n {
+            for ch in 0..c {
+                let pos = self.positions(i, ch);
+                let mean = pos.iter().map(|&p| x[p]).sum::<f64>() / pos.len() as f64;
+                let var = pos.iter().map(|&p| (x[p] - mean) * (x[p] - mean)).sum::<f64>() / pos.len() as f64;
+                out.push((mean, 1.0 / (var + f64::from(self.eps)).sqrt()));
+            }
+        }
+        out
+    }
+
+    fn forward(self, bias: SimMem<f32>, y: SimMem<T>, saved: Option<(SimMem<f32>, SimMem<f32>)>) {
+        let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
+        let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
+        let bias: Vec<f64> = bias.read().iter().map(|&v| f64::from(v)).collect();
+        let st = self.stats(&x);
+        let c = self.shape.dims()[1];
+        let mut dst = y.lock();
+        for (k, &(mean, inv)) in st.iter().enumerate() {
+            let ch = k % c;
+            for p in self.positions(k / c, ch) {
+                dst[p] = T::from_f64((x[p] - mean) * inv * scale[ch] + bias[ch]);
+            }
+        }
+        if let Some((m, v)) = saved {
+            let (mut m, mut v) = (m.lock(), v.lock());
+            for (k, s) in st.iter().enumerate() {
+                m[k] = s.0 as f32;
+                v[k] = s.1 as f32;
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn backward(self, io: (SimMem<T>, SimMem<f32>, SimMem<f32>), out: (SimMem<T>, SimMem<f32>, SimMem<f32>)) {
+        let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
+        let dy: Vec<f64> = io.0.read().iter().map(|v| v.to_f64()).collect();
+        let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
+        let mean: Vec<f64> = io.1.read().iter().map(|&v| f64::from(v)).collect();
+        let inv: Vec<f64> = io.2.read().iter().map(|&v| f64::from(v)).collect();
+        let (n, c) = (self.shape.dims()[0], self.shape.dims()[1]);
+        let (mut dx, mut ds, mut db) = (vec![0.0; x.len()], vec![0.0; c], vec![0.0; c]);
+        for k in 0..n * c {
+            let ch = k % c;
+            let pos = self.positions(k / c, ch);
+            let cnt = pos.len() as f64;
+            let xhat = |p: usize| (x[p] - mean[k]) * inv[k];
+            let mg = pos.iter().map(|&p| dy[p] * scale[ch]).sum::<f64>() / cnt;
+            let mgx = pos.iter().map(|&p| dy[p] * scale[ch] * xhat(p)).sum::<f64>() / cnt;
+            for &p in &pos {
+                dx[p] = inv[k] * (dy[p] * scale[ch] - mg - xhat(p) * mgx);
+                ds[ch] += dy[p] * xhat(p);
+                db[ch] += dy[p];
+            }
+        }
+        let mut d = out.0.lock();
+        for (o, v) in d.iter_mut().zip(&dx) {
+            *o = T::from_f64(*v);
+        }
+        for (mem, vals) in [(&out.1, &ds), (&out.2, &db)] {
+            let mut m = mem.lock();
+            for (o, v) in m.iter_mut().zip(vals) {
+                *o = *v as f32;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libs::cudnn::tensor::Layout;
+
+    #[test]
+    fn side_shapes_keep_the_layout() {
+        let (p, s) = side_shapes(&Shape::nhwc(2, 3, 4, 5));
+        assert_eq!((p.dims(), s.dims()), (&[1, 3, 1, 1][..], &[2, 3, 1, 1][..]));
+        assert_eq!((p.layout(), s.strides()), (Layout::Nhwc, vec![3, 1, 3, 3]));
+    }
+}
