@@ -91,13 +91,16 @@ impl<'a, T: Element> AttnTensor<'a, T> {
         self.strides
     }
 
-    /// Checks the operand as argument `arg`: dims at least 1, strides within i64, and a
-    /// buffer that reaches its last element.
+    /// Checks the operand as argument `arg`: dims at least 1, strides within i64 and not 0
+    /// (a dim of 1 aside), and a buffer that reaches its last element.
     pub(super) fn check(&self, arg: &'static str) -> Result<()> {
         let mut last = 0usize;
         for (&n, &st) in self.dims.iter().zip(&self.strides) {
             if n == 0 {
                 return Err(Error::invalid(arg, format!("has a zero dim in {:?}", self.dims)));
+            }
+            if st == 0 && n > 1 {
+                return Err(Error::invalid(arg, format!("has a zero stride in {:?} for a dim of {n}", self.strides)));
             }
             i64::try_from(st).map_err(|_| Error::invalid(arg, format!("stride {st} does not fit i64")))?;
             last = (n - 1).checked_mul(st).and_then(|x| last.checked_add(x)).ok_or_else(|| {
