@@ -381,3 +381,68 @@ impl Cudnn {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::builder::Op;
+    use super::*;
+
+    fn kinds(g: &GraphSpec) -> Vec<String> {
+        g.ops
+            .iter()
+            .map(|op| match op {
+                Op::Matmul { .. } => "matmul".to_string(),
+                Op::Pointwise { mode, .. } => format!("{mode:?}"),
+                Op::Reduction { max: true, .. } => "max".to_string(),
+                Op::Reduction { max: false, .. } => "sum".to_string(),
+                Op::Rng { .. } => "rng".to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_forward_graph_is_the_flash_engines_pattern() {
+        let z = Sizes { b: 2, h: 4, h_kv: 2, s_q: 33, s_kv: 47, d: 64 };
+        let st = [
+            [4 * 33 * 64, 33 * 64, 64, 1],
+            [2 * 47 * 64, 47 * 64, 64, 1],
+            [2 * 47 * 64, 47 * 64, 64, 1],
+            [4 * 33 * 64, 33 * 64, 64, 1],
+        ];
+        let (g, u) = forward_graph(&Attention::new().causal(true), &z, Dt::Bf16, st, true);
+        assert_eq!(
+            kinds(&g),
+            [
+                "matmul",
+                "Mul",
+                "GenIndex(2)",
+                "GenIndex(3)",
+                "CmpGe",
+                "Select",
+                "max",
+                "Sub",
+                "Exp",
+                "sum",
+                "Log",
+                "Add",
+                "Div",
+                "matmul"
+            ]
+        );
+        // Kᵀ is K's memory with the last two dims swapped.
+        let k = g.tensors.iter().find(|t| t.uid == u.k).unwrap();
+        assert_eq!((k.dims.clone(), k.strides.clone()), (vec![2, 2, 64, 47], vec![2 * 47 * 64, 47 * 64, 1, 64]));
+        // In memory: q, k, v, o, the statistics; by value: the scale and the mask's value.
+        let real: Vec<Uid> = g.tensors.iter().filter(|t| !t.virt && !t.by_value).map(|t| t.uid).collect();
+        assert_eq!(real, [u.q, u.k, u.v, u.o, u.stats]);
+        assert_eq!(g.tensors.iter().filter(|t| t.by_value).count(), 2);
+        // The second matmul's A operand is in the I/O type.
+        let Some(Op::Matmul { a, .. }) = g.ops.last() else { panic!("the last op is the second matmul") };
+        assert_eq!(g.tensors.iter().find(|t| t.uid == *a).unwrap().dt, Dt::Bf16);
+        // Without statistics requested they stay virtual; another graph, another key.
+        let (g2, _) = forward_graph(&Attention::new().causal(true), &z, Dt::Bf16, st, false);
+        assert_ne!(g, g2);
+        assert!(g2.tensors.iter().find(|t| t.uid == u.stats).unwrap().virt);
+    }
+}
