@@ -29,7 +29,7 @@
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
 //! the graph, `plan` its execution plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm`
 //! the row norms, `instance` instance norm, `matmul` the fused matmul, `sim` the simulator's
-//! attention.
+//! attention, `tests` the graphs' unit tests.
 
 mod backend;
 mod builder;
@@ -40,6 +40,8 @@ mod plan;
 mod sdpa;
 mod sdpa_bwd;
 mod sim;
+#[cfg(test)]
+mod tests;
 
 pub use matmul::{MatmulActivation, MatmulBiasAct};
 pub use norm::{NormKind, NormStats, RowNorm};

@@ -352,24 +352,3 @@ impl Cudnn {
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_backward_graph_keeps_two_f32_tensors_in_the_workspace_and_sums_grouped_heads() {
-        let z = Sizes { b: 2, h: 4, h_kv: 2, s_q: 33, s_kv: 47, d: 64 };
-        let q = [4 * 33 * 64, 33 * 64, 64, 1];
-        let k = [2 * 47 * 64, 47 * 64, 64, 1];
-        let st = [q, k, k, q, q, q, k, k];
-        let (g, u) = backward_graph(&Attention::new(), &z, Dt::F16, st, true, false);
-        let scratch: Vec<&Vec<i64>> = g.tensors.iter().filter(|t| t.scratch).map(|t| &t.dims).collect();
-        assert_eq!(scratch, [&vec![2, 4, 33, 1], &vec![2, 4, 33, 64]]);
-        // Grouped heads: dK and dV are reductions of full-head gradients.
-        let into = |uid: Uid| g.ops.iter().filter(|op| matches!(op, Op::Reduction { y, .. } if *y == uid)).count();
-        assert_eq!((into(u.dk), into(u.dv)), (1, 1));
-        // The workaround's sequence lengths are tensors of the graph, two of them.
-        assert!(u.seq.is_some() && u.neg_inf.is_some());
-    }
-}
