@@ -132,6 +132,10 @@ fn sdpa_forward_rejects_mismatched_shapes_and_buffers() {
         let o = t(&b.o, [2, 4, 33, 32]);
         fwd(fx, &a, q, t(&b.k, [2, 2, 47, 32]), t(&b.v, [2, 2, 47, 32]), o, None)
     });
+    rejects(&mut fx, "v", |fx| {
+        let v = AttnTensor::strided(&b.v, KD, [0, 47 * 64, 64, 1]);
+        fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), v, t(&b.o, QD), None)
+    });
     let stats = fx.buf::<f32>(2 * 4 * 33 - 1);
     rejects(&mut fx, "stats", |fx| fwd(fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), Some(&stats)));
     // Outputs that are inputs.

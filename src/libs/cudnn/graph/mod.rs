@@ -29,7 +29,7 @@
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
 //! the graph, `plan` its execution plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm`
 //! the row norms, `instance` instance norm, `matmul` the fused matmul, `sim` the simulator's
-//! attention.
+//! attention, `tests` the graphs' unit tests.
 
 mod backend;
 mod builder;
@@ -40,6 +40,8 @@ mod plan;
 mod sdpa;
 mod sdpa_bwd;
 mod sim;
+#[cfg(test)]
+mod tests;
 
 pub use matmul::{MatmulActivation, MatmulBiasAct};
 pub use norm::{NormKind, NormStats, RowNorm};
@@ -91,13 +93,16 @@ impl<'a, T: Element> AttnTensor<'a, T> {
         self.strides
     }
 
-    /// Checks the operand as argument `arg`: dims at least 1, strides within i64, and a
-    /// buffer that reaches its last element.
+    /// Checks the operand as argument `arg`: dims at least 1, strides within i64 and not 0
+    /// (a dim of 1 aside), and a buffer that reaches its last element.
     pub(super) fn check(&self, arg: &'static str) -> Result<()> {
         let mut last = 0usize;
         for (&n, &st) in self.dims.iter().zip(&self.strides) {
             if n == 0 {
                 return Err(Error::invalid(arg, format!("has a zero dim in {:?}", self.dims)));
+            }
+            if st == 0 && n > 1 {
+                return Err(Error::invalid(arg, format!("has a zero stride in {:?} for a dim of {n}", self.strides)));
             }
             i64::try_from(st).map_err(|_| Error::invalid(arg, format!("stride {st} does not fit i64")))?;
             last = (n - 1).checked_mul(st).and_then(|x| last.checked_add(x)).ok_or_else(|| {

@@ -298,3 +298,20 @@ pub(crate) fn version() -> usize {
     // SAFETY: no preconditions; the library is loaded (a handle exists).
     unsafe { sys::cudnnGetVersion() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_tensors_follow_cudnns_workspace_aligned() {
+        let mut g = GraphSpec::default();
+        let a = g.scratch(&[2, 3, 5, 1]);
+        let b = g.scratch(&[1, 1, 1, 7]);
+        let (total, offsets) = g.scratch_layout(1000).unwrap();
+        assert_eq!(offsets, [(a, 1024), (b, 1280)]);
+        assert_eq!(total, 1536);
+        assert_eq!(GraphSpec::default().scratch_layout(1000).unwrap(), (1000, Vec::new()));
+        assert!(GraphSpec::default().scratch_layout(-1).is_err());
+    }
+}
