@@ -205,8 +205,9 @@ fn norms_run_in_a_lane_job_and_cache_their_plans() {
 fn matmul_all<T: El>() {
     let Some((d, s, mut h)) = gpu_setup() else { return };
     let mut rng = Rng::new();
-    // f32 graphs may run on TF32 tensor cores (about 3 decimal digits of input precision).
-    let slack = if T::NAME == "f32" { 100.0 } else { 4.0 };
+    // f32 graphs run on TF32 tensor cores where cuDNN picks them (10-bit mantissas: 2^-11 per
+    // input, summed over k): seen at 2.2e-3 of the magnitude on an H100, so 4e-3 allowed.
+    let slack = if T::NAME == "f32" { 200.0 } else { 4.0 };
     let mut b = Bench { d: &d, s, h: &mut h, slack };
     check_matmul_act::<T>(&mut b, (2, 7, 24, 40), &mut rng);
     check_matmul_act::<T>(&mut b, (1, 33, 64, 16), &mut rng);
