@@ -136,6 +136,8 @@ struct Plan {
     rank: String,
 }
 
+// Every method below is unsafe for one reason: it calls cuDNN, which must be loaded (`plan`
+// adds its own).
 impl Graph {
     /// # Safety
     /// cuDNN is loaded.
