@@ -13,7 +13,8 @@
 //! `bench-cudnn_attention [b] [h] [s] [d] [iterations]` (defaults 4 16 4096 128 10);
 //! `--full` drops the causal mask. The raw side prints the global index of the engine it runs;
 //! cusched keeps the first configuration that finalizes in the same order, so both run that
-//! engine (`CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=stderr` shows cuDNN's own account).
+//! engine (`CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=stderr` shows cuDNN's own account). When
+//! the raw graphs find no plan, the error is printed and cusched's side runs alone.
 
 use cusched::cudarc::cudnn::sys;
 use cusched::cudnn::{Attention, AttnTensor, SdpaGrads};
@@ -587,6 +588,106 @@ unsafe fn variant_pack(plan: &Plan, ptrs: &[(i64, *mut c_void)], work: *mut c_vo
     Ok(pack)
 }
 
+/// The raw side's device buffers.
+struct RawBufs<'a> {
+    q: &'a GpuRef<bf16>,
+    k: &'a GpuRef<bf16>,
+    v: &'a GpuRef<bf16>,
+    o: &'a GpuRef<bf16>,
+    d_o: &'a GpuRef<bf16>,
+    dq: &'a GpuRef<bf16>,
+    dk: &'a GpuRef<bf16>,
+    dv: &'a GpuRef<bf16>,
+    stats: &'a GpuRef<f32>,
+}
+
+/// The raw side: both plans, their variant packs (made once), and what the packs point at
+/// that the raw side owns (the workspace, the full sequence lengths, the by-value scalars).
+struct RawAttention {
+    fwd: Plan,
+    bwd: Plan,
+    fwd_pack: Desc,
+    bwd_pack: Desc,
+    _work: GpuRef<u8>,
+    _lens: Option<(GpuRef<i32>, GpuRef<i32>)>,
+    /// Scale, the masks' -inf, the keep probability: boxed, so that the packs' pointers stay
+    /// put when the struct moves.
+    _scalars: Box<[f32; 3]>,
+}
+
+impl RawAttention {
+    /// # Safety
+    /// `handle` is live, bound to stream `s`, its context current on this thread; the buffers
+    /// outlive the result.
+    unsafe fn new(
+        device: &Device,
+        s: StreamId,
+        handle: sys::cudnnHandle_t,
+        z: Sizes,
+        version: usize,
+        bufs: &RawBufs<'_>,
+    ) -> Res<RawAttention> {
+        let (fg, fids) = forward_graph(z)?;
+        let fwd = fg.plan(handle).map_err(|e| format!("forward: {e}"))?;
+        let workaround = z.s % 128 != 0 && version <= 91500;
+        let (bg, bids) = backward_graph(z, workaround, workaround && (90000..91000).contains(&version))?;
+        let bwd = bg.plan(handle).map_err(|e| format!("backward: {e}"))?;
+        let work = device.alloc_zeros::<u8>(s, fwd.work_bytes.max(bwd.work_bytes).max(1))?;
+        let wp = work.raw_device_ptr()? as *mut c_void;
+        let neg_inf = if version < 91000 { f32::MIN } else { f32::NEG_INFINITY };
+        let scalars = Box::new([1.0 / (z.d as f32).sqrt(), neg_inf, 1.0]);
+        let host = |i: usize| &scalars[i] as *const f32 as *mut c_void;
+        let dev = |x: &GpuRef<bf16>| x.raw_device_ptr().map(|p| p as *mut c_void);
+        let stats = bufs.stats.raw_device_ptr()? as *mut c_void;
+        let mut fptrs = vec![
+            (fids.q, dev(bufs.q)?),
+            (fids.k, dev(bufs.k)?),
+            (fids.v, dev(bufs.v)?),
+            (fids.o, dev(bufs.o)?),
+            (fids.stats, stats),
+            (fids.scale, host(0)),
+        ];
+        fptrs.extend(fids.neg_inf.map(|u| (u, host(1))));
+        let mut bptrs = vec![
+            (bids.q, dev(bufs.q)?),
+            (bids.k, dev(bufs.k)?),
+            (bids.v, dev(bufs.v)?),
+            (bids.o, dev(bufs.o)?),
+            (bids.d_o, dev(bufs.d_o)?),
+            (bids.stats, stats),
+            (bids.dq, dev(bufs.dq)?),
+            (bids.dk, dev(bufs.dk)?),
+            (bids.dv, dev(bufs.dv)?),
+            (bids.scale, host(0)),
+            (bids.keep, host(2)),
+        ];
+        bptrs.extend(bids.neg_inf.map(|u| (u, host(1))));
+        let mut lens = None;
+        if let Some((a, c)) = bids.seq {
+            let full = vec![i32::try_from(z.s)?; usize::try_from(z.b)?];
+            let (lq, lkv) = (device.upload(s, &full)?, device.upload(s, &full)?);
+            bptrs.extend([(a, lq.raw_device_ptr()? as *mut c_void), (c, lkv.raw_device_ptr()? as *mut c_void)]);
+            lens = Some((lq, lkv));
+        }
+        let fwd_pack = variant_pack(&fwd, &fptrs, wp)?;
+        let bwd_pack = variant_pack(&bwd, &bptrs, wp)?;
+        Ok(RawAttention { fwd, bwd, fwd_pack, bwd_pack, _work: work, _lens: lens, _scalars: scalars })
+    }
+
+    /// The forward plan, then the backward one when `backward`.
+    ///
+    /// # Safety
+    /// `handle` made the plans and is bound to the stream the buffers are used on, its context
+    /// current; the buffers are live.
+    unsafe fn run(&self, handle: sys::cudnnHandle_t, backward: bool) -> Res<()> {
+        check(sys::cudnnBackendExecute(handle, self.fwd.plan, self.fwd_pack), "cudnnBackendExecute (forward)")?;
+        if backward {
+            check(sys::cudnnBackendExecute(handle, self.bwd.plan, self.bwd_pack), "cudnnBackendExecute (backward)")?;
+        }
+        Ok(())
+    }
+}
+
 fn parse(args: &[String], i: usize, default: usize) -> usize {
     args.get(i).and_then(|s| s.parse().ok()).unwrap_or(default)
 }
@@ -626,8 +727,6 @@ fn main() -> Res<()> {
     let (rdq, rdk, rdv) =
         (device.alloc_zeros::<bf16>(s, n)?, device.alloc_zeros::<bf16>(s, n)?, device.alloc_zeros::<bf16>(s, n)?);
     let rstats = device.alloc_zeros::<f32>(s, rows)?;
-    let full_q = device.upload(s, &vec![i32::try_from(sl)?; b])?;
-    let full_kv = device.upload(s, &vec![i32::try_from(sl)?; b])?;
     // SAFETY: (1) the raw side touches only memory of its own, made on and used on this one
     // stream, and synchronizes it before each timing ends; (2) memory cusched's ops use is used
     // only by cusched's ops.
@@ -642,58 +741,15 @@ fn main() -> Res<()> {
     }
 
     let z = Sizes { b: b as i64, h: h as i64, s: sl as i64, d: d as i64, causal };
-    // SAFETY: cuDNN is loaded and the handle's context is current on this thread.
-    let (fwd_plan, fids, bwd_plan, bids) = unsafe {
-        let (fg, fids) = forward_graph(z)?;
-        let fp = fg.plan(handle)?;
-        let workaround = sl % 128 != 0 && version <= 91500;
-        let (bg, bids) = backward_graph(z, workaround, workaround && (90000..91000).contains(&version))?;
-        let bp = bg.plan(handle)?;
-        (fp, fids, bp, bids)
+    let bufs = RawBufs { q: &rq, k: &rk, v: &rv, o: &ro, d_o: &rdo, dq: &rdq, dk: &rdk, dv: &rdv, stats: &rstats };
+    // SAFETY: the handle's context is current on this thread; the buffers outlive `raw`.
+    let raw = match unsafe { RawAttention::new(&device, s, handle, z, version, &bufs) } {
+        Ok(r) => Some(r),
+        Err(e) => {
+            println!("the raw graphs could not be built ({e}): cusched's side alone below");
+            None
+        }
     };
-    let work = device.alloc_zeros::<u8>(s, fwd_plan.work_bytes.max(bwd_plan.work_bytes).max(1))?;
-    let wp = work.raw_device_ptr()? as *mut c_void;
-    let scale = 1.0 / (d as f32).sqrt();
-    let neg_inf: f32 = if version < 91000 { f32::MIN } else { f32::NEG_INFINITY };
-    let keep = 1.0f32;
-    let host = |x: &f32| x as *const f32 as *mut c_void;
-    let dev = |x: &GpuRef<bf16>| x.raw_device_ptr().map(|p| p as *mut c_void);
-    let mut fptrs = vec![
-        (fids.q, dev(&rq)?),
-        (fids.k, dev(&rk)?),
-        (fids.v, dev(&rv)?),
-        (fids.o, dev(&ro)?),
-        (fids.stats, rstats.raw_device_ptr()? as *mut c_void),
-        (fids.scale, host(&scale)),
-    ];
-    fptrs.extend(fids.neg_inf.map(|u| (u, host(&neg_inf))));
-    let mut bptrs = vec![
-        (bids.q, dev(&rq)?),
-        (bids.k, dev(&rk)?),
-        (bids.v, dev(&rv)?),
-        (bids.o, dev(&ro)?),
-        (bids.d_o, dev(&rdo)?),
-        (bids.stats, rstats.raw_device_ptr()? as *mut c_void),
-        (bids.dq, dev(&rdq)?),
-        (bids.dk, dev(&rdk)?),
-        (bids.dv, dev(&rdv)?),
-        (bids.scale, host(&scale)),
-        (bids.keep, host(&keep)),
-    ];
-    bptrs.extend(bids.neg_inf.map(|u| (u, host(&neg_inf))));
-    if let Some((a, c)) = bids.seq {
-        bptrs.extend([(a, full_q.raw_device_ptr()? as *mut c_void), (c, full_kv.raw_device_ptr()? as *mut c_void)]);
-    }
-    // SAFETY: every pointer is a live buffer of this function (or a host scalar on its frame)
-    // that outlives the packs' use below.
-    let (fpack, bpack) = unsafe { (variant_pack(&fwd_plan, &fptrs, wp)?, variant_pack(&bwd_plan, &bptrs, wp)?) };
-    // SAFETY: (1) the handle made both plans and is bound to this stream, its context current;
-    // (2) the packs hold live buffers of the graphs' shapes and a workspace of both plans'
-    // need, used only on this stream.
-    let raw_fwd = || check(unsafe { sys::cudnnBackendExecute(handle, fwd_plan.plan, fpack) }, "cudnnBackendExecute");
-    // SAFETY: as above.
-    let raw_bwd = || check(unsafe { sys::cudnnBackendExecute(handle, bwd_plan.plan, bpack) }, "cudnnBackendExecute");
-
     let dims = [b, h, sl, d];
     let t = |buf| AttnTensor::bhsd(buf, dims);
     let attn = Attention::new().causal(causal);
@@ -708,10 +764,12 @@ fn main() -> Res<()> {
         if causal { "causal" } else { "no mask" },
         fwd_flops / 1e9
     );
-    println!(
-        "raw engines: forward {} ({}), backward {} ({}); cusched keeps the first that finalizes in the same order",
-        fwd_plan.engine, fwd_plan.rank, bwd_plan.engine, bwd_plan.rank
-    );
+    if let Some(r) = &raw {
+        println!(
+            "raw engines: forward {} ({}), backward {} ({}); cusched keeps the first that finalizes in the same order",
+            r.fwd.engine, r.fwd.rank, r.bwd.engine, r.bwd.rank
+        );
+    }
     println!("| pass | raw engine | cusched | raw cuDNN | ratio (raw/cusched time) |");
     println!("| --- | --- | --- | --- | --- |");
     for backward in [false, true] {
@@ -726,31 +784,29 @@ fn main() -> Res<()> {
                 }
                 Ok(())
             },
-            || {
-                raw_fwd()?;
-                if backward {
-                    raw_bwd()?;
-                }
-                Ok(())
+            || match &raw {
+                // SAFETY: the raw buffers and workspace are live and used only on this stream.
+                Some(r) => unsafe { r.run(handle, backward) },
+                None => Ok(()),
             },
             || Ok(device.synchronize(s)?),
             || Ok(stream.synchronize()?),
         )?;
-        let engine =
-            if backward { format!("{} + {}", fwd_plan.engine, bwd_plan.engine) } else { fwd_plan.engine.to_string() };
-        println!(
-            "| {} | {engine} | {:.3} ms ({:.1} TFLOP/s) | {:.3} ms ({:.1} TFLOP/s) | {:.3}x |",
-            if backward { "forward + backward" } else { "forward" },
-            best_ours * 1e3,
-            flops / best_ours / 1e12,
-            best_raw * 1e3,
-            flops / best_raw / 1e12,
-            best_raw / best_ours
-        );
+        let ours = format!("{:.3} ms ({:.1} TFLOP/s)", best_ours * 1e3, flops / best_ours / 1e12);
+        let (engine, theirs, ratio) = match &raw {
+            Some(r) => (
+                if backward { format!("{} + {}", r.fwd.engine, r.bwd.engine) } else { r.fwd.engine.to_string() },
+                format!("{:.3} ms ({:.1} TFLOP/s)", best_raw * 1e3, flops / best_raw / 1e12),
+                format!("{:.3}x", best_raw / best_ours),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let pass = if backward { "forward + backward" } else { "forward" };
+        println!("| {pass} | {engine} | {ours} | {theirs} | {ratio} |");
     }
-    same_result(&device, s, &o, &ro, &dq, &rdq)?;
-    // Raw objects of the bench live until the process exits.
-    drop(work);
+    if raw.is_some() {
+        same_result(&device, s, &o, &ro, &dq, &rdq)?;
+    }
     plan_cost(&device, s, &mut hs, handle, causal)
 }
 
@@ -808,14 +864,21 @@ fn plan_cost(device: &Device, s: StreamId, h: &mut Handles, handle: sys::cudnnHa
     let first = round("first call of a new shape (plan made)")?;
     let cached = round("same shapes again (plan cached)")?;
     let mut made = 0.0;
+    let mut failed = None;
     for i in 1..=SHAPES {
         let z = Sizes { b: b as i64, h: heads as i64, s: (128 * i) as i64, d: d as i64, causal };
         let start = Instant::now();
         // SAFETY: the handle's context is current on this thread.
-        unsafe { forward_graph(z)?.0.plan(handle)? };
+        if let Err(e) = unsafe { forward_graph(z).and_then(|(g, _)| g.plan(handle)) } {
+            failed = Some(format!("S {}: {e}", 128 * i));
+            break;
+        }
         made += start.elapsed().as_secs_f64();
     }
-    println!("| raw: graph, heuristics and plan of a new shape | {:.2} µs |", made / SHAPES as f64 * 1e6);
+    match failed {
+        None => println!("| raw: graph, heuristics and plan of a new shape | {:.2} µs |", made / SHAPES as f64 * 1e6),
+        Some(e) => println!("| raw: graph, heuristics and plan of a new shape | no plan ({e}) |"),
+    }
     println!(
         "plans made: {}; first/cached {:.1}x",
         h.cudnn()?.graph_plans_made() - made_before,
