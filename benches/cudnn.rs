@@ -115,6 +115,8 @@ impl Raw {
             ),
             "cudnnSetConvolutionNdDescriptor",
         )?;
+        // As cusched does for half types: without TENSOR_OP_MATH the heuristics rank FMA algorithms.
+        check(sys::cudnnSetConvolutionMathType(r.conv, sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH), "math")?;
         let ok = sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;
         let mut count: c_int = 0;
         let mut fwd: [sys::cudnnConvolutionFwdAlgoPerf_t; 8] = std::mem::zeroed();

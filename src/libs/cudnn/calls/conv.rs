@@ -52,7 +52,7 @@ impl ConvPlan {
         let mut plan = ConvPlan {
             x: TensorDesc::new(&k.x, dtype)?,
             w: FilterDesc::new(&k.w, dtype)?,
-            conv: ConvDesc::new(&k.geo, tensor_cores)?,
+            conv: ConvDesc::new(&k.geo, tensor_cores, dtype != CudnnType::Float)?,
             y: TensorDesc::new(&k.y, dtype)?,
             algo: Algo::Forward(sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM),
             work_bytes: 0,

@@ -185,15 +185,21 @@ impl ConvDesc {
     /// NVIDIA: [`cudnnSetConvolutionNdDescriptor`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-cnn-library.html#cudnnsetconvolutionnddescriptor),
     /// [`cudnnSetConvolutionGroupCount`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-cnn-library.html#cudnnsetconvolutiongroupcount),
     /// [`cudnnSetConvolutionMathType`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-cnn-library.html#cudnnsetconvolutionmathtype)
-    pub(super) fn new(geo: &Geometry, tensor_cores: bool) -> Result<ConvDesc> {
+    pub(super) fn new(geo: &Geometry, tensor_cores: bool, half: bool) -> Result<ConvDesc> {
         let (pad, stride, dil) = (ints(&geo.pad)?, ints(&geo.stride)?, ints(&geo.dilation)?);
         let groups = c_int::try_from(geo.groups).map_err(|_| Error::invalid("conv", "groups does not fit i32"))?;
         let mut d: sys::cudnnConvolutionDescriptor_t = std::ptr::null_mut();
         // SAFETY: `d` is a valid out-pointer.
         unsafe { sys::cudnnCreateConvolutionDescriptor(&mut d) }.check("cudnnCreateConvolutionDescriptor")?;
         let desc = ConvDesc(Owned::new(d));
-        let math =
-            if tensor_cores { sys::cudnnMathType_t::CUDNN_DEFAULT_MATH } else { sys::cudnnMathType_t::CUDNN_FMA_MATH };
+        // Half types need TENSOR_OP_MATH for the heuristics to rank tensor-core algorithms at
+        // all: under DEFAULT_MATH the legacy API ran a bf16 ResNet convolution on an H100 at 30
+        // TFLOP/s, on FMA units. f32 with TF32 allowed takes DEFAULT_MATH, which permits TF32.
+        let math = match (tensor_cores, half) {
+            (true, true) => sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
+            (true, false) => sys::cudnnMathType_t::CUDNN_DEFAULT_MATH,
+            (false, _) => sys::cudnnMathType_t::CUDNN_FMA_MATH,
+        };
         // SAFETY: (1) a fresh descriptor; (2) the three arrays hold `pad.len()` entries each and
         // outlive the call.
         unsafe {
