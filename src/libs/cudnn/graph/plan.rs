@@ -243,7 +243,8 @@ impl GraphSpec {
                 let (work_bytes, scratch) = self.scratch_layout(work)?;
                 let mut then = Vec::with_capacity(self.then.len());
                 for part in &self.then {
-                    // SAFETY: the caller vouches for the handle.
+                    // SAFETY: (1) the caller vouches for the handle: live, its context current,
+                    // used by this thread alone.
                     match unsafe { part.plan(handle) }? {
                         Some(p) => then.push(p),
                         None => return Ok(None),
