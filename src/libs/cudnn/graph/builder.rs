@@ -22,16 +22,6 @@ pub(crate) enum Dt {
 }
 
 impl Dt {
-    /// Bytes per element.
-    pub(super) fn size(self) -> usize {
-        match self {
-            Dt::F16 | Dt::Bf16 => 2,
-            Dt::F32 | Dt::I32 => 4,
-            Dt::I64 => 8,
-            Dt::Bool => 1,
-        }
-    }
-
     pub(super) fn raw(self) -> sys::cudnnDataType_t {
         use sys::cudnnDataType_t as D;
         match self {
@@ -157,18 +147,11 @@ pub(crate) enum Op {
     },
 }
 
-/// A graph: its tensors and its operations in order, and the graphs run after it in the same
-/// op.
+/// A graph: its tensors and its operations in order.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct GraphSpec {
     pub tensors: Vec<TensorSpec>,
     pub ops: Vec<Op>,
-    /// Graphs executed after this one, in order, on the same stream and workspace, as parts of
-    /// one op: for results no single engine computes right. Their tensor ids are their own
-    /// (see [`GraphSpec::next_graph`]), so one list of pointers serves every part.
-    pub then: Vec<GraphSpec>,
-    /// Tensor ids start past this one.
-    base: Uid,
 }
 
 /// Packed strides of `dims`, last dim contiguous.
@@ -182,7 +165,7 @@ pub(crate) fn packed(dims: &[i64]) -> Vec<i64> {
 
 impl GraphSpec {
     fn add(&mut self, dims: &[i64], strides: &[i64], dt: Dt, virt: bool, by_value: bool) -> Uid {
-        let uid = self.base + self.tensors.len() as Uid + 1;
+        let uid = self.tensors.len() as Uid + 1;
         self.tensors.push(TensorSpec {
             uid,
             dims: dims.to_vec(),
@@ -198,30 +181,6 @@ impl GraphSpec {
     /// A tensor in device memory.
     pub(crate) fn tensor(&mut self, dims: &[i64], strides: &[i64], dt: Dt) -> Uid {
         self.add(dims, strides, dt, false, false)
-    }
-
-    /// An empty graph whose tensor ids follow every id of this one and of the graphs already in
-    /// its [`then`](Self::then), to be pushed there.
-    pub(crate) fn next_graph(&self) -> GraphSpec {
-        let last = |g: &GraphSpec| g.base + g.tensors.len() as Uid;
-        let base = self.then.iter().map(last).fold(last(self), Uid::max);
-        GraphSpec { base, ..GraphSpec::default() }
-    }
-
-    /// `from`'s tensor `uid` (its id, dims, strides and type) in this graph, for a part of the
-    /// same op that reads the same buffer. Its id stays below this graph's own ones when this
-    /// graph came from `from`'s [`next_graph`](Self::next_graph).
-    pub(crate) fn tensor_of(&mut self, from: &GraphSpec, uid: Uid) -> Uid {
-        if let Some(t) = from.tensors.iter().find(|t| t.uid == uid) {
-            self.tensors.push(t.clone());
-        }
-        uid
-    }
-
-    /// An intermediate of `dims` laid out as `strides` (an operand's layout, for engines that
-    /// want the intermediates in their inputs' order).
-    pub(crate) fn virt_strided(&mut self, dims: &[i64], strides: &[i64], dt: Dt) -> Uid {
-        self.add(dims, strides, dt, true, false)
     }
 
     /// A packed intermediate.

@@ -4,7 +4,7 @@
 //! operations in their instance mode. Operands are [`TensorView`]s (4-D or 5-D, either
 //! layout; cuDNN's engines favour channels-last), parameters f32.
 
-use super::builder::{Dt, GraphSpec, NormMode, Op, Pw, Uid};
+use super::builder::{Dt, GraphSpec, NormMode, Op};
 use super::norm::{dt_of, NormStats};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -43,73 +43,6 @@ fn check_stats(s: &NormStats<'_>, count: usize) -> Result<()> {
     let m = s.mean.ok_or_else(|| Error::invalid("stats", "instance norm saves the means too"))?;
     validate::covers("stats.mean", m, Some(count), "one value per image and channel")?;
     validate::covers("stats.inv_var", s.inv_var, Some(count), "one value per image and channel")
-}
-
-/// The ids of the backward graphs' tensors the caller passes (a buffer read by several parts
-/// has one id in all of them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BwdUids {
-    pub x: Uid,
-    pub dy: Uid,
-    pub scale: Uid,
-    pub mean: Uid,
-    pub inv_var: Uid,
-    pub eps: Uid,
-    pub dx: Uid,
-    pub dscale: Uid,
-    pub dbias: Uid,
-}
-
-/// The backward graphs of an instance norm of `x` in `dt`: cuDNN's norm backward for `dx`,
-/// its parameter gradients kept in the workspace and dropped (its engines write each image's
-/// partial sum over the others', last writer winning), then `dbias[c] = Σ dy` and
-/// `dscale[c] = Σ dy · (x - mean) · inv_var`, over the images and spatial positions, each a
-/// graph of its own ([`GraphSpec::then`]) ending in a sum to `[1, C, 1, 1]` f32. The
-/// intermediates keep `x`'s layout.
-pub(crate) fn backward_graph(x: &Shape, dt: Dt) -> (GraphSpec, BwdUids) {
-    let (ps, ss) = side_shapes(x);
-    let (xd, xs) = (i64s(x.dims()), i64s(&x.strides()));
-    let (pd, pst, sd, sst) = (i64s(ps.dims()), i64s(&ps.strides()), i64s(ss.dims()), i64s(&ss.strides()));
-    let mut g = GraphSpec::default();
-    let (xu, dyu, su) = (g.tensor(&xd, &xs, dt), g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32));
-    let (mu, vu) = (g.tensor(&sd, &sst, Dt::F32), g.tensor(&sd, &sst, Dt::F32));
-    let eu = g.scalar(Dt::F32);
-    let dxu = g.tensor(&xd, &xs, dt);
-    let (ds_scratch, db_scratch) = (g.scratch(&pd), g.scratch(&pd));
-    g.ops.push(Op::NormBwd {
-        mode: NormMode::Instance,
-        eps: Some(eu),
-        x: xu,
-        dy: dyu,
-        scale: su,
-        mean: Some(mu),
-        inv_var: vu,
-        dx: dxu,
-        dscale: ds_scratch,
-        dbias: Some(db_scratch),
-    });
-    // dbias: dy summed to one value per channel.
-    let mut gb = g.next_graph();
-    let dy_b = gb.tensor_of(&g, dyu);
-    let dbu = gb.tensor(&pd, &pst, Dt::F32);
-    gb.ops.push(Op::Reduction { max: false, x: dy_b, y: dbu });
-    g.then.push(gb);
-    // dscale: dy times the normalized x, summed likewise.
-    let mut gs = g.next_graph();
-    let (x_s, dy_s) = (gs.tensor_of(&g, xu), gs.tensor_of(&g, dyu));
-    let (m_s, v_s) = (gs.tensor_of(&g, mu), gs.tensor_of(&g, vu));
-    let dsu = gs.tensor(&pd, &pst, Dt::F32);
-    let step = |gs: &mut GraphSpec, mode: Pw, a: Uid, b: Uid| {
-        let y = gs.virt_strided(&xd, &xs, Dt::F32);
-        gs.ops.push(Op::Pointwise { mode, x: a, b: Some(b), t: None, y, prec: Dt::F32 });
-        y
-    };
-    let centered = step(&mut gs, Pw::Sub, x_s, m_s);
-    let xhat = step(&mut gs, Pw::Mul, centered, v_s);
-    let prod = step(&mut gs, Pw::Mul, dy_s, xhat);
-    gs.ops.push(Op::Reduction { max: false, x: prod, y: dsu });
-    g.then.push(gs);
-    (g, BwdUids { x: xu, dy: dyu, scale: su, mean: mu, inv_var: vu, eps: eu, dx: dxu, dscale: dsu, dbias: dbu })
 }
 
 impl Cudnn {
@@ -254,18 +187,37 @@ impl Cudnn {
             let out = (dx.buf.sim_data()?, dscale.sim_data()?, dbias.sim_data()?);
             return self.op.run_sim(rec, Vec::new(), move || job.backward(io, out));
         }
-        let (g, u) = backward_graph(&x.shape, dt_of::<T>());
+        let (ps, ss) = side_shapes(&x.shape);
+        let mut g = GraphSpec::default();
+        let dt = dt_of::<T>();
+        let (xd, xs) = (i64s(x.shape.dims()), i64s(&x.shape.strides()));
+        let (pd, pst, sd, sst) = (i64s(ps.dims()), i64s(&ps.strides()), i64s(ss.dims()), i64s(&ss.strides()));
+        let (xu, dyu, su) = (g.tensor(&xd, &xs, dt), g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32));
+        let (mu, vu) = (g.tensor(&sd, &sst, Dt::F32), g.tensor(&sd, &sst, Dt::F32));
+        let eu = g.scalar(Dt::F32);
+        let (dxu, dsu, dbu) = (g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32), g.tensor(&pd, &pst, Dt::F32));
+        g.ops.push(Op::NormBwd {
+            mode: NormMode::Instance,
+            eps: Some(eu),
+            x: xu,
+            dy: dyu,
+            scale: su,
+            mean: Some(mu),
+            inv_var: vu,
+            dx: dxu,
+            dscale: dsu,
+            dbias: Some(dbu),
+        });
         let ptrs = vec![
-            (u.x, dptr(x.buf)?),
-            (u.dy, dptr(dy.buf)?),
-            (u.scale, dptr(scale)?),
-            (u.mean, dptr(mean)?),
-            (u.inv_var, dptr(stats.inv_var)?),
-            (u.dx, dptr(dx.buf)?),
-            (u.dscale, dptr(dscale)?),
-            (u.dbias, dptr(dbias)?),
+            (xu, dptr(x.buf)?),
+            (dyu, dptr(dy.buf)?),
+            (su, dptr(scale)?),
+            (mu, dptr(mean)?),
+            (vu, dptr(stats.inv_var)?),
+            (dxu, dptr(dx.buf)?),
+            (dsu, dptr(dscale)?),
+            (dbu, dptr(dbias)?),
         ];
-        let eu = u.eps;
         self.run_graph(g, rec, ptrs, Some((eu, epsilon)), "instance_norm_backward")
     }
 }

@@ -266,9 +266,8 @@ impl Cudnn {
         self.run_graph(g, rec, ptrs, None, "norm_backward")
     }
 
-    /// Finds or makes the plan of `g` (and of its [`then`](GraphSpec::then) parts), takes
-    /// their workspace and executes them in order with `ptrs` and, when given, a by-value f32
-    /// scalar `(uid, value)`.
+    /// Finds or makes the plan of `g`, takes its workspace and executes it with `ptrs` and,
+    /// when given, a by-value f32 scalar `(uid, value)`.
     pub(super) fn run_graph(
         &mut self,
         g: GraphSpec,
@@ -279,6 +278,10 @@ impl Cudnn {
     ) -> Result<Completion<()>> {
         let stream = self.op.bound_stream()?;
         let Some(handle) = self.raw.as_ref() else { return Err(self.op.unavailable_on_sim()) };
+        // cuDNN's norm backward engines reduce the parameter gradients across blocks through
+        // their workspace and read it as zeroed: left as an earlier op left it, `dscale` and
+        // `dbias` come out as partial sums (seen on an H100 with cuDNN 9.19).
+        let zero_work = g.ops.iter().any(|o| matches!(o, Op::NormBwd { .. }));
         let plan = self.graphs.get_or_make(g, &self.op, |g| {
             // SAFETY: the handle is live, its context bound above; `&mut self` keeps it to
             // this thread.
@@ -288,50 +291,25 @@ impl Cudnn {
                 hint: "no engine of this cuDNN supports the graph; try f16 or bf16 data".into(),
             })
         })?;
-        let work = self.work.use_on(&self.op, &mut rec, plan.work_need())?.map(|b| b.raw_device_ptr()).transpose()?;
+        let work = self.work.use_on(&self.op, &mut rec, plan.work_bytes)?.map(|b| b.raw_device_ptr()).transpose()?;
         self.op.run(rec, Vec::new(), || {
             let mut ptrs = ptrs;
             if let Some((uid, value)) = &scalar {
                 ptrs.push((*uid, value as *const f32 as *mut c_void));
             }
-            for part in plan.parts() {
-                // cuDNN's norm backward engines reduce the parameter gradients across blocks
-                // through their workspace and read it as zeroed: left as an earlier op left it,
-                // `dscale` and `dbias` came out as partial sums (seen on an H100 with cuDNN
-                // 9.19). Reductions get the same care, and their outputs are zeroed too, in
-                // case an engine adds its partial sums into them.
-                if let (true, Some(w)) = (part.zero_work, work) {
-                    // SAFETY: (1) the workspace holds the largest part's `work_bytes`, declared
-                    // read-write on this op's recorder and fenced; (2) the stream is the op's,
-                    // its context bound.
-                    let st = unsafe { cudarc::driver::sys::cuMemsetD8Async(w, 0, part.work_bytes, stream.cu_stream()) };
-                    crate::backend::cuda::status("cuMemsetD8Async", st)?;
-                }
-                for (uid, bytes) in &part.zero_outputs {
-                    let Some(&(_, p)) = ptrs.iter().find(|(u, _)| u == uid) else { continue };
-                    // SAFETY: (1) `p` is the buffer of a reduction's output, validated by the
-                    // caller to hold the tensor's span (`bytes`), declared written on this op's
-                    // recorder and fenced; (2) the stream is the op's, its context bound.
-                    let st = unsafe {
-                        cudarc::driver::sys::cuMemsetD8Async(
-                            p as cudarc::driver::sys::CUdeviceptr,
-                            0,
-                            *bytes,
-                            stream.cu_stream(),
-                        )
-                    };
-                    crate::backend::cuda::status("cuMemsetD8Async", st)?;
-                }
-                let work = work.map_or(std::ptr::null_mut(), |w| w as *mut c_void);
-                // SAFETY: (1) the handle made the plans, was bound to this stream when made, and
-                // the op path made its context current; (2) every tensor of every part in
-                // memory has its buffer here, validated against its shape and fenced by
-                // preflight, and the scalar points at a live f32 of this op's frame when given;
-                // (3) the workspace, declared read-write, holds the largest part's need, the
-                // parts run one after another on this stream, and it serves one op at a time.
-                unsafe { part.execute(handle.get(), &ptrs, work) }?;
+            if let (true, Some(w)) = (zero_work, work) {
+                // SAFETY: (1) the workspace holds `work_bytes`, declared read-write on this op's
+                // recorder and fenced; (2) the stream is the op's, its context bound.
+                let st = unsafe { cudarc::driver::sys::cuMemsetD8Async(w, 0, plan.work_bytes, stream.cu_stream()) };
+                crate::backend::cuda::status("cuMemsetD8Async", st)?;
             }
-            Ok(())
+            let work = work.map_or(std::ptr::null_mut(), |w| w as *mut c_void);
+            // SAFETY: (1) the handle made the plan, was bound to this stream when made, and the
+            // op path made its context current; (2) every tensor of the graph in memory has its
+            // buffer here, validated against its shape and fenced by preflight, and the scalar
+            // points at a live f32 of this op's frame when given; (3) the workspace, declared read-write, holds
+            // the plan's need and serves one op at a time.
+            unsafe { plan.execute(handle.get(), &ptrs, work) }
         })
     }
 }

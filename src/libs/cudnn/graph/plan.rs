@@ -25,25 +25,6 @@ impl GraphSpec {
         Ok((if scratch.is_empty() { work } else { end }, scratch))
     }
 
-    /// The reductions' outputs in memory (not scratch) and their byte spans: zeroed before the
-    /// graph runs, as an engine may add its blocks' partial sums into them.
-    fn reduction_outputs(&self) -> Result<Vec<(Uid, usize)>> {
-        let too_big = || Error::invalid("graph", "a reduction output's size overflows");
-        let mut out = Vec::new();
-        for op in &self.ops {
-            let Op::Reduction { y, .. } = op else { continue };
-            let Some(t) = self.tensors.iter().find(|t| t.uid == *y && !t.virt && !t.scratch) else { continue };
-            let mut span = 1i64;
-            for (&d, &st) in t.dims.iter().zip(&t.strides) {
-                let reach = d.checked_sub(1).and_then(|d| d.checked_mul(st)).ok_or_else(too_big)?;
-                span = span.checked_add(reach).ok_or_else(too_big)?;
-            }
-            let bytes = usize::try_from(span).ok().and_then(|n| n.checked_mul(t.dt.size())).ok_or_else(too_big)?;
-            out.push((t.uid, bytes));
-        }
-        Ok(out)
-    }
-
     /// Builds the graph's descriptors with `handle` and finds an execution plan for it: the
     /// heuristics' configurations tried best first, the first that finalizes kept. `Ok(None)`
     /// when none does (no engine supports the graph).
@@ -241,29 +222,10 @@ impl GraphSpec {
                 }
                 let work = plan.get_i64(Attr::CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE)?;
                 let (work_bytes, scratch) = self.scratch_layout(work)?;
-                let mut then = Vec::with_capacity(self.then.len());
-                for part in &self.then {
-                    // SAFETY: (1) the caller vouches for the handle: live, its context current,
-                    // used by this thread alone.
-                    match unsafe { part.plan(handle) }? {
-                        Some(p) => then.push(p),
-                        None => return Ok(None),
-                    }
-                }
                 keep.extend(tensors.into_iter().map(|(_, d)| d));
                 keep.extend(ops);
                 keep.extend([graph, heur, cfg]);
-                return Ok(Some(GraphPlan {
-                    plan,
-                    work_bytes,
-                    scratch,
-                    aux: Vec::new(),
-                    uids: self.tensors.iter().filter(|t| !t.virt && !t.scratch).map(|t| t.uid).collect(),
-                    zero_work: self.ops.iter().any(|o| matches!(o, Op::NormBwd { .. } | Op::Reduction { .. })),
-                    zero_outputs: self.reduction_outputs()?,
-                    then,
-                    _keep: keep,
-                }));
+                return Ok(Some(GraphPlan { plan, work_bytes, scratch, aux: Vec::new(), _keep: keep }));
             }
         }
         if let Some(e) = last_err {
@@ -282,37 +244,17 @@ pub(crate) struct GraphPlan {
     pub scratch: Vec<(Uid, usize)>,
     /// Device buffers the plan owns and the graph reads (constant inputs, made with the plan).
     pub aux: Vec<(Uid, crate::memory::GpuRef<i32>)>,
-    /// The graph's tensors the caller passes (in memory or by value): `execute` hands cuDNN
-    /// only these of the pointers it is given.
-    uids: Vec<Uid>,
-    /// The engine may read its workspace as zeroed (norm backward and reduction engines
-    /// reduce across blocks through it).
-    pub zero_work: bool,
-    /// Reduction outputs to zero before the graph runs, with their byte spans.
-    pub zero_outputs: Vec<(Uid, usize)>,
-    /// The plans of the graph's [`then`](GraphSpec::then) parts, executed after it.
-    pub then: Vec<GraphPlan>,
     _keep: Vec<Desc>,
 }
 
 impl GraphPlan {
-    /// This plan and the plans of its parts, in execution order.
-    pub(crate) fn parts(&self) -> impl Iterator<Item = &GraphPlan> {
-        std::iter::once(self).chain(&self.then)
-    }
-
-    /// The workspace the largest part needs: the parts run one after another.
-    pub(crate) fn work_need(&self) -> usize {
-        self.parts().map(|p| p.work_bytes).max().unwrap_or(0)
-    }
-
     /// Builds the variant pack (`(uid, pointer)` pairs and the workspace) and executes the
     /// plan.
     ///
     /// # Safety
     /// (1) `handle` made the plan, is bound to the op's stream, its context current; (2) every
     /// non-virtual tensor of the plan's graph but the scratch and plan-owned ones has its uid
-    /// in `ptrs` (which may hold other parts' uids too), with a live device buffer holding it (a pointer to a live host value for a
+    /// in `ptrs`, with a live device buffer holding it (a pointer to a live host value for a
     /// by-value one), all fenced on the stream, the plan-owned ones too; (3) `work` holds
     /// `work_bytes` (or is null when that is 0).
     pub(crate) unsafe fn execute(
@@ -322,9 +264,8 @@ impl GraphPlan {
         work: *mut c_void,
     ) -> Result<()> {
         let pack = Desc::new(Kind::CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)?;
-        let mine = || ptrs.iter().filter(|p| self.uids.contains(&p.0));
-        let mut uids: Vec<i64> = mine().map(|p| p.0).collect();
-        let mut data: Vec<*mut c_void> = mine().map(|p| p.1).collect();
+        let mut uids: Vec<i64> = ptrs.iter().map(|p| p.0).collect();
+        let mut data: Vec<*mut c_void> = ptrs.iter().map(|p| p.1).collect();
         for (uid, off) in &self.scratch {
             uids.push(*uid);
             data.push((work as *mut u8).wrapping_add(*off) as *mut c_void);

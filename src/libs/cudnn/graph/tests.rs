@@ -1,11 +1,10 @@
 //! Unit tests of the graphs the ops build: the attention graphs' op patterns, as the fused
-//! engines recognize them, and instance norm backward's parts.
+//! engines recognize them.
 
 use super::builder::{Dt, GraphSpec, Op, Uid};
 use super::sdpa::{forward_graph, Sizes};
 use super::sdpa_bwd::backward_graph;
 use super::Attention;
-use crate::libs::cudnn::tensor::Shape;
 
 fn kinds(g: &GraphSpec) -> Vec<String> {
     g.ops
@@ -80,43 +79,4 @@ fn the_backward_graph_keeps_two_f32_tensors_in_the_workspace_and_sums_grouped_he
     assert_eq!((into(u.dk), into(u.dv)), (1, 1));
     // The workaround's sequence lengths are tensors of the graph, two of them.
     assert!(u.seq.is_some() && u.neg_inf.is_some());
-}
-
-#[test]
-fn instance_norm_backward_sums_the_parameter_gradients_in_graphs_of_their_own() {
-    let shape = Shape::nchw(2, 3, 4, 5);
-    let (g, u) = super::instance::backward_graph(&shape, Dt::F16);
-    // cuDNN's norm backward writes dx only; its parameter gradients stay in the workspace.
-    assert!(matches!(g.ops[..], [Op::NormBwd { dx, dscale, dbias: Some(db), .. }]
-        if dx == u.dx && dscale != u.dscale && db != u.dbias));
-    let scratch: Vec<&Vec<i64>> = g.tensors.iter().filter(|t| t.scratch).map(|t| &t.dims).collect();
-    assert_eq!(scratch, [&vec![1, 3, 1, 1], &vec![1, 3, 1, 1]]);
-    // Then dbias = Σ dy, and dscale = Σ dy · (x - mean) · inv_var, each summed to [1, C, 1, 1].
-    assert_eq!(g.then.len(), 2);
-    let (gb, gs) = (&g.then[0], &g.then[1]);
-    assert_eq!(kinds(gb), ["sum"]);
-    assert_eq!(kinds(gs), ["Sub", "Mul", "Mul", "sum"]);
-    let real = |g: &GraphSpec| -> Vec<Uid> { g.tensors.iter().filter(|t| !t.virt).map(|t| t.uid).collect() };
-    assert_eq!(real(gb), [u.dy, u.dbias]);
-    assert_eq!(real(gs), [u.x, u.dy, u.mean, u.inv_var, u.dscale]);
-    for (part, out) in [(gb, u.dbias), (gs, u.dscale)] {
-        let t = part.tensors.iter().find(|t| t.uid == out).unwrap();
-        assert_eq!((t.dims.clone(), t.dt, t.scratch), (vec![1, 3, 1, 1], Dt::F32, false));
-        assert!(matches!(part.ops.last(), Some(Op::Reduction { max: false, y, .. }) if *y == out));
-    }
-    // The buffers the parts share keep their ids; every other id is the part's own.
-    let first: Vec<Uid> = g.tensors.iter().map(|t| t.uid).collect();
-    let shared = [u.x, u.dy, u.mean, u.inv_var];
-    for part in [gb, gs] {
-        for t in &part.tensors {
-            assert_eq!(first.contains(&t.uid), shared.contains(&t.uid), "tensor {}", t.uid);
-        }
-    }
-    let own = |g: &GraphSpec| g.tensors.iter().filter(|t| !shared.contains(&t.uid)).map(|t| t.uid).collect::<Vec<_>>();
-    assert!(own(gb).iter().all(|a| !own(gs).contains(a)));
-    // The intermediates are f32 in x's layout.
-    let strides: Vec<i64> = shape.strides().iter().map(|&s| s as i64).collect();
-    for t in gs.tensors.iter().filter(|t| t.virt) {
-        assert_eq!((t.dt, &t.strides), (Dt::F32, &strides));
-    }
 }
