@@ -9,7 +9,7 @@ use super::norm::{dt_of, NormStats};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::cudnn::tensor::{DnnElement, Shape, TensorView};
-use crate::libs::cudnn::Cudnn;
+use crate::libs::cudnn::{Cudnn, NAME};
 use crate::libs::validate::{self, no_aliasing};
 use crate::libs::{dptr, record};
 use crate::memory::{GpuRef, SimMem};
@@ -135,8 +135,11 @@ impl Cudnn {
         self.run_graph(g, rec, ptrs, Some((eu, epsilon)), "instance_norm_forward")
     }
 
-    /// Instance norm backward: `dx`, `dscale` and `dbias` (f32 per channel, overwritten) from
-    /// the forward op's `x`, `scale` and saved `stats`, and `dy`.
+    /// Instance norm backward: `dx`, `dscale` and `dbias` (f32 per channel) from the forward
+    /// op's `x`, `scale` and saved `stats`, and `dy`. The arguments are checked, then it fails
+    /// with [`Error::Unsupported`] on every backend: cuDNN 9.19's engine for it gives the right
+    /// `dx` but per-image partial sums in `dscale` and `dbias`, and no engine for the sums
+    /// that would complete them.
     #[allow(clippy::too_many_arguments)]
     pub fn instance_norm_backward<T: DnnElement>(
         &mut self,
@@ -171,54 +174,17 @@ impl Cudnn {
             ("dscale", dscale.id(), true),
             ("dbias", dbias.id(), true),
         ])?;
-        let mut rec = self.op.recorder("instance_norm_backward");
-        record(&mut rec, "x", x.buf, Access::Read)?;
-        record(&mut rec, "dy", dy.buf, Access::Read)?;
-        for (arg, buf) in [("scale", scale), ("stats.mean", mean), ("stats.inv_var", stats.inv_var)] {
-            record(&mut rec, arg, buf, Access::Read)?;
-        }
-        record(&mut rec, "dx", dx.buf, Access::Write)?;
-        record(&mut rec, "dscale", dscale, Access::Write)?;
-        record(&mut rec, "dbias", dbias, Access::Write)?;
-        if self.op.device.is_simulated() {
-            let job =
-                SimInstance { eps: epsilon, shape: x.shape.clone(), x: x.buf.sim_data()?, scale: scale.sim_data()? };
-            let io = (dy.buf.sim_data()?, mean.sim_data()?, stats.inv_var.sim_data()?);
-            let out = (dx.buf.sim_data()?, dscale.sim_data()?, dbias.sim_data()?);
-            return self.op.run_sim(rec, Vec::new(), move || job.backward(io, out));
-        }
-        let (ps, ss) = side_shapes(&x.shape);
-        let mut g = GraphSpec::default();
-        let dt = dt_of::<T>();
-        let (xd, xs) = (i64s(x.shape.dims()), i64s(&x.shape.strides()));
-        let (pd, pst, sd, sst) = (i64s(ps.dims()), i64s(&ps.strides()), i64s(ss.dims()), i64s(&ss.strides()));
-        let (xu, dyu, su) = (g.tensor(&xd, &xs, dt), g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32));
-        let (mu, vu) = (g.tensor(&sd, &sst, Dt::F32), g.tensor(&sd, &sst, Dt::F32));
-        let eu = g.scalar(Dt::F32);
-        let (dxu, dsu, dbu) = (g.tensor(&xd, &xs, dt), g.tensor(&pd, &pst, Dt::F32), g.tensor(&pd, &pst, Dt::F32));
-        g.ops.push(Op::NormBwd {
-            mode: NormMode::Instance,
-            eps: Some(eu),
-            x: xu,
-            dy: dyu,
-            scale: su,
-            mean: Some(mu),
-            inv_var: vu,
-            dx: dxu,
-            dscale: dsu,
-            dbias: Some(dbu),
-        });
-        let ptrs = vec![
-            (xu, dptr(x.buf)?),
-            (dyu, dptr(dy.buf)?),
-            (su, dptr(scale)?),
-            (mu, dptr(mean)?),
-            (vu, dptr(stats.inv_var)?),
-            (dxu, dptr(dx.buf)?),
-            (dsu, dptr(dscale)?),
-            (dbu, dptr(dbias)?),
-        ];
-        self.run_graph(g, rec, ptrs, Some((eu, epsilon)), "instance_norm_backward")
+        // cuDNN 9.19's instance-norm backward engine gives the right `dx`, but each image's
+        // partial sum lands in the per-channel `dscale` and `dbias` (the last writer wins: seen
+        // on an H100, differing run to run), and it offers no engine for the separate sums that
+        // would fix them up. Wrong gradients are refused here, on the simulator too, so that a
+        // program behaves alike on both.
+        Err(Error::Unsupported {
+            library: NAME,
+            what: "instance_norm_backward: cuDNN's engine returns per-image partial dscale and dbias".into(),
+            hint: "compute the backward pass with batch norm over the images folded into channels, or on the host"
+                .into(),
+        })
     }
 }
 
@@ -280,40 +246,6 @@ impl<T: DnnElement> SimInstance<T> {
             for (k, s) in st.iter().enumerate() {
                 m[k] = s.0 as f32;
                 v[k] = s.1 as f32;
-            }
-        }
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn backward(self, io: (SimMem<T>, SimMem<f32>, SimMem<f32>), out: (SimMem<T>, SimMem<f32>, SimMem<f32>)) {
-        let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
-        let dy: Vec<f64> = io.0.read().iter().map(|v| v.to_f64()).collect();
-        let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
-        let mean: Vec<f64> = io.1.read().iter().map(|&v| f64::from(v)).collect();
-        let inv: Vec<f64> = io.2.read().iter().map(|&v| f64::from(v)).collect();
-        let (n, c) = (self.shape.dims()[0], self.shape.dims()[1]);
-        let (mut dx, mut ds, mut db) = (vec![0.0; x.len()], vec![0.0; c], vec![0.0; c]);
-        for k in 0..n * c {
-            let ch = k % c;
-            let pos = self.positions(k / c, ch);
-            let cnt = pos.len() as f64;
-            let xhat = |p: usize| (x[p] - mean[k]) * inv[k];
-            let mg = pos.iter().map(|&p| dy[p] * scale[ch]).sum::<f64>() / cnt;
-            let mgx = pos.iter().map(|&p| dy[p] * scale[ch] * xhat(p)).sum::<f64>() / cnt;
-            for &p in &pos {
-                dx[p] = inv[k] * (dy[p] * scale[ch] - mg - xhat(p) * mgx);
-                ds[ch] += dy[p] * xhat(p);
-                db[ch] += dy[p];
-            }
-        }
-        let mut d = out.0.lock();
-        for (o, v) in d.iter_mut().zip(&dx) {
-            *o = T::from_f64(*v);
-        }
-        for (mem, vals) in [(&out.1, &ds), (&out.2, &db)] {
-            let mut m = mem.lock();
-            for (o, v) in m.iter_mut().zip(vals) {
-                *o = *v as f32;
             }
         }
     }
