@@ -7,6 +7,9 @@
 //! Run from the GPU bundle with cuDNN on the loader path (`. tools/cuda-libs-env`):
 //! `bench-cudnn [n] [iterations]` (defaults 32 and 20).
 
+mod common;
+
+use common::per_call;
 use cusched::cudarc::cudnn::sys;
 use cusched::cudnn::{AlgoSearch, Convolution, Shape, TensorView};
 use cusched::half::bf16;
@@ -15,20 +18,6 @@ use std::ffi::{c_int, c_void};
 use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
 
 fn check(status: sys::cudnnStatus_t, call: &str) -> Res<()> {
     if status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS {

@@ -16,6 +16,9 @@
 //! engine (`CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=stderr` shows cuDNN's own account). When
 //! the raw graphs find no plan, the error is printed and cusched's side runs alone.
 
+mod common;
+
+use common::per_call;
 use cusched::cudarc::cudnn::sys;
 use cusched::cudnn::{Attention, AttnTensor, SdpaGrads};
 use cusched::half::bf16;
@@ -30,20 +33,6 @@ use sys::cudnnBackendAttributeType_t as Ty;
 use sys::cudnnBackendDescriptorType_t as K;
 use sys::cudnnDataType_t as Dt;
 use sys::cudnnPointwiseMode_t as Pw;
-
-/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
 
 /// The best of three interleaved rounds of `ours` and `raw` (seconds per call), so clocks and
 /// thermals treat both alike.

@@ -6,10 +6,12 @@
 //!
 //! `bench-launch_features [elements] [iterations]` (defaults 2^26 and 50), on one sm_90 GPU.
 
+mod common;
+
+use common::per_call;
 use cusched::cudarc::driver::{sys, LaunchConfig};
 use cusched::{Device, GpuRef, Kernel, StreamId};
 use std::ffi::c_void;
-use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -51,20 +53,6 @@ extern "C" __global__ void pair_add(const float* x, float* y, unsigned long long
     asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 "#;
-
-/// Seconds per launch: two warm-up launches, then `iters` timed ones, then `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
 
 /// A raw `cuLaunchKernelEx` of `f` with one attribute (cooperative or a 2-block cluster).
 ///

@@ -14,21 +14,9 @@ use std::time::Instant;
 
 mod common;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+use common::per_call;
 
-/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// The best time of each over three interleaved rounds, so clocks and thermals treat both alike.
 fn best_of_3(mut ours: impl FnMut() -> Res<f64>, mut raw: impl FnMut() -> Res<f64>) -> Res<(f64, f64)> {

@@ -4,11 +4,14 @@
 //!
 //! `cargo bench --bench sparse --features cusparse -- [rows] [iterations]`
 
+mod common;
+
+use common::per_call;
+
 use cusched::cudarc::cusparse::sys;
 use cusched::sparse::{DenseMatrix, SparseMatrix, Transpose};
 use cusched::{Device, Handles};
 use std::ffi::c_void;
-use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -18,20 +21,6 @@ fn ok(s: sys::cusparseStatus_t, call: &str) -> Res<()> {
     } else {
         Err(format!("{call}: {s:?}").into())
     }
-}
-
-/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
 }
 
 /// The best time of each over three interleaved rounds.

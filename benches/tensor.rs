@@ -6,29 +6,18 @@
 //! LD_LIBRARY_PATH (tools/carry-cutensor): `bench-tensor [n] [iterations]`; the free modes have
 //! extent n (default 64), the two summed ones n/2.
 
+mod common;
+
+use common::per_call;
+
 use cusched::cudarc::cutensor::sys;
 use cusched::tensor::{Compute, Contraction, TensorRef};
 use cusched::{Device, Handles};
 use std::ffi::c_void;
-use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 const SPEC: &str = "abcd,dcef->aebf";
-
-/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
 
 fn check(status: sys::cutensorStatus_t, call: &str) -> Res<()> {
     if status == sys::cutensorStatus_t::CUTENSOR_STATUS_SUCCESS {

@@ -70,3 +70,22 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
 pub fn sim_requested() -> bool {
     std::env::args().any(|a| a == "--sim")
 }
+
+/// Seconds per call: two warm-up calls, then `iters` timed ones, the batch followed by `sync`
+/// (so the time is the GPU's when it is the bottleneck, the host's otherwise).
+pub fn per_call(
+    iters: usize,
+    mut call: impl FnMut() -> Result<(), Box<dyn std::error::Error>>,
+    mut sync: impl FnMut() -> Result<(), Box<dyn std::error::Error>>,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    for _ in 0..2 {
+        call()?;
+    }
+    sync()?;
+    let t = std::time::Instant::now();
+    for _ in 0..iters {
+        call()?;
+    }
+    sync()?;
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
