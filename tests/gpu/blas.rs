@@ -7,10 +7,11 @@ use crate::common::reference::blas::{
     check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, close, every_op, random,
     same_outputs, up,
 };
+use crate::common::reference::blas_complex::check_complex;
 use crate::common::{gpu, raw_launch, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};
 use cusched::half::{bf16, f16};
-use cusched::Handles;
+use cusched::{Complex, Handles};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -172,4 +173,25 @@ fn gpu_and_simulator_agree_on_every_op() {
     let on_gpu = every_op(&d, &mut Handles::new(&d, d.new_stream().unwrap()).unwrap(), seed);
     let on_sim = every_op(&sim, &mut Handles::new(&sim, sim.new_stream().unwrap()).unwrap(), seed);
     same_outputs(&on_sim, &on_gpu);
+}
+
+/// Every complex op (GEMMs with conjugate transposes, level 1 to 3), inline and in a lane job.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_ops_inline_and_on_a_lane() {
+    let Some(d) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_complex::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_complex::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let mut rng = Rng::new();
+        check_complex::<Complex<f32>>(&dd, cx, &mut rng);
+        check_complex::<Complex<f64>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
 }

@@ -5,10 +5,11 @@
 use crate::common::reference::blas::{
     check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op, same_outputs,
 };
+use crate::common::reference::blas_complex::check_complex;
 use crate::common::{sim, Rng};
-use cusched::blas::{Gemm, MathMode, Vector};
+use cusched::blas::{Gemm, MathMode, Transpose, Vector};
 use cusched::half::{bf16, f16};
-use cusched::Handles;
+use cusched::{Complex, Handles};
 
 fn handles(d: &cusched::Device) -> Handles {
     Handles::new(d, d.new_stream().unwrap()).unwrap()
@@ -146,4 +147,38 @@ fn gemm_512_cubed_f32_time() {
     if !cfg!(debug_assertions) {
         assert!(took < std::time::Duration::from_secs(1), "512^3 f32 GEMM took {took:?} on the simulator");
     }
+}
+
+/// Every op the complex types offer, inline and in a lane job, against the f64 references.
+#[test]
+fn complex_ops_compute_on_both_call_paths() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_complex::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_complex::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let mut rng = Rng::new();
+        check_complex::<Complex<f32>>(&dd, cx, &mut rng);
+        check_complex::<Complex<f64>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// A conjugate transpose of a real operand is its transpose, as in cuBLAS.
+#[test]
+fn a_conjugate_transpose_of_a_real_matrix_is_its_transpose() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let (a, b) = (d.upload(s, &[1.0f64, 2.0, 3.0, 4.0]).unwrap(), d.upload(s, &[5.0f64, 6.0, 7.0, 8.0]).unwrap());
+    let (c1, c2) = (d.alloc_zeros::<f64>(s, 4).unwrap(), d.alloc_zeros::<f64>(s, 4).unwrap());
+    let b_ = h.blas().unwrap();
+    b_.gemm(&Gemm::new(2, 2, 2, &a, &b, &c1).transpose(Transpose::Conj, Transpose::Yes)).unwrap();
+    b_.gemm(&Gemm::new(2, 2, 2, &a, &b, &c2).transpose(Transpose::Yes, Transpose::Yes)).unwrap();
+    assert_eq!(c1.download(s).unwrap(), c2.download(s).unwrap());
 }

@@ -349,3 +349,47 @@ fn lane_job_rejects_like_inline() {
         .unwrap();
     assert!(matches!(got, Error::InvalidArgument { arg: "x", .. }), "{got:?}");
 }
+
+#[test]
+#[cfg(feature = "cublas")]
+fn complex_syrk_rejects_a_conjugate_transpose() {
+    use cusched::Complex;
+    let mut fx = fx();
+    let (a, c) = (fx.buf::<Complex<f32>>(6), fx.buf::<Complex<f32>>(9));
+    let sy = |trans| Syrk {
+        fill: Fill::Upper,
+        trans,
+        n: 3,
+        k: 2,
+        alpha: Complex::new(1.0, 0.0),
+        a: &a,
+        lda: None,
+        beta: Complex::new(0.0, 0.0),
+        c: &c,
+        ldc: None,
+    };
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.syrk(&sy(Transpose::Conj)));
+    // The real syrk takes it, as its transpose.
+    let (ar, cr) = (fx.buf::<f32>(6), fx.buf::<f32>(9));
+    let real = Syrk {
+        fill: Fill::Upper,
+        trans: Transpose::Conj,
+        n: 3,
+        k: 2,
+        alpha: 1.0f32,
+        a: &ar,
+        lda: None,
+        beta: 0.0,
+        c: &cr,
+        ldc: None,
+    };
+    fx.h.blas().unwrap().syrk(&real).unwrap().wait().unwrap();
+    // Complex operands are validated as the real ones are.
+    let (b, cc) = (fx.buf::<Complex<f64>>(12), fx.buf::<Complex<f64>>(8));
+    let a64 = fx.buf::<Complex<f64>>(6);
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 4, &a64, &b, &cc)));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.dotc(7, Vector::from(&a64), Vector::from(&cc)));
+    rejects(&mut fx, "a", |fx| {
+        fx.h.blas()?.gerc(3, 3, Complex::new(1.0, 0.0), Vector::from(&b), Vector::from(&b), &a64, None)
+    });
+}

@@ -1,7 +1,7 @@
 //! GEMM: single, strided-batched, and batched over arrays of buffers.
 
 use super::calls::{self, GemmShape};
-use super::sim;
+use super::sim::{self, Scalar as _, Z};
 use super::{output_access, Blas, GemmElement, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -63,8 +63,8 @@ impl<'a, T: GemmElement> Gemm<'a, T> {
             m,
             n,
             k,
-            alpha: T::Scalar::from(1),
-            beta: T::Scalar::from(0),
+            alpha: T::Scalar::from_z(Z::real(1.0)),
+            beta: T::Scalar::from_z(Z::default()),
             a,
             lda: None,
             b,
@@ -157,7 +157,7 @@ impl<T: GemmElement> Gemm<'_, T> {
     fn sim_kernel(&self, shape: &GemmShape, count: usize, strides: [usize; 3]) -> Result<impl FnOnce() + Send> {
         let (am, bm, cm) = (self.a.sim_data()?, self.b.sim_data()?, self.c.sim_data()?);
         let s = sim_shape(shape);
-        let (alpha, beta): (f64, f64) = (self.alpha.into(), self.beta.into());
+        let (alpha, beta) = (self.alpha.z(), self.beta.z());
         Ok(move || {
             let a = am.read().to_vec();
             let b = bm.read().to_vec();
@@ -169,8 +169,18 @@ impl<T: GemmElement> Gemm<'_, T> {
         })
     }
 
-    fn scalars(&self) -> (*const c_void, *const c_void) {
-        ((&self.alpha as *const T::Scalar).cast(), (&self.beta as *const T::Scalar).cast())
+    fn scalars(&self) -> (Aligned<T::Scalar>, Aligned<T::Scalar>) {
+        (Aligned(self.alpha), Aligned(self.beta))
+    }
+}
+
+/// A host scalar as cuBLAS reads it: `Complex<f32>` is only 4-byte aligned, `cuComplex` 8.
+#[repr(C, align(16))]
+struct Aligned<S>(S);
+
+impl<S> Aligned<S> {
+    fn ptr(&self) -> *const c_void {
+        (&self.0 as *const S).cast()
     }
 }
 
@@ -231,6 +241,7 @@ impl Blas {
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (alpha, beta) = g.scalars();
+            let (alpha, beta) = (alpha.ptr(), beta.ptr());
             // SAFETY: (1) a live handle on the recorder's stream, fenced by preflight; (2) the
             // buffers cover the spans checked above; (3) `c` is distinct from `a` and `b`
             // (checked); (4) alpha and beta are host scalars of the compute type.
@@ -285,6 +296,7 @@ impl Blas {
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (alpha, beta) = g.scalars();
+            let (alpha, beta) = (alpha.ptr(), beta.ptr());
             // SAFETY: as in `gemm`; every one of the `count` matrices lies inside its buffer (the
             // last starts at `stride * (count - 1)` and the buffers cover that plus one span),
             // and C's stride is at least one C's span.
@@ -378,6 +390,7 @@ impl Blas {
         let (alpha, beta) = first.scalars();
         let shape = d.shape;
         self.op.run(rec, vec![Box::new((da, db, dc))], || {
+            let (alpha, beta) = (alpha.ptr(), beta.ptr());
             // SAFETY: the three device arrays hold `count` pointers each, to live buffers that
             // cover one packed matrix of their shape (checked per entry above); every C is
             // distinct; alpha and beta are host scalars of the compute type.

@@ -55,7 +55,7 @@ pub fn up<T: Element>(d: &Device, s: StreamId, v: &[T]) -> GpuRef<T> {
 pub fn at(t: Transpose, m: &[f64], ld: usize, i: usize, j: usize) -> f64 {
     match t {
         Transpose::No => m[i + j * ld],
-        Transpose::Yes => m[j + i * ld],
+        Transpose::Yes | Transpose::Conj => m[j + i * ld],
     }
 }
 

@@ -6,6 +6,8 @@
 pub mod attention;
 #[cfg(feature = "cublas")]
 pub mod blas;
+#[cfg(feature = "cublas")]
+pub mod blas_complex;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
 #[cfg(feature = "cudnn")]

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::libs::blas::Transpose;
 use crate::libs::dtype::{required, BlasCompute, DataTypes};
 use crate::libs::Status;
+use crate::memory::Complex;
 use cudarc::cublas::sys;
 use std::ffi::{c_int, c_void};
 
@@ -29,7 +30,7 @@ macro_rules! gemm_type {
         }
     )*};
 }
-gemm_type!(f32, f64, half::f16, half::bf16);
+gemm_type!(f32, f64, half::f16, half::bf16, Complex<f32>, Complex<f64>);
 
 /// The shape arguments every GEMM entry point takes.
 pub(in crate::libs::blas) struct GemmShape {
