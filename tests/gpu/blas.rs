@@ -8,6 +8,7 @@ use crate::common::reference::blas::{
     same_outputs, up,
 };
 use crate::common::reference::blas_complex::check_complex;
+use crate::common::reference::blas_ex::check_gemm_ex;
 use crate::common::{gpu, raw_launch, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};
 use cusched::half::{bf16, f16};
@@ -194,4 +195,13 @@ fn complex_ops_inline_and_on_a_lane() {
     })
     .wait()
     .unwrap();
+}
+
+/// Every (A/B, C, compute) combination of `gemm_ex`, and a strided int8 batch, inline.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gemm_ex_every_combination() {
+    let Some(d) = gpu() else { return };
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_gemm_ex(&d, &mut h, &mut Rng::new());
 }

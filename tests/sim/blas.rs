@@ -6,6 +6,7 @@ use crate::common::reference::blas::{
     check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op, same_outputs,
 };
 use crate::common::reference::blas_complex::check_complex;
+use crate::common::reference::blas_ex::check_gemm_ex;
 use crate::common::{sim, Rng};
 use cusched::blas::{Gemm, MathMode, Transpose, Vector};
 use cusched::half::{bf16, f16};
@@ -181,4 +182,21 @@ fn a_conjugate_transpose_of_a_real_matrix_is_its_transpose() {
     b_.gemm(&Gemm::new(2, 2, 2, &a, &b, &c1).transpose(Transpose::Conj, Transpose::Yes)).unwrap();
     b_.gemm(&Gemm::new(2, 2, 2, &a, &b, &c2).transpose(Transpose::Yes, Transpose::Yes)).unwrap();
     assert_eq!(c1.download(s).unwrap(), c2.download(s).unwrap());
+}
+
+/// Every (A/B, C, compute) combination of `gemm_ex`, and a strided int8 batch, against f64.
+#[test]
+fn gemm_ex_computes_every_combination() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_gemm_ex(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        check_gemm_ex(&dd, cx, &mut Rng::new());
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
 }

@@ -393,3 +393,36 @@ fn complex_syrk_rejects_a_conjugate_transpose() {
         fx.h.blas()?.gerc(3, 3, Complex::new(1.0, 0.0), Vector::from(&b), Vector::from(&b), &a64, None)
     });
 }
+
+#[test]
+#[cfg(feature = "cublas")]
+fn gemm_ex_rejects_what_cublas_refuses() {
+    use cusched::blas::{ComputeType, GemmEx};
+    let mut fx = fx();
+    let (a, b, c) = (fx.buf::<i8>(16 * 8), fx.buf::<i8>(16 * 8), fx.buf::<i32>(64));
+    let (f, fo) = (fx.buf::<f32>(64), fx.buf::<half::f16>(64));
+    // lda 6 is not a multiple of 4: int8 needs it.
+    let before = fx.device.stats();
+    let got = fx.h.blas().unwrap().gemm_ex(&GemmEx::new(6, 8, 4, &a, &b, &c, ComputeType::I32).leading(6, 4, 6));
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    // i8 into i32 needs the I32 compute type.
+    let got = fx.h.blas().unwrap().gemm_ex(&GemmEx::new(8, 8, 4, &a, &b, &c, ComputeType::F32));
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    let got = fx.h.blas().unwrap().gemm_ex(&GemmEx::new(8, 8, 8, &f, &f, &fo, ComputeType::F32));
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    let after = fx.device.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a refused op recorded something");
+    rejects(&mut fx, "alpha", |fx| {
+        fx.h.blas()?.gemm_ex(&GemmEx::new(8, 8, 4, &a, &b, &c, ComputeType::I32).scale(0.5, 0.0))
+    });
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm_ex(&GemmEx::new(8, 9, 8, &a, &b, &c, ComputeType::I32)));
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.gemm_ex(&GemmEx::new(0, 8, 4, &a, &b, &c, ComputeType::I32)));
+    let fo2 = fx.buf::<f32>(64);
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm_ex(&GemmEx::new(8, 8, 8, &f, &f, &f, ComputeType::F32Pedantic)));
+    fx.h.blas()
+        .unwrap()
+        .gemm_ex(&GemmEx::new(8, 8, 8, &f, &f, &fo2, ComputeType::F32FastTf32))
+        .unwrap()
+        .wait()
+        .unwrap();
+}

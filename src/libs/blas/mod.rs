@@ -25,11 +25,13 @@
 
 mod calls;
 mod gemm;
+mod gemm_ex;
 mod level1;
 mod level23;
 mod sim;
 
 pub use gemm::{BatchStrides, Gemm, GemmBatched};
+pub use gemm_ex::{ComputeType, ExElement, GemmEx};
 pub use level23::{Geam, Gemv, Syrk, Trsm};
 
 use super::{Library, OpStream, StreamLibrary};

@@ -8,6 +8,8 @@ pub mod attention;
 pub mod blas;
 #[cfg(feature = "cublas")]
 pub mod blas_complex;
+#[cfg(feature = "cublas")]
+pub mod blas_ex;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
 #[cfg(feature = "cudnn")]

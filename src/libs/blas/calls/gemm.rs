@@ -3,7 +3,7 @@
 use super::sealed::GemmType;
 use super::{op, H};
 use crate::error::Result;
-use crate::libs::blas::Transpose;
+use crate::libs::blas::{ComputeType, Transpose};
 use crate::libs::dtype::{required, BlasCompute, DataTypes};
 use crate::libs::Status;
 use crate::memory::Complex;
@@ -184,6 +184,70 @@ pub(in crate::libs::blas) unsafe fn gemm_batched_ex<T: GemmType>(
         )
     }
     .check("cublasGemmBatchedEx")
+}
+
+/// A `cudaDataType` of the table as cuBLAS's enum.
+pub(in crate::libs::blas) const fn ex_type(t: crate::libs::dtype::CudaType) -> sys::cudaDataType_t {
+    data_type(t)
+}
+
+/// A [`ComputeType`] as cuBLAS's enum.
+pub(in crate::libs::blas) fn ex_compute(c: ComputeType) -> sys::cublasComputeType_t {
+    use sys::cublasComputeType_t as C;
+    match c {
+        ComputeType::F16 => C::CUBLAS_COMPUTE_16F,
+        ComputeType::F32 => C::CUBLAS_COMPUTE_32F,
+        ComputeType::F32Pedantic => C::CUBLAS_COMPUTE_32F_PEDANTIC,
+        ComputeType::F32FastTf32 => C::CUBLAS_COMPUTE_32F_FAST_TF32,
+        ComputeType::F32Fast16F => C::CUBLAS_COMPUTE_32F_FAST_16F,
+        ComputeType::F32Fast16BF => C::CUBLAS_COMPUTE_32F_FAST_16BF,
+        ComputeType::I32 => C::CUBLAS_COMPUTE_32I,
+    }
+}
+
+/// `cublasGemmEx` with its own data types (`types`: A and B's, C's, the compute type), or
+/// `cublasGemmStridedBatchedEx` when `batch` gives the element strides and the count.
+///
+/// NVIDIA: [`cublasGemmEx`](https://docs.nvidia.com/cuda/cublas/#cublasgemmex),
+/// [`cublasGemmStridedBatchedEx`](https://docs.nvidia.com/cuda/cublas/#cublasgemmstridedbatchedex)
+///
+/// # Safety
+/// (1) `h` is a live handle whose stream the op was fenced on; (2) `a`, `b` and `c` are live
+/// device buffers of the current context of the given types, covering every operand of shape
+/// `s` at the strides; (3) `c` aliases neither input and no two GEMMs write one element; (4)
+/// `alpha` and `beta` point to host scalars of the compute type's scale type; (5) the types are
+/// a combination cuBLAS's table has.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::blas) unsafe fn gemm_ex_mixed(
+    h: H,
+    s: &GemmShape,
+    (ab, out, compute): (sys::cudaDataType_t, sys::cudaDataType_t, sys::cublasComputeType_t),
+    alpha: *const c_void,
+    a: *const c_void,
+    b: *const c_void,
+    beta: *const c_void,
+    c: *mut c_void,
+    batch: Option<([i64; 3], c_int)>,
+) -> Result<()> {
+    let algo = sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
+    let (ta, tb) = (op(s.trans_a), op(s.trans_b));
+    match batch {
+        // SAFETY: the caller vouches for (1) to (5).
+        None => unsafe {
+            sys::cublasGemmEx(
+                h, ta, tb, s.m, s.n, s.k, alpha, a, ab, s.lda, b, ab, s.ldb, beta, c, out, s.ldc, compute, algo,
+            )
+        }
+        .check("cublasGemmEx"),
+        // SAFETY: as above, for every one of the `count` GEMMs.
+        Some((st, count)) => unsafe {
+            sys::cublasGemmStridedBatchedEx(
+                h, ta, tb, s.m, s.n, s.k, alpha, a, ab, s.lda, st[0], b, ab, s.ldb, st[1], beta, c, out, s.ldc, st[2],
+                count, compute, algo,
+            )
+        }
+        .check("cublasGemmStridedBatchedEx"),
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 mod gemm;
 mod level;
 
-pub(super) use gemm::{gemm_batched_ex, gemm_ex, gemm_strided_batched_ex, GemmShape};
+pub(super) use gemm::{
+    ex_compute, ex_type, gemm_batched_ex, gemm_ex, gemm_ex_mixed, gemm_strided_batched_ex, GemmShape,
+};
 pub(super) use level::{
     axpy, copy, dot, geam, gemv, ger, index_of, reduce, rot, scal, swap, syrk, trsm, Mat, Norm, Strided,
 };
