@@ -200,3 +200,42 @@ fn gemm_ex_computes_every_combination() {
     .unwrap();
     assert!(d.sim_hazards().unwrap().is_empty());
 }
+
+/// `geam` may read one buffer as both `A` and `B` (here `C = A + Aᵀ`), as cuBLAS allows.
+#[test]
+fn geam_of_a_matrix_and_its_own_transpose() {
+    use cusched::blas::Geam;
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let a = d.upload(s, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let c = d.alloc_zeros::<f32>(s, 4).unwrap();
+    let g = Geam {
+        trans_a: Transpose::No,
+        trans_b: Transpose::Yes,
+        m: 2,
+        n: 2,
+        alpha: 1.0f32,
+        a: &a,
+        lda: None,
+        beta: 1.0,
+        b: &a,
+        ldb: None,
+        c: &c,
+        ldc: None,
+    };
+    h.blas().unwrap().geam(&g).unwrap().wait().unwrap();
+    assert_eq!(c.download(s).unwrap(), vec![2.0, 5.0, 5.0, 8.0]);
+}
+
+/// `ger` may read one buffer as both `x` and `y` (`A = x xᵀ + A`), as cuBLAS allows.
+#[test]
+fn ger_of_a_vector_with_itself() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let x = d.upload(s, &[1.0f64, 2.0]).unwrap();
+    let a = d.alloc_zeros::<f64>(s, 4).unwrap();
+    h.blas().unwrap().ger(2, 2, 1.0, Vector::from(&x), Vector::from(&x), &a, None).unwrap().wait().unwrap();
+    assert_eq!(a.download(s).unwrap(), vec![1.0, 2.0, 2.0, 4.0]);
+}
