@@ -246,7 +246,9 @@ impl Blas {
             let (xm, ym, amem, ld) = (x.buf.sim_data()?, y.buf.sim_data()?, a.sim_data()?, am.ld as usize);
             let (incx, incy, alpha) = (x.inc, y.inc, alpha.z());
             return self.op.run_sim(rec, Vec::new(), move || {
-                let (xs, ys) = (host::gather(&xm.read(), m, incx), host::gather(&ym.read(), n, incy));
+                // One lock at a time: `x` and `y` may be the same buffer.
+                let xs = host::gather(&xm.read(), m, incx);
+                let ys = host::gather(&ym.read(), n, incy);
                 let mut av = amem.lock();
                 for (j, yj) in ys.iter().enumerate() {
                     let yj = if conj { yj.z().conj() } else { yj.z() };
@@ -289,7 +291,9 @@ impl Blas {
             let b_op = Mat { ld: b.ld as usize, trans: g.trans_b };
             let (mm, nn, alpha, beta, ldc) = (g.m, g.n, g.alpha, g.beta, c.ld as usize);
             return self.op.run_sim(rec, Vec::new(), move || {
-                let (av, bv) = (am.read().to_vec(), bm.read().to_vec());
+                // One lock at a time: `a` and `b` may be the same buffer.
+                let av = am.read().to_vec();
+                let bv = bm.read().to_vec();
                 host::geam(mm, nn, alpha, &av, a_op, beta, &bv, b_op, &mut cm.lock(), ldc);
             });
         }
