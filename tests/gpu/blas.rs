@@ -9,6 +9,7 @@ use crate::common::reference::blas::{
 };
 use crate::common::reference::blas_complex::check_complex;
 use crate::common::reference::blas_ex::check_gemm_ex;
+use crate::common::reference::blas_level3::check_level3;
 use crate::common::{gpu, raw_launch, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};
 use cusched::half::{bf16, f16};
@@ -204,4 +205,25 @@ fn gemm_ex_every_combination() {
     let Some(d) = gpu() else { return };
     let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
     check_gemm_ex(&d, &mut h, &mut Rng::new());
+}
+
+/// `symm`, `hemm`, `trmm`, `syr2k`, `her2k`, `herk`, `dgmm` in every type, inline and on a lane.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn symm_trmm_rank_2k_herk_dgmm() {
+    let Some(d) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_level3::<f32>(&d, &mut h, &mut rng);
+    check_level3::<f64>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        check_level3::<Complex<f64>>(&dd, cx, &mut Rng::new());
+        Ok(())
+    })
+    .wait()
+    .unwrap();
 }

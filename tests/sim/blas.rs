@@ -7,6 +7,7 @@ use crate::common::reference::blas::{
 };
 use crate::common::reference::blas_complex::check_complex;
 use crate::common::reference::blas_ex::check_gemm_ex;
+use crate::common::reference::blas_level3::check_level3;
 use crate::common::{sim, Rng};
 use cusched::blas::{Gemm, MathMode, Transpose, Vector};
 use cusched::half::{bf16, f16};
@@ -238,4 +239,26 @@ fn ger_of_a_vector_with_itself() {
     let a = d.alloc_zeros::<f64>(s, 4).unwrap();
     h.blas().unwrap().ger(2, 2, 1.0, Vector::from(&x), Vector::from(&x), &a, None).unwrap().wait().unwrap();
     assert_eq!(a.download(s).unwrap(), vec![1.0, 2.0, 2.0, 4.0]);
+}
+
+/// `symm`, `hemm`, `trmm`, `syr2k`, `her2k`, `herk`, `dgmm` in every type, inline and on a lane.
+#[test]
+fn symm_trmm_rank_2k_herk_dgmm_compute() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_level3::<f32>(&d, &mut h, &mut rng);
+    check_level3::<f64>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let mut rng = Rng::new();
+        check_level3::<f64>(&dd, cx, &mut rng);
+        check_level3::<Complex<f32>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
 }

@@ -426,3 +426,84 @@ fn gemm_ex_rejects_what_cublas_refuses() {
         .wait()
         .unwrap();
 }
+
+#[test]
+#[cfg(feature = "cublas")]
+fn level3_rejects_bad_transposes_scalars_and_aliases() {
+    use cusched::blas::{Diag, Herk, Symm, Syr2k, Trmm};
+    use cusched::Complex;
+    type Z = Complex<f64>;
+    let mut fx = fx();
+    let (a, b, c) = (fx.buf::<Z>(12), fx.buf::<Z>(12), fx.buf::<Z>(9));
+    let one = Complex::new(1.0, 0.0);
+    let r2k = |trans, beta: Z, w: usize| Syr2k {
+        fill: Fill::Lower,
+        trans,
+        n: 3,
+        k: 4,
+        alpha: one,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb: None,
+        beta,
+        c: [&a, &b, &c][w],
+        ldc: None,
+    };
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.syr2k(&r2k(Transpose::Conj, one, 2)));
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.her2k(&r2k(Transpose::Yes, one, 2)));
+    rejects(&mut fx, "beta", |fx| fx.h.blas()?.her2k(&r2k(Transpose::No, Complex::new(1.0, 0.5), 2)));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.syr2k(&r2k(Transpose::No, one, 0)));
+    let hk = |trans, k| Herk {
+        fill: Fill::Upper,
+        trans,
+        n: 3,
+        k,
+        alpha: 1.0,
+        a: &a,
+        lda: None,
+        beta: 0.0,
+        c: &c,
+        ldc: None,
+    };
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.herk(&hk(Transpose::Yes, 4)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.herk(&hk(Transpose::No, 5)));
+    let sy = |m, w: usize| Symm {
+        side: Side::Left,
+        fill: Fill::Upper,
+        m,
+        n: 3,
+        alpha: one,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb: None,
+        beta: one,
+        c: [&a, &b, &c][w],
+        ldc: None,
+    };
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.hemm(&sy(3, 1)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.symm(&sy(4, 2)));
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.symm(&sy(0, 2)));
+    let tm = |w: usize, ldb| Trmm {
+        side: Side::Right,
+        fill: Fill::Lower,
+        trans: Transpose::Conj,
+        diag: Diag::Unit,
+        m: 3,
+        n: 3,
+        alpha: one,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb,
+        c: [&a, &b, &c][w],
+        ldc: None,
+    };
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.trmm(&tm(1, None)));
+    rejects(&mut fx, "ldb", |fx| fx.h.blas()?.trmm(&tm(2, Some(2))));
+    let x = fx.buf::<Z>(3);
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.dgmm(Side::Right, 3, 4, &a, None, Vector::from(&x), &b, None));
+    rejects(&mut fx, "ldc", |fx| fx.h.blas()?.dgmm(Side::Left, 3, 3, &a, Some(4), Vector::from(&x), &a, None));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.dgmm(Side::Left, 3, 3, &a, None, Vector::from(&x), &x, None));
+}

@@ -1,6 +1,7 @@
 //! cuBLAS: GEMM in f32, f64, f16, bf16, `Complex<f32>` and `Complex<f64>` (single,
-//! strided-batched and batched over arrays of buffers), level 1, level 2 (`gemv`, `ger`, `geru`,
-//! `gerc`) and level 3 (`geam`, `syrk`, `trsm`) in f32, f64 and both complex types.
+//! strided-batched and batched over arrays of buffers), mixed-precision GEMM (`gemm_ex`), level 1,
+//! level 2 (`gemv`, `ger`, `geru`, `gerc`) and level 3 (`geam`, `syrk`, `trsm`, `symm`, `hemm`,
+//! `trmm`, `syr2k`, `her2k`, `herk`, `dgmm`) in f32, f64 and both complex types.
 //!
 //! Matrices are column-major, as in cuBLAS. A leading dimension left as `None` means tightly
 //! packed (the number of rows stored). Scalar results (`dot`, `nrm2`, `asum`, `iamax`, `iamin`)
@@ -28,11 +29,13 @@ mod gemm;
 mod gemm_ex;
 mod level1;
 mod level23;
+mod level3;
 mod sim;
 
 pub use gemm::{BatchStrides, Gemm, GemmBatched};
 pub use gemm_ex::{ComputeType, ExElement, GemmEx};
 pub use level23::{Geam, Gemv, Syrk, Trsm};
+pub use level3::{Herk, Symm, Syr2k, Trmm};
 
 use super::{Library, OpStream, StreamLibrary};
 use crate::error::Result;

@@ -546,3 +546,133 @@ pub(super) fn rank_k<T: Scalar>(
         }
     }
 }
+
+/// `A[i, j]` of a symmetric (or, when `herm`, Hermitian) `A` stored in one triangle at `lda`:
+/// the other triangle is the stored one mirrored (and conjugated); a Hermitian diagonal is real
+/// (its imaginary part is not read, as in cuBLAS).
+fn sym_at<T: Scalar>(a: &[T], lda: usize, upper: bool, herm: bool, i: usize, j: usize) -> Z {
+    if i == j {
+        let v = a[i + i * lda].z();
+        return if herm { Z::real(v.re) } else { v };
+    }
+    if upper == (i < j) {
+        a[i + j * lda].z()
+    } else {
+        let v = a[j + i * lda].z();
+        if herm {
+            v.conj()
+        } else {
+            v
+        }
+    }
+}
+
+/// `C = alpha A B + beta C` (`left`, `A` `m x m`) or `alpha B A + beta C` (`A` `n x n`), `A`
+/// symmetric or Hermitian in its `upper` or lower triangle; `C` is not read when `beta` is zero.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn symm<T: Scalar>(
+    left: bool,
+    upper: bool,
+    herm: bool,
+    (m, n): (usize, usize),
+    alpha: Z,
+    (a, lda): (&[T], usize),
+    (b, ldb): (&[T], usize),
+    beta: Z,
+    c: &mut [T],
+    ldc: usize,
+) {
+    for j in 0..n {
+        for i in 0..m {
+            let mut sum = Z::default();
+            if left {
+                for l in 0..m {
+                    sum = sum + sym_at(a, lda, upper, herm, i, l) * b[l + j * ldb].z();
+                }
+            } else {
+                for l in 0..n {
+                    sum = sum + b[i + l * ldb].z() * sym_at(a, lda, upper, herm, l, j);
+                }
+            }
+            let e = &mut c[i + j * ldc];
+            let old = if beta.is_zero() { Z::default() } else { beta * e.z() };
+            *e = T::from_z(alpha * sum + old);
+        }
+    }
+}
+
+/// `C = alpha op(A) B` (`left`, `op(A)` `m x m`) or `alpha B op(A)`, `op(A)` lower triangular
+/// when `lower`, with a unit diagonal when `unit` (only the triangle is read).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn trmm<T: Scalar>(
+    left: bool,
+    lower: bool,
+    unit: bool,
+    (m, n): (usize, usize),
+    alpha: Z,
+    (a, a_op): (&[T], Mat),
+    (b, ldb): (&[T], usize),
+    c: &mut [T],
+    ldc: usize,
+) {
+    let t = |i: usize, j: usize| {
+        if unit && i == j {
+            Z::real(1.0)
+        } else if (lower && i >= j) || (!lower && i <= j) {
+            a_op.get(a, i, j)
+        } else {
+            Z::default()
+        }
+    };
+    for j in 0..n {
+        for i in 0..m {
+            let mut sum = Z::default();
+            if left {
+                for l in 0..m {
+                    sum = sum + t(i, l) * b[l + j * ldb].z();
+                }
+            } else {
+                for l in 0..n {
+                    sum = sum + b[i + l * ldb].z() * t(l, j);
+                }
+            }
+            c[i + j * ldc] = T::from_z(alpha * sum);
+        }
+    }
+}
+
+/// The `upper` or lower triangle of `C = alpha op(A) op(B)ᵀ + alpha' op(B) op(A)ᵀ + beta C`
+/// (`n x n`, `op(A)` and `op(B)` `n x k`): with `herm`, the transposes are conjugate ones,
+/// `alpha'` is `conj(alpha)` and the diagonal is kept real (`her2k`); otherwise `alpha' = alpha`
+/// (`syr2k`). `C` is not read when `beta` is zero.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rank_2k<T: Scalar>(
+    upper: bool,
+    herm: bool,
+    (n, k): (usize, usize),
+    alpha: Z,
+    (a, a_op): (&[T], Mat),
+    (b, b_op): (&[T], Mat),
+    beta: Z,
+    c: &mut [T],
+    ldc: usize,
+) {
+    let h = |v: Z| if herm { v.conj() } else { v };
+    for j in 0..n {
+        let rows = if upper { 0..j + 1 } else { j..n };
+        for i in rows {
+            let (mut s1, mut s2) = (Z::default(), Z::default());
+            for l in 0..k {
+                s1 = s1 + a_op.get(a, i, l) * h(b_op.get(b, j, l));
+                s2 = s2 + b_op.get(b, i, l) * h(a_op.get(a, j, l));
+            }
+            let e = &mut c[i + j * ldc];
+            let old = if beta.is_zero() { Z::default() } else { beta * e.z() };
+            let mut v = alpha * s1 + h(alpha) * s2 + old;
+            if herm && i == j {
+                v.im = 0.0;
+            }
+            *e = T::from_z(v);
+        }
+    }
+}

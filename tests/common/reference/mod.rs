@@ -10,6 +10,8 @@ pub mod blas;
 pub mod blas_complex;
 #[cfg(feature = "cublas")]
 pub mod blas_ex;
+#[cfg(feature = "cublas")]
+pub mod blas_level3;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
 #[cfg(feature = "cudnn")]

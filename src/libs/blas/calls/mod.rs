@@ -12,7 +12,8 @@ pub(super) use gemm::{
     ex_compute, ex_type, gemm_batched_ex, gemm_ex, gemm_ex_mixed, gemm_strided_batched_ex, GemmShape,
 };
 pub(super) use level::{
-    axpy, copy, dot, geam, gemv, ger, index_of, reduce, rot, scal, swap, syrk, trsm, Mat, Norm, Strided,
+    axpy, copy, dgmm, dot, geam, gemv, ger, her2k, herk, index_of, reduce, rot, scal, swap, symm, syr2k, syrk, trmm,
+    trsm, Mat, Norm, Strided,
 };
 
 use super::{Fill, MathMode, Transpose};
@@ -175,7 +176,17 @@ pub(crate) mod sealed {
             *mut E,
             I,
         ) -> S,
+        pub symm: unsafe fn(H, Side, Fill, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub hemm: unsafe fn(H, Side, Fill, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub trmm: unsafe fn(H, Side, Fill, Op, Diag, I, I, *const E, *const E, I, *const E, I, *mut E, I) -> S,
+        pub syr2k: unsafe fn(H, Fill, Op, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub her2k: unsafe fn(H, Fill, Op, I, I, *const E, *const E, I, *const E, I, *const R, *mut E, I) -> S,
+        pub herk: unsafe fn(H, Fill, Op, I, I, *const R, *const E, I, *const R, *mut E, I) -> S,
+        pub dgmm: unsafe fn(H, Side, I, I, *const E, I, *const E, I, *mut E, I) -> S,
     }
+    type Side = sys::cublasSideMode_t;
+    type Fill = sys::cublasFillMode_t;
+    type Diag = sys::cublasDiagType_t;
 
     /// Types with the full level 1 to 3 surface, and their `sys` forms.
     pub trait ScalarType: Copy + Sized + 'static {
