@@ -4,8 +4,8 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, close, every_op, random,
-    same_outputs, up,
+    check_batched, check_gemm, check_grouped, check_level1, check_level23, check_strided, check_triangular, close,
+    every_op, random, same_outputs, up,
 };
 use crate::common::reference::blas_complex::check_complex;
 use crate::common::reference::blas_ex::check_gemm_ex;
@@ -226,4 +226,16 @@ fn symm_trmm_rank_2k_herk_dgmm() {
     })
     .wait()
     .unwrap();
+}
+
+/// Grouped batched GEMM (cuBLAS 12.5 or later), in each type, inline.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_batched_gemm() {
+    let Some(d) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_grouped::<f32>(&d, &mut h, &mut rng);
+    check_grouped::<f16>(&d, &mut h, &mut rng);
+    check_grouped::<bf16>(&d, &mut h, &mut rng);
 }

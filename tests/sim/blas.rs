@@ -3,7 +3,8 @@
 //! and lane jobs); the hazard checker sees the ops' uses as it sees a user kernel's.
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op, same_outputs,
+    check_batched, check_gemm, check_grouped, check_level1, check_level23, check_strided, check_triangular, every_op,
+    same_outputs,
 };
 use crate::common::reference::blas_complex::check_complex;
 use crate::common::reference::blas_ex::check_gemm_ex;
@@ -256,6 +257,25 @@ fn symm_trmm_rank_2k_herk_dgmm_compute() {
         let mut rng = Rng::new();
         check_level3::<f64>(&dd, cx, &mut rng);
         check_level3::<Complex<f32>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// Grouped batched GEMM: groups with their own shapes, transposes and scalars, in each type.
+#[test]
+fn grouped_batched_gemm_computes_every_group() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_grouped::<f32>(&d, &mut h, &mut rng);
+    check_grouped::<f16>(&d, &mut h, &mut rng);
+    check_grouped::<bf16>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        check_grouped::<f32>(&dd, cx, &mut Rng::new());
         Ok(())
     })
     .wait()

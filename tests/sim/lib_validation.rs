@@ -507,3 +507,48 @@ fn level3_rejects_bad_transposes_scalars_and_aliases() {
     rejects(&mut fx, "ldc", |fx| fx.h.blas()?.dgmm(Side::Left, 3, 3, &a, Some(4), Vector::from(&x), &a, None));
     rejects(&mut fx, "c", |fx| fx.h.blas()?.dgmm(Side::Left, 3, 3, &a, None, Vector::from(&x), &x, None));
 }
+
+#[test]
+#[cfg(feature = "cublas")]
+fn grouped_gemm_rejects_empty_uneven_and_racing_groups() {
+    use cusched::blas::GemmGroup;
+    // A group as indices into `bufs` (A's, B's, C's) and its m.
+    type Spec = (&'static [usize], &'static [usize], &'static [usize], usize);
+    type Owned = (Vec<GpuRef<f32>>, Vec<GpuRef<f32>>, Vec<GpuRef<f32>>);
+    let mut fx = fx();
+    let bufs: Vec<GpuRef<f32>> = (0..6).map(|_| fx.buf::<f32>(16)).collect();
+    let g = |a: &'static [usize], b: &'static [usize], c: &'static [usize], m: usize| (a, b, c, m);
+    let run = |fx: &mut Fx, specs: &[Spec]| -> Result<cusched::Completion<()>> {
+        let owned: Vec<Owned> = specs
+            .iter()
+            .map(|(a, b, c, _)| {
+                let pick = |ix: &[usize]| ix.iter().map(|&i| bufs[i].clone()).collect::<Vec<_>>();
+                (pick(a), pick(b), pick(c))
+            })
+            .collect();
+        let groups: Vec<GemmGroup<'_, f32>> = specs
+            .iter()
+            .zip(&owned)
+            .map(|((_, _, _, m), (a, b, c))| GemmGroup {
+                trans_a: Transpose::No,
+                trans_b: Transpose::No,
+                m: *m,
+                n: 4,
+                k: 4,
+                alpha: 1.0,
+                beta: 0.0,
+                a,
+                b,
+                c,
+            })
+            .collect();
+        fx.h.blas()?.gemm_grouped_batched(&groups)
+    };
+    rejects(&mut fx, "groups", |fx| run(fx, &[]));
+    rejects(&mut fx, "groups", |fx| run(fx, &[g(&[0], &[1], &[], 4)]));
+    rejects(&mut fx, "groups", |fx| run(fx, &[g(&[0], &[1], &[2], 4), g(&[3], &[4], &[2], 4)]));
+    rejects(&mut fx, "groups", |fx| run(fx, &[g(&[0], &[1], &[2], 4), g(&[2], &[4], &[5], 4)]));
+    rejects(&mut fx, "a", |fx| run(fx, &[g(&[0], &[1], &[2], 4), g(&[3], &[4], &[5], 5)]));
+    rejects(&mut fx, "m", |fx| run(fx, &[g(&[0], &[1], &[2], 0)]));
+    run(&mut fx, &[g(&[0], &[1], &[2], 4), g(&[3], &[3], &[5], 2)]).unwrap().wait().unwrap();
+}

@@ -1,5 +1,5 @@
 //! cuBLAS: GEMM in f32, f64, f16, bf16, `Complex<f32>` and `Complex<f64>` (single,
-//! strided-batched and batched over arrays of buffers), mixed-precision GEMM (`gemm_ex`), level 1,
+//! strided-batched, batched over arrays of buffers, and grouped), mixed-precision GEMM (`gemm_ex`), level 1,
 //! level 2 (`gemv`, `ger`, `geru`, `gerc`) and level 3 (`geam`, `syrk`, `trsm`, `symm`, `hemm`,
 //! `trmm`, `syr2k`, `her2k`, `herk`, `dgmm`) in f32, f64 and both complex types.
 //!
@@ -32,7 +32,7 @@ mod level23;
 mod level3;
 mod sim;
 
-pub use gemm::{BatchStrides, Gemm, GemmBatched};
+pub use gemm::{BatchStrides, Gemm, GemmBatched, GemmGroup, GroupedElement};
 pub use gemm_ex::{ComputeType, ExElement, GemmEx};
 pub use level23::{Geam, Gemv, Syrk, Trsm};
 pub use level3::{Herk, Symm, Syr2k, Trmm};

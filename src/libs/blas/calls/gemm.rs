@@ -250,6 +250,84 @@ pub(in crate::libs::blas) unsafe fn gemm_ex_mixed(
     }
 }
 
+/// `cublasGemmGroupedBatchedEx`'s host parameter arrays, one entry per group.
+#[derive(Default)]
+pub(in crate::libs::blas) struct GroupParams {
+    pub trans_a: Vec<sys::cublasOperation_t>,
+    pub trans_b: Vec<sys::cublasOperation_t>,
+    pub m: Vec<c_int>,
+    pub n: Vec<c_int>,
+    pub k: Vec<c_int>,
+    pub lda: Vec<c_int>,
+    pub ldb: Vec<c_int>,
+    pub ldc: Vec<c_int>,
+    pub alpha: Vec<f32>,
+    pub beta: Vec<f32>,
+    pub size: Vec<c_int>,
+}
+
+impl GroupParams {
+    pub(in crate::libs::blas) fn push(&mut self, s: &GemmShape, alpha: f32, beta: f32, size: c_int) {
+        self.trans_a.push(op(s.trans_a));
+        self.trans_b.push(op(s.trans_b));
+        self.m.push(s.m);
+        self.n.push(s.n);
+        self.k.push(s.k);
+        self.lda.push(s.lda);
+        self.ldb.push(s.ldb);
+        self.ldc.push(s.ldc);
+        self.alpha.push(alpha);
+        self.beta.push(beta);
+        self.size.push(size);
+    }
+}
+
+/// `cublasGemmGroupedBatchedEx`: `p.size[g]` GEMMs of group `g`'s shape and scalars, over the
+/// device arrays of pointers `a`, `b`, `c` (the groups' problems one after another), computed in
+/// f32.
+///
+/// NVIDIA: [`cublasGemmGroupedBatchedEx`](https://docs.nvidia.com/cuda/cublas/#cublasgemmgroupedbatchedex)
+///
+/// # Safety
+/// (1) `h` is a live handle whose stream the op was fenced on; (2) the device arrays hold one
+/// pointer per problem, to live buffers of `T` covering that problem's operands; (3) every `C`
+/// is distinct and aliases no `A` or `B`; (4) every host array of `p` has one entry per group.
+pub(in crate::libs::blas) unsafe fn gemm_grouped_batched_ex<T: GemmType>(
+    h: H,
+    p: &GroupParams,
+    a: *const *const c_void,
+    b: *const *const c_void,
+    c: *const *mut c_void,
+) -> Result<()> {
+    let groups = p.size.len() as c_int;
+    // SAFETY: the caller vouches for (1) to (4); the host arrays live across the call.
+    unsafe {
+        sys::cublasGemmGroupedBatchedEx(
+            h,
+            p.trans_a.as_ptr(),
+            p.trans_b.as_ptr(),
+            p.m.as_ptr(),
+            p.n.as_ptr(),
+            p.k.as_ptr(),
+            p.alpha.as_ptr().cast(),
+            a,
+            T::DATA,
+            p.lda.as_ptr(),
+            b,
+            T::DATA,
+            p.ldb.as_ptr(),
+            p.beta.as_ptr().cast(),
+            c,
+            T::DATA,
+            p.ldc.as_ptr(),
+            groups,
+            p.size.as_ptr(),
+            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        )
+    }
+    .check("cublasGemmGroupedBatchedEx")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

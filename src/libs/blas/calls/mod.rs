@@ -9,7 +9,8 @@ mod gemm;
 mod level;
 
 pub(super) use gemm::{
-    ex_compute, ex_type, gemm_batched_ex, gemm_ex, gemm_ex_mixed, gemm_strided_batched_ex, GemmShape,
+    ex_compute, ex_type, gemm_batched_ex, gemm_ex, gemm_ex_mixed, gemm_grouped_batched_ex, gemm_strided_batched_ex,
+    GemmShape, GroupParams,
 };
 pub(super) use level::{
     axpy, copy, dgmm, dot, geam, gemv, ger, her2k, herk, index_of, reduce, rot, scal, swap, symm, syr2k, syrk, trmm,
