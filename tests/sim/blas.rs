@@ -282,3 +282,19 @@ fn grouped_batched_gemm_computes_every_group() {
     .unwrap();
     assert!(d.sim_hazards().unwrap().is_empty());
 }
+
+/// The int8 path scales by integers and wraps as 32-bit integers do.
+#[test]
+fn int8_gemm_ex_scales_by_integers_and_wraps() {
+    use cusched::blas::{ComputeType, GemmEx};
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    // A of 127s, B of -128s, C old contents i32::MAX: beta C wraps.
+    let (a, b) = (d.upload(s, &[127i8; 16]).unwrap(), d.upload(s, &[-128i8; 16]).unwrap());
+    let c = d.upload(s, &[i32::MAX; 16]).unwrap();
+    let g = GemmEx::new(4, 4, 4, &a, &b, &c, ComputeType::I32).scale(3.0, -2.0);
+    h.blas().unwrap().gemm_ex(&g).unwrap().wait().unwrap();
+    let want = 3i32.wrapping_mul(4 * 127 * -128).wrapping_add((-2i32).wrapping_mul(i32::MAX));
+    assert_eq!(c.download(s).unwrap(), vec![want; 16]);
+}

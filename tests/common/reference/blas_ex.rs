@@ -66,7 +66,8 @@ pub fn one<AB: Ex, Out: Ex>(d: &Device, h: &mut Handles, rng: &mut Rng, compute:
     let a: Vec<AB> = (0..lda * m).map(|_| AB::of(val(rng))).collect();
     let b: Vec<AB> = (0..ldb * n).map(|_| AB::of(val(rng))).collect();
     let c0: Vec<Out> = (0..ldc * n).map(|_| Out::of(val(rng))).collect();
-    let (alpha, beta) = if int { (2.0, -1.0) } else { (0.75, -0.5) };
+    // Integer scalars of 1: old cuBLAS documented the int8 path for alpha and beta of 0 or 1 only.
+    let (alpha, beta) = if int { (1.0, 1.0) } else { (0.75, -0.5) };
     let (da, db, dc) = (d.upload(s, &a).unwrap(), d.upload(s, &b).unwrap(), d.upload(s, &c0).unwrap());
     let g = GemmEx::new(m, n, k, &da, &db, &dc, compute)
         .transpose(Transpose::Yes, Transpose::No)
