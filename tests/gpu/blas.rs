@@ -4,13 +4,16 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror the math of the references
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, close, every_op, random,
-    same_outputs, up,
+    check_batched, check_gemm, check_grouped, check_level1, check_level23, check_strided, check_triangular, close,
+    every_op, random, same_outputs, up,
 };
+use crate::common::reference::blas_complex::check_complex;
+use crate::common::reference::blas_ex::check_gemm_ex;
+use crate::common::reference::blas_level3::check_level3;
 use crate::common::{gpu, raw_launch, Rng};
 use cusched::blas::{Gemm, MathMode, Vector};
 use cusched::half::{bf16, f16};
-use cusched::Handles;
+use cusched::{Complex, Handles};
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -172,4 +175,67 @@ fn gpu_and_simulator_agree_on_every_op() {
     let on_gpu = every_op(&d, &mut Handles::new(&d, d.new_stream().unwrap()).unwrap(), seed);
     let on_sim = every_op(&sim, &mut Handles::new(&sim, sim.new_stream().unwrap()).unwrap(), seed);
     same_outputs(&on_sim, &on_gpu);
+}
+
+/// Every complex op (GEMMs with conjugate transposes, level 1 to 3), inline and in a lane job.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_ops_inline_and_on_a_lane() {
+    let Some(d) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_complex::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_complex::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let mut rng = Rng::new();
+        check_complex::<Complex<f32>>(&dd, cx, &mut rng);
+        check_complex::<Complex<f64>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+/// Every (A/B, C, compute) combination of `gemm_ex`, and a strided int8 batch, inline.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gemm_ex_every_combination() {
+    let Some(d) = gpu() else { return };
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_gemm_ex(&d, &mut h, &mut Rng::new());
+}
+
+/// `symm`, `hemm`, `trmm`, `syr2k`, `her2k`, `herk`, `dgmm` in every type, inline and on a lane.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn symm_trmm_rank_2k_herk_dgmm() {
+    let Some(d) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_level3::<f32>(&d, &mut h, &mut rng);
+    check_level3::<f64>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        check_level3::<Complex<f64>>(&dd, cx, &mut Rng::new());
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
+
+/// Grouped batched GEMM (cuBLAS 12.5 or later), in each type, inline.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_batched_gemm() {
+    let Some(d) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&d, d.new_stream().unwrap()).unwrap();
+    check_grouped::<f32>(&d, &mut h, &mut rng);
+    check_grouped::<f16>(&d, &mut h, &mut rng);
+    check_grouped::<bf16>(&d, &mut h, &mut rng);
 }

@@ -3,12 +3,16 @@
 //! and lane jobs); the hazard checker sees the ops' uses as it sees a user kernel's.
 
 use crate::common::reference::blas::{
-    check_batched, check_gemm, check_level1, check_level23, check_strided, check_triangular, every_op, same_outputs,
+    check_batched, check_gemm, check_grouped, check_level1, check_level23, check_strided, check_triangular, every_op,
+    same_outputs,
 };
+use crate::common::reference::blas_complex::check_complex;
+use crate::common::reference::blas_ex::check_gemm_ex;
+use crate::common::reference::blas_level3::check_level3;
 use crate::common::{sim, Rng};
-use cusched::blas::{Gemm, MathMode, Vector};
+use cusched::blas::{Gemm, MathMode, Transpose, Vector};
 use cusched::half::{bf16, f16};
-use cusched::Handles;
+use cusched::{Complex, Handles};
 
 fn handles(d: &cusched::Device) -> Handles {
     Handles::new(d, d.new_stream().unwrap()).unwrap()
@@ -146,4 +150,151 @@ fn gemm_512_cubed_f32_time() {
     if !cfg!(debug_assertions) {
         assert!(took < std::time::Duration::from_secs(1), "512^3 f32 GEMM took {took:?} on the simulator");
     }
+}
+
+/// Every op the complex types offer, inline and in a lane job, against the f64 references.
+#[test]
+fn complex_ops_compute_on_both_call_paths() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_complex::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_complex::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let mut rng = Rng::new();
+        check_complex::<Complex<f32>>(&dd, cx, &mut rng);
+        check_complex::<Complex<f64>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// A conjugate transpose of a real operand is its transpose, as in cuBLAS.
+#[test]
+fn a_conjugate_transpose_of_a_real_matrix_is_its_transpose() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let (a, b) = (d.upload(s, &[1.0f64, 2.0, 3.0, 4.0]).unwrap(), d.upload(s, &[5.0f64, 6.0, 7.0, 8.0]).unwrap());
+    let (c1, c2) = (d.alloc_zeros::<f64>(s, 4).unwrap(), d.alloc_zeros::<f64>(s, 4).unwrap());
+    let b_ = h.blas().unwrap();
+    b_.gemm(&Gemm::new(2, 2, 2, &a, &b, &c1).transpose(Transpose::Conj, Transpose::Yes)).unwrap();
+    b_.gemm(&Gemm::new(2, 2, 2, &a, &b, &c2).transpose(Transpose::Yes, Transpose::Yes)).unwrap();
+    assert_eq!(c1.download(s).unwrap(), c2.download(s).unwrap());
+}
+
+/// Every (A/B, C, compute) combination of `gemm_ex`, and a strided int8 batch, against f64.
+#[test]
+fn gemm_ex_computes_every_combination() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_gemm_ex(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        check_gemm_ex(&dd, cx, &mut Rng::new());
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// `geam` may read one buffer as both `A` and `B` (here `C = A + Aᵀ`), as cuBLAS allows.
+#[test]
+fn geam_of_a_matrix_and_its_own_transpose() {
+    use cusched::blas::Geam;
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let a = d.upload(s, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let c = d.alloc_zeros::<f32>(s, 4).unwrap();
+    let g = Geam {
+        trans_a: Transpose::No,
+        trans_b: Transpose::Yes,
+        m: 2,
+        n: 2,
+        alpha: 1.0f32,
+        a: &a,
+        lda: None,
+        beta: 1.0,
+        b: &a,
+        ldb: None,
+        c: &c,
+        ldc: None,
+    };
+    h.blas().unwrap().geam(&g).unwrap().wait().unwrap();
+    assert_eq!(c.download(s).unwrap(), vec![2.0, 5.0, 5.0, 8.0]);
+}
+
+/// `ger` may read one buffer as both `x` and `y` (`A = x xᵀ + A`), as cuBLAS allows.
+#[test]
+fn ger_of_a_vector_with_itself() {
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    let x = d.upload(s, &[1.0f64, 2.0]).unwrap();
+    let a = d.alloc_zeros::<f64>(s, 4).unwrap();
+    h.blas().unwrap().ger(2, 2, 1.0, Vector::from(&x), Vector::from(&x), &a, None).unwrap().wait().unwrap();
+    assert_eq!(a.download(s).unwrap(), vec![1.0, 2.0, 2.0, 4.0]);
+}
+
+/// `symm`, `hemm`, `trmm`, `syr2k`, `her2k`, `herk`, `dgmm` in every type, inline and on a lane.
+#[test]
+fn symm_trmm_rank_2k_herk_dgmm_compute() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_level3::<f32>(&d, &mut h, &mut rng);
+    check_level3::<f64>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f32>>(&d, &mut h, &mut rng);
+    check_level3::<Complex<f64>>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        let mut rng = Rng::new();
+        check_level3::<f64>(&dd, cx, &mut rng);
+        check_level3::<Complex<f32>>(&dd, cx, &mut rng);
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// Grouped batched GEMM: groups with their own shapes, transposes and scalars, in each type.
+#[test]
+fn grouped_batched_gemm_computes_every_group() {
+    let d = sim();
+    let (mut h, mut rng) = (handles(&d), Rng::new());
+    check_grouped::<f32>(&d, &mut h, &mut rng);
+    check_grouped::<f16>(&d, &mut h, &mut rng);
+    check_grouped::<bf16>(&d, &mut h, &mut rng);
+    let lane = d.lane("blas").unwrap();
+    let dd = d.clone();
+    lane.submit(move |cx| {
+        check_grouped::<f32>(&dd, cx, &mut Rng::new());
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// The int8 path scales by integers and wraps as 32-bit integers do.
+#[test]
+fn int8_gemm_ex_scales_by_integers_and_wraps() {
+    use cusched::blas::{ComputeType, GemmEx};
+    let d = sim();
+    let s = d.default_stream();
+    let mut h = Handles::new(&d, s).unwrap();
+    // A of 127s, B of -128s, C old contents i32::MAX: beta C wraps.
+    let (a, b) = (d.upload(s, &[127i8; 16]).unwrap(), d.upload(s, &[-128i8; 16]).unwrap());
+    let c = d.upload(s, &[i32::MAX; 16]).unwrap();
+    let g = GemmEx::new(4, 4, 4, &a, &b, &c, ComputeType::I32).scale(3.0, -2.0);
+    h.blas().unwrap().gemm_ex(&g).unwrap().wait().unwrap();
+    let want = 3i32.wrapping_mul(4 * 127 * -128).wrapping_add((-2i32).wrapping_mul(i32::MAX));
+    assert_eq!(c.download(s).unwrap(), vec![want; 16]);
 }

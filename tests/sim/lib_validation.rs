@@ -349,3 +349,206 @@ fn lane_job_rejects_like_inline() {
         .unwrap();
     assert!(matches!(got, Error::InvalidArgument { arg: "x", .. }), "{got:?}");
 }
+
+#[test]
+#[cfg(feature = "cublas")]
+fn complex_syrk_rejects_a_conjugate_transpose() {
+    use cusched::Complex;
+    let mut fx = fx();
+    let (a, c) = (fx.buf::<Complex<f32>>(6), fx.buf::<Complex<f32>>(9));
+    let sy = |trans| Syrk {
+        fill: Fill::Upper,
+        trans,
+        n: 3,
+        k: 2,
+        alpha: Complex::new(1.0, 0.0),
+        a: &a,
+        lda: None,
+        beta: Complex::new(0.0, 0.0),
+        c: &c,
+        ldc: None,
+    };
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.syrk(&sy(Transpose::Conj)));
+    // The real syrk takes it, as its transpose.
+    let (ar, cr) = (fx.buf::<f32>(6), fx.buf::<f32>(9));
+    let real = Syrk {
+        fill: Fill::Upper,
+        trans: Transpose::Conj,
+        n: 3,
+        k: 2,
+        alpha: 1.0f32,
+        a: &ar,
+        lda: None,
+        beta: 0.0,
+        c: &cr,
+        ldc: None,
+    };
+    fx.h.blas().unwrap().syrk(&real).unwrap().wait().unwrap();
+    // Complex operands are validated as the real ones are.
+    let (b, cc) = (fx.buf::<Complex<f64>>(12), fx.buf::<Complex<f64>>(8));
+    let a64 = fx.buf::<Complex<f64>>(6);
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.gemm(&Gemm::new(2, 4, 4, &a64, &b, &cc)));
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.dotc(7, Vector::from(&a64), Vector::from(&cc)));
+    rejects(&mut fx, "a", |fx| {
+        fx.h.blas()?.gerc(3, 3, Complex::new(1.0, 0.0), Vector::from(&b), Vector::from(&b), &a64, None)
+    });
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn gemm_ex_rejects_what_cublas_refuses() {
+    use cusched::blas::{ComputeType, GemmEx};
+    let mut fx = fx();
+    let (a, b, c) = (fx.buf::<i8>(16 * 8), fx.buf::<i8>(16 * 8), fx.buf::<i32>(64));
+    let (f, fo) = (fx.buf::<f32>(64), fx.buf::<half::f16>(64));
+    // lda 6 is not a multiple of 4: int8 needs it.
+    let before = fx.device.stats();
+    let got = fx.h.blas().unwrap().gemm_ex(&GemmEx::new(6, 8, 4, &a, &b, &c, ComputeType::I32).leading(6, 4, 6));
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    // i8 into i32 needs the I32 compute type.
+    let got = fx.h.blas().unwrap().gemm_ex(&GemmEx::new(8, 8, 4, &a, &b, &c, ComputeType::F32));
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    let got = fx.h.blas().unwrap().gemm_ex(&GemmEx::new(8, 8, 8, &f, &f, &fo, ComputeType::F32));
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    let after = fx.device.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a refused op recorded something");
+    rejects(&mut fx, "alpha", |fx| {
+        fx.h.blas()?.gemm_ex(&GemmEx::new(8, 8, 4, &a, &b, &c, ComputeType::I32).scale(0.5, 0.0))
+    });
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm_ex(&GemmEx::new(8, 9, 8, &a, &b, &c, ComputeType::I32)));
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.gemm_ex(&GemmEx::new(0, 8, 4, &a, &b, &c, ComputeType::I32)));
+    let fo2 = fx.buf::<f32>(64);
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.gemm_ex(&GemmEx::new(8, 8, 8, &f, &f, &f, ComputeType::F32Pedantic)));
+    fx.h.blas()
+        .unwrap()
+        .gemm_ex(&GemmEx::new(8, 8, 8, &f, &f, &fo2, ComputeType::F32FastTf32))
+        .unwrap()
+        .wait()
+        .unwrap();
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn level3_rejects_bad_transposes_scalars_and_aliases() {
+    use cusched::blas::{Diag, Herk, Symm, Syr2k, Trmm};
+    use cusched::Complex;
+    type Z = Complex<f64>;
+    let mut fx = fx();
+    let (a, b, c) = (fx.buf::<Z>(12), fx.buf::<Z>(12), fx.buf::<Z>(9));
+    let one = Complex::new(1.0, 0.0);
+    let r2k = |trans, beta: Z, w: usize| Syr2k {
+        fill: Fill::Lower,
+        trans,
+        n: 3,
+        k: 4,
+        alpha: one,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb: None,
+        beta,
+        c: [&a, &b, &c][w],
+        ldc: None,
+    };
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.syr2k(&r2k(Transpose::Conj, one, 2)));
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.her2k(&r2k(Transpose::Yes, one, 2)));
+    rejects(&mut fx, "beta", |fx| fx.h.blas()?.her2k(&r2k(Transpose::No, Complex::new(1.0, 0.5), 2)));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.syr2k(&r2k(Transpose::No, one, 0)));
+    let hk = |trans, k| Herk {
+        fill: Fill::Upper,
+        trans,
+        n: 3,
+        k,
+        alpha: 1.0,
+        a: &a,
+        lda: None,
+        beta: 0.0,
+        c: &c,
+        ldc: None,
+    };
+    rejects(&mut fx, "trans", |fx| fx.h.blas()?.herk(&hk(Transpose::Yes, 4)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.herk(&hk(Transpose::No, 5)));
+    let sy = |m, w: usize| Symm {
+        side: Side::Left,
+        fill: Fill::Upper,
+        m,
+        n: 3,
+        alpha: one,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb: None,
+        beta: one,
+        c: [&a, &b, &c][w],
+        ldc: None,
+    };
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.hemm(&sy(3, 1)));
+    rejects(&mut fx, "a", |fx| fx.h.blas()?.symm(&sy(4, 2)));
+    rejects(&mut fx, "m", |fx| fx.h.blas()?.symm(&sy(0, 2)));
+    let tm = |w: usize, ldb| Trmm {
+        side: Side::Right,
+        fill: Fill::Lower,
+        trans: Transpose::Conj,
+        diag: Diag::Unit,
+        m: 3,
+        n: 3,
+        alpha: one,
+        a: &a,
+        lda: None,
+        b: &b,
+        ldb,
+        c: [&a, &b, &c][w],
+        ldc: None,
+    };
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.trmm(&tm(1, None)));
+    rejects(&mut fx, "ldb", |fx| fx.h.blas()?.trmm(&tm(2, Some(2))));
+    let x = fx.buf::<Z>(3);
+    rejects(&mut fx, "x", |fx| fx.h.blas()?.dgmm(Side::Right, 3, 4, &a, None, Vector::from(&x), &b, None));
+    rejects(&mut fx, "ldc", |fx| fx.h.blas()?.dgmm(Side::Left, 3, 3, &a, Some(4), Vector::from(&x), &a, None));
+    rejects(&mut fx, "c", |fx| fx.h.blas()?.dgmm(Side::Left, 3, 3, &a, None, Vector::from(&x), &x, None));
+}
+
+#[test]
+#[cfg(feature = "cublas")]
+fn grouped_gemm_rejects_empty_uneven_and_racing_groups() {
+    use cusched::blas::GemmGroup;
+    // A group as indices into `bufs` (A's, B's, C's) and its m.
+    type Spec = (&'static [usize], &'static [usize], &'static [usize], usize);
+    type Owned = (Vec<GpuRef<f32>>, Vec<GpuRef<f32>>, Vec<GpuRef<f32>>);
+    let mut fx = fx();
+    let bufs: Vec<GpuRef<f32>> = (0..6).map(|_| fx.buf::<f32>(16)).collect();
+    let g = |a: &'static [usize], b: &'static [usize], c: &'static [usize], m: usize| (a, b, c, m);
+    let run = |fx: &mut Fx, specs: &[Spec]| -> Result<cusched::Completion<()>> {
+        let owned: Vec<Owned> = specs
+            .iter()
+            .map(|(a, b, c, _)| {
+                let pick = |ix: &[usize]| ix.iter().map(|&i| bufs[i].clone()).collect::<Vec<_>>();
+                (pick(a), pick(b), pick(c))
+            })
+            .collect();
+        let groups: Vec<GemmGroup<'_, f32>> = specs
+            .iter()
+            .zip(&owned)
+            .map(|((_, _, _, m), (a, b, c))| GemmGroup {
+                trans_a: Transpose::No,
+                trans_b: Transpose::No,
+                m: *m,
+                n: 4,
+                k: 4,
+                alpha: 1.0,
+                beta: 0.0,
+                a,
+                b,
+                c,
+            })
+            .collect();
+        fx.h.blas()?.gemm_grouped_batched(&groups)
+    };
+    rejects(&mut fx, "groups", |fx| run(fx, &[]));
+    rejects(&mut fx, "groups", |fx| run(fx, &[g(&[0], &[1], &[], 4)]));
+    rejects(&mut fx, "groups", |fx| run(fx, &[g(&[0], &[1], &[2], 4), g(&[3], &[4], &[2], 4)]));
+    rejects(&mut fx, "groups", |fx| run(fx, &[g(&[0], &[1], &[2], 4), g(&[2], &[4], &[5], 4)]));
+    rejects(&mut fx, "a", |fx| run(fx, &[g(&[0], &[1], &[2], 4), g(&[3], &[4], &[5], 5)]));
+    rejects(&mut fx, "m", |fx| run(fx, &[g(&[0], &[1], &[2], 0)]));
+    run(&mut fx, &[g(&[0], &[1], &[2], 4), g(&[3], &[3], &[5], 2)]).unwrap().wait().unwrap();
+}

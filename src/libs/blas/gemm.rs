@@ -1,7 +1,7 @@
 //! GEMM: single, strided-batched, and batched over arrays of buffers.
 
 use super::calls::{self, GemmShape};
-use super::sim;
+use super::sim::{self, Scalar as _, Z};
 use super::{output_access, Blas, GemmElement, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -63,8 +63,8 @@ impl<'a, T: GemmElement> Gemm<'a, T> {
             m,
             n,
             k,
-            alpha: T::Scalar::from(1),
-            beta: T::Scalar::from(0),
+            alpha: T::Scalar::from_z(Z::real(1.0)),
+            beta: T::Scalar::from_z(Z::default()),
             a,
             lda: None,
             b,
@@ -157,7 +157,7 @@ impl<T: GemmElement> Gemm<'_, T> {
     fn sim_kernel(&self, shape: &GemmShape, count: usize, strides: [usize; 3]) -> Result<impl FnOnce() + Send> {
         let (am, bm, cm) = (self.a.sim_data()?, self.b.sim_data()?, self.c.sim_data()?);
         let s = sim_shape(shape);
-        let (alpha, beta): (f64, f64) = (self.alpha.into(), self.beta.into());
+        let (alpha, beta) = (self.alpha.z(), self.beta.z());
         Ok(move || {
             let a = am.read().to_vec();
             let b = bm.read().to_vec();
@@ -169,8 +169,18 @@ impl<T: GemmElement> Gemm<'_, T> {
         })
     }
 
-    fn scalars(&self) -> (*const c_void, *const c_void) {
-        ((&self.alpha as *const T::Scalar).cast(), (&self.beta as *const T::Scalar).cast())
+    fn scalars(&self) -> (Aligned<T::Scalar>, Aligned<T::Scalar>) {
+        (Aligned(self.alpha), Aligned(self.beta))
+    }
+}
+
+/// A host scalar as cuBLAS reads it: `Complex<f32>` is only 4-byte aligned, `cuComplex` 8.
+#[repr(C, align(16))]
+struct Aligned<S>(S);
+
+impl<S> Aligned<S> {
+    fn ptr(&self) -> *const c_void {
+        (&self.0 as *const S).cast()
     }
 }
 
@@ -231,6 +241,7 @@ impl Blas {
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (alpha, beta) = g.scalars();
+            let (alpha, beta) = (alpha.ptr(), beta.ptr());
             // SAFETY: (1) a live handle on the recorder's stream, fenced by preflight; (2) the
             // buffers cover the spans checked above; (3) `c` is distinct from `a` and `b`
             // (checked); (4) alpha and beta are host scalars of the compute type.
@@ -285,6 +296,7 @@ impl Blas {
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             let (alpha, beta) = g.scalars();
+            let (alpha, beta) = (alpha.ptr(), beta.ptr());
             // SAFETY: as in `gemm`; every one of the `count` matrices lies inside its buffer (the
             // last starts at `stride * (count - 1)` and the buffers cover that plus one span),
             // and C's stride is at least one C's span.
@@ -378,10 +390,151 @@ impl Blas {
         let (alpha, beta) = first.scalars();
         let shape = d.shape;
         self.op.run(rec, vec![Box::new((da, db, dc))], || {
+            let (alpha, beta) = (alpha.ptr(), beta.ptr());
             // SAFETY: the three device arrays hold `count` pointers each, to live buffers that
             // cover one packed matrix of their shape (checked per entry above); every C is
             // distinct; alpha and beta are host scalars of the compute type.
             unsafe { calls::gemm_batched_ex::<T>(h, &shape, alpha, aa, ab, beta, ac, count) }
         })
+    }
+}
+
+/// One group of a grouped batched GEMM: `C[i] = alpha op(A[i]) op(B[i]) + beta C[i]` for every
+/// entry of `a`, `b`, `c` (packed operands of this group's shape). Groups differ in shape,
+/// transposes and scalars.
+#[derive(Debug)]
+pub struct GemmGroup<'a, T: GroupedElement> {
+    /// Whether each `A` is transposed.
+    pub trans_a: Transpose,
+    /// Whether each `B` is transposed.
+    pub trans_b: Transpose,
+    /// Rows of `op(A)` and `C`.
+    pub m: usize,
+    /// Columns of `op(B)` and `C`.
+    pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
+    pub k: usize,
+    /// Scale of the products.
+    pub alpha: f32,
+    /// Scale of each `C`'s old contents.
+    pub beta: f32,
+    /// The `A` matrices.
+    pub a: &'a [GpuRef<T>],
+    /// The `B` matrices.
+    pub b: &'a [GpuRef<T>],
+    /// The `C` matrices: distinct over every group, none of them any group's `A` or `B`.
+    pub c: &'a [GpuRef<T>],
+}
+
+/// The element types of [`Blas::gemm_grouped_batched`] (computed in f32): `f32`, `half::f16`,
+/// `half::bf16`.
+pub trait GroupedElement: GemmElement<Scalar = f32> {}
+impl GroupedElement for f32 {}
+impl GroupedElement for half::f16 {}
+impl GroupedElement for half::bf16 {}
+
+impl Blas {
+    /// A grouped batched GEMM (`cublasGemmGroupedBatchedEx`): every problem of every group
+    /// (see [`GemmGroup`]) in one call, accumulated in f32. The arrays of device pointers are
+    /// uploaded on the stream and freed after the GPU is done.
+    pub fn gemm_grouped_batched<T: GroupedElement>(&mut self, groups: &[GemmGroup<'_, T>]) -> Result<Completion<()>> {
+        check::dim("groups", groups.len(), false)?;
+        let mut rec = self.op.recorder("gemm_grouped_batched");
+        let mut params = calls::GroupParams::default();
+        let mut problems: Vec<(Gemm<'_, T>, GemmShape)> = Vec::new();
+        let all_c: Vec<&GpuRef<T>> = groups.iter().flat_map(|g| g.c.iter()).collect();
+        for (gi, g) in groups.iter().enumerate() {
+            let size = check::dim("groups", g.a.len(), false)
+                .map_err(|_| Error::invalid("groups", format!("group {gi} has no problems")))?;
+            if g.b.len() != g.a.len() || g.c.len() != g.a.len() {
+                return Err(Error::invalid(
+                    "groups",
+                    format!(
+                        "group {gi}: a, b and c must hold as many matrices: {}, {}, {}",
+                        g.a.len(),
+                        g.b.len(),
+                        g.c.len()
+                    ),
+                ));
+            }
+            let first = Gemm {
+                trans_a: g.trans_a,
+                trans_b: g.trans_b,
+                m: g.m,
+                n: g.n,
+                k: g.k,
+                alpha: g.alpha,
+                beta: g.beta,
+                a: &g.a[0],
+                lda: None,
+                b: &g.b[0],
+                ldb: None,
+                c: &g.c[0],
+                ldc: None,
+            };
+            let d = first.check().map_err(|e| in_group(e, gi))?;
+            for i in 0..g.a.len() {
+                let one = Gemm { a: &g.a[i], b: &g.b[i], c: &g.c[i], ..first };
+                one.check_buffers(d.spans, &format!(" (group {gi}, entry {i})"))?;
+                record(&mut rec, "a", &g.a[i], Access::Read)?;
+                record(&mut rec, "b", &g.b[i], Access::Read)?;
+                record(&mut rec, "c", &g.c[i], output_access(g.beta))?;
+                problems.push((one, GemmShape { ..d.shape }));
+            }
+            params.push(&d.shape, g.alpha, g.beta, size);
+        }
+        // Every GEMM runs concurrently: no C may be another's C, A or B.
+        for (i, c) in all_c.iter().enumerate() {
+            if all_c[..i].iter().any(|x| x.same_buffer(c)) {
+                return Err(Error::invalid(
+                    "groups",
+                    format!("C number {i} repeats an earlier C: the GEMMs would race"),
+                ));
+            }
+            if groups.iter().any(|g| g.a.iter().chain(g.b.iter()).any(|x| x.same_buffer(c))) {
+                return Err(Error::invalid(
+                    "groups",
+                    format!("C number {i} is also an A or B: one GEMM would read what another writes"),
+                ));
+            }
+        }
+        if self.op.device.is_simulated() {
+            let kernels = problems.iter().map(|(g, s)| g.sim_kernel(s, 1, [0; 3])).collect::<Result<Vec<_>>>()?;
+            return self.op.run_sim(rec, Vec::new(), move || kernels.into_iter().for_each(|k| k()));
+        }
+        let h = self.handle()?;
+        let _ = self.op.cuda_stream()?;
+        let ptrs = |pick: usize| {
+            problems.iter().map(|(g, _)| [g.a, g.b, g.c][pick].raw_device_ptr()).collect::<Result<Vec<u64>>>()
+        };
+        let (pa, pb, pc) = (ptrs(0)?, ptrs(1)?, ptrs(2)?);
+        let device = &self.op.device;
+        let (da, db, dc) = (
+            device.upload_scratch(self.op.stream, &pa)?,
+            device.upload_scratch(self.op.stream, &pb)?,
+            device.upload_scratch(self.op.stream, &pc)?,
+        );
+        for (arg, p) in [("a", &da), ("b", &db), ("c", &dc)] {
+            record(&mut rec, arg, p, Access::Read)?;
+        }
+        let (aa, ab, ac) =
+            (dptr::<u64, *const c_void>(&da)?, dptr::<u64, *const c_void>(&db)?, dptr::<u64, *mut c_void>(&dc)?);
+        self.op.run(rec, vec![Box::new((da, db, dc))], || {
+            // SAFETY: (1) a live handle, fenced by preflight; (2) the device arrays hold one
+            // pointer per problem, in the groups' order, to live buffers covering that problem's
+            // packed operands (checked per entry above); (3) every C is distinct and no A or B
+            // (checked); (4) `params` has one entry per group in every array.
+            unsafe { calls::gemm_grouped_batched_ex::<T>(h, &params, aa, ab, ac) }
+        })
+    }
+}
+
+/// A group's shape error, with the group named (the argument stays the field's name).
+fn in_group(e: Error, group: usize) -> Error {
+    match e {
+        Error::InvalidArgument { arg, reason } => {
+            Error::InvalidArgument { arg, reason: format!("group {group}: {reason}") }
+        }
+        other => other,
     }
 }

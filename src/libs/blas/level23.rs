@@ -1,8 +1,9 @@
-//! Levels 2 (`gemv`, `ger`) and 3 (`geam`, `syrk`, `trsm`), f32 and f64.
+//! Levels 2 (`gemv`, `ger`, `geru`, `gerc`) and 3 (`geam`, `syrk`, `trsm`), f32, f64 and their
+//! complex forms.
 
 use super::calls;
 use super::sim::{self as host, Mat};
-use super::{output_access, Blas, BlasReal, Diag, Fill, Side, Transpose, Vector};
+use super::{output_access, Blas, BlasReal, BlasScalar, Diag, Fill, Side, Transpose, Vector};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::dptr;
@@ -13,7 +14,7 @@ use crate::track::Access;
 
 /// `y = alpha op(A) x + beta y`, with `A` stored `m x n`.
 #[derive(Debug)]
-pub struct Gemv<'a, T: BlasReal> {
+pub struct Gemv<'a, T: BlasScalar> {
     /// Whether `A` is transposed.
     pub trans: Transpose,
     /// Rows of the stored `A`.
@@ -36,7 +37,7 @@ pub struct Gemv<'a, T: BlasReal> {
 
 /// `C = alpha op(A) + beta op(B)`, with `C` `m x n`.
 #[derive(Debug)]
-pub struct Geam<'a, T: BlasReal> {
+pub struct Geam<'a, T: BlasScalar> {
     /// Whether `A` is transposed.
     pub trans_a: Transpose,
     /// Whether `B` is transposed.
@@ -64,9 +65,9 @@ pub struct Geam<'a, T: BlasReal> {
 }
 
 /// `C = alpha op(A) op(A)ᵀ + beta C` on the `fill` triangle of the `n x n` matrix `C`, with
-/// `op(A)` `n x k`.
+/// `op(A)` `n x k`. A complex `A` is not conjugated; its `trans` is `No` or `Yes`.
 #[derive(Debug)]
-pub struct Syrk<'a, T: BlasReal> {
+pub struct Syrk<'a, T: BlasScalar> {
     /// The triangle of `C` written (the other is untouched).
     pub fill: Fill,
     /// `Yes`: `C = alpha Aᵀ A + beta C`, with `A` stored `k x n`.
@@ -92,7 +93,7 @@ pub struct Syrk<'a, T: BlasReal> {
 /// Solves `op(A) X = alpha B` (or `X op(A) = alpha B`) for the `m x n` matrix `X`, which
 /// overwrites `B`; `A` is triangular.
 #[derive(Debug)]
-pub struct Trsm<'a, T: BlasReal> {
+pub struct Trsm<'a, T: BlasScalar> {
     /// Which side `A` is on.
     pub side: Side,
     /// Which triangle of `A` is read.
@@ -118,19 +119,19 @@ pub struct Trsm<'a, T: BlasReal> {
 }
 
 /// A matrix argument as the calls take it.
-fn mat<T: BlasReal>(buf: &GpuRef<T>, ld: i32) -> Result<calls::Mat<T>> {
+fn mat<T: BlasScalar>(buf: &GpuRef<T>, ld: i32) -> Result<calls::Mat<T>> {
     Ok((dptr(buf)?, ld))
 }
 
 impl Blas {
     /// `y = alpha op(A) x + beta y` (see [`Gemv`]).
-    pub fn gemv<T: BlasReal>(&mut self, g: &Gemv<'_, T>) -> Result<Completion<()>> {
+    pub fn gemv<T: BlasScalar>(&mut self, g: &Gemv<'_, T>) -> Result<Completion<()>> {
         let (m, n) = (check::dim("m", g.m, false)?, check::dim("n", g.n, false)?);
         let a = check::matrix("a", "lda", g.m, g.n, g.lda)?;
         check::covers("a", g.a, Some(a.span), &format!("A {}x{}", g.m, g.n))?;
         let (xn, yn) = match g.trans {
             Transpose::No => (g.n, g.m),
-            Transpose::Yes => (g.m, g.n),
+            Transpose::Yes | Transpose::Conj => (g.m, g.n),
         };
         let (incx, incy) = (g.x.check("x", "x.inc", xn, false)?, g.y.check("y", "y.inc", yn, false)?);
         if g.y.buf.same_buffer(g.a) || g.y.buf.same_buffer(g.x.buf) {
@@ -161,21 +162,67 @@ impl Blas {
                     g.trans,
                     m,
                     n,
-                    &g.alpha,
-                    dptr(g.a)?,
-                    a.ld,
+                    g.alpha,
+                    mat(g.a, a.ld)?,
                     (dptr(g.x.buf)?, incx),
-                    &g.beta,
+                    g.beta,
                     (dptr(g.y.buf)?, incy),
                 )
             }
         })
     }
 
-    /// `A = alpha x yᵀ + A`, with `A` `m x n` (`lda`: `None` for packed).
+    /// `A = alpha x yᵀ + A` over real vectors, with `A` `m x n` (`lda`: `None` for packed); see
+    /// [`geru`](Self::geru) and [`gerc`](Self::gerc) for complex ones.
     #[allow(clippy::too_many_arguments)]
     pub fn ger<T: BlasReal>(
         &mut self,
+        m: usize,
+        n: usize,
+        alpha: T,
+        x: Vector<'_, T>,
+        y: Vector<'_, T>,
+        a: &GpuRef<T>,
+        lda: Option<usize>,
+    ) -> Result<Completion<()>> {
+        self.rank1("ger", false, m, n, alpha, x, y, a, lda)
+    }
+
+    /// `A = alpha x yᵀ + A`, unconjugated (`ger` for the real types), with `A` `m x n`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn geru<T: BlasScalar>(
+        &mut self,
+        m: usize,
+        n: usize,
+        alpha: T,
+        x: Vector<'_, T>,
+        y: Vector<'_, T>,
+        a: &GpuRef<T>,
+        lda: Option<usize>,
+    ) -> Result<Completion<()>> {
+        self.rank1("geru", false, m, n, alpha, x, y, a, lda)
+    }
+
+    /// `A = alpha x yᴴ + A` (`y` conjugated; `ger` for the real types), with `A` `m x n`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gerc<T: BlasScalar>(
+        &mut self,
+        m: usize,
+        n: usize,
+        alpha: T,
+        x: Vector<'_, T>,
+        y: Vector<'_, T>,
+        a: &GpuRef<T>,
+        lda: Option<usize>,
+    ) -> Result<Completion<()>> {
+        self.rank1("gerc", true, m, n, alpha, x, y, a, lda)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rank1<T: BlasScalar>(
+        &mut self,
+        name: &'static str,
+        conj: bool,
         m: usize,
         n: usize,
         alpha: T,
@@ -191,20 +238,23 @@ impl Blas {
         if a.same_buffer(x.buf) || a.same_buffer(y.buf) {
             return Err(Error::invalid("a", "must not be the same buffer as `x` or `y`"));
         }
-        let mut rec = self.op.recorder("ger");
+        let mut rec = self.op.recorder(name);
         record(&mut rec, "x", x.buf, Access::Read)?;
         record(&mut rec, "y", y.buf, Access::Read)?;
         record(&mut rec, "a", a, Access::ReadWrite)?;
         if self.op.device.is_simulated() {
             let (xm, ym, amem, ld) = (x.buf.sim_data()?, y.buf.sim_data()?, a.sim_data()?, am.ld as usize);
-            let (incx, incy) = (x.inc, y.inc);
+            let (incx, incy, alpha) = (x.inc, y.inc, alpha.z());
             return self.op.run_sim(rec, Vec::new(), move || {
-                let (xs, ys) = (host::gather(&xm.read(), m, incx), host::gather(&ym.read(), n, incy));
+                // One lock at a time: `x` and `y` may be the same buffer.
+                let xs = host::gather(&xm.read(), m, incx);
+                let ys = host::gather(&ym.read(), n, incy);
                 let mut av = amem.lock();
                 for (j, yj) in ys.iter().enumerate() {
+                    let yj = if conj { yj.z().conj() } else { yj.z() };
                     for (i, xi) in xs.iter().enumerate() {
                         let e = &mut av[i + j * ld];
-                        *e = alpha * *xi * *yj + *e;
+                        *e = T::from_z(alpha * xi.z() * yj + e.z());
                     }
                 }
             });
@@ -213,12 +263,12 @@ impl Blas {
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; x, y and A cover their validated spans; A is distinct from
             // x and y; alpha is a host scalar.
-            unsafe { calls::ger(h, mi, ni, &alpha, (dptr(x.buf)?, incx), (dptr(y.buf)?, incy), dptr(a)?, am.ld) }
+            unsafe { calls::ger(h, conj, mi, ni, alpha, (dptr(x.buf)?, incx), (dptr(y.buf)?, incy), mat(a, am.ld)?) }
         })
     }
 
     /// `C = alpha op(A) + beta op(B)` (see [`Geam`]).
-    pub fn geam<T: BlasReal>(&mut self, g: &Geam<'_, T>) -> Result<Completion<()>> {
+    pub fn geam<T: BlasScalar>(&mut self, g: &Geam<'_, T>) -> Result<Completion<()>> {
         let (m, n) = (check::dim("m", g.m, false)?, check::dim("n", g.n, false)?);
         let (ar, ac) = g.trans_a.stored(g.m, g.n);
         let (br, bc) = g.trans_b.stored(g.m, g.n);
@@ -241,7 +291,9 @@ impl Blas {
             let b_op = Mat { ld: b.ld as usize, trans: g.trans_b };
             let (mm, nn, alpha, beta, ldc) = (g.m, g.n, g.alpha, g.beta, c.ld as usize);
             return self.op.run_sim(rec, Vec::new(), move || {
-                let (av, bv) = (am.read().to_vec(), bm.read().to_vec());
+                // One lock at a time: `a` and `b` may be the same buffer.
+                let av = am.read().to_vec();
+                let bv = bm.read().to_vec();
                 host::geam(mm, nn, alpha, &av, a_op, beta, &bv, b_op, &mut cm.lock(), ldc);
             });
         }
@@ -255,9 +307,9 @@ impl Blas {
                     [g.trans_a, g.trans_b],
                     m,
                     n,
-                    &g.alpha,
+                    g.alpha,
                     mat(g.a, a.ld)?,
-                    &g.beta,
+                    g.beta,
                     mat(g.b, b.ld)?,
                     mat(g.c, c.ld)?,
                 )
@@ -266,7 +318,7 @@ impl Blas {
     }
 
     /// The symmetric rank-k update (see [`Syrk`]).
-    pub fn syrk<T: BlasReal>(&mut self, s: &Syrk<'_, T>) -> Result<Completion<()>> {
+    pub fn syrk<T: BlasScalar>(&mut self, s: &Syrk<'_, T>) -> Result<Completion<()>> {
         let (n, k) = (check::dim("n", s.n, false)?, check::dim("k", s.k, false)?);
         let (ar, ac) = s.trans.stored(s.n, s.k);
         let a = check::matrix("a", "lda", ar, ac, s.lda)?;
@@ -274,52 +326,36 @@ impl Blas {
         check::covers("a", s.a, Some(a.span), &format!("op(A) {}x{}", s.n, s.k))?;
         check::covers("c", s.c, Some(c.span), &format!("C {}x{}", s.n, s.n))?;
         check::distinct("c", s.a, s.c)?;
+        if T::COMPLEX && s.trans == Transpose::Conj {
+            return Err(Error::invalid(
+                "trans",
+                "a complex syrk takes Transpose::No or Transpose::Yes: cuBLAS's syrk has no conjugate form",
+            ));
+        }
         let mut rec = self.op.recorder("syrk");
         record(&mut rec, "a", s.a, Access::Read)?;
         // Only one triangle is written: the other keeps its contents, so C is read-write.
         record(&mut rec, "c", s.c, Access::ReadWrite)?;
         if self.op.device.is_simulated() {
             let (am, cm) = (s.a.sim_data()?, s.c.sim_data()?);
-            // op(A) op(A)ᵀ through the GEMM core: op(A)ᵀ is the same storage, transposed back.
-            let other = match s.trans {
-                Transpose::No => Transpose::Yes,
-                Transpose::Yes => Transpose::No,
-            };
-            let (nn, kk, ldc, lda) = (s.n, s.k, c.ld as usize, a.ld as usize);
-            let shape = host::Shape {
-                m: nn,
-                n: nn,
-                k: kk,
-                a: Mat { ld: lda, trans: s.trans },
-                b: Mat { ld: lda, trans: other },
-                ldc: nn,
-            };
-            let (alpha, beta, upper) = (s.alpha, s.beta, s.fill == Fill::Upper);
+            let a_op = Mat { ld: a.ld as usize, trans: s.trans };
+            let (nn, kk, ldc, alpha, beta, upper) =
+                (s.n, s.k, c.ld as usize, s.alpha.z(), s.beta.z(), s.fill == Fill::Upper);
             return self.op.run_sim(rec, Vec::new(), move || {
                 let av = am.read().to_vec();
-                let mut full = vec![T::default(); nn * nn];
-                T::mm(&shape, alpha, &av, &av, T::default(), &mut full);
-                let mut cv = cm.lock();
-                for j in 0..nn {
-                    let rows = if upper { 0..j + 1 } else { j..nn };
-                    for i in rows {
-                        let e = &mut cv[i + j * ldc];
-                        let old = if beta == T::default() { T::default() } else { beta * *e };
-                        *e = full[i + j * nn] + old;
-                    }
-                }
+                host::rank_k(upper, false, nn, kk, alpha, &av, a_op, beta, &mut cm.lock(), ldc);
             });
         }
         let h = self.handle()?;
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; A and C cover their validated spans and are distinct; host
             // scalars.
-            unsafe { calls::syrk(h, s.fill, s.trans, n, k, &s.alpha, mat(s.a, a.ld)?, &s.beta, mat(s.c, c.ld)?) }
+            unsafe { calls::syrk(h, s.fill, s.trans, n, k, s.alpha, mat(s.a, a.ld)?, s.beta, mat(s.c, c.ld)?) }
         })
     }
 
     /// The triangular solve (see [`Trsm`]); `B` is overwritten by the solution.
-    pub fn trsm<T: BlasReal>(&mut self, t: &Trsm<'_, T>) -> Result<Completion<()>> {
+    pub fn trsm<T: BlasScalar>(&mut self, t: &Trsm<'_, T>) -> Result<Completion<()>> {
         let (m, n) = (check::dim("m", t.m, false)?, check::dim("n", t.n, false)?);
         let order = match t.side {
             Side::Left => t.m,
@@ -348,7 +384,7 @@ impl Blas {
         self.op.run(rec, Vec::new(), || {
             // SAFETY: a live handle; A and B cover their validated spans and are distinct; alpha
             // is a host scalar.
-            unsafe { calls::trsm(h, t.side, t.fill, t.trans, t.diag, m, n, &t.alpha, mat(t.a, a.ld)?, mat(t.b, b.ld)?) }
+            unsafe { calls::trsm(h, t.side, t.fill, t.trans, t.diag, m, n, t.alpha, mat(t.a, a.ld)?, mat(t.b, b.ld)?) }
         })
     }
 }

@@ -1,6 +1,7 @@
-//! cuBLAS: GEMM in f32, f64, f16 and bf16 (single, strided-batched and batched over arrays of
-//! buffers), level 1, level 2 (`gemv`, `ger`) and level 3 (`geam`, `syrk`, `trsm`) in f32 and
-//! f64.
+//! cuBLAS: GEMM in f32, f64, f16, bf16, `Complex<f32>` and `Complex<f64>` (single,
+//! strided-batched, batched over arrays of buffers, and grouped), mixed-precision GEMM (`gemm_ex`), level 1,
+//! level 2 (`gemv`, `ger`, `geru`, `gerc`) and level 3 (`geam`, `syrk`, `trsm`, `symm`, `hemm`,
+//! `trmm`, `syr2k`, `her2k`, `herk`, `dgmm`) in f32, f64 and both complex types.
 //!
 //! Matrices are column-major, as in cuBLAS. A leading dimension left as `None` means tightly
 //! packed (the number of rows stored). Scalar results (`dot`, `nrm2`, `asum`, `iamax`, `iamin`)
@@ -13,27 +14,32 @@
 //! the uses the op declares (the hazard checker sees it as it sees a user kernel), with
 //! cuBLAS's semantics: transposes, leading dimensions (the padding rows are left as they are),
 //! batch strides (zero broadcasts), negative increments, fill modes, unit diagonals, and
-//! `beta == 0` leaving the output unread. f32 and f64 GEMMs (and `syrk`'s product) run on the
-//! `matrixmultiply` crate, single-threaded: a 512³ f32 GEMM takes well under a second in release.
-//! f16 and bf16 GEMMs are widened to f32 (their compute type on the GPU), multiplied there and
-//! each stored element rounded back. Reductions (`dot`, `nrm2`, `asum`) accumulate in f64 and
-//! round once; `iamax`/`iamin` return the first index of the extreme magnitude, as cuBLAS does.
+//! `beta == 0` leaving the output unread. f32 and f64 GEMMs run on the `matrixmultiply` crate,
+//! single-threaded: a 512³ f32 GEMM takes well under a second in release. f16 and bf16 GEMMs
+//! are widened to f32 (their compute type on the GPU), multiplied there and each stored element
+//! rounded back. Complex GEMMs and every level 1 to 3 op compute in f64 complex arithmetic (plain
+//! loops: meant for test sizes) and round each stored element or scalar once; `iamax`/`iamin`
+//! return the first index of the extreme magnitude (`|re| + |im|` for complex), as cuBLAS does.
 //! Results agree with the GPU's to the type's rounding, not bit for bit (the summation order
 //! differs). [`MathMode`] is only remembered there: TF32 is not imitated, f32 GEMMs stay full f32.
 //! The raw handle ([`Blas::cublas_handle`]) has no simulated form.
 
 mod calls;
 mod gemm;
+mod gemm_ex;
 mod level1;
 mod level23;
+mod level3;
 mod sim;
 
-pub use gemm::{BatchStrides, Gemm, GemmBatched};
+pub use gemm::{BatchStrides, Gemm, GemmBatched, GemmGroup, GroupedElement};
+pub use gemm_ex::{ComputeType, ExElement, GemmEx};
 pub use level23::{Geam, Gemv, Syrk, Trsm};
+pub use level3::{Herk, Symm, Syr2k, Trmm};
 
 use super::{Library, OpStream, StreamLibrary};
 use crate::error::Result;
-use crate::memory::{Element, GpuRef};
+use crate::memory::{Complex, Element, GpuRef};
 use crate::track::Access;
 use cudarc::cublas::sys::cublasHandle_t;
 
@@ -45,6 +51,8 @@ pub enum Transpose {
     No,
     /// `op(X) = Xᵀ`.
     Yes,
+    /// `op(X) = Xᴴ`, the conjugate transpose; the same as [`Yes`](Self::Yes) for real types.
+    Conj,
 }
 
 impl Transpose {
@@ -52,7 +60,7 @@ impl Transpose {
     fn stored(self, rows: usize, cols: usize) -> (usize, usize) {
         match self {
             Transpose::No => (rows, cols),
-            Transpose::Yes => (cols, rows),
+            Transpose::Yes | Transpose::Conj => (cols, rows),
         }
     }
 }
@@ -100,14 +108,26 @@ pub enum MathMode {
     Pedantic,
 }
 
-/// Element types cuBLAS multiplies in [`Blas::gemm`]: `f32`, `f64`, `half::f16`, `half::bf16`.
+/// Element types cuBLAS multiplies in [`Blas::gemm`]: `f32`, `f64`, `half::f16`, `half::bf16`,
+/// [`Complex<f32>`] and [`Complex<f64>`].
 pub trait GemmElement: Element + calls::sealed::GemmType + sim::SimGemm {
     /// The type of `alpha` and `beta`: `f32` for the half types (they accumulate in f32).
-    type Scalar: Element + From<u8> + Into<f64>;
+    type Scalar: Element + sim::Scalar;
 }
 
-/// Real types with the whole level 1 to 3 surface: `f32` and `f64`.
-pub trait BlasReal: GemmElement<Scalar = Self> + calls::sealed::RealType + sim::Real {}
+/// Types with the whole level 1 to 3 surface: `f32`, `f64`, [`Complex<f32>`] and
+/// [`Complex<f64>`].
+pub trait BlasScalar: GemmElement<Scalar = Self> + calls::sealed::ScalarType + sim::Scalar {
+    /// The real type of the norms (`nrm2`, `asum`) and of `rot`'s cosine and sine: `f32` for
+    /// `f32` and `Complex<f32>`.
+    type Real: BlasReal;
+}
+
+/// The real types of [`BlasScalar`]: `f32` and `f64`.
+pub trait BlasReal: BlasScalar<Real = Self> + sim::Real {}
+
+/// The complex types of [`BlasScalar`]: [`Complex<f32>`] and [`Complex<f64>`].
+pub trait BlasComplex: BlasScalar {}
 
 impl GemmElement for f32 {
     type Scalar = f32;
@@ -121,8 +141,28 @@ impl GemmElement for half::f16 {
 impl GemmElement for half::bf16 {
     type Scalar = f32;
 }
+impl GemmElement for Complex<f32> {
+    type Scalar = Complex<f32>;
+}
+impl GemmElement for Complex<f64> {
+    type Scalar = Complex<f64>;
+}
+impl BlasScalar for f32 {
+    type Real = f32;
+}
+impl BlasScalar for f64 {
+    type Real = f64;
+}
+impl BlasScalar for Complex<f32> {
+    type Real = f32;
+}
+impl BlasScalar for Complex<f64> {
+    type Real = f64;
+}
 impl BlasReal for f32 {}
 impl BlasReal for f64 {}
+impl BlasComplex for Complex<f32> {}
+impl BlasComplex for Complex<f64> {}
 
 /// A strided view of a vector: `n` elements of `buf` starting at index 0, `inc` apart (a
 /// negative `inc` walks the same elements backwards, as in BLAS).

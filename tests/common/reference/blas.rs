@@ -55,7 +55,7 @@ pub fn up<T: Element>(d: &Device, s: StreamId, v: &[T]) -> GpuRef<T> {
 pub fn at(t: Transpose, m: &[f64], ld: usize, i: usize, j: usize) -> f64 {
     match t {
         Transpose::No => m[i + j * ld],
-        Transpose::Yes => m[j + i * ld],
+        Transpose::Yes | Transpose::Conj => m[j + i * ld],
     }
 }
 
@@ -677,6 +677,64 @@ pub fn check_triangular<T: Real>(d: &Device, h: &mut Handles, rng: &mut Rng) {
                             "syrk {fill:?} {trans:?} wrote ({i},{j}) outside its triangle"
                         );
                     }
+                }
+            }
+        }
+    }
+}
+
+/// A grouped batched GEMM of two groups with their own shapes, transposes and scalars (the
+/// second with beta != 0 and three problems), against f64.
+pub fn check_grouped<T: Num<Scalar = f32> + cusched::blas::GroupedElement>(d: &Device, h: &mut Handles, rng: &mut Rng) {
+    use cusched::blas::GemmGroup;
+    let s = h.stream();
+    // (trans_a, trans_b, m, n, k, alpha, beta, count)
+    let specs =
+        [(Transpose::No, Transpose::No, 5, 4, 3, 1.0, 0.0, 2), (Transpose::Yes, Transpose::No, 3, 6, 7, 0.5, -1.0, 3)];
+    let mut host = Vec::new();
+    let mut bufs = Vec::new();
+    for &(ta, tb, m, n, k, _, _, count) in &specs {
+        let a: Vec<Vec<T>> = (0..count).map(|_| random(rng, m * k)).collect();
+        let b: Vec<Vec<T>> = (0..count).map(|_| random(rng, k * n)).collect();
+        let c: Vec<Vec<T>> = (0..count).map(|_| random(rng, m * n)).collect();
+        let up_all = |v: &Vec<Vec<T>>| v.iter().map(|x| up(d, s, x)).collect::<Vec<GpuRef<T>>>();
+        bufs.push((up_all(&a), up_all(&b), up_all(&c)));
+        host.push((ta, tb, a, b, c));
+    }
+    let groups: Vec<GemmGroup<'_, T>> = specs
+        .iter()
+        .zip(&bufs)
+        .map(|(&(trans_a, trans_b, m, n, k, alpha, beta, _), (a, b, c))| GemmGroup {
+            trans_a,
+            trans_b,
+            m,
+            n,
+            k,
+            alpha: alpha as f32,
+            beta: beta as f32,
+            a,
+            b,
+            c,
+        })
+        .collect();
+    h.blas().unwrap().gemm_grouped_batched(&groups).unwrap().wait().unwrap();
+    for ((&(_, _, m, n, k, alpha, beta, count), (ta, tb, a, b, c)), (_, _, dc)) in specs.iter().zip(&host).zip(&bufs) {
+        let (lda, ldb) = (if *ta == Transpose::No { m } else { k }, if *tb == Transpose::No { k } else { n });
+        for p in 0..count {
+            let got = dc[p].download(s).unwrap();
+            let (af, bf): (Vec<f64>, Vec<f64>) =
+                (a[p].iter().map(|x| x.f()).collect(), b[p].iter().map(|x| x.f()).collect());
+            for j in 0..n {
+                for i in 0..m {
+                    let (mut sum, mut abs) = (0.0, 0.0);
+                    for l in 0..k {
+                        let x = at(*ta, &af, lda, i, l) * at(*tb, &bf, ldb, l, j);
+                        sum += x;
+                        abs += x.abs();
+                    }
+                    let old = c[p][i + j * m].f();
+                    let want = alpha * sum + beta * old;
+                    close("grouped gemm", got[i + j * m].f(), want, alpha.abs() * abs + old.abs(), T::TOL * k as f64);
                 }
             }
         }

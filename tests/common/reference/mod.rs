@@ -6,6 +6,12 @@
 pub mod attention;
 #[cfg(feature = "cublas")]
 pub mod blas;
+#[cfg(feature = "cublas")]
+pub mod blas_complex;
+#[cfg(feature = "cublas")]
+pub mod blas_ex;
+#[cfg(feature = "cublas")]
+pub mod blas_level3;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
 #[cfg(feature = "cudnn")]

@@ -6,11 +6,15 @@
 //! `&mut self`).
 
 mod gemm;
-mod real;
+mod level;
 
-pub(super) use gemm::{gemm_batched_ex, gemm_ex, gemm_strided_batched_ex, GemmShape};
-pub(super) use real::{
-    axpy, copy, dot, geam, gemv, ger, index_of, reduce, rot, scal, swap, syrk, trsm, Mat, Norm, Strided,
+pub(super) use gemm::{
+    ex_compute, ex_type, gemm_batched_ex, gemm_ex, gemm_ex_mixed, gemm_grouped_batched_ex, gemm_strided_batched_ex,
+    GemmShape, GroupParams,
+};
+pub(super) use level::{
+    axpy, copy, dgmm, dot, geam, gemv, ger, her2k, herk, index_of, reduce, rot, scal, swap, symm, syr2k, syrk, trmm,
+    trsm, Mat, Norm, Strided,
 };
 
 use super::{Fill, MathMode, Transpose};
@@ -115,6 +119,7 @@ pub(super) fn op(t: Transpose) -> sys::cublasOperation_t {
     match t {
         Transpose::No => sys::cublasOperation_t::CUBLAS_OP_N,
         Transpose::Yes => sys::cublasOperation_t::CUBLAS_OP_T,
+        Transpose::Conj => sys::cublasOperation_t::CUBLAS_OP_C,
     }
 }
 
@@ -138,23 +143,26 @@ pub(crate) mod sealed {
 
     type Op = sys::cublasOperation_t;
 
-    /// The typed cuBLAS entry points of one real type: C signatures, spelled out.
+    /// The typed cuBLAS entry points of one element type: C signatures, spelled out, over its
+    /// `sys` type `E` (`cuComplex` for `Complex<f32>`) and its real type `R`.
     #[allow(clippy::type_complexity)]
-    pub struct RealFns<T: 'static> {
-        pub axpy: unsafe fn(H, I, *const T, *const T, I, *mut T, I) -> S,
-        pub scal: unsafe fn(H, I, *const T, *mut T, I) -> S,
-        pub dot: unsafe fn(H, I, *const T, I, *const T, I, *mut T) -> S,
-        pub nrm2: unsafe fn(H, I, *const T, I, *mut T) -> S,
-        pub asum: unsafe fn(H, I, *const T, I, *mut T) -> S,
-        pub iamax: unsafe fn(H, I, *const T, I, *mut I) -> S,
-        pub iamin: unsafe fn(H, I, *const T, I, *mut I) -> S,
-        pub copy: unsafe fn(H, I, *const T, I, *mut T, I) -> S,
-        pub swap: unsafe fn(H, I, *mut T, I, *mut T, I) -> S,
-        pub rot: unsafe fn(H, I, *mut T, I, *mut T, I, *const T, *const T) -> S,
-        pub gemv: unsafe fn(H, Op, I, I, *const T, *const T, I, *const T, I, *const T, *mut T, I) -> S,
-        pub ger: unsafe fn(H, I, I, *const T, *const T, I, *const T, I, *mut T, I) -> S,
-        pub geam: unsafe fn(H, Op, Op, I, I, *const T, *const T, I, *const T, *const T, I, *mut T, I) -> S,
-        pub syrk: unsafe fn(H, sys::cublasFillMode_t, Op, I, I, *const T, *const T, I, *const T, *mut T, I) -> S,
+    pub struct Fns<E: 'static, R: 'static> {
+        pub axpy: unsafe fn(H, I, *const E, *const E, I, *mut E, I) -> S,
+        pub scal: unsafe fn(H, I, *const E, *mut E, I) -> S,
+        pub dotu: unsafe fn(H, I, *const E, I, *const E, I, *mut E) -> S,
+        pub dotc: unsafe fn(H, I, *const E, I, *const E, I, *mut E) -> S,
+        pub nrm2: unsafe fn(H, I, *const E, I, *mut R) -> S,
+        pub asum: unsafe fn(H, I, *const E, I, *mut R) -> S,
+        pub iamax: unsafe fn(H, I, *const E, I, *mut I) -> S,
+        pub iamin: unsafe fn(H, I, *const E, I, *mut I) -> S,
+        pub copy: unsafe fn(H, I, *const E, I, *mut E, I) -> S,
+        pub swap: unsafe fn(H, I, *mut E, I, *mut E, I) -> S,
+        pub rot: unsafe fn(H, I, *mut E, I, *mut E, I, *const R, *const R) -> S,
+        pub gemv: unsafe fn(H, Op, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub geru: unsafe fn(H, I, I, *const E, *const E, I, *const E, I, *mut E, I) -> S,
+        pub gerc: unsafe fn(H, I, I, *const E, *const E, I, *const E, I, *mut E, I) -> S,
+        pub geam: unsafe fn(H, Op, Op, I, I, *const E, *const E, I, *const E, *const E, I, *mut E, I) -> S,
+        pub syrk: unsafe fn(H, sys::cublasFillMode_t, Op, I, I, *const E, *const E, I, *const E, *mut E, I) -> S,
         pub trsm: unsafe fn(
             H,
             sys::cublasSideMode_t,
@@ -163,16 +171,34 @@ pub(crate) mod sealed {
             sys::cublasDiagType_t,
             I,
             I,
-            *const T,
-            *const T,
+            *const E,
+            *const E,
             I,
-            *mut T,
+            *mut E,
             I,
         ) -> S,
+        pub symm: unsafe fn(H, Side, Fill, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub hemm: unsafe fn(H, Side, Fill, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub trmm: unsafe fn(H, Side, Fill, Op, Diag, I, I, *const E, *const E, I, *const E, I, *mut E, I) -> S,
+        pub syr2k: unsafe fn(H, Fill, Op, I, I, *const E, *const E, I, *const E, I, *const E, *mut E, I) -> S,
+        pub her2k: unsafe fn(H, Fill, Op, I, I, *const E, *const E, I, *const E, I, *const R, *mut E, I) -> S,
+        pub herk: unsafe fn(H, Fill, Op, I, I, *const R, *const E, I, *const R, *mut E, I) -> S,
+        pub dgmm: unsafe fn(H, Side, I, I, *const E, I, *const E, I, *mut E, I) -> S,
     }
+    type Side = sys::cublasSideMode_t;
+    type Fill = sys::cublasFillMode_t;
+    type Diag = sys::cublasDiagType_t;
 
-    /// Real types with the full level 1 to 3 surface.
-    pub trait RealType: Sized + 'static {
-        fn fns() -> &'static RealFns<Self>;
+    /// Types with the full level 1 to 3 surface, and their `sys` forms.
+    pub trait ScalarType: Copy + Sized + 'static {
+        /// The `sys` element type: the same layout as `Self`, perhaps more aligned.
+        type Sys: Copy + 'static;
+        /// The `sys` real type of norms and rotations.
+        type RealSys: Copy + 'static;
+        fn fns() -> &'static Fns<Self::Sys, Self::RealSys>;
+        /// The value as its `sys` type (for host scalars, which cuBLAS may read aligned).
+        fn sys(self) -> Self::Sys;
+        /// A real scalar (exactly representable in the real type) as the `sys` real type.
+        fn real_sys(v: f64) -> Self::RealSys;
     }
 }
