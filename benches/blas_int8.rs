@@ -5,29 +5,17 @@
 //!
 //! Run from the GPU bundle: `bench-blas_int8 [size] [iterations]`.
 
-use cusched::blas::{ComputeType, GemmEx};
+mod common;
+
+use common::per_call;
+use cusched::blas::{ComputeType, GemmEx, Transpose};
 use cusched::cudarc::cublas::{sys, CudaBlas};
 use cusched::cudarc::driver::{DevicePtr, DevicePtrMut};
 use cusched::half::f16;
 use cusched::{Device, Handles};
 use std::ffi::c_void;
-use std::time::Instant;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// Seconds per call: two warm-up calls, then `iters` timed ones, each batch followed by `sync`.
-fn per_call(iters: usize, mut call: impl FnMut() -> Res<()>, mut sync: impl FnMut() -> Res<()>) -> Res<f64> {
-    for _ in 0..2 {
-        call()?;
-    }
-    sync()?;
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
 
 /// The best time of each over three interleaved rounds, so clocks and thermals treat both alike.
 fn best_of_3(mut ours: impl FnMut() -> Res<f64>, mut raw: impl FnMut() -> Res<f64>) -> Res<(f64, f64)> {
@@ -70,7 +58,8 @@ fn main() -> Res<()> {
                 device.alloc_zeros::<$ab>(s, n * n)?,
                 device.alloc_zeros::<$out>(s, n * n)?,
             );
-            let g = GemmEx::new(n, n, n, &a, &b, &c, $compute);
+            // A transposed (TN): the layout cuBLAS's int8 tensor-core kernels want.
+            let g = GemmEx::new(n, n, n, &a, &b, &c, $compute).transpose(Transpose::Yes, Transpose::No);
             let (ra, rb, mut rc) = (
                 stream.alloc_zeros::<$ab>(n * n)?,
                 stream.alloc_zeros::<$ab>(n * n)?,
@@ -102,7 +91,7 @@ fn main() -> Res<()> {
                             unsafe {
                                 sys::cublasGemmEx(
                                     *raw.handle(),
-                                    sys::cublasOperation_t::CUBLAS_OP_N,
+                                    sys::cublasOperation_t::CUBLAS_OP_T,
                                     sys::cublasOperation_t::CUBLAS_OP_N,
                                     ni,
                                     ni,
