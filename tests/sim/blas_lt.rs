@@ -281,3 +281,19 @@ fn matmul_rejects_epilogue_outputs_aliasing_another_operand() {
     let ok = lt.matmul(&mm().with_c(&c, None).epilogue(Epilogue::GeluAux(aux(&shared))));
     ok.unwrap().wait().unwrap();
 }
+
+/// One buffer as both factors (`D = A·A`), which cuBLASLt allows: the simulator computes it
+/// (it took both read locks at once and hung).
+#[test]
+fn a_matmul_of_a_matrix_with_itself() {
+    let done = crate::common::bounded(std::time::Duration::from_secs(20), || {
+        let mut f = fixture((9, 0));
+        let s = f.h.stream();
+        // Column-major [[1, 3], [2, 4]]; its square is [[7, 15], [10, 22]].
+        let a = f.d.upload(s, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+        let d = buf::<f32>(&f.d, 4);
+        f.h.blas_lt().unwrap().matmul(&Matmul::new(2, 2, 2, &a, &a, &d)).unwrap().wait().unwrap();
+        d.download(s).unwrap()
+    });
+    assert_eq!(done, [7.0, 10.0, 15.0, 22.0]);
+}
