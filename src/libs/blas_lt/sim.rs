@@ -219,7 +219,9 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
     /// Reads the operands and the epilogue's inputs, checking the factors cover the problem.
     fn inputs(&self) -> Result<Inputs> {
         let p = &self.p;
-        let (first, second) = (widen(&self.a.read()), widen(&self.b.read()));
+        // One lock at a time: `a` and `b` may be the same buffer.
+        let first = widen(&self.a.read());
+        let second = widen(&self.b.read());
         let (a, b) = if p.swapped { (second, first) } else { (first, second) };
         let count = p.count as usize;
         if !covers(&p.a, count, a.len()) || !covers(&p.b, count, b.len()) {
