@@ -470,3 +470,18 @@ fn instance_norm_rejects_bad_shapes_statistics_and_aliasing() {
         fx.h.cudnn()?.instance_norm_forward(1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
     });
 }
+
+/// One i64 buffer as both the dropout seed and offset (both only read): the simulator computes
+/// the attention (it took both read locks at once and hung).
+#[test]
+fn sdpa_forward_with_one_buffer_as_seed_and_offset() {
+    let out = crate::common::bounded(std::time::Duration::from_secs(60), || {
+        let mut fx = fx();
+        let b = bufs::<f16>(&fx);
+        let t = |buf, d| AttnTensor::bhsd(buf, d);
+        let both = fx.upload(&[5i64]);
+        let a = Attention::new().dropout(AttnDropout { probability: 0.25, seed: &both, offset: &both });
+        fwd(&mut fx, &a, t(&b.q, QD), t(&b.k, KD), t(&b.v, KD), t(&b.o, QD), None)?.wait()
+    });
+    out.unwrap();
+}
