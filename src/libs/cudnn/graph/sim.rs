@@ -58,7 +58,11 @@ impl<T: DnnElement> Attention<T> {
             ),
             None => (vec![z.s_q; z.b], vec![z.s_kv; z.b]),
         };
-        let drop = self.dropout.as_ref().map(|(p, s, o)| (*p, s.read()[0], o.read()[0]));
+        // One lock at a time: the seed and the offset may be one buffer.
+        let drop = self.dropout.as_ref().map(|(p, s, o)| {
+            let seed = s.read()[0];
+            (*p, seed, o.read()[0])
+        });
         let group = z.h / z.h_kv;
         let mut out = Vec::with_capacity(z.b * z.h * z.s_q);
         for b in 0..z.b {
@@ -159,7 +163,11 @@ impl<T: DnnElement> Attention<T> {
             ),
             None => (vec![z.s_q; z.b], vec![z.s_kv; z.b]),
         };
-        let drop = self.dropout.as_ref().map(|(p, s, o)| (*p, s.read()[0], o.read()[0]));
+        // One lock at a time: the seed and the offset may be one buffer.
+        let drop = self.dropout.as_ref().map(|(p, s, o)| {
+            let seed = s.read()[0];
+            (*p, seed, o.read()[0])
+        });
         let group = z.h / z.h_kv;
         let lin = |b: usize, h: usize, s: usize, n: usize, heads: usize| ((b * heads + h) * n + s) * z.d;
         let mut dq = vec![0.0; z.b * z.h * z.s_q * z.d];
