@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::per_call;
+use common::{best_of_3, per_call};
 use cusched::blas::{ComputeType, GemmEx, Transpose};
 use cusched::cudarc::cublas::{sys, CudaBlas};
 use cusched::cudarc::driver::{DevicePtr, DevicePtrMut};
@@ -16,16 +16,6 @@ use cusched::{Device, Handles};
 use std::ffi::c_void;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
-
-/// The best time of each over three interleaved rounds, so clocks and thermals treat both alike.
-fn best_of_3(mut ours: impl FnMut() -> Res<f64>, mut raw: impl FnMut() -> Res<f64>) -> Res<(f64, f64)> {
-    let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        best_ours = best_ours.min(ours()?);
-        best_raw = best_raw.min(raw()?);
-    }
-    Ok((best_ours, best_raw))
-}
 
 fn main() -> Res<()> {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));

@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::per_call;
+use common::interleaved;
 use cusched::cudarc::cudnn::sys;
 use cusched::cudnn::{Attention, AttnTensor, SdpaGrads};
 use cusched::half::bf16;
@@ -33,23 +33,6 @@ use sys::cudnnBackendAttributeType_t as Ty;
 use sys::cudnnBackendDescriptorType_t as K;
 use sys::cudnnDataType_t as Dt;
 use sys::cudnnPointwiseMode_t as Pw;
-
-/// The best of three interleaved rounds of `ours` and `raw` (seconds per call), so clocks and
-/// thermals treat both alike.
-fn interleaved(
-    iters: usize,
-    mut ours: impl FnMut() -> Res<()>,
-    mut raw: impl FnMut() -> Res<()>,
-    mut sync_ours: impl FnMut() -> Res<()>,
-    mut sync_raw: impl FnMut() -> Res<()>,
-) -> Res<(f64, f64)> {
-    let (mut best_ours, mut best_raw) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        best_ours = best_ours.min(per_call(iters, &mut ours, &mut sync_ours)?);
-        best_raw = best_raw.min(per_call(iters, &mut raw, &mut sync_raw)?);
-    }
-    Ok((best_ours, best_raw))
-}
 
 fn check(status: sys::cudnnStatus_t, call: &str) -> Res<()> {
     if status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS {

@@ -8,9 +8,9 @@
 
 mod common;
 
-use common::per_call;
+use common::interleaved;
 use cusched::cudarc::driver::{sys, LaunchConfig};
-use cusched::{Device, GpuRef, Kernel, StreamId};
+use cusched::{Device, GpuRef, Kernel};
 use std::ffi::c_void;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -93,22 +93,6 @@ unsafe fn raw_launch(
     Ok(())
 }
 
-/// The best of three interleaved rounds of both paths, seconds per launch.
-fn interleaved(
-    iters: usize,
-    mut ours: impl FnMut() -> Res<()>,
-    mut raw: impl FnMut() -> Res<()>,
-    d: &Device,
-    s: StreamId,
-) -> Res<(f64, f64)> {
-    let (mut o, mut r) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        o = o.min(per_call(iters, &mut ours, || Ok(d.synchronize(s)?))?);
-        r = r.min(per_call(iters, &mut raw, || Ok(d.synchronize(s)?))?);
-    }
-    Ok((o, r))
-}
-
 fn main() -> Res<()> {
     let mut args = std::env::args().skip(1).filter(|a| !a.starts_with('-'));
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1 << 26);
@@ -176,8 +160,8 @@ fn main() -> Res<()> {
             // of the kernel's types; the raw buffers outlive the synchronize that ends the timing.
             unsafe { raw_launch(coop.function()?.cu_function(), coop_cfg, cu, &mut params, true) }
         },
-        &device,
-        s,
+        || Ok(device.synchronize(s)?),
+        || Ok(device.synchronize(s)?),
     )?;
     let want: f64 = host.iter().map(|&v| v as f64).sum();
     let (got, rgot) = (out.download(s)?[0] as f64, rout.download(s)?[0] as f64);
@@ -211,8 +195,8 @@ fn main() -> Res<()> {
             // SAFETY: as for the cooperative launch.
             unsafe { raw_launch(pair.function()?.cu_function(), pair_cfg, cu, &mut params, false) }
         },
-        &device,
-        s,
+        || Ok(device.synchronize(s)?),
+        || Ok(device.synchronize(s)?),
     )?;
     println!(
         "| cluster pairs (2 blocks), {blocks} blocks x 256 | {:.1} µs ({:.0} GB/s) | {:.1} µs ({:.0} GB/s) | {:.3}x |",

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::per_call;
+use common::{best_of_3, per_call};
 
 use cusched::cudarc::cusparse::sys;
 use cusched::sparse::{DenseMatrix, SparseMatrix, Transpose};
@@ -21,16 +21,6 @@ fn ok(s: sys::cusparseStatus_t, call: &str) -> Res<()> {
     } else {
         Err(format!("{call}: {s:?}").into())
     }
-}
-
-/// The best time of each over three interleaved rounds.
-fn best_of_3(mut ours: impl FnMut() -> Res<f64>, mut raw: impl FnMut() -> Res<f64>) -> Res<(f64, f64)> {
-    let (mut a, mut b) = (f64::MAX, f64::MAX);
-    for _ in 0..3 {
-        a = a.min(ours()?);
-        b = b.min(raw()?);
-    }
-    Ok((a, b))
 }
 
 fn row(case: &str, ours: f64, raw: f64) {
