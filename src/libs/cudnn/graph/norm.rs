@@ -276,12 +276,8 @@ impl Cudnn {
         scalar: Option<(Uid, f32)>,
         op: &'static str,
     ) -> Result<Completion<()>> {
-        let stream = self.op.bound_stream()?;
+        self.op.bound_stream()?;
         let Some(handle) = self.raw.as_ref() else { return Err(self.op.unavailable_on_sim()) };
-        // cuDNN's norm backward engines reduce the parameter gradients across blocks through
-        // their workspace and read it as zeroed: left as an earlier op left it, `dscale` and
-        // `dbias` come out as partial sums (seen on an H100 with cuDNN 9.19).
-        let zero_work = g.ops.iter().any(|o| matches!(o, Op::NormBwd { .. }));
         let plan = self.graphs.get_or_make(g, &self.op, |g| {
             // SAFETY: the handle is live, its context bound above; `&mut self` keeps it to
             // this thread.
@@ -296,12 +292,6 @@ impl Cudnn {
             let mut ptrs = ptrs;
             if let Some((uid, value)) = &scalar {
                 ptrs.push((*uid, value as *const f32 as *mut c_void));
-            }
-            if let (true, Some(w)) = (zero_work, work) {
-                // SAFETY: (1) the workspace holds `work_bytes`, declared read-write on this op's
-                // recorder and fenced; (2) the stream is the op's, its context bound.
-                let st = unsafe { cudarc::driver::sys::cuMemsetD8Async(w, 0, plan.work_bytes, stream.cu_stream()) };
-                crate::backend::cuda::status("cuMemsetD8Async", st)?;
             }
             let work = work.map_or(std::ptr::null_mut(), |w| w as *mut c_void);
             // SAFETY: (1) the handle made the plan, was bound to this stream when made, and the
