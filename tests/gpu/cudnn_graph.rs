@@ -266,3 +266,11 @@ fn instance_norm_matches_the_reference_in_f16() {
 fn instance_norm_matches_the_reference_in_bf16() {
     instance_all::<bf16>();
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cudnn_ops_recorded_into_a_graph_replay_as_the_eager_ops() {
+    let Some(d) = gpu() else { return };
+    crate::common::reference::cudnn_recorded::check_recorded_cudnn_ops(&d, 3, &mut Rng::new());
+    d.shutdown().unwrap();
+}

@@ -485,3 +485,10 @@ fn sdpa_forward_with_one_buffer_as_seed_and_offset() {
     });
     out.unwrap();
 }
+
+#[test]
+fn cudnn_ops_recorded_into_a_graph_replay_as_the_eager_ops() {
+    let d = cusched::Device::sim(cusched::SimConfig::default()).unwrap();
+    crate::common::reference::cudnn_recorded::check_recorded_cudnn_ops(&d, 2, &mut Rng::new());
+    assert!(d.sim_hazards().unwrap().is_empty());
+}

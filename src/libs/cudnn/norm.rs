@@ -363,7 +363,16 @@ impl Cudnn {
             // and statistics `C` f32 values each, no written buffer is another operand, all
             // fenced by preflight.
             unsafe {
-                calls::batch_norm(handle, BatchNormCall::Backward, &shape, dtype, b.epsilon, b.alpha, b.beta, args)
+                calls::batch_norm(
+                    handle,
+                    BatchNormCall::Backward { accumulate_params: false },
+                    &shape,
+                    dtype,
+                    b.epsilon,
+                    b.alpha,
+                    b.beta,
+                    args,
+                )
             }
         })
     }

@@ -16,6 +16,8 @@ pub mod blas_level3;
 pub mod blas_lt;
 #[cfg(feature = "cudnn")]
 pub mod cudnn;
+#[cfg(feature = "cudnn")]
+pub mod cudnn_recorded;
 #[cfg(feature = "cufft")]
 pub mod fft;
 #[cfg(feature = "cudnn")]

@@ -30,7 +30,11 @@ pub(in crate::libs::cudnn) enum BatchNormCall {
     Inference,
     /// The running statistics' exponential average factor.
     Training(f64),
-    Backward,
+    /// With `accumulate_params`, `dscale` and `dbias` are added to (cuDNN's `betaParamDiff`
+    /// of 1) rather than overwritten.
+    Backward {
+        accumulate_params: bool,
+    },
 }
 
 /// `cudnnBatchNormalizationForwardInference`, `cudnnBatchNormalizationForwardTraining` or
@@ -62,7 +66,11 @@ pub(in crate::libs::cudnn) unsafe fn batch_norm(
     pdims[1] = shape.dims()[1];
     let p = TensorDesc::new(&Shape::new(Layout::Nchw, &pdims), CudnnType::Float)?;
     let (h, td, pd) = (handle.get(), t.get(), p.get());
-    let (one, zero) = (1.0f32, 0.0f32);
+    let one = 1.0f32;
+    let param_beta = match call {
+        BatchNormCall::Backward { accumulate_params: true } => 1.0f32,
+        _ => 0.0,
+    };
     let ptr = |v: &f32| v as *const f32 as *const c_void;
     // SAFETY: the caller vouches for (1) and (2); the descriptors are live; the scalars are f32
     // (as cuDNN takes them for float, half and bfloat16 data) and outlive the call.
@@ -105,13 +113,13 @@ pub(in crate::libs::cudnn) unsafe fn batch_norm(
                 a.save_inv_var,
             )
             .check("cudnnBatchNormalizationForwardTraining"),
-            BatchNormCall::Backward => sys::cudnnBatchNormalizationBackward(
+            BatchNormCall::Backward { .. } => sys::cudnnBatchNormalizationBackward(
                 h,
                 mode,
                 ptr(&alpha),
                 ptr(&beta),
                 ptr(&one),
-                ptr(&zero),
+                ptr(&param_beta),
                 td,
                 a.x,
                 td,

@@ -8,12 +8,14 @@ use super::builder::{Dt, GraphSpec, NormMode, Op};
 use super::norm::{dt_of, NormStats};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::libs::cudnn::calls::{self, BatchNormArgs, BatchNormCall};
 use crate::libs::cudnn::tensor::{DnnElement, Shape, TensorView};
-use crate::libs::cudnn::{Cudnn, NAME};
+use crate::libs::cudnn::Cudnn;
 use crate::libs::validate::{self, no_aliasing};
 use crate::libs::{dptr, record};
 use crate::memory::{GpuRef, SimMem};
 use crate::track::Access;
+use std::ffi::c_void;
 
 /// Checks `t` against `x`'s shape.
 fn like_x<T: DnnElement>(arg: &'static str, t: &TensorView<'_, T>, x: &TensorView<'_, T>) -> Result<()> {
@@ -135,11 +137,14 @@ impl Cudnn {
         self.run_graph(g, rec, ptrs, Some((eu, epsilon)), "instance_norm_forward")
     }
 
-    /// Instance norm backward: `dx`, `dscale` and `dbias` (f32 per channel) from the forward
-    /// op's `x`, `scale` and saved `stats`, and `dy`. The arguments are checked, then it fails
-    /// with [`Error::Unsupported`] on every backend: cuDNN 9.19's engine for it gives the right
-    /// `dx` but per-image partial sums in `dscale` and `dbias`, and no engine for the sums
-    /// that would complete them.
+    /// Instance norm backward: `dx` and the parameter gradients `dscale` and `dbias` (f32 per
+    /// channel, overwritten: the sums over every image) from the forward op's `x`, `scale` and
+    /// saved `stats`, and `dy`.
+    ///
+    /// On CUDA this is one op of `N` batch-norm backward calls, one per image (an image's
+    /// channels normalized over its positions are a batch of one), the parameter gradients of
+    /// each added to the last; cuDNN 9.19's graph engine for instance-norm backward gives the
+    /// right `dx` but only one image's part of `dscale` and `dbias`.
     #[allow(clippy::too_many_arguments)]
     pub fn instance_norm_backward<T: DnnElement>(
         &mut self,
@@ -174,16 +179,56 @@ impl Cudnn {
             ("dscale", dscale.id(), true),
             ("dbias", dbias.id(), true),
         ])?;
-        // cuDNN 9.19's instance-norm backward engine gives the right `dx`, but each image's
-        // partial sum lands in the per-channel `dscale` and `dbias` (the last writer wins: seen
-        // on an H100, differing run to run), and it offers no engine for the separate sums that
-        // would fix them up. Wrong gradients are refused here, on the simulator too, so that a
-        // program behaves alike on both.
-        Err(Error::Unsupported {
-            library: NAME,
-            what: "instance_norm_backward: cuDNN's engine returns per-image partial dscale and dbias".into(),
-            hint: "compute the backward pass with batch norm over the images folded into channels, or on the host"
-                .into(),
+        let mut rec = self.op.recorder("instance_norm_backward");
+        record(&mut rec, "x", x.buf, Access::Read)?;
+        record(&mut rec, "dy", dy.buf, Access::Read)?;
+        for (arg, buf) in [("scale", scale), ("stats.mean", mean), ("stats.inv_var", stats.inv_var)] {
+            record(&mut rec, arg, buf, Access::Read)?;
+        }
+        record(&mut rec, "dx", dx.buf, Access::Write)?;
+        record(&mut rec, "dscale", dscale, Access::Write)?;
+        record(&mut rec, "dbias", dbias, Access::Write)?;
+        if self.op.device.is_simulated() {
+            let job =
+                SimInstance { eps: epsilon, shape: x.shape.clone(), x: x.buf.sim_data()?, scale: scale.sim_data()? };
+            let io = (dy.buf.sim_data()?, mean.sim_data()?, stats.inv_var.sim_data()?);
+            let out = (dx.buf.sim_data()?, dscale.sim_data()?, dbias.sim_data()?);
+            return self.op.run_sim(rec, Vec::new(), move || job.backward(io, out));
+        }
+        let handle = self.handle()?;
+        // One image of a packed tensor is a packed tensor of one image, in the same layout.
+        let mut image = x.shape.dims().to_vec();
+        image[0] = 1;
+        let image = Shape::new(x.shape.layout(), &image);
+        let per_image: usize = image.dims().iter().product();
+        let (image_bytes, stats_bytes) = (per_image * std::mem::size_of::<T>(), c * std::mem::size_of::<f32>());
+        let base = [dptr(x.buf)?, dptr(dy.buf)?, dptr(dx.buf)?, dptr(mean)?, dptr(stats.inv_var)?];
+        let (sp, dsp, dbp) = (dptr(scale)?, dptr(dscale)?, dptr(dbias)?);
+        let dtype = crate::libs::cudnn::tensor::dtype::<T>();
+        self.op.run(rec, Vec::new(), || {
+            for i in 0..n {
+                let at = |p: *mut c_void, bytes: usize| p.cast::<u8>().wrapping_add(i * bytes).cast::<c_void>();
+                let args = BatchNormArgs {
+                    x: at(base[0], image_bytes),
+                    dy: at(base[1], image_bytes),
+                    y: at(base[2], image_bytes),
+                    scale: sp,
+                    bias: std::ptr::null(),
+                    mean: dsp,
+                    var: dbp,
+                    save_mean: at(base[3], stats_bytes),
+                    save_inv_var: at(base[4], stats_bytes),
+                };
+                let call = BatchNormCall::Backward { accumulate_params: i > 0 };
+                // SAFETY: (1) the handle was bound to this stream when made, and the op path
+                // made its context current; (2) image `i` of `x`, `dy` and `dx` (validated as
+                // `N` packed images of `image`'s shape) starts `i` images in, its statistics
+                // `i·C` values in (validated to hold `N·C`), and the parameters and their
+                // gradients hold `C` values, no written buffer another operand, all fenced by
+                // preflight.
+                unsafe { calls::batch_norm(handle, call, &image, dtype, f64::from(epsilon), 1.0, 0.0, args) }?;
+            }
+            Ok(())
         })
     }
 }
@@ -246,6 +291,40 @@ impl<T: DnnElement> SimInstance<T> {
             for (k, s) in st.iter().enumerate() {
                 m[k] = s.0 as f32;
                 v[k] = s.1 as f32;
+            }
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn backward(self, io: (SimMem<T>, SimMem<f32>, SimMem<f32>), out: (SimMem<T>, SimMem<f32>, SimMem<f32>)) {
+        let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
+        let dy: Vec<f64> = io.0.read().iter().map(|v| v.to_f64()).collect();
+        let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
+        let mean: Vec<f64> = io.1.read().iter().map(|&v| f64::from(v)).collect();
+        let inv: Vec<f64> = io.2.read().iter().map(|&v| f64::from(v)).collect();
+        let (n, c) = (self.shape.dims()[0], self.shape.dims()[1]);
+        let (mut dx, mut ds, mut db) = (vec![0.0; x.len()], vec![0.0; c], vec![0.0; c]);
+        for k in 0..n * c {
+            let ch = k % c;
+            let pos = self.positions(k / c, ch);
+            let cnt = pos.len() as f64;
+            let xhat = |p: usize| (x[p] - mean[k]) * inv[k];
+            let mg = pos.iter().map(|&p| dy[p] * scale[ch]).sum::<f64>() / cnt;
+            let mgx = pos.iter().map(|&p| dy[p] * scale[ch] * xhat(p)).sum::<f64>() / cnt;
+            for &p in &pos {
+                dx[p] = inv[k] * (dy[p] * scale[ch] - mg - xhat(p) * mgx);
+                ds[ch] += dy[p] * xhat(p);
+                db[ch] += dy[p];
+            }
+        }
+        let mut d = out.0.lock();
+        for (o, v) in d.iter_mut().zip(&dx) {
+            *o = T::from_f64(*v);
+        }
+        for (mem, vals) in [(&out.1, &ds), (&out.2, &db)] {
+            let mut m = mem.lock();
+            for (o, v) in m.iter_mut().zip(vals) {
+                *o = *v as f32;
             }
         }
     }

@@ -22,8 +22,9 @@
 //! dropout mask is its own (a hash of seed, offset and position), not cuDNN's Philox stream.
 //!
 //! Besides attention: layer and RMS norms ([`Cudnn::norm_forward`], [`Cudnn::norm_backward`])
-//! and instance norm ([`Cudnn::instance_norm_forward`]; [`Cudnn::instance_norm_backward`] refuses:
-//! cuDNN 9.19's engine gives per-image partial parameter gradients)
+//! and instance norm ([`Cudnn::instance_norm_forward`], and [`Cudnn::instance_norm_backward`]
+//! as one batch-norm backward call per image: cuDNN 9.19's graph engine for it gives only one
+//! image's part of the parameter gradients)
 //! through the backend's norm operations, and a fused matmul + bias + activation
 //! ([`Cudnn::matmul_bias_act`]).
 //!
