@@ -274,3 +274,43 @@ fn cudnn_ops_recorded_into_a_graph_replay_as_the_eager_ops() {
     crate::common::reference::cudnn_recorded::check_recorded_cudnn_ops(&d, 3, &mut Rng::new());
     d.shutdown().unwrap();
 }
+
+fn group_all<T: El>() {
+    use cusched::cudnn::Shape;
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: norm_slack::<T>() };
+    for (shape, groups) in [
+        (Shape::nhwc(3, 8, 5, 7), 4),
+        (Shape::nhwc(2, 64, 16, 16), 32),
+        (Shape::nchw(2, 6, 5, 3), 3),
+        (Shape::nchw(2, 4, 3, 3), 1),
+        (Shape::nhwc(2, 6, 3, 4), 6),
+        (Shape::nchw(2, 6, 3, 4), 6),
+        (Shape::ndhwc(2, 4, 3, 4, 5), 2),
+        (Shape::ncdhw(2, 4, 3, 4, 5), 4),
+    ] {
+        eprintln!("{} {shape:?} in {groups} groups", T::NAME);
+        check_group_norm::<T>(&mut b, &shape, groups, &mut rng);
+    }
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn group_norm_matches_the_reference_in_f32() {
+    group_all::<f32>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn group_norm_matches_the_reference_in_f16() {
+    group_all::<f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn group_norm_matches_the_reference_in_bf16() {
+    group_all::<bf16>();
+}

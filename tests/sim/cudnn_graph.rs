@@ -492,3 +492,108 @@ fn cudnn_ops_recorded_into_a_graph_replay_as_the_eager_ops() {
     crate::common::reference::cudnn_recorded::check_recorded_cudnn_ops(&d, 2, &mut Rng::new());
     assert!(d.sim_hazards().unwrap().is_empty());
 }
+
+/// Group counts with each shape: one group (layer norm over each image), several, one per
+/// channel (instance norm).
+fn group_cases() -> Vec<(cusched::cudnn::Shape, usize)> {
+    use cusched::cudnn::Shape;
+    vec![
+        (Shape::nhwc(3, 8, 5, 7), 4),
+        (Shape::nchw(2, 6, 5, 3), 3),
+        (Shape::nchw(2, 4, 3, 3), 1),
+        (Shape::nhwc(2, 6, 3, 4), 6),
+        (Shape::ndhwc(2, 4, 3, 4, 5), 2),
+    ]
+}
+
+fn group_all<T: El>() {
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    for (shape, groups) in group_cases() {
+        check_group_norm::<T>(&mut b, &shape, groups, &mut rng);
+    }
+}
+
+#[test]
+fn group_norm_matches_the_reference_in_f32() {
+    group_all::<f32>();
+}
+
+#[test]
+fn group_norm_matches_the_reference_in_f16() {
+    group_all::<f16>();
+}
+
+#[test]
+fn group_norm_matches_the_reference_in_bf16() {
+    group_all::<bf16>();
+}
+
+#[test]
+fn group_norm_rejects_bad_groups_shapes_statistics_and_aliasing() {
+    use cusched::cudnn::{Shape, TensorView};
+    let mut fx = fx();
+    let sh = Shape::nhwc(2, 4, 3, 3);
+    let (x, y, dx, dy) = (fx.buf::<f16>(72), fx.buf::<f16>(72), fx.buf::<f16>(72), fx.buf::<f16>(72));
+    let (scale, bias, ds, db) = (fx.buf::<f32>(4), fx.buf::<f32>(4), fx.buf::<f32>(4), fx.buf::<f32>(4));
+    let (mean, inv) = (fx.buf::<f32>(4), fx.buf::<f32>(4));
+    let st = NormStats { mean: Some(&mean), inv_var: &inv };
+    let t = |buf, s: &Shape| TensorView::new(buf, s.clone());
+    // Groups that do not divide the channels, none, and groups of one value.
+    rejects(&mut fx, "groups", |fx| {
+        fx.h.cudnn()?.group_norm_forward(3, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    rejects(&mut fx, "groups", |fx| {
+        fx.h.cudnn()?.group_norm_forward(0, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    let one = Shape::nchw(2, 4, 1, 1);
+    let (x8, y8) = (fx.buf::<f16>(8), fx.buf::<f16>(8));
+    rejects(&mut fx, "groups", |fx| {
+        fx.h.cudnn()?.group_norm_forward(4, 1e-5, &t(&x8, &one), &scale, &bias, &t(&y8, &one), None)
+    });
+    // `y` of another shape, short parameters, short or missing statistics, a bad epsilon.
+    rejects(&mut fx, "y", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &Shape::nchw(2, 4, 3, 3)), None)
+    });
+    let p3 = fx.buf::<f32>(3);
+    rejects(&mut fx, "scale", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &p3, &bias, &t(&y, &sh), None)
+    });
+    let s3 = fx.buf::<f32>(3);
+    let short = NormStats { mean: Some(&s3), inv_var: &inv };
+    rejects(&mut fx, "stats.mean", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), Some(&short))
+    });
+    let no_mean = NormStats { mean: None, inv_var: &inv };
+    rejects(&mut fx, "stats", |fx| {
+        fx.h.cudnn()?.group_norm_backward(2, 1e-5, &t(&x, &sh), &t(&dy, &sh), &scale, &no_mean, &t(&dx, &sh), &ds, &db)
+    });
+    rejects(&mut fx, "epsilon", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, -1.0, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    // Written operands that are read ones.
+    rejects(&mut fx, "y", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &scale, &bias, &t(&x, &sh), None)
+    });
+    rejects(&mut fx, "dx", |fx| {
+        fx.h.cudnn()?.group_norm_backward(2, 1e-5, &t(&x, &sh), &t(&dy, &sh), &scale, &st, &t(&dy, &sh), &ds, &db)
+    });
+    rejects(&mut fx, "dscale", |fx| {
+        fx.h.cudnn()?.group_norm_backward(2, 1e-5, &t(&x, &sh), &t(&dy, &sh), &scale, &st, &t(&dx, &sh), &p3, &db)
+    });
+    let f = fx.foreign::<f16>(72);
+    rejects(&mut fx, "!foreign", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&f, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+    runs(&mut fx, |fx| fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), Some(&st)));
+    runs(&mut fx, |fx| {
+        fx.h.cudnn()?.group_norm_backward(2, 1e-5, &t(&x, &sh), &t(&dy, &sh), &scale, &st, &t(&dx, &sh), &ds, &db)
+    });
+    fx.device.advance_generation();
+    rejects(&mut fx, "!stale", |fx| {
+        fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
+    });
+}

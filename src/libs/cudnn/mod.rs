@@ -74,6 +74,7 @@ mod calls;
 mod conv;
 mod dropout;
 mod graph;
+mod group_norm;
 mod norm;
 mod ops;
 mod rnn;

@@ -215,3 +215,114 @@ pub fn check_instance_norm<T: El>(b: &mut Bench<'_>, shape: &cusched::cudnn::Sha
     close(&down32(&ds), &dscale, 1e-4 * b.slack, &format!("{what}: dscale"));
     close(&down32(&db), &dbias, 1e-4 * b.slack, &format!("{what}: dbias"));
 }
+
+/// Group norm of logical `x` (`[N, C, spatial...]` row-major) with `groups` groups:
+/// `(y, mean, inv_std)`, the statistics image-major.
+pub fn group_norm_forward(
+    dims: &[usize],
+    groups: usize,
+    eps: f32,
+    x: &[f64],
+    scale: &[f64],
+    bias: &[f64],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (n, c) = (dims[0], dims[1]);
+    let sp: usize = dims[2..].iter().product();
+    let run = c / groups * sp;
+    let (mut y, mut means, mut invs) = (vec![0.0; x.len()], Vec::new(), Vec::new());
+    for i in 0..n {
+        for g in 0..groups {
+            // A group of one image is a contiguous run of the logical order.
+            let base = (i * groups + g) * run;
+            let vals = &x[base..base + run];
+            let mean = vals.iter().sum::<f64>() / run as f64;
+            let var = vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / run as f64;
+            let inv = 1.0 / (var + f64::from(eps)).sqrt();
+            for (p, v) in vals.iter().enumerate() {
+                let ch = g * (c / groups) + p / sp;
+                y[base + p] = (v - mean) * inv * scale[ch] + bias[ch];
+            }
+            means.push(mean);
+            invs.push(inv);
+        }
+    }
+    (y, means, invs)
+}
+
+/// Group norm backward of logical tensors: `(dx, dscale, dbias)`, written out from the
+/// definition (`g = dy·scale[c]`, `dx = inv·(g - mean(g) - x̂·mean(g·x̂))` over the group).
+pub fn group_norm_backward(
+    dims: &[usize],
+    groups: usize,
+    eps: f32,
+    x: &[f64],
+    dy: &[f64],
+    scale: &[f64],
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (n, c) = (dims[0], dims[1]);
+    let sp: usize = dims[2..].iter().product();
+    let run = c / groups * sp;
+    let (mut dx, mut ds, mut db) = (vec![0.0; x.len()], vec![0.0; c], vec![0.0; c]);
+    for i in 0..n {
+        for g in 0..groups {
+            let base = (i * groups + g) * run;
+            let vals = &x[base..base + run];
+            let mean = vals.iter().sum::<f64>() / run as f64;
+            let var = vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / run as f64;
+            let inv = 1.0 / (var + f64::from(eps)).sqrt();
+            let ch = |p: usize| g * (c / groups) + p / sp;
+            let xhat: Vec<f64> = vals.iter().map(|v| (v - mean) * inv).collect();
+            let gr: Vec<f64> = (0..run).map(|p| dy[base + p] * scale[ch(p)]).collect();
+            let mg = gr.iter().sum::<f64>() / run as f64;
+            let mgx = gr.iter().zip(&xhat).map(|(a, b)| a * b).sum::<f64>() / run as f64;
+            for p in 0..run {
+                dx[base + p] = inv * (gr[p] - mg - xhat[p] * mgx);
+                ds[ch(p)] += dy[base + p] * xhat[p];
+                db[ch(p)] += dy[base + p];
+            }
+        }
+    }
+    (dx, ds, db)
+}
+
+/// Group norm forward (training, inference) and backward of `shape` with `groups` groups
+/// against the references.
+pub fn check_group_norm<T: El>(b: &mut Bench<'_>, shape: &cusched::cudnn::Shape, groups: usize, rng: &mut Rng) {
+    use super::cudnn::{from_storage, to_storage};
+    use cusched::cudnn::TensorView;
+    let what = format!("{} group norm {:?} {:?} in {groups} groups", T::NAME, shape.layout(), shape.dims());
+    let dims = shape.dims().to_vec();
+    let (len, c) = (dims.iter().product::<usize>(), dims[1]);
+    let eps = 1e-5f32;
+    let x: Vec<f64> = round::<T>(&random(rng, len).iter().map(|v| v * 2.0 - 0.3).collect::<Vec<_>>());
+    let dy = round::<T>(&random(rng, len).iter().map(|v| v - 0.4).collect::<Vec<_>>());
+    let scale: Vec<f64> = random(rng, c).iter().map(|v| f64::from((0.5 + v) as f32)).collect();
+    let bias: Vec<f64> = random(rng, c).iter().map(|v| f64::from((v - 0.5) as f32)).collect();
+    let up32 = |v: &[f64]| b.d.upload(b.s, &v.iter().map(|&x| x as f32).collect::<Vec<_>>()).unwrap();
+    let upt = |v: &[f64]| b.d.upload(b.s, &to_el::<T>(&to_storage(v, shape))).unwrap();
+    let (bx, bdy, bs, bb) = (upt(&x), upt(&dy), up32(&scale), up32(&bias));
+    let nan_t = || b.d.upload(b.s, &vec![T::cast(f64::NAN); len]).unwrap();
+    let nan_f = |k: usize| b.d.upload(b.s, &vec![f32::NAN; k]).unwrap();
+    let (by, by2, bdx) = (nan_t(), nan_t(), nan_t());
+    let (mean, inv, ds, db) = (nan_f(dims[0] * groups), nan_f(dims[0] * groups), nan_f(c), nan_f(c));
+    let stats = NormStats { mean: Some(&mean), inv_var: &inv };
+    let t = |buf| TensorView::new(buf, shape.clone());
+    let dnn = b.h.cudnn().unwrap();
+    dnn.group_norm_forward(groups, eps, &t(&bx), &bs, &bb, &t(&by), Some(&stats)).unwrap();
+    dnn.group_norm_forward(groups, eps, &t(&bx), &bs, &bb, &t(&by2), None).unwrap();
+    dnn.group_norm_backward(groups, eps, &t(&bx), &t(&bdy), &bs, &stats, &t(&bdx), &ds, &db).unwrap().wait().unwrap();
+    let down = |buf: &cusched::GpuRef<T>| from_storage(&from_el(&buf.download(b.s).unwrap()), shape);
+    let down32 =
+        |buf: &cusched::GpuRef<f32>| buf.download(b.s).unwrap().iter().map(|&v| f64::from(v)).collect::<Vec<_>>();
+    let (y, want_mean, want_inv) = group_norm_forward(&dims, groups, eps, &x, &scale, &bias);
+    let rel = T::REL * b.slack;
+    close(&down(&by), &y, rel, &format!("{what}: training y"));
+    close(&down(&by2), &y, rel, &format!("{what}: inference y"));
+    close(&down32(&mean), &want_mean, 1e-5 * b.slack, &format!("{what}: mean"));
+    close(&down32(&inv), &want_inv, 1e-5 * b.slack, &format!("{what}: inv_var"));
+    let (dx, dscale, dbias) = group_norm_backward(&dims, groups, eps, &x, &dy, &scale);
+    close(&down(&bdx), &dx, rel, &format!("{what}: dx"));
+    // On the GPU the normalized input is rounded to the data type before `dscale` sums it.
+    close(&down32(&ds), &dscale, T::REL.max(1e-4) * b.slack, &format!("{what}: dscale"));
+    close(&down32(&db), &dbias, 1e-4 * b.slack, &format!("{what}: dbias"));
+}

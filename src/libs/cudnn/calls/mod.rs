@@ -28,7 +28,8 @@ mod rnn;
 
 pub(crate) use conv::ConvPlan;
 pub(super) use norm::{
-    batch_norm, dropout, dropout_reserve_bytes, dropout_states_bytes, BatchNormArgs, BatchNormCall, DropoutCall,
+    batch_norm, dropout, dropout_reserve_bytes, dropout_states_bytes, fill_f32, transform, BatchNormArgs,
+    BatchNormCall, DropoutCall,
 };
 pub(super) use pointwise::{activation, lrn, pooling, softmax, Backward};
 pub(crate) use rnn::RnnPlan;

@@ -235,3 +235,48 @@ pub(in crate::libs::cudnn) unsafe fn dropout(
         }
     }
 }
+
+/// `y = x` between two layouts of one logical shape (`cudnnTransformTensor`, alpha 1, beta 0).
+///
+/// NVIDIA: [`cudnnTransformTensor`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnntransformtensor)
+///
+/// # Safety
+/// (1) `handle` is live, bound to the op's stream, its context current; (2) `x` and `y` are
+/// live, distinct device buffers holding `from` and `to` (of equal dims) in `dtype`, fenced
+/// on the stream.
+pub(in crate::libs::cudnn) unsafe fn transform(
+    handle: &RawHandle,
+    from: &Shape,
+    to: &Shape,
+    dtype: CudnnType,
+    x: *const c_void,
+    y: *mut c_void,
+) -> Result<()> {
+    let (xd, yd) = (TensorDesc::new(from, dtype)?, TensorDesc::new(to, dtype)?);
+    let (one, zero) = (1.0f32, 0.0f32);
+    let ptr = |v: &f32| v as *const f32 as *const c_void;
+    // SAFETY: the caller vouches for (1) and (2); the descriptors are live; the scalars are
+    // f32 (as cuDNN takes them for float, half and bfloat16 data) and outlive the call.
+    unsafe { sys::cudnnTransformTensor(handle.get(), ptr(&one), xd.get(), x, ptr(&zero), yd.get(), y) }
+        .check("cudnnTransformTensor")
+}
+
+/// Sets `count` f32 values at `y` to `value` (`cudnnSetTensor`).
+///
+/// NVIDIA: [`cudnnSetTensor`](https://docs.nvidia.com/deeplearning/cudnn/latest/api/cudnn-ops-library.html#cudnnsettensor)
+///
+/// # Safety
+/// (1) `handle` is live, bound to the op's stream, its context current; (2) `y` is a live
+/// device buffer of at least `count` f32 values, fenced on the stream.
+pub(in crate::libs::cudnn) unsafe fn fill_f32(
+    handle: &RawHandle,
+    count: usize,
+    value: f32,
+    y: *mut c_void,
+) -> Result<()> {
+    let d = TensorDesc::new(&Shape::new(Layout::Nchw, &[1, count, 1, 1]), CudnnType::Float)?;
+    // SAFETY: the caller vouches for (1) and (2); the descriptor is live; `value` outlives the
+    // call.
+    unsafe { sys::cudnnSetTensor(handle.get(), d.get(), y, &value as *const f32 as *const c_void) }
+        .check("cudnnSetTensor")
+}
