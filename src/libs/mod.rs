@@ -130,6 +130,8 @@ pub mod cudnn;
 pub(crate) mod fake;
 #[cfg(feature = "cufft")]
 pub mod fft;
+#[cfg(feature = "_fp8")]
+mod fp8;
 #[cfg(feature = "nccl")]
 pub mod nccl;
 #[cfg(feature = "curand")]

@@ -20,7 +20,7 @@ macro_rules! elements {
 elements!(f32, f64, i8, i16, i32, i64, u8, u16, u32, u64);
 #[cfg(feature = "_half")]
 elements!(half::f16, half::bf16);
-#[cfg(feature = "cublaslt")]
+#[cfg(feature = "_fp8")]
 elements!(F8E4M3, F8E5M2);
 
 macro_rules! fp8 {
@@ -28,24 +28,24 @@ macro_rules! fp8 {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
         #[repr(transparent)]
-        #[cfg(feature = "cublaslt")]
+        #[cfg(feature = "_fp8")]
         pub struct $t(pub u8);
 
         // SAFETY: a transparent byte: copying it to the device is sound.
-        #[cfg(feature = "cublaslt")]
+        #[cfg(feature = "_fp8")]
         unsafe impl DeviceRepr for $t {}
         // SAFETY: every byte, zero included, is a valid value (its bits are only reinterpreted
         // by the GPU).
-        #[cfg(feature = "cublaslt")]
+        #[cfg(feature = "_fp8")]
         unsafe impl ValidAsZeroBits for $t {}
     )*};
 }
 fp8! {
     /// An FP8 value in the E4M3 format (4 exponent bits, 3 mantissa bits, no infinities), as
-    /// its raw bits: the element of cuBLASLt's `CUDA_R_8F_E4M3` matrices.
+    /// its raw bits: the element of cuBLASLt's `CUDA_R_8F_E4M3` matrices and cuDNN's FP8 attention.
     F8E4M3;
     /// An FP8 value in the E5M2 format (5 exponent bits, 2 mantissa bits), as its raw bits: the
-    /// element of cuBLASLt's `CUDA_R_8F_E5M2` matrices.
+    /// element of cuBLASLt's `CUDA_R_8F_E5M2` matrices and cuDNN's FP8 attention.
     F8E5M2;
 }
 elements!(Complex<f32>, Complex<f64>);

@@ -15,7 +15,7 @@ mod host_buffer;
 pub use crate::backend::sim_mem::{SimMem, SimRead};
 pub use device_buffer::GpuRef;
 pub use element::{Complex, Element};
-#[cfg(feature = "cublaslt")]
+#[cfg(feature = "_fp8")]
 pub use element::{F8E4M3, F8E5M2};
 pub use host_buffer::{HostBuffer, HostRead, HostWrite};
 

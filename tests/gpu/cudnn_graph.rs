@@ -314,3 +314,28 @@ fn group_norm_matches_the_reference_in_f16() {
 fn group_norm_matches_the_reference_in_bf16() {
     group_all::<bf16>();
 }
+
+fn fp8_all<T: crate::common::reference::attention_fp8::Fp8El>() {
+    use crate::common::reference::attention_fp8::{check_sdpa_forward_fp8, fp8_cases};
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    for c in fp8_cases() {
+        eprintln!("{c:?}");
+        check_sdpa_forward_fp8::<T>(&mut b, &c, &mut rng);
+    }
+    drop(h);
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_attention_matches_the_reference_in_e4m3() {
+    fp8_all::<cusched::cudnn::F8E4M3>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_attention_matches_the_reference_in_e5m2() {
+    fp8_all::<cusched::cudnn::F8E5M2>();
+}

@@ -597,3 +597,92 @@ fn group_norm_rejects_bad_groups_shapes_statistics_and_aliasing() {
         fx.h.cudnn()?.group_norm_forward(2, 1e-5, &t(&x, &sh), &scale, &bias, &t(&y, &sh), None)
     });
 }
+
+fn fp8_all<T: crate::common::reference::attention_fp8::Fp8El>() {
+    use crate::common::reference::attention_fp8::{check_sdpa_forward_fp8, fp8_cases};
+    let d = sim();
+    let s = d.new_stream().unwrap();
+    let mut h = cusched::Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut b = Bench { d: &d, s, h: &mut h, slack: 1.0 };
+    for c in fp8_cases() {
+        check_sdpa_forward_fp8::<T>(&mut b, &c, &mut rng);
+    }
+}
+
+#[test]
+fn fp8_attention_matches_the_reference_in_e4m3() {
+    fp8_all::<cusched::cudnn::F8E4M3>();
+}
+
+#[test]
+fn fp8_attention_matches_the_reference_in_e5m2() {
+    fp8_all::<cusched::cudnn::F8E5M2>();
+}
+
+#[test]
+fn the_tests_fp8_rounding_agrees_with_the_formats() {
+    use crate::common::reference::attention_fp8::{E4M3, E5M2};
+    // The largest finite values, the smallest subnormals, ties to even and saturation.
+    assert_eq!((E4M3.round(448.0), E4M3.round(1e6), E5M2.round(57344.0)), (448.0, 448.0, 57344.0));
+    assert_eq!((E4M3.round(2f64.powi(-9)), E5M2.round(2f64.powi(-16))), (2f64.powi(-9), 2f64.powi(-16)));
+    assert_eq!((E4M3.round(1.0625), E4M3.round(1.1875)), (1.0, 1.25));
+    assert_eq!(E4M3.decode(0x7f), None);
+    assert_eq!(E5M2.decode(0x7c), None);
+}
+
+/// The scales of an FP8 attention from eight buffers, in the struct's order.
+fn scales(sc: &[GpuRef<f32>]) -> cusched::cudnn::Fp8Attention<'_> {
+    cusched::cudnn::Fp8Attention {
+        descale_q: &sc[0],
+        descale_k: &sc[1],
+        descale_v: &sc[2],
+        descale_s: &sc[3],
+        scale_s: &sc[4],
+        scale_o: &sc[5],
+        amax_s: &sc[6],
+        amax_o: &sc[7],
+    }
+}
+
+#[test]
+fn fp8_attention_rejects_bad_scales_shapes_and_aliasing() {
+    use cusched::cudnn::F8E4M3;
+    let mut fx = fx();
+    let (q, k, v, o) = (fx.buf::<F8E4M3>(256), fx.buf::<F8E4M3>(256), fx.buf::<F8E4M3>(256), fx.buf::<F8E4M3>(256));
+    let sc: Vec<GpuRef<f32>> = (0..8).map(|_| fx.buf::<f32>(1)).collect();
+    let empty = fx.buf::<f32>(0);
+    let t = |b| AttnTensor::bhsd(b, [1, 1, 16, 16]);
+    let attn = Attention::new();
+    // A missing scale, an amax that is a scale, `o` that is `q`.
+    let mut short = scales(&sc);
+    short.scale_o = &empty;
+    rejects(&mut fx, "scale_o", |fx| {
+        fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&v), &t(&o), &short, None)
+    });
+    let mut alias = scales(&sc);
+    alias.amax_o = &sc[0];
+    rejects(&mut fx, "amax_o", |fx| {
+        fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&v), &t(&o), &alias, None)
+    });
+    let ok = scales(&sc);
+    rejects(&mut fx, "o", |fx| fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&v), &t(&q), &ok, None));
+    // Shapes that disagree, a short buffer.
+    let k2 = AttnTensor::bhsd(&k, [1, 1, 16, 8]);
+    rejects(&mut fx, "k", |fx| fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &k2, &t(&v), &t(&o), &ok, None));
+    let small = fx.buf::<F8E4M3>(255);
+    rejects(&mut fx, "v", |fx| fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&small), &t(&o), &ok, None));
+    // A head dim that is not a multiple of 16 is refused as unsupported, with nothing recorded.
+    let before = fx.device.stats();
+    let t8 = |b| AttnTensor::bhsd(b, [1, 2, 16, 8]);
+    let got = fx.h.cudnn().unwrap().sdpa_forward_fp8(&attn, &t8(&q), &t8(&k), &t8(&v), &t8(&o), &ok, None);
+    assert!(matches!(got, Err(Error::Unsupported { .. })), "{got:?}");
+    assert_eq!(fx.device.stats().events, before.events);
+    let f = fx.foreign::<f32>(1);
+    let mut foreign = scales(&sc);
+    foreign.descale_v = &f;
+    rejects(&mut fx, "!foreign", |fx| {
+        fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&v), &t(&o), &foreign, None)
+    });
+    runs(&mut fx, |fx| fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&v), &t(&o), &ok, None));
+}

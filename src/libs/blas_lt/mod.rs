@@ -22,11 +22,11 @@
 //!
 //! Files: this one holds the handle; `types` the public description of a matmul, `check` its
 //! checks, `matmul` the GPU op, `calls` the library calls, `unsupported` the error for a problem
-//! cuBLASLt has no kernel for, `sim` the simulator's computation, `fp8` the FP8 conversions.
+//! cuBLASLt has no kernel for, `sim` the simulator's computation (the FP8 conversions are
+//! `libs::fp8`, shared with cuDNN).
 
 mod calls;
 mod check;
-mod fp8;
 mod matmul;
 mod sim;
 mod types;

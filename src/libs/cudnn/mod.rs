@@ -82,11 +82,12 @@ mod sim;
 mod sim_rnn;
 mod tensor;
 
+pub use crate::memory::{F8E4M3, F8E5M2};
 pub use conv::{AlgoSearch, ConvActivation, Convolution};
 pub use dropout::Dropout;
 pub use graph::{
-    Attention, AttnDropout, AttnTensor, MatmulActivation, MatmulBiasAct, NormKind, NormStats, RowNorm, SdpaGrads,
-    SeqLens,
+    Attention, AttnDropout, AttnFp8, AttnTensor, Fp8Attention, MatmulActivation, MatmulBiasAct, NormKind, NormStats,
+    RowNorm, SdpaGrads, SeqLens,
 };
 pub use norm::{BatchNorm, RunningStats, SavedStats};
 pub use ops::{Activation, ActivationMode, Lrn, Pooling, PoolingMode, Softmax, SoftmaxAlgo, SoftmaxMode};

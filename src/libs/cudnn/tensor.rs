@@ -186,6 +186,23 @@ pub(crate) mod sealed {
             half::bf16::from_f64(v)
         }
     }
+    // FP8 attention's elements (not cuDNN elements of every op: `DnnElement` stays unimplemented).
+    impl Sealed for crate::memory::F8E4M3 {
+        fn to_f64(self) -> f64 {
+            f64::from(crate::libs::fp8::e4m3_to_f32(self.0))
+        }
+        fn from_f64(v: f64) -> Self {
+            crate::memory::F8E4M3(crate::libs::fp8::e4m3_from_f32(v as f32))
+        }
+    }
+    impl Sealed for crate::memory::F8E5M2 {
+        fn to_f64(self) -> f64 {
+            f64::from(crate::libs::fp8::e5m2_to_f32(self.0))
+        }
+        fn from_f64(v: f64) -> Self {
+            crate::memory::F8E5M2(crate::libs::fp8::e5m2_from_f32(v as f32))
+        }
+    }
 }
 
 /// `T`'s entry in the data-type table's cuDNN column.

@@ -54,7 +54,7 @@ pub fn attn_cases(d: usize) -> Vec<AttnCase> {
 }
 
 /// Where logical `(b, h, s, d)` lies in storage.
-fn index(c: &AttnCase, heads: usize, s_len: usize, p: [usize; 4]) -> usize {
+pub fn index(c: &AttnCase, heads: usize, s_len: usize, p: [usize; 4]) -> usize {
     let [b, h, s, d] = p;
     if c.bshd {
         ((b * s_len + s) * heads + h) * c.d + d
@@ -63,7 +63,7 @@ fn index(c: &AttnCase, heads: usize, s_len: usize, p: [usize; 4]) -> usize {
     }
 }
 
-fn to_layout(c: &AttnCase, heads: usize, s_len: usize, logical: &[f64]) -> Vec<f64> {
+pub fn to_layout(c: &AttnCase, heads: usize, s_len: usize, logical: &[f64]) -> Vec<f64> {
     let mut out = vec![0.0; logical.len()];
     let mut i = 0;
     for b in 0..c.b {
@@ -79,7 +79,7 @@ fn to_layout(c: &AttnCase, heads: usize, s_len: usize, logical: &[f64]) -> Vec<f
     out
 }
 
-fn from_layout(c: &AttnCase, heads: usize, s_len: usize, stored: &[f64]) -> Vec<f64> {
+pub fn from_layout(c: &AttnCase, heads: usize, s_len: usize, stored: &[f64]) -> Vec<f64> {
     let mut out = Vec::with_capacity(stored.len());
     for b in 0..c.b {
         for h in 0..heads {
@@ -145,7 +145,7 @@ pub fn sdpa_forward(
 
 /// The per-batch lengths of a case: random below the maxima when padded (the first batch
 /// shorter than both), the maxima otherwise.
-fn lengths(c: &AttnCase, rng: &mut Rng) -> (Vec<usize>, Vec<usize>) {
+pub fn lengths(c: &AttnCase, rng: &mut Rng) -> (Vec<usize>, Vec<usize>) {
     if !c.padded {
         return (vec![c.s_q; c.b], vec![c.s_kv; c.b]);
     }

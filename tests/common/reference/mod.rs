@@ -4,6 +4,8 @@
 
 #[cfg(feature = "cudnn")]
 pub mod attention;
+#[cfg(feature = "cudnn")]
+pub mod attention_fp8;
 #[cfg(feature = "cublas")]
 pub mod blas;
 #[cfg(feature = "cublas")]

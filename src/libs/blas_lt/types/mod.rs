@@ -111,6 +111,6 @@ lt_element! {
     f32 => F32, |x| x, |y| y;
     half::f16 => F16, |x| x.to_f32(), |y| half::f16::from_f32(y);
     half::bf16 => Bf16, |x| x.to_f32(), |y| half::bf16::from_f32(y);
-    F8E4M3 => E4M3, |x| super::fp8::e4m3_to_f32(x.0), |y| F8E4M3(super::fp8::e4m3_from_f32(y));
-    F8E5M2 => E5M2, |x| super::fp8::e5m2_to_f32(x.0), |y| F8E5M2(super::fp8::e5m2_from_f32(y));
+    F8E4M3 => E4M3, |x| crate::libs::fp8::e4m3_to_f32(x.0), |y| F8E4M3(crate::libs::fp8::e4m3_from_f32(y));
+    F8E5M2 => E5M2, |x| crate::libs::fp8::e5m2_to_f32(x.0), |y| F8E5M2(crate::libs::fp8::e5m2_from_f32(y));
 }

@@ -19,6 +19,8 @@ pub(crate) enum Dt {
     I32,
     I64,
     Bool,
+    Fp8E4m3,
+    Fp8E5m2,
 }
 
 impl Dt {
@@ -31,6 +33,8 @@ impl Dt {
             Dt::I32 => D::CUDNN_DATA_INT32,
             Dt::I64 => D::CUDNN_DATA_INT64,
             Dt::Bool => D::CUDNN_DATA_BOOLEAN,
+            Dt::Fp8E4m3 => D::CUDNN_DATA_FP8_E4M3,
+            Dt::Fp8E5m2 => D::CUDNN_DATA_FP8_E5M2,
         }
     }
 }
@@ -96,6 +100,15 @@ impl Pw {
     }
 }
 
+/// The reductions the graphs use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Red {
+    Max,
+    Sum,
+    /// The largest absolute value.
+    Amax,
+}
+
 /// The backend's norm modes the graphs use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum NormMode {
@@ -112,8 +125,8 @@ pub(crate) enum Op {
     Matmul { a: Uid, b: Uid, c: Uid, m_override: Option<Uid>, n_override: Option<Uid>, k_override: Option<Uid> },
     /// `y = mode(x[, b][, t])`, computed in `prec`.
     Pointwise { mode: Pw, x: Uid, b: Option<Uid>, t: Option<Uid>, y: Uid, prec: Dt },
-    /// `y` = `x` reduced to `y`'s shape by max (`max` true) or sum, in f32.
-    Reduction { max: bool, x: Uid, y: Uid },
+    /// `y` = `x` reduced to `y`'s shape, in f32.
+    Reduction { mode: Red, x: Uid, y: Uid },
     /// `y` = Bernoulli draws of probability `keep` from the `[1,1,1,1]` i64 `seed` and `offset`.
     Rng { seed: Uid, offset: Uid, y: Uid, keep: f64 },
     /// `y` = `x`'s elements seen with `y`'s dims and strides.

@@ -21,6 +21,9 @@
 //! workspace taken): scores, softmax and sums exact, each stored element rounded once. Its
 //! dropout mask is its own (a hash of seed, offset and position), not cuDNN's Philox stream.
 //!
+//! FP8 attention forward ([`Cudnn::sdpa_forward_fp8`]) runs cuDNN's FP8 engine with the
+//! per-tensor scales and amax outputs of FP8 training ([`Fp8Attention`]).
+//!
 //! Besides attention: layer and RMS norms ([`Cudnn::norm_forward`], [`Cudnn::norm_backward`])
 //! and instance norm ([`Cudnn::instance_norm_forward`], and [`Cudnn::instance_norm_backward`]
 //! as one batch-norm backward call per image: cuDNN 9.19's graph engine for it gives only one
@@ -29,7 +32,8 @@
 //! ([`Cudnn::matmul_bias_act`]).
 //!
 //! Files: this one holds the operands and options; `backend` the owned descriptors, `builder`
-//! the graph, `plan` its execution plan, `sdpa` attention forward, `sdpa_bwd` backward, `norm`
+//! the graph, `plan` its execution plan, `sdpa` attention forward, `sdpa_bwd` backward,
+//! `sdpa_fp8` FP8 attention forward, `norm`
 //! the row norms, `instance` instance norm, `matmul` the fused matmul, `sim` the simulator's
 //! attention, `tests` the graphs' unit tests.
 
@@ -41,6 +45,7 @@ mod norm;
 mod plan;
 mod sdpa;
 mod sdpa_bwd;
+mod sdpa_fp8;
 mod sim;
 #[cfg(test)]
 mod tests;
@@ -48,6 +53,7 @@ mod tests;
 pub use matmul::{MatmulActivation, MatmulBiasAct};
 pub use norm::{NormKind, NormStats, RowNorm};
 pub use sdpa_bwd::SdpaGrads;
+pub use sdpa_fp8::{AttnFp8, Fp8Attention};
 
 pub(crate) use builder::GraphSpec;
 pub(crate) use plan::GraphPlan;

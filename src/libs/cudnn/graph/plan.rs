@@ -3,7 +3,7 @@
 //! variant pack.
 
 use super::backend::{Attr, Desc, Kind};
-use super::builder::{Dt, GraphSpec, NormMode, Op, Pw, Uid};
+use super::builder::{Dt, GraphSpec, NormMode, Op, Pw, Red, Uid};
 use crate::error::{Error, Result};
 use cudarc::cudnn::sys;
 use std::ffi::c_void;
@@ -108,10 +108,14 @@ impl GraphSpec {
                     keep.push(pw);
                     ops.push(o);
                 }
-                Op::Reduction { max, x, y } => {
+                Op::Reduction { mode, x, y } => {
                     use sys::cudnnReduceTensorOp_t as R;
                     let r = Desc::new(Kind::CUDNN_BACKEND_REDUCTION_DESCRIPTOR)?;
-                    let mode = if *max { R::CUDNN_REDUCE_TENSOR_MAX } else { R::CUDNN_REDUCE_TENSOR_ADD };
+                    let mode = match mode {
+                        Red::Max => R::CUDNN_REDUCE_TENSOR_MAX,
+                        Red::Sum => R::CUDNN_REDUCE_TENSOR_ADD,
+                        Red::Amax => R::CUDNN_REDUCE_TENSOR_AMAX,
+                    };
                     r.set_reduction(Attr::CUDNN_ATTR_REDUCTION_OPERATOR, mode)?;
                     r.set_dtype(Attr::CUDNN_ATTR_REDUCTION_COMP_TYPE, Dt::F32.raw())?;
                     r.finalize()?;

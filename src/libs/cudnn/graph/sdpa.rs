@@ -3,7 +3,8 @@
 //! causal masks from generated indices, the softmax as max / sub / exp / sum / div with the
 //! row statistics from log and add, optional dropout, matmul).
 
-use super::builder::{Dt, GraphSpec, Pw, Uid};
+use super::builder::{Dt, GraphSpec, Pw, Red, Uid};
+use super::sdpa_fp8::Fp8Attention;
 use super::Attention;
 use super::{sim, AttnTensor};
 use crate::completion::Completion;
@@ -12,7 +13,7 @@ use crate::libs::cudnn::tensor::DnnElement;
 use crate::libs::cudnn::{Cudnn, NAME};
 use crate::libs::validate::{self, no_aliasing};
 use crate::libs::{dptr, record};
-use crate::memory::GpuRef;
+use crate::memory::{Element, GpuRef};
 use crate::track::Access;
 use std::ffi::c_void;
 
@@ -47,7 +48,7 @@ pub(crate) fn half_type<T: DnnElement>(q: &AttnTensor<'_, T>) -> Result<Dt> {
 }
 
 /// Checks Q, K, V and O against each other; returns the sizes.
-pub(crate) fn check_shapes<T: DnnElement>(
+pub(crate) fn check_shapes<T: Element>(
     q: &AttnTensor<'_, T>,
     k: &AttnTensor<'_, T>,
     v: &AttnTensor<'_, T>,
@@ -135,6 +136,13 @@ pub(crate) struct FwdUids {
     pub neg_inf: Option<Uid>,
     pub seq: Option<(Uid, Uid)>,
     pub rng: Option<(Uid, Uid, Uid)>,
+    pub fp8: Option<Fp8Uids>,
+}
+
+/// An FP8 graph's scaling tensors (`[1,1,1,1]` f32 in memory), in [`Fp8Attention`]'s order:
+/// the descales of Q, K, V and S, the scales of S and O, then the two amax outputs.
+pub(crate) struct Fp8Uids {
+    pub all: [Uid; 8],
 }
 
 /// The scores' masks and softmax of a graph, from the scaled scores `s` (`[B,H,Sq,Skv]` f32):
@@ -165,11 +173,11 @@ pub(crate) fn masked_softmax(
     }
     let rd = dims64([z.b, z.h, z.s_q, 1]);
     let max = g.virt(&rd, Dt::F32);
-    g.ops.push(super::builder::Op::Reduction { max: true, x: last, y: max });
+    g.ops.push(super::builder::Op::Reduction { mode: Red::Max, x: last, y: max });
     let sub = g.pw(Pw::Sub, last, Some(max), None, &sd, Dt::F32, Dt::F32);
     let exp = g.pw(Pw::Exp, sub, None, None, &sd, Dt::F32, Dt::F32);
     let sum = g.virt(&rd, Dt::F32);
-    g.ops.push(super::builder::Op::Reduction { max: false, x: exp, y: sum });
+    g.ops.push(super::builder::Op::Reduction { mode: Red::Sum, x: exp, y: sum });
     let log = g.pw(Pw::Log, sum, None, None, &rd, Dt::F32, Dt::F32);
     let stats = g.pw(Pw::Add, max, Some(log), None, &rd, Dt::F32, Dt::F32);
     let p = g.pw(Pw::Div, exp, Some(sum), None, &sd, Dt::F32, Dt::F32);
@@ -177,12 +185,18 @@ pub(crate) fn masked_softmax(
 }
 
 /// The forward graph of `attn` over tensors of type `dt` with the given strides.
+///
+/// With `fp8`, the graph of cuDNN's FP8 engine: Q, K, V and O of the FP8 type `dt`, the scores
+/// multiplied by Q's and K's descales, the probabilities' amax taken and the probabilities
+/// scaled by S's scale into FP8 for the second matmul, whose result is multiplied by S's and
+/// V's descales, its amax taken, and scaled by O's scale into O.
 pub(crate) fn forward_graph(
     attn: &Attention<'_>,
     z: &Sizes,
     dt: Dt,
     strides: [[usize; 4]; 4],
     stats_out: bool,
+    fp8: bool,
 ) -> (GraphSpec, FwdUids) {
     let mut g = GraphSpec::default();
     let [qs, ks, vs, os] = strides.map(dims64);
@@ -204,7 +218,14 @@ pub(crate) fn forward_graph(
         None => (None, None),
     };
     g.ops.push(super::builder::Op::Matmul { a: q, b: k, c: s, m_override: mo, n_override: no, k_override: None });
-    let scaled = g.pw(Pw::Mul, s, Some(scale), None, &sd, Dt::F32, Dt::F32);
+    let mut scaled = g.pw(Pw::Mul, s, Some(scale), None, &sd, Dt::F32, Dt::F32);
+    let one = [1i64, 1, 1, 1];
+    let fp8 = fp8.then(|| Fp8Uids { all: [(); 8].map(|()| g.tensor(&one, &one, Dt::F32)) });
+    if let Some(f) = &fp8 {
+        let [dq, dk, ..] = f.all;
+        scaled = g.pw(Pw::Mul, scaled, Some(dq), None, &sd, Dt::F32, Dt::F32);
+        scaled = g.pw(Pw::Mul, scaled, Some(dk), None, &sd, Dt::F32, Dt::F32);
+    }
     let (mut p, stats) = masked_softmax(&mut g, z, scaled, attn.causal, seq, neg_inf);
     if stats_out {
         g.materialize(stats, Dt::F32);
@@ -221,10 +242,23 @@ pub(crate) fn forward_graph(
         p = g.pw(Pw::Mul, dropped, Some(inv), None, &sd, Dt::F32, Dt::F32);
         rng = Some((seed, offset, inv));
     }
-    // The second matmul takes its A operand in the I/O type.
-    g.retype(p, dt);
-    g.ops.push(super::builder::Op::Matmul { a: p, b: v, c: o, m_override: mo, n_override: None, k_override: no });
-    (g, FwdUids { q, k, v, o, stats, scale, neg_inf, seq, rng })
+    let Some(f) = fp8 else {
+        // The second matmul takes its A operand in the I/O type.
+        g.retype(p, dt);
+        g.ops.push(super::builder::Op::Matmul { a: p, b: v, c: o, m_override: mo, n_override: None, k_override: no });
+        return (g, FwdUids { q, k, v, o, stats, scale, neg_inf, seq, rng, fp8: None });
+    };
+    let [_, _, dv, ds, scale_s, scale_o, amax_s, amax_o] = f.all;
+    g.ops.push(super::builder::Op::Reduction { mode: Red::Amax, x: p, y: amax_s });
+    let p8 = g.pw(Pw::Mul, p, Some(scale_s), None, &sd, dt, Dt::F32);
+    let od = dims64([z.b, z.h, z.s_q, z.d]);
+    let c = g.virt(&od, Dt::F32);
+    g.ops.push(super::builder::Op::Matmul { a: p8, b: v, c, m_override: mo, n_override: None, k_override: no });
+    let c = g.pw(Pw::Mul, c, Some(ds), None, &od, Dt::F32, Dt::F32);
+    let c = g.pw(Pw::Mul, c, Some(dv), None, &od, Dt::F32, Dt::F32);
+    g.ops.push(super::builder::Op::Pointwise { mode: Pw::Mul, x: c, b: Some(scale_o), t: None, y: o, prec: Dt::F32 });
+    g.ops.push(super::builder::Op::Reduction { mode: Red::Amax, x: c, y: amax_o });
+    (g, FwdUids { q, k, v, o, stats, scale, neg_inf, seq, rng, fp8: Some(f) })
 }
 
 impl Cudnn {
@@ -279,6 +313,52 @@ impl Cudnn {
                 &format!("[{}, {}, {}, 1] f32 row statistics", z.b, z.h, z.s_q),
             )?;
         }
+        let rec = self.forward_recorder(attn, [q, k, v, o], stats, None)?;
+        let scale = attn.scale.unwrap_or(1.0 / (z.d as f32).sqrt());
+        if self.op.device.is_simulated() {
+            let job = sim_job(attn, &z, f64::from(scale), [q, k, v])?;
+            let out = (o.strides, o.buf.sim_data()?);
+            let st = stats.map(|s| s.sim_data()).transpose()?;
+            return self.op.run_sim(rec, Vec::new(), move || job.forward(out, st));
+        }
+        self.run_forward(rec, attn, &z, dt, [q, k, v, o], stats, None)
+    }
+}
+
+/// The simulator's attention job over `q`, `k` and `v`.
+pub(crate) fn sim_job<T: Element + crate::libs::cudnn::tensor::sealed::Sealed>(
+    attn: &Attention<'_>,
+    z: &Sizes,
+    scale: f64,
+    [q, k, v]: [&AttnTensor<'_, T>; 3],
+) -> Result<sim::Attention<T>> {
+    Ok(sim::Attention {
+        z: *z,
+        scale,
+        causal: attn.causal,
+        q: (q.strides, q.buf.sim_data()?),
+        k: (k.strides, k.buf.sim_data()?),
+        v: (v.strides, v.buf.sim_data()?),
+        seq: attn.padding.as_ref().map(|p| Ok::<_, Error>((p.q.sim_data()?, p.kv.sim_data()?))).transpose()?,
+        dropout: attn
+            .dropout
+            .as_ref()
+            .filter(|d| d.probability > 0.0)
+            .map(|d| Ok::<_, Error>((d.probability, d.seed.sim_data()?, d.offset.sim_data()?)))
+            .transpose()?,
+    })
+}
+
+impl Cudnn {
+    /// The recorder of a forward op: every operand checked for aliasing and declared (the
+    /// FP8 scales read, their amax outputs written).
+    pub(crate) fn forward_recorder<T: Element>(
+        &self,
+        attn: &Attention<'_>,
+        [q, k, v, o]: [&AttnTensor<'_, T>; 4],
+        stats: Option<&GpuRef<f32>>,
+        fp8: Option<&Fp8Attention<'_>>,
+    ) -> Result<crate::recorder::LaunchRecorder> {
         let mut uses =
             vec![("q", q.buf.id(), false), ("k", k.buf.id(), false), ("v", v.buf.id(), false), ("o", o.buf.id(), true)];
         if let Some(st) = stats {
@@ -290,8 +370,12 @@ impl Cudnn {
         if let Some(dr) = &attn.dropout {
             uses.extend([("seed", dr.seed.id(), false), ("offset", dr.offset.id(), false)]);
         }
+        let scales = fp8.map(Fp8Attention::operands).unwrap_or_default();
+        for &(arg, buf, written) in &scales {
+            uses.push((arg, buf.id(), written));
+        }
         no_aliasing(&uses)?;
-        let mut rec = self.op.recorder("sdpa_forward");
+        let mut rec = self.op.recorder(if fp8.is_some() { "sdpa_forward_fp8" } else { "sdpa_forward" });
         record(&mut rec, "q", q.buf, Access::Read)?;
         record(&mut rec, "k", k.buf, Access::Read)?;
         record(&mut rec, "v", v.buf, Access::Read)?;
@@ -307,31 +391,30 @@ impl Cudnn {
             record(&mut rec, "seed", dr.seed, Access::Read)?;
             record(&mut rec, "offset", dr.offset, Access::Read)?;
         }
-        let scale = attn.scale.unwrap_or(1.0 / (z.d as f32).sqrt());
-        if self.op.device.is_simulated() {
-            let job = sim::Attention {
-                z,
-                scale: f64::from(scale),
-                causal: attn.causal,
-                q: (q.strides, q.buf.sim_data()?),
-                k: (k.strides, k.buf.sim_data()?),
-                v: (v.strides, v.buf.sim_data()?),
-                seq: attn.padding.as_ref().map(|p| Ok::<_, Error>((p.q.sim_data()?, p.kv.sim_data()?))).transpose()?,
-                dropout: attn
-                    .dropout
-                    .as_ref()
-                    .filter(|d| d.probability > 0.0)
-                    .map(|d| Ok::<_, Error>((d.probability, d.seed.sim_data()?, d.offset.sim_data()?)))
-                    .transpose()?,
-            };
-            let out = (o.strides, o.buf.sim_data()?);
-            let st = stats.map(|s| s.sim_data()).transpose()?;
-            return self.op.run_sim(rec, Vec::new(), move || job.forward(out, st));
+        for (arg, buf, written) in scales {
+            record(&mut rec, arg, buf, if written { Access::Write } else { Access::Read })?;
         }
+        Ok(rec)
+    }
+
+    /// A forward graph's plan found or made, and executed on the op's stream.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_forward<T: Element>(
+        &mut self,
+        mut rec: crate::recorder::LaunchRecorder,
+        attn: &Attention<'_>,
+        z: &Sizes,
+        dt: Dt,
+        [q, k, v, o]: [&AttnTensor<'_, T>; 4],
+        stats: Option<&GpuRef<f32>>,
+        fp8: Option<&Fp8Attention<'_>>,
+    ) -> Result<Completion<()>> {
+        let z = *z;
+        let scale = attn.scale.unwrap_or(1.0 / (z.d as f32).sqrt());
         let strides = [q.strides, k.strides, v.strides, o.strides];
         self.op.bound_stream()?;
         let lowest = super::plan::version() < 91000;
-        let (spec, uids) = forward_graph(attn, &z, dt, strides, stats.is_some());
+        let (spec, uids) = forward_graph(attn, &z, dt, strides, stats.is_some(), fp8.is_some());
         let Some(handle) = self.raw.as_ref() else { return Err(self.op.unavailable_on_sim()) };
         let plan = self.graphs.get_or_make(spec, &self.op, |g| {
             // SAFETY: the handle is live, its context bound above; `&mut self` keeps it to
@@ -359,6 +442,11 @@ impl Cudnn {
         }
         if let (Some((s, off, _)), Some(dr)) = (uids.rng, &attn.dropout) {
             ptrs.extend([(s, dptr(dr.seed)?), (off, dptr(dr.offset)?)]);
+        }
+        if let (Some(u), Some(f)) = (&uids.fp8, fp8) {
+            for (uid, (_, buf, _)) in u.all.iter().zip(f.operands()) {
+                ptrs.push((*uid, dptr(buf)?));
+            }
         }
         self.op.run(rec, Vec::new(), || {
             // The by-value scalars live on this frame for the execute call, which reads them.

@@ -4,7 +4,7 @@
 //! the workspace, `dQ` accumulated in f32 there; grouped-query heads' `dK` and `dV` summed
 //! over each group).
 
-use super::builder::{packed, Dt, GraphSpec, Op, Pw, Uid};
+use super::builder::{packed, Dt, GraphSpec, Op, Pw, Red, Uid};
 use super::sdpa::{check_options, check_shapes, half_type, stats_len, Sizes};
 use super::{sim, Attention, AttnTensor};
 use crate::completion::Completion;
@@ -87,7 +87,7 @@ pub(crate) fn backward_graph(
     // dO·O per row, times the keep probability: the softmax backward's row sum.
     let prod = g.pw(Pw::Mul, d_o, Some(o), None, &qd, Dt::F32, Dt::F32);
     let rowsum = g.virt(&rd, Dt::F32);
-    g.ops.push(Op::Reduction { max: false, x: prod, y: rowsum });
+    g.ops.push(Op::Reduction { mode: Red::Sum, x: prod, y: rowsum });
     let softmax_sum = g.scratch(&rd);
     g.ops.push(Op::Pointwise { mode: Pw::Mul, x: rowsum, b: Some(keep), t: None, y: softmax_sum, prec: Dt::F32 });
     // The probabilities, from the scores and the statistics.
@@ -135,7 +135,7 @@ pub(crate) fn backward_graph(
         } else {
             let f = g.virt(&full, dt);
             g.ops.push(Op::Matmul { a, b, c: f, m_override: skv, n_override: None, k_override: sq });
-            g.ops.push(Op::Reduction { max: false, x: f, y: out });
+            g.ops.push(Op::Reduction { mode: Red::Sum, x: f, y: out });
         }
     };
     let pt = g.reshape(p, &td, &tst, dt);

@@ -3,11 +3,11 @@
 //! stored element rounded once).
 
 use super::sdpa::Sizes;
-use crate::libs::cudnn::tensor::DnnElement;
-use crate::memory::SimMem;
+use crate::libs::cudnn::tensor::sealed::Sealed;
+use crate::memory::{Element, SimMem};
 
 /// One attention's inputs, with their strides.
-pub(super) struct Attention<T: DnnElement> {
+pub(super) struct Attention<T: Element + Sealed> {
     pub z: Sizes,
     pub scale: f64,
     pub causal: bool,
@@ -24,7 +24,7 @@ fn at(st: &[usize; 4], b: usize, h: usize, s: usize, d: usize) -> usize {
     b * st[0] + h * st[1] + s * st[2] + d * st[3]
 }
 
-fn load<T: DnnElement>(m: &SimMem<T>) -> Vec<f64> {
+fn load<T: Element + Sealed>(m: &SimMem<T>) -> Vec<f64> {
     m.read().iter().map(|v| v.to_f64()).collect()
 }
 
@@ -46,7 +46,7 @@ struct Row {
     lse: f64,
 }
 
-impl<T: DnnElement> Attention<T> {
+impl<T: Element + Sealed> Attention<T> {
     /// Each row's probabilities (after dropout when on: `pd`) and logsumexp, for every
     /// `(b, h, i)`; `None` where the row is masked out.
     fn rows(&self, q: &[f64], k: &[f64]) -> Vec<Option<(Row, Vec<f64>)>> {
@@ -136,9 +136,61 @@ impl<T: DnnElement> Attention<T> {
     }
 }
 
+impl<T: Element + Sealed> Attention<T> {
+    /// FP8 forward: `scales` are the descales of Q, K, V and S, the scales of S and O, and the
+    /// amax outputs of S and O (one f32 each). The scores take Q's and K's descales with the
+    /// scale; each probability (after dropout) is rounded to FP8 after `scale_s` for the
+    /// second matmul, whose sums take S's and V's descales; the amax are of the probabilities
+    /// and of those sums, before their scales.
+    pub(super) fn forward_fp8(
+        mut self,
+        o: ([usize; 4], SimMem<T>),
+        scales: Vec<SimMem<f32>>,
+        stats: Option<SimMem<f32>>,
+    ) {
+        let s: Vec<f64> = scales.iter().take(6).map(|m| f64::from(m.read()[0])).collect();
+        let (dq, dk, dv, ds, scale_s, scale_o) = (s[0], s[1], s[2], s[3], s[4], s[5]);
+        self.scale *= dq * dk;
+        let (q, k, v) = (load(&self.q.1), load(&self.k.1), load(&self.v.1));
+        let z = self.z;
+        let rows = self.rows(&q, &k);
+        let group = z.h / z.h_kv;
+        let amax_s = rows.iter().flatten().flat_map(|(_, pd)| pd.iter()).fold(0.0f64, |m, p| m.max(p.abs()));
+        let mut amax_o = 0.0f64;
+        let mut dst = o.1.lock();
+        let mut st = stats.as_ref().map(|s| s.lock());
+        for b in 0..z.b {
+            for h in 0..z.h {
+                for i in 0..z.s_q {
+                    let r = (b * z.h + h) * z.s_q + i;
+                    let p8: Option<Vec<f64>> =
+                        rows[r].as_ref().map(|(_, pd)| pd.iter().map(|&p| T::from_f64(p * scale_s).to_f64()).collect());
+                    for d in 0..z.d {
+                        let val = match &p8 {
+                            Some(p8) => {
+                                (0..z.s_kv).map(|j| p8[j] * v[at(&self.v.0, b, h / group, j, d)]).sum::<f64>() * ds * dv
+                            }
+                            None => 0.0,
+                        };
+                        amax_o = amax_o.max(val.abs());
+                        dst[at(&o.0, b, h, i, d)] = T::from_f64(val * scale_o);
+                    }
+                    if let Some(st) = st.as_mut() {
+                        st[r] = rows[r].as_ref().map_or(0.0, |(row, _)| row.lse as f32);
+                    }
+                }
+            }
+        }
+        drop(dst);
+        for (m, v) in scales.iter().skip(6).zip([amax_s, amax_o]) {
+            m.lock()[0] = v as f32;
+        }
+    }
+}
+
 /// The backward op's other operands: the forward output and statistics, the incoming
 /// gradient, and the three gradients it writes.
-pub(super) struct BackwardIo<T: DnnElement> {
+pub(super) struct BackwardIo<T: Element + Sealed> {
     pub o: ([usize; 4], SimMem<T>),
     pub d_o: ([usize; 4], SimMem<T>),
     pub stats: SimMem<f32>,
@@ -147,7 +199,7 @@ pub(super) struct BackwardIo<T: DnnElement> {
     pub dv: ([usize; 4], SimMem<T>),
 }
 
-impl<T: DnnElement> Attention<T> {
+impl<T: Element + Sealed> Attention<T> {
     /// Backward: the probabilities recomputed from the scores and the given statistics, the
     /// softmax's row sum from `do·o`, as the GPU's graph computes them; every element of the
     /// three gradients written (zero where no valid row or key reaches it).
