@@ -158,7 +158,7 @@ pub fn check_sdpa_forward_fp8<T: Fp8El>(b: &mut Bench<'_>, c: &AttnCase, rng: &m
 
     // The reference: the real scores from the stored values and the descales, the
     // probabilities rounded to FP8 after `scale_s`, the second matmul over stored V.
-    let [dq, dk, dv, ds, ss, so] = SCALES.map(f64::from);
+    let [dq, dk, dv, _, _, so] = SCALES.map(f64::from);
     let scale = 1.0 / (c.d as f64).sqrt() * dq * dk;
     let probs = sdpa_probabilities(c, &sq8, &sk8, &sq, &skv, scale);
     let want_rows = sdpa_forward(c, &sq8, &sk8, &sv8, &sq, &skv, scale);
@@ -169,29 +169,41 @@ pub fn check_sdpa_forward_fp8<T: Fp8El>(b: &mut Bench<'_>, c: &AttnCase, rng: &m
             .collect();
     let got_stats: Vec<f64> = stats.download(b.s).unwrap().iter().map(|&x| f64::from(x)).collect();
     let group = c.h / c.h_kv;
-    let (mut amax_p, mut amax_out) = (0.0f64, 0.0f64);
-    let (mut g_o, mut w_o, mut g_s, mut w_s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The engine rounds the probabilities to FP8 in its own form (a flash engine rounds the
+    // running exponentials before it divides by the row's sum), so the output is held to the
+    // bound that rounding gives, not to one emulation of it: each probability is off by up to
+    // `u` (half an FP8 step, relative), so an output by up to `u` times the sum of its terms'
+    // sizes, plus `u` of itself for its own rounding into O.
+    let u = 2f64.powi(-(f.man as i32 + 1));
+    let (mut amax_p, mut amax_out, mut amax_mag) = (0.0f64, 0.0f64, 0.0f64);
+    let (mut worst, mut g_s, mut w_s) = (0.0f64, Vec::new(), Vec::new());
     for (r, row) in probs.iter().enumerate() {
         let Some(p) = row else { continue };
         let (bb, h) = (r / (c.h * c.s_q), r / c.s_q % c.h);
         amax_p = p.iter().fold(amax_p, |m, &(_, x)| m.max(x));
         for d in 0..c.d {
-            let sum: f64 =
-                p.iter().map(|&(j, x)| f.round(x * ss) * sv8[((bb * c.h_kv + h / group) * c.s_kv + j) * c.d + d]).sum();
-            let real = sum * ds * dv;
+            let v_at = |j: usize| sv8[((bb * c.h_kv + h / group) * c.s_kv + j) * c.d + d] * dv;
+            let real: f64 = p.iter().map(|&(j, x)| x * v_at(j)).sum();
+            let mag: f64 = p.iter().map(|&(j, x)| x * v_at(j).abs()).sum();
             amax_out = amax_out.max(real.abs());
-            w_o.push(f.round(real * so));
-            g_o.push(got_o[r * c.d + d]);
+            amax_mag = amax_mag.max(mag);
+            let (got, want) = (got_o[r * c.d + d], real * so);
+            let tol = 1.5 * u * (so * mag + want.abs()) + 1e-6;
+            assert!(
+                (got - want).abs() <= tol,
+                "{what}: o at row {r}, dim {d} is {got}, want {want} (bound {tol}; scaled by scale_o)"
+            );
+            worst = worst.max((got - want).abs() / tol);
         }
         g_s.push(got_stats[r]);
         w_s.push(want_rows[r].as_ref().map_or(f64::NAN, |(_, lse)| *lse));
     }
-    let rel = if f.man == 3 { 0.13 } else { 0.26 };
-    close(&g_o, &w_o, rel, &format!("{what}: o (scaled by scale_o)"));
-    close(&g_s, &w_s, 1e-3, &format!("{what}: stats"));
+    eprintln!("{what}: the output's largest error is {worst:.3} of its bound");
     let got_amax = |m: &GpuRef<f32>| f64::from(m.download(b.s).unwrap()[0]);
+    close(&g_s, &w_s, 1e-3, &format!("{what}: stats"));
     close(&[got_amax(&amax_s)], &[amax_p], 1e-3, &format!("{what}: amax_s"));
-    close(&[got_amax(&amax_o)], &[amax_out], 2e-2, &format!("{what}: amax_o"));
+    let ao = got_amax(&amax_o);
+    assert!((ao - amax_out).abs() <= 1.5 * u * amax_mag, "{what}: amax_o is {ao}, want {amax_out}");
 }
 
 /// Each valid row's probabilities as `(key index, probability)`, the rows of [`sdpa_forward`].
