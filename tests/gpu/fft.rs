@@ -266,3 +266,108 @@ fn the_simulator_computes_what_cufft_computes() {
         }
     }
 }
+
+/// The half types on the GPU: their rounding, and the per-point tolerance of cuFFT's result
+/// against the f64 reference (cuFFT computes them in a precision of its own: a few roundings of
+/// a bin of magnitude up to `n * sqrt(2)`, for inputs in [-1, 1)).
+trait GpuHalf: cusched::fft::FftFloat + Into<f64> + Copy + std::fmt::Debug
+where
+    Complex<Self>: cusched::Element,
+{
+    const TOL: f64;
+    /// The compute capability cuFFT needs for the type.
+    const MIN_CC: (u32, u32);
+    fn of(v: f64) -> Self;
+}
+impl GpuHalf for cusched::half::f16 {
+    const TOL: f64 = 4e-3;
+    const MIN_CC: (u32, u32) = (5, 3);
+    fn of(v: f64) -> Self {
+        cusched::half::f16::from_f64(v)
+    }
+}
+impl GpuHalf for cusched::half::bf16 {
+    const TOL: f64 = 3e-2;
+    const MIN_CC: (u32, u32) = (8, 0);
+    fn of(v: f64) -> Self {
+        cusched::half::bf16::from_f64(v)
+    }
+}
+
+/// C2C forward and inverse (interleaved batches), R2C (padded 2D rows, batched) and C2R (its
+/// layouts swapped, of a Hermitian spectrum) in `T`, each against the f64 reference.
+fn half_kinds_match_the_reference<T: GpuHalf>()
+where
+    Complex<T>: cusched::Element,
+{
+    let Some(d) = gpu() else { return };
+    if d.compute_capability().unwrap() < T::MIN_CC {
+        eprintln!("skipped: {} transforms need compute capability {:?}", std::any::type_name::<T>(), T::MIN_CC);
+        return;
+    }
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let name = std::any::type_name::<T>();
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    let nan = T::of(f64::NAN);
+
+    let layout = FftLayout::d1(64).batched(3).with_layouts(dl(vec![64], 3, 1), dl(vec![64], 3, 1));
+    let len = 64 * 3;
+    let x: Vec<Complex<T>> = (0..len).map(|_| Complex::new(T::of(rng.f32().into()), T::of(rng.f32().into()))).collect();
+    for direction in [Direction::Forward, Direction::Inverse] {
+        let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(nan, len)).unwrap());
+        h.fft().unwrap().c2c(&layout, &a, &b, direction).unwrap().wait().unwrap();
+        let got = b.download(s).unwrap();
+        for (o, (re, im)) in reference::c2c(&layout, &x, direction) {
+            let (gr, gi): (f64, f64) = (got[o].re.into(), got[o].im.into());
+            let tol = T::TOL * 64.0;
+            assert!(
+                (gr - re).abs() <= tol && (gi - im).abs() <= tol,
+                "{name} c2c {direction:?} {o}: {gr},{gi} vs {re},{im}"
+            );
+        }
+    }
+
+    // 2D 8 x 16, two batches, rows padded on both sides (the real side at unit stride).
+    let layout = FftLayout::d2(8, 16).batched(2).with_layouts(dl(vec![8, 20], 1, 170), dl(vec![8, 10], 1, 90));
+    let (rlen, clen) = (170 + 8 * 20, 90 + 8 * 10);
+    let n = 128.0;
+    let x: Vec<T> = (0..rlen).map(|_| T::of(rng.f32().into())).collect();
+    let (r, c) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(nan, clen)).unwrap());
+    h.fft().unwrap().r2c(&layout, &r, &c).unwrap().wait().unwrap();
+    let got = c.download(s).unwrap();
+    for (o, (re, im)) in reference::r2c(&layout, &x) {
+        let (gr, gi): (f64, f64) = (got[o].re.into(), got[o].im.into());
+        assert!(
+            (gr - re).abs() <= T::TOL * n && (gi - im).abs() <= T::TOL * n,
+            "{name} r2c {o}: {gr},{gi} vs {re},{im}"
+        );
+    }
+
+    // C2R of a Hermitian spectrum (the reference's R2C of a real signal, rounded to `T`).
+    let back = FftLayout { input: layout.output.clone(), output: layout.input.clone(), ..layout.clone() };
+    let mut spectrum = vec![Complex::new(T::of(0.0), T::of(0.0)); clen];
+    for (o, (re, im)) in reference::r2c(&layout, &x) {
+        spectrum[o] = Complex::new(T::of(re / n), T::of(im / n));
+    }
+    let (c, out) = (d.upload(s, &spectrum).unwrap(), d.upload(s, &vec![nan; rlen]).unwrap());
+    h.fft().unwrap().c2r(&back, &c, &out).unwrap().wait().unwrap();
+    let got = out.download(s).unwrap();
+    for (o, want) in reference::c2r(&back, &spectrum) {
+        let g: f64 = got[o].into();
+        assert!((g - want).abs() <= T::TOL * n, "{name} c2r {o}: {g} vs {want}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn half_transforms_of_every_kind_match_the_reference() {
+    half_kinds_match_the_reference::<cusched::half::f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bfloat16_transforms_of_every_kind_match_the_reference() {
+    half_kinds_match_the_reference::<cusched::half::bf16>();
+}

@@ -5,7 +5,7 @@
 use crate::common::reference::fft as reference;
 use crate::common::{sim, Rng};
 use cusched::fft::{DataLayout, Direction, FftLayout};
-use cusched::{Complex, Device, Handles, StreamId};
+use cusched::{half, Complex, Device, Handles, StreamId};
 
 /// Poison for the elements a transform must not touch.
 const POISON: f64 = 1234.5;
@@ -232,4 +232,169 @@ fn a_transform_on_a_lane_orders_against_the_next_use() {
     let sum: f32 = x.iter().map(|v| v.re).sum();
     assert!((got[0].re - sum).abs() < 1e-3, "the DC bin {} vs {sum}", got[0].re);
     assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// Poison for the half types' untouched elements: exact in both.
+const HALF_POISON: f64 = 1000.0;
+
+/// The half types, with their rounding and the per-point tolerance of a transform's result
+/// (the result's rounding: a bin's magnitude is at most `n * sqrt(2)` for inputs in [-1, 1)).
+trait HalfType: cusched::fft::FftFloat + Into<f64> + Copy + PartialEq + std::fmt::Debug
+where
+    Complex<Self>: cusched::Element,
+{
+    const TOL: f64;
+    fn of(v: f64) -> Self;
+}
+impl HalfType for half::f16 {
+    // 2^-11 relative rounding of a value up to n * sqrt(2).
+    const TOL: f64 = 1e-3;
+    fn of(v: f64) -> Self {
+        half::f16::from_f64(v)
+    }
+}
+impl HalfType for half::bf16 {
+    // 2^-9 relative rounding of a value up to n * sqrt(2).
+    const TOL: f64 = 4e-3;
+    fn of(v: f64) -> Self {
+        half::bf16::from_f64(v)
+    }
+}
+
+/// Asserts `got` holds `want` at its offsets (to `tol`) and `poison` everywhere else.
+fn check_poisoned<T: Into<f64> + Copy>(what: &str, got: &[T], want: &[(usize, f64)], tol: f64, poison: f64) {
+    let mut written = vec![false; got.len()];
+    for &(o, v) in want {
+        written[o] = true;
+        let g = got[o].into();
+        assert!((g - v).abs() <= tol, "{what}: element {o}: {g} vs {v}");
+    }
+    for (o, w) in written.iter().enumerate() {
+        if !w {
+            assert_eq!(got[o].into(), poison, "{what}: element {o} was touched");
+        }
+    }
+}
+
+/// `check_poisoned` of complex values, part by part.
+fn check_complex_poisoned<T: Into<f64> + Copy>(
+    what: &str,
+    got: &[Complex<T>],
+    want: &[(usize, (f64, f64))],
+    tol: f64,
+    poison: f64,
+) {
+    let parts: Vec<T> = got.iter().flat_map(|c| [c.re, c.im]).collect();
+    let want: Vec<(usize, f64)> = want.iter().flat_map(|&(o, (re, im))| [(2 * o, re), (2 * o + 1, im)]).collect();
+    check_poisoned(what, &parts, &want, tol, poison);
+}
+
+/// The power-of-two layouts of the half types' complex-to-complex transforms: packed 1D, 2D,
+/// 3D, batched, and interleaved, strided and padded advanced layouts.
+fn half_c2c_layouts() -> Vec<FftLayout> {
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    vec![
+        FftLayout::d1(64),
+        FftLayout::d2(8, 16),
+        FftLayout::d3(4, 8, 4),
+        FftLayout::d1(32).batched(3),
+        FftLayout::d2(4, 8).batched(2),
+        FftLayout::d1(16).batched(3).with_layouts(dl(vec![16], 3, 1), dl(vec![16], 3, 1)),
+        FftLayout::d1(16).batched(2).with_layouts(dl(vec![16], 2, 40), dl(vec![16], 1, 19)),
+        FftLayout::d2(4, 8).batched(2).with_layouts(dl(vec![4, 9], 1, 40), dl(vec![4, 12], 1, 50)),
+    ]
+}
+
+/// The half types' real transforms' layouts (the real side at unit stride, as cuFFT requires
+/// of them): packed ones, gaps between batches, padded 2D rows, and an interleaved complex side.
+fn half_real_layouts() -> Vec<FftLayout> {
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    vec![
+        FftLayout::d1(64),
+        FftLayout::d2(8, 16),
+        FftLayout::d3(4, 8, 4),
+        FftLayout::d1(32).batched(3),
+        FftLayout::d1(16).batched(2).with_layouts(dl(vec![16], 1, 20), dl(vec![9], 2, 20)),
+        FftLayout::d2(4, 8).batched(2).with_layouts(dl(vec![4, 10], 1, 44), dl(vec![4, 6], 1, 25)),
+        FftLayout::d1(16).batched(3).with_layouts(dl(vec![16], 1, 16), dl(vec![9], 3, 1)),
+    ]
+}
+
+fn half_c2c_case<T: HalfType>(layout: &FftLayout, direction: Direction, rng: &mut Rng)
+where
+    Complex<T>: cusched::Element,
+{
+    let (d, s, mut h) = setup();
+    let (ilen, olen) =
+        (span(&layout.input, &layout.dims, layout.batch), span(&layout.output, &layout.dims, layout.batch));
+    let x: Vec<Complex<T>> =
+        (0..ilen).map(|_| Complex::new(T::of(rng.f32().into()), T::of(rng.f32().into()))).collect();
+    let poison = T::of(HALF_POISON);
+    let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &vec![Complex::new(poison, poison); olen]).unwrap());
+    h.fft().unwrap().c2c(layout, &a, &b, direction).unwrap().wait().unwrap();
+    let want = reference::c2c(layout, &x, direction);
+    let n: usize = layout.dims.iter().product();
+    let what = format!("{} {layout:?} {direction:?}", std::any::type_name::<T>());
+    check_complex_poisoned(&what, &b.download(s).unwrap(), &want, T::TOL * n as f64, HALF_POISON);
+    assert_eq!(a.download(s).unwrap(), x, "{what}: the input changed");
+}
+
+#[test]
+fn half_and_bfloat16_c2c_match_the_direct_dft_in_every_layout() {
+    let mut rng = Rng::seeded(21);
+    for layout in half_c2c_layouts() {
+        for direction in [Direction::Forward, Direction::Inverse] {
+            half_c2c_case::<half::f16>(&layout, direction, &mut rng);
+            half_c2c_case::<half::bf16>(&layout, direction, &mut rng);
+        }
+    }
+}
+
+fn half_real_case<T: HalfType>(layout: &FftLayout, rng: &mut Rng)
+where
+    Complex<T>: cusched::Element,
+{
+    let (d, s, mut h) = setup();
+    let half = reference::halved(&layout.dims);
+    let n: usize = layout.dims.iter().product();
+    let tol = T::TOL * n as f64;
+    let rlen = span(&layout.input, &layout.dims, layout.batch);
+    let clen = span(&layout.output, &half, layout.batch);
+    let x: Vec<T> = (0..rlen).map(|_| T::of(rng.f32().into())).collect();
+    let poison = T::of(HALF_POISON);
+    let (r, c) = (d.upload(s, &x).unwrap(), d.upload(s, &vec![Complex::new(poison, poison); clen]).unwrap());
+    h.fft().unwrap().r2c(layout, &r, &c).unwrap().wait().unwrap();
+    let spectrum = c.download(s).unwrap();
+    let what = format!("{} {layout:?}", std::any::type_name::<T>());
+    check_complex_poisoned(&format!("r2c {what}"), &spectrum, &reference::r2c(layout, &x), tol, HALF_POISON);
+    assert_eq!(r.download(s).unwrap(), x, "r2c {what}: the input changed");
+
+    // C2R of the (rounded) spectrum, its layouts swapped, against the reference of that spectrum.
+    let back = FftLayout { input: layout.output.clone(), output: layout.input.clone(), ..layout.clone() };
+    let out = d.upload(s, &vec![poison; rlen]).unwrap();
+    h.fft().unwrap().c2r(&back, &c, &out).unwrap().wait().unwrap();
+    let want = reference::c2r(&back, &spectrum);
+    check_poisoned(&format!("c2r {what}"), &out.download(s).unwrap(), &want, tol, HALF_POISON);
+}
+
+#[test]
+fn half_and_bfloat16_r2c_and_c2r_match_the_direct_dft() {
+    let mut rng = Rng::seeded(22);
+    for layout in half_real_layouts() {
+        half_real_case::<half::f16>(&layout, &mut rng);
+        half_real_case::<half::bf16>(&layout, &mut rng);
+    }
+}
+
+#[test]
+fn half_transforms_round_back_to_nearest() {
+    // An impulse's spectrum is flat: every bin of a 2^k-point transform of 0.1 (rounded to f16)
+    // is that same rounded value, exactly, after the f32 computation rounds back.
+    let (d, s, mut h) = setup();
+    let v = half::f16::from_f64(0.1);
+    let mut x = vec![Complex::new(half::f16::ZERO, half::f16::ZERO); 32];
+    x[0] = Complex::new(v, v);
+    let (a, b) = (d.upload(s, &x).unwrap(), d.alloc_zeros::<Complex<half::f16>>(s, 32).unwrap());
+    h.fft().unwrap().c2c(&FftLayout::d1(32), &a, &b, Direction::Forward).unwrap().wait().unwrap();
+    assert!(b.download(s).unwrap().iter().all(|c| *c == Complex::new(v, v)));
 }

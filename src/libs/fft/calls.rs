@@ -1,15 +1,73 @@
 //! The cuFFT call layer: every cuFFT call cusched makes, each a thin wrapper that returns
 //! `Result` with the call named. The only code in the crate that touches `cudarc::cufft::sys`.
 //!
+//! cudarc 0.19 generates no bindings for `cufftXt.h`: the Xt entry points (half and bfloat16
+//! plans and execution, LTO callbacks) are looked up by name in the same libcufft that cudarc
+//! loaded, with the signatures of CUDA 13's `cufftXt.h`, once per process.
+//!
 //! Every wrapper needs the plan's context current on the calling thread (the op path binds it)
 //! and the plan used by one thread at a time (`Fft` methods take `&mut self`).
 
-use super::{Direction, Kind, PlanKey};
-use crate::error::Result;
+use super::{Direction, Kind, PlanKey, Precision};
+use crate::error::{Error, Result};
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cufft::sys;
 use std::ffi::{c_int, c_longlong, c_void};
+use std::sync::OnceLock;
+
+/// `cudaDataType` values (`library_types.h`) of the Xt API's element types.
+const CUDA_R_16F: c_int = 2;
+const CUDA_C_16F: c_int = 6;
+const CUDA_R_16BF: c_int = 14;
+const CUDA_C_16BF: c_int = 15;
+
+type XtMakePlanMany = unsafe extern "C" fn(
+    sys::cufftHandle,
+    c_int,
+    *mut c_longlong,
+    *mut c_longlong,
+    c_longlong,
+    c_longlong,
+    c_int,
+    *mut c_longlong,
+    c_longlong,
+    c_longlong,
+    c_int,
+    c_longlong,
+    *mut usize,
+    c_int,
+) -> sys::cufftResult;
+type XtExec = unsafe extern "C" fn(sys::cufftHandle, *mut c_void, *mut c_void, c_int) -> sys::cufftResult;
+
+/// The Xt entry points, looked up in cudarc's libcufft.
+struct Xt {
+    make_plan_many: XtMakePlanMany,
+    exec: XtExec,
+}
+
+/// The Xt entry points, or the error saying libcufft lacks them.
+fn xt() -> Result<&'static Xt> {
+    static XT: OnceLock<Option<Xt>> = OnceLock::new();
+    XT.get_or_init(|| {
+        // SAFETY: (1) the op path only reaches a call layer after `is_present` found libcufft,
+        // so `culib` loads it; (2) each symbol is declared with its C signature in CUDA 13's
+        // `cufftXt.h` (enums as `int`), and the library stays loaded for the process.
+        unsafe {
+            let lib = sys::culib();
+            Some(Xt {
+                make_plan_many: *lib.get::<XtMakePlanMany>(b"cufftXtMakePlanMany\0").ok()?,
+                exec: *lib.get::<XtExec>(b"cufftXtExec\0").ok()?,
+            })
+        }
+    })
+    .as_ref()
+    .ok_or(Error::LibraryUnavailable {
+        library: "cuFFT (libcufft)",
+        hint: "this libcufft lacks the Xt API (cufftXtMakePlanMany, cufftXtExec) that half and bfloat16 \
+               transforms use; install the cuFFT of CUDA 13",
+    })
+}
 
 impl Status for sys::cufftResult {
     const SUCCESS: Self = sys::cufftResult::CUFFT_SUCCESS;
@@ -41,16 +99,18 @@ unsafe impl RawObject for PlanHandle {
 pub(crate) struct RawPlan {
     handle: Owned<PlanHandle>,
     kind: Kind,
+    precision: Precision,
     pub work_bytes: usize,
 }
 
 impl RawPlan {
-    /// `cufftCreate`, then `cufftMakePlanMany64` for `key` without a work area of its own, on
-    /// `stream`.
+    /// `cufftCreate`, then `cufftMakePlanMany64` (`cufftXtMakePlanMany` for half and bfloat16)
+    /// for `key` without a work area of its own, on `stream`.
     ///
     /// NVIDIA: [`cufftCreate`](https://docs.nvidia.com/cuda/cufft/#cufftcreate),
     /// [`cufftSetAutoAllocation`](https://docs.nvidia.com/cuda/cufft/#cufftsetautoallocation),
     /// [`cufftMakePlanMany64`](https://docs.nvidia.com/cuda/cufft/#cufftmakeplanmany64),
+    /// [`cufftXtMakePlanMany`](https://docs.nvidia.com/cuda/cufft/#cufftxtmakeplanmany),
     /// [`cufftSetStream`](https://docs.nvidia.com/cuda/cufft/#cufftsetstream)
     ///
     /// # Safety
@@ -59,30 +119,53 @@ impl RawPlan {
         let mut handle: sys::cufftHandle = 0;
         // SAFETY: `handle` is a valid out-pointer.
         unsafe { sys::cufftCreate(&mut handle) }.check("cufftCreate")?;
-        let mut plan = RawPlan { handle: Owned::new(PlanHandle(handle)), kind: key.kind, work_bytes: 0 };
+        let mut plan =
+            RawPlan { handle: Owned::new(PlanHandle(handle)), kind: key.kind, precision: key.precision, work_bytes: 0 };
         let to64 = |v: &[usize]| v.iter().map(|&x| x as c_longlong).collect::<Vec<_>>();
         let mut n = to64(&key.dims);
         let mut inembed = to64(&key.input.embed);
         let mut onembed = to64(&key.output.embed);
+        let (istride, idist) = (key.input.stride as c_longlong, key.input.dist as c_longlong);
+        let (ostride, odist) = (key.output.stride as c_longlong, key.output.dist as c_longlong);
         // SAFETY: (1) a fresh plan handle; (2) the arrays hold `rank` entries each and outlive
-        // the calls; (3) the caller vouches for the stream.
+        // the calls; (3) every value was checked to fit `i64` by the key's validation; (4) the
+        // caller vouches for the stream.
         unsafe {
             sys::cufftSetAutoAllocation(handle, 0).check("cufftSetAutoAllocation")?;
-            sys::cufftMakePlanMany64(
-                handle,
-                n.len() as c_int,
-                n.as_mut_ptr(),
-                inembed.as_mut_ptr(),
-                key.input.stride as c_longlong,
-                key.input.dist as c_longlong,
-                onembed.as_mut_ptr(),
-                key.output.stride as c_longlong,
-                key.output.dist as c_longlong,
-                kind(key.kind),
-                key.batch as c_longlong,
-                &mut plan.work_bytes,
-            )
-            .check("cufftMakePlanMany64")?;
+            match xt_types(key.kind, key.precision) {
+                None => sys::cufftMakePlanMany64(
+                    handle,
+                    n.len() as c_int,
+                    n.as_mut_ptr(),
+                    inembed.as_mut_ptr(),
+                    istride,
+                    idist,
+                    onembed.as_mut_ptr(),
+                    ostride,
+                    odist,
+                    cufft_type(key.kind, key.precision),
+                    key.batch as c_longlong,
+                    &mut plan.work_bytes,
+                )
+                .check("cufftMakePlanMany64")?,
+                Some((itype, otype, exec_type)) => (xt()?.make_plan_many)(
+                    handle,
+                    n.len() as c_int,
+                    n.as_mut_ptr(),
+                    inembed.as_mut_ptr(),
+                    istride,
+                    idist,
+                    itype,
+                    onembed.as_mut_ptr(),
+                    ostride,
+                    odist,
+                    otype,
+                    key.batch as c_longlong,
+                    &mut plan.work_bytes,
+                    exec_type,
+                )
+                .check("cufftXtMakePlanMany")?,
+            }
             sys::cufftSetStream(handle, stream as _).check("cufftSetStream")?;
         }
         Ok(plan)
@@ -100,14 +183,16 @@ impl RawPlan {
         unsafe { sys::cufftSetWorkArea(self.handle.get().0, area as *mut c_void) }.check("cufftSetWorkArea")
     }
 
-    /// `cufftExec<kind>`: the transform the plan was made for, `direction` for complex ones.
+    /// `cufftExec<kind>` (`cufftXtExec` for half and bfloat16): the transform the plan was made
+    /// for, `direction` for complex-to-complex ones.
     ///
     /// NVIDIA: [`cufftExecC2C`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2c-and-cufftexecz2z),
     /// [`cufftExecZ2Z`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2c-and-cufftexecz2z),
     /// [`cufftExecR2C`](https://docs.nvidia.com/cuda/cufft/#cufftexecr2c-and-cufftexecd2z),
     /// [`cufftExecD2Z`](https://docs.nvidia.com/cuda/cufft/#cufftexecr2c-and-cufftexecd2z),
     /// [`cufftExecC2R`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2r-and-cufftexecz2d),
-    /// [`cufftExecZ2D`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2r-and-cufftexecz2d)
+    /// [`cufftExecZ2D`](https://docs.nvidia.com/cuda/cufft/#cufftexecc2r-and-cufftexecz2d),
+    /// [`cufftXtExec`](https://docs.nvidia.com/cuda/cufft/#cufftxtexec)
     ///
     /// # Safety
     /// (1) `input` and `output` are live device buffers of the current context laid out as the
@@ -122,26 +207,44 @@ impl RawPlan {
         // SAFETY: the caller vouches for (1) to (3); the key's kind picks the entry point whose
         // element types the buffers hold.
         unsafe {
-            match self.kind {
-                Kind::C2C => sys::cufftExecC2C(p, i.cast(), o.cast(), dir).check("cufftExecC2C"),
-                Kind::Z2Z => sys::cufftExecZ2Z(p, i.cast(), o.cast(), dir).check("cufftExecZ2Z"),
-                Kind::R2C => sys::cufftExecR2C(p, i.cast(), o.cast()).check("cufftExecR2C"),
-                Kind::D2Z => sys::cufftExecD2Z(p, i.cast(), o.cast()).check("cufftExecD2Z"),
-                Kind::C2R => sys::cufftExecC2R(p, i.cast(), o.cast()).check("cufftExecC2R"),
-                Kind::Z2D => sys::cufftExecZ2D(p, i.cast(), o.cast()).check("cufftExecZ2D"),
+            match (self.kind, self.precision) {
+                (_, Precision::Half | Precision::BFloat16) => (xt()?.exec)(p, i, o, dir).check("cufftXtExec"),
+                (Kind::C2C, Precision::Single) => sys::cufftExecC2C(p, i.cast(), o.cast(), dir).check("cufftExecC2C"),
+                (Kind::C2C, Precision::Double) => sys::cufftExecZ2Z(p, i.cast(), o.cast(), dir).check("cufftExecZ2Z"),
+                (Kind::R2C, Precision::Single) => sys::cufftExecR2C(p, i.cast(), o.cast()).check("cufftExecR2C"),
+                (Kind::R2C, Precision::Double) => sys::cufftExecD2Z(p, i.cast(), o.cast()).check("cufftExecD2Z"),
+                (Kind::C2R, Precision::Single) => sys::cufftExecC2R(p, i.cast(), o.cast()).check("cufftExecC2R"),
+                (Kind::C2R, Precision::Double) => sys::cufftExecZ2D(p, i.cast(), o.cast()).check("cufftExecZ2D"),
             }
         }
     }
 }
 
-fn kind(k: Kind) -> sys::cufftType {
+/// The `cufftType` of a single or double precision plan (half and bfloat16 plans have none:
+/// see [`xt_types`]).
+fn cufft_type(k: Kind, p: Precision) -> sys::cufftType {
     use sys::cufftType_t as T;
-    match k {
-        Kind::C2C => T::CUFFT_C2C,
-        Kind::R2C => T::CUFFT_R2C,
-        Kind::C2R => T::CUFFT_C2R,
-        Kind::Z2Z => T::CUFFT_Z2Z,
-        Kind::D2Z => T::CUFFT_D2Z,
-        Kind::Z2D => T::CUFFT_Z2D,
+    match (k, p == Precision::Double) {
+        (Kind::C2C, false) => T::CUFFT_C2C,
+        (Kind::R2C, false) => T::CUFFT_R2C,
+        (Kind::C2R, false) => T::CUFFT_C2R,
+        (Kind::C2C, true) => T::CUFFT_Z2Z,
+        (Kind::R2C, true) => T::CUFFT_D2Z,
+        (Kind::C2R, true) => T::CUFFT_Z2D,
     }
+}
+
+/// The input, output and execution `cudaDataType`s of an Xt plan, for the precisions that
+/// need one (half and bfloat16); `None` for the others.
+fn xt_types(k: Kind, p: Precision) -> Option<(c_int, c_int, c_int)> {
+    let (real, complex) = match p {
+        Precision::Half => (CUDA_R_16F, CUDA_C_16F),
+        Precision::BFloat16 => (CUDA_R_16BF, CUDA_C_16BF),
+        Precision::Single | Precision::Double => return None,
+    };
+    Some(match k {
+        Kind::C2C => (complex, complex, complex),
+        Kind::R2C => (real, complex, complex),
+        Kind::C2R => (complex, real, complex),
+    })
 }

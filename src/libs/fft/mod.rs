@@ -1,5 +1,13 @@
-//! cuFFT: complex-to-complex, real-to-complex and complex-to-real transforms in single and
-//! double precision, 1D to 3D, batched, with strides, distances and embeddings.
+//! cuFFT: complex-to-complex, real-to-complex and complex-to-real transforms in half
+//! (`half::f16`), bfloat16 (`half::bf16`), single and double precision, 1D to 3D, batched, with
+//! strides, distances and embeddings.
+//!
+//! Half and bfloat16 transforms go through cuFFT's Xt API (`cufftXtMakePlanMany` with
+//! `CUDA_R_16F` / `CUDA_C_16F` or `CUDA_R_16BF` / `CUDA_C_16BF`, `cufftXtExec`); cuFFT's rules
+//! for them (power-of-two sizes, the real side of a real transform at unit stride, at most 2^32
+//! elements a side, compute capability 5.3 for half and 8.0 for bfloat16) are checked before
+//! anything is recorded. Their complex values are [`Complex<f16>`](Complex) /
+//! [`Complex<bf16>`](Complex), laid out as CUDA's `half2` / `nv_bfloat162`.
 //!
 //! Plans live in a bounded least-recently-used cache keyed on the whole layout (kind, sizes,
 //! batch, both embeddings, strides and distances), so a plan is never reused for another
@@ -9,7 +17,8 @@
 //! Transforms are unnormalized, as in cuFFT: a forward then inverse transform multiplies by
 //! the number of elements of one transform.
 //!
-//! On the simulator every transform is computed on the host with `rustfft`, with the same
+//! On the simulator every transform is computed on the host with `rustfft` (half and bfloat16
+//! values widened to `f32`, transformed, and rounded back to nearest), with the same
 //! layouts and unnormalized results, as a simulated kernel under the op's declared uses (the
 //! hazard checker sees it as it sees a user's kernel). Complex-to-real transforms read the
 //! Hermitian half spectrum as cuFFT does (the imaginary parts of the bins a real signal has
@@ -46,26 +55,84 @@ pub enum Direction {
     Inverse,
 }
 
-mod sealed {
-    /// `rustfft`'s float trait too: the simulator computes transforms with it.
-    pub trait Sealed: rustfft::FftNum {}
-    impl Sealed for f32 {}
-    impl Sealed for f64 {}
+/// The precision of a transform's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// IEEE half (`half::f16`, `CUDA_R_16F` / `CUDA_C_16F`).
+    Half,
+    /// bfloat16 (`half::bf16`, `CUDA_R_16BF` / `CUDA_C_16BF`).
+    BFloat16,
+    /// `f32` (`CUFFT_C2C`, `CUFFT_R2C`, `CUFFT_C2R`).
+    Single,
+    /// `f64` (`CUFFT_Z2Z`, `CUFFT_D2Z`, `CUFFT_Z2D`).
+    Double,
 }
 
-/// The float types cuFFT transforms: `f32` and `f64`.
+mod sealed {
+    /// The simulator's arithmetic for a float type: `rustfft` computes in `Compute`, and values
+    /// are widened to it and rounded back.
+    pub trait Sealed: Copy + Send + Sync + 'static {
+        type Compute: rustfft::FftNum;
+        fn widen(self) -> Self::Compute;
+        fn narrow(v: Self::Compute) -> Self;
+    }
+    impl Sealed for f32 {
+        type Compute = f32;
+        fn widen(self) -> f32 {
+            self
+        }
+        fn narrow(v: f32) -> f32 {
+            v
+        }
+    }
+    impl Sealed for f64 {
+        type Compute = f64;
+        fn widen(self) -> f64 {
+            self
+        }
+        fn narrow(v: f64) -> f64 {
+            v
+        }
+    }
+    impl Sealed for half::f16 {
+        type Compute = f32;
+        fn widen(self) -> f32 {
+            self.to_f32()
+        }
+        fn narrow(v: f32) -> half::f16 {
+            half::f16::from_f32(v)
+        }
+    }
+    impl Sealed for half::bf16 {
+        type Compute = f32;
+        fn widen(self) -> f32 {
+            self.to_f32()
+        }
+        fn narrow(v: f32) -> half::bf16 {
+            half::bf16::from_f32(v)
+        }
+    }
+}
+
+/// The float types cuFFT transforms: `half::f16`, `half::bf16`, `f32` and `f64`.
 pub trait FftFloat: Element + sealed::Sealed
 where
     Complex<Self>: Element,
 {
-    #[doc(hidden)]
-    const DOUBLE: bool;
+    /// The precision of the transform of these elements.
+    const PRECISION: Precision;
+}
+impl FftFloat for half::f16 {
+    const PRECISION: Precision = Precision::Half;
+}
+impl FftFloat for half::bf16 {
+    const PRECISION: Precision = Precision::BFloat16;
 }
 impl FftFloat for f32 {
-    const DOUBLE: bool = false;
+    const PRECISION: Precision = Precision::Single;
 }
 impl FftFloat for f64 {
-    const DOUBLE: bool = true;
+    const PRECISION: Precision = Precision::Double;
 }
 
 type Plans = PlanCache<PlanKey, RawPlan>;
@@ -132,8 +199,9 @@ impl Fft {
         self.plans.set_capacity(capacity, &self.op)
     }
 
-    /// A complex-to-complex transform (`C2C` for `f32`, `Z2Z` for `f64`). `input` and `output`
-    /// may be the same buffer (in place) when both layouts are equal.
+    /// A complex-to-complex transform (`C2C` for `f32`, `Z2Z` for `f64`, the Xt API's
+    /// `CUDA_C_16F` / `CUDA_C_16BF` for `f16` / `bf16`). `input` and `output` may be the same
+    /// buffer (in place) when both layouts are equal.
     pub fn c2c<T: FftFloat>(
         &mut self,
         layout: &FftLayout,
@@ -144,9 +212,8 @@ impl Fft {
     where
         Complex<T>: Element,
     {
-        let kind = if T::DOUBLE { Kind::Z2Z } else { Kind::C2C };
         let in_place = input.same_buffer(output);
-        let key = self.key(kind, layout, input.len(), output.len())?;
+        let key = self.key(Kind::C2C, T::PRECISION, layout, input.len(), output.len())?;
         if in_place && key.input != key.output {
             return Err(Error::invalid("output", "an in-place transform needs equal input and output layouts"));
         }
@@ -154,7 +221,8 @@ impl Fft {
         self.exec(key, input, output, Access::Read, "c2c", direction, sim)
     }
 
-    /// A real-to-complex forward transform (`R2C` / `D2Z`); the output holds `dims[last]/2 + 1`
+    /// A real-to-complex forward transform (`R2C` / `D2Z`, or the Xt API's for `f16` / `bf16`);
+    /// the output holds `dims[last]/2 + 1`
     /// complex values in the last dimension.
     pub fn r2c<T: FftFloat>(
         &mut self,
@@ -165,13 +233,13 @@ impl Fft {
     where
         Complex<T>: Element,
     {
-        let kind = if T::DOUBLE { Kind::D2Z } else { Kind::R2C };
-        let key = self.key(kind, layout, input.len(), output.len())?;
+        let key = self.key(Kind::R2C, T::PRECISION, layout, input.len(), output.len())?;
         let sim = |key: &PlanKey| Ok(sim::r2c(key.clone(), input.sim_data()?, output.sim_data()?));
         self.exec(key, input, output, Access::Read, "r2c", Direction::Forward, sim)
     }
 
-    /// A complex-to-real inverse transform (`C2R` / `Z2D`). cuFFT overwrites the input of
+    /// A complex-to-real inverse transform (`C2R` / `Z2D`, or the Xt API's for `f16` / `bf16`).
+    /// cuFFT overwrites the input of
     /// these, so `input` is declared as written too.
     pub fn c2r<T: FftFloat>(
         &mut self,
@@ -182,8 +250,7 @@ impl Fft {
     where
         Complex<T>: Element,
     {
-        let kind = if T::DOUBLE { Kind::Z2D } else { Kind::C2R };
-        let key = self.key(kind, layout, input.len(), output.len())?;
+        let key = self.key(Kind::C2R, T::PRECISION, layout, input.len(), output.len())?;
         let sim = |key: &PlanKey| Ok(sim::c2r(key.clone(), input.sim_data()?, output.sim_data()?));
         self.exec(key, input, output, Access::ReadWrite, "c2r", Direction::Inverse, sim)
     }

@@ -3,14 +3,19 @@
 //! strides, distances), unnormalized, and the complex-to-real transforms reading only the
 //! non-redundant half of a Hermitian spectrum (the imaginary parts of the bins that must be real,
 //! DC and Nyquist, are ignored, as cuFFT does). cuFFT may overwrite the input of a
-//! complex-to-real transform; the simulator leaves it as it was.
+//! complex-to-real transform; the simulator leaves it as it was. Half and bfloat16 values are
+//! widened to `f32`, transformed in `f32`, and rounded back to nearest: cuFFT computes them in
+//! its own way, so results agree to a few units in the last place of the half type, scaled by
+//! the transform's size, not bit for bit.
 //!
 //! A transform gathers its input (one read of the input buffer), transforms every batch, then
 //! scatters the output (one write): in place (the same buffer on both sides) works as on the GPU.
 
+use super::sealed::Sealed;
 use super::{Direction, FftFloat, PlanKey};
 use crate::memory::{Complex, SimMem};
 use rustfft::num_complex::Complex as C;
+use rustfft::num_traits::Zero;
 use rustfft::{FftNum, FftPlanner};
 
 /// Where one side's elements lie: the element of batch `b` at multi-index `(i0, i1, ..)` is at
@@ -49,18 +54,21 @@ fn halved(dims: &[usize]) -> Vec<usize> {
     d
 }
 
-fn to_c<T: FftFloat>(v: Complex<T>) -> C<T>
+/// The arithmetic type the simulator transforms `T` in.
+type Wide<T> = <T as Sealed>::Compute;
+
+fn to_c<T: FftFloat>(v: Complex<T>) -> C<Wide<T>>
 where
     Complex<T>: crate::memory::Element,
 {
-    C::new(v.re, v.im)
+    C::new(v.re.widen(), v.im.widen())
 }
 
-fn from_c<T: FftFloat>(v: C<T>) -> Complex<T>
+fn from_c<T: FftFloat>(v: C<Wide<T>>) -> Complex<T>
 where
     Complex<T>: crate::memory::Element,
 {
-    Complex::new(v.re, v.im)
+    Complex::new(T::narrow(v.re), T::narrow(v.im))
 }
 
 /// Transforms the packed row-major array `buf` of `dims` along every dimension.
@@ -164,7 +172,7 @@ where
         {
             let src = input.read();
             for b in 0..key.batch {
-                data.extend(ins.offsets(b).into_iter().map(|o| C::new(src[o], T::zero())));
+                data.extend(ins.offsets(b).into_iter().map(|o| C::new(src[o].widen(), Wide::<T>::zero())));
             }
         }
         let mut planner = FftPlanner::new();
@@ -214,7 +222,8 @@ where
             }
         }
         let inverse = planner.plan_fft_inverse(last);
-        let mut row = vec![C::new(T::zero(), T::zero()); last];
+        let zero = Wide::<T>::zero();
+        let mut row = vec![C::new(zero, zero); last];
         let mut reals = Vec::with_capacity(per_half / bins * last);
         let mut dst = output.lock();
         for (b, batch) in data.chunks_exact(per_half).enumerate() {
@@ -228,7 +237,7 @@ where
                 reals.extend(row.iter().map(|v| v.re));
             }
             for (o, &v) in outs.offsets(b).into_iter().zip(&reals) {
-                dst[o] = v;
+                dst[o] = T::narrow(v);
             }
         }
     }
