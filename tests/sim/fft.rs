@@ -398,3 +398,111 @@ fn half_transforms_round_back_to_nearest() {
     h.fft().unwrap().c2c(&FftLayout::d1(32), &a, &b, Direction::Forward).unwrap().wait().unwrap();
     assert!(b.download(s).unwrap().iter().all(|c| *c == Complex::new(v, v)));
 }
+
+/// CUDA C++ of a window multiply on load (`callerInfo`: the window, one weight per point of a
+/// 64-point transform): the GPU form of the host closures below, which the simulator runs.
+const WINDOW_LOAD: &str = r#"extern "C" __device__ float2 window_load(void* in, unsigned long long i, void* w, void*) {
+    float2 v = ((float2*)in)[i]; float k = ((float*)w)[i % 64]; return make_float2(v.x * k, v.y * k); }"#;
+
+#[test]
+fn callbacks_run_their_host_form_on_the_simulator() {
+    use cusched::fft::{FftCallback, FftCallbacks};
+    let (d, s, mut h) = setup();
+    let mut rng = Rng::seeded(31);
+    // Three interleaved batches of 64 points; the window is indexed by the input offset.
+    let dl = DataLayout { embed: vec![64], stride: 3, dist: 1 };
+    let layout = FftLayout::d1(64).batched(3).with_layouts(dl.clone(), dl);
+    let x = complex::<f32>(&mut rng, 192);
+    let window: Vec<f32> = (0..64).map(|i| 0.5 - 0.5 * (2.0 * std::f32::consts::PI * i as f32 / 64.0).cos()).collect();
+    let w = d.upload(s, &window).unwrap();
+    let (a, b) = (d.upload(s, &x).unwrap(), d.alloc_zeros::<Complex<f32>>(s, 192).unwrap());
+    let load = FftCallback::new(WINDOW_LOAD, "window_load").data(&w).sim(|i, v, w: &[f32]| {
+        let k = w[i % 64] as f64;
+        Complex::new(v.re * k, v.im * k)
+    });
+    let store = FftCallback::new("/* the scale on store */", "scale_store")
+        .sim(|_, v, _| Complex::new(v.re / 64.0, v.im / 64.0));
+    let callbacks = FftCallbacks::new().on_load(load).on_store(store);
+    h.fft().unwrap().c2c_with(&layout, &a, &b, Direction::Forward, &callbacks).unwrap().wait().unwrap();
+    let windowed: Vec<Complex<f32>> =
+        x.iter().enumerate().map(|(i, v)| Complex::new(v.re * window[i % 64], v.im * window[i % 64])).collect();
+    let want: Vec<(usize, (f64, f64))> = reference::c2c(&layout, &windowed, Direction::Forward)
+        .into_iter()
+        .map(|(o, (re, im))| (o, (re / 64.0, im / 64.0)))
+        .collect();
+    let got = b.download(s).unwrap();
+    for (o, (re, im)) in want {
+        assert!((got[o].re as f64 - re).abs() < 1e-5 && (got[o].im as f64 - im).abs() < 1e-5, "bin {o}");
+    }
+    assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+#[test]
+fn real_transforms_call_back_with_real_values_at_buffer_offsets() {
+    use cusched::fft::{FftCallback, FftCallbacks};
+    let (d, s, mut h) = setup();
+    let mut rng = Rng::seeded(32);
+    // R2C with gaps between batches: the load callback sees the real input's buffer offsets
+    // (it zeroes the samples past 20 of each 32), the store one scales the spectrum by 2.
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    let layout = FftLayout::d1(32).batched(2).with_layouts(dl(vec![32], 1, 40), dl(vec![17], 1, 20));
+    let x: Vec<f64> = (0..72).map(|_| rng.f32().into()).collect();
+    let (r, c) = (d.upload(s, &x).unwrap(), d.alloc_zeros::<Complex<f64>>(s, 37).unwrap());
+    let load = FftCallback::<f64>::new("", "cut").sim(|i, v, _| {
+        assert_eq!(v.im, 0.0, "a real value");
+        if i % 40 >= 20 {
+            Complex::new(0.0, 5.0)
+        } else {
+            v
+        }
+    });
+    let store = FftCallback::new("", "twice").sim(|_, v, _| Complex::new(2.0 * v.re, 2.0 * v.im));
+    h.fft()
+        .unwrap()
+        .r2c_with(&layout, &r, &c, &FftCallbacks::new().on_load(load).on_store(store))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let cut: Vec<f64> = x.iter().enumerate().map(|(i, &v)| if i % 40 >= 20 { 0.0 } else { v }).collect();
+    let got = c.download(s).unwrap();
+    for (o, (re, im)) in reference::r2c(&layout, &cut) {
+        assert!((got[o].re - 2.0 * re).abs() < 1e-10 && (got[o].im - 2.0 * im).abs() < 1e-10, "bin {o}");
+    }
+
+    // C2R of that spectrum: a store callback on the real output sees real values.
+    let back = FftLayout { input: layout.output.clone(), output: layout.input.clone(), ..layout.clone() };
+    let out = d.alloc_zeros::<f64>(s, 72).unwrap();
+    let store = FftCallback::<f64>::new("", "half").sim(|_, v, _| {
+        assert_eq!(v.im, 0.0, "a real value");
+        Complex::new(v.re / 2.0, 7.0)
+    });
+    h.fft().unwrap().c2r_with(&back, &c, &out, &FftCallbacks::new().on_store(store)).unwrap().wait().unwrap();
+    let got = out.download(s).unwrap();
+    for (o, v) in reference::c2r(&back, &c.download(s).unwrap()) {
+        assert!((got[o] - v / 2.0).abs() < 1e-9, "sample {o}");
+    }
+}
+
+#[test]
+fn a_callbacks_data_is_declared_as_a_read() {
+    use cusched::fft::{FftCallback, FftCallbacks};
+    // The window is written on another stream right before the transform: the tracker fences
+    // the transform after it (the checker is clean and the new window is used).
+    let d = sim();
+    let (s1, s2) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let mut h = Handles::new(&d, s1).unwrap();
+    let w = d.alloc_zeros::<f32>(s2, 64).unwrap();
+    w.copy_from_slice(s2, &[2.0f32; 64]).unwrap();
+    let x = vec![Complex::new(1.0f32, 0.0); 64];
+    let (a, b) = (d.upload(s1, &x).unwrap(), d.alloc_zeros::<Complex<f32>>(s1, 64).unwrap());
+    let load = FftCallback::new(WINDOW_LOAD, "window_load").data(&w).sim(|i, v, w: &[f32]| {
+        let k = w[i % 64] as f64;
+        Complex::new(v.re * k, v.im * k)
+    });
+    h.fft()
+        .unwrap()
+        .c2c_with(&FftLayout::d1(64), &a, &b, Direction::Forward, &FftCallbacks::new().on_load(load))
+        .unwrap();
+    assert!((b.download(s1).unwrap()[0].re - 128.0).abs() < 1e-3);
+    assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+}

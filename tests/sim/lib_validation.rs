@@ -411,6 +411,52 @@ fn fft_refuses_half_types_below_their_compute_capability() {
 }
 
 #[test]
+#[cfg(feature = "cufft")]
+fn fft_rejects_callbacks_it_cannot_run() {
+    use cusched::fft::{FftCallback, FftCallbacks};
+    use cusched::{Complex, Error};
+    let mut fx = fx();
+    let (c, c2) = (fx.buf::<Complex<f32>>(64), fx.buf::<Complex<f32>>(64));
+    let (r, rc) = (fx.buf::<f32>(64), fx.buf::<Complex<f32>>(33));
+    let fwd = Direction::Forward;
+    let id = |_: usize, v: Complex<f64>, _: &[f32]| v;
+    let with = |cb: FftCallback<'static, f32>| FftCallbacks::new().on_load(cb);
+    // A symbol that names no function, a source with a NUL, a foreign data buffer: each named.
+    rejects(&mut fx, "callbacks.load", |fx| {
+        fx.h.fft()?.c2c_with(&FftLayout::d1(64), &c, &c2, fwd, &with(FftCallback::new("", "a b").sim(id)))
+    });
+    rejects(&mut fx, "callbacks.store", |fx| {
+        let cb = FftCallback::new("", "").sim(id);
+        fx.h.fft()?.r2c_with(&FftLayout::d1(64), &r, &rc, &FftCallbacks::new().on_store(cb))
+    });
+    rejects(&mut fx, "callbacks.load", |fx| {
+        fx.h.fft()?.c2r_with(&FftLayout::d1(64), &rc, &r, &with(FftCallback::new("\0", "f").sim(id)))
+    });
+    let foreign = fx.foreign::<f32>(64);
+    rejects(&mut fx, "!foreign", |fx| {
+        let cb = FftCallback::new("", "f").data(&foreign).sim(id);
+        fx.h.fft()?.c2c_with(&FftLayout::d1(64), &c, &c2, fwd, &FftCallbacks::new().on_load(cb))
+    });
+    // A bad layout is still named first.
+    rejects(&mut fx, "layout.dims", |fx| {
+        fx.h.fft()?.c2c_with(&FftLayout::d1(0), &c, &c2, fwd, &with(FftCallback::new("", "f").sim(id)))
+    });
+    // Without a host form the simulator cannot compute a callback; cuFFT has no half callbacks.
+    let (h16, h16b) = (fx.buf::<Complex<cusched::half::f16>>(64), fx.buf::<Complex<cusched::half::f16>>(64));
+    for case in 0..2 {
+        let before = fx.device.stats();
+        let got = if case == 0 {
+            fx.h.fft().unwrap().c2c_with(&FftLayout::d1(64), &c, &c2, fwd, &with(FftCallback::new("", "f")))
+        } else {
+            fx.h.fft().unwrap().c2c_with(&FftLayout::d1(64), &h16, &h16b, fwd, &with(FftCallback::new("", "f").sim(id)))
+        };
+        assert!(matches!(got, Err(Error::Unsupported { .. })), "case {case}: {got:?}");
+        let after = fx.device.stats();
+        assert_eq!((after.events, after.waits), (before.events, before.waits), "case {case} recorded something");
+    }
+}
+
+#[test]
 #[cfg(feature = "cublas")]
 fn lane_job_rejects_like_inline() {
     let device = sim();

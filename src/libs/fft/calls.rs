@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::libs::object::{Owned, RawObject};
 use crate::libs::Status;
 use cudarc::cufft::sys;
-use std::ffi::{c_int, c_longlong, c_void};
+use std::ffi::{c_char, c_int, c_longlong, c_void, CString};
 use std::sync::OnceLock;
 
 /// `cudaDataType` values (`library_types.h`) of the Xt API's element types.
@@ -39,6 +39,78 @@ type XtMakePlanMany = unsafe extern "C" fn(
     c_int,
 ) -> sys::cufftResult;
 type XtExec = unsafe extern "C" fn(sys::cufftHandle, *mut c_void, *mut c_void, c_int) -> sys::cufftResult;
+/// CUDA 13's `cufftXtSetJITCallback(plan, lto_callback_symbol_name, lto_callback_fatbin,
+/// lto_callback_fatbin_size, type, caller_info)` (CUDA 12 had no symbol name).
+type XtSetJitCallback = unsafe extern "C" fn(
+    sys::cufftHandle,
+    *const c_char,
+    *const c_void,
+    usize,
+    c_int,
+    *mut *mut c_void,
+) -> sys::cufftResult;
+
+/// `cufftXtSetJITCallback` with CUDA 13's signature, or the error saying this libcufft lacks
+/// it. The symbol of CUDA 12.6 to 12.9 (cuFFT 11.x) has the same name and no symbol-name
+/// argument, so the library's version is checked first: calling it with the other signature
+/// would pass the IR as the name.
+fn xt_set_jit_callback() -> Result<XtSetJitCallback> {
+    static F: OnceLock<Option<XtSetJitCallback>> = OnceLock::new();
+    F.get_or_init(|| {
+        let mut version: c_int = 0;
+        // SAFETY: a valid out-pointer; libcufft is present (see `xt`).
+        let ok = unsafe { sys::cufftGetVersion(&mut version) } == sys::cufftResult::CUFFT_SUCCESS;
+        if !ok || version < 12000 {
+            return None;
+        }
+        // SAFETY: as in `xt`: libcufft is present, and at version 12 (CUDA 13) the symbol has
+        // the declared signature.
+        unsafe { sys::culib().get::<XtSetJitCallback>(b"cufftXtSetJITCallback\0").ok().map(|f| *f) }
+    })
+    .ok_or(Error::LibraryUnavailable {
+        library: "cuFFT (libcufft)",
+        hint: "LTO callbacks need the cufftXtSetJITCallback of cuFFT 12 (CUDA 13) or later; install the \
+               CUDA 13 toolkit's cuFFT",
+    })
+}
+
+/// A callback compiled to LTO-IR, ready to attach to a plan: what `cufftXtSetJITCallback`
+/// reads, kept alive as long as the plan (cuFFT's docs do not say it copies them).
+pub(crate) struct JitCallback {
+    ir: Vec<u8>,
+    symbol: CString,
+    kind: c_int,
+    /// The `caller_info` array: one device address, the callback's data (0: none).
+    caller_info: Box<[u64; 1]>,
+}
+
+impl JitCallback {
+    /// The callback named `symbol` in `ir`, on loads (or stores, with `store`) of a `kind`
+    /// transform in `precision` (single or double), with `data` as its `callerInfo`.
+    pub(super) fn new(
+        ir: Vec<u8>,
+        symbol: &str,
+        kind: Kind,
+        precision: Precision,
+        store: bool,
+        data: u64,
+    ) -> Result<JitCallback> {
+        let symbol = CString::new(symbol).map_err(|_| Error::invalid("callbacks", "the symbol contains a NUL byte"))?;
+        // cufftXtCallbackType: loads 0 to 3 (complex, complex double, real, real double),
+        // stores 4 to 7 in the same order.
+        let (cin, cout) = kind.complex_sides();
+        let complex = if store { cout } else { cin };
+        let double = match precision {
+            Precision::Single => 0,
+            Precision::Double => 1,
+            Precision::Half | Precision::BFloat16 => {
+                return Err(Error::invalid("callbacks", "cuFFT's callbacks take single and double precision only"))
+            }
+        };
+        let kind = if store { 4 } else { 0 } + if complex { 0 } else { 2 } + double;
+        Ok(JitCallback { ir, symbol, kind, caller_info: Box::new([data]) })
+    }
+}
 
 /// The Xt entry points, looked up in cudarc's libcufft.
 struct Xt {
@@ -100,6 +172,8 @@ pub(crate) struct RawPlan {
     handle: Owned<PlanHandle>,
     kind: Kind,
     precision: Precision,
+    /// The callbacks linked into the plan, alive as long as it.
+    _callbacks: Vec<JitCallback>,
     pub work_bytes: usize,
 }
 
@@ -113,14 +187,49 @@ impl RawPlan {
     /// [`cufftXtMakePlanMany`](https://docs.nvidia.com/cuda/cufft/#cufftxtmakeplanmany),
     /// [`cufftSetStream`](https://docs.nvidia.com/cuda/cufft/#cufftsetstream)
     ///
+    /// With `callbacks`, each is attached with `cufftXtSetJITCallback` between `cufftCreate`
+    /// and planning, as cuFFT requires of LTO callbacks.
+    ///
     /// # Safety
-    /// `stream` is a live stream of the current context that outlives the plan.
-    pub(super) unsafe fn make(key: &PlanKey, stream: crate::backend::cuda::CuStream) -> Result<RawPlan> {
+    /// `stream` is a live stream of the current context that outlives the plan; each callback's
+    /// data address is 0 or a device buffer every transform of the plan declares as read.
+    pub(super) unsafe fn make(
+        key: &PlanKey,
+        stream: crate::backend::cuda::CuStream,
+        callbacks: Vec<JitCallback>,
+    ) -> Result<RawPlan> {
         let mut handle: sys::cufftHandle = 0;
         // SAFETY: `handle` is a valid out-pointer.
         unsafe { sys::cufftCreate(&mut handle) }.check("cufftCreate")?;
-        let mut plan =
-            RawPlan { handle: Owned::new(PlanHandle(handle)), kind: key.kind, precision: key.precision, work_bytes: 0 };
+        let mut plan = RawPlan {
+            handle: Owned::new(PlanHandle(handle)),
+            kind: key.kind,
+            precision: key.precision,
+            _callbacks: Vec::new(),
+            work_bytes: 0,
+        };
+        if !callbacks.is_empty() {
+            let set = xt_set_jit_callback()?;
+            for cb in &callbacks {
+                // SAFETY: (1) a fresh plan, not yet planned; (2) the symbol is NUL-terminated
+                // and the IR holds `ir.len()` bytes, both kept in the plan; (3) `caller_info`
+                // is a one-entry array of device addresses (`u64` has the layout of a 64-bit
+                // pointer), boxed in the plan so its address is stable; (4) the caller vouches
+                // for the data address.
+                unsafe {
+                    set(
+                        handle,
+                        cb.symbol.as_ptr(),
+                        cb.ir.as_ptr().cast(),
+                        cb.ir.len(),
+                        cb.kind,
+                        cb.caller_info.as_ptr().cast_mut().cast::<*mut c_void>(),
+                    )
+                }
+                .check("cufftXtSetJITCallback")?;
+            }
+        }
+        plan._callbacks = callbacks;
         let to64 = |v: &[usize]| v.iter().map(|&x| x as c_longlong).collect::<Vec<_>>();
         let mut n = to64(&key.dims);
         let mut inembed = to64(&key.input.embed);

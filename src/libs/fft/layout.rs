@@ -2,7 +2,7 @@
 //! kinds, and the checks that resolve a layout into the plan cache's key (every size fits
 //! cuFFT's 64-bit plan, the buffers hold the layout, written batches do not overlap).
 
-use super::{Fft, Precision, StreamLibrary};
+use super::{CallbackKey, Fft, Precision, StreamLibrary};
 use crate::error::{Error, Result};
 use crate::libs::validate as check;
 
@@ -94,6 +94,9 @@ pub(super) struct PlanKey {
     pub(super) batch: usize,
     pub(super) input: DataLayout,
     pub(super) output: DataLayout,
+    /// The load and store callbacks linked into the plan (CUDA only).
+    pub(super) load: Option<CallbackKey>,
+    pub(super) store: Option<CallbackKey>,
 }
 
 /// Logical sizes of one side: the complex side of a real transform is halved in its last
@@ -230,7 +233,16 @@ impl Fft {
         if out_len < out_span {
             return Err(Error::invalid("output", format!("holds {out_len} elements, the layout needs {out_span}")));
         }
-        Ok(PlanKey { kind, precision, dims: layout.dims.clone(), batch: layout.batch, input, output })
+        Ok(PlanKey {
+            kind,
+            precision,
+            dims: layout.dims.clone(),
+            batch: layout.batch,
+            input,
+            output,
+            load: None,
+            store: None,
+        })
     }
 
     /// cuFFT's rules for half and bfloat16 transforms: every size a power of two, the real side

@@ -26,13 +26,21 @@
 //! as it was. The simulator makes no plans ([`plans_made`](Fft::plans_made) stays 0) and no
 //! work area. A 2^20-point transform takes a fraction of a second in release builds.
 //!
+//! Load and store callbacks ([`FftCallbacks`], the `*_with` transforms) are CUDA C++ compiled
+//! by NVRTC to LTO-IR and linked into the plan by cuFFT; on the simulator they compute with
+//! their host closures (see `callback`).
+//!
 //! Files: this one holds the state and the transforms; `layout` the layouts and their
-//! checks, `calls` the cuFFT calls, `sim` the simulator's transforms.
+//! checks, `callback` the callbacks, `calls` the cuFFT calls, `sim` the simulator's
+//! transforms.
 
+mod callback;
 mod calls;
 mod layout;
 mod sim;
 
+use callback::CallbackKey;
+pub use callback::{FftCallback, FftCallbacks, SimCallback};
 pub use layout::{DataLayout, FftLayout};
 use layout::{Kind, PlanKey};
 
@@ -75,9 +83,18 @@ mod sealed {
         type Compute: rustfft::FftNum;
         fn widen(self) -> Self::Compute;
         fn narrow(v: Self::Compute) -> Self;
+        /// The callbacks' host forms compute in f64.
+        fn compute_to_f64(v: Self::Compute) -> f64;
+        fn compute_from_f64(v: f64) -> Self::Compute;
     }
     impl Sealed for f32 {
         type Compute = f32;
+        fn compute_to_f64(v: f32) -> f64 {
+            v as f64
+        }
+        fn compute_from_f64(v: f64) -> f32 {
+            v as f32
+        }
         fn widen(self) -> f32 {
             self
         }
@@ -87,6 +104,12 @@ mod sealed {
     }
     impl Sealed for f64 {
         type Compute = f64;
+        fn compute_to_f64(v: f64) -> f64 {
+            v
+        }
+        fn compute_from_f64(v: f64) -> f64 {
+            v
+        }
         fn widen(self) -> f64 {
             self
         }
@@ -96,6 +119,12 @@ mod sealed {
     }
     impl Sealed for half::f16 {
         type Compute = f32;
+        fn compute_to_f64(v: f32) -> f64 {
+            v as f64
+        }
+        fn compute_from_f64(v: f64) -> f32 {
+            v as f32
+        }
         fn widen(self) -> f32 {
             self.to_f32()
         }
@@ -105,6 +134,12 @@ mod sealed {
     }
     impl Sealed for half::bf16 {
         type Compute = f32;
+        fn compute_to_f64(v: f32) -> f64 {
+            v as f64
+        }
+        fn compute_from_f64(v: f64) -> f32 {
+            v as f32
+        }
         fn widen(self) -> f32 {
             self.to_f32()
         }
@@ -212,18 +247,34 @@ impl Fft {
     where
         Complex<T>: Element,
     {
+        self.c2c_with(layout, input, output, direction, &FftCallbacks::<f32>::new())
+    }
+
+    /// [`c2c`](Self::c2c) with load and store callbacks (single and double precision; their
+    /// values are `float2` / `double2`).
+    pub fn c2c_with<T: FftFloat, D: Element>(
+        &mut self,
+        layout: &FftLayout,
+        input: &GpuRef<Complex<T>>,
+        output: &GpuRef<Complex<T>>,
+        direction: Direction,
+        callbacks: &FftCallbacks<'_, D>,
+    ) -> Result<Completion<()>>
+    where
+        Complex<T>: Element,
+    {
         let in_place = input.same_buffer(output);
         let key = self.key(Kind::C2C, T::PRECISION, layout, input.len(), output.len())?;
         if in_place && key.input != key.output {
             return Err(Error::invalid("output", "an in-place transform needs equal input and output layouts"));
         }
-        let sim = |key: &PlanKey| Ok(sim::c2c(key.clone(), input.sim_data()?, output.sim_data()?, direction));
-        self.exec(key, input, output, Access::Read, "c2c", direction, sim)
+        let sim =
+            |key: &PlanKey, hooks| Ok(sim::c2c(key.clone(), input.sim_data()?, output.sim_data()?, direction, hooks));
+        self.exec(key, input, output, Access::Read, "c2c", direction, callbacks, sim)
     }
 
     /// A real-to-complex forward transform (`R2C` / `D2Z`, or the Xt API's for `f16` / `bf16`);
-    /// the output holds `dims[last]/2 + 1`
-    /// complex values in the last dimension.
+    /// the output holds `dims[last]/2 + 1` complex values in the last dimension.
     pub fn r2c<T: FftFloat>(
         &mut self,
         layout: &FftLayout,
@@ -233,14 +284,28 @@ impl Fft {
     where
         Complex<T>: Element,
     {
+        self.r2c_with(layout, input, output, &FftCallbacks::<f32>::new())
+    }
+
+    /// [`r2c`](Self::r2c) with load callbacks on the real input (`float` / `double`) and store
+    /// callbacks on the complex output (`float2` / `double2`).
+    pub fn r2c_with<T: FftFloat, D: Element>(
+        &mut self,
+        layout: &FftLayout,
+        input: &GpuRef<T>,
+        output: &GpuRef<Complex<T>>,
+        callbacks: &FftCallbacks<'_, D>,
+    ) -> Result<Completion<()>>
+    where
+        Complex<T>: Element,
+    {
         let key = self.key(Kind::R2C, T::PRECISION, layout, input.len(), output.len())?;
-        let sim = |key: &PlanKey| Ok(sim::r2c(key.clone(), input.sim_data()?, output.sim_data()?));
-        self.exec(key, input, output, Access::Read, "r2c", Direction::Forward, sim)
+        let sim = |key: &PlanKey, hooks| Ok(sim::r2c(key.clone(), input.sim_data()?, output.sim_data()?, hooks));
+        self.exec(key, input, output, Access::Read, "r2c", Direction::Forward, callbacks, sim)
     }
 
     /// A complex-to-real inverse transform (`C2R` / `Z2D`, or the Xt API's for `f16` / `bf16`).
-    /// cuFFT overwrites the input of
-    /// these, so `input` is declared as written too.
+    /// cuFFT overwrites the input of these, so `input` is declared as written too.
     pub fn c2r<T: FftFloat>(
         &mut self,
         layout: &FftLayout,
@@ -250,35 +315,120 @@ impl Fft {
     where
         Complex<T>: Element,
     {
-        let key = self.key(Kind::C2R, T::PRECISION, layout, input.len(), output.len())?;
-        let sim = |key: &PlanKey| Ok(sim::c2r(key.clone(), input.sim_data()?, output.sim_data()?));
-        self.exec(key, input, output, Access::ReadWrite, "c2r", Direction::Inverse, sim)
+        self.c2r_with(layout, input, output, &FftCallbacks::<f32>::new())
     }
 
-    /// Records the uses, finds or makes the plan, sizes the work area, and enqueues the
-    /// transform. On the simulator, `sim` gives the transform computed on the host instead, run
-    /// under the same uses; it has no plan and no work area.
-    #[allow(clippy::too_many_arguments)]
-    fn exec<I: Element, O: Element, K: FnOnce() + Send + 'static>(
+    /// [`c2r`](Self::c2r) with load callbacks on the complex input (`float2` / `double2`) and
+    /// store callbacks on the real output (`float` / `double`).
+    pub fn c2r_with<T: FftFloat, D: Element>(
         &mut self,
-        key: PlanKey,
+        layout: &FftLayout,
+        input: &GpuRef<Complex<T>>,
+        output: &GpuRef<T>,
+        callbacks: &FftCallbacks<'_, D>,
+    ) -> Result<Completion<()>>
+    where
+        Complex<T>: Element,
+    {
+        let key = self.key(Kind::C2R, T::PRECISION, layout, input.len(), output.len())?;
+        let sim = |key: &PlanKey, hooks| Ok(sim::c2r(key.clone(), input.sim_data()?, output.sim_data()?, hooks));
+        self.exec(key, input, output, Access::ReadWrite, "c2r", Direction::Inverse, callbacks, sim)
+    }
+
+    /// Refuses callbacks cuFFT or the simulator cannot run, naming the argument, before
+    /// anything is recorded.
+    fn check_callbacks<D: Element>(&self, precision: Precision, callbacks: &FftCallbacks<'_, D>) -> Result<()> {
+        if callbacks.is_empty() {
+            return Ok(());
+        }
+        if matches!(precision, Precision::Half | Precision::BFloat16) {
+            return Err(Error::Unsupported {
+                library: Fft::LIBRARY.name,
+                what: format!("load or store callbacks on a {precision:?} transform"),
+                hint: "cuFFT's callbacks take single and double precision transforms only; transform in f32".into(),
+            });
+        }
+        for (arg, cb) in [("callbacks.load", &callbacks.load), ("callbacks.store", &callbacks.store)] {
+            let Some(cb) = cb else { continue };
+            let identifier = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+            if cb.symbol.is_empty() || !cb.symbol.chars().all(identifier) {
+                return Err(Error::invalid(
+                    arg,
+                    format!("symbol {:?} is not a device function's name (declare it extern \"C\")", cb.symbol),
+                ));
+            }
+            if cb.source.contains('\0') {
+                return Err(Error::invalid(arg, "the source contains a NUL byte"));
+            }
+            if self.op.device.is_simulated() && cb.sim.is_none() {
+                return Err(Error::Unsupported {
+                    library: Fft::LIBRARY.name,
+                    what: format!("the {arg} callback `{}` on the simulator, which runs no device code", cb.symbol),
+                    hint: "give the callback its host form with FftCallback::sim".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the uses, finds or makes the plan (with its callbacks linked in), sizes the
+    /// work area, and enqueues the transform. On the simulator, `sim` gives the transform
+    /// computed on the host instead, with the callbacks' host forms, run under the same uses;
+    /// it has no plan and no work area.
+    #[allow(clippy::too_many_arguments)]
+    fn exec<I: Element, O: Element, D: Element, K: FnOnce() + Send + 'static>(
+        &mut self,
+        mut key: PlanKey,
         input: &GpuRef<I>,
         output: &GpuRef<O>,
         input_access: Access,
         name: &'static str,
         direction: Direction,
-        sim: impl FnOnce(&PlanKey) -> Result<K>,
+        callbacks: &FftCallbacks<'_, D>,
+        sim: impl FnOnce(&PlanKey, sim::Hooks<D>) -> Result<K>,
     ) -> Result<Completion<()>> {
+        self.check_callbacks(key.precision, callbacks)?;
         let mut rec = self.op.recorder(name);
         record(&mut rec, "input", input, input_access)?;
         record(&mut rec, "output", output, Access::Write)?;
-        if self.op.device.is_simulated() {
-            return self.op.run_sim(rec, Vec::new(), sim(&key)?);
+        for (arg, cb) in [("callbacks.load.data", &callbacks.load), ("callbacks.store.data", &callbacks.store)] {
+            if let Some(data) = cb.as_ref().and_then(|cb| cb.data) {
+                record(&mut rec, arg, data, Access::Read)?;
+            }
         }
+        if self.op.device.is_simulated() {
+            let hook = |cb: &Option<FftCallback<'_, D>>| -> Result<Option<sim::Hook<D>>> {
+                let Some(cb) = cb else { return Ok(None) };
+                // `check_callbacks` refused a callback without a host form on the simulator.
+                let Some(f) = cb.sim.clone() else { return Ok(None) };
+                Ok(Some(sim::Hook { f, data: cb.data.map(|d| d.sim_data()).transpose()? }))
+            };
+            let hooks = sim::Hooks { load: hook(&callbacks.load)?, store: hook(&callbacks.store)? };
+            return self.op.run_sim(rec, Vec::new(), sim(&key, hooks)?);
+        }
+        let callback_key = |cb: &Option<FftCallback<'_, D>>| -> Result<Option<CallbackKey>> {
+            let Some(cb) = cb else { return Ok(None) };
+            let data = cb.data.map(|d| d.raw_device_ptr()).transpose()?.unwrap_or(0);
+            Ok(Some(CallbackKey { source: cb.source.clone(), symbol: cb.symbol.clone(), data }))
+        };
+        key.load = callback_key(&callbacks.load)?;
+        key.store = callback_key(&callbacks.store)?;
+        let cc = if callbacks.is_empty() { (0, 0) } else { self.op.device.compute_capability()? };
         let stream = self.op.bound_stream()?;
-        // SAFETY: the stream is live in the bound context and outlives the plan (the device
-        // keeps its streams until every library state is gone).
-        let plan = self.plans.get_or_make(key, &self.op, |key| unsafe { RawPlan::make(key, stream.cu_stream()) })?;
+        let plan = self.plans.get_or_make(key, &self.op, |key| {
+            let lto = |cb: &Option<CallbackKey>, store: bool| -> Result<Option<calls::JitCallback>> {
+                let Some(cb) = cb else { return Ok(None) };
+                let ir = lto_ir(&cb.source, cc)?;
+                calls::JitCallback::new(ir, &cb.symbol, key.kind, key.precision, store, cb.data).map(Some)
+            };
+            let jit: Vec<calls::JitCallback> =
+                [lto(&key.load, false)?, lto(&key.store, true)?].into_iter().flatten().collect();
+            // SAFETY: the stream is live in the bound context and outlives the plan (the device
+            // keeps its streams until every library state is gone); each callback's data
+            // address is a buffer this op declared as read, and every op that runs the plan
+            // declares the buffer at that address (the address is part of the key).
+            unsafe { RawPlan::make(key, stream.cu_stream(), jit) }
+        })?;
         // The old area is retired on the device timeline, after the transforms that used it.
         let work = self.work.use_on(&self.op, &mut rec, plan.work_bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
         self.op.run(rec, Vec::new(), || {
@@ -292,6 +442,22 @@ impl Fft {
                 }
                 plan.exec(dptr(input)?, dptr(output)?, direction)
             }
+        })
+    }
+}
+
+/// Compiles a callback's source to LTO-IR for compute capability `cc`.
+fn lto_ir(source: &str, cc: (u32, u32)) -> Result<Vec<u8>> {
+    #[cfg(feature = "nvrtc")]
+    {
+        crate::libs::rtc::compile_lto_ir(source, cc)
+    }
+    #[cfg(not(feature = "nvrtc"))]
+    {
+        let _ = (source, cc);
+        Err(Error::LibraryUnavailable {
+            library: "NVRTC (libnvrtc)",
+            hint: "cuFFT callbacks are compiled with NVRTC: build cusched with the nvrtc feature",
         })
     }
 }
