@@ -144,7 +144,7 @@ impl<D: Element> Hook<D> {
         offsets: &[usize],
         values: &mut [C<W>],
         real: bool,
-        (to_f64, from_f64): (fn(W) -> f64, fn(f64) -> W),
+        (to_f64, from_f64): Conv<W>,
     ) {
         let guard = self.data.as_ref().map(|d| d.read());
         let data: &[D] = guard.as_deref().unwrap_or(&[]);
@@ -156,8 +156,11 @@ impl<D: Element> Hook<D> {
     }
 }
 
+/// Conversions of an arithmetic type to and from the callbacks' f64.
+type Conv<W> = (fn(W) -> f64, fn(f64) -> W);
+
 /// The conversions of `T`'s simulator arithmetic to and from the callbacks' f64.
-fn conv<T: FftFloat>() -> (fn(Wide<T>) -> f64, fn(f64) -> Wide<T>)
+fn conv<T: FftFloat>() -> Conv<Wide<T>>
 where
     Complex<T>: Element,
 {
