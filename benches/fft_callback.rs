@@ -62,11 +62,11 @@ fn lto_ir(src: &str, cc: (u32, u32)) -> Res<Vec<u8>> {
     let prog = cusched::cudarc::nvrtc::result::create_program(&src, None).map_err(|e| format!("{e:?}"))?;
     let arch = CString::new(format!("-arch=sm_{}{}", cc.0, cc.1))?;
     let opts = [c"-dlto".as_ptr(), c"-rdc=true".as_ptr(), arch.as_ptr()];
-    // SAFETY: a live program; NUL-terminated options that outlive the call.
+    // SAFETY: (1) a live program; (2) NUL-terminated options that outlive the call.
     let r = unsafe { nvrtc_sys::nvrtcCompileProgram(prog, opts.len() as c_int, opts.as_ptr()) };
     let out = check_nvrtc("nvrtcCompileProgram", r).and_then(|()| {
         let mut size = 0usize;
-        // SAFETY: a compiled program; a valid out-pointer.
+        // SAFETY: (1) a compiled program; (2) a valid out-pointer.
         check_nvrtc("nvrtcGetLTOIRSize", unsafe { nvrtc_sys::nvrtcGetLTOIRSize(prog, &mut size) })?;
         let mut ir = vec![0u8; size];
         // SAFETY: `ir` holds the size NVRTC reported.
@@ -92,6 +92,13 @@ fn main() -> Res<()> {
     };
     let total = n * batch;
     let cc = device.compute_capability()?;
+    let mut version: c_int = 0;
+    // SAFETY: a valid out-pointer (cuFFT is loaded by cudarc on first use).
+    check_cufft("cufftGetVersion", unsafe { cufft_sys::cufftGetVersion(&mut version) })?;
+    if version < 12000 {
+        println!("bench-fft_callback needs the cuFFT of CUDA 13 (cuFFT 12); this one is {version}");
+        return Ok(());
+    }
     let s = device.new_stream()?;
     // SAFETY: (1) the raw side touches only cudarc memory and a cuFFT plan of its own, made
     // from and used on this one stream, and synchronizes it before each timing ends; (2) memory
@@ -190,7 +197,7 @@ fn main() -> Res<()> {
         },
         || Ok(0.0),
     )?;
-    // SAFETY: the plan is idle (the stream was synchronized) and destroyed once.
+    // SAFETY: (1) the plan is idle (the stream was synchronized); (2) it is destroyed once.
     unsafe { check_cufft("cufftDestroy", cufft_sys::cufftDestroy(plan))? };
 
     println!("{n}-point c2c f32 FFT x {batch}, window on load (best of 3 x {iters})\n");

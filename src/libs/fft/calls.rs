@@ -58,13 +58,13 @@ fn xt_set_jit_callback() -> Result<XtSetJitCallback> {
     static F: OnceLock<Option<XtSetJitCallback>> = OnceLock::new();
     F.get_or_init(|| {
         let mut version: c_int = 0;
-        // SAFETY: a valid out-pointer; libcufft is present (see `xt`).
+        // SAFETY: (1) a valid out-pointer; (2) libcufft is present (see `xt`).
         let ok = unsafe { sys::cufftGetVersion(&mut version) } == sys::cufftResult::CUFFT_SUCCESS;
         if !ok || version < 12000 {
             return None;
         }
-        // SAFETY: as in `xt`: libcufft is present, and at version 12 (CUDA 13) the symbol has
-        // the declared signature.
+        // SAFETY: (1) libcufft is present (see `xt`) and stays loaded; (2) at version 12
+        // (CUDA 13) the symbol has the declared signature.
         unsafe { sys::culib().get::<XtSetJitCallback>(b"cufftXtSetJITCallback\0").ok().map(|f| *f) }
     })
     .ok_or(Error::LibraryUnavailable {

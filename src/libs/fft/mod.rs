@@ -9,9 +9,9 @@
 //! anything is recorded. Their complex values are [`Complex<f16>`](Complex) /
 //! [`Complex<bf16>`](Complex), laid out as CUDA's `half2` / `nv_bfloat162`.
 //!
-//! Plans live in a bounded least-recently-used cache keyed on the whole layout (kind, sizes,
-//! batch, both embeddings, strides and distances), so a plan is never reused for another
-//! layout. Plans do not allocate their own work areas: the handle keeps one workspace, grown
+//! Plans live in a bounded least-recently-used cache keyed on the whole layout (kind,
+//! precision, sizes, batch, both embeddings, strides and distances) and the callbacks, so a
+//! plan is never reused for another layout. Plans do not allocate their own work areas: the handle keeps one workspace, grown
 //! to the largest plan's need, and every transform declares it on its recorder.
 //!
 //! Transforms are unnormalized, as in cuFFT: a forward then inverse transform multiplies by
@@ -423,10 +423,10 @@ impl Fft {
             };
             let jit: Vec<calls::JitCallback> =
                 [lto(&key.load, false)?, lto(&key.store, true)?].into_iter().flatten().collect();
-            // SAFETY: the stream is live in the bound context and outlives the plan (the device
-            // keeps its streams until every library state is gone); each callback's data
-            // address is a buffer this op declared as read, and every op that runs the plan
-            // declares the buffer at that address (the address is part of the key).
+            // SAFETY: (1) the stream is live in the bound context and outlives the plan (the
+            // device keeps its streams until every library state is gone); (2) each callback's
+            // data address is a buffer this op declared as read, and every op that runs the
+            // plan declares the buffer at that address (the address is part of the key).
             unsafe { RawPlan::make(key, stream.cu_stream(), jit) }
         })?;
         // The old area is retired on the device timeline, after the transforms that used it.
@@ -435,7 +435,8 @@ impl Fft {
             // SAFETY: (1) the plan was made for exactly these buffers' validated layout, on this
             // stream; the buffers are live and fenced by preflight, and `c2r` declared its input
             // as written; (2) the work area, declared read-write, holds at least the plan's
-            // work size and serves one transform at a time (the stream is in order).
+            // work size and serves one transform at a time (the stream is in order); (3) the
+            // callbacks' data buffers, at the addresses linked into the plan, are declared read.
             unsafe {
                 if let Some(w) = work {
                     plan.set_work_area(w)?;

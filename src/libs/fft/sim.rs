@@ -139,13 +139,7 @@ impl<D: Element> Hook<D> {
     /// `real` keeps only the real part of each result (a real side's value).
     ///
     /// Called with no other buffer's lock held: the data buffer may be the input or output.
-    fn apply<W: Copy>(
-        &self,
-        offsets: &[usize],
-        values: &mut [C<W>],
-        real: bool,
-        (to_f64, from_f64): Conv<W>,
-    ) {
+    fn apply<W: Copy>(&self, offsets: &[usize], values: &mut [C<W>], real: bool, (to_f64, from_f64): Conv<W>) {
         let guard = self.data.as_ref().map(|d| d.read());
         let data: &[D] = guard.as_deref().unwrap_or(&[]);
         for (&o, v) in offsets.iter().zip(values.iter_mut()) {

@@ -103,10 +103,10 @@ pub(super) fn nvrtc_compile_lto(src: &CStr, arch: &str) -> Result<Vec<u8>> {
     let arch_c = cstring("arch", arch)?;
     // `-dlto` implies relocatable device code; it is given too for NVRTCs that want both.
     let opts: [*const c_char; 3] = [c"-dlto".as_ptr(), c"-rdc=true".as_ptr(), arch_c.as_ptr()];
-    // SAFETY: live program; `opts` holds NUL-terminated strings that outlive the call.
+    // SAFETY: (1) a live program; (2) `opts` holds NUL-terminated strings that outlive the call.
     let r = unsafe { sys::nvrtcCompileProgram(guard.0, opts.len() as i32, opts.as_ptr()) };
     if r != sys::nvrtcResult::NVRTC_SUCCESS {
-        // SAFETY: live program.
+        // SAFETY: a live program.
         let log = unsafe { cudarc::nvrtc::result::get_program_log(guard.0) }
             .map(|l| {
                 let bytes: Vec<u8> = l.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
@@ -116,7 +116,7 @@ pub(super) fn nvrtc_compile_lto(src: &CStr, arch: &str) -> Result<Vec<u8>> {
         return Err(Error::CompileFailed { status: format!("{r:?}"), log });
     }
     let mut size = 0usize;
-    // SAFETY: live, compiled program; valid out-pointer.
+    // SAFETY: (1) a live, compiled program; (2) a valid out-pointer.
     nvrtc_status("nvrtcGetLTOIRSize", unsafe { sys::nvrtcGetLTOIRSize(guard.0, &mut size) })?;
     let mut ir = vec![0u8; size];
     // SAFETY: `ir` has the size NVRTC reported.
