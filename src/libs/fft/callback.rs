@@ -10,8 +10,8 @@
 //! plan. The data buffer is declared as a read of the transform.
 //!
 //! On the simulator, which runs no device code, a callback computes with its host closure
-//! ([`FftCallback::sim`]); one without a closure is refused with [`Error::Unsupported`](
-//! crate::Error::Unsupported) before anything is recorded.
+//! ([`FftCallback::sim`]); one without a closure is refused with
+//! [`Error::Unsupported`](crate::Error::Unsupported) before anything is recorded.
 
 use crate::memory::{Complex, Element, GpuRef};
 use std::sync::Arc;
