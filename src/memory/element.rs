@@ -49,8 +49,12 @@ fp8! {
     F8E5M2;
 }
 elements!(Complex<f32>, Complex<f64>);
+#[cfg(feature = "_half")]
+elements!(Complex<half::f16>, Complex<half::bf16>);
 
-/// A complex number laid out as CUDA's `cuComplex` / `cuDoubleComplex` (real part first).
+/// A complex number laid out as CUDA's `cuComplex` / `cuDoubleComplex` (real part first); with
+/// `half::f16` or `half::bf16` parts, CUDA's `half2` / `nv_bfloat162` pairs (`CUDA_C_16F`,
+/// `CUDA_C_16BF`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 #[repr(C)]
 pub struct Complex<T> {
@@ -76,3 +80,16 @@ unsafe impl DeviceRepr for Complex<f64> {}
 unsafe impl ValidAsZeroBits for Complex<f32> {}
 // SAFETY: as above.
 unsafe impl ValidAsZeroBits for Complex<f64> {}
+// SAFETY: `Complex<f16>` and `Complex<bf16>` are `repr(C)` pairs of two-byte floats with no
+// padding, the layout of CUDA's `half2` / `nv_bfloat162`; copying their bytes is sound.
+#[cfg(feature = "_half")]
+unsafe impl DeviceRepr for Complex<half::f16> {}
+// SAFETY: as above.
+#[cfg(feature = "_half")]
+unsafe impl DeviceRepr for Complex<half::bf16> {}
+// SAFETY: all-zero bits are `0.0 + 0.0i`, and every bit pattern of two half floats is valid.
+#[cfg(feature = "_half")]
+unsafe impl ValidAsZeroBits for Complex<half::f16> {}
+// SAFETY: as above.
+#[cfg(feature = "_half")]
+unsafe impl ValidAsZeroBits for Complex<half::bf16> {}

@@ -266,3 +266,188 @@ fn the_simulator_computes_what_cufft_computes() {
         }
     }
 }
+
+/// The half types on the GPU: their rounding, and the per-point tolerance of cuFFT's result
+/// against the f64 reference (cuFFT computes them in a precision of its own: a few roundings of
+/// a bin of magnitude up to `n * sqrt(2)`, for inputs in [-1, 1)).
+trait GpuHalf: cusched::fft::FftFloat + Into<f64> + Copy + std::fmt::Debug
+where
+    Complex<Self>: cusched::Element,
+{
+    const TOL: f64;
+    /// The compute capability cuFFT needs for the type.
+    const MIN_CC: (u32, u32);
+    fn of(v: f64) -> Self;
+}
+impl GpuHalf for cusched::half::f16 {
+    const TOL: f64 = 4e-3;
+    const MIN_CC: (u32, u32) = (5, 3);
+    fn of(v: f64) -> Self {
+        cusched::half::f16::from_f64(v)
+    }
+}
+impl GpuHalf for cusched::half::bf16 {
+    const TOL: f64 = 3e-2;
+    const MIN_CC: (u32, u32) = (8, 0);
+    fn of(v: f64) -> Self {
+        cusched::half::bf16::from_f64(v)
+    }
+}
+
+/// C2C forward and inverse (interleaved batches), R2C (padded 2D rows, batched) and C2R (its
+/// layouts swapped, of a Hermitian spectrum) in `T`, each against the f64 reference.
+fn half_kinds_match_the_reference<T: GpuHalf>()
+where
+    Complex<T>: cusched::Element,
+{
+    let Some(d) = gpu() else { return };
+    if d.compute_capability().unwrap() < T::MIN_CC {
+        eprintln!("skipped: {} transforms need compute capability {:?}", std::any::type_name::<T>(), T::MIN_CC);
+        return;
+    }
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let name = std::any::type_name::<T>();
+    let dl = |embed: Vec<usize>, stride, dist| DataLayout { embed, stride, dist };
+    let nan = T::of(f64::NAN);
+
+    let layout = FftLayout::d1(64).batched(3).with_layouts(dl(vec![64], 3, 1), dl(vec![64], 3, 1));
+    let len = 64 * 3;
+    let x: Vec<Complex<T>> = (0..len).map(|_| Complex::new(T::of(rng.f32().into()), T::of(rng.f32().into()))).collect();
+    for direction in [Direction::Forward, Direction::Inverse] {
+        let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(nan, len)).unwrap());
+        h.fft().unwrap().c2c(&layout, &a, &b, direction).unwrap().wait().unwrap();
+        let got = b.download(s).unwrap();
+        for (o, (re, im)) in reference::c2c(&layout, &x, direction) {
+            let (gr, gi): (f64, f64) = (got[o].re.into(), got[o].im.into());
+            let tol = T::TOL * 64.0;
+            assert!(
+                (gr - re).abs() <= tol && (gi - im).abs() <= tol,
+                "{name} c2c {direction:?} {o}: {gr},{gi} vs {re},{im}"
+            );
+        }
+    }
+
+    // 2D 8 x 16, two batches, rows padded on both sides (the real side at unit stride).
+    let layout = FftLayout::d2(8, 16).batched(2).with_layouts(dl(vec![8, 20], 1, 170), dl(vec![8, 10], 1, 90));
+    let (rlen, clen) = (170 + 8 * 20, 90 + 8 * 10);
+    let n = 128.0;
+    let x: Vec<T> = (0..rlen).map(|_| T::of(rng.f32().into())).collect();
+    let (r, c) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(nan, clen)).unwrap());
+    h.fft().unwrap().r2c(&layout, &r, &c).unwrap().wait().unwrap();
+    let got = c.download(s).unwrap();
+    for (o, (re, im)) in reference::r2c(&layout, &x) {
+        let (gr, gi): (f64, f64) = (got[o].re.into(), got[o].im.into());
+        assert!(
+            (gr - re).abs() <= T::TOL * n && (gi - im).abs() <= T::TOL * n,
+            "{name} r2c {o}: {gr},{gi} vs {re},{im}"
+        );
+    }
+
+    // C2R of a Hermitian spectrum (the reference's R2C of a real signal, rounded to `T`).
+    let back = FftLayout { input: layout.output.clone(), output: layout.input.clone(), ..layout.clone() };
+    let mut spectrum = vec![Complex::new(T::of(0.0), T::of(0.0)); clen];
+    for (o, (re, im)) in reference::r2c(&layout, &x) {
+        spectrum[o] = Complex::new(T::of(re / n), T::of(im / n));
+    }
+    let (c, out) = (d.upload(s, &spectrum).unwrap(), d.upload(s, &vec![nan; rlen]).unwrap());
+    h.fft().unwrap().c2r(&back, &c, &out).unwrap().wait().unwrap();
+    let got = out.download(s).unwrap();
+    for (o, want) in reference::c2r(&back, &spectrum) {
+        let g: f64 = got[o].into();
+        assert!((g - want).abs() <= T::TOL * n, "{name} c2r {o}: {g} vs {want}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn half_transforms_of_every_kind_match_the_reference() {
+    half_kinds_match_the_reference::<cusched::half::f16>();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bfloat16_transforms_of_every_kind_match_the_reference() {
+    half_kinds_match_the_reference::<cusched::half::bf16>();
+}
+
+/// A Hann window multiply on load: `callerInfo` holds one weight per point of the transform
+/// (`N`, given as a macro so the source is the plan's).
+const WINDOW_LOAD: &str = r#"#define N 256
+extern "C" __device__ float2 window_load(void* in, unsigned long long i, void* w, void* shared) {
+    float2 v = ((float2*)in)[i]; float k = ((const float*)w)[i % N]; return make_float2(v.x * k, v.y * k); }"#;
+
+/// A scale on store: `callerInfo` holds the factor.
+const SCALE_STORE: &str = r#"extern "C" __device__ void scale_store(void* out, unsigned long long i, float2 v, void* s, void* shared) {
+    float k = *(const float*)s; ((float2*)out)[i] = make_float2(v.x * k, v.y * k); }"#;
+
+/// A window multiply on the real loads of a double R2C.
+const REAL_WINDOW_LOAD: &str = r#"extern "C" __device__ double real_window(void* in, unsigned long long i, void* w, void* shared) {
+    return ((double*)in)[i] * ((const double*)w)[i % 64]; }"#;
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn lto_callbacks_window_on_load_and_scale_on_store() {
+    use cusched::fft::{FftCallback, FftCallbacks};
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let (n, batch) = (256usize, 4usize);
+    let layout = FftLayout::d1(n).batched(batch);
+    let x = random_c32(&mut rng, n * batch);
+    let hann = |i: usize| 0.5 - 0.5 * (2.0 * std::f32::consts::PI * i as f32 / n as f32).cos();
+    let window: Vec<f32> = (0..n).map(hann).collect();
+    let (w, scale) = (d.upload(s, &window).unwrap(), d.upload(s, &[1.0f32 / n as f32]).unwrap());
+    let (a, b) = (d.upload(s, &x).unwrap(), d.upload(s, &nan_c(f32::NAN, n * batch)).unwrap());
+    let callbacks = |w| {
+        FftCallbacks::new()
+            .on_load(FftCallback::new(WINDOW_LOAD, "window_load").data(w))
+            .on_store(FftCallback::new(SCALE_STORE, "scale_store").data(&scale))
+    };
+    let check = |got: &[Complex<f32>], window: &[f32]| {
+        let windowed: Vec<Complex<f32>> =
+            x.iter().enumerate().map(|(i, v)| Complex::new(v.re * window[i % n], v.im * window[i % n])).collect();
+        for (o, (re, im)) in reference::c2c(&layout, &windowed, Direction::Forward) {
+            let (re, im) = (re / n as f64, im / n as f64);
+            assert!(
+                (got[o].re as f64 - re).abs() < 1e-4 && (got[o].im as f64 - im).abs() < 1e-4,
+                "bin {o}: {:?} vs {re},{im}",
+                got[o]
+            );
+        }
+    };
+    h.fft().unwrap().c2c_with(&layout, &a, &b, Direction::Forward, &callbacks(&w)).unwrap().wait().unwrap();
+    check(&b.download(s).unwrap(), &window);
+    assert_eq!(h.fft().unwrap().plans_made(), 1);
+
+    // The same callbacks and data: the cached plan.
+    h.fft().unwrap().c2c_with(&layout, &a, &b, Direction::Forward, &callbacks(&w)).unwrap().wait().unwrap();
+    assert_eq!(h.fft().unwrap().plans_made(), 1, "same callbacks, same plan");
+    // Another window buffer: cuFFT baked the data address into the plan, so a new plan.
+    let flat = d.upload(s, &vec![1.0f32; n]).unwrap();
+    h.fft().unwrap().c2c_with(&layout, &a, &b, Direction::Forward, &callbacks(&flat)).unwrap().wait().unwrap();
+    assert_eq!(h.fft().unwrap().plans_made(), 2, "another data buffer, another plan");
+    check(&b.download(s).unwrap(), &vec![1.0; n]);
+    // The plain transform has a plan of its own: no callbacks leak into it.
+    h.fft().unwrap().c2c(&layout, &a, &b, Direction::Forward).unwrap().wait().unwrap();
+    assert_eq!(h.fft().unwrap().plans_made(), 3);
+    let got = b.download(s).unwrap();
+    for (o, (re, _)) in reference::c2c(&layout, &x, Direction::Forward) {
+        assert!((got[o].re as f64 - re).abs() < 1e-4 * n as f64, "plain bin {o}");
+    }
+
+    // A double R2C with a real load callback, checked against the windowed reference.
+    let layout = FftLayout::d1(64).batched(2);
+    let xr: Vec<f64> = (0..128).map(|_| rng.f32() as f64).collect();
+    let wr: Vec<f64> = (0..64).map(|i| 1.0 + i as f64 / 64.0).collect();
+    let (r, c, wd) = (d.upload(s, &xr).unwrap(), d.upload(s, &nan_c(f64::NAN, 66)).unwrap(), d.upload(s, &wr).unwrap());
+    let cb = FftCallbacks::new().on_load(FftCallback::new(REAL_WINDOW_LOAD, "real_window").data(&wd));
+    h.fft().unwrap().r2c_with(&layout, &r, &c, &cb).unwrap().wait().unwrap();
+    let got = c.download(s).unwrap();
+    let windowed: Vec<f64> = xr.iter().enumerate().map(|(i, v)| v * wr[i % 64]).collect();
+    for (o, (re, im)) in reference::r2c(&layout, &windowed) {
+        assert!((got[o].re - re).abs() < 1e-10 && (got[o].im - im).abs() < 1e-10, "r2c bin {o}");
+    }
+}

@@ -334,6 +334,129 @@ fn fft_rejects_layouts_the_buffers_do_not_fit() {
 }
 
 #[test]
+#[cfg(feature = "cufft")]
+fn fft_rejects_half_layouts_cufft_cannot_run() {
+    use cusched::half::{bf16, f16};
+    use cusched::Complex;
+    let mut fx = fx();
+    let (c, c2) = (fx.buf::<Complex<f16>>(128), fx.buf::<Complex<f16>>(128));
+    let (r, rb) = (fx.buf::<f16>(128), fx.buf::<bf16>(128));
+    let cb = fx.buf::<Complex<bf16>>(128);
+    let fwd = Direction::Forward;
+    let unit = |n: usize, dist| DataLayout { embed: vec![n], stride: 1, dist };
+    // C2C: a size that is not a power of two, in 1D and in one dimension of 2D; a side past
+    // 2^32 elements; a buffer short of the layout.
+    rejects(&mut fx, "layout.dims", |fx| fx.h.fft()?.c2c(&FftLayout::d1(48), &c, &c2, fwd));
+    rejects(&mut fx, "layout.dims", |fx| fx.h.fft()?.c2c(&FftLayout::d2(8, 12), &c, &c2, fwd));
+    rejects(&mut fx, "layout.input", |fx| {
+        let far = FftLayout::d1(2).batched(2).with_layouts(unit(2, 1 << 32), unit(2, 2));
+        fx.h.fft()?.c2c(&far, &c, &c2, fwd)
+    });
+    rejects(&mut fx, "input", |fx| fx.h.fft()?.c2c(&FftLayout::d1(256), &c, &c2, fwd));
+    // R2C: a size that is not a power of two, the real input strided, the output short.
+    rejects(&mut fx, "layout.dims", |fx| fx.h.fft()?.r2c(&FftLayout::d1(24), &rb, &cb));
+    rejects(&mut fx, "layout.input", |fx| {
+        let strided = DataLayout { embed: vec![16], stride: 2, dist: 32 };
+        fx.h.fft()?.r2c(&FftLayout::d1(16).with_layouts(strided, unit(9, 9)), &rb, &cb)
+    });
+    let short = fx.buf::<Complex<bf16>>(32);
+    rejects(&mut fx, "output", |fx| fx.h.fft()?.r2c(&FftLayout::d1(64), &rb, &short));
+    // C2R: a size that is not a power of two, the real output strided, the input short.
+    rejects(&mut fx, "layout.dims", |fx| fx.h.fft()?.c2r(&FftLayout::d3(4, 4, 6), &c, &r));
+    rejects(&mut fx, "layout.output", |fx| {
+        let strided = DataLayout { embed: vec![16], stride: 4, dist: 64 };
+        fx.h.fft()?.c2r(&FftLayout::d1(16).with_layouts(unit(9, 9), strided), &c, &r)
+    });
+    rejects(&mut fx, "input", |fx| fx.h.fft()?.c2r(&FftLayout::d2(16, 16), &c, &r));
+    // Valid input computes on the simulator.
+    fx.h.fft().unwrap().c2c(&FftLayout::d1(128), &c, &c2, fwd).unwrap().wait().unwrap();
+    fx.h.fft().unwrap().r2c(&FftLayout::d1(128), &rb, &cb).unwrap().wait().unwrap();
+}
+
+#[test]
+#[cfg(feature = "cufft")]
+fn fft_refuses_half_types_below_their_compute_capability() {
+    use cusched::half::{bf16, f16};
+    use cusched::{Complex, Device, Error, Handles, SimConfig};
+    // A C2R of bfloat16 and an R2C of half on a device of compute capability `cc`: what it gives,
+    // after checking that it recorded nothing.
+    let run = |cc: (u32, u32), bf: bool| {
+        let d = Device::sim(SimConfig { compute_capability: cc, ..SimConfig::default() }).unwrap();
+        let s = d.new_stream().unwrap();
+        let mut h = Handles::new(&d, s).unwrap();
+        let (cb, rb) = (d.alloc_zeros::<Complex<bf16>>(s, 64).unwrap(), d.alloc_zeros::<bf16>(s, 64).unwrap());
+        let (r, c) = (d.alloc_zeros::<f16>(s, 64).unwrap(), d.alloc_zeros::<Complex<f16>>(s, 64).unwrap());
+        let before = d.stats();
+        let got = if bf {
+            h.fft().unwrap().c2r(&FftLayout::d1(64), &cb, &rb).and_then(|c| c.wait())
+        } else {
+            h.fft().unwrap().r2c(&FftLayout::d1(64), &r, &c).and_then(|c| c.wait())
+        };
+        if got.is_err() {
+            let after = d.stats();
+            assert_eq!((after.events, after.waits), (before.events, before.waits), "{cc:?}: recorded something");
+        }
+        got
+    };
+    for (cc, bf) in [((7, 5), true), ((8, 6), true), ((5, 2), false), ((5, 3), false)] {
+        let supported = if bf { cc >= (8, 0) } else { cc >= (5, 3) };
+        match run(cc, bf) {
+            Ok(()) if supported => {}
+            Err(Error::Unsupported { what, hint, .. }) if !supported => {
+                assert!(hint.contains("compute capability"), "{what}: {hint}")
+            }
+            other => panic!("{cc:?} (bfloat16: {bf}): got {other:?}"),
+        }
+    }
+}
+
+#[test]
+#[cfg(feature = "cufft")]
+fn fft_rejects_callbacks_it_cannot_run() {
+    use cusched::fft::{FftCallback, FftCallbacks};
+    use cusched::{Complex, Error};
+    let mut fx = fx();
+    let (c, c2) = (fx.buf::<Complex<f32>>(64), fx.buf::<Complex<f32>>(64));
+    let (r, rc) = (fx.buf::<f32>(64), fx.buf::<Complex<f32>>(33));
+    let fwd = Direction::Forward;
+    let id = |_: usize, v: Complex<f64>, _: &[f32]| v;
+    let with = |cb: FftCallback<'static, f32>| FftCallbacks::new().on_load(cb);
+    // A symbol that names no function, a source with a NUL, a foreign data buffer: each named.
+    rejects(&mut fx, "callbacks.load", |fx| {
+        fx.h.fft()?.c2c_with(&FftLayout::d1(64), &c, &c2, fwd, &with(FftCallback::new("", "a b").sim(id)))
+    });
+    rejects(&mut fx, "callbacks.store", |fx| {
+        let cb = FftCallback::new("", "").sim(id);
+        fx.h.fft()?.r2c_with(&FftLayout::d1(64), &r, &rc, &FftCallbacks::new().on_store(cb))
+    });
+    rejects(&mut fx, "callbacks.load", |fx| {
+        fx.h.fft()?.c2r_with(&FftLayout::d1(64), &rc, &r, &with(FftCallback::new("\0", "f").sim(id)))
+    });
+    let foreign = fx.foreign::<f32>(64);
+    rejects(&mut fx, "!foreign", |fx| {
+        let cb = FftCallback::new("", "f").data(&foreign).sim(id);
+        fx.h.fft()?.c2c_with(&FftLayout::d1(64), &c, &c2, fwd, &FftCallbacks::new().on_load(cb))
+    });
+    // A bad layout is still named first.
+    rejects(&mut fx, "layout.dims", |fx| {
+        fx.h.fft()?.c2c_with(&FftLayout::d1(0), &c, &c2, fwd, &with(FftCallback::new("", "f").sim(id)))
+    });
+    // Without a host form the simulator cannot compute a callback; cuFFT has no half callbacks.
+    let (h16, h16b) = (fx.buf::<Complex<cusched::half::f16>>(64), fx.buf::<Complex<cusched::half::f16>>(64));
+    for case in 0..2 {
+        let before = fx.device.stats();
+        let got = if case == 0 {
+            fx.h.fft().unwrap().c2c_with(&FftLayout::d1(64), &c, &c2, fwd, &with(FftCallback::new("", "f")))
+        } else {
+            fx.h.fft().unwrap().c2c_with(&FftLayout::d1(64), &h16, &h16b, fwd, &with(FftCallback::new("", "f").sim(id)))
+        };
+        assert!(matches!(got, Err(Error::Unsupported { .. })), "case {case}: {got:?}");
+        let after = fx.device.stats();
+        assert_eq!((after.events, after.waits), (before.events, before.waits), "case {case} recorded something");
+    }
+}
+
+#[test]
 #[cfg(feature = "cublas")]
 fn lane_job_rejects_like_inline() {
     let device = sim();

@@ -2,7 +2,7 @@
 //! kinds, and the checks that resolve a layout into the plan cache's key (every size fits
 //! cuFFT's 64-bit plan, the buffers hold the layout, written batches do not overlap).
 
-use super::Fft;
+use super::{CallbackKey, Fft, Precision, StreamLibrary};
 use crate::error::{Error, Result};
 use crate::libs::validate as check;
 
@@ -65,24 +65,22 @@ impl FftLayout {
     }
 }
 
-/// The transform kinds, as cuFFT names them.
+/// The transform kinds; with the [`Precision`] they name cuFFT's types (`C2C` in single
+/// precision is `CUFFT_C2C`, in double `CUFFT_Z2Z`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Kind {
     C2C,
     R2C,
     C2R,
-    Z2Z,
-    D2Z,
-    Z2D,
 }
 
 impl Kind {
     /// Whether the input (and output) side holds complex values.
     pub(super) fn complex_sides(self) -> (bool, bool) {
         match self {
-            Kind::C2C | Kind::Z2Z => (true, true),
-            Kind::R2C | Kind::D2Z => (false, true),
-            Kind::C2R | Kind::Z2D => (true, false),
+            Kind::C2C => (true, true),
+            Kind::R2C => (false, true),
+            Kind::C2R => (true, false),
         }
     }
 }
@@ -91,10 +89,14 @@ impl Kind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct PlanKey {
     pub(super) kind: Kind,
+    pub(super) precision: Precision,
     pub(super) dims: Vec<usize>,
     pub(super) batch: usize,
     pub(super) input: DataLayout,
     pub(super) output: DataLayout,
+    /// The load and store callbacks linked into the plan (CUDA only).
+    pub(super) load: Option<CallbackKey>,
+    pub(super) store: Option<CallbackKey>,
 }
 
 /// Logical sizes of one side: the complex side of a real transform is halved in its last
@@ -192,8 +194,16 @@ fn disjoint_batches(arg: &'static str, layout: &DataLayout, dims: &[usize], batc
 }
 
 impl Fft {
-    /// Validates `layout` for `kind` against buffers of `in_len` and `out_len` elements.
-    pub(super) fn key(&self, kind: Kind, layout: &FftLayout, in_len: usize, out_len: usize) -> Result<PlanKey> {
+    /// Validates `layout` for `kind` in `precision` against buffers of `in_len` and `out_len`
+    /// elements.
+    pub(super) fn key(
+        &self,
+        kind: Kind,
+        precision: Precision,
+        layout: &FftLayout,
+        in_len: usize,
+        out_len: usize,
+    ) -> Result<PlanKey> {
         if layout.dims.is_empty() || layout.dims.len() > 3 {
             return Err(Error::invalid("layout.dims", format!("{} dimensions; cuFFT takes 1 to 3", layout.dims.len())));
         }
@@ -211,8 +221,11 @@ impl Fft {
         // too: the written sides' batches must not share elements. The input of the other
         // kinds is only read, so its batches may overlap.
         disjoint_batches("layout.output", &output, &out_dims, layout.batch)?;
-        if matches!(kind, Kind::C2R | Kind::Z2D) {
+        if kind == Kind::C2R {
             disjoint_batches("layout.input", &input, &in_dims, layout.batch)?;
+        }
+        if matches!(precision, Precision::Half | Precision::BFloat16) {
+            self.check_half(kind, precision, &layout.dims, (&input, in_span), (&output, out_span))?;
         }
         if in_len < in_span {
             return Err(Error::invalid("input", format!("holds {in_len} elements, the layout needs {in_span}")));
@@ -220,6 +233,72 @@ impl Fft {
         if out_len < out_span {
             return Err(Error::invalid("output", format!("holds {out_len} elements, the layout needs {out_span}")));
         }
-        Ok(PlanKey { kind, dims: layout.dims.clone(), batch: layout.batch, input, output })
+        Ok(PlanKey {
+            kind,
+            precision,
+            dims: layout.dims.clone(),
+            batch: layout.batch,
+            input,
+            output,
+            load: None,
+            store: None,
+        })
+    }
+
+    /// cuFFT's rules for half and bfloat16 transforms: every size a power of two, the real side
+    /// of a real transform at unit stride, at most 2^32 elements a side, and a device of compute
+    /// capability 5.3 (half) or 8.0 (bfloat16) or later. `cufftXtMakePlanMany` would refuse
+    /// the first three with a bare `CUFFT_INVALID_SIZE` / `CUFFT_INVALID_VALUE`; here they name
+    /// the argument, before anything is recorded.
+    fn check_half(
+        &self,
+        kind: Kind,
+        precision: Precision,
+        dims: &[usize],
+        (input, in_span): (&DataLayout, usize),
+        (output, out_span): (&DataLayout, usize),
+    ) -> Result<()> {
+        if let Some(&d) = dims.iter().find(|d| !d.is_power_of_two()) {
+            return Err(Error::invalid(
+                "layout.dims",
+                format!("{precision:?} transforms take power-of-two sizes only; {dims:?} has {d} (pad it, or use f32)"),
+            ));
+        }
+        let real_side = match kind {
+            Kind::C2C => None,
+            Kind::R2C => Some(("layout.input", input)),
+            Kind::C2R => Some(("layout.output", output)),
+        };
+        if let Some((arg, side)) = real_side.filter(|(_, side)| side.stride != 1) {
+            return Err(Error::invalid(
+                arg,
+                format!(
+                    "{precision:?} real transforms take the real side at stride 1, not {} (use embed and dist \
+                     to space it)",
+                    side.stride
+                ),
+            ));
+        }
+        for (arg, span) in [("layout.input", in_span), ("layout.output", out_span)] {
+            if span > 1usize << 32 {
+                return Err(Error::invalid(
+                    arg,
+                    format!("{precision:?} transforms address at most 2^32 elements a side; this one spans {span}"),
+                ));
+            }
+        }
+        let (major, minor) = self.op.device.compute_capability()?;
+        let needed = if precision == Precision::Half { (5, 3) } else { (8, 0) };
+        if (major, minor) < needed {
+            return Err(Error::Unsupported {
+                library: Fft::LIBRARY.name,
+                what: format!("{precision:?} transforms on a device of compute capability {major}.{minor}"),
+                hint: format!(
+                    "cuFFT's {precision:?} transforms need compute capability {}.{} or later; use f32",
+                    needed.0, needed.1
+                ),
+            });
+        }
+        Ok(())
     }
 }

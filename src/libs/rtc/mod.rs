@@ -227,6 +227,18 @@ impl Device {
     }
 }
 
+/// Compiles CUDA C++ `src` to LTO-IR (`-dlto`) for compute capability `(major, minor)`: the
+/// form a library links run-time-compiled device functions from (cuFFT's LTO callbacks). Not
+/// cached here: the caller keeps what it links (a cuFFT plan is cached with its callbacks).
+#[cfg_attr(not(feature = "cufft"), allow(dead_code))]
+pub(crate) fn compile_lto_ir(src: &str, (major, minor): (u32, u32)) -> Result<Vec<u8>> {
+    if !nvrtc::is_present() {
+        return Err(Error::LibraryUnavailable { library: LIBRARY, hint: "install the CUDA toolkit's NVRTC library" });
+    }
+    let src = cstring("source", src)?;
+    nvrtc::nvrtc_compile_lto(&src, &format!("-arch=sm_{major}{minor}"))
+}
+
 fn cache_key(p: &Program, arch: &str, version: (i32, i32)) -> String {
     let mut k = format!("{}\0nvrtc {}.{}\0{arch}\0", disk::DISK_FORMAT, version.0, version.1);
     for o in &p.options {

@@ -86,3 +86,41 @@ pub(super) fn nvrtc_compile(
     drop(guard);
     Ok((cubin, lowered))
 }
+
+/// Runs NVRTC with `-dlto` on `src` for `arch` (`-arch=sm_90`) and returns its LTO-IR, the
+/// form cuFFT links a callback from (`cufftXtSetJITCallback`).
+pub(super) fn nvrtc_compile_lto(src: &CStr, arch: &str) -> Result<Vec<u8>> {
+    let prog =
+        cudarc::nvrtc::result::create_program(src, None).map_err(|e| Error::library("nvrtcCreateProgram", e.0))?;
+    struct Guard(sys::nvrtcProgram);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            // SAFETY: created above, destroyed once.
+            let _ = unsafe { cudarc::nvrtc::result::destroy_program(self.0) };
+        }
+    }
+    let guard = Guard(prog);
+    let arch_c = cstring("arch", arch)?;
+    // `-dlto` implies relocatable device code; it is given too for NVRTCs that want both.
+    let opts: [*const c_char; 3] = [c"-dlto".as_ptr(), c"-rdc=true".as_ptr(), arch_c.as_ptr()];
+    // SAFETY: (1) a live program; (2) `opts` holds NUL-terminated strings that outlive the call.
+    let r = unsafe { sys::nvrtcCompileProgram(guard.0, opts.len() as i32, opts.as_ptr()) };
+    if r != sys::nvrtcResult::NVRTC_SUCCESS {
+        // SAFETY: a live program.
+        let log = unsafe { cudarc::nvrtc::result::get_program_log(guard.0) }
+            .map(|l| {
+                let bytes: Vec<u8> = l.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_else(|e| format!("(the log could not be read: {e:?})"));
+        return Err(Error::CompileFailed { status: format!("{r:?}"), log });
+    }
+    let mut size = 0usize;
+    // SAFETY: (1) a live, compiled program; (2) a valid out-pointer.
+    nvrtc_status("nvrtcGetLTOIRSize", unsafe { sys::nvrtcGetLTOIRSize(guard.0, &mut size) })?;
+    let mut ir = vec![0u8; size];
+    // SAFETY: `ir` has the size NVRTC reported.
+    nvrtc_status("nvrtcGetLTOIR", unsafe { sys::nvrtcGetLTOIR(guard.0, ir.as_mut_ptr().cast()) })?;
+    drop(guard);
+    Ok(ir)
+}
