@@ -171,16 +171,30 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
 /// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate)
 fn descriptor(p: &Problem, tf32: bool, ptrs: &Pointers) -> Result<Owned<sys::cublasLtMatmulDesc_t>> {
     use sys::cublasComputeType_t as Ct;
-    let [_, _, _, kd, ke] = p.kinds;
-    let compute = if tf32 { Ct::CUBLAS_COMPUTE_32F_FAST_TF32 } else { Ct::CUBLAS_COMPUTE_32F };
+    use sys::cudaDataType_t as Dt;
+    let [ka, _, _, kd, ke] = p.kinds;
+    // The compute and scale types of cuBLASLt's type table for the inputs' type.
+    let (compute, scale) = match ka {
+        Kind::F64 => (Ct::CUBLAS_COMPUTE_64F, Dt::CUDA_R_64F),
+        Kind::C32 => (Ct::CUBLAS_COMPUTE_32F, Dt::CUDA_C_32F),
+        Kind::C64 => (Ct::CUBLAS_COMPUTE_64F, Dt::CUDA_C_64F),
+        Kind::I8 | Kind::I32 => (Ct::CUBLAS_COMPUTE_32I, Dt::CUDA_R_32I),
+        _ if tf32 => (Ct::CUBLAS_COMPUTE_32F_FAST_TF32, Dt::CUDA_R_32F),
+        _ => (Ct::CUBLAS_COMPUTE_32F, Dt::CUDA_R_32F),
+    };
     let mut desc: sys::cublasLtMatmulDesc_t = std::ptr::null_mut();
     // SAFETY: a valid out-pointer; host-side allocation only.
-    unsafe { sys::cublasLtMatmulDescCreate(&mut desc, compute, sys::cudaDataType_t::CUDA_R_32F) }
-        .check("cublasLtMatmulDescCreate")?;
+    unsafe { sys::cublasLtMatmulDescCreate(&mut desc, compute, scale) }.check("cublasLtMatmulDescCreate")?;
     let desc = Owned::new(desc);
     let d = desc.get();
-    // cublasOperation_t as its int32: CUBLAS_OP_N = 0, CUBLAS_OP_T = 1.
-    let op = |t: Transpose| -> i32 { i32::from(t == Transpose::Yes) };
+    // cublasOperation_t as its int32: CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2.
+    let op = |t: Transpose| -> i32 {
+        match t {
+            Transpose::No => 0,
+            Transpose::Yes => 1,
+            Transpose::Conj => 2,
+        }
+    };
     // SAFETY (every `set` below): a live descriptor, and each value has its attribute's type
     // (cublasOperation_t as int32, cublasLtEpilogue_t, int64, cudaDataType as int32).
     unsafe {
@@ -323,13 +337,13 @@ pub(super) struct Operands {
 /// fenced on it; (2) the operands and `ptrs` are live device memory covering what the plan's
 /// problem reads and writes (checked by the op), `d` distinct from `a` and `b`; (3) the
 /// workspace holds `workspace_bytes` >= the plan's need, used by nothing else meanwhile;
-/// (4) `alpha` and `beta` are host f32 scalars.
+/// (4) `alpha` and `beta` point to host scalars of the plan's scale type.
 pub(super) unsafe fn matmul(
     h: Handle,
     plan: &Plan,
     ptrs: &Pointers,
-    alpha: &f32,
-    beta: &f32,
+    alpha: *const c_void,
+    beta: *const c_void,
     o: &Operands,
     stream: crate::backend::cuda::CuStream,
 ) -> Result<()> {
@@ -342,12 +356,12 @@ pub(super) unsafe fn matmul(
         sys::cublasLtMatmul(
             h,
             d,
-            (alpha as *const f32).cast(),
+            alpha,
             o.a,
             l[0].get(),
             o.b,
             l[1].get(),
-            (beta as *const f32).cast(),
+            beta,
             o.c,
             l[2].get(),
             o.d,

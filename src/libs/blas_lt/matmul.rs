@@ -2,6 +2,7 @@
 
 use super::calls::{self, Operands, Pointers};
 use super::check::{self, Problem};
+use super::types::sealed::{HostScalar, ScaleValue};
 use super::types::{Epilogue, LtElement, Matmul, MatmulOutput};
 use super::BlasLt;
 use crate::completion::Completion;
@@ -102,7 +103,7 @@ fn record_operands<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E
         Some(c) if !problem.c_is_d => record(rec, "c", c, Access::Read)?,
         _ => {}
     }
-    let reads_d = problem.c_is_d && mm.beta != 0.0;
+    let reads_d = problem.c_is_d && mm.beta.wide() != [0.0, 0.0];
     record(rec, "d", mm.d, if reads_d { Access::ReadWrite } else { Access::Write })?;
     record_epilogue(rec, &mm.epilogue)?;
     if let Some(s) = &mm.fp8 {
@@ -141,8 +142,8 @@ struct Call<'p> {
     h: calls::Handle,
     plan: &'p calls::Plan,
     ptrs: Pointers,
-    alpha: f32,
-    beta: f32,
+    alpha: HostScalar,
+    beta: HostScalar,
     operands: Operands,
     stream: crate::backend::cuda::CuStream,
 }
@@ -153,10 +154,21 @@ impl Call<'_> {
     /// (2) the operands, epilogue buffers and scales cover the problem (checked by
     /// `check::problem`) and `d` is distinct from `a` and `b` (checked); (3) the workspace is
     /// the stream's, declared read-write, at least the plan's need; (4) alpha and beta are host
-    /// f32 scalars living through the call (they live in `self`).
+    /// scalars of the plan's scale type (the checks tie it to A's type), living through the
+    /// call (they live in `self`).
     unsafe fn enqueue(&self) -> Result<()> {
         // SAFETY: the caller keeps this function's contract, which is `calls::matmul`'s.
-        unsafe { calls::matmul(self.h, self.plan, &self.ptrs, &self.alpha, &self.beta, &self.operands, self.stream) }
+        unsafe {
+            calls::matmul(
+                self.h,
+                self.plan,
+                &self.ptrs,
+                self.alpha.as_ptr(),
+                self.beta.as_ptr(),
+                &self.operands,
+                self.stream,
+            )
+        }
     }
 }
 
@@ -247,8 +259,8 @@ impl BlasLt {
             None => (std::ptr::null_mut(), 0),
         };
         let operands = Operands { a: at.a, b: at.b, c: at.c, d: at.d.cast_mut(), workspace, workspace_bytes };
-        let call =
-            Call { h, plan, ptrs: at.ptrs, alpha: mm.alpha, beta: mm.beta, operands, stream: stream.cu_stream() };
+        let (alpha, beta) = (mm.alpha.host(), mm.beta.host());
+        let call = Call { h, plan, ptrs: at.ptrs, alpha, beta, operands, stream: stream.cu_stream() };
         launch(op, rec, stage, &call)
     }
 

@@ -1,7 +1,11 @@
 //! cuBLASLt: `D = epilogue(alpha op(A) op(B) + beta C)` with fused epilogues (ReLU, GELU,
 //! bias, their `_AUX` forms, their backward forms and the bias gradients), in f32 (with or
 //! without TF32), f16 and bf16 (f32 accumulation), and FP8 (E4M3, E5M2) with per-tensor scales
-//! and the amax of `D` returned through the op's completion.
+//! and the amax of `D` returned through the op's completion. Also, as cuBLASLt's type table
+//! lists them: f64 (f64 accumulation; ReLU and an f64 bias its only epilogues), `Complex<f32>`
+//! and `Complex<f64>` (with conjugate transposes, [`Transpose::Conj`]; no epilogue), and i8 x i8
+//! into i32 (IMMA: the TN layout, `m`, `k` and the leading dimensions multiples of 4; no
+//! epilogue). `alpha` and `beta` have A's scale type ([`LtElement::Scale`]).
 //!
 //! Matrices are column-major by default; [`Order::Row`] makes all four row-major (computed as
 //! the transposed column-major problem, so vectors the epilogue broadcasts or reduces run along
@@ -18,22 +22,27 @@
 //! to nearest even, saturating at its largest finite value, as the GPU's `SATFINITE`), the ReLU
 //! mask in cuBLASLt's bit layout, `D`'s amax returned as on the GPU. It makes no plan and takes
 //! no workspace ([`BlasLt::plans_made`] stays 0); a 512³ f32 matmul takes well under a second on
-//! one core in release builds.
+//! one core in release builds. f64, complex and i8 matmuls compute in complex f64 instead,
+//! straight from the definition (`sim_wide`).
 //!
 //! Files: this one holds the handle; `types` the public description of a matmul, `check` its
 //! checks, `matmul` the GPU op, `calls` the library calls, `unsupported` the error for a problem
-//! cuBLASLt has no kernel for, `sim` the simulator's computation, `fp8` the FP8 conversions.
+//! cuBLASLt has no kernel for, `sim` the simulator's computation (`sim_wide` for f64, complex
+//! and i8 inputs), `fp8` the FP8 conversions.
 
 mod calls;
 mod check;
 mod fp8;
 mod matmul;
 mod sim;
+mod sim_wide;
 mod types;
 mod unsupported;
 
 pub use crate::memory::{F8E4M3, F8E5M2};
-pub use types::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, MatmulOutput, Order, ReluMask, Transpose};
+pub use types::{
+    Aux, Epilogue, Fp8Scales, LtBatch, LtElement, LtScale, Matmul, MatmulOutput, Order, ReluMask, Transpose,
+};
 
 use super::plan_cache::PlanCache;
 use super::workspace::Workspace;

@@ -11,7 +11,14 @@ fn yes_no(t: Transpose) -> &'static str {
     match t {
         Transpose::No => "No",
         Transpose::Yes => "Yes",
+        Transpose::Conj => "Conj",
     }
+}
+
+/// `Error::Unsupported` for a combination cuBLASLt's type table does not list, refused by the
+/// checks before anything is recorded: `what` names the argument `arg` that makes it so.
+pub(super) fn refused(arg: &'static str, what: String, hint: String) -> Error {
+    Error::Unsupported { library: BlasLt::LIBRARY.name, what: format!("{what} (argument `{arg}`)"), hint }
 }
 
 /// `Error::Unsupported` for `p` (with `tf32`, operands aligned to `align` bytes).

@@ -85,6 +85,7 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     let aux = operands::aux_matrix(mm, &epi, kind, &l, &s)?;
     operands::no_aliasing(mm, &epi, kind, s.c_is_d)?;
     operands::fp8_layout(fp8, &l)?;
+    operands::imma_layout(TA::KIND == Kind::I8, &l, mm.k)?;
 
     let (sfirst, ssecond) = if l.swapped { (s.b, s.a) } else { (s.a, s.b) };
     let op = |mat: check::Matrix, (rows, cols): (usize, usize), stride: usize, arg: &'static str| -> Result<Operand> {

@@ -1,6 +1,7 @@
 //! [`Matmul`]: the description of one matmul or a strided batch of them ([`LtBatch`]), its
 //! builder methods, and what its completion resolves with ([`MatmulOutput`]).
 
+use super::sealed::ScaleValue;
 use super::{Epilogue, Fp8Scales, LtElement, Order, Transpose};
 use crate::memory::GpuRef;
 
@@ -32,7 +33,8 @@ impl LtBatch {
 
 /// A cuBLASLt matmul: `D = epilogue(alpha op(A) op(B) + beta C)`, `op(A)` `m x k`, `op(B)`
 /// `k x n`, `C` and `D` `m x n`. `A` holds `TA`, `B` `TB`, `D` `TD`, `C` `TC` (`TD` unless `D`
-/// is FP8), the epilogue's vectors `E`.
+/// is FP8), the epilogue's vectors `E`. Inputs other than FP8 have `A`'s type throughout,
+/// except i8 inputs, whose `C` and `D` are i32.
 ///
 /// ```no_run
 /// # use cusched::{Device, Handles};
@@ -58,10 +60,11 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub n: usize,
     /// Columns of `op(A)`, rows of `op(B)`.
     pub k: usize,
-    /// Scale of the product.
-    pub alpha: f32,
-    /// Scale of `C` (zero: `C` is not read).
-    pub beta: f32,
+    /// Scale of the product, of `A`'s scale type ([`LtElement::Scale`]: `f32` but for f64,
+    /// complex and i8 inputs).
+    pub alpha: TA::Scale,
+    /// Scale of `C` (zero: `C` is not read), of `alpha`'s type.
+    pub beta: TA::Scale,
     /// `A`.
     pub a: &'a GpuRef<TA>,
     /// Leading dimension of `A`; `None`: packed.
@@ -102,8 +105,8 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             m,
             n,
             k,
-            alpha: 1.0,
-            beta: 0.0,
+            alpha: <TA::Scale as ScaleValue>::ONE,
+            beta: <TA::Scale as ScaleValue>::ZERO,
             a,
             lda: None,
             b,
@@ -123,7 +126,7 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
 
 impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement> Matmul<'a, TA, TB, TD, TC, E> {
     /// Sets `alpha` and `beta`.
-    pub fn scale(mut self, alpha: f32, beta: f32) -> Self {
+    pub fn scale(mut self, alpha: TA::Scale, beta: TA::Scale) -> Self {
         (self.alpha, self.beta) = (alpha, beta);
         self
     }
