@@ -196,11 +196,15 @@ fn descriptor(p: &Problem, tf32: bool, ptrs: &Pointers) -> Result<Owned<sys::cub
         }
     };
     // SAFETY (every `set` below): a live descriptor, and each value has its attribute's type
-    // (cublasOperation_t as int32, cublasLtEpilogue_t, int64, cudaDataType as int32).
+    // (cublasOperation_t as int32, cublasLtEpilogue_t, int8 fast accumulation, int64,
+    // cudaDataType as int32).
     unsafe {
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSA, &op(p.trans_a))?;
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSB, &op(p.trans_b))?;
         set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue(p.epi))?;
+        if p.fast_accum {
+            set(d, A::CUBLASLT_MATMUL_DESC_FAST_ACCUM, &1i8)?;
+        }
         if p.epi.bias().is_some() {
             set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             if p.count > 1 {

@@ -7,7 +7,8 @@
 //! `D`'s amax is taken before `D`'s scale, and each stored element is rounded to its type once
 //! (FP8 to nearest even, saturating at the largest finite value). A ReLU mask holds bit
 //! `j * ld + i` (its byte `/ 8`, its bit `% 8`) set where the pre-activation of `D[i, j]` was
-//! positive; the padding bits of a column are left as they were.
+//! positive; the padding bits of a column are left as they were. FP8 fast accumulation changes
+//! nothing here: the product accumulates in f32 either way.
 
 use super::check::{EpiKind, Operand, Problem};
 use super::types::sealed::ScaleValue;

@@ -25,6 +25,12 @@ pub(super) fn types<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, 
         return Err(Error::invalid("tf32", "only f32 inputs round to TF32"));
     }
     fp8_scales(mm, fp8)?;
+    if mm.fp8_fast_accum && !fp8 {
+        return Err(Error::invalid(
+            "fp8_fast_accum",
+            "fast accumulation is an option of FP8 matmuls only: leave it false",
+        ));
+    }
     if mm.amax_d && !fp8 {
         return Err(Error::invalid("amax_d", "cuBLASLt computes D's amax for FP8 matmuls only"));
     }

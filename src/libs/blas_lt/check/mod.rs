@@ -46,6 +46,8 @@ pub(super) struct Problem {
     /// The kinds of A, B, C, D and the epilogue's vectors.
     pub kinds: [Kind; 5],
     pub fp8: bool,
+    /// FP8 fast accumulation (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`).
+    pub fast_accum: bool,
 }
 
 fn round_up(v: usize, to: usize) -> usize {
@@ -112,5 +114,6 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
         // The column-major problem's A and B: the caller's B and A when row-major.
         kinds: if l.swapped { [kinds[1], kinds[0], kinds[2], kinds[3], kinds[4]] } else { kinds },
         fp8,
+        fast_accum: mm.fp8_fast_accum,
     })
 }

@@ -89,6 +89,10 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub tf32: bool,
     /// FP8 inputs: the per-tensor scales (required for them, refused for other types).
     pub fp8: Option<Fp8Scales<'a>>,
+    /// FP8 inputs: let the kernel accumulate in the tensor cores' faster, less precise mode
+    /// (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`), which skips the periodic promotion of partial sums
+    /// to full f32. Off by default; refused for other inputs.
+    pub fp8_fast_accum: bool,
     /// FP8 inputs and an FP8 `D`: return the maximum absolute value of `D` (before `D`'s
     /// scale) through the completion, for the next step's scale. cuBLASLt computes it for an
     /// FP8 `D` only; with another `D` it is rejected as an invalid `amax_d`.
@@ -119,6 +123,7 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             epilogue: Epilogue::Default,
             tf32: false,
             fp8: None,
+            fp8_fast_accum: false,
             amax_d: false,
         }
     }
@@ -167,6 +172,13 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
         self
     }
 
+    /// FP8 inputs: turns the fast accumulation mode on or off (see
+    /// [`fp8_fast_accum`](Self::fp8_fast_accum)).
+    pub fn fp8_fast_accum(mut self, on: bool) -> Self {
+        self.fp8_fast_accum = on;
+        self
+    }
+
     /// A separate `C` (of its own type when `D` is FP8) with leading dimension `ldc`.
     pub fn with_c<C2: LtElement>(self, c: &'a GpuRef<C2>, ldc: Option<usize>) -> Matmul<'a, TA, TB, TD, C2, E> {
         let epilogue = self.epilogue;
@@ -202,6 +214,7 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
             epilogue,
             tf32: self.tf32,
             fp8: self.fp8,
+            fp8_fast_accum: self.fp8_fast_accum,
             amax_d: self.amax_d,
         }
     }
