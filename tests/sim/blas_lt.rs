@@ -166,6 +166,41 @@ fn matmul_takes_fp8_fast_accumulation_on_fp8_inputs_only() {
 }
 
 #[test]
+fn matmul_rejects_algorithms_the_simulator_does_not_have() {
+    let mut f = fixture((9, 0));
+    let (a, b, d) = (buf::<f32>(&f.d, 6), buf::<f32>(&f.d, 12), buf::<f32>(&f.d, 8));
+    let lt = f.h.blas_lt().unwrap();
+    let mm = || Matmul::new(2, 4, 3, &a, &b, &d);
+    rejected(&f.d, "algorithm", || lt.matmul(&mm().algorithm(1)));
+    rejected(&f.d, "algorithm", || lt.matmul(&mm().algorithm(64)));
+    rejected(&f.d, "max", || lt.candidates(&mm(), 0));
+    rejected(&f.d, "max", || lt.candidates(&mm(), 65));
+    rejected(&f.d, "a", || lt.candidates(&Matmul::new(2, 4, 4, &a, &b, &d), 4));
+    let one = lt.candidates(&mm(), 8).unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].index, 0);
+    lt.matmul(&mm().algorithm(0)).unwrap().wait().unwrap();
+}
+
+#[test]
+fn autotune_rejects_an_accumulating_c_and_a_chosen_algorithm() {
+    let mut f = fixture((9, 0));
+    let s = f.h.stream();
+    let (a, b) = (f.d.upload(s, &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(), f.d.upload(s, &[1.0f32; 12]).unwrap());
+    let (d, c) = (buf::<f32>(&f.d, 8), f.d.upload(s, &[1.0f32; 8]).unwrap());
+    let lt = f.h.blas_lt().unwrap();
+    let mm = || Matmul::new(2, 4, 3, &a, &b, &d);
+    rejected(&f.d, "beta", || lt.autotune(&mm().scale(1.0, 1.0), 4));
+    rejected(&f.d, "algorithm", || lt.autotune(&mm().algorithm(0), 4));
+    rejected(&f.d, "max", || lt.autotune(&mm(), 0));
+    // With a separate C the runs repeat: D = A B + C, whatever the number of runs.
+    let t = lt.autotune(&mm().scale(1.0, 1.0).with_c(&c, None), 4).unwrap();
+    assert_eq!((t.best, t.times.len()), (0, 1));
+    assert_eq!(d.download(s).unwrap(), vec![10.0, 13.0, 10.0, 13.0, 10.0, 13.0, 10.0, 13.0]);
+    assert_eq!(lt.plans_made(), 0);
+}
+
+#[test]
 fn matmul_rejects_foreign_and_stale_buffers() {
     let mut f = fixture((9, 0));
     let other = sim((9, 0));

@@ -12,8 +12,10 @@
 //! the contiguous dimension: see [`Epilogue`]). The algorithm cuBLASLt's heuristic picks is
 //! cached per stream with its descriptors, keyed on the whole problem (shape, layouts, types,
 //! epilogue, alignment); a repeated matmul makes no descriptor and asks no heuristic. The
-//! workspace is the stream's shared one, 32 MiB on Hopper and later (4 MiB before), declared on
-//! every op's recorder.
+//! heuristic's other candidates can be listed ([`BlasLt::candidates`]) and one picked by index
+//! ([`Matmul::algorithm`]), or timed on the caller's buffers with the fastest stored as the
+//! matmul's plan ([`BlasLt::autotune`]). The workspace is the stream's shared one, 32 MiB on
+//! Hopper and later (4 MiB before), declared on every op's recorder.
 //!
 //! On the simulator, a matmul computes its result on the CPU, as a simulated kernel on the
 //! handle's stream under the op's declared uses (the hazard checker sees it as any kernel): the
@@ -26,9 +28,9 @@
 //! straight from the definition (`sim_wide`).
 //!
 //! Files: this one holds the handle; `types` the public description of a matmul, `check` its
-//! checks, `matmul` the GPU op, `calls` the library calls, `unsupported` the error for a problem
-//! cuBLASLt has no kernel for, `sim` the simulator's computation (`sim_wide` for f64, complex
-//! and i8 inputs), `fp8` the FP8 conversions.
+//! checks, `matmul` the GPU op, `calls` the library calls, `tune` the algorithm choice,
+//! `unsupported` the error for a problem cuBLASLt has no kernel for, `sim` the simulator's
+//! computation (`sim_wide` for f64, complex and i8 inputs), `fp8` the FP8 conversions.
 
 mod calls;
 mod check;
@@ -36,10 +38,12 @@ mod fp8;
 mod matmul;
 mod sim;
 mod sim_wide;
+mod tune;
 mod types;
 mod unsupported;
 
 pub use crate::memory::{F8E4M3, F8E5M2};
+pub use tune::{Candidate, Tuning};
 pub use types::{
     Aux, Epilogue, Fp8Scales, LtBatch, LtElement, LtScale, Matmul, MatmulOutput, Order, ReluMask, Transpose,
 };

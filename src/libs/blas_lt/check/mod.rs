@@ -72,6 +72,17 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     for (arg, v) in [("m", mm.m), ("n", mm.n), ("k", mm.k)] {
         check::dim(arg, v, false)?;
     }
+    if let Some(i) = mm.algorithm {
+        if i >= crate::libs::blas_lt::calls::MAX_CANDIDATES {
+            return Err(Error::invalid(
+                "algorithm",
+                format!(
+                    "{i} is beyond the {} candidates cusched asks the heuristic for",
+                    crate::libs::blas_lt::calls::MAX_CANDIDATES
+                ),
+            ));
+        }
+    }
     let epi = parts(&mm.epilogue);
     let kinds = [TA::KIND, TB::KIND, TC::KIND, TD::KIND, E::KIND];
     let fp8 = elements::types(mm, &epi, kinds)?;

@@ -93,6 +93,11 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     /// (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`), which skips the periodic promotion of partial sums
     /// to full f32. Off by default; refused for other inputs.
     pub fp8_fast_accum: bool,
+    /// Which of the heuristic's candidate algorithms runs the matmul, by its index in
+    /// [`BlasLt::candidates`](crate::blas_lt::BlasLt::candidates) (0: the heuristic's best).
+    /// `None`: the heuristic's best, or the winner [`BlasLt::autotune`](crate::blas_lt::BlasLt::autotune)
+    /// stored for this matmul. The simulator has one candidate, index 0.
+    pub algorithm: Option<usize>,
     /// FP8 inputs and an FP8 `D`: return the maximum absolute value of `D` (before `D`'s
     /// scale) through the completion, for the next step's scale. cuBLASLt computes it for an
     /// FP8 `D` only; with another `D` it is rejected as an invalid `amax_d`.
@@ -124,6 +129,7 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             tf32: false,
             fp8: None,
             fp8_fast_accum: false,
+            algorithm: None,
             amax_d: false,
         }
     }
@@ -179,6 +185,12 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
         self
     }
 
+    /// Runs the heuristic's candidate `index` (see [`algorithm`](Self::algorithm)).
+    pub fn algorithm(mut self, index: usize) -> Self {
+        self.algorithm = Some(index);
+        self
+    }
+
     /// A separate `C` (of its own type when `D` is FP8) with leading dimension `ldc`.
     pub fn with_c<C2: LtElement>(self, c: &'a GpuRef<C2>, ldc: Option<usize>) -> Matmul<'a, TA, TB, TD, C2, E> {
         let epilogue = self.epilogue;
@@ -189,6 +201,12 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
     pub fn epilogue<E2: LtElement>(self, epilogue: Epilogue<'a, E2>) -> Matmul<'a, TA, TB, TD, TC, E2> {
         let c = self.c;
         Matmul { c, ..self.retype(epilogue) }
+    }
+
+    /// The same matmul run with candidate `index`.
+    pub(crate) fn with_algorithm(&self, index: usize) -> Self {
+        let c = self.c;
+        Matmul { c, algorithm: Some(index), ..self.retype(self.epilogue) }
     }
 
     /// The same matmul with `C` dropped and epilogue `epilogue`, for the type-changing setters.
@@ -215,6 +233,7 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
             tf32: self.tf32,
             fp8: self.fp8,
             fp8_fast_accum: self.fp8_fast_accum,
+            algorithm: self.algorithm,
             amax_d: self.amax_d,
         }
     }
