@@ -108,7 +108,8 @@ impl Input for f64 {
 impl Input for Complex<f32> {
     type Out = Complex<f32>;
     const NAME: &'static str = "Complex<f32>";
-    const TOL: f64 = 2e-6;
+    // f32 accumulation over k terms: k eps of the magnitude at worst.
+    const TOL: f64 = 1e-5;
     const COMPLEX: bool = true;
     fn scale(x: C) -> Complex<f32> {
         Complex::new(x[0] as f32, x[1] as f32)
