@@ -77,6 +77,23 @@ impl<K: PartialEq, P: Send + 'static> PlanCache<K, P> {
         Ok(&self.entries[last].1)
     }
 
+    /// Stores `plan` under `key` as the most recently used, in place of the plan cached under
+    /// it (which goes to the reaper), evicting the least recently used one when full.
+    pub(crate) fn insert(&mut self, key: K, plan: P, op: &OpStream) {
+        let mut retired = Vec::new();
+        if let Some(i) = self.entries.iter().position(|(k, _)| *k == key) {
+            retired.push(self.entries.remove(i).1);
+        }
+        if self.entries.len() >= self.capacity {
+            retired.push(self.entries.remove(0).1);
+        }
+        self.made += 1;
+        self.entries.push((key, plan));
+        if !retired.is_empty() {
+            op.retire(self.what, retired);
+        }
+    }
+
     /// Moves every plan out (for the reaper, or to be forgotten with a poisoned context).
     pub(crate) fn take_all(&mut self) -> Option<Vec<P>> {
         (!self.entries.is_empty()).then(|| self.entries.drain(..).map(|(_, p)| p).collect())

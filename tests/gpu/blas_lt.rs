@@ -364,6 +364,88 @@ fn fp8_with_scales_and_amax() {
     assert!((amax as f64 - want_amax).abs() <= 2e-2 * want_amax + 1e-3, "amax {amax}, want {want_amax}");
 }
 
+/// FP8 E4M3 into bf16 with fast accumulation off (the default) and on: both within the
+/// tolerance of the dequantised reference, on a deep `k` where the accumulation mode matters.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_fast_accumulation_both_ways() {
+    let Some(dev) = gpu() else { return };
+    if dev.compute_capability().unwrap() < (8, 9) {
+        eprintln!("skipped: FP8 needs compute capability 8.9");
+        return;
+    }
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&dev, dev.new_stream().unwrap()).unwrap();
+    let (m, n, k) = (96, 80, 4096);
+    let qa: Vec<F8E4M3> = (0..k * m).map(|_| e4m3(rng.f32() as f64 * 2.0)).collect();
+    let qb: Vec<F8E4M3> = (0..k * n).map(|_| e4m3(rng.f32() as f64 * 2.0)).collect();
+    let (fa, fb): (Vec<f64>, Vec<f64>) =
+        (qa.iter().map(|&x| de4m3(x)).collect(), qb.iter().map(|&x| de4m3(x)).collect());
+    let (a, b) = (up(&dev, &h, &qa), up(&dev, &h, &qb));
+    let one = up(&dev, &h, &[1.0f32]);
+    let (want, mag) = product(true, false, m, n, k, &fa, k, &fb, k);
+    let mut errors = Vec::new();
+    for fast in [false, true] {
+        let d = up(&dev, &h, &vec![bf16::from_f32(f32::NAN); m * n]);
+        let mm = Matmul::new(m, n, k, &a, &b, &d)
+            .transpose(Transpose::Yes, Transpose::No)
+            .fp8(Fp8Scales { a: &one, b: &one, c: None, d: None }, false)
+            .fp8_fast_accum(fast);
+        h.blas_lt().unwrap().matmul(&mm).unwrap().wait().unwrap();
+        let got = down(&h, &d);
+        close(&format!("fp8 fast_accum {fast}"), &got, &want, &mag, 1e-2);
+        let worst = (0..m * n).map(|i| (got[i] - want[i]).abs() / mag[i]).fold(0.0f64, f64::max);
+        errors.push(worst);
+    }
+    // Each mode has a plan of its own.
+    assert_eq!(h.blas_lt().unwrap().plans_made(), 2);
+    eprintln!("worst relative error: fast accumulation off {:e}, on {:e}", errors[0], errors[1]);
+}
+
+/// The heuristic's candidates for an odd f32 matmul: each one, picked by index, computes the
+/// product; an index beyond them is refused with nothing recorded; the autotuner's winner
+/// becomes the plan later matmuls run without making another.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn candidates_by_index_and_autotune() {
+    let Some(dev) = gpu() else { return };
+    let mut rng = Rng::new();
+    let mut h = Handles::new(&dev, dev.new_stream().unwrap()).unwrap();
+    let (m, n, k) = (257, 129, 331);
+    let (ha, fa) = random::<f32>(&mut rng, k * m);
+    let (hb, fb) = random::<f32>(&mut rng, k * n);
+    let (a, b) = (up(&dev, &h, &ha), up(&dev, &h, &hb));
+    let d = up(&dev, &h, &vec![f32::NAN; m * n]);
+    let (want, mag) = product(true, false, m, n, k, &fa, k, &fb, k);
+    let mm = || Matmul::new(m, n, k, &a, &b, &d).transpose(Transpose::Yes, Transpose::No);
+    let found = h.blas_lt().unwrap().candidates(&mm(), 16).unwrap();
+    assert!(!found.is_empty());
+    eprintln!("{} candidates: {found:?}", found.len());
+    for (i, c) in found.iter().enumerate() {
+        assert_eq!(c.index, i);
+        h.blas_lt().unwrap().matmul(&mm().algorithm(i)).unwrap().wait().unwrap();
+        close(&format!("candidate {i}"), &down(&h, &d), &want, &mag, 1e-4);
+    }
+    if found.len() < 16 {
+        let before = dev.stats();
+        let got = h.blas_lt().unwrap().matmul(&mm().algorithm(found.len()));
+        assert!(matches!(&got, Err(Error::InvalidArgument { arg: "algorithm", .. })), "{got:?}");
+        let after = dev.stats();
+        assert_eq!((after.events, after.waits), (before.events, before.waits), "something was recorded");
+    }
+    let t = h.blas_lt().unwrap().autotune(&mm(), 8).unwrap();
+    assert_eq!(t.times.len(), found.len().min(8));
+    assert!(t.best < t.times.len());
+    eprintln!("autotune: best {} of {:?}", t.best, t.times);
+    let made = h.blas_lt().unwrap().plans_made();
+    // A fresh D (as aligned as the first): the same problem, so the tuned plan.
+    let d2 = up(&dev, &h, &vec![f32::NAN; m * n]);
+    let tuned = Matmul::new(m, n, k, &a, &b, &d2).transpose(Transpose::Yes, Transpose::No);
+    h.blas_lt().unwrap().matmul(&tuned).unwrap().wait().unwrap();
+    assert_eq!(h.blas_lt().unwrap().plans_made(), made, "the tuned plan was not found");
+    close("tuned", &down(&h, &d2), &want, &mag, 1e-4);
+}
+
 /// Row-major FP8 with A in E4M3 and B in E5M2: the column-major problem cuBLASLt sees swaps A
 /// and B, so their types (and scales) must swap with them.
 #[test]

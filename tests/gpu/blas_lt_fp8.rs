@@ -12,7 +12,7 @@ use cusched::half::{bf16, f16};
 use cusched::{Device, Error, GpuRef, Handles};
 
 /// An element type with its conversions and the rounding its storage adds.
-trait Val: LtElement {
+trait Val: LtElement<Scale = f32> {
     fn of(x: f64) -> Self;
     fn f(self) -> f64;
     /// Relative error of storing a value.

@@ -19,6 +19,8 @@ mod blas_lt;
 mod blas_lt_fp8;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_sim;
+#[cfg(feature = "cublaslt")]
+mod blas_lt_types;
 #[cfg(feature = "nvrtc")]
 mod compose;
 #[cfg(feature = "cudnn")]

@@ -142,6 +142,65 @@ fn matmul_rejects_fp8_without_scales_in_the_wrong_layout_or_on_an_old_gpu() {
 }
 
 #[test]
+fn matmul_takes_fp8_fast_accumulation_on_fp8_inputs_only() {
+    let mut f = fixture((9, 0));
+    let s = f.h.stream();
+    let mut rng = crate::common::Rng::new();
+    let q: Vec<F8E4M3> = (0..256).map(|_| F8E4M3(rng.below(0x78) as u8 | (rng.below(2) as u8) << 7)).collect();
+    let (a, b) = (f.d.upload(s, &q).unwrap(), f.d.upload(s, &q[..].iter().rev().copied().collect::<Vec<_>>()).unwrap());
+    let (d_slow, d_fast) = (buf::<bf16>(&f.d, 256), buf::<bf16>(&f.d, 256));
+    let one = f.d.upload(s, &[1.0f32]).unwrap();
+    let scales = Fp8Scales { a: &one, b: &one, c: None, d: None };
+    let (x, y, out) = (buf::<f32>(&f.d, 6), buf::<f32>(&f.d, 12), buf::<f32>(&f.d, 8));
+    let (hx, hy, hout) = (buf::<bf16>(&f.d, 6), buf::<bf16>(&f.d, 12), buf::<bf16>(&f.d, 8));
+    let lt = f.h.blas_lt().unwrap();
+    rejected(&f.d, "fp8_fast_accum", || lt.matmul(&Matmul::new(2, 4, 3, &x, &y, &out).fp8_fast_accum(true)));
+    rejected(&f.d, "fp8_fast_accum", || lt.matmul(&Matmul::new(2, 4, 3, &hx, &hy, &hout).fp8_fast_accum(true)));
+    let tn = |d| Matmul::new(16, 16, 16, &a, &b, d).transpose(Transpose::Yes, Transpose::No).fp8(scales, false);
+    assert!(!tn(&d_slow).fp8_fast_accum, "off by default");
+    lt.matmul(&tn(&d_slow)).unwrap().wait().unwrap();
+    lt.matmul(&tn(&d_fast).fp8_fast_accum(true)).unwrap().wait().unwrap();
+    // The simulator accumulates in f32 either way.
+    assert_eq!(d_fast.download(s).unwrap(), d_slow.download(s).unwrap());
+    assert_eq!(lt.plans_made(), 0);
+}
+
+#[test]
+fn matmul_rejects_algorithms_the_simulator_does_not_have() {
+    let mut f = fixture((9, 0));
+    let (a, b, d) = (buf::<f32>(&f.d, 6), buf::<f32>(&f.d, 12), buf::<f32>(&f.d, 8));
+    let lt = f.h.blas_lt().unwrap();
+    let mm = || Matmul::new(2, 4, 3, &a, &b, &d);
+    rejected(&f.d, "algorithm", || lt.matmul(&mm().algorithm(1)));
+    rejected(&f.d, "algorithm", || lt.matmul(&mm().algorithm(64)));
+    rejected(&f.d, "max", || lt.candidates(&mm(), 0));
+    rejected(&f.d, "max", || lt.candidates(&mm(), 65));
+    rejected(&f.d, "a", || lt.candidates(&Matmul::new(2, 4, 4, &a, &b, &d), 4));
+    let one = lt.candidates(&mm(), 8).unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].index, 0);
+    lt.matmul(&mm().algorithm(0)).unwrap().wait().unwrap();
+}
+
+#[test]
+fn autotune_rejects_an_accumulating_c_and_a_chosen_algorithm() {
+    let mut f = fixture((9, 0));
+    let s = f.h.stream();
+    let (a, b) = (f.d.upload(s, &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(), f.d.upload(s, &[1.0f32; 12]).unwrap());
+    let (d, c) = (buf::<f32>(&f.d, 8), f.d.upload(s, &[1.0f32; 8]).unwrap());
+    let lt = f.h.blas_lt().unwrap();
+    let mm = || Matmul::new(2, 4, 3, &a, &b, &d);
+    rejected(&f.d, "beta", || lt.autotune(&mm().scale(1.0, 1.0), 4));
+    rejected(&f.d, "algorithm", || lt.autotune(&mm().algorithm(0), 4));
+    rejected(&f.d, "max", || lt.autotune(&mm(), 0));
+    // With a separate C the runs repeat: D = A B + C, whatever the number of runs.
+    let t = lt.autotune(&mm().scale(1.0, 1.0).with_c(&c, None), 4).unwrap();
+    assert_eq!((t.best, t.times.len()), (0, 1));
+    assert_eq!(d.download(s).unwrap(), vec![10.0, 13.0, 10.0, 13.0, 10.0, 13.0, 10.0, 13.0]);
+    assert_eq!(lt.plans_made(), 0);
+}
+
+#[test]
 fn matmul_rejects_foreign_and_stale_buffers() {
     let mut f = fixture((9, 0));
     let other = sim((9, 0));

@@ -16,6 +16,8 @@ mod blas;
 mod blas_lt;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_sim;
+#[cfg(feature = "cublaslt")]
+mod blas_lt_types;
 mod checker;
 mod compose;
 #[cfg(feature = "cudnn")]

@@ -171,22 +171,40 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
 /// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate)
 fn descriptor(p: &Problem, tf32: bool, ptrs: &Pointers) -> Result<Owned<sys::cublasLtMatmulDesc_t>> {
     use sys::cublasComputeType_t as Ct;
-    let [_, _, _, kd, ke] = p.kinds;
-    let compute = if tf32 { Ct::CUBLAS_COMPUTE_32F_FAST_TF32 } else { Ct::CUBLAS_COMPUTE_32F };
+    use sys::cudaDataType_t as Dt;
+    let [ka, _, _, kd, ke] = p.kinds;
+    // The compute and scale types of cuBLASLt's type table for the inputs' type.
+    let (compute, scale) = match ka {
+        Kind::F64 => (Ct::CUBLAS_COMPUTE_64F, Dt::CUDA_R_64F),
+        Kind::C32 => (Ct::CUBLAS_COMPUTE_32F, Dt::CUDA_C_32F),
+        Kind::C64 => (Ct::CUBLAS_COMPUTE_64F, Dt::CUDA_C_64F),
+        Kind::I8 | Kind::I32 => (Ct::CUBLAS_COMPUTE_32I, Dt::CUDA_R_32I),
+        _ if tf32 => (Ct::CUBLAS_COMPUTE_32F_FAST_TF32, Dt::CUDA_R_32F),
+        _ => (Ct::CUBLAS_COMPUTE_32F, Dt::CUDA_R_32F),
+    };
     let mut desc: sys::cublasLtMatmulDesc_t = std::ptr::null_mut();
     // SAFETY: a valid out-pointer; host-side allocation only.
-    unsafe { sys::cublasLtMatmulDescCreate(&mut desc, compute, sys::cudaDataType_t::CUDA_R_32F) }
-        .check("cublasLtMatmulDescCreate")?;
+    unsafe { sys::cublasLtMatmulDescCreate(&mut desc, compute, scale) }.check("cublasLtMatmulDescCreate")?;
     let desc = Owned::new(desc);
     let d = desc.get();
-    // cublasOperation_t as its int32: CUBLAS_OP_N = 0, CUBLAS_OP_T = 1.
-    let op = |t: Transpose| -> i32 { i32::from(t == Transpose::Yes) };
+    // cublasOperation_t as its int32: CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2.
+    let op = |t: Transpose| -> i32 {
+        match t {
+            Transpose::No => 0,
+            Transpose::Yes => 1,
+            Transpose::Conj => 2,
+        }
+    };
     // SAFETY (every `set` below): a live descriptor, and each value has its attribute's type
-    // (cublasOperation_t as int32, cublasLtEpilogue_t, int64, cudaDataType as int32).
+    // (cublasOperation_t as int32, cublasLtEpilogue_t, int8 fast accumulation, int64,
+    // cudaDataType as int32).
     unsafe {
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSA, &op(p.trans_a))?;
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSB, &op(p.trans_b))?;
         set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue(p.epi))?;
+        if p.fast_accum {
+            set(d, A::CUBLASLT_MATMUL_DESC_FAST_ACCUM, &1i8)?;
+        }
         if p.epi.bias().is_some() {
             set(d, A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             if p.count > 1 {
@@ -236,8 +254,29 @@ fn preference(max_workspace: usize, align: u32) -> Result<Owned<sys::cublasLtMat
     Ok(pref)
 }
 
-/// Makes the plan for `p`: descriptor, layouts, and the heuristic's best algorithm within
-/// `max_workspace` bytes for operands aligned to `align` bytes.
+/// The most candidates the heuristic is asked for, and so the bound of a chosen algorithm's
+/// index.
+pub(crate) const MAX_CANDIDATES: usize = 64;
+
+/// How a plan's heuristic is asked: TF32, the pointers the matmul sets, the workspace limit and
+/// the operands' alignment.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Query {
+    pub tf32: bool,
+    pub ptrs: Pointers,
+    pub max_workspace: usize,
+    pub align: u32,
+}
+
+/// A matmul's descriptor and layouts, and the heuristic's candidates for it, best first.
+struct Answer {
+    desc: Owned<sys::cublasLtMatmulDesc_t>,
+    layouts: [Owned<sys::cublasLtMatrixLayout_t>; 4],
+    results: Vec<sys::cublasLtMatmulHeuristicResult_t>,
+}
+
+/// Asks the heuristic for at most `count` (1 to [`MAX_CANDIDATES`]) algorithms for `p`, within
+/// `q.max_workspace` bytes for operands aligned to `q.align` bytes.
 ///
 /// NVIDIA: [`cublasLtMatmulDescCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmuldesccreate),
 /// [`cublasLtMatmulPreferenceCreate`](https://docs.nvidia.com/cuda/cublas/#cublasltmatmulpreferencecreate),
@@ -247,17 +286,10 @@ fn preference(max_workspace: usize, align: u32) -> Result<Owned<sys::cublasLtMat
 /// A heuristic that finds no algorithm is `Error::Unsupported`, describing the problem.
 ///
 /// # Safety
-/// (1) `h` is a live handle of the current context; (2) `ptrs` set the pointers the matmul the
-/// plan is made for sets (the heuristic may look at which are set; it reads none of them).
-pub(super) unsafe fn make_plan(
-    h: Handle,
-    p: &Problem,
-    tf32: bool,
-    ptrs: &Pointers,
-    max_workspace: usize,
-    align: u32,
-) -> Result<Plan> {
-    let desc = descriptor(p, tf32, ptrs)?;
+/// (1) `h` is a live handle of the current context; (2) `q.ptrs` set the pointers the matmul
+/// sets (the heuristic may look at which are set; it reads none of them).
+unsafe fn heuristic(h: Handle, p: &Problem, q: &Query, count: usize) -> Result<Answer> {
+    let desc = descriptor(p, q.tf32, &q.ptrs)?;
     let d = desc.get();
     let [ka, kb, kc, kd, _] = p.kinds;
     let layouts = [
@@ -266,13 +298,15 @@ pub(super) unsafe fn make_plan(
         layout(kc, &p.c, p.count)?,
         layout(kd, &p.d, p.count)?,
     ];
-    let pref = preference(max_workspace, align)?;
-
+    let pref = preference(q.max_workspace, q.align)?;
+    let count = count.clamp(1, MAX_CANDIDATES);
     // SAFETY: the result is plain data; all-zero is a valid (unused) value.
-    let mut result: sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+    let zero: sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+    let mut results = vec![zero; count];
     let mut found = 0i32;
     // SAFETY: (1) a live handle (the caller's contract), live descriptor, layouts and
-    // preference; (2) `result` holds the one result asked for, `found` is an out-pointer.
+    // preference; (2) `results` holds the `count` results asked for (at most 64, so the
+    // conversion is exact), `found` is an out-pointer.
     let status = unsafe {
         sys::cublasLtMatmulAlgoGetHeuristic(
             h,
@@ -282,15 +316,48 @@ pub(super) unsafe fn make_plan(
             layouts[2].get(),
             layouts[3].get(),
             pref.get(),
-            1,
-            &mut result,
+            count as i32,
+            results.as_mut_ptr(),
             &mut found,
         )
     };
     if !has_algorithm(status, found)? {
-        return Err(super::unsupported::error(p, tf32, align));
+        return Err(super::unsupported::error(p, q.tf32, q.align));
     }
+    results.truncate(usize::try_from(found).unwrap_or(0).min(count));
+    Ok(Answer { desc, layouts, results })
+}
+
+/// Makes the plan for `p`: descriptor, layouts, and the heuristic's candidate `index` (0: its
+/// best). An index beyond the candidates the heuristic offers is refused naming `algorithm`.
+///
+/// # Safety
+/// As [`heuristic`]'s.
+pub(super) unsafe fn make_plan(h: Handle, p: &Problem, q: &Query, index: usize) -> Result<Plan> {
+    // SAFETY: the caller keeps `heuristic`'s contract.
+    let Answer { desc, layouts, results } = unsafe { heuristic(h, p, q, index.saturating_add(1)) }?;
+    let Some(result) = results.get(index) else {
+        return Err(crate::error::Error::invalid(
+            "algorithm",
+            format!(
+                "the heuristic offers {} candidates for this matmul (indices 0 to {}): list them with BlasLt::candidates",
+                results.len(),
+                results.len().saturating_sub(1)
+            ),
+        ));
+    };
     Ok(Plan { desc, layouts, algo: result.algo, workspace: result.workspaceSize })
+}
+
+/// The heuristic's candidates for `p`, best first, at most `max`: each one's workspace bytes
+/// and its waves count.
+///
+/// # Safety
+/// As [`heuristic`]'s.
+pub(super) unsafe fn candidates(h: Handle, p: &Problem, q: &Query, max: usize) -> Result<Vec<(usize, f32)>> {
+    // SAFETY: the caller keeps `heuristic`'s contract.
+    let answer = unsafe { heuristic(h, p, q, max) }?;
+    Ok(answer.results.iter().map(|r| (r.workspaceSize, r.wavesCount)).collect())
 }
 
 /// What the heuristic's answer means: an algorithm (`true`), none for this problem (`false`:
@@ -323,13 +390,13 @@ pub(super) struct Operands {
 /// fenced on it; (2) the operands and `ptrs` are live device memory covering what the plan's
 /// problem reads and writes (checked by the op), `d` distinct from `a` and `b`; (3) the
 /// workspace holds `workspace_bytes` >= the plan's need, used by nothing else meanwhile;
-/// (4) `alpha` and `beta` are host f32 scalars.
+/// (4) `alpha` and `beta` point to host scalars of the plan's scale type.
 pub(super) unsafe fn matmul(
     h: Handle,
     plan: &Plan,
     ptrs: &Pointers,
-    alpha: &f32,
-    beta: &f32,
+    alpha: *const c_void,
+    beta: *const c_void,
     o: &Operands,
     stream: crate::backend::cuda::CuStream,
 ) -> Result<()> {
@@ -342,12 +409,12 @@ pub(super) unsafe fn matmul(
         sys::cublasLtMatmul(
             h,
             d,
-            (alpha as *const f32).cast(),
+            alpha,
             o.a,
             l[0].get(),
             o.b,
             l[1].get(),
-            (beta as *const f32).cast(),
+            beta,
             o.c,
             l[2].get(),
             o.d,

@@ -2,6 +2,7 @@
 
 use super::calls::{self, Operands, Pointers};
 use super::check::{self, Problem};
+use super::types::sealed::{HostScalar, ScaleValue};
 use super::types::{Epilogue, LtElement, Matmul, MatmulOutput};
 use super::BlasLt;
 use crate::completion::Completion;
@@ -22,13 +23,15 @@ const WORKSPACE_EARLIER: usize = 4 << 20;
 const AMAX_STAND_IN: *const c_void = std::ptr::without_provenance(256);
 
 /// What a plan is made for: the whole checked problem, TF32, which pointers the descriptor
-/// carries, and the operands' alignment.
-#[derive(PartialEq)]
+/// carries, the operands' alignment, and the algorithm chosen (`None`: the heuristic's best, or
+/// the autotuner's winner stored under it).
+#[derive(Clone, Copy, PartialEq)]
 pub(crate) struct PlanKey {
-    problem: Problem,
-    tf32: bool,
+    pub(super) problem: Problem,
+    pub(super) tf32: bool,
     pointers: u8,
-    align: u32,
+    pub(super) align: u32,
+    pub(super) algo: Option<usize>,
 }
 
 fn ptr<T: Element>(buf: Option<&GpuRef<T>>) -> Result<*const c_void> {
@@ -102,7 +105,7 @@ fn record_operands<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E
         Some(c) if !problem.c_is_d => record(rec, "c", c, Access::Read)?,
         _ => {}
     }
-    let reads_d = problem.c_is_d && mm.beta != 0.0;
+    let reads_d = problem.c_is_d && mm.beta.wide() != [0.0, 0.0];
     record(rec, "d", mm.d, if reads_d { Access::ReadWrite } else { Access::Write })?;
     record_epilogue(rec, &mm.epilogue)?;
     if let Some(s) = &mm.fp8 {
@@ -117,8 +120,8 @@ fn record_operands<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E
 
 /// A matmul's device addresses: the descriptor's pointers, and the operands in cuBLASLt's
 /// order (A and B swapped in a row-major problem; C is D where the problem has no C).
-struct Addresses {
-    ptrs: Pointers,
+pub(super) struct Addresses {
+    pub(super) ptrs: Pointers,
     a: *const c_void,
     b: *const c_void,
     c: *const c_void,
@@ -128,11 +131,11 @@ struct Addresses {
 impl Addresses {
     /// The plan key of `problem` with these addresses: which pointers the descriptor carries,
     /// and the operands' alignment.
-    fn key(&self, problem: Problem, tf32: bool) -> PlanKey {
+    pub(super) fn key(&self, problem: Problem, tf32: bool, algo: Option<usize>) -> PlanKey {
         let p = &self.ptrs;
         let present = [p.bias, p.aux, p.scales[0], p.scales[1], p.scales[2], p.scales[3], p.amax];
         let pointers = present.iter().enumerate().fold(0u8, |m, (i, p)| m | (u8::from(!p.is_null()) << i));
-        PlanKey { problem, tf32, pointers, align: alignment(&[self.a, self.b, self.c, self.d]) }
+        PlanKey { problem, tf32, pointers, align: alignment(&[self.a, self.b, self.c, self.d]), algo }
     }
 }
 
@@ -141,8 +144,8 @@ struct Call<'p> {
     h: calls::Handle,
     plan: &'p calls::Plan,
     ptrs: Pointers,
-    alpha: f32,
-    beta: f32,
+    alpha: HostScalar,
+    beta: HostScalar,
     operands: Operands,
     stream: crate::backend::cuda::CuStream,
 }
@@ -153,10 +156,21 @@ impl Call<'_> {
     /// (2) the operands, epilogue buffers and scales cover the problem (checked by
     /// `check::problem`) and `d` is distinct from `a` and `b` (checked); (3) the workspace is
     /// the stream's, declared read-write, at least the plan's need; (4) alpha and beta are host
-    /// f32 scalars living through the call (they live in `self`).
+    /// scalars of the plan's scale type (the checks tie it to A's type), living through the
+    /// call (they live in `self`).
     unsafe fn enqueue(&self) -> Result<()> {
         // SAFETY: the caller keeps this function's contract, which is `calls::matmul`'s.
-        unsafe { calls::matmul(self.h, self.plan, &self.ptrs, &self.alpha, &self.beta, &self.operands, self.stream) }
+        unsafe {
+            calls::matmul(
+                self.h,
+                self.plan,
+                &self.ptrs,
+                self.alpha.as_ptr(),
+                self.beta.as_ptr(),
+                &self.operands,
+                self.stream,
+            )
+        }
     }
 }
 
@@ -211,6 +225,9 @@ impl BlasLt {
     ) -> Result<Completion<MatmulOutput>> {
         let problem = check::problem(mm)?;
         self.check_fp8_device(&problem)?;
+        if self.op.device.is_simulated() && mm.algorithm.is_some_and(|i| i > 0) {
+            return Err(Error::invalid("algorithm", "the simulator has one candidate algorithm, index 0"));
+        }
         let mut rec = self.op.recorder("matmul");
         record_operands(&mut rec, mm, &problem)?;
         if self.op.device.is_simulated() {
@@ -220,18 +237,17 @@ impl BlasLt {
         let h = self.handle()?;
         let stream = self.op.bound_stream()?;
         let mut at = self.addresses(mm, &problem)?;
-        let key = at.key(problem, mm.tf32);
-        let max_workspace =
-            if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER };
+        let key = at.key(problem, mm.tf32, mm.algorithm);
+        let max_workspace = self.max_workspace()?;
 
         // The plan (the heuristic) comes before anything reaches the stream, so a problem
         // cuBLASLt has no kernel for fails with nothing recorded.
         let BlasLt { op, plans, work, amax_stage, .. } = self;
-        let ptrs = at.ptrs;
+        let q = calls::Query { tf32: mm.tf32, ptrs: at.ptrs, max_workspace, align: key.align };
         let plan = plans.get_or_make(key, op, |k| {
-            // SAFETY: (1) a live handle of the context bound above; (2) `ptrs` sets this
+            // SAFETY: (1) a live handle of the context bound above; (2) `q.ptrs` sets this
             // matmul's pointers (the amax stand-in is never read).
-            unsafe { calls::make_plan(h, &k.problem, k.tf32, &ptrs, max_workspace, k.align) }
+            unsafe { calls::make_plan(h, &k.problem, &q, k.algo.unwrap_or(0)) }
         })?;
         if mm.amax_d && amax_stage.is_none() {
             *amax_stage = Some(op.device.alloc_scratch::<f32>(op.stream, 1)?);
@@ -247,13 +263,18 @@ impl BlasLt {
             None => (std::ptr::null_mut(), 0),
         };
         let operands = Operands { a: at.a, b: at.b, c: at.c, d: at.d.cast_mut(), workspace, workspace_bytes };
-        let call =
-            Call { h, plan, ptrs: at.ptrs, alpha: mm.alpha, beta: mm.beta, operands, stream: stream.cu_stream() };
+        let (alpha, beta) = (mm.alpha.host(), mm.beta.host());
+        let call = Call { h, plan, ptrs: at.ptrs, alpha, beta, operands, stream: stream.cu_stream() };
         launch(op, rec, stage, &call)
     }
 
+    /// The workspace bytes a plan may ask for on this device.
+    pub(super) fn max_workspace(&self) -> Result<usize> {
+        Ok(if self.op.device.compute_capability()?.0 >= 9 { WORKSPACE_HOPPER } else { WORKSPACE_EARLIER })
+    }
+
     /// Refuses an FP8 matmul on a device below compute capability 8.9.
-    fn check_fp8_device(&self, problem: &Problem) -> Result<()> {
+    pub(super) fn check_fp8_device(&self, problem: &Problem) -> Result<()> {
         if problem.fp8 {
             let (major, minor) = self.op.device.compute_capability()?;
             if (major, minor) < (8, 9) {
@@ -269,7 +290,7 @@ impl BlasLt {
     /// The matmul's device addresses. The amax stage is allocated only once a plan exists (an
     /// allocation records on the stream); until then the heuristic sees a stand-in, which it
     /// does not read.
-    fn addresses<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+    pub(super) fn addresses<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
         &self,
         mm: &Matmul<'_, TA, TB, TD, TC, E>,
         problem: &Problem,

@@ -1,15 +1,21 @@
 //! cuBLASLt: `D = epilogue(alpha op(A) op(B) + beta C)` with fused epilogues (ReLU, GELU,
 //! bias, their `_AUX` forms, their backward forms and the bias gradients), in f32 (with or
 //! without TF32), f16 and bf16 (f32 accumulation), and FP8 (E4M3, E5M2) with per-tensor scales
-//! and the amax of `D` returned through the op's completion.
+//! and the amax of `D` returned through the op's completion. Also, as cuBLASLt's type table
+//! lists them: f64 (f64 accumulation; ReLU and an f64 bias its only epilogues), `Complex<f32>`
+//! and `Complex<f64>` (with conjugate transposes, [`Transpose::Conj`]; no epilogue), and i8 x i8
+//! into i32 (IMMA: the TN layout, `m`, `k` and the leading dimensions multiples of 4; no
+//! epilogue). `alpha` and `beta` have A's scale type ([`LtElement::Scale`]).
 //!
 //! Matrices are column-major by default; [`Order::Row`] makes all four row-major (computed as
 //! the transposed column-major problem, so vectors the epilogue broadcasts or reduces run along
 //! the contiguous dimension: see [`Epilogue`]). The algorithm cuBLASLt's heuristic picks is
 //! cached per stream with its descriptors, keyed on the whole problem (shape, layouts, types,
 //! epilogue, alignment); a repeated matmul makes no descriptor and asks no heuristic. The
-//! workspace is the stream's shared one, 32 MiB on Hopper and later (4 MiB before), declared on
-//! every op's recorder.
+//! heuristic's other candidates can be listed ([`BlasLt::candidates`]) and one picked by index
+//! ([`Matmul::algorithm`]), or timed on the caller's buffers with the fastest stored as the
+//! matmul's plan ([`BlasLt::autotune`]). The workspace is the stream's shared one, 32 MiB on
+//! Hopper and later (4 MiB before), declared on every op's recorder.
 //!
 //! On the simulator, a matmul computes its result on the CPU, as a simulated kernel on the
 //! handle's stream under the op's declared uses (the hazard checker sees it as any kernel): the
@@ -18,22 +24,29 @@
 //! to nearest even, saturating at its largest finite value, as the GPU's `SATFINITE`), the ReLU
 //! mask in cuBLASLt's bit layout, `D`'s amax returned as on the GPU. It makes no plan and takes
 //! no workspace ([`BlasLt::plans_made`] stays 0); a 512³ f32 matmul takes well under a second on
-//! one core in release builds.
+//! one core in release builds. f64, complex and i8 matmuls compute in complex f64 instead,
+//! straight from the definition (`sim_wide`).
 //!
 //! Files: this one holds the handle; `types` the public description of a matmul, `check` its
-//! checks, `matmul` the GPU op, `calls` the library calls, `unsupported` the error for a problem
-//! cuBLASLt has no kernel for, `sim` the simulator's computation (the FP8 conversions are
-//! `libs::fp8`, shared with cuDNN).
+//! checks, `matmul` the GPU op, `calls` the library calls, `tune` the algorithm choice,
+//! `unsupported` the error for a problem cuBLASLt has no kernel for, `sim` the simulator's
+//! computation (`sim_wide` for f64, complex and i8 inputs; the FP8 conversions are `libs::fp8`, shared
+//! with cuDNN).
 
 mod calls;
 mod check;
 mod matmul;
 mod sim;
+mod sim_wide;
+mod tune;
 mod types;
 mod unsupported;
 
 pub use crate::memory::{F8E4M3, F8E5M2};
-pub use types::{Aux, Epilogue, Fp8Scales, LtBatch, LtElement, Matmul, MatmulOutput, Order, ReluMask, Transpose};
+pub use tune::{Candidate, Tuning};
+pub use types::{
+    Aux, Epilogue, Fp8Scales, LtBatch, LtElement, LtScale, Matmul, MatmulOutput, Order, ReluMask, Transpose,
+};
 
 use super::plan_cache::PlanCache;
 use super::workspace::Workspace;

@@ -7,9 +7,11 @@
 //! `D`'s amax is taken before `D`'s scale, and each stored element is rounded to its type once
 //! (FP8 to nearest even, saturating at the largest finite value). A ReLU mask holds bit
 //! `j * ld + i` (its byte `/ 8`, its bit `% 8`) set where the pre-activation of `D[i, j]` was
-//! positive; the padding bits of a column are left as they were.
+//! positive; the padding bits of a column are left as they were. FP8 fast accumulation changes
+//! nothing here: the product accumulates in f32 either way.
 
 use super::check::{EpiKind, Operand, Problem};
+use super::types::sealed::ScaleValue;
 use super::types::{Epilogue, LtElement, Matmul, MatmulOutput, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -74,6 +76,9 @@ pub(super) fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
     mm: &Matmul<'_, TA, TB, TD, TC, E>,
     p: Problem,
 ) -> Result<Completion<MatmulOutput>> {
+    if p.kinds[0].is_wide() {
+        return super::sim_wide::matmul(op, rec, mm, p);
+    }
     let c = match mm.c {
         Some(c) if !p.c_is_d => Some(c.sim_data()?),
         _ => None,
@@ -85,8 +90,9 @@ pub(super) fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
     };
     let job = Job {
         p,
-        alpha: mm.alpha,
-        beta: mm.beta,
+        // f32 for every input type of this path: exact.
+        alpha: mm.alpha.wide()[0] as f32,
+        beta: mm.beta.wide()[0] as f32,
         amax: mm.amax_d,
         a: mm.a.sim_data()?,
         b: mm.b.sim_data()?,
@@ -120,13 +126,13 @@ fn dgelu(x: f32) -> f32 {
 }
 
 /// Index of element `(r, c)` of matrix `o` in batch `g`.
-fn at(o: &Operand, g: usize, r: usize, c: usize) -> usize {
+pub(super) fn at(o: &Operand, g: usize, r: usize, c: usize) -> usize {
     g * o.stride as usize + r + c * o.ld as usize
 }
 
 /// Whether `len` elements hold every matrix of the batch of `o` (the checks made sure; the
 /// GEMM's raw pointers rely on it, so it is asserted again here).
-fn covers(o: &Operand, count: usize, len: usize) -> bool {
+pub(super) fn covers(o: &Operand, count: usize, len: usize) -> bool {
     let last = (|| {
         let end = (o.rows.checked_sub(1)?).checked_add((o.cols.checked_sub(1)?).checked_mul(o.ld as u64)?)?;
         end.checked_add((count as u64 - 1).checked_mul(o.stride as u64)?)
@@ -340,6 +346,6 @@ fn row_sums(o: &Operand, t: Transpose, x: &[f32]) -> Vec<f32> {
     let (rows, cols) = (o.rows as usize, o.cols as usize);
     match t {
         Transpose::No => (0..rows).map(|r| (0..cols).map(|c| x[at(o, 0, r, c)]).sum()).collect(),
-        Transpose::Yes => (0..cols).map(|c| (0..rows).map(|r| x[at(o, 0, r, c)]).sum()).collect(),
+        Transpose::Yes | Transpose::Conj => (0..cols).map(|c| (0..rows).map(|r| x[at(o, 0, r, c)]).sum()).collect(),
     }
 }

@@ -11,7 +11,14 @@ fn yes_no(t: Transpose) -> &'static str {
     match t {
         Transpose::No => "No",
         Transpose::Yes => "Yes",
+        Transpose::Conj => "Conj",
     }
+}
+
+/// `Error::Unsupported` for a combination cuBLASLt's type table does not list, refused by the
+/// checks before anything is recorded: `what` names the argument `arg` that makes it so.
+pub(super) fn refused(arg: &'static str, what: String, hint: String) -> Error {
+    Error::Unsupported { library: BlasLt::LIBRARY.name, what: format!("{what} (argument `{arg}`)"), hint }
 }
 
 /// `Error::Unsupported` for `p` (with `tf32`, operands aligned to `align` bytes).
@@ -45,6 +52,9 @@ pub(super) fn error(p: &Problem, tf32: bool, align: u32) -> Error {
     );
     if tf32 {
         what += ", TF32";
+    }
+    if p.fast_accum {
+        what += ", FP8 fast accumulation";
     }
     if p.count > 1 {
         what += &format!(", a batch of {}", p.count);
@@ -101,5 +111,23 @@ mod tests {
         );
         assert!(hint.contains("f16 or bf16") && hint.contains("trans_b") && hint.contains("8-byte"), "{hint}");
         assert!(e.to_string().starts_with("cuBLASLt (libcublasLt) has no kernel for a 2x4x3 matmul"), "{e}");
+    }
+
+    #[test]
+    fn fp8_fast_accumulation_is_part_of_the_problem_and_named_in_the_error() {
+        use crate::memory::F8E4M3;
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s = d.default_stream();
+        let (a, b) = (d.alloc_zeros::<F8E4M3>(s, 256).unwrap(), d.alloc_zeros::<F8E4M3>(s, 256).unwrap());
+        let (out, one) = (d.alloc_zeros::<half::bf16>(s, 256).unwrap(), d.alloc_zeros::<f32>(s, 1).unwrap());
+        let scales = super::super::types::Fp8Scales { a: &one, b: &one, c: None, d: None };
+        let mm = || Matmul::new(16, 16, 16, &a, &b, &out).transpose(Transpose::Yes, Transpose::No).fp8(scales, false);
+        let slow = check::problem(&mm()).unwrap();
+        let fast = check::problem(&mm().fp8_fast_accum(true)).unwrap();
+        assert!(!slow.fast_accum && fast.fast_accum);
+        // The plan key holds the problem: the two get plans of their own.
+        assert_ne!(slow, fast);
+        let Error::Unsupported { what, .. } = super::error(&fast, false, 16) else { panic!() };
+        assert!(what.contains("FP8 fast accumulation"), "{what}");
     }
 }

@@ -12,7 +12,7 @@ use cusched::half::{bf16, f16};
 use cusched::{Device, GpuRef, Handles};
 
 /// An element type with its conversions and the rounding its storage adds.
-pub trait Num: LtElement {
+pub trait Num: LtElement<Scale = f32> {
     fn of(x: f64) -> Self;
     fn f(self) -> f64;
     /// Relative error of storing a value.

@@ -16,6 +16,8 @@ pub mod blas_ex;
 pub mod blas_level3;
 #[cfg(feature = "cublaslt")]
 pub mod blas_lt;
+#[cfg(feature = "cublaslt")]
+pub mod blas_lt_types;
 #[cfg(feature = "cudnn")]
 pub mod cudnn;
 #[cfg(feature = "cudnn")]

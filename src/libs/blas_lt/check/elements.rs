@@ -25,6 +25,12 @@ pub(super) fn types<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, 
         return Err(Error::invalid("tf32", "only f32 inputs round to TF32"));
     }
     fp8_scales(mm, fp8)?;
+    if mm.fp8_fast_accum && !fp8 {
+        return Err(Error::invalid(
+            "fp8_fast_accum",
+            "fast accumulation is an option of FP8 matmuls only: leave it false",
+        ));
+    }
     if mm.amax_d && !fp8 {
         return Err(Error::invalid("amax_d", "cuBLASLt computes D's amax for FP8 matmuls only"));
     }
@@ -36,7 +42,31 @@ pub(super) fn types<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, 
     }
     fp8_aux_type(kinds, fp8, epi)?;
     fp8_epilogue(kinds, fp8, epi)?;
+    wide_epilogue(kinds[0], epi.kind)?;
     Ok(fp8)
+}
+
+/// The epilogues cuBLASLt's type table lists for f64, complex and i8 inputs: a bias (of D's
+/// type) and ReLU for f64, and none (`Default`) for complex and i8 inputs, whose rows say
+/// "non-default epilogue not supported".
+fn wide_epilogue(ka: Kind, kind: EpiKind) -> Result<()> {
+    let allowed = match ka {
+        Kind::F64 => matches!(kind, EpiKind::Default | EpiKind::Relu | EpiKind::Bias | EpiKind::ReluBias),
+        Kind::C32 | Kind::C64 | Kind::I8 => kind == EpiKind::Default,
+        _ => return Ok(()),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let take = if ka == Kind::F64 { "Default, Relu, Bias or ReluBias" } else { "Epilogue::Default only" };
+    Err(super::super::unsupported::refused(
+        "epilogue",
+        format!("Epilogue::{kind:?} on {} inputs", ka.name()),
+        format!(
+            "cuBLASLt's matmul type table lists {take} for {} inputs: apply the epilogue in a separate kernel",
+            ka.name()
+        ),
+    ))
 }
 
 /// Checks the FP8 per-tensor scales: present exactly for FP8 inputs, each one element, D's for
@@ -93,6 +123,12 @@ fn check_types(kinds: [Kind; 5], uses_e: Option<&'static str>) -> Result<bool> {
                 "cuBLASLt has no E4M3 x E4M3 matmul with an E5M2 D: make D E4M3 (or bf16, f16, f32), or one input E5M2",
             ));
         }
+        if !matches!(kd, Kind::E4M3 | Kind::E5M2 | Kind::F32 | Kind::F16 | Kind::Bf16) {
+            return Err(Error::invalid(
+                "d",
+                format!("FP8 matmuls write an FP8, bf16, f16 or f32 D (is {})", kd.name()),
+            ));
+        }
         if kd.is_fp8() {
             if !matches!(kc, Kind::Bf16 | Kind::F16) {
                 return Err(Error::invalid(
@@ -116,10 +152,22 @@ fn check_types(kinds: [Kind; 5], uses_e: Option<&'static str>) -> Result<bool> {
             }
         }
     } else {
+        if ka == Kind::I32 {
+            return Err(Error::invalid(
+                "a",
+                "cuBLASLt multiplies no i32 matrices (i32 is the C and D of i8 inputs): make A and B i8",
+            ));
+        }
         if kb != ka {
             return Err(Error::invalid("b", format!("must have A's type {} (is {})", ka.name(), kb.name())));
         }
-        if kd != ka {
+        if ka == Kind::I8 && kd != Kind::I32 {
+            return Err(Error::invalid(
+                "d",
+                format!("i8 inputs accumulate in i32, into an i32 D (with an i32 C): D is {}", kd.name()),
+            ));
+        }
+        if ka != Kind::I8 && kd != ka {
             return Err(Error::invalid(
                 "d",
                 format!("must have A's type {} for non-FP8 inputs (is {})", ka.name(), kd.name()),

@@ -46,6 +46,8 @@ pub(super) struct Problem {
     /// The kinds of A, B, C, D and the epilogue's vectors.
     pub kinds: [Kind; 5],
     pub fp8: bool,
+    /// FP8 fast accumulation (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`).
+    pub fast_accum: bool,
 }
 
 fn round_up(v: usize, to: usize) -> usize {
@@ -70,6 +72,17 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     for (arg, v) in [("m", mm.m), ("n", mm.n), ("k", mm.k)] {
         check::dim(arg, v, false)?;
     }
+    if let Some(i) = mm.algorithm {
+        if i >= crate::libs::blas_lt::calls::MAX_CANDIDATES {
+            return Err(Error::invalid(
+                "algorithm",
+                format!(
+                    "{i} is beyond the {} candidates cusched asks the heuristic for",
+                    crate::libs::blas_lt::calls::MAX_CANDIDATES
+                ),
+            ));
+        }
+    }
     let epi = parts(&mm.epilogue);
     let kinds = [TA::KIND, TB::KIND, TC::KIND, TD::KIND, E::KIND];
     let fp8 = elements::types(mm, &epi, kinds)?;
@@ -85,6 +98,7 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     let aux = operands::aux_matrix(mm, &epi, kind, &l, &s)?;
     operands::no_aliasing(mm, &epi, kind, s.c_is_d)?;
     operands::fp8_layout(fp8, &l)?;
+    operands::imma_layout(TA::KIND == Kind::I8, &l, mm.k)?;
 
     let (sfirst, ssecond) = if l.swapped { (s.b, s.a) } else { (s.a, s.b) };
     let op = |mat: check::Matrix, (rows, cols): (usize, usize), stride: usize, arg: &'static str| -> Result<Operand> {
@@ -111,5 +125,6 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
         // The column-major problem's A and B: the caller's B and A when row-major.
         kinds: if l.swapped { [kinds[1], kinds[0], kinds[2], kinds[3], kinds[4]] } else { kinds },
         fp8,
+        fast_accum: mm.fp8_fast_accum,
     })
 }

@@ -56,8 +56,11 @@ pub(super) fn layout<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
     let swapped = mm.order == Order::Row;
     let (m, n) = if swapped { (mm.n, mm.m) } else { (mm.m, mm.n) };
     let k = mm.k;
-    let (ta, tb) = if swapped { (mm.trans_b, mm.trans_a) } else { (mm.trans_a, mm.trans_b) };
-    let stored = |t: Transpose, r: usize, c: usize| if t == Transpose::Yes { (c, r) } else { (r, c) };
+    // The conjugate transpose of a real matrix is its transpose.
+    let real = |t: Transpose| if t == Transpose::Conj && !TA::KIND.is_complex() { Transpose::Yes } else { t };
+    let (trans_a, trans_b) = (real(mm.trans_a), real(mm.trans_b));
+    let (ta, tb) = if swapped { (trans_b, trans_a) } else { (trans_a, trans_b) };
+    let stored = |t: Transpose, r: usize, c: usize| if t == Transpose::No { (r, c) } else { (c, r) };
     let ((ar, ac), (br, bc)) = (stored(ta, m, k), stored(tb, k, n));
     let (first, second) = if swapped {
         (check::matrix("b", "ldb", ar, ac, mm.ldb)?, check::matrix("a", "lda", br, bc, mm.lda)?)
@@ -266,6 +269,43 @@ pub(super) fn fp8_layout(fp8: bool, l: &Layout) -> Result<()> {
             (true, false) => ("trans_a", "in row-major: trans_a = No, trans_b = Yes"),
         };
         return Err(Error::invalid(arg, format!("FP8 matmuls need the TN layout cuBLASLt requires ({how})")));
+    }
+    Ok(())
+}
+
+/// Checks what cuBLASLt's IMMA (i8) kernels need with regular column- or row-major matrices:
+/// the TN layout, `m` and `k` of the column-major problem and every leading dimension multiples
+/// of 4. Refused as unsupported, naming the user's argument.
+pub(super) fn imma_layout(i8: bool, l: &Layout, k: usize) -> Result<()> {
+    if !i8 {
+        return Ok(());
+    }
+    let refuse = |arg: &'static str, what: String| {
+        let hint = if l.swapped {
+            "row-major i8 matmuls take trans_a = No and trans_b = Yes (TN in column-major), \
+             n, k and the leading dimensions multiples of 4"
+        } else {
+            "i8 matmuls take trans_a = Yes and trans_b = No (TN), m, k and the leading dimensions multiples of 4"
+        };
+        Err(crate::libs::blas_lt::unsupported::refused(arg, what, hint.to_string()))
+    };
+    if l.ta != Transpose::Yes || l.tb != Transpose::No {
+        let arg = match (l.swapped, l.ta != Transpose::Yes) {
+            (false, true) | (true, false) => "trans_a",
+            (false, false) | (true, true) => "trans_b",
+        };
+        return refuse(arg, "an i8 matmul outside the TN layout".to_string());
+    }
+    let (m_arg, first, second) = if l.swapped { ("n", "ldb", "lda") } else { ("m", "lda", "ldb") };
+    for (arg, v) in [(m_arg, l.m), ("k", k)] {
+        if v % 4 != 0 {
+            return refuse(arg, format!("an i8 matmul with {arg} = {v}, not a multiple of 4"));
+        }
+    }
+    for (arg, ld) in [(first, l.first.ld), (second, l.second.ld), ("ldd", l.d.ld), ("ldc", l.c.ld)] {
+        if ld % 4 != 0 {
+            return refuse(arg, format!("an i8 matmul with {arg} = {ld}, not a multiple of 4"));
+        }
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! [`Matmul`]: the description of one matmul or a strided batch of them ([`LtBatch`]), its
 //! builder methods, and what its completion resolves with ([`MatmulOutput`]).
 
+use super::sealed::ScaleValue;
 use super::{Epilogue, Fp8Scales, LtElement, Order, Transpose};
 use crate::memory::GpuRef;
 
@@ -32,7 +33,8 @@ impl LtBatch {
 
 /// A cuBLASLt matmul: `D = epilogue(alpha op(A) op(B) + beta C)`, `op(A)` `m x k`, `op(B)`
 /// `k x n`, `C` and `D` `m x n`. `A` holds `TA`, `B` `TB`, `D` `TD`, `C` `TC` (`TD` unless `D`
-/// is FP8), the epilogue's vectors `E`.
+/// is FP8), the epilogue's vectors `E`. Inputs other than FP8 have `A`'s type throughout,
+/// except i8 inputs, whose `C` and `D` are i32.
 ///
 /// ```no_run
 /// # use cusched::{Device, Handles};
@@ -58,10 +60,11 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub n: usize,
     /// Columns of `op(A)`, rows of `op(B)`.
     pub k: usize,
-    /// Scale of the product.
-    pub alpha: f32,
-    /// Scale of `C` (zero: `C` is not read).
-    pub beta: f32,
+    /// Scale of the product, of `A`'s scale type ([`LtElement::Scale`]: `f32` but for f64,
+    /// complex and i8 inputs).
+    pub alpha: TA::Scale,
+    /// Scale of `C` (zero: `C` is not read), of `alpha`'s type.
+    pub beta: TA::Scale,
     /// `A`.
     pub a: &'a GpuRef<TA>,
     /// Leading dimension of `A`; `None`: packed.
@@ -86,6 +89,15 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub tf32: bool,
     /// FP8 inputs: the per-tensor scales (required for them, refused for other types).
     pub fp8: Option<Fp8Scales<'a>>,
+    /// FP8 inputs: let the kernel accumulate in the tensor cores' faster, less precise mode
+    /// (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`), which skips the periodic promotion of partial sums
+    /// to full f32. Off by default; refused for other inputs.
+    pub fp8_fast_accum: bool,
+    /// Which of the heuristic's candidate algorithms runs the matmul, by its index in
+    /// [`BlasLt::candidates`](crate::blas_lt::BlasLt::candidates) (0: the heuristic's best).
+    /// `None`: the heuristic's best, or the winner [`BlasLt::autotune`](crate::blas_lt::BlasLt::autotune)
+    /// stored for this matmul. The simulator has one candidate, index 0.
+    pub algorithm: Option<usize>,
     /// FP8 inputs and an FP8 `D`: return the maximum absolute value of `D` (before `D`'s
     /// scale) through the completion, for the next step's scale. cuBLASLt computes it for an
     /// FP8 `D` only; with another `D` it is rejected as an invalid `amax_d`.
@@ -102,8 +114,8 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             m,
             n,
             k,
-            alpha: 1.0,
-            beta: 0.0,
+            alpha: <TA::Scale as ScaleValue>::ONE,
+            beta: <TA::Scale as ScaleValue>::ZERO,
             a,
             lda: None,
             b,
@@ -116,6 +128,8 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             epilogue: Epilogue::Default,
             tf32: false,
             fp8: None,
+            fp8_fast_accum: false,
+            algorithm: None,
             amax_d: false,
         }
     }
@@ -123,7 +137,7 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
 
 impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement> Matmul<'a, TA, TB, TD, TC, E> {
     /// Sets `alpha` and `beta`.
-    pub fn scale(mut self, alpha: f32, beta: f32) -> Self {
+    pub fn scale(mut self, alpha: TA::Scale, beta: TA::Scale) -> Self {
         (self.alpha, self.beta) = (alpha, beta);
         self
     }
@@ -164,6 +178,19 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
         self
     }
 
+    /// FP8 inputs: turns the fast accumulation mode on or off (see
+    /// [`fp8_fast_accum`](Self::fp8_fast_accum)).
+    pub fn fp8_fast_accum(mut self, on: bool) -> Self {
+        self.fp8_fast_accum = on;
+        self
+    }
+
+    /// Runs the heuristic's candidate `index` (see [`algorithm`](Self::algorithm)).
+    pub fn algorithm(mut self, index: usize) -> Self {
+        self.algorithm = Some(index);
+        self
+    }
+
     /// A separate `C` (of its own type when `D` is FP8) with leading dimension `ldc`.
     pub fn with_c<C2: LtElement>(self, c: &'a GpuRef<C2>, ldc: Option<usize>) -> Matmul<'a, TA, TB, TD, C2, E> {
         let epilogue = self.epilogue;
@@ -174,6 +201,12 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
     pub fn epilogue<E2: LtElement>(self, epilogue: Epilogue<'a, E2>) -> Matmul<'a, TA, TB, TD, TC, E2> {
         let c = self.c;
         Matmul { c, ..self.retype(epilogue) }
+    }
+
+    /// The same matmul run with candidate `index`.
+    pub(crate) fn with_algorithm(&self, index: usize) -> Self {
+        let c = self.c;
+        Matmul { c, algorithm: Some(index), ..self.retype(self.epilogue) }
     }
 
     /// The same matmul with `C` dropped and epilogue `epilogue`, for the type-changing setters.
@@ -199,6 +232,8 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
             epilogue,
             tf32: self.tf32,
             fp8: self.fp8,
+            fp8_fast_accum: self.fp8_fast_accum,
+            algorithm: self.algorithm,
             amax_d: self.amax_d,
         }
     }
