@@ -5,8 +5,9 @@
 use crate::common::reference::solver::*;
 use crate::common::*;
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr, Potrf,
-    PotrfBatched, Potri, Potrs, PotrsBatched, Side, SolverElement, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    EigRange, Fill, Generalized, Geqrf, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched,
+    Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, SolverElement, Syevd, Syevdx, Syevj,
+    SyevjBatched, Sygvd, Trans, Trtri,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
 
@@ -551,13 +552,36 @@ fn batched_syevj_satisfies_av_equals_v_lambda_for_every_matrix() {
 // the real ones do: a backward-stable result stays within a few tens, while a wrong transpose,
 // side or element type is off by O(1), i.e. by 1/ε in these units.
 
-/// The complex element types under test, widened to `Complex<f64>` for the CPU references.
+/// The element types under test, widened to `Complex<f64>` for the CPU references (the real
+/// types keep the real part).
 trait Cx: SolverElement + Copy {
     /// The precision the GPU computes in.
     const EPS: f64;
     const NAME: &'static str;
     fn narrow(z: Complex<f64>) -> Self;
     fn widen(self) -> Complex<f64>;
+}
+
+impl Cx for f32 {
+    const EPS: f64 = f32::EPSILON as f64;
+    const NAME: &'static str = "f32";
+    fn narrow(z: Complex<f64>) -> Self {
+        z.re as f32
+    }
+    fn widen(self) -> Complex<f64> {
+        Complex { re: self as f64, im: 0.0 }
+    }
+}
+
+impl Cx for f64 {
+    const EPS: f64 = f64::EPSILON;
+    const NAME: &'static str = "f64";
+    fn narrow(z: Complex<f64>) -> Self {
+        z.re
+    }
+    fn widen(self) -> Complex<f64> {
+        Complex { re: self, im: 0.0 }
+    }
 }
 
 impl Cx for Complex<f32> {
@@ -908,4 +932,205 @@ fn raw_cusolver_handle_is_live_on_the_solver_stream() {
     assert_eq!(status, sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS);
     assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
     assert_eq!(got, want, "the raw handle is not bound to the stream of its Solver");
+}
+
+/// Random entries of `T` (real for the real types), widened: exactly what the upload holds.
+fn trandom<T: Cx>(rng: &mut Rng, n: usize) -> Vec<Complex<f64>> {
+    widen(&narrow::<T>(&crandom(rng, n)))
+}
+
+/// `trtri` of a random triangular `n x n` (dominant diagonal, small off-diagonal entries, the
+/// other triangle junk) for
+/// every triangle and diagonal kind: `‖A·A⁻¹ − I‖` in units of `n ε`, and the other triangle
+/// (and a unit diagonal) left exactly as it was.
+fn trtri_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize) {
+    for fill in [Fill::Lower, Fill::Upper] {
+        for unit in [false, true] {
+            let lower = fill == Fill::Lower;
+            let inside = |i: usize, j: usize| i == j || (i > j) == lower;
+            let r = trandom::<T>(rng, n * n);
+            let a: Vec<Complex<f64>> = (0..n * n)
+                .map(|k| {
+                    let (i, j) = (k % n, k / n);
+                    match (i == j, inside(i, j)) {
+                        (true, _) => Complex { re: r[k].re + n as f64, im: r[k].im },
+                        // Small enough that a unit diagonal keeps A well conditioned.
+                        (false, true) => Complex { re: r[k].re / n as f64, im: r[k].im / n as f64 },
+                        (false, false) => Complex { re: 7.0, im: 0.0 },
+                    }
+                })
+                .collect();
+            let a = widen(&narrow::<T>(&a));
+            let da = d.upload(s, &narrow::<T>(&a)).unwrap();
+            let t = Trtri { fill, unit_diagonal: unit, n, a: &da, lda: None };
+            h.solver().unwrap().trtri(&t).unwrap().wait().unwrap();
+            let got = widen(&da.download(s).unwrap());
+            let zero = Complex { re: 0.0, im: 0.0 };
+            let tri = |m: &[Complex<f64>]| -> Vec<Complex<f64>> {
+                (0..n * n)
+                    .map(|k| {
+                        let (i, j) = (k % n, k / n);
+                        if i == j && unit {
+                            Complex { re: 1.0, im: 0.0 }
+                        } else if inside(i, j) {
+                            m[k]
+                        } else {
+                            zero
+                        }
+                    })
+                    .collect()
+            };
+            let written = |k: usize| inside(k % n, k / n) && !(unit && k % n == k / n);
+            let untouched = (0..n * n).all(|k| written(k) || got[k] == a[k]);
+            let r = cscaled(&cmatmul(&tri(&a), &tri(&got), n, n, n), &cidentity(n), n, T::EPS);
+            println!("trtri {} n={n} {fill:?} unit={unit}: ‖A·A⁻¹ − I‖ scaled = {r:.2}", T::NAME);
+            assert!(untouched, "{} {fill:?} unit={unit}: wrote outside its triangle", T::NAME);
+            assert!(r < 100.0, "{} {fill:?} unit={unit}: {r}", T::NAME);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn trtri_inverts_every_type_triangle_and_diagonal_kind() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    trtri_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    trtri_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    trtri_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    trtri_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn trtri_of_a_zero_diagonal_names_it() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut a = identity(6);
+    a[4 + 4 * 6] = 0.0;
+    let da = d.upload(s, &a).unwrap();
+    let t = Trtri { fill: Fill::Lower, unit_diagonal: false, n: 6, a: &da, lda: None };
+    match h.solver().unwrap().trtri(&t).unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 5 }]);
+        }
+        other => panic!("expected A(5,5) named, got {other:?}"),
+    }
+}
+
+/// Economy `gesvd` of a random `m x n` (`m >= n`), `U` at a padded leading dimension: the
+/// singular values against the CPU's, `‖UΣVᴴ − A‖`, `‖UᴴU − I‖` (`m x n` U) and
+/// `‖VᴴV − I‖`, in units of `m ε`.
+fn gesvd_economy_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize)
+where
+    T::Real: Into<f64>,
+{
+    let ldu = m + 3;
+    let a = trandom::<T>(rng, m * n);
+    let da = d.upload(s, &narrow::<T>(&a)).unwrap();
+    let (sv, u, vt) = (
+        d.alloc_zeros::<T::Real>(s, n).unwrap(),
+        d.alloc_zeros::<T>(s, ldu * n).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    let g = GesvdEconomy { vectors: true, m, n, a: &da, lda: None, s: &sv, u: &u, ldu: Some(ldu), vt: &vt, ldvt: None };
+    h.solver().unwrap().gesvd_economy(&g).unwrap().wait().unwrap();
+    let sv: Vec<f64> = sv.download(s).unwrap().into_iter().map(Into::into).collect();
+    let ul = widen(&u.download(s).unwrap());
+    let u: Vec<Complex<f64>> = (0..m * n).map(|k| ul[k % m + (k / m) * ldu]).collect();
+    let vt = widen(&vt.download(s).unwrap());
+    let want = singular_values(&a, m, n);
+    let sv_err = sv.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / (want[0] * m as f64 * T::EPS);
+    let us: Vec<Complex<f64>> =
+        (0..m * n).map(|k| Complex { re: u[k].re * sv[k / m], im: u[k].im * sv[k / m] }).collect();
+    let rec = cscaled(&cmatmul(&us, &vt, m, n, n), &a, m, T::EPS);
+    let uu = cscaled(&cmatmul(&ctranspose(&u, m, n), &u, n, m, n), &cidentity(n), m, T::EPS);
+    let vv = cscaled(&cmatmul(&vt, &ctranspose(&vt, n, n), n, n, n), &cidentity(n), m, T::EPS);
+    println!(
+        "gesvd economy {} {m}x{n}: σ error scaled = {sv_err:.2}, ‖UΣVᴴ−A‖ scaled = {rec:.2}, ‖UᴴU−I‖ scaled = {uu:.2}, \
+         ‖VᴴV−I‖ scaled = {vv:.2}",
+        T::NAME
+    );
+    assert!(sv.windows(2).all(|w| w[0] >= w[1]), "singular values descend: {sv:?}");
+    assert!(sv_err < 100.0 && rec < 100.0 && uu < 100.0 && vv < 100.0, "{} {sv_err} {rec} {uu} {vv}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gesvd_economy_reconstructs_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gesvd_economy_case::<f32>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvd_economy_case::<f64>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvd_economy_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvd_economy_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
+}
+
+/// `syevdx` on a random Hermitian `n x n` (symmetric for the real types): all eigenvalues
+/// (checked by `‖AV − VΛ‖` and `‖VᴴV − I‖`), then an index range and a value range whose
+/// bounds lie between eigenvalues: the counts, the values against the full run's, and the
+/// residuals of the vectors found, in units of `n ε`.
+fn syevdx_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize)
+where
+    T::Real: Into<f64> + From<f32>,
+{
+    let b = trandom::<T>(rng, n * n);
+    let bh = ctranspose(&b, n, n);
+    let a: Vec<Complex<f64>> = (0..n * n)
+        .map(|k| {
+            let z = Complex { re: (b[k].re + bh[k].re) / 2.0, im: (b[k].im + bh[k].im) / 2.0 };
+            if k % n == k / n {
+                Complex { re: z.re, im: 0.0 }
+            } else {
+                z
+            }
+        })
+        .collect();
+    let a = widen(&narrow::<T>(&a));
+    let run = |h: &mut Handles, range: EigRange<T::Real>| {
+        let (da, w) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.alloc_zeros::<T::Real>(s, n).unwrap());
+        let e = Syevdx { vectors: true, fill: Fill::Upper, range, n, a: &da, lda: None, w: &w };
+        let k = h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap();
+        let w: Vec<f64> = w.download(s).unwrap().into_iter().map(Into::into).collect();
+        (k, widen(&da.download(s).unwrap()), w)
+    };
+    let check = |what: &str, k: usize, v: &[Complex<f64>], w: &[f64]| {
+        let v = &v[..n * k];
+        let vl: Vec<Complex<f64>> =
+            (0..n * k).map(|i| Complex { re: v[i].re * w[i / n], im: v[i].im * w[i / n] }).collect();
+        let res = cscaled(&cmatmul(&a, v, n, n, k), &vl, n, T::EPS);
+        let orth = cscaled(&cmatmul(&ctranspose(v, n, k), v, k, n, k), &cidentity(k), n, T::EPS);
+        println!("syevdx {} n={n} {what}: {k} found, ‖AV−VΛ‖ scaled = {res:.2}, ‖VᴴV−I‖ scaled = {orth:.2}", T::NAME);
+        assert!(res < 100.0 && orth < 100.0, "{} {what}: {res} {orth}", T::NAME);
+    };
+    let (k, v, all) = run(h, EigRange::All);
+    assert_eq!(k, n);
+    assert!(all.windows(2).all(|p| p[0] <= p[1]), "ascending");
+    check("all", k, &v, &all);
+    let (k, v, w) = run(h, EigRange::Indices(5..12));
+    assert_eq!(k, 7);
+    let err = w[..7].iter().zip(&all[5..12]).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    assert!(err <= 100.0 * n as f64 * T::EPS * all[n - 1].abs().max(all[0].abs()), "{} indices: {err}", T::NAME);
+    check("indices 5..12", k, &v, &w);
+    // Bounds halfway between neighbours (f32-representable), where the largest gap is.
+    let gap = |i: usize| all[i + 1] - all[i];
+    let (lo_i, hi_i) = (
+        (1..n / 2).max_by(|&x, &y| gap(x).total_cmp(&gap(y))).unwrap_or(1),
+        (n / 2..n - 2).max_by(|&x, &y| gap(x).total_cmp(&gap(y))).unwrap_or(n - 3),
+    );
+    let low = T::Real::from(((all[lo_i] + all[lo_i + 1]) / 2.0) as f32);
+    let high = T::Real::from(((all[hi_i] + all[hi_i + 1]) / 2.0) as f32);
+    let (k, v, w) = run(h, EigRange::Values { low, high });
+    assert_eq!(k, hi_i - lo_i, "{} values: the count", T::NAME);
+    check("value range", k, &v, &w);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn syevdx_selects_by_index_and_value_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    syevdx_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    syevdx_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    syevdx_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    syevdx_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
 }

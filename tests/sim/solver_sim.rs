@@ -6,8 +6,9 @@ use crate::common::fixture::{fx, Fx};
 use crate::common::reference::solver::*;
 use crate::common::{random, Rng};
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings,
-    Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    EigRange, Fill, Generalized, Geqrf, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
+    GetrsBatched, JacobiSettings, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevdx,
+    Syevj, SyevjBatched, Sygvd, Trans, Trtri,
 };
 use cusched::{Complex, Error, NumericalFailure};
 
@@ -465,4 +466,198 @@ fn a_solver_op_is_ordered_after_work_on_another_stream() {
     let mut h = cusched::Handles::new(&fx.device, fx.s).unwrap();
     h.solver().unwrap().potrf(&Potrf { fill: Fill::Lower, n: 4, a: &a, lda: None }).unwrap().wait().unwrap();
     assert!(fx.device.stats().waits >= 1, "no fence before the op");
+}
+
+/// A random `n x n` triangular matrix (`lower` or upper) with a dominant diagonal and small
+/// off-diagonal entries, the other triangle filled with `junk` (which trtri must neither read
+/// nor write).
+fn triangular(rng: &mut Rng, n: usize, lower: bool, junk: f64) -> Vec<f64> {
+    let r = random(rng, n * n);
+    (0..n * n)
+        .map(|k| {
+            let (i, j) = (k % n, k / n);
+            if i == j {
+                r[k] + n as f64
+            } else if (i > j) == lower {
+                // Small enough that a unit diagonal keeps A well conditioned.
+                r[k] / n as f64
+            } else {
+                junk
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn trtri_inverts_every_triangle_and_diagonal_kind() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 11;
+    for fill in [Fill::Lower, Fill::Upper] {
+        for unit in [false, true] {
+            let lower = fill == Fill::Lower;
+            let a0 = triangular(&mut rng, n, lower, 7.0);
+            let a = fx.upload(&a0);
+            let t = Trtri { fill, unit_diagonal: unit, n, a: &a, lda: None };
+            fx.h.solver().unwrap().trtri(&t).unwrap().wait().unwrap();
+            let got = down(&fx, &a);
+            // The other triangle is untouched, and so is a unit diagonal.
+            for k in 0..n * n {
+                let (i, j) = (k % n, k / n);
+                if (i != j && (i > j) != lower) || (i == j && unit) {
+                    assert_eq!(got[k], a0[k], "{fill:?} unit={unit}: ({i}, {j}) was written");
+                }
+            }
+            let with_diag = |m: &[f64]| -> Vec<f64> {
+                let mut t = triangle(m, n, lower);
+                if unit {
+                    for i in 0..n {
+                        t[i + i * n] = 1.0;
+                    }
+                }
+                t
+            };
+            let (tri, inv) = (with_diag(&a0), with_diag(&got));
+            let r = scaled(&matmul(&tri, &inv, n, n, n), &identity(n), n);
+            assert!(r < 100.0, "{fill:?} unit={unit}: ‖A·A⁻¹ − I‖ scaled = {r}");
+        }
+    }
+    // f32 and Complex<f64>: A·A⁻¹ = I to their precision.
+    let a0 = triangular(&mut rng, n, true, 0.0);
+    let a = fx.upload(&a0.iter().map(|&x| x as f32).collect::<Vec<_>>());
+    fx.h.solver()
+        .unwrap()
+        .trtri(&Trtri { fill: Fill::Lower, unit_diagonal: false, n, a: &a, lda: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let inv: Vec<f64> = down(&fx, &a).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&matmul(&a0, &inv, n, n, n), &identity(n), n, f32::EPSILON as f64) < 100.0);
+    let c0: Vec<Complex<f64>> = a0.iter().map(|&re| Complex::new(re, 0.5 * re)).collect();
+    let c = fx.upload(&c0);
+    fx.h.solver()
+        .unwrap()
+        .trtri(&Trtri { fill: Fill::Lower, unit_diagonal: false, n, a: &c, lda: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let ci = down(&fx, &c);
+    let mut worst = 0.0f64;
+    for i in 0..n {
+        for j in 0..n {
+            let mut z = Complex::new(0.0, 0.0);
+            for k in 0..n {
+                let (x, y) = (c0[i + k * n], ci[k + j * n]);
+                z = Complex::new(z.re + x.re * y.re - x.im * y.im, z.im + x.re * y.im + x.im * y.re);
+            }
+            let want = if i == j { 1.0 } else { 0.0 };
+            worst = worst.max((z.re - want).abs() + z.im.abs());
+        }
+    }
+    assert!(worst < 1e-12, "complex ‖A·A⁻¹ − I‖ max = {worst}");
+}
+
+#[test]
+fn trtri_of_a_zero_diagonal_names_it_and_leaves_a() {
+    let mut fx = fx();
+    let mut a0 = identity(5);
+    a0[3 + 3 * 5] = 0.0;
+    a0[1 + 3 * 5] = 2.0;
+    let a = fx.upload(&a0);
+    let got = fx.h.solver().unwrap().trtri(&Trtri { fill: Fill::Upper, unit_diagonal: false, n: 5, a: &a, lda: None });
+    match got.unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 4 }])
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(down(&fx, &a), a0);
+    // With a unit diagonal the stored zero is not read.
+    fx.h.solver()
+        .unwrap()
+        .trtri(&Trtri { fill: Fill::Upper, unit_diagonal: true, n: 5, a: &a, lda: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(down(&fx, &a)[1 + 3 * 5], -2.0);
+}
+
+#[test]
+fn gesvd_economy_gives_a_thin_u_that_reconstructs() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    for (m, n) in [(9, 6), (7, 7), (45, 29)] {
+        let a0 = random(&mut rng, m * n);
+        let ldu = m + 2;
+        let (a, s, u, vt) = (fx.upload(&a0), fx.buf::<f64>(n), fx.buf::<f64>(ldu * n), fx.buf::<f64>(n * n));
+        let g =
+            GesvdEconomy { vectors: true, m, n, a: &a, lda: None, s: &s, u: &u, ldu: Some(ldu), vt: &vt, ldvt: None };
+        fx.h.solver().unwrap().gesvd_economy(&g).unwrap().wait().unwrap();
+        let (sv, ul, vtm) = (down(&fx, &s), down(&fx, &u), down(&fx, &vt));
+        let um: Vec<f64> = (0..m * n).map(|k| ul[k % m + (k / m) * ldu]).collect();
+        assert!(scaled(&sv, &singular_values_of(&a0, m, n), n) < 1e4, "{m}x{n}");
+        assert!(orthonormality(&um, m, n, f64::EPSILON) < 100.0, "{m}x{n}");
+        assert!(orthonormality(&transpose(&vtm, n, n), n, n, f64::EPSILON) < 100.0, "{m}x{n}");
+        assert!(scaled(&usv(&um, &sv, &transpose(&vtm, n, n), m, n, n), &a0, m) < 100.0, "{m}x{n}");
+    }
+}
+
+/// `max_k ‖A v_k − λ_k v_k‖ / (‖A‖ n ε)` over the `k` columns of `v`.
+fn partial_residual(a: &[f64], v: &[f64], w: &[f64], n: usize, k: usize) -> f64 {
+    let av = matmul(a, &v[..n * k], n, n, k);
+    let d: Vec<f64> = (0..n * k).map(|i| av[i] - v[i] * w[i / n]).collect();
+    fro(&d) / (fro(a).max(1.0) * n as f64 * f64::EPSILON)
+}
+
+#[test]
+fn syevdx_selects_by_index_and_by_value_range() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 13;
+    let a0 = symmetric(&mut rng, n);
+    let (a, w) = (fx.upload(&a0), fx.buf::<f64>(n));
+    fx.h.solver()
+        .unwrap()
+        .syevd(&Syevd { vectors: false, fill: Fill::Lower, n, a: &a, lda: None, w: &w })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let all = down(&fx, &w);
+    for fill in [Fill::Lower, Fill::Upper] {
+        let run = |fx: &mut Fx, range: EigRange<f64>| {
+            let (a, w) = (fx.upload(&triangle(&a0, n, fill == Fill::Lower)), fx.buf::<f64>(n));
+            let e = Syevdx { vectors: true, fill, range, n, a: &a, lda: None, w: &w };
+            let k = fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap();
+            (k, down(fx, &a), down(fx, &w))
+        };
+        let (k, v, wv) = run(&mut fx, EigRange::Indices(3..8));
+        assert_eq!(k, 5);
+        assert!(scaled(&wv[..5], &all[3..8], n) < 100.0, "{fill:?}");
+        assert!(
+            partial_residual(&a0, &v, &wv, n, k) < 100.0 && orthonormality(&v[..n * k], n, k, f64::EPSILON) < 100.0
+        );
+        // (low, high]: the bounds between eigenvalues, so that rounding cannot move one across.
+        let (low, high) = ((all[1] + all[2]) / 2.0, (all[9] + all[10]) / 2.0);
+        let (k, v, wv) = run(&mut fx, EigRange::Values { low, high });
+        assert_eq!(k, 8, "{fill:?}");
+        assert!(scaled(&wv[..8], &all[2..10], n) < 100.0);
+        assert!(partial_residual(&a0, &v, &wv, n, k) < 100.0);
+        let (k, _, wv) = run(&mut fx, EigRange::All);
+        assert_eq!(k, n);
+        assert!(scaled(&wv, &all, n) < 100.0);
+        let top = all[n - 1] + 1.0;
+        assert_eq!(run(&mut fx, EigRange::Values { low: top, high: top + 1.0 }).0, 0, "an empty interval finds none");
+    }
+    // f32 and Hermitian Complex<f32>: the values to f32 precision.
+    let (a, w) = (fx.upload(&a0.iter().map(|&x| x as f32).collect::<Vec<_>>()), fx.buf::<f32>(n));
+    let e = Syevdx { vectors: false, fill: Fill::Lower, range: EigRange::Indices(0..2), n, a: &a, lda: None, w: &w };
+    assert_eq!(fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap(), 2);
+    let wf: Vec<f64> = down(&fx, &w).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&wf[..2], &all[..2], n, f32::EPSILON as f64) < 100.0);
+    let c0: Vec<Complex<f32>> = a0.iter().map(|&x| Complex::new(x as f32, 0.0)).collect();
+    let (c, cw) = (fx.upload(&c0), fx.buf::<f32>(n));
+    let e = Syevdx { vectors: true, fill: Fill::Upper, range: EigRange::Indices(10..13), n, a: &c, lda: None, w: &cw };
+    assert_eq!(fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap(), 3);
+    let wc: Vec<f64> = down(&fx, &cw).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&wc[..3], &all[10..13], n, f32::EPSILON as f64) < 100.0);
 }

@@ -3,8 +3,9 @@
 
 use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr,
-    Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    EigRange, Fill, Generalized, Geqrf, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
+    GetrsBatched, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevdx, Syevj,
+    SyevjBatched, Sygvd, Trans, Trtri,
 };
 use cusched::{Complex, Error, GpuRef, Result};
 
@@ -409,4 +410,78 @@ fn batched_jacobi_rejects_bad_input() {
     rejects(&mut fx, "w", |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &a)));
     rejects(&mut fx, "batch", |fx| fx.h.solver()?.syevj_batched(&e(4, 0, &a, &s)));
     accepts(&mut fx, |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &s)));
+}
+
+#[test]
+fn trtri_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(9);
+    let t = |n, a, lda| Trtri { fill: Fill::Upper, unit_diagonal: false, n, a, lda };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.trtri(&t(0, &a, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.trtri(&t(4, &a, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.trtri(&t(3, &a, Some(2))));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.trtri(&t(2, &a, Some(8))));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.trtri(&t(3, &f, None)));
+    let c = fx.buf::<Complex<f32>>(9);
+    accepts(&mut fx, |fx| {
+        fx.h.solver()?.trtri(&Trtri { fill: Fill::Lower, unit_diagonal: true, n: 3, a: &c, lda: None })
+    });
+}
+
+#[test]
+fn gesvd_economy_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, vt) = (fx.buf::<f64>(15), fx.buf::<f64>(3), fx.buf::<f64>(15), fx.buf::<f64>(9));
+    let g = |m, n, s, u, ldu| GesvdEconomy { vectors: true, m, n, a: &a, lda: None, s, u, ldu, vt: &vt, ldvt: None };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvd_economy(&g(2, 3, &s, &u, None)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesvd_economy(&g(5, 0, &s, &u, None)));
+    // Economy U is m x n: 5 x 3 fits in 15, but not at ldu 6.
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &u, Some(6))));
+    rejects(&mut fx, "ldu", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &u, Some(4))));
+    let short = fx.buf::<f64>(2);
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &short, &u, None)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &a, None)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &u, None)));
+    // The full gesvd still wants an m x m U.
+    let full = Gesvd { vectors: true, m: 5, n: 3, a: &a, lda: None, s: &s, u: &u, ldu: None, vt: &vt, ldvt: None };
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd(&full));
+}
+
+#[test]
+fn syevdx_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, short) = (fx.buf::<f64>(16), fx.buf::<f64>(4), fx.buf::<f64>(2));
+    let e = |range, w| Syevdx { vectors: true, fill: Fill::Lower, range, n: 4, a: &a, lda: None, w };
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(2..2), &w)));
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(1..5), &w)));
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Values { low: 1.0, high: 1.0 }, &w)));
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Values { low: f64::NAN, high: 1.0 }, &w)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(0..1), &short)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevdx(&e(EigRange::All, &a)));
+    let big = fx.buf::<f64>(4);
+    rejects(&mut fx, "a", |fx| {
+        fx.h.solver()?.syevdx(&Syevdx {
+            vectors: false,
+            fill: Fill::Upper,
+            range: EigRange::All,
+            n: 4,
+            a: &big,
+            lda: None,
+            w: &w,
+        })
+    });
+    accepts(&mut fx, |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(1..4), &w)));
+    let (c, cw) = (fx.buf::<Complex<f64>>(16), fx.buf::<f64>(4));
+    accepts(&mut fx, |fx| {
+        fx.h.solver()?.syevdx(&Syevdx {
+            vectors: true,
+            fill: Fill::Upper,
+            range: EigRange::Values { low: -1.0, high: 1.0 },
+            n: 4,
+            a: &c,
+            lda: None,
+            w: &cw,
+        })
+    });
 }

@@ -1,8 +1,9 @@
 //! cuSOLVER dense: Cholesky (`potrf`, `potrs`, batched `potrf`), LU with or without pivoting
 //! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`; for complex types these two run the
 //! unitary `ungqr`, `unmqr`), symmetric and Hermitian eigenvalues (`syevd`, Jacobi `syevj`),
-//! the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a Cholesky factor
-//! (`potri`), SVD (`gesvd`, Jacobi `gesvdj`), and batched forms (`potrf_batched`,
+//! selected eigenvalues by index or value range (`syevdx`), the generalized eigenproblem
+//! (`sygvd`/`hegvd`), the inverse from a Cholesky factor (`potri`), the triangular inverse
+//! (`trtri`), SVD (`gesvd`, full or economy, Jacobi `gesvdj`), and batched forms (`potrf_batched`,
 //! `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`, `gesvdj_batched`,
 //! `syevj_batched`) that report every matrix's status.
 //!
@@ -28,6 +29,15 @@
 //! (a phase, for complex types) per vector. Numerical failures come back as on the GPU, through
 //! the same [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no
 //! workspace, and the raw handle accessors still fail there.
+//!
+//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the
+//! iterative-refinement solvers (`cusolverDn<t1><t2>gesv`/`gels`, `cusolverDnIRSX*`), the
+//! symmetric indefinite factorization (`cusolverDnXsytrf`/`sytrs`, `hetrf`/`hetrs`), the
+//! non-symmetric eigensolver (`cusolverDnXgeev`), the randomized and approximate SVDs
+//! (`cusolverDnXgesvdr`, `gesvdaStridedBatched`, `Xgesvdp`), the generalized selected
+//! eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and the
+//! tridiagonal and bidiagonal reductions (`sytrd`, `gebrd` and their `org*`): each needs its
+//! own simulator reference and GPU test first.
 
 mod batched;
 mod calls;
@@ -37,12 +47,14 @@ mod info;
 mod qr;
 pub(in crate::libs) mod sim;
 mod symmetric;
+mod triangular;
 
 pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
-pub use eigen::{Gesvd, Gesvdj, JacobiReport, JacobiRun, Syevd};
+pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
 pub use symmetric::{Generalized, Potri, Syevj, Sygvd};
+pub use triangular::Trtri;
 
 use super::dtype::DataTypes;
 use super::workspace::Workspace;

@@ -264,8 +264,29 @@ pub(in crate::libs::solver) unsafe fn syevd(
     }
 }
 
-/// `cusolverDnXgesvd_bufferSize` or `cusolverDnXgesvd`, computing all of `U` and `Vᵀ` (`'A'`)
-/// or none (`'N'`).
+/// Which singular vectors `cusolverDnXgesvd` computes (its `jobu` and `jobvt`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(in crate::libs::solver) enum SvdJob {
+    /// None (`'N'`).
+    None,
+    /// All of `U` and `Vᵀ` (`'A'`).
+    All,
+    /// The first `min(m, n)` columns of `U` and rows of `Vᵀ` (`'S'`).
+    Thin,
+}
+
+impl SvdJob {
+    fn char(self) -> i8 {
+        match self {
+            SvdJob::None => b'N' as i8,
+            SvdJob::All => b'A' as i8,
+            SvdJob::Thin => b'S' as i8,
+        }
+    }
+}
+
+/// `cusolverDnXgesvd_bufferSize` or `cusolverDnXgesvd`, computing the singular vectors `job`
+/// says.
 ///
 /// NVIDIA: [`cusolverDnXgesvd_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvd),
 /// [`cusolverDnXgesvd`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvd)
@@ -273,7 +294,7 @@ pub(in crate::libs::solver) unsafe fn syevd(
 pub(in crate::libs::solver) unsafe fn gesvd(
     h: Handle,
     p: Params,
-    vectors: bool,
+    job: SvdJob,
     m: i64,
     n: i64,
     dt: Dt,
@@ -284,7 +305,7 @@ pub(in crate::libs::solver) unsafe fn gesvd(
     (vt, ldvt): (V, i64),
     call: Option<(Work, *mut c_int)>,
 ) -> Result<Sizes> {
-    let job = if vectors { b'A' as i8 } else { b'N' as i8 };
+    let job = job.char();
     // SAFETY: the contract above; with job 'N', `u` and `vt` are not referenced.
     unsafe {
         match call {
@@ -323,6 +344,120 @@ pub(in crate::libs::solver) unsafe fn gesvd(
                     info,
                 )
                 .check("cusolverDnXgesvd")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// `cusolverDnXtrtri_bufferSize` or `cusolverDnXtrtri` (the call takes no params object).
+///
+/// NVIDIA: [`cusolverDnXtrtri_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxtrtri),
+/// [`cusolverDnXtrtri`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxtrtri)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn trtri(
+    h: Handle,
+    uplo: Fill,
+    unit_diagonal: bool,
+    n: i64,
+    dt: Dt,
+    a: V,
+    lda: i64,
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let u = fill(uplo);
+    let diag = if unit_diagonal {
+        sys::cublasDiagType_t::CUBLAS_DIAG_UNIT
+    } else {
+        sys::cublasDiagType_t::CUBLAS_DIAG_NON_UNIT
+    };
+    // SAFETY: the contract above.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXtrtri_bufferSize(h, u, diag, n, dt, a, lda, &mut d, &mut hb)
+                    .check("cusolverDnXtrtri_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((w, info)) => {
+                sys::cusolverDnXtrtri(h, u, diag, n, dt, a, lda, w.device, w.device_bytes, w.host, w.host_bytes, info)
+                    .check("cusolverDnXtrtri")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// The eigenvalues `cusolverDnXsyevdx` computes: its `range`, with `vl`/`vu` (host values of
+/// the eigenvalues' type) and the 1-based `il`/`iu`.
+#[derive(Clone, Copy)]
+pub(in crate::libs::solver) struct Range {
+    pub range: sys::cusolverEigRange_t,
+    pub vl: V,
+    pub vu: V,
+    pub il: i64,
+    pub iu: i64,
+}
+
+/// `cusolverDnXsyevdx_bufferSize` or `cusolverDnXsyevdx` (`wt`: the real type of the
+/// eigenvalues). `meig` is host memory for the count of eigenvalues found, written by the call.
+///
+/// NVIDIA: [`cusolverDnXsyevdx_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevdx),
+/// [`cusolverDnXsyevdx`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsyevdx)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn syevdx(
+    h: Handle,
+    p: Params,
+    vectors: bool,
+    r: Range,
+    uplo: Fill,
+    n: i64,
+    dt: Dt,
+    (a, lda): (V, i64),
+    (wt, w): (Dt, V),
+    meig: *mut i64,
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let (j, u) = (eig_mode(vectors), fill(uplo));
+    // SAFETY: the contract above; `vl`, `vu` point to host values of `wt` and `meig` to a
+    // host `i64`, all alive for the call.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXsyevdx_bufferSize(
+                    h, p, j, r.range, u, n, dt, a, lda, r.vl, r.vu, r.il, r.iu, meig, wt, w, dt, &mut d, &mut hb,
+                )
+                .check("cusolverDnXsyevdx_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((wk, info)) => {
+                sys::cusolverDnXsyevdx(
+                    h,
+                    p,
+                    j,
+                    r.range,
+                    u,
+                    n,
+                    dt,
+                    a,
+                    lda,
+                    r.vl,
+                    r.vu,
+                    r.il,
+                    r.iu,
+                    meig,
+                    wt,
+                    w,
+                    dt,
+                    wk.device,
+                    wk.device_bytes,
+                    wk.host,
+                    wk.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXsyevdx")?;
                 Ok((0, 0))
             }
         }

@@ -20,7 +20,7 @@ mod dense;
 mod handle;
 mod jacobi;
 mod typed;
-pub(super) use dense::{geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, Work};
+pub(super) use dense::{geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, trtri, Range, SvdJob, Work};
 pub(super) use handle::{blas_check, BlasHandle, RawHandle};
 pub(super) use jacobi::{OwnedJacobi, OwnedSyevj};
 pub(super) use typed::{blas_trans, EigType, Typed};
@@ -67,5 +67,14 @@ pub(super) fn eig_mode(vectors: bool) -> sys::cusolverEigMode_t {
         sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_VECTOR
     } else {
         sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_NOVECTOR
+    }
+}
+
+/// `cusolverEigRange_t` for `kind`: 0 all, 1 a value interval, 2 an index range.
+pub(super) fn eig_range(kind: i64) -> sys::cusolverEigRange_t {
+    match kind {
+        1 => sys::cusolverEigRange_t::CUSOLVER_EIG_RANGE_V,
+        2 => sys::cusolverEigRange_t::CUSOLVER_EIG_RANGE_I,
+        _ => sys::cusolverEigRange_t::CUSOLVER_EIG_RANGE_ALL,
     }
 }

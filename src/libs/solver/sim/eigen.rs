@@ -1,5 +1,6 @@
 //! The simulated eigen and SVD ops: `syevd`, `syevj` (single and batched), the generalized
-//! `sygvd`, `gesvd` and `gesvdj` (single and batched), all by the Jacobi methods of
+//! `sygvd`, the selected eigenvalues of `syevdx`, `gesvd` (full and economy) and `gesvdj`
+//! (single and batched), all by the Jacobi methods of
 //! [`linalg`](super::linalg).
 
 use super::linalg::{self, Lower};
@@ -7,7 +8,7 @@ use super::{load, lower, outcome, run, store, store_real, store_triangle, tolera
 use crate::completion::Completion;
 use crate::error::{Error, NumericalFailure, Result};
 use crate::libs::solver::batched::{GesvdjBatched, SyevjBatched};
-use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport};
+use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport, Syevdx};
 use crate::libs::solver::symmetric::{Generalized, Syevj, Sygvd};
 use crate::libs::solver::{JacobiSettings, SolverElement};
 use crate::libs::OpStream;
@@ -148,6 +149,7 @@ pub(in crate::libs::solver) fn gesvd<T: SolverElement>(
     op: &OpStream,
     rec: LaunchRecorder,
     g: &Gesvd<'_, T>,
+    thin: bool,
     (lda, ldu, ldvt): (usize, usize, usize),
 ) -> Result<Completion<()>> {
     let (m, n, vectors) = (g.m, g.n, g.vectors);
@@ -157,7 +159,8 @@ pub(in crate::libs::solver) fn gesvd<T: SolverElement>(
         let (values, um, vm, _) = linalg::svd(&am, f64::EPSILON, 100);
         store_real(&mut s.lock(), 0, &values);
         if vectors {
-            store(&mut u.lock(), 0, ldu, &linalg::square(&um));
+            // `um` is the thin `m x n` factor (`m >= n`); the full one completes its basis.
+            store(&mut u.lock(), 0, ldu, &if thin { um } else { linalg::square(&um) });
             store(&mut vt.lock(), 0, ldvt, &vm.adjoint());
         }
         Ok(())
@@ -219,5 +222,46 @@ pub(in crate::libs::solver) fn gesvdj_batched<T: SolverElement>(
             }
         }
         outcome("gesvdjBatched", batch, failures)
+    })
+}
+
+/// The eigenvalues `syevdx` selects, resolved by the op: the ascending positions
+/// `from..to`, or the values in `(low, high]`.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::libs::solver) enum Select {
+    Indices(usize, usize),
+    Values(f64, f64),
+}
+
+pub(in crate::libs::solver) fn syevdx<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    e: &Syevdx<'_, T>,
+    lda: usize,
+    select: Select,
+) -> Result<Completion<usize>> {
+    let (n, lo, vectors, a, w) = (e.n, lower(e.fill), e.vectors, e.a.sim_data()?, e.w.sim_data()?);
+    run(op, rec, move || {
+        let h = linalg::hermitian(&load(&a.read(), 0, n, n, lda), lo);
+        let (values, v, j) = linalg::eigh(h, vectors, f64::EPSILON, 100);
+        if !j.converged {
+            return outcome("syevdx", 1, vec![NumericalFailure::NotConverged { matrix: 0, count: n }]).map(|()| 0);
+        }
+        let chosen: Vec<usize> = match select {
+            Select::Indices(from, to) => (from..to.min(n)).collect(),
+            Select::Values(low, high) => (0..n).filter(|&i| values[i] > low && values[i] <= high).collect(),
+        };
+        let picked: Vec<f64> = chosen.iter().map(|&i| values[i]).collect();
+        store_real(&mut w.lock(), 0, &picked);
+        if let Some(v) = v {
+            let mut out = linalg::Mat::zeros(n, chosen.len());
+            for (k, &i) in chosen.iter().enumerate() {
+                for r in 0..n {
+                    *out.at_mut(r, k) = v.at(r, i);
+                }
+            }
+            store(&mut a.lock(), 0, lda, &out);
+        }
+        Ok(chosen.len())
     })
 }

@@ -8,6 +8,7 @@ use crate::error::{NumericalFailure, Result};
 use crate::libs::solver::batched::{GetrfBatched, GetrsBatched, PotrsBatched};
 use crate::libs::solver::factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 use crate::libs::solver::symmetric::Potri;
+use crate::libs::solver::triangular::Trtri;
 use crate::libs::solver::{SolverElement, Trans};
 use crate::libs::OpStream;
 use crate::recorder::LaunchRecorder;
@@ -218,6 +219,38 @@ pub(in crate::libs::solver) fn getrs_batched<T: SolverElement>(
             let mut x = load(&b.read(), i * sb, n, nrhs, ldb);
             linalg::lu_solve(&f, Some(&piv), t, &mut x);
             store(&mut b.lock(), i * sb, ldb, &x);
+        }
+        Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn trtri<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    t: &Trtri<'_, T>,
+    lda: usize,
+) -> Result<Completion<()>> {
+    let (n, lo, unit, a) = (t.n, lower(t.fill), t.unit_diagonal, t.a.sim_data()?);
+    run(op, rec, move || {
+        let m = load(&a.read(), 0, n, n, lda);
+        if !unit {
+            if let Some(j) = (0..n).find(|&j| m.at(j, j).is_zero()) {
+                return outcome("trtri", 1, vec![NumericalFailure::Singular { matrix: 0, index: j + 1 }]);
+            }
+        }
+        // The solves read only the `lo` triangle (and the diagonal unless `unit`).
+        let mut inv = Mat::identity(n, n);
+        if lo {
+            linalg::solve_lower(&m, &mut inv, unit);
+        } else {
+            linalg::solve_upper(&m, &mut inv, unit);
+        }
+        let mut data = a.lock();
+        for j in 0..n {
+            let rows = if lo { j..n } else { 0..j + 1 };
+            for i in rows.filter(|&i| !(unit && i == j)) {
+                data[i + j * lda] = T::from_c(inv.at(i, j));
+            }
         }
         Ok(())
     })

@@ -22,9 +22,9 @@ pub(crate) mod linalg;
 mod qr;
 mod sparse;
 
-pub(super) use self::eigen::{gesvd, gesvdj, gesvdj_batched, syevd, syevj, syevj_batched, sygvd};
+pub(super) use self::eigen::{gesvd, gesvdj, gesvdj_batched, syevd, syevdx, syevj, syevj_batched, sygvd, Select};
 pub(super) use self::factor::{
-    getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched,
+    getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched, trtri,
 };
 pub(super) use self::qr::{geqrf, orgqr, ormqr};
 pub(crate) use self::sparse::sparse_solve;
