@@ -5,9 +5,9 @@
 use crate::common::reference::solver::*;
 use crate::common::*;
 use cusched::solver::{
-    EigRange, Fill, Generalized, Geqrf, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched,
-    Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, SolverElement, Syevd, Syevdx, Syevj,
-    SyevjBatched, Sygvd, Trans, Trtri,
+    EigRange, Fill, Gels, Generalized, Geqrf, Gesv, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
+    GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Refinement, Side,
+    SolverElement, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Trans, Trtri,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
 
@@ -1133,4 +1133,83 @@ fn syevdx_selects_by_index_and_value_for_every_type() {
     syevdx_case::<f64>(&d, s, &mut h, &mut rng, 37);
     syevdx_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
     syevdx_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+const LOWS: [LowPrecision; 5] =
+    [LowPrecision::Main, LowPrecision::F32, LowPrecision::F16, LowPrecision::Bf16, LowPrecision::Tf32];
+
+/// `gesv` of a random diagonally dominant `n x n` with 3 right-hand sides from every lower
+/// precision: `‖AX − B‖` in units of `n ε` of the element type (refinement, or the fallback,
+/// reaches the element type's accuracy), `B` untouched, pivots in range.
+fn gesv_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize) {
+    let nrhs = 3;
+    let mut a = trandom::<T>(rng, n * n);
+    for i in 0..n {
+        a[i + i * n].re += n as f64;
+    }
+    let a = widen(&narrow::<T>(&a));
+    let b = trandom::<T>(rng, n * nrhs);
+    for low in LOWS {
+        let (da, db) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.upload(s, &narrow::<T>(&b)).unwrap());
+        let (dx, ipiv) = (d.alloc_zeros::<T>(s, n * nrhs).unwrap(), d.alloc_zeros::<i32>(s, n).unwrap());
+        let g = Gesv { low, n, nrhs, a: &da, lda: None, ipiv: &ipiv, b: &db, ldb: None, x: &dx, ldx: None };
+        let got = h.solver().unwrap().gesv(&g).unwrap().wait().unwrap();
+        let x = widen(&dx.download(s).unwrap());
+        let r = cscaled(&cmatmul(&a, &x, n, n, nrhs), &b, n, T::EPS);
+        println!("gesv {} n={n} {low:?}: {got:?}, ‖AX − B‖ scaled = {r:.2}", T::NAME);
+        assert!(r < 100.0, "{} {low:?}: {r}", T::NAME);
+        assert_eq!(widen(&db.download(s).unwrap()), b, "{} {low:?}: B is only read", T::NAME);
+        let piv = ipiv.download(s).unwrap();
+        assert!(piv.iter().all(|&p| p >= 1 && p as usize <= n), "{} {low:?}: {piv:?}", T::NAME);
+        if let Refinement::Converged { .. } = got {
+            if low != LowPrecision::Main && !(low == LowPrecision::F32 && T::EPS > 1e-10) {
+                assert_eq!(widen(&da.download(s).unwrap()), a, "{} {low:?}: A kept after refinement", T::NAME);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gesv_refines_from_every_lower_precision_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gesv_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    gesv_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    gesv_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    gesv_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+/// `gels` of a random `m x n` (`m > n`) with 2 right-hand sides from every lower precision:
+/// the normal equations' residual `‖Aᴴ(AX − B)‖ / (‖A‖ ‖B‖ m ε)`, and `B` untouched.
+fn gels_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize) {
+    let nrhs = 2;
+    let a = trandom::<T>(rng, m * n);
+    let b = trandom::<T>(rng, m * nrhs);
+    let norm = |v: &[Complex<f64>]| v.iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt();
+    for low in LOWS {
+        let (da, db) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.upload(s, &narrow::<T>(&b)).unwrap());
+        let dx = d.alloc_zeros::<T>(s, n * nrhs).unwrap();
+        let g = Gels { low, m, n, nrhs, a: &da, lda: None, b: &db, ldb: None, x: &dx, ldx: None };
+        let got = h.solver().unwrap().gels(&g).unwrap().wait().unwrap();
+        let x = widen(&dx.download(s).unwrap());
+        let ax = cmatmul(&a, &x, m, n, nrhs);
+        let r: Vec<Complex<f64>> =
+            ax.iter().zip(&b).map(|(p, q)| Complex { re: p.re - q.re, im: p.im - q.im }).collect();
+        let normal = norm(&cmatmul(&ctranspose(&a, m, n), &r, n, m, nrhs)) / (norm(&a) * norm(&b) * m as f64 * T::EPS);
+        println!("gels {} {m}x{n} {low:?}: {got:?}, ‖Aᴴ(AX − B)‖ scaled = {normal:.2}", T::NAME);
+        assert!(normal < 100.0, "{} {low:?}: {normal}", T::NAME);
+        assert_eq!(widen(&db.download(s).unwrap()), b, "{} {low:?}: B is only read", T::NAME);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gels_solves_least_squares_from_every_lower_precision_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gels_case::<f32>(&d, s, &mut h, &mut rng, 45, 29);
+    gels_case::<f64>(&d, s, &mut h, &mut rng, 45, 29);
+    gels_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
+    gels_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
 }

@@ -6,9 +6,9 @@ use crate::common::fixture::{fx, Fx};
 use crate::common::reference::solver::*;
 use crate::common::{random, Rng};
 use cusched::solver::{
-    EigRange, Fill, Generalized, Geqrf, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
-    GetrsBatched, JacobiSettings, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevdx,
-    Syevj, SyevjBatched, Sygvd, Trans, Trtri,
+    EigRange, Fallback, Fill, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
+    GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
+    PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Trans, Trtri,
 };
 use cusched::{Complex, Error, NumericalFailure};
 
@@ -660,4 +660,120 @@ fn syevdx_selects_by_index_and_by_value_range() {
     assert_eq!(fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap(), 3);
     let wc: Vec<f64> = down(&fx, &cw).into_iter().map(f64::from).collect();
     assert!(scaled_eps(&wc[..3], &all[10..13], n, f32::EPSILON as f64) < 100.0);
+}
+
+/// A random `n x n` with a dominant diagonal: well conditioned, so that refinement from any
+/// lower precision converges.
+fn dominant(rng: &mut Rng, n: usize) -> Vec<f64> {
+    let mut a = random(rng, n * n);
+    for i in 0..n {
+        a[i + i * n] += n as f64;
+    }
+    a
+}
+
+#[test]
+fn gesv_refines_from_every_lower_precision_to_the_element_type() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (n, nrhs) = (23, 2);
+    let a0 = dominant(&mut rng, n);
+    let x0 = random(&mut rng, n * nrhs);
+    let b0 = matmul(&a0, &x0, n, n, nrhs);
+    for low in [LowPrecision::Main, LowPrecision::F32, LowPrecision::F16, LowPrecision::Bf16, LowPrecision::Tf32] {
+        let (a, b, x, ipiv) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n * nrhs), fx.buf::<i32>(n));
+        let g = Gesv { low, n, nrhs, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+        let got = fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap();
+        assert!(matches!(got, Refinement::Converged { .. }), "{low:?}: {got:?}");
+        if let (LowPrecision::F16 | LowPrecision::Bf16, Refinement::Converged { iterations }) = (low, got) {
+            assert!(iterations >= 1, "{low:?}: a half-precision factor needs refinement");
+        }
+        let xv = down(&fx, &x);
+        let r = scaled(&matmul(&a0, &xv, n, n, nrhs), &b0, n);
+        assert!(r < 100.0, "{low:?}: ‖AX − B‖ scaled = {r}");
+        assert_eq!(down(&fx, &b), b0, "B is only read");
+        let piv = down(&fx, &ipiv);
+        assert!(piv.iter().enumerate().all(|(i, &p)| p as usize > i && p as usize <= n), "{low:?}: {piv:?}");
+        if low != LowPrecision::Main {
+            assert_eq!(down(&fx, &a), a0, "{low:?}: A is kept when refinement converged");
+        }
+    }
+    // f32 from f16, and Complex<f64> from f32.
+    let a = fx.upload(&a0.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    let b = fx.upload(&b0.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    let (x, ipiv) = (fx.buf::<f32>(n * nrhs), fx.buf::<i32>(n));
+    let g = Gesv { low: LowPrecision::F16, n, nrhs, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+    assert!(matches!(fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap(), Refinement::Converged { .. }));
+    let xv: Vec<f64> = down(&fx, &x).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&xv, &x0, n, f32::EPSILON as f64) < 1e3);
+    let ca: Vec<Complex<f64>> = a0.iter().map(|&v| Complex::new(v, -v / 2.0)).collect();
+    let cx: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(x0[i], 1.0)).collect();
+    let cb: Vec<Complex<f64>> = (0..n)
+        .map(|i| {
+            (0..n).fold(Complex::new(0.0, 0.0), |s, k| {
+                let (p, q) = (ca[i + k * n], cx[k]);
+                Complex::new(s.re + p.re * q.re - p.im * q.im, s.im + p.re * q.im + p.im * q.re)
+            })
+        })
+        .collect();
+    let (a, b, x) = (fx.upload(&ca), fx.upload(&cb), fx.buf::<Complex<f64>>(n));
+    let g =
+        Gesv { low: LowPrecision::F32, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+    assert!(matches!(fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap(), Refinement::Converged { .. }));
+    let err = down(&fx, &x).iter().zip(&cx).map(|(p, q)| (p.re - q.re).abs() + (p.im - q.im).abs()).fold(0.0, f64::max);
+    assert!(err < 1e-12, "complex gesv error {err}");
+}
+
+#[test]
+fn gesv_falls_back_on_overflow_and_names_a_singular_matrix() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 6;
+    // 1e6 is beyond f16's range (65504): the solve falls back to f64, and A holds its LU.
+    let mut a0 = dominant(&mut rng, n);
+    a0[1] = 1e6;
+    let x0 = random(&mut rng, n);
+    let b0 = matmul(&a0, &x0, n, n, 1);
+    let (a, b, x, ipiv) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n), fx.buf::<i32>(n));
+    let g =
+        Gesv { low: LowPrecision::F16, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+    let got = fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap();
+    assert_eq!(got, Refinement::FellBack(Fallback::Overflow));
+    assert!(scaled(&down(&fx, &x), &x0, n) < 1e4);
+    // Bf16 has f32's range: no overflow there.
+    let (a, x) = (fx.upload(&a0), fx.buf::<f64>(n));
+    let g = Gesv { low: LowPrecision::Bf16, a: &a, x: &x, ..g };
+    assert!(matches!(fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap(), Refinement::Converged { .. }));
+    let mut s0 = identity(n);
+    s0[2 + 2 * n] = 0.0;
+    let (a, x) = (fx.upload(&s0), fx.buf::<f64>(n));
+    match fx.h.solver().unwrap().gesv(&Gesv { a: &a, x: &x, ..g }).unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 3 }])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gels_solves_least_squares_from_every_lower_precision() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n, nrhs) = (31, 17, 2);
+    let a0 = random(&mut rng, m * n);
+    let b0 = random(&mut rng, m * nrhs);
+    for low in [LowPrecision::Main, LowPrecision::F32, LowPrecision::F16, LowPrecision::Bf16, LowPrecision::Tf32] {
+        let (a, b, x) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n * nrhs));
+        let g = Gels { low, m, n, nrhs, a: &a, lda: None, b: &b, ldb: None, x: &x, ldx: None };
+        let got = fx.h.solver().unwrap().gels(&g).unwrap().wait().unwrap();
+        let xv = down(&fx, &x);
+        // The normal equations: Aᵀ (A x − b) = 0, relative to ‖Aᵀ‖ ‖b‖.
+        let r: Vec<f64> = matmul(&a0, &xv, m, n, nrhs).iter().zip(&b0).map(|(p, q)| p - q).collect();
+        let normal =
+            fro(&matmul(&transpose(&a0, m, n), &r, n, m, nrhs)) / (fro(&a0) * fro(&b0) * m as f64 * f64::EPSILON);
+        println!("gels {low:?}: {got:?}, ‖Aᵀ(AX − B)‖ scaled = {normal:.2}");
+        assert!(normal < 100.0, "{low:?} ({got:?}): ‖Aᵀ(AX − B)‖ scaled = {normal}");
+        assert!(matches!(got, Refinement::Converged { .. }), "{low:?}: a random 31x17 is well conditioned");
+        assert_eq!(down(&fx, &b), b0, "B is only read");
+    }
 }

@@ -3,9 +3,9 @@
 
 use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
-    EigRange, Fill, Generalized, Geqrf, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
-    GetrsBatched, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevdx, Syevj,
-    SyevjBatched, Sygvd, Trans, Trtri,
+    EigRange, Fill, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched,
+    Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd,
+    Syevdx, Syevj, SyevjBatched, Sygvd, Trans, Trtri,
 };
 use cusched::{Complex, Error, GpuRef, Result};
 
@@ -484,4 +484,50 @@ fn syevdx_rejects_bad_input() {
             w: &cw,
         })
     });
+}
+
+#[test]
+fn gesv_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, x, ipiv, short) =
+        (fx.buf::<f64>(16), fx.buf::<f64>(8), fx.buf::<f64>(8), fx.buf::<i32>(4), fx.buf::<i32>(3));
+    let g = |n, nrhs, ipiv, b, x, ldx| Gesv {
+        low: LowPrecision::F32,
+        n,
+        nrhs,
+        a: &a,
+        lda: None,
+        ipiv,
+        b,
+        ldb: None,
+        x,
+        ldx,
+    };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesv(&g(0, 2, &ipiv, &b, &x, None)));
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.gesv(&g(4, 0, &ipiv, &b, &x, None)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.gesv(&g(4, 2, &short, &b, &x, None)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &b, &b, None)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gesv(&g(4, 3, &ipiv, &a, &x, None)));
+    rejects(&mut fx, "ldx", |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &b, &x, Some(3))));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &a, &x, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesv(&g(5, 1, &ipiv, &b, &x, None)));
+    // A leading dimension beyond the 32-bit int the IRS calls take.
+    let big = Gesv { lda: Some(1 << 31), ..g(1, 1, &ipiv, &b, &x, None) };
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.gesv(&big));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &b, &x, None)));
+}
+
+#[test]
+fn gels_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, x) = (fx.buf::<Complex<f32>>(15), fx.buf::<Complex<f32>>(10), fx.buf::<Complex<f32>>(6));
+    let g =
+        |m, n, nrhs, b, x| Gels { low: LowPrecision::F16, m, n, nrhs, a: &a, lda: None, b, ldb: None, x, ldx: None };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gels(&g(3, 5, 1, &b, &x)));
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.gels(&g(5, 3, 0, &b, &x)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.gels(&g(5, 3, 3, &b, &x)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &b)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gels(&g(6, 3, 1, &b, &x)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &a)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &x)));
 }

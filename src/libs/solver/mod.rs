@@ -3,7 +3,8 @@
 //! unitary `ungqr`, `unmqr`), symmetric and Hermitian eigenvalues (`syevd`, Jacobi `syevj`),
 //! selected eigenvalues by index or value range (`syevdx`), the generalized eigenproblem
 //! (`sygvd`/`hegvd`), the inverse from a Cholesky factor (`potri`), the triangular inverse
-//! (`trtri`), SVD (`gesvd`, full or economy, Jacobi `gesvdj`), and batched forms (`potrf_batched`,
+//! (`trtri`), SVD (`gesvd`, full or economy, Jacobi `gesvdj`), mixed-precision solves with
+//! iterative refinement (`gesv`, least squares `gels`), and batched forms (`potrf_batched`,
 //! `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`, `gesvdj_batched`,
 //! `syevj_batched`) that report every matrix's status.
 //!
@@ -30,9 +31,10 @@
 //! the same [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no
 //! workspace, and the raw handle accessors still fail there.
 //!
-//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the
-//! iterative-refinement solvers (`cusolverDn<t1><t2>gesv`/`gels`, `cusolverDnIRSX*`), the
-//! symmetric indefinite factorization (`cusolverDnXsytrf`/`sytrs`, `hetrf`/`hetrs`), the
+//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the expert
+//! iterative-refinement interface (`cusolverDnIRSXgesv`/`IRSXgels`, with its tolerance,
+//! iteration limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's
+//! defaults), the symmetric indefinite factorization (`cusolverDnXsytrf`/`sytrs`, `hetrf`/`hetrs`), the
 //! non-symmetric eigensolver (`cusolverDnXgeev`), the randomized and approximate SVDs
 //! (`cusolverDnXgesvdr`, `gesvdaStridedBatched`, `Xgesvdp`), the generalized selected
 //! eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and the
@@ -45,6 +47,7 @@ mod eigen;
 mod factor;
 mod info;
 mod qr;
+mod refine;
 pub(in crate::libs) mod sim;
 mod symmetric;
 mod triangular;
@@ -53,6 +56,7 @@ pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, Syevj
 pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
+pub use refine::{Fallback, Gels, Gesv, LowPrecision, Refinement};
 pub use symmetric::{Generalized, Potri, Syevj, Sygvd};
 pub use triangular::Trtri;
 

@@ -10,7 +10,8 @@
 //! [`Typed`], which binds each of them for all four types.
 //!
 //! Files: this one holds the enum conversions; `handle` the owned handles, `jacobi` the
-//! Jacobi info objects, `dense` the 64-bit API wrappers, `typed` the typed entry points.
+//! Jacobi info objects, `dense` the 64-bit API wrappers, `typed` the typed entry points, `irs`
+//! the iterative-refinement solvers.
 
 use super::{Fill, Side, Trans};
 use crate::libs::Status;
@@ -18,6 +19,7 @@ use cudarc::cusolver::sys;
 
 mod dense;
 mod handle;
+pub(super) mod irs;
 mod jacobi;
 mod typed;
 pub(super) use dense::{geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, trtri, Range, SvdJob, Work};

@@ -20,6 +20,7 @@ mod eigen;
 mod factor;
 pub(crate) mod linalg;
 mod qr;
+mod refine;
 mod sparse;
 
 pub(super) use self::eigen::{gesvd, gesvdj, gesvdj_batched, syevd, syevdx, syevj, syevj_batched, sygvd, Select};
@@ -27,6 +28,7 @@ pub(super) use self::factor::{
     getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched, trtri,
 };
 pub(super) use self::qr::{geqrf, orgqr, ormqr};
+pub(super) use self::refine::{gels, gesv};
 pub(crate) use self::sparse::sparse_solve;
 
 use self::linalg::{Lower, Mat, C};
