@@ -7,7 +7,7 @@ use crate::common::*;
 use cusched::solver::{
     EigRange, Fill, Gels, Generalized, Geqrf, Gesv, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
     GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Refinement, Side,
-    SolverElement, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Trans, Trtri,
+    SolverElement, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
 
@@ -1212,4 +1212,68 @@ fn gels_solves_least_squares_from_every_lower_precision_for_every_type() {
     gels_case::<f64>(&d, s, &mut h, &mut rng, 45, 29);
     gels_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
     gels_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
+}
+
+/// `sytrf` then `sytrs` on a random symmetric (complex symmetric: transposed, not conjugated)
+/// `n x n` with 2 right-hand sides, both triangles: `‖AX − B‖` in units of `n ε`, and the
+/// pivots in LAPACK's Bunch–Kaufman convention. `false` when the installed cuSOLVER predates
+/// `cusolverDnXsytrf` (CUDA 13.4), which the op reports as `Error::Unsupported`.
+fn sytrf_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize) -> bool {
+    let nrhs = 2;
+    let m = trandom::<T>(rng, n * n);
+    let a: Vec<Complex<f64>> = (0..n * n)
+        .map(|k| {
+            let t = m[(k % n) * n + k / n];
+            Complex { re: (m[k].re + t.re) / 2.0, im: (m[k].im + t.im) / 2.0 }
+        })
+        .collect();
+    let a = widen(&narrow::<T>(&a));
+    let b = trandom::<T>(rng, n * nrhs);
+    for fill in [Fill::Lower, Fill::Upper] {
+        let (da, db, ipiv) = (
+            d.upload(s, &narrow::<T>(&a)).unwrap(),
+            d.upload(s, &narrow::<T>(&b)).unwrap(),
+            d.alloc_zeros::<i64>(s, n).unwrap(),
+        );
+        match h.solver().unwrap().sytrf(&Sytrf { fill, n, a: &da, lda: None, ipiv: &ipiv }) {
+            Err(e @ Error::Unsupported { .. }) => {
+                println!("sytrf: {e}");
+                return false;
+            }
+            got => got.unwrap().wait().unwrap(),
+        }
+        let piv = ipiv.download(s).unwrap();
+        let mut k = 0;
+        while k < n {
+            let p = piv[k];
+            assert!(p != 0 && p.unsigned_abs() as usize <= n, "{} {fill:?}: {piv:?}", T::NAME);
+            if p < 0 {
+                assert!(k + 1 < n && piv[k + 1] == p, "{} {fill:?}: an unpaired 2x2 pivot: {piv:?}", T::NAME);
+                k += 1;
+            }
+            k += 1;
+        }
+        let sv = Sytrs { fill, n, nrhs, a: &da, lda: None, ipiv: &ipiv, b: &db, ldb: None };
+        h.solver().unwrap().sytrs(&sv).unwrap().wait().unwrap();
+        let x = widen(&db.download(s).unwrap());
+        let r = cscaled(&cmatmul(&a, &x, n, n, nrhs), &b, n, T::EPS);
+        println!("sytrf/sytrs {} n={n} {fill:?}: ‖AX − B‖ scaled = {r:.2}", T::NAME);
+        // An indefinite solve's residual grows with the growth factor; 1000 still catches a wrong
+        // triangle, pivot or conjugation (an O(1) relative error).
+        assert!(r < 1000.0, "{} {fill:?}: {r}", T::NAME);
+    }
+    true
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sytrf_and_sytrs_solve_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    if !sytrf_case::<f32>(&d, s, &mut h, &mut rng, 37) {
+        return;
+    }
+    sytrf_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    sytrf_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    sytrf_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
 }

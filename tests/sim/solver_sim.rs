@@ -8,7 +8,7 @@ use crate::common::{random, Rng};
 use cusched::solver::{
     EigRange, Fallback, Fill, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
     GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
-    PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Trans, Trtri,
+    PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, NumericalFailure};
 
@@ -775,5 +775,126 @@ fn gels_solves_least_squares_from_every_lower_precision() {
         assert!(normal < 100.0, "{low:?} ({got:?}): ‖Aᵀ(AX − B)‖ scaled = {normal}");
         assert!(matches!(got, Refinement::Converged { .. }), "{low:?}: a random 31x17 is well conditioned");
         assert_eq!(down(&fx, &b), b0, "B is only read");
+    }
+}
+
+/// Whether `ipiv` is a valid Bunch–Kaufman pivot vector of order `n` (LAPACK's convention),
+/// and how many 2x2 blocks it has.
+fn bunch_kaufman_blocks(ipiv: &[i64], n: usize) -> Option<usize> {
+    let (mut k, mut blocks) = (0, 0);
+    while k < n {
+        let p = ipiv[k];
+        if p > 0 {
+            if p as usize > n {
+                return None;
+            }
+            k += 1;
+        } else {
+            if k + 1 >= n || ipiv[k + 1] != p || p.unsigned_abs() as usize > n || p == 0 {
+                return None;
+            }
+            blocks += 1;
+            k += 2;
+        }
+    }
+    Some(blocks)
+}
+
+#[test]
+fn sytrf_and_sytrs_solve_symmetric_indefinite_systems() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (n, nrhs) = (19, 3);
+    // A random symmetric matrix, and one with a zero diagonal (every pivot must be 2x2 or a swap).
+    let mut hollow = symmetric(&mut rng, n);
+    for i in 0..n {
+        hollow[i + i * n] = 0.0;
+    }
+    for (what, a0) in [("random", symmetric(&mut rng, n)), ("zero diagonal", hollow)] {
+        for fill in [Fill::Lower, Fill::Upper] {
+            let lower = fill == Fill::Lower;
+            let x0 = random(&mut rng, n * nrhs);
+            let b0 = matmul(&a0, &x0, n, n, nrhs);
+            let (a, ipiv, b) = (fx.upload(&triangle(&a0, n, lower)), fx.buf::<i64>(n), fx.upload(&b0));
+            fx.h.solver().unwrap().sytrf(&Sytrf { fill, n, a: &a, lda: None, ipiv: &ipiv }).unwrap().wait().unwrap();
+            let piv = down(&fx, &ipiv);
+            let blocks = bunch_kaufman_blocks(&piv, n);
+            assert!(blocks.is_some(), "{what} {fill:?}: {piv:?}");
+            if what == "zero diagonal" {
+                assert!(blocks.unwrap_or(0) >= 1, "{what} {fill:?}: a zero diagonal needs 2x2 blocks: {piv:?}");
+            }
+            let s = Sytrs { fill, n, nrhs, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None };
+            fx.h.solver().unwrap().sytrs(&s).unwrap().wait().unwrap();
+            let r = scaled(&matmul(&a0, &down(&fx, &b), n, n, nrhs), &b0, n);
+            assert!(r < 1e3, "{what} {fill:?}: ‖AX − B‖ scaled = {r}");
+        }
+    }
+    // f32, and complex symmetric (not Hermitian): A = Aᵀ with complex entries.
+    let a0 = symmetric(&mut rng, n);
+    let x0 = random(&mut rng, n);
+    let b0 = matmul(&a0, &x0, n, n, 1);
+    let (a, ipiv, b) = (
+        fx.upload(&a0.iter().map(|&v| v as f32).collect::<Vec<_>>()),
+        fx.buf::<i64>(n),
+        fx.upload(&b0.iter().map(|&v| v as f32).collect::<Vec<_>>()),
+    );
+    fx.h.solver()
+        .unwrap()
+        .sytrf(&Sytrf { fill: Fill::Upper, n, a: &a, lda: None, ipiv: &ipiv })
+        .unwrap()
+        .wait()
+        .unwrap();
+    fx.h.solver()
+        .unwrap()
+        .sytrs(&Sytrs { fill: Fill::Upper, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let xv: Vec<f64> = down(&fx, &b).into_iter().map(f64::from).collect();
+    let r = scaled_eps(&matmul(&a0, &xv, n, n, 1), &b0, n, f32::EPSILON as f64);
+    assert!(r < 1e3, "f32: {r}");
+    let ca: Vec<Complex<f64>> =
+        (0..n * n).map(|k| Complex::new(a0[k], a0[(k % n) * n + k / n] * 0.0 + 0.3 * a0[k])).collect();
+    let cx: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(x0[i], -x0[i])).collect();
+    let cb: Vec<Complex<f64>> = (0..n)
+        .map(|i| {
+            (0..n).fold(Complex::new(0.0, 0.0), |s, k| {
+                let (p, q) = (ca[i + k * n], cx[k]);
+                Complex::new(s.re + p.re * q.re - p.im * q.im, s.im + p.re * q.im + p.im * q.re)
+            })
+        })
+        .collect();
+    let (a, b) = (fx.upload(&ca), fx.upload(&cb));
+    fx.h.solver()
+        .unwrap()
+        .sytrf(&Sytrf { fill: Fill::Lower, n, a: &a, lda: None, ipiv: &ipiv })
+        .unwrap()
+        .wait()
+        .unwrap();
+    fx.h.solver()
+        .unwrap()
+        .sytrs(&Sytrs { fill: Fill::Lower, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let err = down(&fx, &b).iter().zip(&cx).map(|(p, q)| (p.re - q.re).abs() + (p.im - q.im).abs()).fold(0.0, f64::max);
+    assert!(err < 1e-9, "complex symmetric sytrs error {err}");
+}
+
+#[test]
+fn sytrf_of_a_singular_matrix_names_the_zero_block() {
+    let mut fx = fx();
+    let n = 5;
+    let mut a0 = identity(n);
+    a0[2 + 2 * n] = 0.0;
+    for fill in [Fill::Lower, Fill::Upper] {
+        let (a, ipiv) = (fx.upload(&a0), fx.buf::<i64>(n));
+        match fx.h.solver().unwrap().sytrf(&Sytrf { fill, n, a: &a, lda: None, ipiv: &ipiv }).unwrap().wait() {
+            Err(Error::Numerical { failures, .. }) => {
+                assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 3 }], "{fill:?}")
+            }
+            other => panic!("{fill:?}: {other:?}"),
+        }
+        assert_eq!(down(&fx, &ipiv), vec![1, 2, 3, 4, 5], "{fill:?}");
     }
 }

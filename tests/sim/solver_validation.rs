@@ -5,7 +5,7 @@ use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
     EigRange, Fill, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched,
     Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd,
-    Syevdx, Syevj, SyevjBatched, Sygvd, Trans, Trtri,
+    Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, GpuRef, Result};
 
@@ -530,4 +530,23 @@ fn gels_rejects_bad_input() {
     rejects(&mut fx, "a", |fx| fx.h.solver()?.gels(&g(6, 3, 1, &b, &x)));
     rejects(&mut fx, "x", |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &a)));
     accepts(&mut fx, |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &x)));
+}
+
+#[test]
+fn sytrf_sytrs_reject_bad_input() {
+    let mut fx = fx();
+    let (a, b, ipiv, short) = (fx.buf::<f64>(16), fx.buf::<f64>(8), fx.buf::<i64>(4), fx.buf::<i64>(3));
+    let f = |n, a, ipiv| Sytrf { fill: Fill::Lower, n, a, lda: None, ipiv };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.sytrf(&f(0, &a, &ipiv)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.sytrf(&f(5, &a, &ipiv)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.sytrf(&f(4, &a, &short)));
+    let foreign = fx.foreign::<f64>(16);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.sytrf(&f(4, &foreign, &ipiv)));
+    accepts(&mut fx, |fx| fx.h.solver()?.sytrf(&f(4, &a, &ipiv)));
+    let s = |n, nrhs, ipiv, b| Sytrs { fill: Fill::Upper, n, nrhs, a: &a, lda: None, ipiv, b, ldb: None };
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.sytrs(&s(4, 0, &ipiv, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sytrs(&s(4, 3, &ipiv, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sytrs(&s(4, 2, &ipiv, &a)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.sytrs(&s(4, 2, &short, &b)));
+    accepts(&mut fx, |fx| fx.h.solver()?.sytrs(&s(4, 2, &ipiv, &b)));
 }

@@ -4,9 +4,10 @@
 //! selected eigenvalues by index or value range (`syevdx`), the generalized eigenproblem
 //! (`sygvd`/`hegvd`), the inverse from a Cholesky factor (`potri`), the triangular inverse
 //! (`trtri`), SVD (`gesvd`, full or economy, Jacobi `gesvdj`), mixed-precision solves with
-//! iterative refinement (`gesv`, least squares `gels`), and batched forms (`potrf_batched`,
-//! `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`, `gesvdj_batched`,
-//! `syevj_batched`) that report every matrix's status.
+//! iterative refinement (`gesv`, least squares `gels`), the symmetric indefinite
+//! (Bunch–Kaufman) factorization and solve (`sytrf`, `sytrs`), and batched forms
+//! (`potrf_batched`, `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`,
+//! `gesvdj_batched`, `syevj_batched`) that report every matrix's status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
 //! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed
@@ -34,7 +35,8 @@
 //! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the expert
 //! iterative-refinement interface (`cusolverDnIRSXgesv`/`IRSXgels`, with its tolerance,
 //! iteration limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's
-//! defaults), the symmetric indefinite factorization (`cusolverDnXsytrf`/`sytrs`, `hetrf`/`hetrs`), the
+//! defaults), the Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like
+//! `Xsytrf`, only in cuSOLVER from CUDA 13.4, and not in the headers cusched builds against), the
 //! non-symmetric eigensolver (`cusolverDnXgeev`), the randomized and approximate SVDs
 //! (`cusolverDnXgesvdr`, `gesvdaStridedBatched`, `Xgesvdp`), the generalized selected
 //! eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and the
@@ -45,6 +47,7 @@ mod batched;
 mod calls;
 mod eigen;
 mod factor;
+mod indefinite;
 mod info;
 mod qr;
 mod refine;
@@ -55,6 +58,7 @@ mod triangular;
 pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
 pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
+pub use indefinite::{Sytrf, Sytrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
 pub use refine::{Fallback, Gels, Gesv, LowPrecision, Refinement};
 pub use symmetric::{Generalized, Potri, Syevj, Sygvd};

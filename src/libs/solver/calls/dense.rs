@@ -463,3 +463,144 @@ pub(in crate::libs::solver) unsafe fn syevdx(
         }
     }
 }
+
+type XsytrfSize = unsafe extern "C" fn(
+    Handle,
+    Params,
+    sys::cublasFillMode_t,
+    i64,
+    Dt,
+    *const c_void,
+    i64,
+    *const i64,
+    Dt,
+    *mut usize,
+    *mut usize,
+) -> sys::cusolverStatus_t;
+type Xsytrf = unsafe extern "C" fn(
+    Handle,
+    Params,
+    sys::cublasFillMode_t,
+    i64,
+    Dt,
+    V,
+    i64,
+    *mut i64,
+    Dt,
+    V,
+    usize,
+    V,
+    usize,
+    *mut c_int,
+) -> sys::cusolverStatus_t;
+
+/// `cusolverDnXsytrf_bufferSize` and `cusolverDnXsytrf` from the loaded libcusolver: cuSOLVER
+/// added them in CUDA 13.4, after the headers cusched builds against, so they are looked up by
+/// name (their signatures are NVIDIA's header's), and their absence is an
+/// [`Error::Unsupported`](crate::Error::Unsupported).
+pub(in crate::libs::solver) fn xsytrf() -> Result<(XsytrfSize, Xsytrf)> {
+    static FNS: std::sync::OnceLock<Option<(XsytrfSize, Xsytrf)>> = std::sync::OnceLock::new();
+    let found = FNS.get_or_init(|| {
+        // SAFETY: (1) libcusolver is loaded (the registry probed it before any handle was made);
+        // (2) the two symbols, where present, have exactly these C signatures (cusolverDn.h of
+        // CUDA 13.4); the pointers are copied out and the library stays loaded for the process.
+        unsafe {
+            let lib = sys::culib();
+            let size = lib.get::<XsytrfSize>(b"cusolverDnXsytrf_bufferSize\0").ok().map(|f| *f)?;
+            let call = lib.get::<Xsytrf>(b"cusolverDnXsytrf\0").ok().map(|f| *f)?;
+            Some((size, call))
+        }
+    });
+    found.ok_or_else(|| crate::error::Error::Unsupported {
+        library: "cuSOLVER (libcusolver)",
+        what: "the 64-bit Bunch-Kaufman factorization cusolverDnXsytrf".into(),
+        hint: "it is in cuSOLVER from CUDA 13.4 on: install that toolkit's libcusolver".into(),
+    })
+}
+
+/// `cusolverDnXsytrf_bufferSize` or `cusolverDnXsytrf` (Bunch–Kaufman; complex symmetric, not
+/// Hermitian, for complex types), through the entry points [`xsytrf`] found.
+///
+/// NVIDIA: [`cusolverDnXsytrf_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsytrf),
+/// [`cusolverDnXsytrf`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsytrf)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn sytrf(
+    h: Handle,
+    p: Params,
+    uplo: Fill,
+    n: i64,
+    dt: Dt,
+    (a, lda): (V, i64),
+    ipiv: *mut i64,
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let (size_fn, call_fn) = xsytrf()?;
+    let u = fill(uplo);
+    // SAFETY: the contract above; `ipiv` holds `n` pivots.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                size_fn(h, p, u, n, dt, a, lda, ipiv, dt, &mut d, &mut hb).check("cusolverDnXsytrf_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((w, info)) => {
+                call_fn(h, p, u, n, dt, a, lda, ipiv, dt, w.device, w.device_bytes, w.host, w.host_bytes, info)
+                    .check("cusolverDnXsytrf")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}
+
+/// `cusolverDnXsytrs_bufferSize` or `cusolverDnXsytrs` (the call takes no params object).
+///
+/// NVIDIA: [`cusolverDnXsytrs_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsytrs),
+/// [`cusolverDnXsytrs`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxsytrs)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn sytrs(
+    h: Handle,
+    uplo: Fill,
+    n: i64,
+    nrhs: i64,
+    dt: Dt,
+    (a, lda): (V, i64),
+    ipiv: *const i64,
+    (b, ldb): (V, i64),
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let u = fill(uplo);
+    // SAFETY: the contract above; `ipiv` holds the `n` pivots sytrf wrote.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXsytrs_bufferSize(h, u, n, nrhs, dt, a, lda, ipiv, dt, b, ldb, &mut d, &mut hb)
+                    .check("cusolverDnXsytrs_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((w, info)) => {
+                sys::cusolverDnXsytrs(
+                    h,
+                    u,
+                    n,
+                    nrhs,
+                    dt,
+                    a,
+                    lda,
+                    ipiv,
+                    dt,
+                    b,
+                    ldb,
+                    w.device,
+                    w.device_bytes,
+                    w.host,
+                    w.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXsytrs")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}

@@ -22,7 +22,9 @@ mod handle;
 pub(super) mod irs;
 mod jacobi;
 mod typed;
-pub(super) use dense::{geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, trtri, Range, SvdJob, Work};
+pub(super) use dense::{
+    geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, sytrf, sytrs, trtri, xsytrf, Range, SvdJob, Work,
+};
 pub(super) use handle::{blas_check, BlasHandle, RawHandle};
 pub(super) use jacobi::{OwnedJacobi, OwnedSyevj};
 pub(super) use typed::{blas_trans, EigType, Typed};

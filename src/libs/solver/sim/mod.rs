@@ -25,7 +25,7 @@ mod sparse;
 
 pub(super) use self::eigen::{gesvd, gesvdj, gesvdj_batched, syevd, syevdx, syevj, syevj_batched, sygvd, Select};
 pub(super) use self::factor::{
-    getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched, trtri,
+    getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched, sytrf, sytrs, trtri,
 };
 pub(super) use self::qr::{geqrf, orgqr, ormqr};
 pub(super) use self::refine::{gels, gesv};

@@ -3,13 +3,16 @@
 //! them zero for real input, so one implementation serves the four element types).
 //!
 //! This module holds the arithmetic: the complex scalar [`C`] and the column-major [`Mat`].
-//! The routines live by method: [`factor`] (Cholesky, LU, the triangular solves), [`qr`]
+//! The routines live by method: [`factor`] (Cholesky, LU, the triangular solves), [`bunch`]
+//! (Bunch–Kaufman symmetric indefinite), [`qr`]
 //! (Householder QR and its reflectors) and [`jacobi`] (the Jacobi eigen and SVD methods).
 
+mod bunch;
 mod factor;
 mod jacobi;
 mod qr;
 
+pub(crate) use self::bunch::{sytrf, sytrs};
 pub(crate) use self::factor::{
     cholesky, cholesky_solve, factor_lower, hermitian, lu, lu_solve, put_factor, solve_lower, solve_upper, Op,
 };
