@@ -5,8 +5,8 @@
 use crate::common::reference::solver::*;
 use crate::common::*;
 use cusched::solver::{
-    EigRange, Fill, Gels, Generalized, Geqrf, Gesv, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs,
-    GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Refinement, Side,
+    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched,
+    Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Refinement, Side,
     SolverElement, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
@@ -1276,4 +1276,55 @@ fn sytrf_and_sytrs_solve_every_type() {
     sytrf_case::<f64>(&d, s, &mut h, &mut rng, 37);
     sytrf_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
     sytrf_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+/// `geev` of a random general `n x n`: `‖AV − VΛ‖` over every eigenpair in units of `n ε`
+/// (for a real type read from LAPACK's layout: real parts then imaginary parts, conjugate
+/// pairs positive first), unit eigenvectors, and the eigenvalues summing to the trace.
+fn geev_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize, complex: bool) {
+    let a = trandom::<T>(rng, n * n);
+    let values = if complex { n } else { 2 * n };
+    let (da, w, vr) = (
+        d.upload(s, &narrow::<T>(&a)).unwrap(),
+        d.alloc_zeros::<T>(s, values).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    let g = Geev { vectors: true, n, a: &da, lda: None, w: &w, vr: &vr, ldvr: None };
+    h.solver().unwrap().geev(&g).unwrap().wait().unwrap();
+    let (wv, v) = (widen(&w.download(s).unwrap()), widen(&vr.download(s).unwrap()));
+    let pairs: Vec<Eigenpair> = if complex {
+        (0..n).map(|j| ((wv[j].re, wv[j].im), (0..n).map(|r| (v[r + j * n].re, v[r + j * n].im)).collect())).collect()
+    } else {
+        let re: Vec<f64> = wv.iter().map(|z| z.re).collect();
+        let vre: Vec<f64> = v.iter().map(|z| z.re).collect();
+        real_geev_pairs(&re, &vre, n).unwrap_or_else(|| panic!("{}: malformed conjugate pairs {re:?}", T::NAME))
+    };
+    let ac: Vec<(f64, f64)> = a.iter().map(|z| (z.re, z.im)).collect();
+    let r = general_eigen_residual(&ac, &pairs, n, T::EPS);
+    let unit = pairs
+        .iter()
+        .map(|(_, v)| (v.iter().map(|&(x, y)| x * x + y * y).sum::<f64>().sqrt() - 1.0).abs())
+        .fold(0.0, f64::max);
+    let trace = (0..n).fold((0.0, 0.0), |(x, y), i| (x + a[i + i * n].re, y + a[i + i * n].im));
+    let sum = pairs.iter().fold((0.0, 0.0), |(x, y), ((p, q), _)| (x + p, y + q));
+    let trace_err = ((sum.0 - trace.0).abs() + (sum.1 - trace.1).abs())
+        / (fro(&a.iter().flat_map(|z| [z.re, z.im]).collect::<Vec<_>>()) * n as f64 * T::EPS);
+    println!(
+        "geev {} n={n}: ‖AV − VΛ‖ scaled = {r:.2}, | ‖v‖ − 1 | max = {unit:.1e}, trace error scaled = {trace_err:.2}",
+        T::NAME
+    );
+    // A non-normal matrix's eigenvectors are less accurate than a Hermitian one's; 1000 in these
+    // units still catches a wrong layout, pair or conjugation (an O(1) error).
+    assert!(r < 1000.0 && unit < 100.0 * T::EPS * n as f64 && trace_err < 1000.0, "{} {r} {unit} {trace_err}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn geev_gives_eigenpairs_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    geev_case::<f32>(&d, s, &mut h, &mut rng, 37, false);
+    geev_case::<f64>(&d, s, &mut h, &mut rng, 37, false);
+    geev_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37, true);
+    geev_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37, true);
 }

@@ -6,7 +6,7 @@ use crate::common::fixture::{fx, Fx};
 use crate::common::reference::solver::*;
 use crate::common::{random, Rng};
 use cusched::solver::{
-    EigRange, Fallback, Fill, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
+    EigRange, Fallback, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
     GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
     PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
@@ -896,5 +896,61 @@ fn sytrf_of_a_singular_matrix_names_the_zero_block() {
             other => panic!("{fill:?}: {other:?}"),
         }
         assert_eq!(down(&fx, &ipiv), vec![1, 2, 3, 4, 5], "{fill:?}");
+    }
+}
+
+#[test]
+fn geev_gives_the_eigenpairs_of_general_matrices() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    for n in [1, 2, 13] {
+        let a0 = random(&mut rng, n * n);
+        let (a, w, vr) = (fx.upload(&a0), fx.buf::<f64>(2 * n), fx.buf::<f64>(n * n));
+        let g = Geev { vectors: true, n, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+        fx.h.solver().unwrap().geev(&g).unwrap().wait().unwrap();
+        let (wv, v) = (down(&fx, &w), down(&fx, &vr));
+        let pairs = real_geev_pairs(&wv, &v, n).unwrap_or_else(|| panic!("n={n}: malformed pairs {wv:?}"));
+        let ac: Vec<(f64, f64)> = a0.iter().map(|&x| (x, 0.0)).collect();
+        let r = general_eigen_residual(&ac, &pairs, n, f64::EPSILON);
+        assert!(r < 1e3, "n={n}: ‖AV − VΛ‖ scaled = {r}");
+        // The eigenvalues sum to the trace.
+        let trace: f64 = (0..n).map(|i| a0[i + i * n]).sum();
+        assert!((wv[..n].iter().sum::<f64>() - trace).abs() < 1e-10 * n as f64, "n={n}");
+        assert!(wv[n..].iter().sum::<f64>().abs() < 1e-10, "n={n}: conjugate pairs");
+    }
+    // A rotation block has eigenvalues ±i: one conjugate pair, positive imaginary part first.
+    let a0 = vec![0.0, 1.0, -1.0, 0.0];
+    let (a, w, vr) = (fx.upload(&a0), fx.buf::<f64>(4), fx.buf::<f64>(4));
+    fx.h.solver()
+        .unwrap()
+        .geev(&Geev { vectors: true, n: 2, a: &a, lda: None, w: &w, vr: &vr, ldvr: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let wv = down(&fx, &w);
+    assert!(
+        wv[0].abs() < 1e-14 && wv[1].abs() < 1e-14 && (wv[2] - 1.0).abs() < 1e-14 && (wv[3] + 1.0).abs() < 1e-14,
+        "{wv:?}"
+    );
+    // Complex<f64>: w holds n complex eigenvalues, VR complex eigenvectors.
+    let n = 9;
+    let c0: Vec<Complex<f64>> = (0..n * n).map(|_| Complex::new(rng.f32() as f64, rng.f32() as f64)).collect();
+    let (a, w, vr) = (fx.upload(&c0), fx.buf::<Complex<f64>>(n), fx.buf::<Complex<f64>>(n * n));
+    fx.h.solver()
+        .unwrap()
+        .geev(&Geev { vectors: true, n, a: &a, lda: None, w: &w, vr: &vr, ldvr: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let (wv, v) = (down(&fx, &w), down(&fx, &vr));
+    let pairs: Vec<Eigenpair> =
+        (0..n).map(|j| ((wv[j].re, wv[j].im), (0..n).map(|r| (v[r + j * n].re, v[r + j * n].im)).collect())).collect();
+    let ac: Vec<(f64, f64)> = c0.iter().map(|z| (z.re, z.im)).collect();
+    let r = general_eigen_residual(&ac, &pairs, n, f64::EPSILON);
+    assert!(r < 1e3, "complex: ‖AV − VΛ‖ scaled = {r}");
+    for j in 0..n {
+        let col = &v[j * n..(j + 1) * n];
+        let norm: f64 = col.iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-12, "column {j} has norm {norm}");
     }
 }

@@ -3,9 +3,9 @@
 
 use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
-    EigRange, Fill, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf, GetrfBatched,
-    Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd,
-    Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
+    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
+    GetrfBatched, Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched,
+    Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, GpuRef, Result};
 
@@ -549,4 +549,26 @@ fn sytrf_sytrs_reject_bad_input() {
     rejects(&mut fx, "b", |fx| fx.h.solver()?.sytrs(&s(4, 2, &ipiv, &a)));
     rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.sytrs(&s(4, 2, &short, &b)));
     accepts(&mut fx, |fx| fx.h.solver()?.sytrs(&s(4, 2, &ipiv, &b)));
+}
+
+#[test]
+fn geev_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, wc, vr) = (fx.buf::<f64>(16), fx.buf::<f64>(8), fx.buf::<f64>(4), fx.buf::<f64>(16));
+    let g = |n, w, vr, ldvr| Geev { vectors: true, n, a: &a, lda: None, w, vr, ldvr };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.geev(&g(0, &w, &vr, None)));
+    // A real type needs 2n values in w.
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.geev(&g(4, &wc, &vr, None)));
+    rejects(&mut fx, "ldvr", |fx| fx.h.solver()?.geev(&g(4, &w, &vr, Some(3))));
+    rejects(&mut fx, "vr", |fx| fx.h.solver()?.geev(&g(4, &w, &a, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.geev(&g(5, &vr, &w, None)));
+    accepts(&mut fx, |fx| fx.h.solver()?.geev(&g(4, &w, &vr, None)));
+    // A complex type needs n, and without vectors VR is not checked for size.
+    let (c, cw, cv) = (fx.buf::<Complex<f32>>(16), fx.buf::<Complex<f32>>(4), fx.buf::<Complex<f32>>(1));
+    accepts(&mut fx, |fx| {
+        fx.h.solver()?.geev(&Geev { vectors: false, n: 4, a: &c, lda: None, w: &cw, vr: &cv, ldvr: None })
+    });
+    rejects(&mut fx, "vr", |fx| {
+        fx.h.solver()?.geev(&Geev { vectors: true, n: 4, a: &c, lda: None, w: &cw, vr: &cv, ldvr: None })
+    });
 }

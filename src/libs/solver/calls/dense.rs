@@ -604,3 +604,67 @@ pub(in crate::libs::solver) unsafe fn sytrs(
         }
     }
 }
+
+/// `cusolverDnXgeev_bufferSize` or `cusolverDnXgeev`: eigenvalues into `w` (of the element
+/// type: for a real type `2n` of them, the real parts then the imaginary parts) and, with
+/// `vectors`, the right eigenvectors into `vr`; no left eigenvectors.
+///
+/// NVIDIA: [`cusolverDnXgeev_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeev),
+/// [`cusolverDnXgeev`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeev)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn geev(
+    h: Handle,
+    p: Params,
+    vectors: bool,
+    n: i64,
+    dt: Dt,
+    (a, lda): (V, i64),
+    w: V,
+    (vr, ldvr): (V, i64),
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let (jl, jr) = (eig_mode(false), eig_mode(vectors));
+    let vl = std::ptr::null_mut();
+    // SAFETY: the contract above; with jobvl 'N' the null `vl` (leading dimension 1) is not
+    // referenced, and with jobvr 'N' neither is `vr`.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXgeev_bufferSize(
+                    h, p, jl, jr, n, dt, a, lda, dt, w, dt, vl, 1, dt, vr, ldvr, dt, &mut d, &mut hb,
+                )
+                .check("cusolverDnXgeev_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((wk, info)) => {
+                sys::cusolverDnXgeev(
+                    h,
+                    p,
+                    jl,
+                    jr,
+                    n,
+                    dt,
+                    a,
+                    lda,
+                    dt,
+                    w,
+                    dt,
+                    vl,
+                    1,
+                    dt,
+                    vr,
+                    ldvr,
+                    dt,
+                    wk.device,
+                    wk.device_bytes,
+                    wk.host,
+                    wk.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXgeev")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}

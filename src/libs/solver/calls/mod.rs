@@ -23,7 +23,7 @@ pub(super) mod irs;
 mod jacobi;
 mod typed;
 pub(super) use dense::{
-    geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, sytrf, sytrs, trtri, xsytrf, Range, SvdJob, Work,
+    geev, geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, sytrf, sytrs, trtri, xsytrf, Range, SvdJob, Work,
 };
 pub(super) use handle::{blas_check, BlasHandle, RawHandle};
 pub(super) use jacobi::{OwnedJacobi, OwnedSyevj};

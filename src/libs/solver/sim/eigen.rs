@@ -9,6 +9,8 @@ use crate::completion::Completion;
 use crate::error::{Error, NumericalFailure, Result};
 use crate::libs::solver::batched::{GesvdjBatched, SyevjBatched};
 use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport, Syevdx};
+use crate::libs::solver::general::Geev;
+use crate::libs::solver::is_complex;
 use crate::libs::solver::symmetric::{Generalized, Syevj, Sygvd};
 use crate::libs::solver::{JacobiSettings, SolverElement};
 use crate::libs::OpStream;
@@ -263,5 +265,85 @@ pub(in crate::libs::solver) fn syevdx<T: SolverElement>(
             store(&mut a.lock(), 0, lda, &out);
         }
         Ok(chosen.len())
+    })
+}
+
+pub(in crate::libs::solver) fn geev<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Geev<'_, T>,
+    lda: usize,
+    ldvr: usize,
+) -> Result<Completion<()>> {
+    let (n, vectors, complex) = (g.n, g.vectors, is_complex::<T>());
+    let (a, w, vr) = (g.a.sim_data()?, g.w.sim_data()?, g.vr.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, n, n, lda);
+        let Some((values, v)) = linalg::eig(&am, vectors) else {
+            return outcome("geev", 1, vec![NumericalFailure::NotConverged { matrix: 0, count: n }]);
+        };
+        if complex {
+            let mut wm = linalg::Mat::zeros(n, 1);
+            wm.data.copy_from_slice(&values);
+            store(&mut w.lock(), 0, n, &wm);
+            if let Some(v) = v {
+                store(&mut vr.lock(), 0, ldvr, &v);
+            }
+            return Ok(());
+        }
+        // A real matrix: pair each eigenvalue with a positive imaginary part with its conjugate
+        // (LAPACK's order and layout); the rest are real to rounding.
+        let scale = am.data.iter().map(|c| c.norm2()).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
+        let tol = 1e3 * f64::EPSILON * scale * n as f64;
+        let mut used = vec![false; n];
+        let mut order: Vec<(usize, i8)> = Vec::with_capacity(n);
+        for k in 0..n {
+            if used[k] {
+                continue;
+            }
+            used[k] = true;
+            if values[k].im.abs() <= tol {
+                order.push((k, 0));
+                continue;
+            }
+            let want = values[k].conj();
+            let partner = (0..n)
+                .filter(|&j| !used[j])
+                .min_by(|&p, &q| (values[p] - want).abs().total_cmp(&(values[q] - want).abs()));
+            let (pos, _neg) = match partner {
+                Some(j) if values[k].im > 0.0 => (k, j),
+                Some(j) => (j, k),
+                None => {
+                    order.push((k, 0));
+                    continue;
+                }
+            };
+            if let Some(j) = partner {
+                used[j] = true;
+            }
+            order.push((pos, 1));
+            order.push((pos, -1));
+        }
+        let mut wm = linalg::Mat::zeros(2 * n, 1);
+        let mut vm = linalg::Mat::zeros(n, n);
+        for (slot, &(k, sign)) in order.iter().enumerate() {
+            let lam = values[k];
+            wm.data[slot] = linalg::C::real(lam.re);
+            wm.data[n + slot] = linalg::C::real(if sign == 0 { 0.0 } else { f64::from(sign) * lam.im.abs() });
+            if let Some(v) = &v {
+                for r in 0..n {
+                    let x = v.at(r, k);
+                    *vm.at_mut(r, slot) = linalg::C::real(match sign {
+                        -1 => x.im,
+                        _ => x.re,
+                    });
+                }
+            }
+        }
+        store(&mut w.lock(), 0, 2 * n, &wm);
+        if vectors {
+            store(&mut vr.lock(), 0, ldvr, &vm);
+        }
+        Ok(())
     })
 }
