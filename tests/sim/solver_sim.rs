@@ -6,9 +6,9 @@ use crate::common::fixture::{fx, Fx};
 use crate::common::reference::solver::*;
 use crate::common::{random, Rng};
 use cusched::solver::{
-    EigRange, Fallback, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
-    GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
-    PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
+    EigRange, Fallback, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Gesvdr,
+    Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri,
+    Potrs, PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, NumericalFailure};
 
@@ -953,4 +953,38 @@ fn geev_gives_the_eigenpairs_of_general_matrices() {
         let norm: f64 = col.iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt();
         assert!((norm - 1.0).abs() < 1e-12, "column {j} has norm {norm}");
     }
+}
+
+#[test]
+fn gesvdr_gives_the_leading_singular_triplets() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n, k) = (14, 9, 3);
+    let a0 = random(&mut rng, m * n);
+    let want = singular_values_of(&a0, m, n);
+    let (a, s, u, v) = (fx.upload(&a0), fx.buf::<f64>(n), fx.buf::<f64>(m * n), fx.buf::<f64>(n * n));
+    let g = Gesvdr {
+        vectors: true,
+        m,
+        n,
+        k,
+        oversampling: 2,
+        iterations: 2,
+        a: &a,
+        lda: None,
+        s: &s,
+        u: &u,
+        ldu: None,
+        v: &v,
+        ldv: None,
+    };
+    fx.h.solver().unwrap().gesvdr(&g).unwrap().wait().unwrap();
+    let (sv, um, vm) = (down(&fx, &s), down(&fx, &u), down(&fx, &v));
+    assert!(scaled(&sv[..k], &want[..k], n) < 1e4);
+    let (uk, vk) = (&um[..m * k], &vm[..n * k]);
+    assert!(orthonormality(uk, m, k, f64::EPSILON) < 100.0 && orthonormality(vk, n, k, f64::EPSILON) < 100.0);
+    // A V_k = U_k Σ_k.
+    let av = matmul(&a0, vk, m, n, k);
+    let us: Vec<f64> = (0..m * k).map(|i| uk[i] * sv[i / m]).collect();
+    assert!(scaled(&av, &us, m) < 100.0);
 }

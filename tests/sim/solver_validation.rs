@@ -3,7 +3,7 @@
 
 use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
-    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Getrf,
+    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Gesvdr, Getrf,
     GetrfBatched, Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched,
     Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
@@ -571,4 +571,34 @@ fn geev_rejects_bad_input() {
     rejects(&mut fx, "vr", |fx| {
         fx.h.solver()?.geev(&Geev { vectors: true, n: 4, a: &c, lda: None, w: &cw, vr: &cv, ldvr: None })
     });
+}
+
+#[test]
+fn gesvdr_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, v) = (fx.buf::<f64>(30), fx.buf::<f64>(5), fx.buf::<f64>(30), fx.buf::<f64>(25));
+    let g = |k, oversampling, iterations, u, v| Gesvdr {
+        vectors: true,
+        m: 6,
+        n: 5,
+        k,
+        oversampling,
+        iterations,
+        a: &a,
+        lda: None,
+        s: &s,
+        u,
+        ldu: None,
+        v,
+        ldv: None,
+    };
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.gesvdr(&g(0, 1, 2, &u, &v)));
+    rejects(&mut fx, "oversampling", |fx| fx.h.solver()?.gesvdr(&g(3, 3, 2, &u, &v)));
+    rejects(&mut fx, "oversampling", |fx| fx.h.solver()?.gesvdr(&g(2, usize::MAX, 2, &u, &v)));
+    rejects(&mut fx, "iterations", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 0, &u, &v)));
+    // V needs room for n x n whatever k is.
+    let short = fx.buf::<f64>(24);
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 2, &u, &short)));
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 2, &u, &u)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesvdr(&g(2, 3, 2, &u, &v)));
 }

@@ -4,10 +4,11 @@
 //! eigenvalues by index or value range (`syevdx`), the eigenvalues and right eigenvectors of a
 //! general matrix (`geev`), the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a
 //! Cholesky factor (`potri`), the triangular inverse (`trtri`), SVD (`gesvd`, full or economy,
-//! Jacobi `gesvdj`), mixed-precision solves with iterative refinement (`gesv`, least squares
-//! `gels`), the symmetric indefinite (Bunch–Kaufman) factorization and solve (`sytrf`, `sytrs`),
-//! and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`,
-//! `gesvdj_batched`, `syevj_batched`) that report every matrix's status.
+//! Jacobi `gesvdj`, randomized rank-`k` `gesvdr`), mixed-precision solves with iterative refinement
+//! (`gesv`, least squares `gels`), the symmetric indefinite (Bunch–Kaufman) factorization and solve
+//! (`sytrf`, `sytrs`), and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's
+//! `getrf_batched`/`getrs_batched`, `gesvdj_batched`, `syevj_batched`) that report every matrix's
+//! status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
 //! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed entry
@@ -38,11 +39,10 @@
 //! limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's defaults), the
 //! Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like `Xsytrf`, only in cuSOLVER
 //! from CUDA 13.4, and not in the headers cusched builds against), `geev`'s left eigenvectors and
-//! its complex-`W` layout for real matrices, the randomized and approximate SVDs
-//! (`cusolverDnXgesvdr`, `gesvdaStridedBatched`, `Xgesvdp`), the generalized selected eigenproblem
-//! (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and the tridiagonal and bidiagonal
-//! reductions (`sytrd`, `gebrd` and their `org*`): each needs its own simulator reference and GPU
-//! test first.
+//! its complex-`W` layout for real matrices, the approximate SVDs (`gesvdaStridedBatched`,
+//! `Xgesvdp`), the generalized selected eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`,
+//! `Xlarft`, `Xpolar` and the tridiagonal and bidiagonal reductions (`sytrd`, `gebrd` and their
+//! `org*`): each needs its own simulator reference and GPU test first.
 
 mod batched;
 mod calls;
@@ -52,6 +52,7 @@ mod general;
 mod indefinite;
 mod info;
 mod qr;
+mod randomized;
 mod refine;
 pub(in crate::libs) mod sim;
 mod symmetric;
@@ -63,6 +64,7 @@ pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use general::Geev;
 pub use indefinite::{Sytrf, Sytrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
+pub use randomized::Gesvdr;
 pub use refine::{Fallback, Gels, Gesv, LowPrecision, Refinement};
 pub use symmetric::{Generalized, Potri, Syevj, Sygvd};
 pub use triangular::Trtri;

@@ -668,3 +668,81 @@ pub(in crate::libs::solver) unsafe fn geev(
         }
     }
 }
+
+/// The shape of a `cusolverDnXgesvdr` call: rank `k`, oversampling `p`, power iterations.
+#[derive(Clone, Copy)]
+pub(in crate::libs::solver) struct Randomized {
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub p: i64,
+    pub iters: i64,
+}
+
+/// `cusolverDnXgesvdr_bufferSize` or `cusolverDnXgesvdr` (`jobu = jobv = 'S'` with `vectors`,
+/// `'N'` otherwise; `st`: the real type of the singular values).
+///
+/// NVIDIA: [`cusolverDnXgesvdr_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvdr),
+/// [`cusolverDnXgesvdr`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgesvdr)
+#[allow(clippy::too_many_arguments)]
+pub(in crate::libs::solver) unsafe fn gesvdr(
+    h: Handle,
+    p: Params,
+    vectors: bool,
+    r: Randomized,
+    dt: Dt,
+    (a, lda): (V, i64),
+    st: Dt,
+    s: V,
+    (u, ldu): (V, i64),
+    (v, ldv): (V, i64),
+    call: Option<(Work, *mut c_int)>,
+) -> Result<Sizes> {
+    let job = if vectors { b'S' as i8 } else { b'N' as i8 };
+    // SAFETY: the contract above; with job 'N', `u` and `v` are not referenced.
+    unsafe {
+        match call {
+            None => {
+                let (mut d, mut hb) = (0, 0);
+                sys::cusolverDnXgesvdr_bufferSize(
+                    h, p, job, job, r.m, r.n, r.k, r.p, r.iters, dt, a, lda, st, s, dt, u, ldu, dt, v, ldv, dt, &mut d,
+                    &mut hb,
+                )
+                .check("cusolverDnXgesvdr_bufferSize")?;
+                Ok((d, hb))
+            }
+            Some((wk, info)) => {
+                sys::cusolverDnXgesvdr(
+                    h,
+                    p,
+                    job,
+                    job,
+                    r.m,
+                    r.n,
+                    r.k,
+                    r.p,
+                    r.iters,
+                    dt,
+                    a,
+                    lda,
+                    st,
+                    s,
+                    dt,
+                    u,
+                    ldu,
+                    dt,
+                    v,
+                    ldv,
+                    dt,
+                    wk.device,
+                    wk.device_bytes,
+                    wk.host,
+                    wk.host_bytes,
+                    info,
+                )
+                .check("cusolverDnXgesvdr")?;
+                Ok((0, 0))
+            }
+        }
+    }
+}

@@ -23,7 +23,8 @@ pub(super) mod irs;
 mod jacobi;
 mod typed;
 pub(super) use dense::{
-    geev, geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, syevdx, sytrf, sytrs, trtri, xsytrf, Range, SvdJob, Work,
+    geev, geqrf, gesvd, gesvdr, getrf, getrs, potrf, potrs, syevd, syevdx, sytrf, sytrs, trtri, xsytrf, Randomized,
+    Range, SvdJob, Work,
 };
 pub(super) use handle::{blas_check, BlasHandle, RawHandle};
 pub(super) use jacobi::{OwnedJacobi, OwnedSyevj};
