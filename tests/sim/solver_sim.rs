@@ -6,9 +6,10 @@ use crate::common::fixture::{fx, Fx};
 use crate::common::reference::solver::*;
 use crate::common::{random, Rng};
 use cusched::solver::{
-    EigRange, Fallback, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Gesvdr,
-    Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri,
-    Potrs, PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
+    EigRange, Fallback, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, GesvdaBatched, Gesvdj,
+    GesvdjBatched, Gesvdr, Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf,
+    PotrfBatched, Potri, Potrs, PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf,
+    Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, NumericalFailure};
 
@@ -987,4 +988,58 @@ fn gesvdr_gives_the_leading_singular_triplets() {
     let av = matmul(&a0, vk, m, n, k);
     let us: Vec<f64> = (0..m * k).map(|i| uk[i] * sv[i / m]).collect();
     assert!(scaled(&av, &us, m) < 100.0);
+}
+
+#[test]
+fn gesvda_batched_gives_each_matrix_its_leading_triplets_and_residual() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n, rank, batch) = (11, 6, 4, 3);
+    let all = random(&mut rng, m * n * batch);
+    let (a, s, u, v) = (
+        fx.upload(&all),
+        fx.buf::<f64>(rank * batch),
+        fx.buf::<f64>(m * rank * batch),
+        fx.buf::<f64>(n * rank * batch),
+    );
+    let g = GesvdaBatched {
+        vectors: true,
+        rank,
+        m,
+        n,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        s: &s,
+        stride_s: None,
+        u: &u,
+        ldu: None,
+        stride_u: None,
+        v: &v,
+        ldv: None,
+        stride_v: None,
+    };
+    let residuals = fx.h.solver().unwrap().gesvda_batched(&g).unwrap().wait().unwrap();
+    let (sv, um, vm) = (down(&fx, &s), down(&fx, &u), down(&fx, &v));
+    assert_eq!(down(&fx, &a), all, "A is only read");
+    for i in 0..batch {
+        let a0 = &all[i * m * n..(i + 1) * m * n];
+        let want = singular_values_of(a0, m, n);
+        let (si, ui, vi) = (
+            &sv[i * rank..(i + 1) * rank],
+            &um[i * m * rank..(i + 1) * m * rank],
+            &vm[i * n * rank..(i + 1) * n * rank],
+        );
+        assert!(scaled(si, &want[..rank], n) < 1e4, "matrix {i}");
+        let back = usv(ui, si, vi, m, n, rank);
+        let r: Vec<f64> = a0.iter().zip(&back).map(|(x, y)| x - y).collect();
+        let tail = want[rank..].iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!(
+            (fro(&r) - tail).abs() < 1e-10 && (residuals[i] - tail).abs() < 1e-10,
+            "matrix {i}: {} {} {tail}",
+            fro(&r),
+            residuals[i]
+        );
+    }
 }

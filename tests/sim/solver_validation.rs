@@ -3,9 +3,9 @@
 
 use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
-    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, Gesvdj, GesvdjBatched, Gesvdr, Getrf,
-    GetrfBatched, Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched,
-    Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
+    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, GesvdaBatched, Gesvdj, GesvdjBatched,
+    Gesvdr, Getrf, GetrfBatched, Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
+    PotrsBatched, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, GpuRef, Result};
 
@@ -601,4 +601,37 @@ fn gesvdr_rejects_bad_input() {
     rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 2, &u, &short)));
     rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 2, &u, &u)));
     accepts(&mut fx, |fx| fx.h.solver()?.gesvdr(&g(2, 3, 2, &u, &v)));
+}
+
+#[test]
+fn gesvda_batched_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, v) = (fx.buf::<f32>(3 * 12), fx.buf::<f32>(3 * 2), fx.buf::<f32>(3 * 8), fx.buf::<f32>(3 * 6));
+    let g = |m, n, rank, batch, s, stride_u| GesvdaBatched {
+        vectors: true,
+        rank,
+        m,
+        n,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        s,
+        stride_s: None,
+        u: &u,
+        ldu: None,
+        stride_u,
+        v: &v,
+        ldv: None,
+        stride_v: None,
+    };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvda_batched(&g(3, 4, 2, 3, &s, None)));
+    rejects(&mut fx, "rank", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 0, 3, &s, None)));
+    rejects(&mut fx, "rank", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 4, 3, &s, None)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 0, &s, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 4, &s, None)));
+    rejects(&mut fx, "stride_u", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &s, Some(7))));
+    let short = fx.buf::<f32>(5);
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &short, None)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &s, None)));
 }

@@ -7,8 +7,8 @@
 //! Jacobi `gesvdj`, randomized rank-`k` `gesvdr`), mixed-precision solves with iterative refinement
 //! (`gesv`, least squares `gels`), the symmetric indefinite (Bunch–Kaufman) factorization and solve
 //! (`sytrf`, `sytrs`), and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's
-//! `getrf_batched`/`getrs_batched`, `gesvdj_batched`, `syevj_batched`) that report every matrix's
-//! status.
+//! `getrf_batched`/`getrs_batched`, `gesvdj_batched`, `syevj_batched`, the approximate SVD of tall
+//! matrices `gesvda_batched`) that report every matrix's status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
 //! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed entry
@@ -39,10 +39,10 @@
 //! limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's defaults), the
 //! Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like `Xsytrf`, only in cuSOLVER
 //! from CUDA 13.4, and not in the headers cusched builds against), `geev`'s left eigenvectors and
-//! its complex-`W` layout for real matrices, the approximate SVDs (`gesvdaStridedBatched`,
-//! `Xgesvdp`), the generalized selected eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`,
-//! `Xlarft`, `Xpolar` and the tridiagonal and bidiagonal reductions (`sytrd`, `gebrd` and their
-//! `org*`): each needs its own simulator reference and GPU test first.
+//! its complex-`W` layout for real matrices, the polar-decomposition SVD (`Xgesvdp`), the
+//! generalized selected eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and
+//! the tridiagonal and bidiagonal reductions (`sytrd`, `gebrd` and their `org*`): each needs its
+//! own simulator reference and GPU test first.
 
 mod batched;
 mod calls;
@@ -58,7 +58,7 @@ pub(in crate::libs) mod sim;
 mod symmetric;
 mod triangular;
 
-pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
+pub use batched::{GesvdaBatched, GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
 pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use general::Geev;

@@ -11,13 +11,14 @@
 //!
 //! Files: this one holds the enum conversions; `handle` the owned handles, `jacobi` the
 //! Jacobi info objects, `dense` the 64-bit API wrappers, `typed` the typed entry points, `irs`
-//! the iterative-refinement solvers.
+//! the iterative-refinement solvers, `gesvda` the batched approximate SVD.
 
 use super::{Fill, Side, Trans};
 use crate::libs::Status;
 use cudarc::cusolver::sys;
 
 mod dense;
+pub(super) mod gesvda;
 mod handle;
 pub(super) mod irs;
 mod jacobi;

@@ -7,7 +7,7 @@ use super::linalg::{self, Lower};
 use super::{load, lower, outcome, run, store, store_real, store_triangle, tolerance};
 use crate::completion::Completion;
 use crate::error::{Error, NumericalFailure, Result};
-use crate::libs::solver::batched::{GesvdjBatched, SyevjBatched};
+use crate::libs::solver::batched::{GesvdaBatched, GesvdjBatched, SyevjBatched};
 use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport, Syevdx};
 use crate::libs::solver::general::Geev;
 use crate::libs::solver::is_complex;
@@ -371,5 +371,36 @@ pub(in crate::libs::solver) fn gesvdr<T: SolverElement>(
             store(&mut v.lock(), 0, ldv, &first(&vm));
         }
         Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn gesvda_batched<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &GesvdaBatched<'_, T>,
+    (lda, ldu, ldv): (usize, usize, usize),
+    [sa, ss, su, sv]: [usize; 4],
+) -> Result<Completion<Vec<f64>>> {
+    let (m, n, rank, batch, vectors) = (g.m, g.n, g.rank, g.batch, g.vectors);
+    let (a, s, u, v) = (g.a.sim_data()?, g.s.sim_data()?, g.u.sim_data()?, g.v.sim_data()?);
+    run(op, rec, move || {
+        let mut residuals = Vec::with_capacity(batch);
+        for i in 0..batch {
+            let am = load(&a.read(), i * sa, m, n, lda);
+            let (values, um, vm, _) = linalg::svd(&am, f64::EPSILON, 100);
+            store_real(&mut s.lock(), i * ss, &values[..rank]);
+            if vectors {
+                let first = |x: &linalg::Mat| {
+                    let mut out = linalg::Mat::zeros(x.rows, rank);
+                    out.data.copy_from_slice(&x.data[..x.rows * rank]);
+                    out
+                };
+                store(&mut u.lock(), i * su, ldu, &first(&um));
+                store(&mut v.lock(), i * sv, ldv, &first(&vm));
+            }
+            // The best rank-`rank` approximation leaves the trailing singular values.
+            residuals.push(values[rank..].iter().map(|x| x * x).sum::<f64>().sqrt());
+        }
+        Ok(residuals)
     })
 }
