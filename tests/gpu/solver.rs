@@ -5,8 +5,10 @@
 use crate::common::reference::solver::*;
 use crate::common::*;
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr, Potrf,
-    PotrfBatched, Potri, Potrs, PotrsBatched, Side, SolverElement, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, GesvdEconomy, GesvdaBatched, Gesvdj, GesvdjBatched, Gesvdr,
+    Getrf, GetrfBatched, Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
+    PotrsBatched, Refinement, Side, SolverElement, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans,
+    Trtri,
 };
 use cusched::{Complex, Device, Error, Handles, NumericalFailure, StreamId};
 
@@ -551,13 +553,36 @@ fn batched_syevj_satisfies_av_equals_v_lambda_for_every_matrix() {
 // the real ones do: a backward-stable result stays within a few tens, while a wrong transpose,
 // side or element type is off by O(1), i.e. by 1/ε in these units.
 
-/// The complex element types under test, widened to `Complex<f64>` for the CPU references.
+/// The element types under test, widened to `Complex<f64>` for the CPU references (the real
+/// types keep the real part).
 trait Cx: SolverElement + Copy {
     /// The precision the GPU computes in.
     const EPS: f64;
     const NAME: &'static str;
     fn narrow(z: Complex<f64>) -> Self;
     fn widen(self) -> Complex<f64>;
+}
+
+impl Cx for f32 {
+    const EPS: f64 = f32::EPSILON as f64;
+    const NAME: &'static str = "f32";
+    fn narrow(z: Complex<f64>) -> Self {
+        z.re as f32
+    }
+    fn widen(self) -> Complex<f64> {
+        Complex { re: self as f64, im: 0.0 }
+    }
+}
+
+impl Cx for f64 {
+    const EPS: f64 = f64::EPSILON;
+    const NAME: &'static str = "f64";
+    fn narrow(z: Complex<f64>) -> Self {
+        z.re
+    }
+    fn widen(self) -> Complex<f64> {
+        Complex { re: self, im: 0.0 }
+    }
 }
 
 impl Cx for Complex<f32> {
@@ -908,4 +933,578 @@ fn raw_cusolver_handle_is_live_on_the_solver_stream() {
     assert_eq!(status, sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS);
     assert_ne!(want, 0, "the handles' stream is one of its own, not the legacy default stream");
     assert_eq!(got, want, "the raw handle is not bound to the stream of its Solver");
+}
+
+/// Random entries of `T` (real for the real types), widened: exactly what the upload holds.
+fn trandom<T: Cx>(rng: &mut Rng, n: usize) -> Vec<Complex<f64>> {
+    widen(&narrow::<T>(&crandom(rng, n)))
+}
+
+/// `trtri` of a random triangular `n x n` (dominant diagonal, small off-diagonal entries, the
+/// other triangle junk) for
+/// every triangle and diagonal kind: `‖A·A⁻¹ − I‖` in units of `n ε`, and the other triangle
+/// (and a unit diagonal) left exactly as it was.
+fn trtri_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize) {
+    for fill in [Fill::Lower, Fill::Upper] {
+        for unit in [false, true] {
+            let lower = fill == Fill::Lower;
+            let inside = |i: usize, j: usize| i == j || (i > j) == lower;
+            let r = trandom::<T>(rng, n * n);
+            let a: Vec<Complex<f64>> = (0..n * n)
+                .map(|k| {
+                    let (i, j) = (k % n, k / n);
+                    match (i == j, inside(i, j)) {
+                        (true, _) => Complex { re: r[k].re + n as f64, im: r[k].im },
+                        // Small enough that a unit diagonal keeps A well conditioned.
+                        (false, true) => Complex { re: r[k].re / n as f64, im: r[k].im / n as f64 },
+                        (false, false) => Complex { re: 7.0, im: 0.0 },
+                    }
+                })
+                .collect();
+            let a = widen(&narrow::<T>(&a));
+            let da = d.upload(s, &narrow::<T>(&a)).unwrap();
+            let t = Trtri { fill, unit_diagonal: unit, n, a: &da, lda: None };
+            h.solver().unwrap().trtri(&t).unwrap().wait().unwrap();
+            let got = widen(&da.download(s).unwrap());
+            let zero = Complex { re: 0.0, im: 0.0 };
+            let tri = |m: &[Complex<f64>]| -> Vec<Complex<f64>> {
+                (0..n * n)
+                    .map(|k| {
+                        let (i, j) = (k % n, k / n);
+                        if i == j && unit {
+                            Complex { re: 1.0, im: 0.0 }
+                        } else if inside(i, j) {
+                            m[k]
+                        } else {
+                            zero
+                        }
+                    })
+                    .collect()
+            };
+            let written = |k: usize| inside(k % n, k / n) && !(unit && k % n == k / n);
+            let untouched = (0..n * n).all(|k| written(k) || got[k] == a[k]);
+            let r = cscaled(&cmatmul(&tri(&a), &tri(&got), n, n, n), &cidentity(n), n, T::EPS);
+            println!("trtri {} n={n} {fill:?} unit={unit}: ‖A·A⁻¹ − I‖ scaled = {r:.2}", T::NAME);
+            assert!(untouched, "{} {fill:?} unit={unit}: wrote outside its triangle", T::NAME);
+            assert!(r < 100.0, "{} {fill:?} unit={unit}: {r}", T::NAME);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn trtri_inverts_every_type_triangle_and_diagonal_kind() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    trtri_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    trtri_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    trtri_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    trtri_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn trtri_of_a_zero_diagonal_names_it() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut a = identity(6);
+    a[4 + 4 * 6] = 0.0;
+    let da = d.upload(s, &a).unwrap();
+    let t = Trtri { fill: Fill::Lower, unit_diagonal: false, n: 6, a: &da, lda: None };
+    match h.solver().unwrap().trtri(&t).unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 5 }]);
+        }
+        other => panic!("expected A(5,5) named, got {other:?}"),
+    }
+}
+
+/// Economy `gesvd` of a random `m x n` (`m >= n`), `U` at a padded leading dimension: the
+/// singular values against the CPU's, `‖UΣVᴴ − A‖`, `‖UᴴU − I‖` (`m x n` U) and
+/// `‖VᴴV − I‖`, in units of `m ε`.
+fn gesvd_economy_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize)
+where
+    T::Real: Into<f64>,
+{
+    let ldu = m + 3;
+    let a = trandom::<T>(rng, m * n);
+    let da = d.upload(s, &narrow::<T>(&a)).unwrap();
+    let (sv, u, vt) = (
+        d.alloc_zeros::<T::Real>(s, n).unwrap(),
+        d.alloc_zeros::<T>(s, ldu * n).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    let g = GesvdEconomy { vectors: true, m, n, a: &da, lda: None, s: &sv, u: &u, ldu: Some(ldu), vt: &vt, ldvt: None };
+    h.solver().unwrap().gesvd_economy(&g).unwrap().wait().unwrap();
+    let sv: Vec<f64> = sv.download(s).unwrap().into_iter().map(Into::into).collect();
+    let ul = widen(&u.download(s).unwrap());
+    let u: Vec<Complex<f64>> = (0..m * n).map(|k| ul[k % m + (k / m) * ldu]).collect();
+    let vt = widen(&vt.download(s).unwrap());
+    let want = singular_values(&a, m, n);
+    let sv_err = sv.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / (want[0] * m as f64 * T::EPS);
+    let us: Vec<Complex<f64>> =
+        (0..m * n).map(|k| Complex { re: u[k].re * sv[k / m], im: u[k].im * sv[k / m] }).collect();
+    let rec = cscaled(&cmatmul(&us, &vt, m, n, n), &a, m, T::EPS);
+    let uu = cscaled(&cmatmul(&ctranspose(&u, m, n), &u, n, m, n), &cidentity(n), m, T::EPS);
+    let vv = cscaled(&cmatmul(&vt, &ctranspose(&vt, n, n), n, n, n), &cidentity(n), m, T::EPS);
+    println!(
+        "gesvd economy {} {m}x{n}: σ error scaled = {sv_err:.2}, ‖UΣVᴴ−A‖ scaled = {rec:.2}, ‖UᴴU−I‖ scaled = {uu:.2}, \
+         ‖VᴴV−I‖ scaled = {vv:.2}",
+        T::NAME
+    );
+    assert!(sv.windows(2).all(|w| w[0] >= w[1]), "singular values descend: {sv:?}");
+    assert!(sv_err < 100.0 && rec < 100.0 && uu < 100.0 && vv < 100.0, "{} {sv_err} {rec} {uu} {vv}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gesvd_economy_reconstructs_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gesvd_economy_case::<f32>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvd_economy_case::<f64>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvd_economy_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvd_economy_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
+}
+
+/// `syevdx` on a random Hermitian `n x n` (symmetric for the real types): all eigenvalues
+/// (checked by `‖AV − VΛ‖` and `‖VᴴV − I‖`), then an index range and a value range whose
+/// bounds lie between eigenvalues: the counts, the values against the full run's, and the
+/// residuals of the vectors found, in units of `n ε`.
+fn syevdx_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize)
+where
+    T::Real: Into<f64> + From<f32>,
+{
+    let b = trandom::<T>(rng, n * n);
+    let bh = ctranspose(&b, n, n);
+    let a: Vec<Complex<f64>> = (0..n * n)
+        .map(|k| {
+            let z = Complex { re: (b[k].re + bh[k].re) / 2.0, im: (b[k].im + bh[k].im) / 2.0 };
+            if k % n == k / n {
+                Complex { re: z.re, im: 0.0 }
+            } else {
+                z
+            }
+        })
+        .collect();
+    let a = widen(&narrow::<T>(&a));
+    let run = |h: &mut Handles, range: EigRange<T::Real>| {
+        let (da, w) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.alloc_zeros::<T::Real>(s, n).unwrap());
+        let e = Syevdx { vectors: true, fill: Fill::Upper, range, n, a: &da, lda: None, w: &w };
+        let k = h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap();
+        let w: Vec<f64> = w.download(s).unwrap().into_iter().map(Into::into).collect();
+        (k, widen(&da.download(s).unwrap()), w)
+    };
+    let check = |what: &str, k: usize, v: &[Complex<f64>], w: &[f64]| {
+        let v = &v[..n * k];
+        let vl: Vec<Complex<f64>> =
+            (0..n * k).map(|i| Complex { re: v[i].re * w[i / n], im: v[i].im * w[i / n] }).collect();
+        let res = cscaled(&cmatmul(&a, v, n, n, k), &vl, n, T::EPS);
+        let orth = cscaled(&cmatmul(&ctranspose(v, n, k), v, k, n, k), &cidentity(k), n, T::EPS);
+        println!("syevdx {} n={n} {what}: {k} found, ‖AV−VΛ‖ scaled = {res:.2}, ‖VᴴV−I‖ scaled = {orth:.2}", T::NAME);
+        assert!(res < 100.0 && orth < 100.0, "{} {what}: {res} {orth}", T::NAME);
+    };
+    let (k, v, all) = run(h, EigRange::All);
+    assert_eq!(k, n);
+    assert!(all.windows(2).all(|p| p[0] <= p[1]), "ascending");
+    check("all", k, &v, &all);
+    let (k, v, w) = run(h, EigRange::Indices(5..12));
+    assert_eq!(k, 7);
+    let err = w[..7].iter().zip(&all[5..12]).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    assert!(err <= 100.0 * n as f64 * T::EPS * all[n - 1].abs().max(all[0].abs()), "{} indices: {err}", T::NAME);
+    check("indices 5..12", k, &v, &w);
+    // Bounds halfway between neighbours (f32-representable), where the largest gap is.
+    let gap = |i: usize| all[i + 1] - all[i];
+    let (lo_i, hi_i) = (
+        (1..n / 2).max_by(|&x, &y| gap(x).total_cmp(&gap(y))).unwrap_or(1),
+        (n / 2..n - 2).max_by(|&x, &y| gap(x).total_cmp(&gap(y))).unwrap_or(n - 3),
+    );
+    let low = T::Real::from(((all[lo_i] + all[lo_i + 1]) / 2.0) as f32);
+    let high = T::Real::from(((all[hi_i] + all[hi_i + 1]) / 2.0) as f32);
+    let (k, v, w) = run(h, EigRange::Values { low, high });
+    assert_eq!(k, hi_i - lo_i, "{} values: the count", T::NAME);
+    check("value range", k, &v, &w);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn syevdx_selects_by_index_and_value_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    syevdx_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    syevdx_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    syevdx_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    syevdx_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+const LOWS: [LowPrecision; 5] =
+    [LowPrecision::Main, LowPrecision::F32, LowPrecision::F16, LowPrecision::Bf16, LowPrecision::Tf32];
+
+/// `gesv` of a random diagonally dominant `n x n` with 3 right-hand sides from every lower
+/// precision: `‖AX − B‖` in units of `n ε` of the element type (refinement, or the fallback,
+/// reaches the element type's accuracy), `B` untouched, pivots in range.
+fn gesv_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize) {
+    let nrhs = 3;
+    let mut a = trandom::<T>(rng, n * n);
+    for i in 0..n {
+        a[i + i * n].re += n as f64;
+    }
+    let a = widen(&narrow::<T>(&a));
+    let b = trandom::<T>(rng, n * nrhs);
+    for low in LOWS {
+        let (da, db) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.upload(s, &narrow::<T>(&b)).unwrap());
+        let (dx, ipiv) = (d.alloc_zeros::<T>(s, n * nrhs).unwrap(), d.alloc_zeros::<i32>(s, n).unwrap());
+        let g = Gesv { low, n, nrhs, a: &da, lda: None, ipiv: &ipiv, b: &db, ldb: None, x: &dx, ldx: None };
+        let got = h.solver().unwrap().gesv(&g).unwrap().wait().unwrap();
+        let x = widen(&dx.download(s).unwrap());
+        let r = cscaled(&cmatmul(&a, &x, n, n, nrhs), &b, n, T::EPS);
+        println!("gesv {} n={n} {low:?}: {got:?}, ‖AX − B‖ scaled = {r:.2}", T::NAME);
+        assert!(r < 100.0, "{} {low:?}: {r}", T::NAME);
+        assert_eq!(widen(&db.download(s).unwrap()), b, "{} {low:?}: B is only read", T::NAME);
+        let piv = ipiv.download(s).unwrap();
+        assert!(piv.iter().all(|&p| p >= 1 && p as usize <= n), "{} {low:?}: {piv:?}", T::NAME);
+        if let Refinement::Converged { .. } = got {
+            if low != LowPrecision::Main && !(low == LowPrecision::F32 && T::EPS > 1e-10) {
+                assert_eq!(widen(&da.download(s).unwrap()), a, "{} {low:?}: A kept after refinement", T::NAME);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gesv_refines_from_every_lower_precision_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gesv_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    gesv_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    gesv_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    gesv_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+/// `gels` of a random `m x n` (`m > n`) with 2 right-hand sides from every lower precision:
+/// the normal equations' residual `‖Aᴴ(AX − B)‖ / (‖A‖ ‖B‖ m ε)`, and `B` untouched.
+fn gels_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize) {
+    let nrhs = 2;
+    let a = trandom::<T>(rng, m * n);
+    let b = trandom::<T>(rng, m * nrhs);
+    let norm = |v: &[Complex<f64>]| v.iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt();
+    for low in LOWS {
+        let (da, db) = (d.upload(s, &narrow::<T>(&a)).unwrap(), d.upload(s, &narrow::<T>(&b)).unwrap());
+        let dx = d.alloc_zeros::<T>(s, n * nrhs).unwrap();
+        let g = Gels { low, m, n, nrhs, a: &da, lda: None, b: &db, ldb: None, x: &dx, ldx: None };
+        let got = h.solver().unwrap().gels(&g).unwrap().wait().unwrap();
+        let x = widen(&dx.download(s).unwrap());
+        let ax = cmatmul(&a, &x, m, n, nrhs);
+        let r: Vec<Complex<f64>> =
+            ax.iter().zip(&b).map(|(p, q)| Complex { re: p.re - q.re, im: p.im - q.im }).collect();
+        let normal = norm(&cmatmul(&ctranspose(&a, m, n), &r, n, m, nrhs)) / (norm(&a) * norm(&b) * m as f64 * T::EPS);
+        println!("gels {} {m}x{n} {low:?}: {got:?}, ‖Aᴴ(AX − B)‖ scaled = {normal:.2}", T::NAME);
+        assert!(normal < 100.0, "{} {low:?}: {normal}", T::NAME);
+        assert_eq!(widen(&db.download(s).unwrap()), b, "{} {low:?}: B is only read", T::NAME);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gels_solves_least_squares_from_every_lower_precision_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gels_case::<f32>(&d, s, &mut h, &mut rng, 45, 29);
+    gels_case::<f64>(&d, s, &mut h, &mut rng, 45, 29);
+    gels_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
+    gels_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
+}
+
+/// `sytrf` then `sytrs` on a random symmetric (complex symmetric: transposed, not conjugated)
+/// `n x n` with 2 right-hand sides, both triangles: `‖AX − B‖` in units of `n ε`, and the
+/// pivots in LAPACK's Bunch–Kaufman convention. `false` when the installed cuSOLVER predates
+/// `cusolverDnXsytrf` (CUDA 13.4), which the op reports as `Error::Unsupported`.
+fn sytrf_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize) -> bool {
+    let nrhs = 2;
+    let m = trandom::<T>(rng, n * n);
+    let a: Vec<Complex<f64>> = (0..n * n)
+        .map(|k| {
+            let t = m[(k % n) * n + k / n];
+            Complex { re: (m[k].re + t.re) / 2.0, im: (m[k].im + t.im) / 2.0 }
+        })
+        .collect();
+    let a = widen(&narrow::<T>(&a));
+    let b = trandom::<T>(rng, n * nrhs);
+    for fill in [Fill::Lower, Fill::Upper] {
+        let (da, db, ipiv) = (
+            d.upload(s, &narrow::<T>(&a)).unwrap(),
+            d.upload(s, &narrow::<T>(&b)).unwrap(),
+            d.alloc_zeros::<i64>(s, n).unwrap(),
+        );
+        match h.solver().unwrap().sytrf(&Sytrf { fill, n, a: &da, lda: None, ipiv: &ipiv }) {
+            Err(e @ Error::Unsupported { .. }) => {
+                println!("sytrf: {e}");
+                return false;
+            }
+            got => got.unwrap().wait().unwrap(),
+        }
+        let piv = ipiv.download(s).unwrap();
+        let mut k = 0;
+        while k < n {
+            let p = piv[k];
+            assert!(p != 0 && p.unsigned_abs() as usize <= n, "{} {fill:?}: {piv:?}", T::NAME);
+            if p < 0 {
+                assert!(k + 1 < n && piv[k + 1] == p, "{} {fill:?}: an unpaired 2x2 pivot: {piv:?}", T::NAME);
+                k += 1;
+            }
+            k += 1;
+        }
+        let sv = Sytrs { fill, n, nrhs, a: &da, lda: None, ipiv: &ipiv, b: &db, ldb: None };
+        h.solver().unwrap().sytrs(&sv).unwrap().wait().unwrap();
+        let x = widen(&db.download(s).unwrap());
+        let r = cscaled(&cmatmul(&a, &x, n, n, nrhs), &b, n, T::EPS);
+        println!("sytrf/sytrs {} n={n} {fill:?}: ‖AX − B‖ scaled = {r:.2}", T::NAME);
+        // An indefinite solve's residual grows with the growth factor; 1000 still catches a wrong
+        // triangle, pivot or conjugation (an O(1) relative error).
+        assert!(r < 1000.0, "{} {fill:?}: {r}", T::NAME);
+    }
+    true
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sytrf_and_sytrs_solve_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    if !sytrf_case::<f32>(&d, s, &mut h, &mut rng, 37) {
+        return;
+    }
+    sytrf_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    sytrf_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37);
+    sytrf_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37);
+}
+
+/// `geev` of a random general `n x n`: `‖AV − VΛ‖` over every eigenpair in units of `n ε`
+/// (for a real type read from LAPACK's layout: real parts then imaginary parts, conjugate
+/// pairs positive first), unit eigenvectors, and the eigenvalues summing to the trace.
+fn geev_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, n: usize, complex: bool) {
+    let a = trandom::<T>(rng, n * n);
+    let values = if complex { n } else { 2 * n };
+    let (da, w, vr) = (
+        d.upload(s, &narrow::<T>(&a)).unwrap(),
+        d.alloc_zeros::<T>(s, values).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    let g = Geev { vectors: true, n, a: &da, lda: None, w: &w, vr: &vr, ldvr: None };
+    h.solver().unwrap().geev(&g).unwrap().wait().unwrap();
+    let (wv, v) = (widen(&w.download(s).unwrap()), widen(&vr.download(s).unwrap()));
+    let pairs: Vec<Eigenpair> = if complex {
+        (0..n).map(|j| ((wv[j].re, wv[j].im), (0..n).map(|r| (v[r + j * n].re, v[r + j * n].im)).collect())).collect()
+    } else {
+        let re: Vec<f64> = wv.iter().map(|z| z.re).collect();
+        let vre: Vec<f64> = v.iter().map(|z| z.re).collect();
+        real_geev_pairs(&re, &vre, n).unwrap_or_else(|| panic!("{}: malformed conjugate pairs {re:?}", T::NAME))
+    };
+    let ac: Vec<(f64, f64)> = a.iter().map(|z| (z.re, z.im)).collect();
+    let r = general_eigen_residual(&ac, &pairs, n, T::EPS);
+    let unit = pairs
+        .iter()
+        .map(|(_, v)| (v.iter().map(|&(x, y)| x * x + y * y).sum::<f64>().sqrt() - 1.0).abs())
+        .fold(0.0, f64::max);
+    let trace = (0..n).fold((0.0, 0.0), |(x, y), i| (x + a[i + i * n].re, y + a[i + i * n].im));
+    let sum = pairs.iter().fold((0.0, 0.0), |(x, y), ((p, q), _)| (x + p, y + q));
+    let trace_err = ((sum.0 - trace.0).abs() + (sum.1 - trace.1).abs())
+        / (fro(&a.iter().flat_map(|z| [z.re, z.im]).collect::<Vec<_>>()) * n as f64 * T::EPS);
+    println!(
+        "geev {} n={n}: ‖AV − VΛ‖ scaled = {r:.2}, | ‖v‖ − 1 | max = {unit:.1e}, trace error scaled = {trace_err:.2}",
+        T::NAME
+    );
+    // A non-normal matrix's eigenvectors are less accurate than a Hermitian one's; 1000 in these
+    // units still catches a wrong layout, pair or conjugation (an O(1) error).
+    assert!(r < 1000.0 && unit < 100.0 * T::EPS * n as f64 && trace_err < 1000.0, "{} {r} {unit} {trace_err}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn geev_gives_eigenpairs_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    geev_case::<f32>(&d, s, &mut h, &mut rng, 37, false);
+    geev_case::<f64>(&d, s, &mut h, &mut rng, 37, false);
+    geev_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 37, true);
+    geev_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 37, true);
+}
+
+/// `gesvdr` of an `m x n` with a fast-decaying spectrum (`U diag(4^-i) Vᴴ` from random
+/// orthonormal factors): the `k` leading singular values against the exact ones, and
+/// `‖A V_k − U_k Σ_k‖`, `‖U_kᴴ U_k − I‖`, `‖V_kᴴ V_k − I‖`, in units of `max(m, n) ε`.
+fn gesvdr_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize, k: usize)
+where
+    T::Real: Into<f64>,
+{
+    let p = m.min(n);
+    // Random orthonormal factors from the QR of random matrices, on the CPU (Gram-Schmidt twice).
+    let orth = |rng: &mut Rng, rows: usize, cols: usize| {
+        let mut q = trandom::<T>(rng, rows * cols);
+        for j in 0..cols {
+            for _ in 0..2 {
+                for i in 0..j {
+                    let mut dot = Complex { re: 0.0, im: 0.0 };
+                    for r in 0..rows {
+                        let (x, y) = (q[r + i * rows], q[r + j * rows]);
+                        dot.re += x.re * y.re + x.im * y.im;
+                        dot.im += x.re * y.im - x.im * y.re;
+                    }
+                    for r in 0..rows {
+                        let x = q[r + i * rows];
+                        q[r + j * rows].re -= dot.re * x.re - dot.im * x.im;
+                        q[r + j * rows].im -= dot.re * x.im + dot.im * x.re;
+                    }
+                }
+            }
+            let len = q[j * rows..(j + 1) * rows].iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt();
+            for r in 0..rows {
+                q[r + j * rows].re /= len;
+                q[r + j * rows].im /= len;
+            }
+        }
+        q
+    };
+    let (u0, v0) = (orth(rng, m, p), orth(rng, n, p));
+    let sigma: Vec<f64> = (0..p).map(|i| 0.25f64.powi(i as i32)).collect();
+    let us: Vec<Complex<f64>> =
+        (0..m * p).map(|i| Complex { re: u0[i].re * sigma[i / m], im: u0[i].im * sigma[i / m] }).collect();
+    let a = widen(&narrow::<T>(&cmatmul(&us, &ctranspose(&v0, n, p), m, p, n)));
+    let (da, sv, du, dv) = (
+        d.upload(s, &narrow::<T>(&a)).unwrap(),
+        d.alloc_zeros::<T::Real>(s, p).unwrap(),
+        d.alloc_zeros::<T>(s, m * p).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    let g = Gesvdr {
+        vectors: true,
+        m,
+        n,
+        k,
+        oversampling: 8,
+        iterations: 4,
+        a: &da,
+        lda: None,
+        s: &sv,
+        u: &du,
+        ldu: None,
+        v: &dv,
+        ldv: None,
+    };
+    h.solver().unwrap().gesvdr(&g).unwrap().wait().unwrap();
+    let sv: Vec<f64> = sv.download(s).unwrap().into_iter().map(Into::into).collect();
+    let (uk, vk) = (widen(&du.download(s).unwrap()[..m * k]), widen(&dv.download(s).unwrap()[..n * k]));
+    let size = m.max(n) as f64;
+    let sv_err = sv[..k].iter().zip(&sigma).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / (size * T::EPS);
+    let av = cmatmul(&a, &vk, m, n, k);
+    let usk: Vec<Complex<f64>> =
+        (0..m * k).map(|i| Complex { re: uk[i].re * sv[i / m], im: uk[i].im * sv[i / m] }).collect();
+    let rec = cscaled(&av, &usk, m.max(n), T::EPS);
+    let uu = cscaled(&cmatmul(&ctranspose(&uk, m, k), &uk, k, m, k), &cidentity(k), m.max(n), T::EPS);
+    let vv = cscaled(&cmatmul(&ctranspose(&vk, n, k), &vk, k, n, k), &cidentity(k), m.max(n), T::EPS);
+    println!(
+        "gesvdr {} {m}x{n} k={k}: σ error scaled = {sv_err:.2}, ‖AV − UΣ‖ scaled = {rec:.2}, ‖UᴴU − I‖ scaled = {uu:.2}, \
+         ‖VᴴV − I‖ scaled = {vv:.2}",
+        T::NAME
+    );
+    // With 8 extra directions and 4 power iterations on a spectrum falling by 4 per step, the
+    // sampling error (about (σ_(k+p) / σ_k)^(2q+1) = 4^-72) is far below rounding: the leading
+    // triplets come out to a modest multiple of the type's precision.
+    assert!(sv_err < 1e3 && rec < 1e3 && uu < 1e3 && vv < 1e3, "{} {sv_err} {rec} {uu} {vv}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gesvdr_gives_the_leading_triplets_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gesvdr_case::<f32>(&d, s, &mut h, &mut rng, 45, 29, 5);
+    gesvdr_case::<f64>(&d, s, &mut h, &mut rng, 45, 29, 5);
+    gesvdr_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29, 5);
+    gesvdr_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29, 5);
+}
+
+/// `gesvda_batched` on 3 random tall `m x n`, rank 7: each matrix's leading singular values
+/// against the CPU's, `‖U_kᴴ U_k − I‖`, `‖A V_k − U_k Σ_k‖` (in units of `m ε σ₁`), and the
+/// residual cuSOLVER reports against `‖A − U Σ Vᴴ‖_F` on the CPU and the exact trailing
+/// singular values. `A` is only read.
+fn gesvda_case<T: Cx>(d: &Device, s: StreamId, h: &mut Handles, rng: &mut Rng, m: usize, n: usize)
+where
+    T::Real: Into<f64>,
+{
+    let (rank, batch) = (7, 3);
+    let all = trandom::<T>(rng, m * n * batch);
+    let (da, sv, du, dv) = (
+        d.upload(s, &narrow::<T>(&all)).unwrap(),
+        d.alloc_zeros::<T::Real>(s, rank * batch).unwrap(),
+        d.alloc_zeros::<T>(s, m * rank * batch).unwrap(),
+        d.alloc_zeros::<T>(s, n * rank * batch).unwrap(),
+    );
+    let g = GesvdaBatched {
+        vectors: true,
+        rank,
+        m,
+        n,
+        batch,
+        a: &da,
+        lda: None,
+        stride_a: None,
+        s: &sv,
+        stride_s: None,
+        u: &du,
+        ldu: None,
+        stride_u: None,
+        v: &dv,
+        ldv: None,
+        stride_v: None,
+    };
+    let residuals = h.solver().unwrap().gesvda_batched(&g).unwrap().wait().unwrap();
+    assert_eq!(widen(&da.download(s).unwrap()), all, "{}: A is only read", T::NAME);
+    let sv: Vec<f64> = sv.download(s).unwrap().into_iter().map(Into::into).collect();
+    let (um, vm) = (widen(&du.download(s).unwrap()), widen(&dv.download(s).unwrap()));
+    for i in 0..batch {
+        let a = &all[i * m * n..(i + 1) * m * n];
+        let want = singular_values(a, m, n);
+        let (si, u, v) = (
+            &sv[i * rank..(i + 1) * rank],
+            &um[i * m * rank..(i + 1) * m * rank],
+            &vm[i * n * rank..(i + 1) * n * rank],
+        );
+        let unit = m as f64 * T::EPS * want[0];
+        let sv_err = si.iter().zip(&want).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max) / unit;
+        let usk: Vec<Complex<f64>> =
+            (0..m * rank).map(|k| Complex { re: u[k].re * si[k / m], im: u[k].im * si[k / m] }).collect();
+        let av = cmatmul(a, v, m, n, rank);
+        let rec =
+            av.iter().zip(&usk).map(|(x, y)| (x.re - y.re).powi(2) + (x.im - y.im).powi(2)).sum::<f64>().sqrt() / unit;
+        let uu = cscaled(&cmatmul(&ctranspose(u, m, rank), u, rank, m, rank), &cidentity(rank), m, T::EPS);
+        let back = cmatmul(&usk, &ctranspose(v, n, rank), m, rank, n);
+        let cpu = a.iter().zip(&back).map(|(x, y)| (x.re - y.re).powi(2) + (x.im - y.im).powi(2)).sum::<f64>().sqrt();
+        let tail = want[rank..].iter().map(|x| x * x).sum::<f64>().sqrt();
+        println!(
+            "gesvda {} {m}x{n} rank {rank} matrix {i}: σ error scaled = {sv_err:.2}, ‖AV − UΣ‖ scaled = {rec:.2}, \
+             ‖UᴴU − I‖ scaled = {uu:.2}, residual {:.6e} (CPU {cpu:.6e}, exact tail {tail:.6e})",
+            T::NAME,
+            residuals[i]
+        );
+        // Through Aᴴ A the error grows with σ₁ / σ_k (about 3 here): 1000 leaves room and still
+        // catches a wrong stride, transpose or conjugation.
+        assert!(sv_err < 1e3 && rec < 1e3 && uu < 1e3, "{} matrix {i}: {sv_err} {rec} {uu}", T::NAME);
+        assert!(
+            (residuals[i] - cpu).abs() <= 1e-3 * cpu && (cpu - tail).abs() <= 1e-3 * tail,
+            "{} matrix {i}",
+            T::NAME
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gesvda_batched_gives_leading_triplets_and_residuals_for_every_type() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    gesvda_case::<f32>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvda_case::<f64>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvda_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
+    gesvda_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
 }

@@ -6,8 +6,10 @@ use crate::common::fixture::{fx, Fx};
 use crate::common::reference::solver::*;
 use crate::common::{random, Rng};
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings,
-    Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    EigRange, Fallback, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, GesvdaBatched, Gesvdj,
+    GesvdjBatched, Gesvdr, Getrf, GetrfBatched, Getrs, GetrsBatched, JacobiSettings, LowPrecision, Orgqr, Ormqr, Potrf,
+    PotrfBatched, Potri, Potrs, PotrsBatched, Refinement, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf,
+    Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, NumericalFailure};
 
@@ -465,4 +467,579 @@ fn a_solver_op_is_ordered_after_work_on_another_stream() {
     let mut h = cusched::Handles::new(&fx.device, fx.s).unwrap();
     h.solver().unwrap().potrf(&Potrf { fill: Fill::Lower, n: 4, a: &a, lda: None }).unwrap().wait().unwrap();
     assert!(fx.device.stats().waits >= 1, "no fence before the op");
+}
+
+/// A random `n x n` triangular matrix (`lower` or upper) with a dominant diagonal and small
+/// off-diagonal entries, the other triangle filled with `junk` (which trtri must neither read
+/// nor write).
+fn triangular(rng: &mut Rng, n: usize, lower: bool, junk: f64) -> Vec<f64> {
+    let r = random(rng, n * n);
+    (0..n * n)
+        .map(|k| {
+            let (i, j) = (k % n, k / n);
+            if i == j {
+                r[k] + n as f64
+            } else if (i > j) == lower {
+                // Small enough that a unit diagonal keeps A well conditioned.
+                r[k] / n as f64
+            } else {
+                junk
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn trtri_inverts_every_triangle_and_diagonal_kind() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 11;
+    for fill in [Fill::Lower, Fill::Upper] {
+        for unit in [false, true] {
+            let lower = fill == Fill::Lower;
+            let a0 = triangular(&mut rng, n, lower, 7.0);
+            let a = fx.upload(&a0);
+            let t = Trtri { fill, unit_diagonal: unit, n, a: &a, lda: None };
+            fx.h.solver().unwrap().trtri(&t).unwrap().wait().unwrap();
+            let got = down(&fx, &a);
+            // The other triangle is untouched, and so is a unit diagonal.
+            for k in 0..n * n {
+                let (i, j) = (k % n, k / n);
+                if (i != j && (i > j) != lower) || (i == j && unit) {
+                    assert_eq!(got[k], a0[k], "{fill:?} unit={unit}: ({i}, {j}) was written");
+                }
+            }
+            let with_diag = |m: &[f64]| -> Vec<f64> {
+                let mut t = triangle(m, n, lower);
+                if unit {
+                    for i in 0..n {
+                        t[i + i * n] = 1.0;
+                    }
+                }
+                t
+            };
+            let (tri, inv) = (with_diag(&a0), with_diag(&got));
+            let r = scaled(&matmul(&tri, &inv, n, n, n), &identity(n), n);
+            assert!(r < 100.0, "{fill:?} unit={unit}: ‖A·A⁻¹ − I‖ scaled = {r}");
+        }
+    }
+    // f32 and Complex<f64>: A·A⁻¹ = I to their precision.
+    let a0 = triangular(&mut rng, n, true, 0.0);
+    let a = fx.upload(&a0.iter().map(|&x| x as f32).collect::<Vec<_>>());
+    fx.h.solver()
+        .unwrap()
+        .trtri(&Trtri { fill: Fill::Lower, unit_diagonal: false, n, a: &a, lda: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let inv: Vec<f64> = down(&fx, &a).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&matmul(&a0, &inv, n, n, n), &identity(n), n, f32::EPSILON as f64) < 100.0);
+    let c0: Vec<Complex<f64>> = a0.iter().map(|&re| Complex::new(re, 0.5 * re)).collect();
+    let c = fx.upload(&c0);
+    fx.h.solver()
+        .unwrap()
+        .trtri(&Trtri { fill: Fill::Lower, unit_diagonal: false, n, a: &c, lda: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let ci = down(&fx, &c);
+    let mut worst = 0.0f64;
+    for i in 0..n {
+        for j in 0..n {
+            let mut z = Complex::new(0.0, 0.0);
+            for k in 0..n {
+                let (x, y) = (c0[i + k * n], ci[k + j * n]);
+                z = Complex::new(z.re + x.re * y.re - x.im * y.im, z.im + x.re * y.im + x.im * y.re);
+            }
+            let want = if i == j { 1.0 } else { 0.0 };
+            worst = worst.max((z.re - want).abs() + z.im.abs());
+        }
+    }
+    assert!(worst < 1e-12, "complex ‖A·A⁻¹ − I‖ max = {worst}");
+}
+
+#[test]
+fn trtri_of_a_zero_diagonal_names_it_and_leaves_a() {
+    let mut fx = fx();
+    let mut a0 = identity(5);
+    a0[3 + 3 * 5] = 0.0;
+    a0[1 + 3 * 5] = 2.0;
+    let a = fx.upload(&a0);
+    let got = fx.h.solver().unwrap().trtri(&Trtri { fill: Fill::Upper, unit_diagonal: false, n: 5, a: &a, lda: None });
+    match got.unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 4 }])
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(down(&fx, &a), a0);
+    // With a unit diagonal the stored zero is not read.
+    fx.h.solver()
+        .unwrap()
+        .trtri(&Trtri { fill: Fill::Upper, unit_diagonal: true, n: 5, a: &a, lda: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(down(&fx, &a)[1 + 3 * 5], -2.0);
+}
+
+#[test]
+fn gesvd_economy_gives_a_thin_u_that_reconstructs() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    for (m, n) in [(9, 6), (7, 7), (45, 29)] {
+        let a0 = random(&mut rng, m * n);
+        let ldu = m + 2;
+        let (a, s, u, vt) = (fx.upload(&a0), fx.buf::<f64>(n), fx.buf::<f64>(ldu * n), fx.buf::<f64>(n * n));
+        let g =
+            GesvdEconomy { vectors: true, m, n, a: &a, lda: None, s: &s, u: &u, ldu: Some(ldu), vt: &vt, ldvt: None };
+        fx.h.solver().unwrap().gesvd_economy(&g).unwrap().wait().unwrap();
+        let (sv, ul, vtm) = (down(&fx, &s), down(&fx, &u), down(&fx, &vt));
+        let um: Vec<f64> = (0..m * n).map(|k| ul[k % m + (k / m) * ldu]).collect();
+        assert!(scaled(&sv, &singular_values_of(&a0, m, n), n) < 1e4, "{m}x{n}");
+        assert!(orthonormality(&um, m, n, f64::EPSILON) < 100.0, "{m}x{n}");
+        assert!(orthonormality(&transpose(&vtm, n, n), n, n, f64::EPSILON) < 100.0, "{m}x{n}");
+        assert!(scaled(&usv(&um, &sv, &transpose(&vtm, n, n), m, n, n), &a0, m) < 100.0, "{m}x{n}");
+    }
+}
+
+/// `max_k ‖A v_k − λ_k v_k‖ / (‖A‖ n ε)` over the `k` columns of `v`.
+fn partial_residual(a: &[f64], v: &[f64], w: &[f64], n: usize, k: usize) -> f64 {
+    let av = matmul(a, &v[..n * k], n, n, k);
+    let d: Vec<f64> = (0..n * k).map(|i| av[i] - v[i] * w[i / n]).collect();
+    fro(&d) / (fro(a).max(1.0) * n as f64 * f64::EPSILON)
+}
+
+#[test]
+fn syevdx_selects_by_index_and_by_value_range() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 13;
+    let a0 = symmetric(&mut rng, n);
+    let (a, w) = (fx.upload(&a0), fx.buf::<f64>(n));
+    fx.h.solver()
+        .unwrap()
+        .syevd(&Syevd { vectors: false, fill: Fill::Lower, n, a: &a, lda: None, w: &w })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let all = down(&fx, &w);
+    for fill in [Fill::Lower, Fill::Upper] {
+        let run = |fx: &mut Fx, range: EigRange<f64>| {
+            let (a, w) = (fx.upload(&triangle(&a0, n, fill == Fill::Lower)), fx.buf::<f64>(n));
+            let e = Syevdx { vectors: true, fill, range, n, a: &a, lda: None, w: &w };
+            let k = fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap();
+            (k, down(fx, &a), down(fx, &w))
+        };
+        let (k, v, wv) = run(&mut fx, EigRange::Indices(3..8));
+        assert_eq!(k, 5);
+        assert!(scaled(&wv[..5], &all[3..8], n) < 100.0, "{fill:?}");
+        assert!(
+            partial_residual(&a0, &v, &wv, n, k) < 100.0 && orthonormality(&v[..n * k], n, k, f64::EPSILON) < 100.0
+        );
+        // (low, high]: the bounds between eigenvalues, so that rounding cannot move one across.
+        let (low, high) = ((all[1] + all[2]) / 2.0, (all[9] + all[10]) / 2.0);
+        let (k, v, wv) = run(&mut fx, EigRange::Values { low, high });
+        assert_eq!(k, 8, "{fill:?}");
+        assert!(scaled(&wv[..8], &all[2..10], n) < 100.0);
+        assert!(partial_residual(&a0, &v, &wv, n, k) < 100.0);
+        let (k, _, wv) = run(&mut fx, EigRange::All);
+        assert_eq!(k, n);
+        assert!(scaled(&wv, &all, n) < 100.0);
+        let top = all[n - 1] + 1.0;
+        assert_eq!(run(&mut fx, EigRange::Values { low: top, high: top + 1.0 }).0, 0, "an empty interval finds none");
+    }
+    // f32 and Hermitian Complex<f32>: the values to f32 precision.
+    let (a, w) = (fx.upload(&a0.iter().map(|&x| x as f32).collect::<Vec<_>>()), fx.buf::<f32>(n));
+    let e = Syevdx { vectors: false, fill: Fill::Lower, range: EigRange::Indices(0..2), n, a: &a, lda: None, w: &w };
+    assert_eq!(fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap(), 2);
+    let wf: Vec<f64> = down(&fx, &w).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&wf[..2], &all[..2], n, f32::EPSILON as f64) < 100.0);
+    let c0: Vec<Complex<f32>> = a0.iter().map(|&x| Complex::new(x as f32, 0.0)).collect();
+    let (c, cw) = (fx.upload(&c0), fx.buf::<f32>(n));
+    let e = Syevdx { vectors: true, fill: Fill::Upper, range: EigRange::Indices(10..13), n, a: &c, lda: None, w: &cw };
+    assert_eq!(fx.h.solver().unwrap().syevdx(&e).unwrap().wait().unwrap(), 3);
+    let wc: Vec<f64> = down(&fx, &cw).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&wc[..3], &all[10..13], n, f32::EPSILON as f64) < 100.0);
+}
+
+/// A random `n x n` with a dominant diagonal: well conditioned, so that refinement from any
+/// lower precision converges.
+fn dominant(rng: &mut Rng, n: usize) -> Vec<f64> {
+    let mut a = random(rng, n * n);
+    for i in 0..n {
+        a[i + i * n] += n as f64;
+    }
+    a
+}
+
+#[test]
+fn gesv_refines_from_every_lower_precision_to_the_element_type() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (n, nrhs) = (23, 2);
+    let a0 = dominant(&mut rng, n);
+    let x0 = random(&mut rng, n * nrhs);
+    let b0 = matmul(&a0, &x0, n, n, nrhs);
+    for low in [LowPrecision::Main, LowPrecision::F32, LowPrecision::F16, LowPrecision::Bf16, LowPrecision::Tf32] {
+        let (a, b, x, ipiv) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n * nrhs), fx.buf::<i32>(n));
+        let g = Gesv { low, n, nrhs, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+        let got = fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap();
+        assert!(matches!(got, Refinement::Converged { .. }), "{low:?}: {got:?}");
+        if let (LowPrecision::F16 | LowPrecision::Bf16, Refinement::Converged { iterations }) = (low, got) {
+            assert!(iterations >= 1, "{low:?}: a half-precision factor needs refinement");
+        }
+        let xv = down(&fx, &x);
+        let r = scaled(&matmul(&a0, &xv, n, n, nrhs), &b0, n);
+        assert!(r < 100.0, "{low:?}: ‖AX − B‖ scaled = {r}");
+        assert_eq!(down(&fx, &b), b0, "B is only read");
+        let piv = down(&fx, &ipiv);
+        assert!(piv.iter().enumerate().all(|(i, &p)| p as usize > i && p as usize <= n), "{low:?}: {piv:?}");
+        if low != LowPrecision::Main {
+            assert_eq!(down(&fx, &a), a0, "{low:?}: A is kept when refinement converged");
+        }
+    }
+    // f32 from f16, and Complex<f64> from f32.
+    let a = fx.upload(&a0.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    let b = fx.upload(&b0.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    let (x, ipiv) = (fx.buf::<f32>(n * nrhs), fx.buf::<i32>(n));
+    let g = Gesv { low: LowPrecision::F16, n, nrhs, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+    assert!(matches!(fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap(), Refinement::Converged { .. }));
+    let xv: Vec<f64> = down(&fx, &x).into_iter().map(f64::from).collect();
+    assert!(scaled_eps(&xv, &x0, n, f32::EPSILON as f64) < 1e3);
+    let ca: Vec<Complex<f64>> = a0.iter().map(|&v| Complex::new(v, -v / 2.0)).collect();
+    let cx: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(x0[i], 1.0)).collect();
+    let cb: Vec<Complex<f64>> = (0..n)
+        .map(|i| {
+            (0..n).fold(Complex::new(0.0, 0.0), |s, k| {
+                let (p, q) = (ca[i + k * n], cx[k]);
+                Complex::new(s.re + p.re * q.re - p.im * q.im, s.im + p.re * q.im + p.im * q.re)
+            })
+        })
+        .collect();
+    let (a, b, x) = (fx.upload(&ca), fx.upload(&cb), fx.buf::<Complex<f64>>(n));
+    let g =
+        Gesv { low: LowPrecision::F32, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+    assert!(matches!(fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap(), Refinement::Converged { .. }));
+    let err = down(&fx, &x).iter().zip(&cx).map(|(p, q)| (p.re - q.re).abs() + (p.im - q.im).abs()).fold(0.0, f64::max);
+    assert!(err < 1e-12, "complex gesv error {err}");
+}
+
+#[test]
+fn gesv_falls_back_on_overflow_and_names_a_singular_matrix() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let n = 6;
+    // 1e6 is beyond f16's range (65504): the solve falls back to f64, and A holds its LU.
+    let mut a0 = dominant(&mut rng, n);
+    a0[1] = 1e6;
+    let x0 = random(&mut rng, n);
+    let b0 = matmul(&a0, &x0, n, n, 1);
+    let (a, b, x, ipiv) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n), fx.buf::<i32>(n));
+    let g =
+        Gesv { low: LowPrecision::F16, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None, x: &x, ldx: None };
+    let got = fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap();
+    assert_eq!(got, Refinement::FellBack(Fallback::Overflow));
+    assert!(scaled(&down(&fx, &x), &x0, n) < 1e4);
+    // Bf16 has f32's range: no overflow there.
+    let (a, x) = (fx.upload(&a0), fx.buf::<f64>(n));
+    let g = Gesv { low: LowPrecision::Bf16, a: &a, x: &x, ..g };
+    assert!(matches!(fx.h.solver().unwrap().gesv(&g).unwrap().wait().unwrap(), Refinement::Converged { .. }));
+    let mut s0 = identity(n);
+    s0[2 + 2 * n] = 0.0;
+    let (a, x) = (fx.upload(&s0), fx.buf::<f64>(n));
+    match fx.h.solver().unwrap().gesv(&Gesv { a: &a, x: &x, ..g }).unwrap().wait() {
+        Err(Error::Numerical { failures, .. }) => {
+            assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 3 }])
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn gels_solves_least_squares_from_every_lower_precision() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n, nrhs) = (31, 17, 2);
+    let a0 = random(&mut rng, m * n);
+    let b0 = random(&mut rng, m * nrhs);
+    for low in [LowPrecision::Main, LowPrecision::F32, LowPrecision::F16, LowPrecision::Bf16, LowPrecision::Tf32] {
+        let (a, b, x) = (fx.upload(&a0), fx.upload(&b0), fx.buf::<f64>(n * nrhs));
+        let g = Gels { low, m, n, nrhs, a: &a, lda: None, b: &b, ldb: None, x: &x, ldx: None };
+        let got = fx.h.solver().unwrap().gels(&g).unwrap().wait().unwrap();
+        let xv = down(&fx, &x);
+        // The normal equations: Aᵀ (A x − b) = 0, relative to ‖Aᵀ‖ ‖b‖.
+        let r: Vec<f64> = matmul(&a0, &xv, m, n, nrhs).iter().zip(&b0).map(|(p, q)| p - q).collect();
+        let normal =
+            fro(&matmul(&transpose(&a0, m, n), &r, n, m, nrhs)) / (fro(&a0) * fro(&b0) * m as f64 * f64::EPSILON);
+        println!("gels {low:?}: {got:?}, ‖Aᵀ(AX − B)‖ scaled = {normal:.2}");
+        assert!(normal < 100.0, "{low:?} ({got:?}): ‖Aᵀ(AX − B)‖ scaled = {normal}");
+        assert!(matches!(got, Refinement::Converged { .. }), "{low:?}: a random 31x17 is well conditioned");
+        assert_eq!(down(&fx, &b), b0, "B is only read");
+    }
+}
+
+/// Whether `ipiv` is a valid Bunch–Kaufman pivot vector of order `n` (LAPACK's convention),
+/// and how many 2x2 blocks it has.
+fn bunch_kaufman_blocks(ipiv: &[i64], n: usize) -> Option<usize> {
+    let (mut k, mut blocks) = (0, 0);
+    while k < n {
+        let p = ipiv[k];
+        if p > 0 {
+            if p as usize > n {
+                return None;
+            }
+            k += 1;
+        } else {
+            if k + 1 >= n || ipiv[k + 1] != p || p.unsigned_abs() as usize > n || p == 0 {
+                return None;
+            }
+            blocks += 1;
+            k += 2;
+        }
+    }
+    Some(blocks)
+}
+
+#[test]
+fn sytrf_and_sytrs_solve_symmetric_indefinite_systems() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (n, nrhs) = (19, 3);
+    // A random symmetric matrix, and one with a zero diagonal (every pivot must be 2x2 or a swap).
+    let mut hollow = symmetric(&mut rng, n);
+    for i in 0..n {
+        hollow[i + i * n] = 0.0;
+    }
+    for (what, a0) in [("random", symmetric(&mut rng, n)), ("zero diagonal", hollow)] {
+        for fill in [Fill::Lower, Fill::Upper] {
+            let lower = fill == Fill::Lower;
+            let x0 = random(&mut rng, n * nrhs);
+            let b0 = matmul(&a0, &x0, n, n, nrhs);
+            let (a, ipiv, b) = (fx.upload(&triangle(&a0, n, lower)), fx.buf::<i64>(n), fx.upload(&b0));
+            fx.h.solver().unwrap().sytrf(&Sytrf { fill, n, a: &a, lda: None, ipiv: &ipiv }).unwrap().wait().unwrap();
+            let piv = down(&fx, &ipiv);
+            let blocks = bunch_kaufman_blocks(&piv, n);
+            assert!(blocks.is_some(), "{what} {fill:?}: {piv:?}");
+            if what == "zero diagonal" {
+                assert!(blocks.unwrap_or(0) >= 1, "{what} {fill:?}: a zero diagonal needs 2x2 blocks: {piv:?}");
+            }
+            let s = Sytrs { fill, n, nrhs, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None };
+            fx.h.solver().unwrap().sytrs(&s).unwrap().wait().unwrap();
+            let r = scaled(&matmul(&a0, &down(&fx, &b), n, n, nrhs), &b0, n);
+            assert!(r < 1e3, "{what} {fill:?}: ‖AX − B‖ scaled = {r}");
+        }
+    }
+    // f32, and complex symmetric (not Hermitian): A = Aᵀ with complex entries.
+    let a0 = symmetric(&mut rng, n);
+    let x0 = random(&mut rng, n);
+    let b0 = matmul(&a0, &x0, n, n, 1);
+    let (a, ipiv, b) = (
+        fx.upload(&a0.iter().map(|&v| v as f32).collect::<Vec<_>>()),
+        fx.buf::<i64>(n),
+        fx.upload(&b0.iter().map(|&v| v as f32).collect::<Vec<_>>()),
+    );
+    fx.h.solver()
+        .unwrap()
+        .sytrf(&Sytrf { fill: Fill::Upper, n, a: &a, lda: None, ipiv: &ipiv })
+        .unwrap()
+        .wait()
+        .unwrap();
+    fx.h.solver()
+        .unwrap()
+        .sytrs(&Sytrs { fill: Fill::Upper, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let xv: Vec<f64> = down(&fx, &b).into_iter().map(f64::from).collect();
+    let r = scaled_eps(&matmul(&a0, &xv, n, n, 1), &b0, n, f32::EPSILON as f64);
+    assert!(r < 1e3, "f32: {r}");
+    let ca: Vec<Complex<f64>> =
+        (0..n * n).map(|k| Complex::new(a0[k], a0[(k % n) * n + k / n] * 0.0 + 0.3 * a0[k])).collect();
+    let cx: Vec<Complex<f64>> = (0..n).map(|i| Complex::new(x0[i], -x0[i])).collect();
+    let cb: Vec<Complex<f64>> = (0..n)
+        .map(|i| {
+            (0..n).fold(Complex::new(0.0, 0.0), |s, k| {
+                let (p, q) = (ca[i + k * n], cx[k]);
+                Complex::new(s.re + p.re * q.re - p.im * q.im, s.im + p.re * q.im + p.im * q.re)
+            })
+        })
+        .collect();
+    let (a, b) = (fx.upload(&ca), fx.upload(&cb));
+    fx.h.solver()
+        .unwrap()
+        .sytrf(&Sytrf { fill: Fill::Lower, n, a: &a, lda: None, ipiv: &ipiv })
+        .unwrap()
+        .wait()
+        .unwrap();
+    fx.h.solver()
+        .unwrap()
+        .sytrs(&Sytrs { fill: Fill::Lower, n, nrhs: 1, a: &a, lda: None, ipiv: &ipiv, b: &b, ldb: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let err = down(&fx, &b).iter().zip(&cx).map(|(p, q)| (p.re - q.re).abs() + (p.im - q.im).abs()).fold(0.0, f64::max);
+    assert!(err < 1e-9, "complex symmetric sytrs error {err}");
+}
+
+#[test]
+fn sytrf_of_a_singular_matrix_names_the_zero_block() {
+    let mut fx = fx();
+    let n = 5;
+    let mut a0 = identity(n);
+    a0[2 + 2 * n] = 0.0;
+    for fill in [Fill::Lower, Fill::Upper] {
+        let (a, ipiv) = (fx.upload(&a0), fx.buf::<i64>(n));
+        match fx.h.solver().unwrap().sytrf(&Sytrf { fill, n, a: &a, lda: None, ipiv: &ipiv }).unwrap().wait() {
+            Err(Error::Numerical { failures, .. }) => {
+                assert_eq!(failures, vec![NumericalFailure::Singular { matrix: 0, index: 3 }], "{fill:?}")
+            }
+            other => panic!("{fill:?}: {other:?}"),
+        }
+        assert_eq!(down(&fx, &ipiv), vec![1, 2, 3, 4, 5], "{fill:?}");
+    }
+}
+
+#[test]
+fn geev_gives_the_eigenpairs_of_general_matrices() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    for n in [1, 2, 13] {
+        let a0 = random(&mut rng, n * n);
+        let (a, w, vr) = (fx.upload(&a0), fx.buf::<f64>(2 * n), fx.buf::<f64>(n * n));
+        let g = Geev { vectors: true, n, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+        fx.h.solver().unwrap().geev(&g).unwrap().wait().unwrap();
+        let (wv, v) = (down(&fx, &w), down(&fx, &vr));
+        let pairs = real_geev_pairs(&wv, &v, n).unwrap_or_else(|| panic!("n={n}: malformed pairs {wv:?}"));
+        let ac: Vec<(f64, f64)> = a0.iter().map(|&x| (x, 0.0)).collect();
+        let r = general_eigen_residual(&ac, &pairs, n, f64::EPSILON);
+        assert!(r < 1e3, "n={n}: ‖AV − VΛ‖ scaled = {r}");
+        // The eigenvalues sum to the trace.
+        let trace: f64 = (0..n).map(|i| a0[i + i * n]).sum();
+        assert!((wv[..n].iter().sum::<f64>() - trace).abs() < 1e-10 * n as f64, "n={n}");
+        assert!(wv[n..].iter().sum::<f64>().abs() < 1e-10, "n={n}: conjugate pairs");
+    }
+    // A rotation block has eigenvalues ±i: one conjugate pair, positive imaginary part first.
+    let a0 = vec![0.0, 1.0, -1.0, 0.0];
+    let (a, w, vr) = (fx.upload(&a0), fx.buf::<f64>(4), fx.buf::<f64>(4));
+    fx.h.solver()
+        .unwrap()
+        .geev(&Geev { vectors: true, n: 2, a: &a, lda: None, w: &w, vr: &vr, ldvr: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let wv = down(&fx, &w);
+    assert!(
+        wv[0].abs() < 1e-14 && wv[1].abs() < 1e-14 && (wv[2] - 1.0).abs() < 1e-14 && (wv[3] + 1.0).abs() < 1e-14,
+        "{wv:?}"
+    );
+    // Complex<f64>: w holds n complex eigenvalues, VR complex eigenvectors.
+    let n = 9;
+    let c0: Vec<Complex<f64>> = (0..n * n).map(|_| Complex::new(rng.f32() as f64, rng.f32() as f64)).collect();
+    let (a, w, vr) = (fx.upload(&c0), fx.buf::<Complex<f64>>(n), fx.buf::<Complex<f64>>(n * n));
+    fx.h.solver()
+        .unwrap()
+        .geev(&Geev { vectors: true, n, a: &a, lda: None, w: &w, vr: &vr, ldvr: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let (wv, v) = (down(&fx, &w), down(&fx, &vr));
+    let pairs: Vec<Eigenpair> =
+        (0..n).map(|j| ((wv[j].re, wv[j].im), (0..n).map(|r| (v[r + j * n].re, v[r + j * n].im)).collect())).collect();
+    let ac: Vec<(f64, f64)> = c0.iter().map(|z| (z.re, z.im)).collect();
+    let r = general_eigen_residual(&ac, &pairs, n, f64::EPSILON);
+    assert!(r < 1e3, "complex: ‖AV − VΛ‖ scaled = {r}");
+    for j in 0..n {
+        let col = &v[j * n..(j + 1) * n];
+        let norm: f64 = col.iter().map(|z| z.re * z.re + z.im * z.im).sum::<f64>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-12, "column {j} has norm {norm}");
+    }
+}
+
+#[test]
+fn gesvdr_gives_the_leading_singular_triplets() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n, k) = (14, 9, 3);
+    let a0 = random(&mut rng, m * n);
+    let want = singular_values_of(&a0, m, n);
+    let (a, s, u, v) = (fx.upload(&a0), fx.buf::<f64>(n), fx.buf::<f64>(m * n), fx.buf::<f64>(n * n));
+    let g = Gesvdr {
+        vectors: true,
+        m,
+        n,
+        k,
+        oversampling: 2,
+        iterations: 2,
+        a: &a,
+        lda: None,
+        s: &s,
+        u: &u,
+        ldu: None,
+        v: &v,
+        ldv: None,
+    };
+    fx.h.solver().unwrap().gesvdr(&g).unwrap().wait().unwrap();
+    let (sv, um, vm) = (down(&fx, &s), down(&fx, &u), down(&fx, &v));
+    assert!(scaled(&sv[..k], &want[..k], n) < 1e4);
+    let (uk, vk) = (&um[..m * k], &vm[..n * k]);
+    assert!(orthonormality(uk, m, k, f64::EPSILON) < 100.0 && orthonormality(vk, n, k, f64::EPSILON) < 100.0);
+    // A V_k = U_k Σ_k.
+    let av = matmul(&a0, vk, m, n, k);
+    let us: Vec<f64> = (0..m * k).map(|i| uk[i] * sv[i / m]).collect();
+    assert!(scaled(&av, &us, m) < 100.0);
+}
+
+#[test]
+fn gesvda_batched_gives_each_matrix_its_leading_triplets_and_residual() {
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    let (m, n, rank, batch) = (11, 6, 4, 3);
+    let all = random(&mut rng, m * n * batch);
+    let (a, s, u, v) = (
+        fx.upload(&all),
+        fx.buf::<f64>(rank * batch),
+        fx.buf::<f64>(m * rank * batch),
+        fx.buf::<f64>(n * rank * batch),
+    );
+    let g = GesvdaBatched {
+        vectors: true,
+        rank,
+        m,
+        n,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        s: &s,
+        stride_s: None,
+        u: &u,
+        ldu: None,
+        stride_u: None,
+        v: &v,
+        ldv: None,
+        stride_v: None,
+    };
+    let residuals = fx.h.solver().unwrap().gesvda_batched(&g).unwrap().wait().unwrap();
+    let (sv, um, vm) = (down(&fx, &s), down(&fx, &u), down(&fx, &v));
+    assert_eq!(down(&fx, &a), all, "A is only read");
+    for i in 0..batch {
+        let a0 = &all[i * m * n..(i + 1) * m * n];
+        let want = singular_values_of(a0, m, n);
+        let (si, ui, vi) = (
+            &sv[i * rank..(i + 1) * rank],
+            &um[i * m * rank..(i + 1) * m * rank],
+            &vm[i * n * rank..(i + 1) * n * rank],
+        );
+        assert!(scaled(si, &want[..rank], n) < 1e4, "matrix {i}");
+        let back = usv(ui, si, vi, m, n, rank);
+        let r: Vec<f64> = a0.iter().zip(&back).map(|(x, y)| x - y).collect();
+        let tail = want[rank..].iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!(
+            (fro(&r) - tail).abs() < 1e-10 && (residuals[i] - tail).abs() < 1e-10,
+            "matrix {i}: {} {} {tail}",
+            fro(&r),
+            residuals[i]
+        );
+    }
 }

@@ -3,8 +3,9 @@
 
 use crate::common::fixture::{fx, rejection, rejects};
 use cusched::solver::{
-    Fill, Generalized, Geqrf, Gesvd, Gesvdj, GesvdjBatched, Getrf, GetrfBatched, Getrs, GetrsBatched, Orgqr, Ormqr,
-    Potrf, PotrfBatched, Potri, Potrs, PotrsBatched, Side, Syevd, Syevj, SyevjBatched, Sygvd, Trans,
+    EigRange, Fill, Geev, Gels, Generalized, Geqrf, Gesv, Gesvd, GesvdEconomy, GesvdaBatched, Gesvdj, GesvdjBatched,
+    Gesvdr, Getrf, GetrfBatched, Getrs, GetrsBatched, LowPrecision, Orgqr, Ormqr, Potrf, PotrfBatched, Potri, Potrs,
+    PotrsBatched, Side, Syevd, Syevdx, Syevj, SyevjBatched, Sygvd, Sytrf, Sytrs, Trans, Trtri,
 };
 use cusched::{Complex, Error, GpuRef, Result};
 
@@ -409,4 +410,228 @@ fn batched_jacobi_rejects_bad_input() {
     rejects(&mut fx, "w", |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &a)));
     rejects(&mut fx, "batch", |fx| fx.h.solver()?.syevj_batched(&e(4, 0, &a, &s)));
     accepts(&mut fx, |fx| fx.h.solver()?.syevj_batched(&e(4, 3, &a, &s)));
+}
+
+#[test]
+fn trtri_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.buf::<f64>(9);
+    let t = |n, a, lda| Trtri { fill: Fill::Upper, unit_diagonal: false, n, a, lda };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.trtri(&t(0, &a, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.trtri(&t(4, &a, None)));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.trtri(&t(3, &a, Some(2))));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.trtri(&t(2, &a, Some(8))));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.trtri(&t(3, &f, None)));
+    let c = fx.buf::<Complex<f32>>(9);
+    accepts(&mut fx, |fx| {
+        fx.h.solver()?.trtri(&Trtri { fill: Fill::Lower, unit_diagonal: true, n: 3, a: &c, lda: None })
+    });
+}
+
+#[test]
+fn gesvd_economy_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, vt) = (fx.buf::<f64>(15), fx.buf::<f64>(3), fx.buf::<f64>(15), fx.buf::<f64>(9));
+    let g = |m, n, s, u, ldu| GesvdEconomy { vectors: true, m, n, a: &a, lda: None, s, u, ldu, vt: &vt, ldvt: None };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvd_economy(&g(2, 3, &s, &u, None)));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesvd_economy(&g(5, 0, &s, &u, None)));
+    // Economy U is m x n: 5 x 3 fits in 15, but not at ldu 6.
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &u, Some(6))));
+    rejects(&mut fx, "ldu", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &u, Some(4))));
+    let short = fx.buf::<f64>(2);
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &short, &u, None)));
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &a, None)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesvd_economy(&g(5, 3, &s, &u, None)));
+    // The full gesvd still wants an m x m U.
+    let full = Gesvd { vectors: true, m: 5, n: 3, a: &a, lda: None, s: &s, u: &u, ldu: None, vt: &vt, ldvt: None };
+    rejects(&mut fx, "u", |fx| fx.h.solver()?.gesvd(&full));
+}
+
+#[test]
+fn syevdx_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, short) = (fx.buf::<f64>(16), fx.buf::<f64>(4), fx.buf::<f64>(2));
+    let e = |range, w| Syevdx { vectors: true, fill: Fill::Lower, range, n: 4, a: &a, lda: None, w };
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(2..2), &w)));
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(1..5), &w)));
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Values { low: 1.0, high: 1.0 }, &w)));
+    rejects(&mut fx, "range", |fx| fx.h.solver()?.syevdx(&e(EigRange::Values { low: f64::NAN, high: 1.0 }, &w)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(0..1), &short)));
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.syevdx(&e(EigRange::All, &a)));
+    let big = fx.buf::<f64>(4);
+    rejects(&mut fx, "a", |fx| {
+        fx.h.solver()?.syevdx(&Syevdx {
+            vectors: false,
+            fill: Fill::Upper,
+            range: EigRange::All,
+            n: 4,
+            a: &big,
+            lda: None,
+            w: &w,
+        })
+    });
+    accepts(&mut fx, |fx| fx.h.solver()?.syevdx(&e(EigRange::Indices(1..4), &w)));
+    let (c, cw) = (fx.buf::<Complex<f64>>(16), fx.buf::<f64>(4));
+    accepts(&mut fx, |fx| {
+        fx.h.solver()?.syevdx(&Syevdx {
+            vectors: true,
+            fill: Fill::Upper,
+            range: EigRange::Values { low: -1.0, high: 1.0 },
+            n: 4,
+            a: &c,
+            lda: None,
+            w: &cw,
+        })
+    });
+}
+
+#[test]
+fn gesv_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, x, ipiv, short) =
+        (fx.buf::<f64>(16), fx.buf::<f64>(8), fx.buf::<f64>(8), fx.buf::<i32>(4), fx.buf::<i32>(3));
+    let g = |n, nrhs, ipiv, b, x, ldx| Gesv {
+        low: LowPrecision::F32,
+        n,
+        nrhs,
+        a: &a,
+        lda: None,
+        ipiv,
+        b,
+        ldb: None,
+        x,
+        ldx,
+    };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.gesv(&g(0, 2, &ipiv, &b, &x, None)));
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.gesv(&g(4, 0, &ipiv, &b, &x, None)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.gesv(&g(4, 2, &short, &b, &x, None)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &b, &b, None)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gesv(&g(4, 3, &ipiv, &a, &x, None)));
+    rejects(&mut fx, "ldx", |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &b, &x, Some(3))));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &a, &x, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesv(&g(5, 1, &ipiv, &b, &x, None)));
+    // A leading dimension beyond the 32-bit int the IRS calls take.
+    let big = Gesv { lda: Some(1 << 31), ..g(1, 1, &ipiv, &b, &x, None) };
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.gesv(&big));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesv(&g(4, 2, &ipiv, &b, &x, None)));
+}
+
+#[test]
+fn gels_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, b, x) = (fx.buf::<Complex<f32>>(15), fx.buf::<Complex<f32>>(10), fx.buf::<Complex<f32>>(6));
+    let g =
+        |m, n, nrhs, b, x| Gels { low: LowPrecision::F16, m, n, nrhs, a: &a, lda: None, b, ldb: None, x, ldx: None };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gels(&g(3, 5, 1, &b, &x)));
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.gels(&g(5, 3, 0, &b, &x)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.gels(&g(5, 3, 3, &b, &x)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &b)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gels(&g(6, 3, 1, &b, &x)));
+    rejects(&mut fx, "x", |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &a)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gels(&g(5, 3, 2, &b, &x)));
+}
+
+#[test]
+fn sytrf_sytrs_reject_bad_input() {
+    let mut fx = fx();
+    let (a, b, ipiv, short) = (fx.buf::<f64>(16), fx.buf::<f64>(8), fx.buf::<i64>(4), fx.buf::<i64>(3));
+    let f = |n, a, ipiv| Sytrf { fill: Fill::Lower, n, a, lda: None, ipiv };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.sytrf(&f(0, &a, &ipiv)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.sytrf(&f(5, &a, &ipiv)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.sytrf(&f(4, &a, &short)));
+    let foreign = fx.foreign::<f64>(16);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.sytrf(&f(4, &foreign, &ipiv)));
+    accepts(&mut fx, |fx| fx.h.solver()?.sytrf(&f(4, &a, &ipiv)));
+    let s = |n, nrhs, ipiv, b| Sytrs { fill: Fill::Upper, n, nrhs, a: &a, lda: None, ipiv, b, ldb: None };
+    rejects(&mut fx, "nrhs", |fx| fx.h.solver()?.sytrs(&s(4, 0, &ipiv, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sytrs(&s(4, 3, &ipiv, &b)));
+    rejects(&mut fx, "b", |fx| fx.h.solver()?.sytrs(&s(4, 2, &ipiv, &a)));
+    rejects(&mut fx, "ipiv", |fx| fx.h.solver()?.sytrs(&s(4, 2, &short, &b)));
+    accepts(&mut fx, |fx| fx.h.solver()?.sytrs(&s(4, 2, &ipiv, &b)));
+}
+
+#[test]
+fn geev_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, w, wc, vr) = (fx.buf::<f64>(16), fx.buf::<f64>(8), fx.buf::<f64>(4), fx.buf::<f64>(16));
+    let g = |n, w, vr, ldvr| Geev { vectors: true, n, a: &a, lda: None, w, vr, ldvr };
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.geev(&g(0, &w, &vr, None)));
+    // A real type needs 2n values in w.
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.geev(&g(4, &wc, &vr, None)));
+    rejects(&mut fx, "ldvr", |fx| fx.h.solver()?.geev(&g(4, &w, &vr, Some(3))));
+    rejects(&mut fx, "vr", |fx| fx.h.solver()?.geev(&g(4, &w, &a, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.geev(&g(5, &vr, &w, None)));
+    accepts(&mut fx, |fx| fx.h.solver()?.geev(&g(4, &w, &vr, None)));
+    // A complex type needs n, and without vectors VR is not checked for size.
+    let (c, cw, cv) = (fx.buf::<Complex<f32>>(16), fx.buf::<Complex<f32>>(4), fx.buf::<Complex<f32>>(1));
+    accepts(&mut fx, |fx| {
+        fx.h.solver()?.geev(&Geev { vectors: false, n: 4, a: &c, lda: None, w: &cw, vr: &cv, ldvr: None })
+    });
+    rejects(&mut fx, "vr", |fx| {
+        fx.h.solver()?.geev(&Geev { vectors: true, n: 4, a: &c, lda: None, w: &cw, vr: &cv, ldvr: None })
+    });
+}
+
+#[test]
+fn gesvdr_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, v) = (fx.buf::<f64>(30), fx.buf::<f64>(5), fx.buf::<f64>(30), fx.buf::<f64>(25));
+    let g = |k, oversampling, iterations, u, v| Gesvdr {
+        vectors: true,
+        m: 6,
+        n: 5,
+        k,
+        oversampling,
+        iterations,
+        a: &a,
+        lda: None,
+        s: &s,
+        u,
+        ldu: None,
+        v,
+        ldv: None,
+    };
+    rejects(&mut fx, "k", |fx| fx.h.solver()?.gesvdr(&g(0, 1, 2, &u, &v)));
+    rejects(&mut fx, "oversampling", |fx| fx.h.solver()?.gesvdr(&g(3, 3, 2, &u, &v)));
+    rejects(&mut fx, "oversampling", |fx| fx.h.solver()?.gesvdr(&g(2, usize::MAX, 2, &u, &v)));
+    rejects(&mut fx, "iterations", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 0, &u, &v)));
+    // V needs room for n x n whatever k is.
+    let short = fx.buf::<f64>(24);
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 2, &u, &short)));
+    rejects(&mut fx, "v", |fx| fx.h.solver()?.gesvdr(&g(2, 1, 2, &u, &u)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesvdr(&g(2, 3, 2, &u, &v)));
+}
+
+#[test]
+fn gesvda_batched_rejects_bad_input() {
+    let mut fx = fx();
+    let (a, s, u, v) = (fx.buf::<f32>(3 * 12), fx.buf::<f32>(3 * 2), fx.buf::<f32>(3 * 8), fx.buf::<f32>(3 * 6));
+    let g = |m, n, rank, batch, s, stride_u| GesvdaBatched {
+        vectors: true,
+        rank,
+        m,
+        n,
+        batch,
+        a: &a,
+        lda: None,
+        stride_a: None,
+        s,
+        stride_s: None,
+        u: &u,
+        ldu: None,
+        stride_u,
+        v: &v,
+        ldv: None,
+        stride_v: None,
+    };
+    rejects(&mut fx, "m", |fx| fx.h.solver()?.gesvda_batched(&g(3, 4, 2, 3, &s, None)));
+    rejects(&mut fx, "rank", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 0, 3, &s, None)));
+    rejects(&mut fx, "rank", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 4, 3, &s, None)));
+    rejects(&mut fx, "batch", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 0, &s, None)));
+    rejects(&mut fx, "a", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 4, &s, None)));
+    rejects(&mut fx, "stride_u", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &s, Some(7))));
+    let short = fx.buf::<f32>(5);
+    rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &short, None)));
+    accepts(&mut fx, |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &s, None)));
 }

@@ -1,48 +1,73 @@
 //! cuSOLVER dense: Cholesky (`potrf`, `potrs`, batched `potrf`), LU with or without pivoting
-//! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`; for complex types these two run the
-//! unitary `ungqr`, `unmqr`), symmetric and Hermitian eigenvalues (`syevd`, Jacobi `syevj`),
-//! the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a Cholesky factor
-//! (`potri`), SVD (`gesvd`, Jacobi `gesvdj`), and batched forms (`potrf_batched`,
-//! `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`, `gesvdj_batched`,
-//! `syevj_batched`) that report every matrix's status.
+//! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`; for complex types these two run the unitary
+//! `ungqr`, `unmqr`), symmetric and Hermitian eigenvalues (`syevd`, Jacobi `syevj`), selected
+//! eigenvalues by index or value range (`syevdx`), the eigenvalues and right eigenvectors of a
+//! general matrix (`geev`), the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a
+//! Cholesky factor (`potri`), the triangular inverse (`trtri`), SVD (`gesvd`, full or economy,
+//! Jacobi `gesvdj`, randomized rank-`k` `gesvdr`), mixed-precision solves with iterative refinement
+//! (`gesv`, least squares `gels`), the symmetric indefinite (Bunch–Kaufman) factorization and solve
+//! (`sytrf`, `sytrs`), and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's
+//! `getrf_batched`/`getrs_batched`, `gesvdj_batched`, `syevj_batched`, the approximate SVD of tall
+//! matrices `gesvda_batched`) that report every matrix's status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
-//! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed
-//! entry points elsewhere; every op takes `f32`, `f64`, `Complex<f32>` and `Complex<f64>`
-//! alike (Hermitian or unitary for complex). The status word (`devInfo`) is written by the GPU
-//! into pinned memory and read when the op's [`Completion`](crate::Completion) resolves: the
-//! op never synchronizes, and a numerical failure resolves the completion with
+//! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed entry
+//! points elsewhere; every op takes `f32`, `f64`, `Complex<f32>` and `Complex<f64>` alike
+//! (Hermitian or unitary for complex). The status word (`devInfo`) is written by the GPU into
+//! pinned memory and read when the op's [`Completion`](crate::Completion) resolves: the op never
+//! synchronizes, and a numerical failure resolves the completion with
 //! [`Error::Numerical`](crate::Error::Numerical) saying what happened ("leading minor 5 is not
-//! positive definite"). Workspace sizes come from the library's own queries, cached per shape;
-//! the device workspace is the stream's shared one.
+//! positive definite"). Workspace sizes come from the library's own queries, cached per shape; the
+//! device workspace is the stream's shared one.
 //!
-//! On the simulator every op computes on the CPU, as a simulated kernel on the op's stream
-//! under the uses the op declared (the hazard checker sees it like any simulated kernel): in
-//! `f64` (complex `f64`) with plain loops, each result rounded to the element type once. The
-//! factorizations follow LAPACK's conventions (LU's partial pivoting, 1-based pivots;
-//! Householder reflectors with `v[0] = 1` and their `tau`), so factors, pivots, `R`, `tau`
-//! and `Q` match the GPU's to rounding; every eigenproblem and SVD runs a Jacobi method (the
-//! [`JacobiSettings`] apply to `syevj`, `gesvdj` and the batched Jacobi ops, and
-//! [`Solver::jacobi_report`] reports the simulated run), so eigenvalues (ascending) and
-//! singular values (descending) match, while eigen and singular vectors may differ by a sign
-//! (a phase, for complex types) per vector. Numerical failures come back as on the GPU, through
-//! the same [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no
-//! workspace, and the raw handle accessors still fail there.
+//! On the simulator every op computes on the CPU, as a simulated kernel on the op's stream under
+//! the uses the op declared (the hazard checker sees it like any simulated kernel): in `f64`
+//! (complex `f64`) with plain loops, each result rounded to the element type once. The
+//! factorizations follow LAPACK's conventions (LU's partial pivoting, 1-based pivots; Householder
+//! reflectors with `v[0] = 1` and their `tau`), so factors, pivots, `R`, `tau` and `Q` match the
+//! GPU's to rounding; every eigenproblem and SVD runs a Jacobi method (the [`JacobiSettings`] apply
+//! to `syevj`, `gesvdj` and the batched Jacobi ops, and [`Solver::jacobi_report`] reports the
+//! simulated run), so eigenvalues (ascending) and singular values (descending) match, while eigen
+//! and singular vectors may differ by a sign (a phase, for complex types) per vector; `geev` runs
+//! shifted QR on the complex Schur form, so its eigenvalues match the GPU's as a set, not
+//! necessarily in the same order. Numerical failures come back as on the GPU, through the same
+//! [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no workspace, and
+//! the raw handle accessors still fail there.
+//!
+//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the expert
+//! iterative-refinement interface (`cusolverDnIRSXgesv`/`IRSXgels`, with its tolerance, iteration
+//! limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's defaults), the
+//! Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like `Xsytrf`, only in cuSOLVER
+//! from CUDA 13.4, and not in the headers cusched builds against), `geev`'s left eigenvectors and
+//! its complex-`W` layout for real matrices, the polar-decomposition SVD (`Xgesvdp`), the
+//! generalized selected eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and
+//! the tridiagonal and bidiagonal reductions (`sytrd`, `gebrd` and their `org*`): each needs its
+//! own simulator reference and GPU test first.
 
 mod batched;
 mod calls;
 mod eigen;
 mod factor;
+mod general;
+mod indefinite;
 mod info;
 mod qr;
+mod randomized;
+mod refine;
 pub(in crate::libs) mod sim;
 mod symmetric;
+mod triangular;
 
-pub use batched::{GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
-pub use eigen::{Gesvd, Gesvdj, JacobiReport, JacobiRun, Syevd};
+pub use batched::{GesvdaBatched, GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
+pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
+pub use general::Geev;
+pub use indefinite::{Sytrf, Sytrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
+pub use randomized::Gesvdr;
+pub use refine::{Fallback, Gels, Gesv, LowPrecision, Refinement};
 pub use symmetric::{Generalized, Potri, Syevj, Sygvd};
+pub use triangular::Trtri;
 
 use super::dtype::DataTypes;
 use super::workspace::Workspace;

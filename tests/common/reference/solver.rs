@@ -126,3 +126,55 @@ pub fn singular_values_of(a: &[f64], m: usize, n: usize) -> Vec<f64> {
 pub fn matvec(a: &[f64], x: &[f64], n: usize) -> Vec<f64> {
     matmul(a, x, n, n, 1)
 }
+
+/// A complex eigenvalue and its eigenvector, as `(re, im)` pairs.
+pub type Eigenpair = ((f64, f64), Vec<(f64, f64)>);
+
+/// The eigenpairs `(λ_j, v_j)` of a real matrix from `geev`'s real layout: `w` holds the `n`
+/// real parts then the `n` imaginary parts, and a conjugate pair at `j`, `j + 1` (positive
+/// imaginary part first) has the eigenvectors `VR(:,j) ± i VR(:,j+1)`. `None` when a pair is
+/// malformed.
+pub fn real_geev_pairs(w: &[f64], vr: &[f64], n: usize) -> Option<Vec<Eigenpair>> {
+    let mut out = Vec::with_capacity(n);
+    let mut j = 0;
+    while j < n {
+        let (re, im) = (w[j], w[n + j]);
+        if im == 0.0 {
+            out.push(((re, 0.0), (0..n).map(|r| (vr[r + j * n], 0.0)).collect()));
+            j += 1;
+            continue;
+        }
+        if im < 0.0 || j + 1 >= n || w[j + 1] != re || w[n + j + 1] != -im {
+            return None;
+        }
+        let v: Vec<(f64, f64)> = (0..n).map(|r| (vr[r + j * n], vr[r + (j + 1) * n])).collect();
+        out.push(((re, im), v.clone()));
+        out.push(((re, -im), v.iter().map(|&(a, b)| (a, -b)).collect()));
+        j += 2;
+    }
+    Some(out)
+}
+
+/// `max_j ‖A v_j − λ_j v_j‖ / (‖A‖_F n eps)` over complex eigenpairs of the complex `n x n`
+/// `a` (given as `(re, im)` pairs, column-major).
+pub fn general_eigen_residual(a: &[(f64, f64)], pairs: &[Eigenpair], n: usize, eps: f64) -> f64 {
+    let norm = a.iter().map(|&(x, y)| x * x + y * y).sum::<f64>().sqrt().max(1.0);
+    let mut worst = 0.0f64;
+    for ((lr, li), v) in pairs {
+        let mut d = 0.0;
+        for i in 0..n {
+            let (mut sr, mut si) = (0.0, 0.0);
+            for (k, &(vr, vi)) in v.iter().enumerate() {
+                let (ar, ai) = a[i + k * n];
+                sr += ar * vr - ai * vi;
+                si += ar * vi + ai * vr;
+            }
+            let (vr, vi) = v[i];
+            sr -= lr * vr - li * vi;
+            si -= lr * vi + li * vr;
+            d += sr * sr + si * si;
+        }
+        worst = worst.max(d.sqrt());
+    }
+    worst / (norm * n as f64 * eps)
+}

@@ -1,10 +1,11 @@
 //! Batched ops on the typed entry points (every element type): Cholesky solves
 //! (`potrsBatched`), LU through cuBLAS (`getrfBatched`, `getrsBatched`), and the small-matrix
-//! Jacobi methods (`gesvdjBatched`, `syevjBatched`, at most 32 x 32). Every matrix's status is
+//! Jacobi methods (`gesvdjBatched`, `syevjBatched`, at most 32 x 32), and the approximate SVD
+//! of tall matrices (`gesvdaStridedBatched`). Every matrix's status is
 //! its own: bad ones fail the completion with each index listed, and the others are valid.
 //!
 //! Files: this one holds the arguments and the strided-batch checks; `lu` the Cholesky and LU
-//! solves, `jacobi` the Jacobi SVD and eigensolver.
+//! solves, `jacobi` the Jacobi SVD and eigensolver, `approx` the approximate SVD.
 
 use crate::error::{Error, Result};
 use crate::libs::solver::calls::{self};
@@ -12,8 +13,11 @@ use crate::libs::solver::{Fill, Solver, SolverElement, Trans};
 use crate::libs::validate as check;
 use crate::memory::{Element, GpuRef};
 
+mod approx;
 mod jacobi;
 mod lu;
+
+pub use approx::GesvdaBatched;
 
 /// Solves `A_i X_i = B_i` for `batch` systems with Cholesky factors from
 /// [`Solver::potrf_batched`]; each `X_i` overwrites `B_i`. cuSOLVER takes one right-hand side

@@ -10,17 +10,23 @@
 //! [`Typed`], which binds each of them for all four types.
 //!
 //! Files: this one holds the enum conversions; `handle` the owned handles, `jacobi` the
-//! Jacobi info objects, `dense` the 64-bit API wrappers, `typed` the typed entry points.
+//! Jacobi info objects, `dense` the 64-bit API wrappers, `typed` the typed entry points, `irs`
+//! the iterative-refinement solvers, `gesvda` the batched approximate SVD.
 
 use super::{Fill, Side, Trans};
 use crate::libs::Status;
 use cudarc::cusolver::sys;
 
 mod dense;
+pub(super) mod gesvda;
 mod handle;
+pub(super) mod irs;
 mod jacobi;
 mod typed;
-pub(super) use dense::{geqrf, gesvd, getrf, getrs, potrf, potrs, syevd, Work};
+pub(super) use dense::{
+    geev, geqrf, gesvd, gesvdr, getrf, getrs, potrf, potrs, syevd, syevdx, sytrf, sytrs, trtri, xsytrf, Randomized,
+    Range, SvdJob, Work,
+};
 pub(super) use handle::{blas_check, BlasHandle, RawHandle};
 pub(super) use jacobi::{OwnedJacobi, OwnedSyevj};
 pub(super) use typed::{blas_trans, EigType, Typed};
@@ -67,5 +73,14 @@ pub(super) fn eig_mode(vectors: bool) -> sys::cusolverEigMode_t {
         sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_VECTOR
     } else {
         sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_NOVECTOR
+    }
+}
+
+/// `cusolverEigRange_t` for `kind`: 0 all, 1 a value interval, 2 an index range.
+pub(super) fn eig_range(kind: i64) -> sys::cusolverEigRange_t {
+    match kind {
+        1 => sys::cusolverEigRange_t::CUSOLVER_EIG_RANGE_V,
+        2 => sys::cusolverEigRange_t::CUSOLVER_EIG_RANGE_I,
+        _ => sys::cusolverEigRange_t::CUSOLVER_EIG_RANGE_ALL,
     }
 }

@@ -1,13 +1,17 @@
 //! The simulated eigen and SVD ops: `syevd`, `syevj` (single and batched), the generalized
-//! `sygvd`, `gesvd` and `gesvdj` (single and batched), all by the Jacobi methods of
+//! `sygvd`, the selected eigenvalues of `syevdx`, `gesvd` (full and economy) and `gesvdj`
+//! (single and batched), all by the Jacobi methods of
 //! [`linalg`](super::linalg).
 
 use super::linalg::{self, Lower};
 use super::{load, lower, outcome, run, store, store_real, store_triangle, tolerance};
 use crate::completion::Completion;
 use crate::error::{Error, NumericalFailure, Result};
-use crate::libs::solver::batched::{GesvdjBatched, SyevjBatched};
-use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport};
+use crate::libs::solver::batched::{GesvdaBatched, GesvdjBatched, SyevjBatched};
+use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport, Syevdx};
+use crate::libs::solver::general::Geev;
+use crate::libs::solver::is_complex;
+use crate::libs::solver::randomized::Gesvdr;
 use crate::libs::solver::symmetric::{Generalized, Syevj, Sygvd};
 use crate::libs::solver::{JacobiSettings, SolverElement};
 use crate::libs::OpStream;
@@ -148,6 +152,7 @@ pub(in crate::libs::solver) fn gesvd<T: SolverElement>(
     op: &OpStream,
     rec: LaunchRecorder,
     g: &Gesvd<'_, T>,
+    thin: bool,
     (lda, ldu, ldvt): (usize, usize, usize),
 ) -> Result<Completion<()>> {
     let (m, n, vectors) = (g.m, g.n, g.vectors);
@@ -157,7 +162,8 @@ pub(in crate::libs::solver) fn gesvd<T: SolverElement>(
         let (values, um, vm, _) = linalg::svd(&am, f64::EPSILON, 100);
         store_real(&mut s.lock(), 0, &values);
         if vectors {
-            store(&mut u.lock(), 0, ldu, &linalg::square(&um));
+            // `um` is the thin `m x n` factor (`m >= n`); the full one completes its basis.
+            store(&mut u.lock(), 0, ldu, &if thin { um } else { linalg::square(&um) });
             store(&mut vt.lock(), 0, ldvt, &vm.adjoint());
         }
         Ok(())
@@ -219,5 +225,182 @@ pub(in crate::libs::solver) fn gesvdj_batched<T: SolverElement>(
             }
         }
         outcome("gesvdjBatched", batch, failures)
+    })
+}
+
+/// The eigenvalues `syevdx` selects, resolved by the op: the ascending positions
+/// `from..to`, or the values in `(low, high]`.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::libs::solver) enum Select {
+    Indices(usize, usize),
+    Values(f64, f64),
+}
+
+pub(in crate::libs::solver) fn syevdx<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    e: &Syevdx<'_, T>,
+    lda: usize,
+    select: Select,
+) -> Result<Completion<usize>> {
+    let (n, lo, vectors, a, w) = (e.n, lower(e.fill), e.vectors, e.a.sim_data()?, e.w.sim_data()?);
+    run(op, rec, move || {
+        let h = linalg::hermitian(&load(&a.read(), 0, n, n, lda), lo);
+        let (values, v, j) = linalg::eigh(h, vectors, f64::EPSILON, 100);
+        if !j.converged {
+            return outcome("syevdx", 1, vec![NumericalFailure::NotConverged { matrix: 0, count: n }]).map(|()| 0);
+        }
+        let chosen: Vec<usize> = match select {
+            Select::Indices(from, to) => (from..to.min(n)).collect(),
+            Select::Values(low, high) => (0..n).filter(|&i| values[i] > low && values[i] <= high).collect(),
+        };
+        let picked: Vec<f64> = chosen.iter().map(|&i| values[i]).collect();
+        store_real(&mut w.lock(), 0, &picked);
+        if let Some(v) = v {
+            let mut out = linalg::Mat::zeros(n, chosen.len());
+            for (k, &i) in chosen.iter().enumerate() {
+                for r in 0..n {
+                    *out.at_mut(r, k) = v.at(r, i);
+                }
+            }
+            store(&mut a.lock(), 0, lda, &out);
+        }
+        Ok(chosen.len())
+    })
+}
+
+pub(in crate::libs::solver) fn geev<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Geev<'_, T>,
+    lda: usize,
+    ldvr: usize,
+) -> Result<Completion<()>> {
+    let (n, vectors, complex) = (g.n, g.vectors, is_complex::<T>());
+    let (a, w, vr) = (g.a.sim_data()?, g.w.sim_data()?, g.vr.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, n, n, lda);
+        let Some((values, v)) = linalg::eig(&am, vectors) else {
+            return outcome("geev", 1, vec![NumericalFailure::NotConverged { matrix: 0, count: n }]);
+        };
+        if complex {
+            let mut wm = linalg::Mat::zeros(n, 1);
+            wm.data.copy_from_slice(&values);
+            store(&mut w.lock(), 0, n, &wm);
+            if let Some(v) = v {
+                store(&mut vr.lock(), 0, ldvr, &v);
+            }
+            return Ok(());
+        }
+        // A real matrix: pair each eigenvalue with a positive imaginary part with its conjugate
+        // (LAPACK's order and layout); the rest are real to rounding.
+        let scale = am.data.iter().map(|c| c.norm2()).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
+        let tol = 1e3 * f64::EPSILON * scale * n as f64;
+        let mut used = vec![false; n];
+        let mut order: Vec<(usize, i8)> = Vec::with_capacity(n);
+        for k in 0..n {
+            if used[k] {
+                continue;
+            }
+            used[k] = true;
+            if values[k].im.abs() <= tol {
+                order.push((k, 0));
+                continue;
+            }
+            let want = values[k].conj();
+            let partner = (0..n)
+                .filter(|&j| !used[j])
+                .min_by(|&p, &q| (values[p] - want).abs().total_cmp(&(values[q] - want).abs()));
+            let (pos, _neg) = match partner {
+                Some(j) if values[k].im > 0.0 => (k, j),
+                Some(j) => (j, k),
+                None => {
+                    order.push((k, 0));
+                    continue;
+                }
+            };
+            if let Some(j) = partner {
+                used[j] = true;
+            }
+            order.push((pos, 1));
+            order.push((pos, -1));
+        }
+        let mut wm = linalg::Mat::zeros(2 * n, 1);
+        let mut vm = linalg::Mat::zeros(n, n);
+        for (slot, &(k, sign)) in order.iter().enumerate() {
+            let lam = values[k];
+            wm.data[slot] = linalg::C::real(lam.re);
+            wm.data[n + slot] = linalg::C::real(if sign == 0 { 0.0 } else { f64::from(sign) * lam.im.abs() });
+            if let Some(v) = &v {
+                for r in 0..n {
+                    let x = v.at(r, k);
+                    *vm.at_mut(r, slot) = linalg::C::real(match sign {
+                        -1 => x.im,
+                        _ => x.re,
+                    });
+                }
+            }
+        }
+        store(&mut w.lock(), 0, 2 * n, &wm);
+        if vectors {
+            store(&mut vr.lock(), 0, ldvr, &vm);
+        }
+        Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn gesvdr<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Gesvdr<'_, T>,
+    (lda, ldu, ldv): (usize, usize, usize),
+) -> Result<Completion<()>> {
+    let (m, n, k, vectors) = (g.m, g.n, g.k, g.vectors);
+    let (a, s, u, v) = (g.a.sim_data()?, g.s.sim_data()?, g.u.sim_data()?, g.v.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, m, n, lda);
+        let (values, um, vm, _) = linalg::svd(&am, f64::EPSILON, 100);
+        store_real(&mut s.lock(), 0, &values[..k]);
+        if vectors {
+            let first = |x: &linalg::Mat| {
+                let mut out = linalg::Mat::zeros(x.rows, k);
+                out.data.copy_from_slice(&x.data[..x.rows * k]);
+                out
+            };
+            store(&mut u.lock(), 0, ldu, &first(&um));
+            store(&mut v.lock(), 0, ldv, &first(&vm));
+        }
+        Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn gesvda_batched<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &GesvdaBatched<'_, T>,
+    (lda, ldu, ldv): (usize, usize, usize),
+    [sa, ss, su, sv]: [usize; 4],
+) -> Result<Completion<Vec<f64>>> {
+    let (m, n, rank, batch, vectors) = (g.m, g.n, g.rank, g.batch, g.vectors);
+    let (a, s, u, v) = (g.a.sim_data()?, g.s.sim_data()?, g.u.sim_data()?, g.v.sim_data()?);
+    run(op, rec, move || {
+        let mut residuals = Vec::with_capacity(batch);
+        for i in 0..batch {
+            let am = load(&a.read(), i * sa, m, n, lda);
+            let (values, um, vm, _) = linalg::svd(&am, f64::EPSILON, 100);
+            store_real(&mut s.lock(), i * ss, &values[..rank]);
+            if vectors {
+                let first = |x: &linalg::Mat| {
+                    let mut out = linalg::Mat::zeros(x.rows, rank);
+                    out.data.copy_from_slice(&x.data[..x.rows * rank]);
+                    out
+                };
+                store(&mut u.lock(), i * su, ldu, &first(&um));
+                store(&mut v.lock(), i * sv, ldv, &first(&vm));
+            }
+            // The best rank-`rank` approximation leaves the trailing singular values.
+            residuals.push(values[rank..].iter().map(|x| x * x).sum::<f64>().sqrt());
+        }
+        Ok(residuals)
     })
 }

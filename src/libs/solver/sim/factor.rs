@@ -1,5 +1,6 @@
-//! The simulated Cholesky and LU ops: `potrf` (single and batched), `potrs`, `potri`, `getrf`
-//! and `getrs` (single and batched), their numerical failures reported as the GPU path does.
+//! The simulated Cholesky, LU and triangular ops: `potrf` (single and batched), `potrs`,
+//! `potri`, `getrf` and `getrs` (single and batched), `trtri`, and the symmetric indefinite
+//! `sytrf`/`sytrs`, their numerical failures reported as the GPU path does.
 
 use super::linalg::{self, Lower, Mat};
 use super::{load, lower, outcome, run, store, store_triangle, Scalar};
@@ -7,7 +8,9 @@ use crate::completion::Completion;
 use crate::error::{NumericalFailure, Result};
 use crate::libs::solver::batched::{GetrfBatched, GetrsBatched, PotrsBatched};
 use crate::libs::solver::factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
+use crate::libs::solver::indefinite::{Sytrf, Sytrs};
 use crate::libs::solver::symmetric::Potri;
+use crate::libs::solver::triangular::Trtri;
 use crate::libs::solver::{SolverElement, Trans};
 use crate::libs::OpStream;
 use crate::recorder::LaunchRecorder;
@@ -219,6 +222,73 @@ pub(in crate::libs::solver) fn getrs_batched<T: SolverElement>(
             linalg::lu_solve(&f, Some(&piv), t, &mut x);
             store(&mut b.lock(), i * sb, ldb, &x);
         }
+        Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn trtri<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    t: &Trtri<'_, T>,
+    lda: usize,
+) -> Result<Completion<()>> {
+    let (n, lo, unit, a) = (t.n, lower(t.fill), t.unit_diagonal, t.a.sim_data()?);
+    run(op, rec, move || {
+        let m = load(&a.read(), 0, n, n, lda);
+        if !unit {
+            if let Some(j) = (0..n).find(|&j| m.at(j, j).is_zero()) {
+                return outcome("trtri", 1, vec![NumericalFailure::Singular { matrix: 0, index: j + 1 }]);
+            }
+        }
+        // The solves read only the `lo` triangle (and the diagonal unless `unit`).
+        let mut inv = Mat::identity(n, n);
+        if lo {
+            linalg::solve_lower(&m, &mut inv, unit);
+        } else {
+            linalg::solve_upper(&m, &mut inv, unit);
+        }
+        let mut data = a.lock();
+        for j in 0..n {
+            let rows = if lo { j..n } else { 0..j + 1 };
+            for i in rows.filter(|&i| !(unit && i == j)) {
+                data[i + j * lda] = T::from_c(inv.at(i, j));
+            }
+        }
+        Ok(())
+    })
+}
+
+pub(in crate::libs::solver) fn sytrf<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    f: &Sytrf<'_, T>,
+    lda: usize,
+) -> Result<Completion<()>> {
+    let (n, lo, a, ipiv) = (f.n, lower(f.fill), f.a.sim_data()?, f.ipiv.sim_data()?);
+    run(op, rec, move || {
+        let mut m = load(&a.read(), 0, n, n, lda);
+        let (piv, info) = linalg::sytrf(&mut m, lo);
+        store_triangle(&mut a.lock(), 0, lda, &m, lo);
+        ipiv.lock()[..n].copy_from_slice(&piv);
+        outcome("sytrf", 1, info.map(|index| NumericalFailure::Singular { matrix: 0, index }).into_iter().collect())
+    })
+}
+
+pub(in crate::libs::solver) fn sytrs<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    s: &Sytrs<'_, T>,
+    lda: usize,
+    ldb: usize,
+) -> Result<Completion<()>> {
+    let (n, nrhs, lo) = (s.n, s.nrhs, lower(s.fill));
+    let (a, ipiv, b) = (s.a.sim_data()?, s.ipiv.sim_data()?, s.b.sim_data()?);
+    run(op, rec, move || {
+        let f = load(&a.read(), 0, n, n, lda);
+        let piv = ipiv.read()[..n].to_vec();
+        let mut x = load(&b.read(), 0, n, nrhs, ldb);
+        linalg::sytrs(&f, &piv, lo, &mut x);
+        store(&mut b.lock(), 0, ldb, &x);
         Ok(())
     })
 }

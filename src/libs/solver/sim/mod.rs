@@ -20,13 +20,17 @@ mod eigen;
 mod factor;
 pub(crate) mod linalg;
 mod qr;
+mod refine;
 mod sparse;
 
-pub(super) use self::eigen::{gesvd, gesvdj, gesvdj_batched, syevd, syevj, syevj_batched, sygvd};
+pub(super) use self::eigen::{
+    geev, gesvd, gesvda_batched, gesvdj, gesvdj_batched, gesvdr, syevd, syevdx, syevj, syevj_batched, sygvd, Select,
+};
 pub(super) use self::factor::{
-    getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched,
+    getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched, sytrf, sytrs, trtri,
 };
 pub(super) use self::qr::{geqrf, orgqr, ormqr};
+pub(super) use self::refine::{gels, gesv};
 pub(crate) use self::sparse::sparse_solve;
 
 use self::linalg::{Lower, Mat, C};

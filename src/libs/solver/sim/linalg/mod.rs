@@ -3,18 +3,23 @@
 //! them zero for real input, so one implementation serves the four element types).
 //!
 //! This module holds the arithmetic: the complex scalar [`C`] and the column-major [`Mat`].
-//! The routines live by method: [`factor`] (Cholesky, LU, the triangular solves), [`qr`]
+//! The routines live by method: [`factor`] (Cholesky, LU, the triangular solves), [`bunch`]
+//! (Bunch–Kaufman symmetric indefinite), [`schur`] (general eigenproblems), [`qr`]
 //! (Householder QR and its reflectors) and [`jacobi`] (the Jacobi eigen and SVD methods).
 
+mod bunch;
 mod factor;
 mod jacobi;
 mod qr;
+mod schur;
 
+pub(crate) use self::bunch::{sytrf, sytrs};
 pub(crate) use self::factor::{
     cholesky, cholesky_solve, factor_lower, hermitian, lu, lu_solve, put_factor, solve_lower, solve_upper, Op,
 };
 pub(crate) use self::jacobi::{eigh, square, svd, Jacobi};
 pub(crate) use self::qr::{geqrf, orgqr, ormqr};
+pub(crate) use self::schur::eig;
 
 use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub, SubAssign};
 

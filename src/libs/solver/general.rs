@@ -1,0 +1,97 @@
+//! Eigenvalues of a general (non-symmetric, non-Hermitian) matrix: `geev`, on the 64-bit
+//! generic API (every element type).
+
+use super::calls;
+use super::factor::{matrix, vptr};
+use super::info::Meaning;
+use super::{is_complex, SizeKey, Solver, SolverElement};
+use crate::completion::Completion;
+use crate::error::Result;
+use crate::libs::record;
+use crate::libs::validate as check;
+use crate::memory::GpuRef;
+use crate::track::Access;
+
+/// Eigenvalues and optionally right eigenvectors `A v = λ v` of the `n x n` general `A`
+/// (destroyed), in LAPACK's `geev` layout (cuSOLVER's `Xgeev` with every data type the element
+/// type's):
+///
+/// - complex types: `w` holds the `n` eigenvalues, column `j` of `VR` the eigenvector of
+///   `w[j]`;
+/// - real types: `w` holds `2n` values, the `n` real parts then the `n` imaginary parts;
+///   complex eigenvalues come in conjugate pairs, the one with the positive imaginary part
+///   first, and for such a pair at `j`, `j + 1` the eigenvectors are `VR(:,j) ± i VR(:,j+1)`;
+///   a real eigenvalue's eigenvector is the real column `VR(:,j)`.
+///
+/// Each eigenvector has norm 1 and its largest component real. Left eigenvectors are not
+/// computed.
+#[derive(Debug)]
+pub struct Geev<'a, T: SolverElement> {
+    /// Whether right eigenvectors are computed.
+    pub vectors: bool,
+    /// Order of `A`.
+    pub n: usize,
+    /// `A`, destroyed.
+    pub a: &'a GpuRef<T>,
+    /// Leading dimension of `A`; `None`: packed.
+    pub lda: Option<usize>,
+    /// The eigenvalues: `n` for complex types, `2n` (real parts, then imaginary parts) for
+    /// real types.
+    pub w: &'a GpuRef<T>,
+    /// The right eigenvectors (`n x n`), written with `vectors`.
+    pub vr: &'a GpuRef<T>,
+    /// Leading dimension of `VR`; `None`: packed.
+    pub ldvr: Option<usize>,
+}
+
+impl Solver {
+    /// General eigenvalues and right eigenvectors (see [`Geev`]); a QR iteration that did not
+    /// converge fails the completion with
+    /// [`NumericalFailure::NotConverged`](crate::NumericalFailure::NotConverged).
+    pub fn geev<T: SolverElement>(&mut self, g: &Geev<'_, T>) -> Result<Completion<()>> {
+        let n = check::dim64("n", g.n)?;
+        let lda = matrix("a", "lda", g.a, g.n, g.n, g.lda)?;
+        let values = if is_complex::<T>() { Some(g.n) } else { g.n.checked_mul(2) };
+        check::covers(
+            "w",
+            g.w,
+            values,
+            if is_complex::<T>() { "n eigenvalues" } else { "2n values (real, imaginary parts)" },
+        )?;
+        let ldvr = if g.vectors { matrix("vr", "ldvr", g.vr, g.n, g.n, g.ldvr)? } else { n };
+        check::distinct("w", g.a, g.w)?;
+        check::distinct("vr", g.a, g.vr)?;
+        check::distinct("vr", g.w, g.vr)?;
+        let mut rec = self.op.recorder("geev");
+        record(&mut rec, "a", g.a, Access::ReadWrite)?;
+        record(&mut rec, "w", g.w, Access::Write)?;
+        record(&mut rec, "vr", g.vr, Access::Write)?;
+        if self.op.device.is_simulated() {
+            return super::sim::geev(&self.op, rec, g, lda as usize, ldvr as usize);
+        }
+        let (h, params) = self.handle()?;
+        let (a, w, vr, dt, vectors) = (vptr(g.a)?, vptr(g.w)?, vptr(g.vr)?, calls::data_type(T::CUDA), g.vectors);
+        let key = SizeKey { op: "geev", dtype: T::CUDA as u32, dims: [n, lda, ldvr, vectors as i64, 0, 0] };
+        // SAFETY: a live handle and params, context bound by `sizes`; the query reads nothing.
+        let sizes =
+            self.sizes(key, || unsafe { calls::geev(h, params, vectors, n, dt, (a, lda), w, (vr, ldvr), None) })?;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
+        self.run_info(
+            rec,
+            keep,
+            "geev",
+            1,
+            Meaning::Converge,
+            None,
+            |pin| {
+                // SAFETY: (1) live handle and params on this stream; (2) `a` (n x n at lda), `w`
+                // (n, or 2n for a real type) and `vr` (n x n at ldvr, with vectors) cover their
+                // validated shapes, are distinct and declared; (3) the workspace, declared, holds
+                // the queried sizes, the host part kept alive with the op; (4) `info` pinned.
+                unsafe { calls::geev(h, params, vectors, n, dt, (a, lda), w, (vr, ldvr), Some((work, pin.info()))) }
+                    .map(drop)
+            },
+            || (),
+        )
+    }
+}

@@ -1,0 +1,252 @@
+//! The simulated iterative-refinement solves `gesv` and `gels`: the matrix rounded to the
+//! lower precision (its significand only; an entry beyond the precision's range falls back as
+//! cuSOLVER does), factored in f64 with the factors rounded again, and the solution refined
+//! against the unrounded matrix until LAPACK's `dsgesv` test passes (`gels`: corrections from
+//! the semi-normal equations, until they are that small), at most 50 iterations; otherwise the whole solve runs in the
+//! element type's precision. The outcome is reported as cuSOLVER's iteration count is.
+
+use super::linalg::{self, Mat, C};
+use super::{load, outcome, run, store};
+use crate::completion::Completion;
+use crate::error::{NumericalFailure, Result};
+use crate::libs::solver::refine::{Fallback, Gels, Gesv, Refinement};
+use crate::libs::solver::SolverElement;
+use crate::libs::OpStream;
+use crate::recorder::LaunchRecorder;
+
+/// cuSOLVER's default iteration limit.
+const MAX_ITERATIONS: u32 = 50;
+
+/// `x` rounded to `bits` significand bits (round half away from zero).
+fn round_bits(x: f64, bits: u32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let e = x.abs().log2().floor() as i32;
+    let scale = 2f64.powi(bits as i32 - 1 - e);
+    (x * scale).round() / scale
+}
+
+/// `m` in the lower precision `low` (`None`: as it is); `None` when an entry overflows it.
+fn lower(m: &Mat, low: Option<(u32, f64)>) -> Option<Mat> {
+    let Some((bits, max)) = low else { return Some(m.clone()) };
+    let mut out = m.clone();
+    for v in out.data.iter_mut() {
+        if v.re.abs() > max || v.im.abs() > max {
+            return None;
+        }
+        *v = C::new(round_bits(v.re, bits), round_bits(v.im, bits));
+    }
+    Some(out)
+}
+
+/// The largest `|re| + |im|` of each column.
+fn col_norms(m: &Mat) -> Vec<f64> {
+    (0..m.cols).map(|j| (0..m.rows).map(|i| m.at(i, j).abs1()).fold(0.0, f64::max)).collect()
+}
+
+/// `B − A X`.
+fn residual(a: &Mat, x: &Mat, b: &Mat) -> Mat {
+    let ax = a.mul(x);
+    let mut r = b.clone();
+    for (o, v) in r.data.iter_mut().zip(&ax.data) {
+        *o -= *v;
+    }
+    r
+}
+
+fn add(x: &mut Mat, d: &Mat) {
+    for (o, v) in x.data.iter_mut().zip(&d.data) {
+        *o += *v;
+    }
+}
+
+/// Refines `x` with `solve` (the lower-precision factors applied to a residual) until `done`
+/// says the residual or correction is small enough; the iterations it took, or `None`.
+fn refine(
+    a: &Mat,
+    b: &Mat,
+    x: &mut Mat,
+    solve: impl Fn(&mut Mat),
+    done: impl Fn(&Mat, &Mat, &Mat) -> bool,
+) -> Option<u32> {
+    for it in 0..=MAX_ITERATIONS {
+        let mut d = residual(a, x, b);
+        let r = d.clone();
+        solve(&mut d);
+        if done(&r, &d, x) {
+            return Some(it);
+        }
+        if it < MAX_ITERATIONS {
+            add(x, &d);
+        }
+    }
+    None
+}
+
+pub(in crate::libs::solver) fn gesv<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Gesv<'_, T>,
+    (lda, ldb, ldx): (usize, usize, usize),
+    low: Option<(u32, f64)>,
+) -> Result<Completion<Refinement>> {
+    let (n, nrhs) = (g.n, g.nrhs);
+    let (a, ipiv, b, x) = (g.a.sim_data()?, g.ipiv.sim_data()?, g.b.sim_data()?, g.x.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, n, n, lda);
+        let bm = load(&b.read(), 0, n, nrhs, ldb);
+        let anorm = (0..n).map(|i| (0..n).map(|j| am.at(i, j).abs1()).sum::<f64>()).fold(0.0, f64::max);
+        let tol = T::EPS * (n as f64).sqrt();
+        // LAPACK's dsgesv test: ‖r‖ ≤ ‖x‖ ‖A‖ ε √n per column.
+        let done =
+            |r: &Mat, _: &Mat, x: &Mat| col_norms(r).iter().zip(col_norms(x)).all(|(rn, xn)| *rn <= xn * anorm * tol);
+        let attempt = |low: Option<(u32, f64)>| -> std::result::Result<(Mat, Mat, Vec<usize>, u32), Fallback> {
+            let mut f = lower(&am, low).ok_or(Fallback::Overflow)?;
+            let (piv, info) = linalg::lu(&mut f, true);
+            if info.is_some() {
+                return Err(Fallback::FactorizationFailed);
+            }
+            let f = lower(&f, low).ok_or(Fallback::ComputationOverflow)?;
+            let solve = |m: &mut Mat| linalg::lu_solve(&f, Some(&piv), linalg::Op::No, m);
+            let mut xm = bm.clone();
+            solve(&mut xm);
+            let it = refine(&am, &bm, &mut xm, solve, done).ok_or(Fallback::IterationLimit)?;
+            Ok((xm, f, piv, it))
+        };
+        let store_pivots = |piv: &[usize]| {
+            for (o, p) in ipiv.lock().iter_mut().zip(piv) {
+                *o = *p as i32 + 1;
+            }
+        };
+        let refined = if low.is_some() { attempt(low) } else { Err(Fallback::NotWorthIt) };
+        let (xm, result) = match refined {
+            Ok((xm, _, piv, it)) => {
+                store_pivots(&piv);
+                (xm, Refinement::Converged { iterations: it })
+            }
+            Err(why) => {
+                // The element type's own precision: its LU overwrites A.
+                let mut f = am.clone();
+                let (piv, info) = linalg::lu(&mut f, true);
+                store(&mut a.lock(), 0, lda, &f);
+                store_pivots(&piv);
+                if let Some(index) = info {
+                    return outcome("gesv", 1, vec![NumericalFailure::Singular { matrix: 0, index }])
+                        .map(|()| Refinement::FellBack(why));
+                }
+                let mut xm = bm.clone();
+                let solve = |m: &mut Mat| linalg::lu_solve(&f, Some(&piv), linalg::Op::No, m);
+                solve(&mut xm);
+                let it = refine(&am, &bm, &mut xm, solve, done);
+                // With no lower precision asked for, the main-precision solve is the refined one.
+                let result = match (low, it) {
+                    (None, Some(it)) => Refinement::Converged { iterations: it },
+                    _ => Refinement::FellBack(why),
+                };
+                (xm, result)
+            }
+        };
+        store(&mut x.lock(), 0, ldx, &xm);
+        Ok(result)
+    })
+}
+
+/// The least-squares solve with the QR factor `f` (`m x n`, reflectors below `R`) and `tau`:
+/// `R⁻¹ (Qᴴ r)[..n]`, in place of the `m x k` `r`'s first `n` rows (returned `n x k`).
+fn qr_solve(f: &Mat, tau: &[C], r: &Mat) -> Mat {
+    let (m, n) = (f.rows, f.cols);
+    let mut c = r.clone();
+    linalg::ormqr(f, m, tau, true, true, &mut c);
+    let mut y = Mat::zeros(n, r.cols);
+    for j in 0..r.cols {
+        for i in 0..n {
+            *y.at_mut(i, j) = c.at(i, j);
+        }
+    }
+    linalg::solve_upper(&upper(f), &mut y, false);
+    y
+}
+
+/// The `n x n` `R` of the QR factor `f`.
+fn upper(f: &Mat) -> Mat {
+    let n = f.cols;
+    let mut rr = Mat::zeros(n, n);
+    for j in 0..n {
+        for i in 0..=j {
+            *rr.at_mut(i, j) = f.at(i, j);
+        }
+    }
+    rr
+}
+
+pub(in crate::libs::solver) fn gels<T: SolverElement>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &Gels<'_, T>,
+    (lda, ldb, ldx): (usize, usize, usize),
+    low: Option<(u32, f64)>,
+) -> Result<Completion<Refinement>> {
+    let (m, n, nrhs) = (g.m, g.n, g.nrhs);
+    let (a, b, x) = (g.a.sim_data()?, g.b.sim_data()?, g.x.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, m, n, lda);
+        let bm = load(&b.read(), 0, m, nrhs, ldb);
+        let tol = T::EPS * (n as f64).sqrt();
+        // The residual of least squares need not vanish: stop once the correction is at the
+        // element type's precision.
+        let done = |_: &Mat, d: &Mat, x: &Mat| col_norms(d).iter().zip(col_norms(x)).all(|(dn, xn)| *dn <= xn * tol);
+        let solve_with = |low: Option<(u32, f64)>| -> std::result::Result<(Mat, Option<u32>, Mat), Fallback> {
+            let mut f = lower(&am, low).ok_or(Fallback::Overflow)?;
+            let tau = linalg::geqrf(&mut f);
+            if (0..n).any(|i| f.at(i, i).is_zero()) {
+                return Err(Fallback::FactorizationFailed);
+            }
+            let f = lower(&f, low).ok_or(Fallback::ComputationOverflow)?;
+            // Corrections from the semi-normal equations Rᴴ R d = Aᴴ r: their fixed point is
+            // Aᴴ r = 0, the least-squares solution of A itself (Q's rounding cancels out).
+            let rr = upper(&f);
+            let radj = rr.adjoint();
+            let ah = am.adjoint();
+            let solve = |r: &mut Mat| {
+                let mut g = ah.mul(r);
+                linalg::solve_lower(&radj, &mut g, false);
+                linalg::solve_upper(&rr, &mut g, false);
+                *r = g;
+            };
+            let mut xm = qr_solve(&f, &tau, &bm);
+            let it = refine(&am, &bm, &mut xm, solve, done);
+            Ok((xm, it, f))
+        };
+        let refined = match low {
+            Some(_) => solve_with(low).and_then(|(xm, it, _)| match it {
+                Some(it) => Ok((xm, it)),
+                None => Err(Fallback::IterationLimit),
+            }),
+            None => Err(Fallback::NotWorthIt),
+        };
+        let (xm, result) = match refined {
+            Ok((xm, it)) => (xm, Refinement::Converged { iterations: it }),
+            Err(why) => {
+                // The element type's own precision: its QR factor overwrites A. A rank-deficient
+                // A has no unique solution; the solve then divides by zero, as LAPACK's would.
+                let (xm, it, f) = match solve_with(None) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        let mut f = am.clone();
+                        let tau = linalg::geqrf(&mut f);
+                        (qr_solve(&f, &tau, &bm), None, f)
+                    }
+                };
+                store(&mut a.lock(), 0, lda, &f);
+                let result = match (low, it) {
+                    (None, Some(it)) => Refinement::Converged { iterations: it },
+                    _ => Refinement::FellBack(why),
+                };
+                (xm, result)
+            }
+        };
+        store(&mut x.lock(), 0, ldx, &xm);
+        Ok(result)
+    })
+}
