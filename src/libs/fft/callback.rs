@@ -12,6 +12,12 @@
 //! On the simulator, which runs no device code, a callback computes with its host closure
 //! ([`FftCallback::sim`]); one without a closure is refused with
 //! [`Error::Unsupported`](crate::Error::Unsupported) before anything is recorded.
+//!
+//! On the H100 this was tested on (CUDA 13.0: cuFFT 12.0.0.61, driver 580.159) cuFFT accepts
+//! the callback and then fails planning with `CUFFT_INTERNAL_ERROR`, for NVRTC's LTO-IR and for
+//! nvcc's `-dlto` fatbins alike, from plain C too (`tools/probes/fft_lto_*`): the op then fails
+//! with [`Error::Library`](crate::Error::Library) naming the planning call, keeps no plan, and
+//! plain transforms on the handle go on working.
 
 use crate::memory::{Complex, Element, GpuRef};
 use std::sync::Arc;

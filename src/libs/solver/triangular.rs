@@ -13,7 +13,8 @@ use crate::track::Access;
 
 /// The inverse of the `n x n` triangular `A`, overwriting the `fill` triangle of `A`; the
 /// other triangle is neither read nor written. With `unit_diagonal`, `A`'s diagonal is taken
-/// as ones and not read (nor written: the inverse's diagonal is ones too).
+/// as ones and not read; cuSOLVER may write it (it did on an H100), so its stored values
+/// afterwards are not defined (the inverse's diagonal is ones).
 #[derive(Debug)]
 pub struct Trtri<'a, T: SolverElement> {
     /// The triangle holding `A`, and then its inverse.

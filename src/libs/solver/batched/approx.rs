@@ -1,5 +1,5 @@
 //! The batched approximate SVD `gesvdaStridedBatched`: the `rank` largest singular triplets of
-//! tall matrices through the eigenvalues of `Aᴴ A`, with each matrix's residual norm.
+//! tall matrices through the eigenvalues of `Aᴴ A`.
 
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -11,8 +11,6 @@ use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
 use crate::track::Access;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use super::strided;
 
@@ -21,8 +19,9 @@ use super::strided;
 /// into `s` (`stride_s` apart, `None`: `rank`), and with `vectors` the left singular vectors
 /// into `U` (`m x rank` each) and the right ones, not transposed, into `V` (`n x rank` each).
 /// cuSOLVER computes them from the eigenvalues of `Aᴴ A`, so singular values far below the
-/// largest lose accuracy (relative to it, about its square root of machine precision); the
-/// completion gives each matrix's residual `‖A − U Σ Vᴴ‖_F`, computed by cuSOLVER on the host.
+/// largest lose accuracy (relative to it, about its square root of machine precision).
+/// cuSOLVER's optional residual norms are not asked for: on CUDA 13.0 (H100) they read 0 for a
+/// truncation (`rank < n`) whose residual is the norm of the trailing singular values.
 #[derive(Debug)]
 pub struct GesvdaBatched<'a, T: SolverElement> {
     /// Whether `U` and `V` are computed.
@@ -65,10 +64,9 @@ fn long(arg: &'static str, v: usize) -> Result<i64> {
 }
 
 impl Solver {
-    /// Batched approximate SVD (see [`GesvdaBatched`]); the completion gives each matrix's
-    /// residual norm. A matrix whose eigensolver did not converge is listed in
+    /// Batched approximate SVD (see [`GesvdaBatched`]). A matrix whose eigensolver did not converge is listed in
     /// [`Error::Numerical`] and the others' results are valid.
-    pub fn gesvda_batched<T: SolverElement>(&mut self, g: &GesvdaBatched<'_, T>) -> Result<Completion<Vec<f64>>> {
+    pub fn gesvda_batched<T: SolverElement>(&mut self, g: &GesvdaBatched<'_, T>) -> Result<Completion<()>> {
         let (m, n) = (check::dim("m", g.m, false)?, check::dim("n", g.n, false)?);
         if g.m < g.n {
             return Err(Error::invalid(
@@ -131,9 +129,6 @@ impl Solver {
         let sizes = (lwork.max(0) as usize * std::mem::size_of::<T>(), 0);
         let lwork = i32::try_from(sizes.0 / std::mem::size_of::<T>()).unwrap_or(i32::MAX);
         let (work, mut keep) = self.workspace(&mut rec, sizes)?;
-        let residuals: Arc<[AtomicU64]> = (0..g.batch).map(|_| AtomicU64::new(0)).collect();
-        keep.push(Box::new(residuals.clone()));
-        let out = residuals.clone();
         self.run_info(
             rec,
             keep,
@@ -145,9 +140,8 @@ impl Solver {
                 // SAFETY: (1) a live handle on this stream; (2) `a` (read), `s`, `u`, `v` (written)
                 // cover `batch` matrices of their validated shapes and strides, distinct and
                 // declared, of `T` (real parts for `s`), the type `dt` names; (3) the workspace,
-                // declared, holds `lwork` elements; (4) `info` holds `batch` pinned words, and
-                // `residuals` `batch` host `f64`s (an `AtomicU64` has the size and alignment of
-                // one), kept alive with the op.
+                // declared, holds `lwork` elements; (4) `info` holds `batch` pinned words; the
+                // residuals' pointer is null, which asks cuSOLVER for none.
                 unsafe {
                     gesvda::run(
                         h,
@@ -160,11 +154,11 @@ impl Solver {
                         (v, ldv, sv),
                         (work.device, lwork),
                         pin.info(),
-                        residuals.as_ptr() as *mut f64,
+                        std::ptr::null_mut(),
                     )
                 }
             },
-            move || out.iter().map(|r| f64::from_bits(r.load(Ordering::Acquire))).collect(),
+            || (),
         )
     }
 }
