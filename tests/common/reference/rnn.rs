@@ -142,6 +142,12 @@ pub struct Run {
     pub cy: Vec<Vec<Vec<f64>>>,
 }
 
+thread_local! {
+    /// The smallest `|pre-activation|` of the ReLU cells the reference computed since it was
+    /// last reset: how close the data came to ReLU's kink.
+    static KINK: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::INFINITY) };
+}
+
 /// One cell step of pseudo-layer `p`: the new `(h, c)`.
 fn cell(c: &RnnCase, w: &Weights, p: usize, x: &[f64], h: &[f64], cs: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let (m, bb) = (&w.m[p], &w.b[p]);
@@ -174,7 +180,12 @@ fn cell(c: &RnnCase, w: &Weights, p: usize, x: &[f64], h: &[f64], cs: &[f64]) ->
                 .collect();
             (nh, cs.to_vec())
         }
-        RnnCell::Relu => ((0..n).map(|j| (wx[0][j] + rh[0][j]).max(0.0)).collect(), cs.to_vec()),
+        RnnCell::Relu => {
+            let z: Vec<f64> = (0..n).map(|j| wx[0][j] + rh[0][j]).collect();
+            let nearest = z.iter().fold(f64::INFINITY, |m, v| m.min(v.abs()));
+            KINK.with(|k| k.set(k.get().min(nearest)));
+            (z.iter().map(|v| v.max(0.0)).collect(), cs.to_vec())
+        }
         RnnCell::Tanh => ((0..n).map(|j| (wx[0][j] + rh[0][j]).tanh()).collect(), cs.to_vec()),
     }
 }
@@ -370,15 +381,34 @@ pub fn check_rnn<T: El>(b: &mut Bench<'_>, c: &RnnCase, lengths: &[usize], max_l
     let dnn = b.h.cudnn().unwrap();
     let seqs = dnn.seq_lengths(lengths, max_len).unwrap();
     let layout = dnn.rnn_weight_layout::<T>(&rnn).unwrap();
-    let w = Weights::random::<T>(c, rng, 0.5);
-    let x: Vec<Vec<Vec<f64>>> = lengths
-        .iter()
-        .map(|&l| (0..l).map(|_| random(rng, c.input).into_iter().map(round).collect()).collect())
-        .collect();
-    let hx = states(c, bn, rng, round);
     let zeros: Vec<Vec<Vec<f64>>> = (0..c.pseudo()).map(|_| vec![vec![0.0; c.hidden]; bn]).collect();
-    let cx = if lstm { states(c, bn, rng, round) } else { zeros.clone() };
-    let want = forward(c, &w, &x, &hx, &cx);
+    // The device keeps the half types' states in the type, so a ReLU pre-activation within
+    // their rounding of zero may fall on the other side of the kink there, and the gradients
+    // differ by whole terms: such draws are drawn again (a comparison at the kink is ill-posed).
+    let margin = if T::NAME == "f32" { 1e-4 } else { 0.01 };
+    let mut best = None;
+    for _ in 0..64 {
+        let w = Weights::random::<T>(c, rng, 0.5);
+        let x: Vec<Vec<Vec<f64>>> = lengths
+            .iter()
+            .map(|&l| (0..l).map(|_| random(rng, c.input).into_iter().map(round).collect()).collect())
+            .collect();
+        let hx = states(c, bn, rng, round);
+        let cx = if lstm { states(c, bn, rng, round) } else { zeros.clone() };
+        KINK.with(|k| k.set(f64::INFINITY));
+        let want = forward(c, &w, &x, &hx, &cx);
+        let kink = KINK.with(|k| k.get());
+        if best.as_ref().is_none_or(|(k, _)| kink > *k) {
+            best = Some((kink, (w, x, hx, cx, want)));
+        }
+        if kink >= margin {
+            break;
+        }
+    }
+    let Some((kink, (w, x, hx, cx, want))) = best else { unreachable!("64 draws") };
+    if kink < margin {
+        eprintln!("{what}: a ReLU pre-activation within {kink:.2e} of the kink after 64 draws");
+    }
 
     let (d, s) = (b.d, b.s);
     let up = |v: &[f64]| d.upload(s, &to_el::<T>(v)).unwrap();
