@@ -128,7 +128,7 @@ impl Solver {
         let lwork = unsafe { gesvda::size(h, dt, vectors, dims, (a, lda, sa), (s, ss), (u, ldu, su), (v, ldv, sv)) }?;
         let sizes = (lwork.max(0) as usize * std::mem::size_of::<T>(), 0);
         let lwork = i32::try_from(sizes.0 / std::mem::size_of::<T>()).unwrap_or(i32::MAX);
-        let (work, mut keep) = self.workspace(&mut rec, sizes)?;
+        let (work, keep) = self.workspace(&mut rec, sizes)?;
         self.run_info(
             rec,
             keep,
