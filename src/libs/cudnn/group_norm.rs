@@ -476,17 +476,24 @@ impl Cudnn {
     }
 }
 
-/// The simulator's group norm, in f64.
-struct SimGroupNorm<T: DnnElement> {
+/// The simulator's group norm, in f64 (instance norm's too: one group per channel).
+pub(super) struct SimGroupNorm<T: DnnElement> {
     geo: Groups,
     eps: f32,
     x: SimMem<T>,
     scale: SimMem<f32>,
 }
 
-type SimIo<T> = (SimMem<T>, SimMem<f32>, SimMem<f32>);
+pub(super) type SimIo<T> = (SimMem<T>, SimMem<f32>, SimMem<f32>);
 
 impl<T: DnnElement> SimGroupNorm<T> {
+    /// Instance norm of `shape`: a group per channel.
+    pub(super) fn per_channel(shape: &Shape, eps: f32, x: SimMem<T>, scale: SimMem<f32>) -> Self {
+        let (n, c) = (shape.dims()[0], shape.dims()[1]);
+        let per_group = shape.dims()[2..].iter().product();
+        SimGroupNorm { geo: Groups { shape: shape.clone(), n, c, groups: c, per_group }, eps, x, scale }
+    }
+
     /// The storage index and channel of every value of group `g` of image `n`.
     fn members(&self, n: usize, g: usize) -> Vec<(usize, usize)> {
         let (d, st) = (self.geo.shape.dims(), self.geo.shape.strides());
@@ -520,7 +527,7 @@ impl<T: DnnElement> SimGroupNorm<T> {
         out
     }
 
-    fn forward(self, bias: SimMem<f32>, y: SimMem<T>, saved: Option<(SimMem<f32>, SimMem<f32>)>) {
+    pub(super) fn forward(self, bias: SimMem<f32>, y: SimMem<T>, saved: Option<(SimMem<f32>, SimMem<f32>)>) {
         let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
         let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
         let bias: Vec<f64> = bias.read().iter().map(|&v| f64::from(v)).collect();
@@ -540,7 +547,7 @@ impl<T: DnnElement> SimGroupNorm<T> {
         }
     }
 
-    fn backward(self, io: SimIo<T>, out: SimIo<T>) {
+    pub(super) fn backward(self, io: SimIo<T>, out: SimIo<T>) {
         let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
         let dy: Vec<f64> = io.0.read().iter().map(|v| v.to_f64()).collect();
         let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();

@@ -9,11 +9,12 @@ use super::norm::{dt_of, NormStats};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::cudnn::calls::{self, BatchNormArgs, BatchNormCall};
+use crate::libs::cudnn::group_norm::SimGroupNorm;
 use crate::libs::cudnn::tensor::{DnnElement, Shape, TensorView};
 use crate::libs::cudnn::Cudnn;
 use crate::libs::validate::{self, no_aliasing};
 use crate::libs::{dptr, record};
-use crate::memory::{GpuRef, SimMem};
+use crate::memory::GpuRef;
 use crate::track::Access;
 use std::ffi::c_void;
 
@@ -95,8 +96,7 @@ impl Cudnn {
             record(&mut rec, "stats.inv_var", s.inv_var, Access::Write)?;
         }
         if self.op.device.is_simulated() {
-            let job =
-                SimInstance { eps: epsilon, shape: x.shape.clone(), x: x.buf.sim_data()?, scale: scale.sim_data()? };
+            let job = SimGroupNorm::per_channel(&x.shape, epsilon, x.buf.sim_data()?, scale.sim_data()?);
             let (b, yv) = (bias.sim_data()?, y.buf.sim_data()?);
             let st = saved
                 .and_then(|s| s.mean.map(|m| (m, s.inv_var)))
@@ -189,8 +189,7 @@ impl Cudnn {
         record(&mut rec, "dscale", dscale, Access::Write)?;
         record(&mut rec, "dbias", dbias, Access::Write)?;
         if self.op.device.is_simulated() {
-            let job =
-                SimInstance { eps: epsilon, shape: x.shape.clone(), x: x.buf.sim_data()?, scale: scale.sim_data()? };
+            let job = SimGroupNorm::per_channel(&x.shape, epsilon, x.buf.sim_data()?, scale.sim_data()?);
             let io = (dy.buf.sim_data()?, mean.sim_data()?, stats.inv_var.sim_data()?);
             let out = (dx.buf.sim_data()?, dscale.sim_data()?, dbias.sim_data()?);
             return self.op.run_sim(rec, Vec::new(), move || job.backward(io, out));
@@ -230,103 +229,6 @@ impl Cudnn {
             }
             Ok(())
         })
-    }
-}
-
-/// The simulator's instance norm, in f64.
-struct SimInstance<T: DnnElement> {
-    eps: f32,
-    shape: Shape,
-    x: SimMem<T>,
-    scale: SimMem<f32>,
-}
-
-impl<T: DnnElement> SimInstance<T> {
-    /// The storage index of every spatial position of `(n, c)`.
-    fn positions(&self, n: usize, c: usize) -> Vec<usize> {
-        let (d, st) = (self.shape.dims(), self.shape.strides());
-        let sp: usize = d[2..].iter().product();
-        (0..sp)
-            .map(|mut p| {
-                let mut at = n * st[0] + c * st[1];
-                for k in (2..d.len()).rev() {
-                    at += (p % d[k]) * st[k];
-                    p /= d[k];
-                }
-                at
-            })
-            .collect()
-    }
-
-    /// Each `(n, c)`'s mean and inverse deviation, image-major.
-    fn stats(&self, x: &[f64]) -> Vec<(f64, f64)> {
-        let (n, c) = (self.shape.dims()[0], self.shape.dims()[1]);
-        let mut out = Vec::with_capacity(n * c);
-        for i in 0..n {
-            for ch in 0..c {
-                let pos = self.positions(i, ch);
-                let mean = pos.iter().map(|&p| x[p]).sum::<f64>() / pos.len() as f64;
-                let var = pos.iter().map(|&p| (x[p] - mean) * (x[p] - mean)).sum::<f64>() / pos.len() as f64;
-                out.push((mean, 1.0 / (var + f64::from(self.eps)).sqrt()));
-            }
-        }
-        out
-    }
-
-    fn forward(self, bias: SimMem<f32>, y: SimMem<T>, saved: Option<(SimMem<f32>, SimMem<f32>)>) {
-        let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
-        let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
-        let bias: Vec<f64> = bias.read().iter().map(|&v| f64::from(v)).collect();
-        let st = self.stats(&x);
-        let c = self.shape.dims()[1];
-        let mut dst = y.lock();
-        for (k, &(mean, inv)) in st.iter().enumerate() {
-            let ch = k % c;
-            for p in self.positions(k / c, ch) {
-                dst[p] = T::from_f64((x[p] - mean) * inv * scale[ch] + bias[ch]);
-            }
-        }
-        if let Some((m, v)) = saved {
-            let (mut m, mut v) = (m.lock(), v.lock());
-            for (k, s) in st.iter().enumerate() {
-                m[k] = s.0 as f32;
-                v[k] = s.1 as f32;
-            }
-        }
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn backward(self, io: (SimMem<T>, SimMem<f32>, SimMem<f32>), out: (SimMem<T>, SimMem<f32>, SimMem<f32>)) {
-        let x: Vec<f64> = self.x.read().iter().map(|v| v.to_f64()).collect();
-        let dy: Vec<f64> = io.0.read().iter().map(|v| v.to_f64()).collect();
-        let scale: Vec<f64> = self.scale.read().iter().map(|&v| f64::from(v)).collect();
-        let mean: Vec<f64> = io.1.read().iter().map(|&v| f64::from(v)).collect();
-        let inv: Vec<f64> = io.2.read().iter().map(|&v| f64::from(v)).collect();
-        let (n, c) = (self.shape.dims()[0], self.shape.dims()[1]);
-        let (mut dx, mut ds, mut db) = (vec![0.0; x.len()], vec![0.0; c], vec![0.0; c]);
-        for k in 0..n * c {
-            let ch = k % c;
-            let pos = self.positions(k / c, ch);
-            let cnt = pos.len() as f64;
-            let xhat = |p: usize| (x[p] - mean[k]) * inv[k];
-            let mg = pos.iter().map(|&p| dy[p] * scale[ch]).sum::<f64>() / cnt;
-            let mgx = pos.iter().map(|&p| dy[p] * scale[ch] * xhat(p)).sum::<f64>() / cnt;
-            for &p in &pos {
-                dx[p] = inv[k] * (dy[p] * scale[ch] - mg - xhat(p) * mgx);
-                ds[ch] += dy[p] * xhat(p);
-                db[ch] += dy[p];
-            }
-        }
-        let mut d = out.0.lock();
-        for (o, v) in d.iter_mut().zip(&dx) {
-            *o = T::from_f64(*v);
-        }
-        for (mem, vals) in [(&out.1, &ds), (&out.2, &db)] {
-            let mut m = mem.lock();
-            for (o, v) in m.iter_mut().zip(vals) {
-                *o = *v as f32;
-            }
-        }
     }
 }
 
