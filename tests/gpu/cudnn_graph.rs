@@ -339,3 +339,10 @@ fn fp8_attention_matches_the_reference_in_e4m3() {
 fn fp8_attention_matches_the_reference_in_e5m2() {
     fp8_all::<cusched::cudnn::F8E5M2>();
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn group_norm_instance_norm_and_fp8_attention_run_in_a_lane_job() {
+    let Some(d) = gpu() else { return };
+    check_lane_ops(&d, Rng::new().next());
+}

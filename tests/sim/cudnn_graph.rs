@@ -686,3 +686,8 @@ fn fp8_attention_rejects_bad_scales_shapes_and_aliasing() {
     });
     runs(&mut fx, |fx| fx.h.cudnn()?.sdpa_forward_fp8(&attn, &t(&q), &t(&k), &t(&v), &t(&o), &ok, None));
 }
+
+#[test]
+fn group_norm_instance_norm_and_fp8_attention_run_in_a_lane_job() {
+    check_lane_ops(&sim(), Rng::new().next());
+}

@@ -326,3 +326,26 @@ pub fn check_group_norm<T: El>(b: &mut Bench<'_>, shape: &cusched::cudnn::Shape,
     close(&down32(&ds), &dscale, T::REL.max(1e-4) * b.slack, &format!("{what}: dscale"));
     close(&down32(&db), &dbias, 1e-4 * b.slack, &format!("{what}: dbias"));
 }
+
+/// Group norm, instance norm (with its backward) and FP8 attention in one lane job: the
+/// closure gets the lane's handles, so every op runs on the lane's path.
+pub fn check_lane_ops(d: &cusched::Device, seed: u64) {
+    use super::attention::AttnCase;
+    use super::attention_fp8::check_sdpa_forward_fp8;
+    let lane = d.lane("cudnn-new-ops").unwrap();
+    lane.submit(move |cx| {
+        let (dev, s) = (cx.device().clone(), cx.stream());
+        let mut rng = Rng::seeded(seed);
+        let mut b = Bench { d: &dev, s, h: cx, slack: 4.0 };
+        check_group_norm::<cusched::half::bf16>(&mut b, &cusched::cudnn::Shape::nhwc(2, 8, 5, 3), 4, &mut rng);
+        check_instance_norm::<cusched::half::f16>(&mut b, &cusched::cudnn::Shape::nchw(2, 4, 5, 3), &mut rng);
+        check_sdpa_forward_fp8::<cusched::cudnn::F8E4M3>(
+            &mut b,
+            &AttnCase::new(1, 2, 2, 40, 40, 64).causal(),
+            &mut rng,
+        );
+        Ok(())
+    })
+    .wait()
+    .unwrap();
+}
