@@ -79,6 +79,8 @@ impl<K: PartialEq, P: Send + 'static> PlanCache<K, P> {
 
     /// Stores `plan` under `key` as the most recently used, in place of the plan cached under
     /// it (which goes to the reaper), evicting the least recently used one when full.
+    // Only cuBLASLt's autotuner stores plans it made itself.
+    #[cfg_attr(not(feature = "cublaslt"), allow(dead_code))]
     pub(crate) fn insert(&mut self, key: K, plan: P, op: &OpStream) {
         let mut retired = Vec::new();
         if let Some(i) = self.entries.iter().position(|(k, _)| *k == key) {
