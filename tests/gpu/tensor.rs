@@ -1,17 +1,20 @@
 //! cuTENSOR on a real GPU against a CPU einsum in f64: matrix and batched products, a 4-mode
 //! contraction with a permuted output, strided operands, f16/bf16 inputs and TF32; reductions
 //! and permutations compared exactly; elementwise ops; the plan cache and lanes; every op on
-//! the GPU and on the simulator from the same inputs, compared. Inputs are random per run (the seed is printed; `CUSCHED_SEED` replays it).
+//! the GPU and on the simulator from the same inputs, compared; every op on complex f32 and
+//! f64 data, conjugated or not, against direct loops (odd extents). Inputs are random per run (the seed is printed; `CUSCHED_SEED` replays it).
 //!
 //! Needs libcutensor.so.2 reachable as `libcutensor.so` on `LD_LIBRARY_PATH` (see
 //! tools/carry-cutensor).
 
 use crate::common::reference::tensor::{close, einsum, extents_of, packed};
+use crate::common::reference::tensor_complex as cx;
 use crate::common::*;
 use cusched::half::{bf16, f16};
 use cusched::tensor::{
     BinaryOp, Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorRef, UnaryOp,
 };
+use cusched::Complex;
 
 /// Small integers: sums of them are exact in f32 and f64, whatever the order.
 fn integers(rng: &mut Rng, n: usize) -> Vec<f64> {
@@ -580,4 +583,73 @@ fn every_op_on_the_simulator_matches_the_einsum() {
     let sums = einsum("abcd->da", &[(&a, &packed(shapes[0]))], &extents_of("abcd->da", &[shapes[0], &[8, 6]]));
     let want: Vec<f64> = sums.iter().zip(&c).map(|(x, y)| 1.5 * x + 0.25 * y).collect();
     close(&got[6].1, &want, 1e-12, "reduce add");
+}
+
+/// Runs one of the complex cases (with `conj`) for both complex types on the GPU.
+fn complex_case(
+    f32_case: fn(&cusched::Device, cusched::StreamId, &mut cusched::Handles, &mut Rng, bool),
+    f64_case: fn(&cusched::Device, cusched::StreamId, &mut cusched::Handles, &mut Rng, bool),
+) {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    for conj in [false, true] {
+        f32_case(&d, s, &mut h, &mut rng, conj);
+        f64_case(&d, s, &mut h, &mut rng, conj);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_contractions_conjugated_or_not_match_direct_loops() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    for conj in [[false, false], [true, false], [false, true], [true, true]] {
+        cx::contractions::<Complex<f32>>(&d, s, &mut h, &mut rng, conj);
+        cx::contractions::<Complex<f64>>(&d, s, &mut h, &mut rng, conj);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_tf32_contraction_is_close() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    let (a, b) = (cx::zrandom(&mut rng, 7 * 33), cx::zrandom(&mut rng, 33 * 5));
+    let up = |v: &[cx::Z]| {
+        d.upload(s, &v.iter().map(|&z| Complex::new(z.0 as f32, z.1 as f32)).collect::<Vec<_>>()).unwrap()
+    };
+    let (da, db) = (up(&a), up(&b));
+    let dd = d.alloc_zeros::<Complex<f32>>(s, 35).unwrap();
+    let op = Contraction::new(
+        "ik,kj->ij",
+        TensorRef::new(&da, &[7, 33]),
+        TensorRef::new(&db, &[33, 5]),
+        TensorRef::new(&dd, &[7, 5]),
+    )
+    .ops(UnaryOp::Conj, UnaryOp::Identity)
+    .compute(Compute::Tf32);
+    h.tensor().unwrap().contract(&op).unwrap().wait().unwrap();
+    let ext = extents_of("ik,kj->ij", &[&[7, 33], &[33, 5]]);
+    let ins = [(&a[..], &packed(&[7, 33])[..]), (&b[..], &packed(&[33, 5])[..])];
+    let want = cx::zeinsum("ik,kj->ij", &ins, &[true, false], &ext, (0.0, 0.0), cx::zadd);
+    let got: Vec<cx::Z> = dd.download(s).unwrap().into_iter().map(|z| (f64::from(z.re), f64::from(z.im))).collect();
+    cx::zclose(&got, &want, 1e-2, "tf32");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_reductions_sum_and_multiply_conjugated_or_not() {
+    complex_case(cx::reductions::<Complex<f32>>, cx::reductions::<Complex<f64>>);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_permutations_conjugated_or_not_match_direct_loops() {
+    complex_case(cx::permutations::<Complex<f32>>, cx::permutations::<Complex<f64>>);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn complex_elementwise_ops_conjugated_or_not_match_direct_loops() {
+    complex_case(cx::elementwise::<Complex<f32>>, cx::elementwise::<Complex<f64>>);
 }

@@ -1,12 +1,16 @@
 //! cuTENSOR ops reject bad input before anything is recorded, with a typed error naming the
 //! argument, without recording anything; valid input runs on the simulator (the results are
-//! checked in `tensor_sim`).
+//! checked in `tensor_sim`). Complex data are refused the operators cuTENSOR does not define
+//! on them (max, min, every unary operator but the conjugate) with `Error::Unsupported`.
 
 use crate::common;
 use crate::common::fixture::{fx, Fx};
 use crate::common::*;
-use cusched::tensor::{Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorRef};
-use cusched::GpuRef;
+use cusched::tensor::{
+    BinaryOp, Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorElement,
+    TensorRef, UnaryOp,
+};
+use cusched::{Complex, Error, GpuRef, Result};
 
 use common::fixture::{rejects, runs};
 
@@ -237,4 +241,132 @@ fn lane_job_runs_like_inline() {
     })
     .wait_timeout(std::time::Duration::from_secs(60))
     .unwrap();
+}
+
+type C32 = Complex<f32>;
+type C64 = Complex<f64>;
+
+fn z<'a, T: TensorElement>(buf: &'a GpuRef<T>, extents: &[usize]) -> TensorRef<'a, T> {
+    TensorRef::new(buf, extents)
+}
+
+/// Asserts `op` is refused with [`Error::Unsupported`] naming argument `arg`, before anything
+/// was recorded.
+#[track_caller]
+fn unsupported<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
+    let before = fx.device.stats();
+    let got = op(fx);
+    match &got {
+        Err(Error::Unsupported { what, .. }) if what.contains(&format!("argument `{arg}`")) => {}
+        _ => panic!("expected cuTENSOR to refuse `{arg}` as unsupported, got {got:?}"),
+    }
+    let after = fx.device.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a refused op recorded something");
+}
+
+#[test]
+fn complex_contraction_rejects_operators_and_compute_types_cutensor_lacks() {
+    let mut fx = fx();
+    let (a, b, d) = (fx.buf::<C32>(6), fx.buf::<C32>(12), fx.buf::<C32>(8));
+    let (a64, b64, d64) = (fx.buf::<C64>(6), fx.buf::<C64>(12), fx.buf::<C64>(8));
+    let (ar, br, dr) = (fx.buf::<f32>(6), fx.buf::<f32>(12), fx.buf::<f32>(8));
+    let c32 = || Contraction::new("ik,kj->ij", z(&a, &[2, 3]), z(&b, &[3, 4]), z(&d, &[2, 4]));
+    let c64 = || Contraction::new("ik,kj->ij", z(&a64, &[2, 3]), z(&b64, &[3, 4]), z(&d64, &[2, 4]));
+    let real = || Contraction::new("ik,kj->ij", z(&ar, &[2, 3]), z(&br, &[3, 4]), z(&dr, &[2, 4]));
+    // Complex operands take only the identity and the conjugate.
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.contract(&c32().ops(UnaryOp::Neg, UnaryOp::Identity)));
+    unsupported(&mut fx, "op_b", |fx| fx.h.tensor()?.contract(&c64().ops(UnaryOp::Conj, UnaryOp::Exp)));
+    // Real operands take no operator at all, the conjugate included.
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.contract(&real().ops(UnaryOp::Conj, UnaryOp::Identity)));
+    unsupported(&mut fx, "op_b", |fx| fx.h.tensor()?.contract(&real().ops(UnaryOp::Identity, UnaryOp::Abs)));
+    // Complex f64 computes in f64 only; TF32 is for complex f32.
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.contract(&c64().compute(Compute::Tf32)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.contract(&c64().compute(Compute::F32)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.contract(&c32().compute(Compute::F64)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.contract(&c32().compute(Compute::F16)));
+    // The checks real data get hold for complex data too.
+    rejects(&mut fx, "b", |fx| {
+        fx.h.tensor()?.contract(&Contraction::new("ik,kj->ij", z(&a, &[2, 3]), z(&b, &[4, 3]), z(&d, &[2, 3])))
+    });
+    runs(&mut fx, |fx| fx.h.tensor()?.contract(&c32().ops(UnaryOp::Conj, UnaryOp::Conj).compute(Compute::Tf32)));
+    runs(&mut fx, |fx| fx.h.tensor()?.contract(&c64().ops(UnaryOp::Identity, UnaryOp::Conj)));
+}
+
+#[test]
+fn complex_reduction_rejects_max_min_and_operators_cutensor_lacks() {
+    let mut fx = fx();
+    let (a, d) = (fx.buf::<C32>(12), fx.buf::<C32>(3));
+    let (a64, d64) = (fx.buf::<C64>(12), fx.buf::<C64>(3));
+    let r32 = || Reduction::new("ij->i", z(&a, &[3, 4]), z(&d, &[3]));
+    let r64 = || Reduction::new("ij->i", z(&a64, &[3, 4]), z(&d64, &[3]));
+    // Complex numbers have no order.
+    unsupported(&mut fx, "fold", |fx| fx.h.tensor()?.reduce(&r32().fold(BinaryOp::Max)));
+    unsupported(&mut fx, "fold", |fx| fx.h.tensor()?.reduce(&r64().fold(BinaryOp::Min)));
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.reduce(&r64().op_a(UnaryOp::Abs)));
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.reduce(&r32().op_a(UnaryOp::Sqrt)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.reduce(&r32().compute(Compute::Tf32)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.reduce(&r64().compute(Compute::F32)));
+    // A real reduction refuses the conjugate.
+    let (ar, dr) = (fx.buf::<f64>(12), fx.buf::<f64>(3));
+    unsupported(&mut fx, "op_a", |fx| {
+        fx.h.tensor()?.reduce(&Reduction::new("ij->i", z(&ar, &[3, 4]), z(&dr, &[3])).op_a(UnaryOp::Conj))
+    });
+    runs(&mut fx, |fx| fx.h.tensor()?.reduce(&r32().fold(BinaryOp::Mul).op_a(UnaryOp::Conj)));
+    runs(&mut fx, |fx| fx.h.tensor()?.reduce(&r64().op_a(UnaryOp::Conj)));
+}
+
+#[test]
+fn complex_permutation_rejects_operators_and_compute_types_cutensor_lacks() {
+    let mut fx = fx();
+    let (a, b) = (fx.buf::<C32>(6), fx.buf::<C32>(6));
+    let (a64, b64) = (fx.buf::<C64>(6), fx.buf::<C64>(6));
+    let p32 = || Permutation::new("ij->ji", z(&a, &[2, 3]), z(&b, &[3, 2]));
+    let p64 = || Permutation::new("ij->ji", z(&a64, &[2, 3]), z(&b64, &[3, 2]));
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.permute(&p32().op_a(UnaryOp::Relu)));
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.permute(&p64().op_a(UnaryOp::Neg)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.permute(&p64().compute(Compute::Tf32)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.permute(&p32().compute(Compute::Bf16)));
+    let (ar, br) = (fx.buf::<f32>(6), fx.buf::<f32>(6));
+    unsupported(&mut fx, "op_a", |fx| {
+        fx.h.tensor()?.permute(&Permutation::new("ij->ji", z(&ar, &[2, 3]), z(&br, &[3, 2])).op_a(UnaryOp::Conj))
+    });
+    runs(&mut fx, |fx| fx.h.tensor()?.permute(&p32().op_a(UnaryOp::Conj)));
+    runs(&mut fx, |fx| fx.h.tensor()?.permute(&p64()));
+}
+
+#[test]
+fn complex_elementwise_binary_rejects_max_min_and_operators_cutensor_lacks() {
+    let mut fx = fx();
+    let (a, c, d) = (fx.buf::<C64>(12), fx.buf::<C64>(12), fx.buf::<C64>(12));
+    let e = || ElementwiseBinary::new("ij,ij->ij", z(&a, &[3, 4]), z(&c, &[3, 4]), z(&d, &[3, 4]));
+    unsupported(&mut fx, "op_ac", |fx| fx.h.tensor()?.elementwise_binary(&e().combine(BinaryOp::Max)));
+    unsupported(&mut fx, "op_ac", |fx| fx.h.tensor()?.elementwise_binary(&e().combine(BinaryOp::Min)));
+    unsupported(&mut fx, "op_a", |fx| fx.h.tensor()?.elementwise_binary(&e().ops(UnaryOp::Exp, UnaryOp::Identity)));
+    unsupported(&mut fx, "op_c", |fx| fx.h.tensor()?.elementwise_binary(&e().ops(UnaryOp::Conj, UnaryOp::Sigmoid)));
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.elementwise_binary(&e().compute(Compute::F32)));
+    let (ar, cr, dr) = (fx.buf::<f32>(12), fx.buf::<f32>(12), fx.buf::<f32>(12));
+    unsupported(&mut fx, "op_c", |fx| {
+        let e = ElementwiseBinary::new("ij,ij->ij", z(&ar, &[3, 4]), z(&cr, &[3, 4]), z(&dr, &[3, 4]));
+        fx.h.tensor()?.elementwise_binary(&e.ops(UnaryOp::Identity, UnaryOp::Conj))
+    });
+    runs(&mut fx, |fx| {
+        fx.h.tensor()?.elementwise_binary(&e().ops(UnaryOp::Conj, UnaryOp::Conj).combine(BinaryOp::Mul))
+    });
+}
+
+#[test]
+fn complex_elementwise_trinary_rejects_max_min_and_operators_cutensor_lacks() {
+    let mut fx = fx();
+    let (a, b, c, d) = (fx.buf::<C32>(12), fx.buf::<C32>(12), fx.buf::<C32>(12), fx.buf::<C32>(12));
+    let e = || ElementwiseTrinary::new("ij,ij,ij->ij", z(&a, &[3, 4]), z(&b, &[3, 4]), z(&c, &[3, 4]), z(&d, &[3, 4]));
+    unsupported(&mut fx, "op_ab", |fx| fx.h.tensor()?.elementwise_trinary(&e().combine(BinaryOp::Max, BinaryOp::Add)));
+    unsupported(&mut fx, "op_abc", |fx| fx.h.tensor()?.elementwise_trinary(&e().combine(BinaryOp::Mul, BinaryOp::Min)));
+    unsupported(&mut fx, "op_b", |fx| {
+        fx.h.tensor()?.elementwise_trinary(&e().ops(UnaryOp::Conj, UnaryOp::Tanh, UnaryOp::Identity))
+    });
+    unsupported(&mut fx, "op_c", |fx| {
+        fx.h.tensor()?.elementwise_trinary(&e().ops(UnaryOp::Identity, UnaryOp::Conj, UnaryOp::Floor))
+    });
+    rejects(&mut fx, "compute", |fx| fx.h.tensor()?.elementwise_trinary(&e().compute(Compute::F64)));
+    runs(&mut fx, |fx| fx.h.tensor()?.elementwise_trinary(&e().ops(UnaryOp::Conj, UnaryOp::Identity, UnaryOp::Conj)));
 }

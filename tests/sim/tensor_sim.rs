@@ -2,15 +2,18 @@
 //! alpha and beta, strided with a column-major output, 4 modes with a permuted output, f16,
 //! bf16 and TF32), reductions (each fold, a unary operator, beta), permutations, and the
 //! elementwise ops of two and three operands (broadcast, in place, every unary operator),
-//! each checked against the CPU einsum of tests/common/reference/tensor.rs.
+//! each checked against the CPU einsum of tests/common/reference/tensor.rs; every op on
+//! complex f32 and f64 data, conjugated or not, against the direct loops of
+//! tests/common/reference/tensor_complex.rs.
 
 use crate::common::reference::tensor::{close, einsum, einsum_fold, extents_of, packed};
+use crate::common::reference::tensor_complex as cx;
 use crate::common::*;
 use cusched::half::{bf16, f16};
 use cusched::tensor::{
     BinaryOp, Compute, Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction, TensorRef, UnaryOp,
 };
-use cusched::{Device, Handles, StreamId};
+use cusched::{Complex, Device, Handles, StreamId};
 
 fn setup() -> (Device, StreamId, Handles) {
     let d = sim();
@@ -335,4 +338,82 @@ fn ops_on_a_lane_are_ordered_by_their_declared_uses() {
     .unwrap();
     assert_eq!(y.download(s).unwrap(), [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// Runs one of the complex cases (with `conj`) on a fresh simulator.
+fn on_sim(f: fn(&Device, StreamId, &mut Handles, &mut Rng, bool), conj: bool) {
+    let (d, s, mut h) = setup();
+    let mut rng = Rng::new();
+    f(&d, s, &mut h, &mut rng, conj);
+}
+
+#[test]
+fn complex_contractions_conjugated_or_not_match_direct_loops() {
+    for conj in [[false, false], [true, false], [false, true], [true, true]] {
+        let (d, s, mut h) = setup();
+        let mut rng = Rng::new();
+        cx::contractions::<Complex<f32>>(&d, s, &mut h, &mut rng, conj);
+        cx::contractions::<Complex<f64>>(&d, s, &mut h, &mut rng, conj);
+    }
+}
+
+#[test]
+fn complex_reductions_sum_and_multiply_conjugated_or_not() {
+    for conj in [false, true] {
+        on_sim(cx::reductions::<Complex<f32>>, conj);
+        on_sim(cx::reductions::<Complex<f64>>, conj);
+    }
+}
+
+#[test]
+fn complex_permutations_conjugated_or_not_match_direct_loops() {
+    for conj in [false, true] {
+        on_sim(cx::permutations::<Complex<f32>>, conj);
+        on_sim(cx::permutations::<Complex<f64>>, conj);
+    }
+}
+
+#[test]
+fn complex_elementwise_ops_conjugated_or_not_match_direct_loops() {
+    for conj in [false, true] {
+        on_sim(cx::elementwise::<Complex<f32>>, conj);
+        on_sim(cx::elementwise::<Complex<f64>>, conj);
+    }
+}
+
+/// TF32 on complex f32 contractions rounds each part of the inputs.
+#[test]
+fn complex_tf32_contractions_round_the_inputs() {
+    let (d, s, mut h) = setup();
+    let mut rng = Rng::new();
+    let (a, b) = (cx::zrandom(&mut rng, 7 * 33), cx::zrandom(&mut rng, 33 * 5));
+    let up = |v: &[cx::Z]| {
+        d.upload(s, &v.iter().map(|&z| Complex::new(z.0 as f32, z.1 as f32)).collect::<Vec<_>>()).unwrap()
+    };
+    let (da, db) = (up(&a), up(&b));
+    let (tf, full) = (d.alloc_zeros::<Complex<f32>>(s, 35).unwrap(), d.alloc_zeros::<Complex<f32>>(s, 35).unwrap());
+    for (out, compute) in [(&tf, Compute::Tf32), (&full, Compute::F32)] {
+        let op = Contraction::new(
+            "ik,kj->ij",
+            TensorRef::new(&da, &[7, 33]),
+            TensorRef::new(&db, &[33, 5]),
+            TensorRef::new(out, &[7, 5]),
+        )
+        .compute(compute);
+        h.tensor().unwrap().contract(&op).unwrap().wait().unwrap();
+    }
+    let ext = extents_of("ik,kj->ij", &[&[7, 33], &[33, 5]]);
+    let want = cx::zeinsum(
+        "ik,kj->ij",
+        &[(&a, &packed(&[7, 33])), (&b, &packed(&[33, 5]))],
+        &[false, false],
+        &ext,
+        (0.0, 0.0),
+        cx::zadd,
+    );
+    let parts = |v: Vec<Complex<f32>>| v.into_iter().map(|z| (f64::from(z.re), f64::from(z.im))).collect::<Vec<_>>();
+    let (tf, full) = (parts(tf.download(s).unwrap()), parts(full.download(s).unwrap()));
+    cx::zclose(&tf, &want, 1e-2, "tf32");
+    cx::zclose(&full, &want, 1e-5, "f32");
+    assert_ne!(tf, full, "TF32 rounds its inputs");
 }

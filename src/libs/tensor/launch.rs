@@ -5,17 +5,20 @@ use super::calls::RawPlan;
 use super::modes::{self, Layout, Spec};
 use super::ops::{Contraction, ElementwiseBinary, ElementwiseTrinary, Permutation, Reduction};
 use super::sim::SimOp;
+use super::types::{check_binary, check_unary};
 use super::{compute_for, cuda_type, Compute, Kind, OperandKey, PlanKey, Tensor, TensorElement, TensorRef, UnaryOp};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{dptr, record};
-use crate::memory::GpuRef;
+use crate::memory::{Complex, GpuRef};
 use crate::track::Access;
 use std::ffi::c_void;
 
+const ZERO: Complex<f64> = Complex::new(0.0, 0.0);
+
 /// `beta == 0`: the output is only written (cuTENSOR does not read it then).
-fn output_access(beta: f64) -> Access {
-    if beta == 0.0 {
+fn output_access(beta: Complex<f64>) -> Access {
+    if beta.re == 0.0 && beta.im == 0.0 {
         Access::Write
     } else {
         Access::ReadWrite
@@ -62,7 +65,8 @@ struct Launch<'b, T: TensorElement> {
     uses: Vec<(&'static str, &'b GpuRef<T>, Access)>,
     /// The device pointers the execute call takes, in its order.
     ptrs: Vec<&'b GpuRef<T>>,
-    scalars: [f64; 3],
+    /// `alpha`, `beta`, `gamma` (complex; real data have no imaginary parts).
+    scalars: [Complex<f64>; 3],
 }
 
 /// The largest power of two (at most 256) dividing every buffer's address.
@@ -84,11 +88,13 @@ impl Tensor {
         modes::no_self_overlap("d", &d)?;
         not_an_input("d", op.d.buf, &[("a", op.a.buf), ("b", op.b.buf)])?;
         let compute = compute_for::<T>(op.compute, true)?;
+        check_unary::<T>("op_a", op.ops[0], true)?;
+        check_unary::<T>("op_b", op.ops[1], true)?;
         self.launch(Launch {
             name: "contract",
             kind: Kind::Contraction,
             compute,
-            unary: vec![UnaryOp::Identity; 2],
+            unary: op.ops.to_vec(),
             descs: vec![desc(a, op.a.buf), desc(b, op.b.buf), desc(d, op.d.buf)],
             uses: vec![
                 ("a", op.a.buf, Access::Read),
@@ -96,7 +102,7 @@ impl Tensor {
                 ("d", op.d.buf, output_access(op.beta)),
             ],
             ptrs: vec![op.a.buf, op.b.buf, op.d.buf],
-            scalars: [op.alpha, op.beta, 0.0],
+            scalars: [op.alpha, op.beta, ZERO],
         })
     }
 
@@ -110,6 +116,8 @@ impl Tensor {
         modes::no_self_overlap("d", &d)?;
         not_an_input("d", op.d.buf, &[("a", op.a.buf)])?;
         let compute = compute_for::<T>(op.compute, false)?;
+        check_unary::<T>("op_a", op.op_a, false)?;
+        check_binary::<T>("fold", op.fold)?;
         self.launch(Launch {
             name: "reduce",
             kind: Kind::Reduction(op.fold),
@@ -118,7 +126,7 @@ impl Tensor {
             descs: vec![desc(a, op.a.buf), desc(d, op.d.buf)],
             uses: vec![("a", op.a.buf, Access::Read), ("d", op.d.buf, output_access(op.beta))],
             ptrs: vec![op.a.buf, op.d.buf],
-            scalars: [op.alpha, op.beta, 0.0],
+            scalars: [op.alpha, op.beta, ZERO],
         })
     }
 
@@ -133,6 +141,7 @@ impl Tensor {
         modes::no_self_overlap("b", &b)?;
         not_an_input("b", op.b.buf, &[("a", op.a.buf)])?;
         let compute = compute_for::<T>(op.compute, false)?;
+        check_unary::<T>("op_a", op.op_a, false)?;
         self.launch(Launch {
             name: "permute",
             kind: Kind::Permutation,
@@ -141,7 +150,7 @@ impl Tensor {
             descs: vec![desc(a, op.a.buf), desc(b, op.b.buf)],
             uses: vec![("a", op.a.buf, Access::Read), ("b", op.b.buf, Access::Write)],
             ptrs: vec![op.a.buf, op.b.buf],
-            scalars: [op.alpha, 0.0, 0.0],
+            scalars: [op.alpha, ZERO, ZERO],
         })
     }
 
@@ -154,6 +163,9 @@ impl Tensor {
         c_matches_d(&c, &d)?;
         not_an_input("d", op.d.buf, &[("a", op.a.buf)])?;
         let compute = compute_for::<T>(op.compute, false)?;
+        check_unary::<T>("op_a", op.ops[0], false)?;
+        check_unary::<T>("op_c", op.ops[1], false)?;
+        check_binary::<T>("op_ac", op.op_ac)?;
         self.launch(Launch {
             name: "elementwise_binary",
             kind: Kind::Binary(op.op_ac),
@@ -162,7 +174,7 @@ impl Tensor {
             descs: vec![desc(a, op.a.buf), Desc { layout: d, bufs: vec![op.c.buf, op.d.buf] }],
             uses: vec![("a", op.a.buf, Access::Read), ("c", op.c.buf, Access::Read), ("d", op.d.buf, Access::Write)],
             ptrs: vec![op.a.buf, op.c.buf, op.d.buf],
-            scalars: [op.alpha, 0.0, op.gamma],
+            scalars: [op.alpha, ZERO, op.gamma],
         })
     }
 
@@ -180,6 +192,11 @@ impl Tensor {
         c_matches_d(&c, &d)?;
         not_an_input("d", op.d.buf, &[("a", op.a.buf), ("b", op.b.buf)])?;
         let compute = compute_for::<T>(op.compute, false)?;
+        for (arg, &u) in ["op_a", "op_b", "op_c"].into_iter().zip(&op.ops) {
+            check_unary::<T>(arg, u, false)?;
+        }
+        check_binary::<T>("op_ab", op.combine.0)?;
+        check_binary::<T>("op_abc", op.combine.1)?;
         let [alpha, beta, gamma] = op.scales;
         self.launch(Launch {
             name: "elementwise_trinary",

@@ -1,6 +1,16 @@
 //! cuTENSOR 2: contractions in Einstein notation, reductions, permutations, and elementwise
 //! ops of two and three operands with their unary and binary operators, in f32, f64, f16 and
-//! bf16 (the half types compute in f32), with TF32 for f32 contractions.
+//! bf16 (the half types compute in f32), with TF32 for f32 contractions, and in `Complex<f32>`
+//! (computing in f32, or TF32 for contractions) and `Complex<f64>` (in f64).
+//!
+//! Complex data follow cuTENSOR 2's tables: their operands take only [`UnaryOp::Identity`]
+//! and [`UnaryOp::Conj`] (contractions included, which apply no operator to real operands),
+//! and complex numbers have no order, so [`BinaryOp::Max`] and [`BinaryOp::Min`] neither fold
+//! nor combine them. Such ops are refused with
+//! [`Error::Unsupported`](crate::Error::Unsupported) naming the argument, before anything is
+//! recorded. Scalars (`alpha`, `beta`, `gamma`) are the element type's
+//! [`TensorElement::Scalar`]: `f64` for real data, `Complex<f64>` for complex data, handed to
+//! cuTENSOR in the op's scalar type (`CUDA_C_32F` / `CUDA_C_64F` for complex data).
 //!
 //! Operands are [`TensorRef`]s: a buffer with one extent (and stride) per mode. The ops name
 //! their modes with a spec, one character per mode: `"bhqd,bhkd->bhqk"` contracts `d` of two
@@ -14,7 +24,8 @@
 //! recorder. The handle, plans and descriptors are destroyed by the reaper.
 //!
 //! On the simulator every op computes its result on the CPU, on the op's simulated stream,
-//! with plain loops over the modes' index space: inputs read exactly as f64, evaluated in f64,
+//! with plain loops over the modes' index space: inputs read exactly as f64 (complex ones as
+//! pairs), evaluated in f64 (complex f64 arithmetic for complex data),
 //! each stored element rounded once to the element type; TF32 contractions round their inputs
 //! to TF32 first. Results match the GPU's to the type's tolerance. The hazard checker sees the
 //! op's accesses against its declared uses, as for any simulated kernel. No plans are made
@@ -221,5 +232,13 @@ mod tests {
         assert_eq!(compute_for::<half::bf16>(Some(Compute::Bf16), false).unwrap(), Compute::Bf16);
         assert!(compute_for::<half::bf16>(Some(Compute::F16), false).is_err());
         assert_eq!(cuda_type::<half::bf16>(), CudaType::R16BF);
+        use crate::memory::Complex;
+        assert_eq!(cuda_type::<Complex<f32>>(), CudaType::C32F);
+        assert_eq!(cuda_type::<Complex<f64>>(), CudaType::C64F);
+        assert_eq!(compute_for::<Complex<f32>>(None, false).unwrap(), Compute::F32);
+        assert_eq!(compute_for::<Complex<f32>>(Some(Compute::Tf32), true).unwrap(), Compute::Tf32);
+        assert!(compute_for::<Complex<f32>>(Some(Compute::Tf32), false).is_err());
+        assert_eq!(compute_for::<Complex<f64>>(None, true).unwrap(), Compute::F64);
+        assert!(compute_for::<Complex<f64>>(Some(Compute::Tf32), true).is_err());
     }
 }

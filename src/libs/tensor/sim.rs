@@ -1,8 +1,9 @@
 //! The simulator's cuTENSOR: every op computed on the host with plain loops over its modes'
 //! index space, as a simulated kernel on the op's stream.
 //!
-//! Inputs are read as f64 (exactly, for every element type), the op is evaluated in f64 and
-//! each stored element is rounded once to the element type. TF32 contractions round their
+//! Inputs are read as f64 (exactly, for every element type; complex ones as pairs of f64),
+//! the op is evaluated in f64 (complex f64 arithmetic for complex data) and each stored
+//! element is rounded once to the element type. TF32 contractions round their
 //! inputs to TF32 first, as the tensor cores do; other compute types only differ from the GPU
 //! in rounding (f64 is at least as precise as any of them). As on the GPU, an output whose
 //! scale is zero (`beta == 0`) is not read, and neither is an input whose scale is zero, so
@@ -10,7 +11,98 @@
 
 use super::modes::Layout;
 use super::{BinaryOp, Compute, Kind, TensorElement, UnaryOp};
-use crate::memory::SimMem;
+use crate::memory::{Complex, SimMem};
+
+/// A value as the simulator computes it: `f64` for real data, [`C64`] for complex.
+pub trait SimValue: Copy + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+    /// The value of a scalar (real data take the real part: they have no other).
+    fn from_scalar(s: Complex<f64>) -> Self;
+    /// Whether it is zero (an operand scaled by it is not read).
+    fn is_zero(self) -> bool;
+    /// `self` with `f` applied to each part (rounding to TF32).
+    fn map(self, f: impl Fn(f64) -> f64) -> Self;
+    /// The unary operator `op` applied.
+    fn unary(self, op: UnaryOp) -> Self;
+    /// The binary operator `op` applied to `self` and `y`.
+    fn binary(self, op: BinaryOp, y: Self) -> Self;
+    /// The value a fold with `op` starts from.
+    fn identity(op: BinaryOp) -> Self;
+}
+
+impl SimValue for f64 {
+    fn from_scalar(s: Complex<f64>) -> Self {
+        s.re
+    }
+    fn is_zero(self) -> bool {
+        self == 0.0
+    }
+    fn map(self, f: impl Fn(f64) -> f64) -> Self {
+        f(self)
+    }
+    fn unary(self, op: UnaryOp) -> Self {
+        unary(op, self)
+    }
+    fn binary(self, op: BinaryOp, y: Self) -> Self {
+        binary(op, self, y)
+    }
+    fn identity(op: BinaryOp) -> Self {
+        identity(op)
+    }
+}
+
+/// A complex value of the simulator: real part, imaginary part.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct C64(pub f64, pub f64);
+
+impl std::ops::Add for C64 {
+    type Output = C64;
+    fn add(self, o: C64) -> C64 {
+        C64(self.0 + o.0, self.1 + o.1)
+    }
+}
+
+impl std::ops::Mul for C64 {
+    type Output = C64;
+    fn mul(self, o: C64) -> C64 {
+        C64(self.0 * o.0 - self.1 * o.1, self.0 * o.1 + self.1 * o.0)
+    }
+}
+
+impl SimValue for C64 {
+    fn from_scalar(s: Complex<f64>) -> Self {
+        C64(s.re, s.im)
+    }
+    fn is_zero(self) -> bool {
+        self.0 == 0.0 && self.1 == 0.0
+    }
+    fn map(self, f: impl Fn(f64) -> f64) -> Self {
+        C64(f(self.0), f(self.1))
+    }
+    /// Validation lets only the identity and the conjugate through for complex data; anything
+    /// else would be NaN.
+    fn unary(self, op: UnaryOp) -> Self {
+        match op {
+            UnaryOp::Identity => self,
+            UnaryOp::Conj => C64(self.0, -self.1),
+            _ => C64(f64::NAN, f64::NAN),
+        }
+    }
+    /// Validation refuses max and min for complex data (they have no order); they would be NaN.
+    fn binary(self, op: BinaryOp, y: Self) -> Self {
+        match op {
+            BinaryOp::Add => self + y,
+            BinaryOp::Mul => self * y,
+            BinaryOp::Max | BinaryOp::Min => C64(f64::NAN, f64::NAN),
+        }
+    }
+    fn identity(op: BinaryOp) -> Self {
+        match op {
+            BinaryOp::Add => C64(0.0, 0.0),
+            BinaryOp::Mul => C64(1.0, 0.0),
+            BinaryOp::Max | BinaryOp::Min => C64(f64::NAN, f64::NAN),
+        }
+    }
+}
 
 /// An op's operands and parameters, taken from the validated launch.
 pub(super) struct SimOp<T> {
@@ -19,7 +111,7 @@ pub(super) struct SimOp<T> {
     /// The unary operator of each input, in `inputs`' order.
     pub unary: Vec<UnaryOp>,
     /// `[alpha, beta, gamma]` as the launch holds them.
-    pub scalars: [f64; 3],
+    pub scalars: [Complex<f64>; 3],
     /// The inputs in spec order (for elementwise ops `c` last, with `d`'s layout).
     pub inputs: Vec<(Layout, SimMem<T>)>,
     pub output: (Layout, SimMem<T>),
@@ -31,44 +123,46 @@ impl<T: TensorElement> SimOp<T> {
     /// written, as on the GPU.
     pub(super) fn run(self) {
         let tf32 = self.compute == Compute::Tf32;
-        let scales = input_scales(self.kind, self.scalars, self.inputs.len());
-        let values: Vec<Vec<f64>> = self
+        let scalars = self.scalars.map(T::Sim::from_scalar);
+        let scales = input_scales(self.kind, scalars, self.inputs.len());
+        let zero = T::Sim::identity(BinaryOp::Add);
+        let values: Vec<Vec<T::Sim>> = self
             .inputs
             .iter()
             .zip(&scales)
             .map(|((layout, mem), &scale)| {
-                if scale == 0.0 {
+                if scale.is_zero() {
                     // Not read, like the GPU: the operand contributes zeros.
-                    return vec![0.0; layout.span];
+                    return vec![zero; layout.span];
                 }
                 let data = mem.read();
                 data[..layout.span.min(data.len())]
                     .iter()
-                    .map(|&x| if tf32 { round_tf32(x.to_f64()) } else { x.to_f64() })
+                    .map(|&x| if tf32 { x.to_sim().map(round_tf32) } else { x.to_sim() })
                     .collect()
             })
             .collect();
         let (out_layout, out_mem) = &self.output;
         let mut out = out_mem.lock();
-        let old: Option<Vec<f64>> = reads_output(self.kind, self.scalars)
-            .then(|| out[..out_layout.span.min(out.len())].iter().map(|&x| x.to_f64()).collect());
-        let inputs: Vec<(&Layout, &[f64])> =
+        let old: Option<Vec<T::Sim>> = reads_output(self.kind, scalars)
+            .then(|| out[..out_layout.span.min(out.len())].iter().map(|&x| x.to_sim()).collect());
+        let inputs: Vec<(&Layout, &[T::Sim])> =
             self.inputs.iter().map(|(l, _)| l).zip(values.iter().map(|v| &v[..])).collect();
-        evaluate(self.kind, &self.unary, self.scalars, &inputs, out_layout, old.as_deref(), |at, v| {
-            out[at] = T::from_f64(v);
+        evaluate(self.kind, &self.unary, scalars, &inputs, out_layout, old.as_deref(), |at, v| {
+            out[at] = T::from_sim(v);
         });
     }
 }
 
 /// Whether the op reads its output's old value: a contraction or reduction with `beta != 0`.
-fn reads_output(kind: Kind, scalars: [f64; 3]) -> bool {
-    matches!(kind, Kind::Contraction | Kind::Reduction(_)) && scalars[1] != 0.0
+fn reads_output<V: SimValue>(kind: Kind, scalars: [V; 3]) -> bool {
+    matches!(kind, Kind::Contraction | Kind::Reduction(_)) && !scalars[1].is_zero()
 }
 
 /// The scale of each input: a contraction scales the product by `alpha` (both inputs read
 /// unless it is zero); elementwise ops scale `a`, `b`, `c` by alpha, beta, gamma (binary ops:
 /// `a` by alpha, `c` by gamma).
-fn input_scales(kind: Kind, [alpha, beta, gamma]: [f64; 3], inputs: usize) -> Vec<f64> {
+fn input_scales<V: SimValue>(kind: Kind, [alpha, beta, gamma]: [V; 3], inputs: usize) -> Vec<V> {
     match kind {
         Kind::Contraction => vec![alpha; inputs],
         Kind::Reduction(_) | Kind::Permutation => vec![alpha],
@@ -104,6 +198,8 @@ fn unary(op: UnaryOp, x: f64) -> f64 {
         UnaryOp::Cos => x.cos(),
         UnaryOp::Ceil => x.ceil(),
         UnaryOp::Floor => x.floor(),
+        // Refused for real data by validation; a real number is its own conjugate.
+        UnaryOp::Conj => x,
     }
 }
 
@@ -194,21 +290,21 @@ fn walk(extents: &[usize], strides: &[Vec<usize>], base: &[usize], mut f: impl F
 /// Evaluates op `kind` over `inputs` (layout and values as f64) into the output of layout
 /// `out`, calling `store` with each output element's offset and value; `old` is the output's
 /// old value where the op reads it (`beta != 0`).
-fn evaluate(
+fn evaluate<V: SimValue>(
     kind: Kind,
     unary_ops: &[UnaryOp],
-    [alpha, beta, gamma]: [f64; 3],
-    inputs: &[(&Layout, &[f64])],
+    [alpha, beta, gamma]: [V; 3],
+    inputs: &[(&Layout, &[V])],
     out: &Layout,
-    old: Option<&[f64]>,
-    mut store: impl FnMut(usize, f64),
+    old: Option<&[V]>,
+    mut store: impl FnMut(usize, V),
 ) {
     let layouts: Vec<&Layout> = inputs.iter().map(|(l, _)| *l).collect();
     let space = Space::new(&layouts, out);
     let n = inputs.len();
     let zeros = vec![0usize; n + 1];
-    let input = |i: usize, at: usize| unary(unary_ops.get(i).copied().unwrap_or_default(), inputs[i].1[at]);
-    let with_old = |v: f64, at: usize| match old {
+    let input = |i: usize, at: usize| inputs[i].1[at].unary(unary_ops.get(i).copied().unwrap_or_default());
+    let with_old = |v: V, at: usize| match old {
         Some(old) => v + beta * old[at],
         None => v,
     };
@@ -216,19 +312,21 @@ fn evaluate(
         let at = off[n];
         let value = match kind {
             Kind::Contraction => {
-                let mut sum = 0.0;
-                walk(&space.fold_extents, &space.fold_strides, &off[..n], |f| sum += input(0, f[0]) * input(1, f[1]));
+                let mut sum = V::identity(BinaryOp::Add);
+                walk(&space.fold_extents, &space.fold_strides, &off[..n], |f| {
+                    sum = sum + input(0, f[0]) * input(1, f[1])
+                });
                 with_old(alpha * sum, at)
             }
             Kind::Reduction(op) => {
-                let mut acc = identity(op);
-                walk(&space.fold_extents, &space.fold_strides, &off[..n], |f| acc = binary(op, acc, input(0, f[0])));
+                let mut acc = V::identity(op);
+                walk(&space.fold_extents, &space.fold_strides, &off[..n], |f| acc = acc.binary(op, input(0, f[0])));
                 with_old(alpha * acc, at)
             }
             Kind::Permutation => alpha * input(0, off[0]),
-            Kind::Binary(ac) => binary(ac, alpha * input(0, off[0]), gamma * input(1, off[1])),
+            Kind::Binary(ac) => (alpha * input(0, off[0])).binary(ac, gamma * input(1, off[1])),
             Kind::Trinary(ab, abc) => {
-                binary(abc, binary(ab, alpha * input(0, off[0]), beta * input(1, off[1])), gamma * input(2, off[2]))
+                (alpha * input(0, off[0])).binary(ab, beta * input(1, off[1])).binary(abc, gamma * input(2, off[2]))
             }
         };
         store(at, value);

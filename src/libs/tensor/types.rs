@@ -4,7 +4,7 @@
 use super::modes;
 use crate::error::{Error, Result};
 use crate::libs::dtype::CudaType;
-use crate::memory::{Element, GpuRef};
+use crate::memory::{Complex, Element, GpuRef};
 
 /// A tensor operand: a buffer and one extent per mode, with strides in elements (`None`:
 /// packed row-major, the last mode contiguous).
@@ -87,6 +87,9 @@ pub enum UnaryOp {
     Ceil,
     /// `⌊x⌋`.
     Floor,
+    /// The complex conjugate `x̄` (complex data only; the only operator besides
+    /// [`Identity`](Self::Identity) cuTENSOR applies to complex operands).
+    Conj,
 }
 
 /// A binary operator: how elementwise ops combine operands and how reductions fold.
@@ -103,67 +106,111 @@ pub enum BinaryOp {
     Min,
 }
 
-/// Element types cuTENSOR ops take here: `f32`, `f64`, `half::f16`, `half::bf16` (every
-/// operand of one op has the same type).
+/// Element types cuTENSOR ops take here: `f32`, `f64`, `half::f16`, `half::bf16`,
+/// `Complex<f32>` and `Complex<f64>` (every operand of one op has the same type).
 pub trait TensorElement: Element + sealed::Sealed {
     /// The compute type used when the op names none.
     const DEFAULT_COMPUTE: Compute;
+    /// The type of the ops' scalars (`alpha`, `beta`, `gamma`): `f64` for real data (cuTENSOR
+    /// takes them in the compute type's precision), `Complex<f64>` for complex data.
+    type Scalar: Copy + std::fmt::Debug + PartialEq;
 }
 
 /// The seal, with the conversions the simulator computes through (out of users' reach: the
 /// trait cannot be named outside the crate).
 pub(super) mod sealed {
+    use crate::libs::tensor::sim::{SimValue, C64};
+    use crate::memory::Complex;
+
     pub trait Sealed: Copy {
+        /// What the simulator computes this type in.
+        type Sim: SimValue;
+        /// Whether the type is complex (takes [`Conj`](super::UnaryOp::Conj), no max or min).
+        const COMPLEX: bool = false;
         /// The value, exactly.
-        fn to_f64(self) -> f64;
+        fn to_sim(self) -> Self::Sim;
         /// `v` rounded to the nearest value of the type.
-        fn from_f64(v: f64) -> Self;
+        fn from_sim(v: Self::Sim) -> Self;
+        /// A scalar of the element type's [`Scalar`](super::TensorElement::Scalar) type as a
+        /// complex value (real scalars have no imaginary part).
+        fn scalar_value(s: <Self as super::TensorElement>::Scalar) -> Complex<f64>
+        where
+            Self: super::TensorElement;
     }
-    impl Sealed for f32 {
-        fn to_f64(self) -> f64 {
-            f64::from(self)
+    macro_rules! real {
+        ($($t:ty: |$x:ident| $to:expr, |$v:ident| $from:expr;)*) => {$(
+            impl Sealed for $t {
+                type Sim = f64;
+                fn to_sim(self) -> f64 {
+                    let $x = self;
+                    $to
+                }
+                fn from_sim($v: f64) -> Self {
+                    $from
+                }
+                fn scalar_value(s: f64) -> Complex<f64> {
+                    Complex::new(s, 0.0)
+                }
+            }
+        )*};
+    }
+    real! {
+        f32: |x| f64::from(x), |v| v as f32;
+        f64: |x| x, |v| v;
+        half::f16: |x| half::f16::to_f64(x), |v| half::f16::from_f64(v);
+        half::bf16: |x| half::bf16::to_f64(x), |v| half::bf16::from_f64(v);
+    }
+    impl Sealed for Complex<f32> {
+        type Sim = C64;
+        const COMPLEX: bool = true;
+        fn to_sim(self) -> C64 {
+            C64(f64::from(self.re), f64::from(self.im))
         }
-        fn from_f64(v: f64) -> Self {
-            v as f32
+        fn from_sim(v: C64) -> Self {
+            Complex::new(v.0 as f32, v.1 as f32)
+        }
+        fn scalar_value(s: Complex<f64>) -> Complex<f64> {
+            s
         }
     }
-    impl Sealed for f64 {
-        fn to_f64(self) -> f64 {
-            self
+    impl Sealed for Complex<f64> {
+        type Sim = C64;
+        const COMPLEX: bool = true;
+        fn to_sim(self) -> C64 {
+            C64(self.re, self.im)
         }
-        fn from_f64(v: f64) -> Self {
-            v
+        fn from_sim(v: C64) -> Self {
+            Complex::new(v.0, v.1)
         }
-    }
-    impl Sealed for half::f16 {
-        fn to_f64(self) -> f64 {
-            half::f16::to_f64(self)
-        }
-        fn from_f64(v: f64) -> Self {
-            half::f16::from_f64(v)
-        }
-    }
-    impl Sealed for half::bf16 {
-        fn to_f64(self) -> f64 {
-            half::bf16::to_f64(self)
-        }
-        fn from_f64(v: f64) -> Self {
-            half::bf16::from_f64(v)
+        fn scalar_value(s: Complex<f64>) -> Complex<f64> {
+            s
         }
     }
 }
 
 impl TensorElement for f32 {
     const DEFAULT_COMPUTE: Compute = Compute::F32;
+    type Scalar = f64;
 }
 impl TensorElement for f64 {
     const DEFAULT_COMPUTE: Compute = Compute::F64;
+    type Scalar = f64;
 }
 impl TensorElement for half::f16 {
     const DEFAULT_COMPUTE: Compute = Compute::F32;
+    type Scalar = f64;
 }
 impl TensorElement for half::bf16 {
     const DEFAULT_COMPUTE: Compute = Compute::F32;
+    type Scalar = f64;
+}
+impl TensorElement for Complex<f32> {
+    const DEFAULT_COMPUTE: Compute = Compute::F32;
+    type Scalar = Complex<f64>;
+}
+impl TensorElement for Complex<f64> {
+    const DEFAULT_COMPUTE: Compute = Compute::F64;
+    type Scalar = Complex<f64>;
 }
 
 /// `T`'s `cudaDataType`.
@@ -177,6 +224,10 @@ pub(super) fn cuda_type<T: TensorElement>() -> CudaType {
         half::f16::CUDA
     } else if t == TypeId::of::<half::bf16>() {
         half::bf16::CUDA
+    } else if t == TypeId::of::<Complex<f32>>() {
+        Complex::<f32>::CUDA
+    } else if t == TypeId::of::<Complex<f64>>() {
+        Complex::<f64>::CUDA
     } else {
         f32::CUDA
     }
@@ -192,6 +243,9 @@ pub(super) fn compute_for<T: TensorElement>(compute: Option<Compute>, contractio
         (CudaType::R32F, Compute::Tf32) => contraction,
         (CudaType::R16F, Compute::F32 | Compute::F16) => true,
         (CudaType::R16BF, Compute::F32 | Compute::Bf16) => true,
+        (CudaType::C64F, Compute::F64) => true,
+        (CudaType::C32F, Compute::F32) => true,
+        (CudaType::C32F, Compute::Tf32) => contraction,
         _ => false,
     };
     if !ok {
@@ -202,4 +256,46 @@ pub(super) fn compute_for<T: TensorElement>(compute: Option<Compute>, contractio
         ));
     }
     Ok(c)
+}
+
+/// Refuses a unary operator cuTENSOR does not apply to `T` (argument `arg`): complex operands
+/// take only [`UnaryOp::Identity`] and [`UnaryOp::Conj`], real ones every operator but `Conj`;
+/// contractions (`contraction`) take only the identity on real operands.
+pub(super) fn check_unary<T: TensorElement>(arg: &'static str, op: UnaryOp, contraction: bool) -> Result<()> {
+    let ok = match op {
+        UnaryOp::Identity => true,
+        UnaryOp::Conj => T::COMPLEX,
+        _ => !T::COMPLEX && !contraction,
+    };
+    if ok {
+        return Ok(());
+    }
+    let hint = if T::COMPLEX {
+        "complex operands take only UnaryOp::Identity and UnaryOp::Conj; apply the operator in a \
+         kernel of your own"
+    } else if contraction {
+        "real contraction operands take no operator; apply it with an elementwise op first"
+    } else {
+        "UnaryOp::Conj is for complex data; real data are their own conjugate (use Identity)"
+    };
+    Err(Error::Unsupported {
+        library: super::NAME,
+        what: format!("{op:?} on {:?} data (argument `{arg}`)", cuda_type::<T>()),
+        hint: hint.into(),
+    })
+}
+
+/// Refuses a binary operator cuTENSOR does not define on `T` (argument `arg`): complex numbers
+/// have no order, so no [`BinaryOp::Max`] or [`BinaryOp::Min`].
+pub(super) fn check_binary<T: TensorElement>(arg: &'static str, op: BinaryOp) -> Result<()> {
+    if T::COMPLEX && matches!(op, BinaryOp::Max | BinaryOp::Min) {
+        return Err(Error::Unsupported {
+            library: super::NAME,
+            what: format!("{op:?} on {:?} data (argument `{arg}`)", cuda_type::<T>()),
+            hint: "complex numbers have no order: use BinaryOp::Add or BinaryOp::Mul, or compare \
+                   magnitudes computed by a kernel of your own"
+                .into(),
+        });
+    }
+    Ok(())
 }

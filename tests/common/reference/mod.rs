@@ -38,3 +38,5 @@ pub mod solver;
 pub mod sparse;
 #[cfg(feature = "cutensor")]
 pub mod tensor;
+#[cfg(feature = "cutensor")]
+pub mod tensor_complex;

@@ -106,6 +106,7 @@ fn unary(op: UnaryOp) -> sys::cutensorOperator_t {
         UnaryOp::Cos => O::CUTENSOR_OP_COS,
         UnaryOp::Ceil => O::CUTENSOR_OP_CEIL,
         UnaryOp::Floor => O::CUTENSOR_OP_FLOOR,
+        UnaryOp::Conj => O::CUTENSOR_OP_CONJ,
     }
 }
 

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::libs::object::Owned;
 use crate::libs::tensor::{BinaryOp, Kind, PlanKey, UnaryOp};
 use crate::libs::Status;
+use crate::memory::Complex;
 use cudarc::cutensor::sys;
 use std::ffi::c_void;
 
@@ -16,12 +17,14 @@ enum ScalarType {
     Bf16,
     F32,
     F64,
+    C32,
+    C64,
 }
 
 /// A scalar in the op's scalar type, as the bytes cuTENSOR reads through a host pointer.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
-pub(in crate::libs::tensor) struct Scalar([u8; 8]);
+pub(in crate::libs::tensor) struct Scalar([u8; 16]);
 
 impl Scalar {
     pub(in crate::libs::tensor) fn ptr(&self) -> *const c_void {
@@ -66,13 +69,23 @@ impl RawPlan {
     }
 
     /// `v` in the plan's scalar type.
-    pub(in crate::libs::tensor) fn scalar(&self, v: f64) -> Scalar {
-        let mut b = [0u8; 8];
+    /// Real scalar types take the real part (real data have no other).
+    pub(in crate::libs::tensor) fn scalar(&self, v: Complex<f64>) -> Scalar {
+        let mut b = [0u8; 16];
         match self.scalar {
-            ScalarType::F16 => b[..2].copy_from_slice(&half::f16::from_f64(v).to_ne_bytes()),
-            ScalarType::Bf16 => b[..2].copy_from_slice(&half::bf16::from_f64(v).to_ne_bytes()),
-            ScalarType::F32 => b[..4].copy_from_slice(&(v as f32).to_ne_bytes()),
-            ScalarType::F64 => b.copy_from_slice(&v.to_ne_bytes()),
+            ScalarType::F16 => b[..2].copy_from_slice(&half::f16::from_f64(v.re).to_ne_bytes()),
+            ScalarType::Bf16 => b[..2].copy_from_slice(&half::bf16::from_f64(v.re).to_ne_bytes()),
+            ScalarType::F32 => b[..4].copy_from_slice(&(v.re as f32).to_ne_bytes()),
+            ScalarType::F64 => b[..8].copy_from_slice(&v.re.to_ne_bytes()),
+            // `cuComplex`: the real part, then the imaginary part.
+            ScalarType::C32 => {
+                b[..4].copy_from_slice(&(v.re as f32).to_ne_bytes());
+                b[4..8].copy_from_slice(&(v.im as f32).to_ne_bytes());
+            }
+            ScalarType::C64 => {
+                b[..8].copy_from_slice(&v.re.to_ne_bytes());
+                b[8..].copy_from_slice(&v.im.to_ne_bytes());
+            }
         }
         Scalar(b)
     }
@@ -164,6 +177,8 @@ fn scalar_type(h: sys::cutensorHandle_t, op: sys::cutensorOperationDescriptor_t)
         D::CUDA_R_16BF => Ok(ScalarType::Bf16),
         D::CUDA_R_32F => Ok(ScalarType::F32),
         D::CUDA_R_64F => Ok(ScalarType::F64),
+        D::CUDA_C_32F => Ok(ScalarType::C32),
+        D::CUDA_C_64F => Ok(ScalarType::C64),
         other => Err(Error::Library {
             call: "cutensorOperationDescriptorGetAttribute",
             status: format!("an unexpected scalar type {other:?}"),
