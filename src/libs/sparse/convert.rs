@@ -76,6 +76,7 @@ impl Sparse {
         if matches!(a.format, Format::Bsr | Format::BlockedEll) {
             return Err(Error::invalid("a", format!("is {:?}; sparse_to_dense takes CSR, CSC or COO", a.format)));
         }
+        out.col_major_only("out", "CSR/CSC/COO → dense")?;
         let ld = out.check("out", "out.ld")?;
         if (out.rows, out.cols) != (a.rows, a.cols) {
             return Err(Error::invalid("out", format!("is {}x{}; A is {}x{}", out.rows, out.cols, a.rows, a.cols)));
@@ -113,6 +114,7 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
+        dense.col_major_only("dense", "dense → CSR")?;
         let ld = dense.check("dense", "dense.ld")?;
         if dense.rows > I::MAX || dense.cols > I::MAX {
             return Err(Error::invalid(

@@ -1,9 +1,18 @@
 //! cuSPARSE's generic API: sparse matrices in CSR, CSC and COO with 32- or 64-bit indices and
 //! `f32`, `f64`, `Complex<f32>` or `Complex<f64>` values ([`SparseMatrix`]), dense operands as
-//! `GpuRef`s and column-major [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with
-//! a reusable structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR,
-//! CSR ↔ CSC) and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in
-//! SpMV and SpMM, Blocked-ELL ones in SpMM.
+//! `GpuRef`s and [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with a reusable
+//! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, CSR ↔ CSC)
+//! and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in SpMV and
+//! SpMM, Blocked-ELL ones in SpMM.
+//!
+//! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM's `B` and
+//! `C`; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]). [`Transpose::Conj`] (the conjugate
+//! transpose) goes to SpMV, SpMM and SpSV. Not wrapped yet, and refused as
+//! [`Error::Unsupported`](crate::Error::Unsupported) naming the argument: row-major operands of
+//! SpSM, SDDMM and the dense conversions, and conjugate transposes of complex values in SpSM
+//! and SDDMM (cuSPARSE documents plain transposes there). Also not wrapped: BSR in SpSV / SpSM
+//! and the BSR conversions, mixed-precision and strided-batch SpMV / SpMM, SpGEMM with 64-bit
+//! indices or `beta C`, CSR ↔ COO.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
@@ -50,7 +59,7 @@ mod solve_many;
 mod spgemm;
 mod vector;
 
-pub use matrix::{DenseMatrix, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
+pub use matrix::{DenseMatrix, DenseOrder, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
 pub use reuse::SpGemmReuse;
 pub use vector::SparseVector;
 
@@ -72,6 +81,34 @@ pub enum Transpose {
     No,
     /// `op(A) = Aᵀ`.
     Yes,
+    /// `op(A) = Aᴴ`, the conjugate transpose; on real values the same as [`Yes`](Self::Yes).
+    Conj,
+}
+
+impl Transpose {
+    /// Whether the operand is used transposed, plainly or conjugated.
+    pub(in crate::libs::sparse) fn flips(self) -> bool {
+        self != Transpose::No
+    }
+
+    /// What cuSPARSE is handed for values of `T`: [`Conj`](Self::Conj) on real values is a
+    /// plain transpose (the library documents the conjugate transpose for complex types).
+    pub(in crate::libs::sparse) fn on<T: SparseValue>(self) -> Transpose {
+        if self == Transpose::Conj && !matrix::is_complex::<T>() {
+            Transpose::Yes
+        } else {
+            self
+        }
+    }
+
+    /// `v` as `op` reads it: conjugated under [`Conj`](Self::Conj).
+    pub(in crate::libs::sparse) fn value<T: SparseValue>(self, v: T) -> T {
+        if self == Transpose::Conj {
+            v.conj()
+        } else {
+            v
+        }
+    }
 }
 
 /// Which triangle of the matrix a triangular solve reads.

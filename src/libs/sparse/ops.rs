@@ -15,7 +15,7 @@ use crate::track::Access;
 pub(super) fn op_shape<T: SparseValue, I: SparseIndex>(t: Transpose, a: &SparseMatrix<T, I>) -> (usize, usize) {
     match t {
         Transpose::No => (a.rows, a.cols),
-        Transpose::Yes => (a.cols, a.rows),
+        Transpose::Yes | Transpose::Conj => (a.cols, a.rows),
     }
 }
 
@@ -33,6 +33,7 @@ impl Sparse {
         y: &GpuRef<T>,
     ) -> Result<Completion<()>> {
         takes("SpMV", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr], op_a, a)?;
+        let op_a = op_a.on::<T>();
         let (m, n) = op_shape(op_a, a);
         check::covers("x", x, Some(n), &format!("op(A) with {n} columns"))?;
         check::covers("y", y, Some(m), &format!("op(A) with {m} rows"))?;
@@ -70,7 +71,8 @@ impl Sparse {
     }
 
     /// `C = alpha op(A) B + beta C` (SpMM), with `B` (`op(A)`'s columns x `C`'s columns) and `C`
-    /// dense and column-major.
+    /// dense, each column- or row-major ([`DenseMatrix::row_major`]). [`spmm_ops`](Self::spmm_ops)
+    /// takes `op(B)` too.
     ///
     /// A Blocked-ELL `A` takes `i32` indices and `f32` or `f64` values (what cuSPARSE supports;
     /// others are rejected as an invalid `a`), and runs on Tensor Cores: in `f32`, products are
@@ -84,15 +86,43 @@ impl Sparse {
         beta: T,
         c: DenseMatrix<'_, T>,
     ) -> Result<Completion<()>> {
+        self.spmm_ops(op_a, Transpose::No, alpha, a, b, beta, c)
+    }
+
+    /// `C = alpha op(A) op(B) + beta C` (SpMM with `B` transposed or conjugate-transposed as
+    /// `op_b` says): `op(B)` is `op(A)`'s columns x `C`'s columns. A transposed `B` takes a CSR,
+    /// CSC or COO `A` (cuSPARSE's BSR and Blocked-ELL kernels read `B` as stored; others are
+    /// refused as [`Error::Unsupported`] naming `op_b`). [`Transpose::Conj`] on real values is
+    /// a plain transpose.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spmm_ops<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        op_a: Transpose,
+        op_b: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        b: DenseMatrix<'_, T>,
+        beta: T,
+        c: DenseMatrix<'_, T>,
+    ) -> Result<Completion<()>> {
         takes("SpMM", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr, Format::BlockedEll], op_a, a)?;
+        let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
+        if op_b.flips() && matches!(a.format, Format::Bsr | Format::BlockedEll) {
+            return Err(super::args::unsupported(
+                "op_b",
+                format!("a transposed B with a {:?} A in SpMM", a.format),
+                "transpose B into a dense buffer first, or convert A to CSR",
+            ));
+        }
         let (m, k) = op_shape(op_a, a);
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
-        if b.rows != k {
-            return Err(Error::invalid("b", format!("has {} rows; op(A) has {k} columns", b.rows)));
+        let (kb, n) = if op_b.flips() { (b.cols, b.rows) } else { (b.rows, b.cols) };
+        if kb != k {
+            return Err(Error::invalid("b", format!("op(B) has {kb} rows; op(A) has {k} columns")));
         }
-        if c.rows != m || c.cols != b.cols {
-            return Err(Error::invalid("c", format!("is {}x{}; op(A) B is {m}x{}", c.rows, c.cols, b.cols)));
+        if c.rows != m || c.cols != n {
+            return Err(Error::invalid("c", format!("is {}x{}; op(A) op(B) is {m}x{n}", c.rows, c.cols)));
         }
         check::distinct("c", b.buf, c.buf)?;
         not_in_matrix("c", c.buf, a)?;
@@ -101,15 +131,15 @@ impl Sparse {
         record(&mut rec, "b", b.buf, Access::Read)?;
         record(&mut rec, "c", c.buf, output_access(beta))?;
         if self.simulated() {
-            return self.sim_spmm(rec, op_a, alpha, a, (b, ldb), beta, (c, ldc));
+            return self.sim_spmm(rec, [op_a, op_b], alpha, a, (b, ldb), beta, (c, ldc));
         }
         let h = self.handle()?;
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
-        let t = [op_a, Transpose::No];
+        let t = [op_a, op_b];
         let sc = HostScalars::new(alpha, beta);
         let s = sc.raw();
         let key = [
-            &[op_a as u64][..],
+            &[op_a as u64, op_b as u64, b.order as u64, c.order as u64][..],
             &mat_words(&mat_key(a)),
             &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE),
         ]
@@ -132,7 +162,8 @@ impl Sparse {
         done
     }
 
-    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says.
+    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says
+    /// (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]).
     ///
     /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
     /// later solves with the same matrix run the solve phase only. After changing `A`'s values
@@ -154,6 +185,7 @@ impl Sparse {
         if !matches!(a.format, Format::Csr | Format::Coo) {
             return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
         }
+        let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
         let n = a.rows;
         check::covers("x", x, Some(n), &format!("{n} right-hand-side entries"))?;
         check::covers("y", y, Some(n), &format!("{n} solution entries"))?;

@@ -16,7 +16,7 @@ use crate::track::Access;
 fn dense_op<T: SparseValue>(t: Transpose, m: &DenseMatrix<'_, T>) -> (usize, usize) {
     match t {
         Transpose::No => (m.rows, m.cols),
-        Transpose::Yes => (m.cols, m.rows),
+        Transpose::Yes | Transpose::Conj => (m.cols, m.rows),
     }
 }
 
@@ -45,6 +45,10 @@ impl Sparse {
         if !matches!(a.format, Format::Csr | Format::Coo) {
             return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
         }
+        super::args::no_conj::<T>("tri", tri.transpose, "SpSM")?;
+        let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
+        b.col_major_only("b", "SpSM")?;
+        c.col_major_only("c", "SpSM")?;
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
         if b.rows != a.rows {
@@ -122,6 +126,11 @@ impl Sparse {
         if c.format != Format::Csr {
             return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR matrix", c.format)));
         }
+        super::args::no_conj::<T>("op_a", op_a, "SDDMM")?;
+        super::args::no_conj::<T>("op_b", op_b, "SDDMM")?;
+        let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
+        a.col_major_only("a", "SDDMM")?;
+        b.col_major_only("b", "SDDMM")?;
         let lda = a.check("a", "a.ld")?;
         let ldb = b.check("b", "b.ld")?;
         let ((m, k), (kb, n)) = (dense_op(op_a, &a), dense_op(op_b, &b));

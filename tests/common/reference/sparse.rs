@@ -132,12 +132,13 @@ impl Dense {
         self.v[r * self.cols + c]
     }
     pub fn op(&self, t: Transpose) -> Dense {
+        let conj = |c: C| if t == Transpose::Conj { C(c.0, -c.1) } else { c };
         match t {
             Transpose::No => self.clone(),
-            Transpose::Yes => Dense {
+            Transpose::Yes | Transpose::Conj => Dense {
                 rows: self.cols,
                 cols: self.rows,
-                v: (0..self.cols * self.rows).map(|i| self.at(i % self.rows, i / self.rows)).collect(),
+                v: (0..self.cols * self.rows).map(|i| conj(self.at(i % self.rows, i / self.rows))).collect(),
             },
         }
     }
@@ -248,6 +249,19 @@ impl Cx {
             }
         }
     }
+    /// A `rows x cols` matrix with leading dimension `ld` (padding NaN), row-major if `row`.
+    pub fn dense_up_in<T: Val>(&self, m: &Dense, ld: usize, row: bool) -> GpuRef<T> {
+        if !row {
+            return self.dense_up(m, ld);
+        }
+        let mut v = vec![T::of(C(f64::NAN, f64::NAN)); ld * m.rows.max(1)];
+        for r in 0..m.rows {
+            for c in 0..m.cols {
+                v[r * ld + c] = T::of(m.at(r, c));
+            }
+        }
+        self.up(&v)
+    }
     /// A column-major `rows x cols` matrix with leading dimension `ld` (padding NaN).
     pub fn dense_up<T: Val>(&self, m: &Dense, ld: usize) -> GpuRef<T> {
         let mut v = vec![T::of(C(f64::NAN, f64::NAN)); ld * m.cols.max(1)];
@@ -290,9 +304,9 @@ pub fn spmv_and_spmm<T: Val, I: Idx>(cx: &mut Cx) {
     let a = cx.random(rows, cols, 0.3, T::COMPLEX);
     for format in ["csr", "csc", "coo", "bsr", "ell"] {
         let sa = cx.matrix::<T, I>(&a, format);
-        for t in [Transpose::No, Transpose::Yes] {
+        for t in [Transpose::No, Transpose::Yes, Transpose::Conj] {
             let blocked = matches!(format, "bsr" | "ell");
-            if blocked && t == Transpose::Yes {
+            if blocked && t != Transpose::No {
                 continue;
             }
             let op = a.op(t);
@@ -309,34 +323,95 @@ pub fn spmv_and_spmm<T: Val, I: Idx>(cx: &mut Cx) {
                     cx.check(&dense_down(cx, &dy, op.rows, 1, op.rows), &want, T::TOL, &format!("spmv {what}"));
                 }
                 for n in [1, 3] {
-                    for (pb, pc) in [(0, 0), (2, 1)] {
-                        let b = cx.random(op.cols, n, 1.0, T::COMPLEX);
-                        let c = cx.random(op.rows, n, 1.0, T::COMPLEX);
-                        let (ldb, ldc) = (op.cols + pb, op.rows + pc);
-                        let (db, dc) = (cx.dense_up::<T>(&b, ldb), cx.dense_up::<T>(&c, ldc));
-                        let r = cx.h.sparse().unwrap().spmm(
-                            t,
-                            T::of(alpha),
-                            &sa,
-                            DenseMatrix::new(&db, op.cols, n).ld(ldb),
-                            T::of(beta),
-                            DenseMatrix::new(&dc, op.rows, n).ld(ldc),
-                        );
-                        let what = format!("spmm {what} n {n} ldb {ldb} ldc {ldc}");
-                        if format == "ell" && (T::COMPLEX || I::KIND != cusched::sparse::IndexKind::I32) {
-                            assert!(matches!(r, Err(Error::InvalidArgument { arg: "a", .. })), "{what}: {r:?}");
-                            continue;
-                        }
-                        r.unwrap().wait().unwrap();
-                        let got = cx.dc_padding_kept(&dc, op.rows, n, ldc, &what);
-                        // Blocked-ELL SpMM runs on Tensor Cores, in TF32 for f32 (an 11-bit
-                        // significand: 2.4e-4 off on an H100 against f32's 2e-4 budget).
-                        let tol = if format == "ell" && T::NAME == "f32" { 2e-3 } else { T::TOL };
-                        cx.check(&got, &gemm(alpha, &op, &b, beta, &c), tol, &what);
-                    }
+                    spmm_layouts::<T, I>(cx, &sa, format, t, &op, n, alpha, beta, &what);
                 }
             }
         }
+    }
+}
+
+/// SpMM of `sa` (`op` is `op(A)`) with `n` right-hand columns in each layout: `B` and `C`
+/// column- or row-major, padded or packed, and `B` as stored, transposed or conjugate-transposed
+/// (a transposed `B` with a blocked `A` must be refused as unsupported, naming `op_b`).
+fn spmm_layouts<T: Val, I: Idx>(
+    cx: &mut Cx,
+    sa: &SparseMatrix<T, I>,
+    format: &str,
+    t: Transpose,
+    op: &Dense,
+    n: usize,
+    alpha: C,
+    beta: C,
+    what: &str,
+) {
+    let layouts = [
+        (Transpose::No, false, false, 0, 0),
+        (Transpose::No, false, false, 2, 1),
+        (Transpose::No, true, true, 0, 0),
+        (Transpose::No, true, false, 3, 2),
+        (Transpose::Yes, false, true, 1, 0),
+        (Transpose::Yes, true, false, 0, 2),
+        (Transpose::Conj, false, false, 2, 0),
+        (Transpose::Conj, true, true, 1, 3),
+    ];
+    for (tb, row_b, row_c, pb, pc) in layouts {
+        let blocked = matches!(format, "bsr" | "ell");
+        let b = cx.random(op.cols, n, 1.0, T::COMPLEX);
+        let c = cx.random(op.rows, n, 1.0, T::COMPLEX);
+        // B as stored, so that op(B) = b: bᵀ for a transpose, conj(bᵀ) for a conjugate one.
+        let stored = b.op(tb);
+        let ldb = if row_b { stored.cols + pb } else { stored.rows + pb };
+        let ldc = if row_c { n + pc } else { op.rows + pc };
+        let (db, dc) = (cx.dense_up_in::<T>(&stored, ldb, row_b), cx.dense_up_in::<T>(&c, ldc, row_c));
+        let mut bv = DenseMatrix::new(&db, stored.rows, stored.cols).ld(ldb);
+        if row_b {
+            bv = bv.row_major();
+        }
+        let mut cv = DenseMatrix::new(&dc, op.rows, n).ld(ldc);
+        if row_c {
+            cv = cv.row_major();
+        }
+        let r = cx.h.sparse().unwrap().spmm_ops(t, tb, T::of(alpha), sa, bv, T::of(beta), cv);
+        let what = format!("spmm {what} n {n} {tb:?} row {row_b} {row_c} ldb {ldb} ldc {ldc}");
+        if format == "ell" && (T::COMPLEX || I::KIND != cusched::sparse::IndexKind::I32) {
+            assert!(matches!(r, Err(Error::InvalidArgument { arg: "a", .. })), "{what}: {r:?}");
+            continue;
+        }
+        if blocked && tb != Transpose::No {
+            assert!(matches!(&r, Err(Error::Unsupported { what: w, .. }) if w.contains("`op_b`")), "{what}: {r:?}");
+            continue;
+        }
+        r.unwrap().wait().unwrap();
+        let got = cx.dc_padding_kept_in(&dc, op.rows, n, ldc, row_c, &what);
+        // Blocked-ELL SpMM runs on Tensor Cores, in TF32 for f32 (an 11-bit significand:
+        // 2.4e-4 off on an H100 against f32's 2e-4 budget).
+        let tol = if format == "ell" && T::NAME == "f32" { 2e-3 } else { T::TOL };
+        cx.check(&got, &gemm(alpha, op, &b, beta, &c), tol, &what);
+    }
+}
+
+impl Cx {
+    /// C's values, after checking that the padding of each column (or, row-major, each row)
+    /// kept its NaN.
+    pub fn dc_padding_kept_in<T: Val>(
+        &self,
+        dc: &GpuRef<T>,
+        rows: usize,
+        n: usize,
+        ld: usize,
+        row: bool,
+        what: &str,
+    ) -> Vec<C> {
+        if !row {
+            return self.dc_padding_kept(dc, rows, n, ld, what);
+        }
+        let raw = dc.download(self.s).unwrap();
+        for r in 0..rows {
+            for c in n..ld {
+                assert!(raw[r * ld + c].c().0.is_nan(), "{what}: padding ({r}, {c}) was written");
+            }
+        }
+        (0..rows * n).map(|i| raw[(i / n) * ld + i % n].c()).collect()
     }
 }
 
@@ -404,7 +479,7 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
         let a = triangular(cx, n, fill, T::COMPLEX);
         for format in ["csr", "coo"] {
             let sa = cx.matrix::<T, I>(&a, format);
-            for transpose in [Transpose::No, Transpose::Yes] {
+            for transpose in [Transpose::No, Transpose::Yes, Transpose::Conj] {
                 for unit in [false, true] {
                     let tri = Triangle { fill, unit_diagonal: unit, transpose };
                     let alpha = cx.val(T::COMPLEX);
@@ -427,18 +502,23 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
                                 cx.dense_up::<T>(&b, ld),
                                 cx.dense_up::<T>(&Dense { rows: n, cols, v: vec![Z; n * cols] }, ld),
                             );
-                            cx.h.sparse()
-                                .unwrap()
-                                .spsm(
-                                    tri,
-                                    T::of(alpha),
-                                    &sa,
-                                    DenseMatrix::new(&db, n, cols).ld(ld),
-                                    DenseMatrix::new(&dc, n, cols).ld(ld),
-                                )
-                                .unwrap()
-                                .wait()
-                                .unwrap();
+                            let r = cx.h.sparse().unwrap().spsm(
+                                tri,
+                                T::of(alpha),
+                                &sa,
+                                DenseMatrix::new(&db, n, cols).ld(ld),
+                                DenseMatrix::new(&dc, n, cols).ld(ld),
+                            );
+                            // SpSM takes plain transposes only: a conjugate one of complex
+                            // values is refused, naming `tri`.
+                            if T::COMPLEX && transpose == Transpose::Conj {
+                                assert!(
+                                    matches!(&r, Err(Error::Unsupported { what: w, .. }) if w.contains("`tri`")),
+                                    "spsm {what}: {r:?}"
+                                );
+                                continue;
+                            }
+                            r.unwrap().wait().unwrap();
                             let want = solve(&a, tri, alpha, &b);
                             cx.check(
                                 &dense_down(cx, &dc, n, cols, ld),

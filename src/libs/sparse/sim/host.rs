@@ -119,16 +119,27 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
 /// A CSR matrix's rows (spans into the arrays), column indices and values.
 pub(super) type Rows<T> = (Vec<std::ops::Range<usize>>, Vec<usize>, Vec<T>);
 
-/// A dense column-major view, moved into a kernel.
+/// A dense view, moved into a kernel.
 pub(super) struct HostDense<T: SparseValue> {
     pub(super) mem: SimMem<T>,
     pub(super) rows: usize,
     pub(super) cols: usize,
     pub(super) ld: usize,
+    pub(super) row_major: bool,
 }
 
 impl<T: SparseValue> HostDense<T> {
     pub(super) fn of(m: &DenseMatrix<'_, T>, ld: i64) -> Result<Self> {
-        Ok(HostDense { mem: m.buf.sim_data()?, rows: m.rows, cols: m.cols, ld: ld as usize })
+        let row_major = m.is_row_major();
+        Ok(HostDense { mem: m.buf.sim_data()?, rows: m.rows, cols: m.cols, ld: ld as usize, row_major })
+    }
+
+    /// The offset of element `(r, c)` in the buffer.
+    pub(super) fn at(&self, r: usize, c: usize) -> usize {
+        if self.row_major {
+            r * self.ld + c
+        } else {
+            r + c * self.ld
+        }
     }
 }
