@@ -1,6 +1,6 @@
-//! cuSPARSE's dense layouts and transposes on the simulator: row-major dense operands of SpMM,
-//! SpMM with `B` transposed or conjugate-transposed, conjugate transposes of complex `A`, with
-//! results worked by hand; bad input rejected (or refused as unsupported, where cuSPARSE or
+//! cuSPARSE's dense layouts and transposes on the simulator: row-major dense operands (SpMM,
+//! SDDMM, the dense conversions), SpMM with `B` transposed or conjugate-transposed, conjugate
+//! transposes of complex `A`, with results worked by hand; bad input rejected (or refused as unsupported, where cuSPARSE or
 //! cusched does not take the combination) before anything is recorded, naming the argument.
 //! The reference harness (tests/common/reference/sparse.rs) covers every value and index type.
 
@@ -110,13 +110,6 @@ fn ops_refuse_row_major_operands_and_conjugate_transposes_they_do_not_take() {
     });
     let (da, db) = (fx.buf::<f64>(6), fx.buf::<f64>(8)); // A 3x2, B 2x4
     let n = Transpose::No;
-    unsupported(&mut fx, "a", |fx| {
-        let (a, b) = (DenseMatrix::new(&da, 3, 2).row_major(), DenseMatrix::new(&db, 2, 4));
-        fx.h.sparse()?.sddmm(n, n, 1.0, a, b, 0.0, &csr)
-    });
-    let d = fx.buf::<f64>(12);
-    unsupported(&mut fx, "out", |fx| fx.h.sparse()?.sparse_to_dense(&csr, DenseMatrix::new(&d, 3, 4).row_major()));
-    unsupported(&mut fx, "dense", |fx| fx.h.sparse()?.dense_to_csr::<f64, i32>(DenseMatrix::new(&d, 3, 4).row_major()));
     // Complex conjugate transposes in SpSM and SDDMM.
     let one = C64::new(1.0, 0.0);
     let offsets = fx.upload(&[0i32, 1]);
@@ -138,4 +131,49 @@ fn ops_refuse_row_major_operands_and_conjugate_transposes_they_do_not_take() {
     // On real values a conjugate transpose is a plain one, and runs.
     let (a, b) = (DenseMatrix::new(&da, 2, 3), DenseMatrix::new(&db, 2, 4));
     runs(&mut fx, |fx| fx.h.sparse()?.sddmm(Transpose::Conj, n, 1.0, a, b, 0.0, &csr));
+}
+
+/// The fixture matrix to a row-major dense matrix (padding kept) and back, and SDDMM of
+/// row-major operands at its pattern.
+#[test]
+fn row_major_conversions_and_sddmm() {
+    let mut fx = fx();
+    let a = fx.csr(); // [[1 0 0 2] [0 0 0 0] [0 3 4 5]]
+    let s = fx.s;
+    let d = fx.upload(&[-1.0f64; 15]);
+    runs(&mut fx, |fx| fx.h.sparse()?.sparse_to_dense(&a, DenseMatrix::new(&d, 3, 4).ld(5).row_major()));
+    let want = [1.0, 0.0, 0.0, 2.0, -1.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 3.0, 4.0, 5.0, -1.0];
+    assert_eq!(d.download(s).unwrap(), want);
+    let back =
+        runs(&mut fx, |fx| fx.h.sparse()?.dense_to_csr::<f64, i32>(DenseMatrix::new(&d, 3, 4).ld(5).row_major()));
+    assert_eq!(back.offsets().download(s).unwrap(), [0, 2, 2, 5]);
+    assert_eq!(back.indices().download(s).unwrap(), [0, 3, 1, 2, 3]);
+    assert_eq!(back.values().download(s).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0]);
+    // (A B) at A's pattern, A = [[1] [2] [3]] row-major 3x1, B = [[1 2 3 4]] row-major 1x4:
+    // A B = [[1 2 3 4] [2 4 6 8] [3 6 9 12]], sampled at (0,0) (0,3) (2,1) (2,2) (2,3).
+    let (da, db) = (fx.upload(&[1.0f64, 2.0, 3.0]), fx.upload(&[1.0f64, 2.0, 3.0, 4.0]));
+    let (av, bv) = (DenseMatrix::new(&da, 3, 1).row_major(), DenseMatrix::new(&db, 1, 4).row_major());
+    runs(&mut fx, |fx| fx.h.sparse()?.sddmm(Transpose::No, Transpose::No, 1.0, av, bv, 0.0, &a));
+    assert_eq!(a.values().download(s).unwrap(), [1.0, 4.0, 6.0, 9.0, 12.0]);
+}
+
+#[test]
+fn row_major_views_reject_bad_input() {
+    let mut fx = fx();
+    let a = fx.csr(); // 3x4
+    let d = fx.buf::<f64>(12);
+    // Row-major: the leading dimension is at least the columns, and the rows fit the buffer.
+    rejects(&mut fx, "out.ld", |fx| fx.h.sparse()?.sparse_to_dense(&a, DenseMatrix::new(&d, 3, 4).ld(3).row_major()));
+    rejects(&mut fx, "out", |fx| fx.h.sparse()?.sparse_to_dense(&a, DenseMatrix::new(&d, 3, 4).ld(5).row_major()));
+    rejects(&mut fx, "dense", |fx| fx.h.sparse()?.dense_to_csr::<f64, i32>(DenseMatrix::new(&d, 4, 4).row_major()));
+    let (da, db) = (fx.buf::<f64>(6), fx.buf::<f64>(8)); // A 3x2, B 2x4
+    let n = Transpose::No;
+    rejects(&mut fx, "a.ld", |fx| {
+        let (av, bv) = (DenseMatrix::new(&da, 3, 2).ld(1).row_major(), DenseMatrix::new(&db, 2, 4));
+        fx.h.sparse()?.sddmm(n, n, 1.0, av, bv, 0.0, &a)
+    });
+    rejects(&mut fx, "b", |fx| {
+        let (av, bv) = (DenseMatrix::new(&da, 3, 2), DenseMatrix::new(&db, 2, 4).ld(5).row_major());
+        fx.h.sparse()?.sddmm(n, n, 1.0, av, bv, 0.0, &a)
+    });
 }

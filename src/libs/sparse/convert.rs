@@ -67,7 +67,7 @@ impl Sparse {
         done
     }
 
-    /// Writes `a` into the dense column-major `out` (zeros where `a` stores nothing).
+    /// Writes `a` into the dense `out`, column- or row-major (zeros where `a` stores nothing).
     pub fn sparse_to_dense<T: SparseValue, I: SparseIndex>(
         &mut self,
         a: &SparseMatrix<T, I>,
@@ -76,7 +76,6 @@ impl Sparse {
         if matches!(a.format, Format::Bsr | Format::BlockedEll) {
             return Err(Error::invalid("a", format!("is {:?}; sparse_to_dense takes CSR, CSC or COO", a.format)));
         }
-        out.col_major_only("out", "CSR/CSC/COO → dense")?;
         let ld = out.check("out", "out.ld")?;
         if (out.rows, out.cols) != (a.rows, a.cols) {
             return Err(Error::invalid("out", format!("is {}x{}; A is {}x{}", out.rows, out.cols, a.rows, a.cols)));
@@ -93,6 +92,7 @@ impl Sparse {
         let key = mat_words(&mat_key(a))
             .into_iter()
             .chain(dense_words(out.buf.id(), [out.rows, out.cols, ld as usize], T::CUDA_TYPE))
+            .chain([out.order as u64])
             .collect();
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
         let bytes = self.size("sparse_to_dense", key, || unsafe { calls::sparse_to_dense_size(h, da, db) })?;
@@ -105,7 +105,7 @@ impl Sparse {
         done
     }
 
-    /// The nonzeros of the dense column-major `dense` as a CSR matrix with index type `I`,
+    /// The nonzeros of the dense `dense` (column- or row-major) as a CSR matrix with index type `I`,
     /// freshly allocated, returned through the completion.
     ///
     /// **Blocks** the calling thread until the GPU has counted the nonzeros: cuSPARSE's
@@ -114,7 +114,6 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        dense.col_major_only("dense", "dense → CSR")?;
         let ld = dense.check("dense", "dense.ld")?;
         if dense.rows > I::MAX || dense.cols > I::MAX {
             return Err(Error::invalid(

@@ -5,12 +5,12 @@
 //! and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in SpMV and
 //! SpMM, Blocked-ELL ones in SpMM.
 //!
-//! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM's `B` and
-//! `C`; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]). [`Transpose::Conj`] (the conjugate
-//! transpose) goes to SpMV, SpMM and SpSV. Not wrapped yet, and refused as
+//! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SDDMM and
+//! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]). [`Transpose::Conj`]
+//! (the conjugate transpose) goes to SpMV, SpMM and SpSV. Not wrapped yet, and refused as
 //! [`Error::Unsupported`](crate::Error::Unsupported) naming the argument: row-major operands of
-//! SpSM, SDDMM and the dense conversions, and conjugate transposes of complex values in SpSM
-//! and SDDMM (cuSPARSE documents plain transposes there). Also not wrapped: BSR in SpSV / SpSM
+//! SpSM, and conjugate transposes of complex values in SpSM and SDDMM (cuSPARSE documents plain
+//! transposes there). Also not wrapped: BSR in SpSV / SpSM
 //! and the BSR conversions, mixed-precision and strided-batch SpMV / SpMM, SpGEMM with 64-bit
 //! indices or `beta C`, CSR ↔ COO.
 //!

@@ -108,10 +108,10 @@ impl Sparse {
         done
     }
 
-    /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of the
-    /// column-major `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
+    /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of
+    /// `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
     /// positions of the `m x n` CSR matrix `C`, whose values it updates (only written when
-    /// `beta` is zero; its structure is read).
+    /// `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major.
     #[allow(clippy::too_many_arguments)]
     pub fn sddmm<T: SparseValue, I: SparseIndex>(
         &mut self,
@@ -129,8 +129,6 @@ impl Sparse {
         super::args::no_conj::<T>("op_a", op_a, "SDDMM")?;
         super::args::no_conj::<T>("op_b", op_b, "SDDMM")?;
         let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
-        a.col_major_only("a", "SDDMM")?;
-        b.col_major_only("b", "SDDMM")?;
         let lda = a.check("a", "a.ld")?;
         let ldb = b.check("b", "b.ld")?;
         let ((m, k), (kb, n)) = (dense_op(op_a, &a), dense_op(op_b, &b));
@@ -158,17 +156,19 @@ impl Sparse {
         let t = [op_a, op_b];
         let sc = HostScalars::new(alpha, beta);
         let p = calls::Sddmm { h, t, s: sc.raw(), a: da, b: db, c: dc };
-        let key =
-            [&[op_a as u64, op_b as u64][..], &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE)]
-                .into_iter()
-                .chain([
-                    &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..],
-                    &mat_words(&mat_key(c)),
-                    &sc.words(),
-                ])
-                .flatten()
-                .copied()
-                .collect();
+        let key = [
+            &[op_a as u64, op_b as u64, a.order as u64, b.order as u64][..],
+            &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE),
+        ]
+        .into_iter()
+        .chain([
+            &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..],
+            &mat_words(&mat_key(c)),
+            &sc.words(),
+        ])
+        .flatten()
+        .copied()
+        .collect();
         // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers; (3) host
         // scalars of T, 16-byte aligned (`HostScalars`).
         let bytes = self.size("sddmm", key, || unsafe { calls::sddmm_size(p) })?;

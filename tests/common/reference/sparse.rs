@@ -539,26 +539,30 @@ pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
     let pattern = cx.random(m, n, 0.4, T::COMPLEX);
     for ta in [Transpose::No, Transpose::Yes] {
         for tb in [Transpose::No, Transpose::Yes] {
-            for pad in [0, 3] {
+            for (pad, ra, rb) in
+                [(0, false, false), (3, false, false), (0, true, true), (2, true, false), (1, false, true)]
+            {
                 for beta0 in [true, false] {
-                    let what = format!("sddmm {} {:?} {ta:?} {tb:?} pad {pad} beta0 {beta0}", T::NAME, I::KIND);
+                    let what =
+                        format!("sddmm {} {:?} {ta:?} {tb:?} pad {pad} row {ra} {rb} beta0 {beta0}", T::NAME, I::KIND);
                     let a = cx.random(m, k, 1.0, T::COMPLEX).op(ta);
                     let b = cx.random(k, n, 1.0, T::COMPLEX).op(tb);
-                    let (lda, ldb) = (a.rows + pad, b.rows + pad);
-                    let (da, db) = (cx.dense_up::<T>(&a, lda), cx.dense_up::<T>(&b, ldb));
+                    let lda = if ra { a.cols + pad } else { a.rows + pad };
+                    let ldb = if rb { b.cols + pad } else { b.rows + pad };
+                    let (da, db) = (cx.dense_up_in::<T>(&a, lda, ra), cx.dense_up_in::<T>(&b, ldb, rb));
+                    let (mut av, mut bv) =
+                        (DenseMatrix::new(&da, a.rows, a.cols).ld(lda), DenseMatrix::new(&db, b.rows, b.cols).ld(ldb));
+                    if ra {
+                        av = av.row_major();
+                    }
+                    if rb {
+                        bv = bv.row_major();
+                    }
                     let c = cx.matrix::<T, I>(&pattern, "csr");
                     let (alpha, beta) = (cx.val(T::COMPLEX), if beta0 { Z } else { cx.val(T::COMPLEX) });
                     cx.h.sparse()
                         .unwrap()
-                        .sddmm(
-                            ta,
-                            tb,
-                            T::of(alpha),
-                            DenseMatrix::new(&da, a.rows, a.cols).ld(lda),
-                            DenseMatrix::new(&db, b.rows, b.cols).ld(ldb),
-                            T::of(beta),
-                            &c,
-                        )
+                        .sddmm(ta, tb, T::of(alpha), av, bv, T::of(beta), &c)
                         .unwrap()
                         .wait()
                         .unwrap();
@@ -580,32 +584,29 @@ pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
     let (rows, cols) = (9, 7);
     let a = cx.random(rows, cols, 0.3, T::COMPLEX);
     for format in ["csr", "csc", "coo"] {
-        for pad in [0, 2] {
-            let ld = rows + pad;
+        for (pad, row) in [(0, false), (2, false), (0, true), (3, true)] {
+            let ld = if row { cols + pad } else { rows + pad };
             let sa = cx.matrix::<T, I>(&a, format);
             let noise = cx.random(rows, cols, 1.0, T::COMPLEX);
-            let out = cx.dense_up::<T>(&noise, ld);
-            cx.h.sparse()
-                .unwrap()
-                .sparse_to_dense(&sa, DenseMatrix::new(&out, rows, cols).ld(ld))
-                .unwrap()
-                .wait()
-                .unwrap();
-            let what = format!("sparse_to_dense {} {:?} {format} ld {ld}", T::NAME, I::KIND);
-            let got = cx.dc_padding_kept(&out, rows, cols, ld, &what);
+            let out = cx.dense_up_in::<T>(&noise, ld, row);
+            let mut ov = DenseMatrix::new(&out, rows, cols).ld(ld);
+            if row {
+                ov = ov.row_major();
+            }
+            cx.h.sparse().unwrap().sparse_to_dense(&sa, ov).unwrap().wait().unwrap();
+            let what = format!("sparse_to_dense {} {:?} {format} ld {ld} row {row}", T::NAME, I::KIND);
+            let got = cx.dc_padding_kept_in(&out, rows, cols, ld, row, &what);
             cx.check(&got, &a.v, 0.0, &what);
         }
     }
-    for pad in [0, 2] {
-        let ld = rows + pad;
-        let dd = cx.dense_up::<T>(&a, ld);
-        let csr =
-            cx.h.sparse()
-                .unwrap()
-                .dense_to_csr::<T, I>(DenseMatrix::new(&dd, rows, cols).ld(ld))
-                .unwrap()
-                .wait()
-                .unwrap();
+    for (pad, row) in [(0, false), (2, false), (0, true), (1, true)] {
+        let ld = if row { cols + pad } else { rows + pad };
+        let dd = cx.dense_up_in::<T>(&a, ld, row);
+        let mut dv = DenseMatrix::new(&dd, rows, cols).ld(ld);
+        if row {
+            dv = dv.row_major();
+        }
+        let csr = cx.h.sparse().unwrap().dense_to_csr::<T, I>(dv).unwrap().wait().unwrap();
         csr.check(cx.s).unwrap();
         let back = cx.dense_up::<T>(&Dense { rows, cols, v: vec![Z; rows * cols] }, rows);
         cx.h.sparse().unwrap().sparse_to_dense(&csr, DenseMatrix::new(&back, rows, cols)).unwrap().wait().unwrap();
@@ -613,7 +614,7 @@ pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
             &dense_down(cx, &back, rows, cols, rows),
             &a.v,
             0.0,
-            &format!("dense_to_csr {} {:?} ld {ld}", T::NAME, I::KIND),
+            &format!("dense_to_csr {} {:?} ld {ld} row {row}", T::NAME, I::KIND),
         );
     }
 }

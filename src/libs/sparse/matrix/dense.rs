@@ -71,7 +71,7 @@ impl<'a, T: Element> DenseMatrix<'a, T> {
             return Err(super::super::args::unsupported(
                 arg,
                 format!("a row-major dense operand in {op}"),
-                "pass it column-major (cusched hands cuSPARSE's row order to SpMM only)",
+                "pass it column-major (cusched hands cuSPARSE's row order to SpMM, SDDMM and the dense conversions)",
             ));
         }
         Ok(())

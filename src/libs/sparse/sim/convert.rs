@@ -20,11 +20,13 @@ impl Sparse {
         self.host(rec, move || {
             let e = am.entries()?;
             let mut d = om.mem.lock();
-            for j in 0..om.cols {
-                d[j * om.ld..j * om.ld + om.rows].fill(T::zero());
+            for r in 0..om.rows {
+                for c in 0..om.cols {
+                    d[om.at(r, c)] = T::zero();
+                }
             }
             for (r, c, v) in e {
-                let o = r + c * om.ld;
+                let o = om.at(r, c);
                 d[o] = d[o].plus(v);
             }
             Ok(())
@@ -108,7 +110,7 @@ impl Sparse {
             let mut total = 0usize;
             o[0] = I::from_usize(0);
             for r in 0..dm.rows {
-                total += (0..dm.cols).filter(|&c| !d[r + c * dm.ld].is_zero()).count();
+                total += (0..dm.cols).filter(|&c| !d[dm.at(r, c)].is_zero()).count();
                 o[r + 1] = I::from_usize(total);
             }
             Ok(total)
@@ -132,7 +134,7 @@ impl Sparse {
             let mut p = 0;
             for r in 0..dm.rows {
                 for c in 0..dm.cols {
-                    let v = d[r + c * dm.ld];
+                    let v = d[dm.at(r, c)];
                     if !v.is_zero() && p < nnz {
                         (idx[p], val[p]) = (I::from_usize(c), v);
                         p += 1;
