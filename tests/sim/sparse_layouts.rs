@@ -177,3 +177,33 @@ fn row_major_views_reject_bad_input() {
         fx.h.sparse()?.sddmm(n, n, 1.0, av, bv, 0.0, &a)
     });
 }
+
+/// The fixture's CSR `[[1 0 0 2] [0 0 0 0] [0 3 4 5]]` to COO (row indices expanded, columns
+/// and values shared) and back.
+#[test]
+fn csr_to_coo_and_back() {
+    let mut fx = fx();
+    let a = fx.csr();
+    let s = fx.s;
+    let coo = runs(&mut fx, |fx| fx.h.sparse()?.csr_to_coo(&a));
+    assert_eq!((coo.rows(), coo.cols(), coo.nnz()), (3, 4, 5));
+    assert_eq!(coo.offsets().download(s).unwrap(), [0, 0, 2, 2, 2]);
+    assert_eq!(coo.indices().id(), a.indices().id(), "the column indices are shared");
+    let csr = runs(&mut fx, |fx| fx.h.sparse()?.coo_to_csr(&coo));
+    assert_eq!(csr.offsets().download(s).unwrap(), [0, 2, 2, 5]);
+    assert_eq!(csr.values().download(s).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0]);
+}
+
+#[test]
+fn csr_to_coo_and_coo_to_csr_reject_bad_input() {
+    let mut fx = fx();
+    let (csr, bsr) = (fx.csr(), fx.bsr());
+    rejects(&mut fx, "a", |fx| fx.h.sparse()?.csr_to_coo(&bsr));
+    rejects(&mut fx, "a", |fx| fx.h.sparse()?.coo_to_csr(&csr));
+    let csc = runs(&mut fx, |fx| fx.h.sparse()?.convert_compressed(&csr));
+    rejects(&mut fx, "a", |fx| fx.h.sparse()?.csr_to_coo(&csc));
+    rejects(&mut fx, "a", |fx| fx.h.sparse()?.coo_to_csr(&csc));
+    let (o, i, v) = (fx.foreign::<i32>(4), fx.foreign::<i32>(5), fx.foreign::<f64>(5));
+    let foreign = SparseMatrix::csr(3, 4, 5, &o, &i, &v).unwrap();
+    rejects(&mut fx, "!foreign", |fx| fx.h.sparse()?.csr_to_coo(&foreign));
+}

@@ -1,18 +1,18 @@
 //! cuSPARSE's generic API: sparse matrices in CSR, CSC and COO with 32- or 64-bit indices and
 //! `f32`, `f64`, `Complex<f32>` or `Complex<f64>` values ([`SparseMatrix`]), dense operands as
 //! `GpuRef`s and [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with a reusable
-//! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, CSR ↔ CSC)
-//! and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in SpMV and
-//! SpMM, Blocked-ELL ones in SpMM.
+//! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, CSR ↔ CSC,
+//! CSR ↔ COO) and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in
+//! SpMV and SpMM, Blocked-ELL ones in SpMM.
 //!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SDDMM and
 //! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]). [`Transpose::Conj`]
 //! (the conjugate transpose) goes to SpMV, SpMM and SpSV. Not wrapped yet, and refused as
 //! [`Error::Unsupported`](crate::Error::Unsupported) naming the argument: row-major operands of
 //! SpSM, and conjugate transposes of complex values in SpSM and SDDMM (cuSPARSE documents plain
-//! transposes there). Also not wrapped: BSR in SpSV / SpSM
-//! and the BSR conversions, mixed-precision and strided-batch SpMV / SpMM, SpGEMM with 64-bit
-//! indices or `beta C`, CSR ↔ COO.
+//! transposes there). Also not wrapped: BSR in SpSV / SpSM and the BSR conversions,
+//! mixed-precision and strided-batch SpMV / SpMM, SpGEMM with 64-bit indices or `beta C`, and
+//! dense → CSC / COO: each needs its cuSPARSE support table checked on a GPU first.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per

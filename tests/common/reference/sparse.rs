@@ -676,6 +676,18 @@ pub fn i32_only<T: Val>(cx: &mut Cx) {
     let out = cx.dense_up::<T>(&Dense { rows: m, cols: k, v: vec![Z; m * k] }, m);
     cx.h.sparse().unwrap().sparse_to_dense(&csc, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
     cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("csr2csc {}", T::NAME));
+    // CSR → COO → CSR: the row structure matches the reference's COO and CSR of `a`, and the
+    // matrices hold `a`.
+    let coo = cx.h.sparse().unwrap().csr_to_coo(&sa).unwrap().wait().unwrap();
+    let want_coo = cx.matrix::<T, i32>(&a, "coo");
+    let rows_of = |cx: &Cx, m: &SparseMatrix<T, i32>, n: usize| m.offsets().download(cx.s).unwrap()[..n].to_vec();
+    assert_eq!(rows_of(cx, &coo, sa.nnz()), rows_of(cx, &want_coo, sa.nnz()), "csr_to_coo {}", T::NAME);
+    cx.h.sparse().unwrap().sparse_to_dense(&coo, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("csr_to_coo {}", T::NAME));
+    let csr = cx.h.sparse().unwrap().coo_to_csr(&want_coo).unwrap().wait().unwrap();
+    assert_eq!(rows_of(cx, &csr, m + 1), rows_of(cx, &sa, m + 1), "coo_to_csr {}", T::NAME);
+    cx.h.sparse().unwrap().sparse_to_dense(&csr, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("coo_to_csr {}", T::NAME));
 }
 
 pub fn all_index_types<T: Val>(cx: &mut Cx) {

@@ -33,6 +33,42 @@ impl Sparse {
         })
     }
 
+    /// CSR ↔ COO: `a`'s row structure into `out`'s fresh one (offsets expanded into one row
+    /// index per entry, or row indices counted into offsets); the rest is shared.
+    pub(in crate::libs::sparse) fn sim_rows_convert<T: SparseValue>(
+        &mut self,
+        rec: LaunchRecorder,
+        a: &SparseMatrix<T, i32>,
+        out: SparseMatrix<T, i32>,
+    ) -> Result<Completion<SparseMatrix<T, i32>>> {
+        let (src, dst) = (a.major.sim_data()?, out.major.sim_data()?);
+        let (rows, nnz, to_coo) = (a.rows, a.nnz, a.format == Format::Csr);
+        self.host(rec, move || {
+            let s = src.read().to_vec();
+            let mut d = dst.lock();
+            if to_coo {
+                for r in 0..rows {
+                    for p in super::span("a.offsets", &s, r, nnz)? {
+                        d[p] = i32::from_usize(r);
+                    }
+                }
+            } else {
+                let mut counts = vec![0usize; rows + 1];
+                for &r in &s[..nnz] {
+                    counts[super::at("a.row_indices", r, rows)? + 1] += 1;
+                }
+                for r in 0..rows {
+                    counts[r + 1] += counts[r];
+                }
+                for (o, c) in d.iter_mut().zip(&counts) {
+                    *o = i32::from_usize(*c);
+                }
+            }
+            drop(d);
+            Ok(out)
+        })
+    }
+
     /// CSR ↔ CSC: the stored entries regrouped by the other dimension (stable, so indices come
     /// out sorted within each group), into `out`'s fresh buffers.
     pub(in crate::libs::sparse) fn sim_convert_compressed<T: SparseValue>(
