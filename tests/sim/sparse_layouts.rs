@@ -5,7 +5,7 @@
 //! The reference harness (tests/common/reference/sparse.rs) covers every value and index type.
 
 use crate::common::fixture::{fx, rejects, runs, unsupported, Fx};
-use cusched::sparse::{DenseMatrix, Fill, SparseMatrix, Transpose, Triangle};
+use cusched::sparse::{DenseMatrix, Fill, SparseMatrix, SpmmBatch, Transpose, Triangle};
 use cusched::Complex;
 
 type C64 = Complex<f64>;
@@ -206,4 +206,59 @@ fn csr_to_coo_and_coo_to_csr_reject_bad_input() {
     let (o, i, v) = (fx.foreign::<i32>(4), fx.foreign::<i32>(5), fx.foreign::<f64>(5));
     let foreign = SparseMatrix::csr(3, 4, 5, &o, &i, &v).unwrap();
     rejects(&mut fx, "!foreign", |fx| fx.h.sparse()?.csr_to_coo(&foreign));
+}
+
+/// Two products of the fixture's pattern sharing its row offsets, the second with its values
+/// doubled, each with its own `B` and `C`.
+#[test]
+fn spmm_batched_strides_every_operand() {
+    let mut fx = fx();
+    let a = fx.csr(); // [[1 0 0 2] [0 0 0 0] [0 3 4 5]]
+    let s = fx.s;
+    let indices = fx.upload(&[0i32, 3, 1, 2, 3, -7, 0, 3, 1, 2, 3]);
+    let values = fx.upload(&[1.0f64, 2.0, 3.0, 4.0, 5.0, f64::NAN, 2.0, 4.0, 6.0, 8.0, 10.0]);
+    let batched = SparseMatrix::csr(3, 4, 5, a.offsets(), &indices, &values).unwrap();
+    // B_0 = (1 2 3 4)ᵀ, B_1 = (1 1 1 1)ᵀ, 5 apart; C 3 apart.
+    let b = fx.upload(&[1.0f64, 2.0, 3.0, 4.0, -1.0, 1.0, 1.0, 1.0, 1.0]);
+    let c = fx.upload(&[0.0f64; 6]);
+    let batch = SpmmBatch { count: 2, a_offsets: 0, a_entries: 6, b: 5, c: 3 };
+    let (bv, cv) = (DenseMatrix::new(&b, 4, 1), DenseMatrix::new(&c, 3, 1));
+    runs(&mut fx, |fx| fx.h.sparse()?.spmm_batched(Transpose::No, 1.0, &batched, bv, 0.0, cv, batch));
+    assert_eq!(c.download(s).unwrap(), [9.0, 0.0, 38.0, 6.0, 0.0, 24.0]);
+}
+
+#[test]
+fn spmm_batched_rejects_bad_input() {
+    let mut fx = fx();
+    let a = fx.csr(); // 3x4, 5 entries
+    let (b, c) = (fx.buf::<f64>(8), fx.buf::<f64>(6));
+    let one = SpmmBatch { count: 2, a_offsets: 0, a_entries: 0, b: 4, c: 3 };
+    let sp = |fx: &mut Fx, a: &SparseMatrix<f64>, batch: SpmmBatch| {
+        fx.h.sparse()?.spmm_batched(
+            Transpose::No,
+            1.0,
+            a,
+            DenseMatrix::new(&b, 4, 1),
+            0.0,
+            DenseMatrix::new(&c, 3, 1),
+            batch,
+        )
+    };
+    assert!(sp(&mut fx, &a, one).is_ok(), "a valid batch runs");
+    rejects(&mut fx, "batch.count", |fx| sp(fx, &a, SpmmBatch { count: 0, ..one }));
+    // A CSR offsets array holds one matrix: its batch shares it.
+    rejects(&mut fx, "a.offsets", |fx| sp(fx, &a, SpmmBatch { a_offsets: 4, ..one }));
+    rejects(&mut fx, "a.indices", |fx| sp(fx, &a, SpmmBatch { a_entries: 1, ..one }));
+    rejects(&mut fx, "b", |fx| sp(fx, &a, SpmmBatch { b: 5, ..one }));
+    rejects(&mut fx, "batch.c", |fx| sp(fx, &a, SpmmBatch { c: 2, ..one }));
+    rejects(&mut fx, "c", |fx| sp(fx, &a, SpmmBatch { count: 3, b: 0, ..one }));
+    let (r, ci, v) = (fx.upload(&[0i32, 0, 2, 2, 2]), fx.upload(&[0i32, 3, 1, 2, 3]), fx.buf::<f64>(5));
+    let coo = SparseMatrix::coo(3, 4, 5, &r, &ci, &v).unwrap();
+    rejects(&mut fx, "batch.a_offsets", |fx| sp(fx, &coo, SpmmBatch { a_offsets: 1, ..one }));
+    let bsr = fx.bsr();
+    let (b12, c8) = (fx.buf::<f64>(12), fx.buf::<f64>(8));
+    rejects(&mut fx, "a", |fx| {
+        let (bv, cv) = (DenseMatrix::new(&b12, 6, 1), DenseMatrix::new(&c8, 4, 1));
+        fx.h.sparse()?.spmm_batched(Transpose::No, 1.0, &bsr, bv, 0.0, cv, SpmmBatch { count: 1, ..one })
+    });
 }

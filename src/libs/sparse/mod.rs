@@ -6,13 +6,14 @@
 //! SpMV and SpMM, Blocked-ELL ones in SpMM.
 //!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SDDMM and
-//! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]). [`Transpose::Conj`]
-//! (the conjugate transpose) goes to SpMV, SpMM and SpSV. Not wrapped yet, and refused as
-//! [`Error::Unsupported`](crate::Error::Unsupported) naming the argument: row-major operands of
-//! SpSM, and conjugate transposes of complex values in SpSM and SDDMM (cuSPARSE documents plain
-//! transposes there). Also not wrapped: BSR in SpSV / SpSM and the BSR conversions,
-//! mixed-precision and strided-batch SpMV / SpMM, SpGEMM with 64-bit indices or `beta C`, and
-//! dense → CSC / COO: each needs its cuSPARSE support table checked on a GPU first.
+//! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]) and runs strided
+//! batches ([`Sparse::spmm_batched`]). [`Transpose::Conj`] (the conjugate transpose) goes to
+//! SpMV, SpMM and SpSV. Refused as [`Error::Unsupported`](crate::Error::Unsupported) naming the
+//! argument: row-major operands of SpSM, and conjugate transposes of complex values in SpSM and
+//! SDDMM (cuSPARSE documents plain transposes there). Not wrapped yet: BSR in SpSV / SpSM and
+//! the BSR conversions, mixed-precision SpMV / SpMM (a value type beside the four
+//! [`SparseValue`]s), SpGEMM with 64-bit indices or `beta C`, and dense → CSC / COO: each
+//! needs its cuSPARSE support table checked on a GPU first.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
@@ -109,6 +110,25 @@ impl Transpose {
             v
         }
     }
+}
+
+/// A strided batch of SpMM products `C_i = alpha op(A_i) B_i + beta C_i`, `i < count`: each
+/// operand's `i`-th matrix starts `i` strides (in elements) after its first, which is the
+/// matrix or view handed to [`Sparse::spmm_batched`]. A stride of 0 shares that operand across
+/// the batch (not for `C`, whose matrices must not overlap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SpmmBatch {
+    /// Products in the batch (at least 1).
+    pub count: usize,
+    /// Between `A`'s row offsets (CSR: 0, the batch shares them) or row indices (COO: equal to
+    /// `a_entries`).
+    pub a_offsets: usize,
+    /// Between `A`'s column indices and values.
+    pub a_entries: usize,
+    /// Between the `B`s.
+    pub b: usize,
+    /// Between the `C`s.
+    pub c: usize,
 }
 
 /// Which triangle of the matrix a triangular solve reads.

@@ -690,9 +690,142 @@ pub fn i32_only<T: Val>(cx: &mut Cx) {
     cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("coo_to_csr {}", T::NAME));
 }
 
+fn vals_of<T: Val>(v: &[C]) -> Vec<T> {
+    v.iter().map(|&c| T::of(c)).collect()
+}
+
+/// Batched SpMM: three products of one pattern with different values (CSR sharing its row
+/// offsets, COO striding all its arrays), strides with gaps, `B` row-major or not, and `A`
+/// shared (stride 0) once.
+pub fn spmm_batched<T: Val, I: Idx>(cx: &mut Cx) {
+    let (rows, cols, n, count) = (7, 5, 3, 3);
+    let pattern = cx.random(rows, cols, 0.4, T::COMPLEX);
+    for format in ["csr", "coo"] {
+        for (shared, row_b, t) in
+            [(false, false, Transpose::No), (false, true, Transpose::Yes), (true, false, Transpose::No)]
+        {
+            let coo = format == "coo";
+            // The A_i: one pattern, values of their own (one A for all when shared).
+            let mut mats: Vec<Dense> = Vec::new();
+            for i in 0..count {
+                let m = if shared && i > 0 {
+                    mats[0].clone()
+                } else {
+                    let v = pattern.v.iter().map(|&p| if p == Z { Z } else { cx.val(T::COMPLEX) }).collect();
+                    Dense { rows, cols, v }
+                };
+                mats.push(m);
+            }
+            // One matrix's arrays (row-sorted entries), then the batch laid out `se` apart.
+            let (mut major, mut minor) = (vec![0usize], Vec::new());
+            for r in 0..rows {
+                for c in 0..cols {
+                    if pattern.at(r, c) != Z {
+                        minor.push(c);
+                        if coo {
+                            major.push(r);
+                        }
+                    }
+                }
+                if !coo {
+                    major.push(minor.len());
+                }
+            }
+            if coo {
+                major.remove(0);
+            }
+            let nnz = minor.len();
+            let se = if shared { 0 } else { nnz + 2 };
+            let total = se * (count - 1) + nnz;
+            let (mut bmajor, mut bminor, mut bvals) = (vec![0usize; total], vec![0usize; total], vec![Z; total]);
+            for i in 0..count {
+                let mut p = 0;
+                for r in 0..rows {
+                    for c in 0..cols {
+                        if pattern.at(r, c) != Z {
+                            bminor[i * se + p] = c;
+                            bvals[i * se + p] = mats[i].at(r, c);
+                            if coo {
+                                bmajor[i * se + p] = major[p];
+                            }
+                            p += 1;
+                        }
+                    }
+                }
+            }
+            let sa = if coo {
+                SparseMatrix::coo(
+                    rows,
+                    cols,
+                    nnz,
+                    &cx.idx::<I>(&bmajor),
+                    &cx.idx::<I>(&bminor),
+                    &cx.up(&vals_of::<T>(&bvals)),
+                )
+            } else {
+                SparseMatrix::csr(
+                    rows,
+                    cols,
+                    nnz,
+                    &cx.idx::<I>(&major),
+                    &cx.idx::<I>(&bminor),
+                    &cx.up(&vals_of::<T>(&bvals)),
+                )
+            }
+            .unwrap();
+            let ops: Vec<Dense> = mats.iter().map(|m| m.op(t)).collect();
+            let (k, m) = (ops[0].cols, ops[0].rows);
+            let bs: Vec<Dense> = (0..count).map(|_| cx.random(k, n, 1.0, T::COMPLEX)).collect();
+            let cs: Vec<Dense> = (0..count).map(|_| cx.random(m, n, 1.0, T::COMPLEX)).collect();
+            let (ldb, ldc) = if row_b { (n + 1, m) } else { (k + 1, m) };
+            let b_span = if row_b { ldb * (k - 1) + n } else { ldb * (n - 1) + k };
+            let (sb, sc) = (b_span + 3, ldc * n + 1);
+            let mut hb = vec![Z; sb * (count - 1) + b_span];
+            let mut hc = vec![C(f64::NAN, 0.0); sc * (count - 1) + ldc * n];
+            for i in 0..count {
+                for r in 0..k {
+                    for j in 0..n {
+                        let o = if row_b { r * ldb + j } else { r + j * ldb };
+                        hb[i * sb + o] = bs[i].at(r, j);
+                    }
+                }
+                for r in 0..m {
+                    for j in 0..n {
+                        hc[i * sc + r + j * ldc] = cs[i].at(r, j);
+                    }
+                }
+            }
+            let (db, dc) = (cx.up(&vals_of::<T>(&hb)), cx.up(&vals_of::<T>(&hc)));
+            let mut bv = DenseMatrix::new(&db, k, n).ld(ldb);
+            if row_b {
+                bv = bv.row_major();
+            }
+            let batch =
+                cusched::sparse::SpmmBatch { count, a_offsets: if coo { se } else { 0 }, a_entries: se, b: sb, c: sc };
+            let (alpha, beta) = (cx.val(T::COMPLEX), cx.val(T::COMPLEX));
+            let cv = DenseMatrix::new(&dc, m, n).ld(ldc);
+            cx.h.sparse()
+                .unwrap()
+                .spmm_batched(t, T::of(alpha), &sa, bv, T::of(beta), cv, batch)
+                .unwrap()
+                .wait()
+                .unwrap();
+            let got = dc.download(cx.s).unwrap();
+            for i in 0..count {
+                let what =
+                    format!("spmm_batched {} {:?} {format} {t:?} shared {shared} row_b {row_b} #{i}", T::NAME, I::KIND);
+                let g: Vec<C> = (0..m * n).map(|x| got[i * sc + (x / n) + (x % n) * ldc].c()).collect();
+                cx.check(&g, &gemm(alpha, &ops[i], &bs[i], beta, &cs[i]), T::TOL, &what);
+            }
+        }
+    }
+}
+
 pub fn all_index_types<T: Val>(cx: &mut Cx) {
     spmv_and_spmm::<T, i32>(cx);
     spmv_and_spmm::<T, i64>(cx);
+    spmm_batched::<T, i32>(cx);
+    spmm_batched::<T, i64>(cx);
     solves::<T, i32>(cx);
     solves::<T, i64>(cx);
     sddmm::<T, i32>(cx);

@@ -288,3 +288,36 @@ pub(in crate::libs::sparse) unsafe fn rows_convert(
         }
     }
 }
+
+/// Makes `a` (a CSR or COO descriptor) a strided batch of `count` matrices:
+/// `cusparseCsrSetStridedBatch` (offsets `major` apart, column indices and values `entries`
+/// apart) or `cusparseCooSetStridedBatch` (all arrays `entries` apart). # Safety: (2) of the
+/// module's contract for every matrix of the batch.
+///
+/// NVIDIA: [`cusparseCsrSetStridedBatch`](https://docs.nvidia.com/cuda/cusparse/#cusparsecsrsetstridedbatch),
+/// [`cusparseCooSetStridedBatch`](https://docs.nvidia.com/cuda/cusparse/#cusparsecoosetstridedbatch)
+pub(in crate::libs::sparse) unsafe fn sp_mat_batch(
+    a: SpMat,
+    coo: bool,
+    count: i32,
+    major: i64,
+    entries: i64,
+) -> Result<()> {
+    // SAFETY: the caller keeps the contract above.
+    unsafe {
+        if coo {
+            sys::cusparseCooSetStridedBatch(a.0, count, entries).check("cusparseCooSetStridedBatch")
+        } else {
+            sys::cusparseCsrSetStridedBatch(a.0, count, major, entries).check("cusparseCsrSetStridedBatch")
+        }
+    }
+}
+
+/// Makes `m` a strided batch of `count` dense matrices `stride` elements apart. # Safety: (2)
+/// of the module's contract for every matrix of the batch.
+///
+/// NVIDIA: [`cusparseDnMatSetStridedBatch`](https://docs.nvidia.com/cuda/cusparse/#cusparsednmatsetstridedbatch)
+pub(in crate::libs::sparse) unsafe fn dn_mat_batch(m: DnMat, count: i32, stride: i64) -> Result<()> {
+    // SAFETY: the caller keeps the contract above.
+    unsafe { sys::cusparseDnMatSetStridedBatch(m.0, count, stride) }.check("cusparseDnMatSetStridedBatch")
+}

@@ -65,6 +65,16 @@ impl<'a, T: Element> DenseMatrix<'a, T> {
         Ok(m.ld as i64)
     }
 
+    /// Elements the view spans with leading dimension `ld` (as [`check`](Self::check) returned).
+    pub(in crate::libs::sparse) fn span(&self, ld: i64) -> usize {
+        let (major, minor) = if self.is_row_major() { (self.cols, self.rows) } else { (self.rows, self.cols) };
+        if major == 0 || minor == 0 {
+            return 0;
+        }
+        // `check` found this product within usize.
+        ld as usize * (minor - 1) + major
+    }
+
     /// Refuses a row-major view where `op` takes column-major ones only.
     pub(in crate::libs::sparse) fn col_major_only(&self, arg: &'static str, op: &str) -> Result<()> {
         if self.is_row_major() {

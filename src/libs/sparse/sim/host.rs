@@ -49,19 +49,25 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
     /// The stored entries `(row, column, value)`, in storage order (duplicates kept).
     pub(super) fn entries(&self) -> Result<Vec<(usize, usize, T)>> {
         let (major, minor, values) = self.arrays();
+        self.entries_in(&major, &minor, &values)
+    }
+
+    /// The stored entries of the matrix of this shape whose arrays start at `major`, `minor`
+    /// and `values` (one matrix of a strided batch).
+    pub(super) fn entries_in(&self, major: &[I], minor: &[I], values: &[T]) -> Result<Vec<(usize, usize, T)>> {
         let (rows, cols, nnz) = (self.rows, self.cols, self.nnz);
         let mut out = Vec::with_capacity(nnz);
         match self.format {
             Format::Csr => {
                 for r in 0..rows {
-                    for p in span("a.offsets", &major, r, nnz)? {
+                    for p in span("a.offsets", major, r, nnz)? {
                         out.push((r, at("a.indices", minor[p], cols)?, values[p]));
                     }
                 }
             }
             Format::Csc => {
                 for c in 0..cols {
-                    for p in span("a.offsets", &major, c, nnz)? {
+                    for p in span("a.offsets", major, c, nnz)? {
                         out.push((at("a.indices", minor[p], rows)?, c, values[p]));
                     }
                 }
@@ -74,7 +80,7 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
             Format::Bsr => {
                 let b = self.block;
                 for br in 0..rows / b {
-                    for p in span("a.offsets", &major, br, nnz)? {
+                    for p in span("a.offsets", major, br, nnz)? {
                         let bc = at("a.indices", minor[p], cols / b)?;
                         for r in 0..b {
                             for c in 0..b {

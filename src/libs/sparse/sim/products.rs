@@ -77,6 +77,47 @@ impl Sparse {
     }
 
     #[allow(clippy::too_many_arguments)]
+    pub(in crate::libs::sparse) fn sim_spmm_batched<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        (b, ldb): (DenseMatrix<'_, T>, i64),
+        beta: T,
+        (c, ldc): (DenseMatrix<'_, T>, i64),
+        batch: crate::libs::sparse::SpmmBatch,
+    ) -> Result<Completion<()>> {
+        let (am, bm, cm) = (HostMat::of(a)?, HostDense::of(&b, ldb)?, HostDense::of(&c, ldc)?);
+        self.host(rec, move || {
+            let (major, minor, values) = am.arrays();
+            let bv = bm.mem.read().to_vec();
+            let (m, n) = (cm.rows, cm.cols);
+            for i in 0..batch.count {
+                let (so, se) = (i * batch.a_offsets, i * batch.a_entries);
+                let e = am.entries_in(&major[so..], &minor[se..], &values[se..])?;
+                let (bo, co) = (i * batch.b, i * batch.c);
+                let mut acc = vec![T::zero(); m * n];
+                for (r, col, v) in e {
+                    let (row, l) = if op_a.flips() { (col, r) } else { (r, col) };
+                    let v = op_a.value(v);
+                    for j in 0..n {
+                        acc[row + j * m] = acc[row + j * m].plus(v.times(bv[bo + bm.at(l, j)]));
+                    }
+                }
+                let mut out = cm.mem.lock();
+                for j in 0..n {
+                    for r in 0..m {
+                        let o = co + cm.at(r, j);
+                        out[o] = blend(alpha, acc[r + j * m], beta, || out[o]);
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::libs::sparse) fn sim_sddmm<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
