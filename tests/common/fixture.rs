@@ -70,6 +70,21 @@ pub fn rejection<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mu
     got
 }
 
+/// Runs `op` and asserts that it was refused as unsupported by the library, naming `arg`, with
+/// nothing recorded on the device.
+#[track_caller]
+pub fn unsupported<T: std::fmt::Debug>(fx: &mut Fx, arg: &str, op: impl FnOnce(&mut Fx) -> Result<T>) {
+    let before = fx.device.stats();
+    let got = op(fx);
+    let named = format!("`{arg}`");
+    match &got {
+        Err(Error::Unsupported { what, .. }) if what.contains(&named) => {}
+        _ => panic!("expected `{arg}` refused as unsupported, got {got:?}"),
+    }
+    let after = fx.device.stats();
+    assert_eq!((after.events, after.waits), (before.events, before.waits), "a refused op recorded something");
+}
+
 /// The sparse matrices and vectors of the cuSPARSE bad-input tests, each a valid structure.
 #[cfg(feature = "cusparse")]
 impl Fx {

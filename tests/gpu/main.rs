@@ -71,6 +71,8 @@ mod soundness;
 mod sparse;
 #[cfg(feature = "cusparse")]
 mod sparse_cross;
+#[cfg(feature = "cusparse")]
+mod sparse_layouts;
 #[cfg(feature = "cutensor")]
 mod tensor;
 #[cfg(feature = "nvrtc")]

@@ -78,6 +78,29 @@ pub(super) fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(
     Ok(())
 }
 
+/// cuSPARSE does not support `what` (argument `arg`); `hint` says what to do instead.
+pub(super) fn unsupported(arg: &'static str, what: String, hint: &str) -> crate::error::Error {
+    use crate::libs::StreamLibrary;
+    crate::error::Error::Unsupported {
+        library: super::Sparse::LIBRARY.name,
+        what: format!("{what} (argument `{arg}`)"),
+        hint: hint.to_string(),
+    }
+}
+
+/// Refuses a conjugate transpose (argument `arg`) of complex values where `op` takes plain
+/// transposes only.
+pub(super) fn no_conj<T: SparseValue>(arg: &'static str, t: Transpose, op: &str) -> Result<()> {
+    if t.on::<T>() == Transpose::Conj {
+        return Err(unsupported(
+            arg,
+            format!("a conjugate transpose in {op}"),
+            "conjugate the values first and pass `Transpose::Yes`",
+        ));
+    }
+    Ok(())
+}
+
 /// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
 /// blocked kernels multiply by `A` as stored).
 pub(super) fn takes<T: SparseValue, I: SparseIndex>(
@@ -89,7 +112,7 @@ pub(super) fn takes<T: SparseValue, I: SparseIndex>(
     if !allowed.contains(&a.format) {
         return Err(crate::error::Error::invalid("a", format!("is {:?}; {op} takes {allowed:?}", a.format)));
     }
-    if matches!(a.format, Format::Bsr | Format::BlockedEll) && t == Transpose::Yes {
+    if matches!(a.format, Format::Bsr | Format::BlockedEll) && t.flips() {
         return Err(crate::error::Error::invalid("a", format!("is {:?}; {op} takes it untransposed only", a.format)));
     }
     // cuSPARSE's Blocked-ELL kernels take 32-bit indices and real f32 / f64 values only.

@@ -1,4 +1,5 @@
-//! Conversions: CSR ↔ CSC (`cusparseCsr2cscEx2`), sparse → dense and dense → CSR.
+//! Conversions: CSR ↔ CSC (`cusparseCsr2cscEx2`), CSR ↔ COO (`cusparseXcsr2coo`,
+//! `cusparseXcoo2csr`), sparse → dense and dense → CSR.
 
 use super::matrix::ValueType;
 use super::{
@@ -12,6 +13,65 @@ use crate::memory::GpuRef;
 use crate::track::Access;
 
 impl Sparse {
+    /// The CSR matrix `a` in COO form: its row offsets expanded into one row index per stored
+    /// entry, in a fresh array; the COO matrix shares `a`'s column indices and values (`i32`
+    /// indices, as `cusparseXcsr2coo` takes). It comes back through the completion. Never blocks.
+    pub fn csr_to_coo<T: SparseValue>(&mut self, a: &SparseMatrix<T, i32>) -> Result<Completion<SparseMatrix<T, i32>>> {
+        self.rows_convert(a, Format::Csr)
+    }
+
+    /// The COO matrix `a`, sorted by row, in CSR form: its row indices compressed into
+    /// `rows + 1` offsets, in a fresh array; the CSR matrix shares `a`'s column indices and
+    /// values (`i32` indices, as `cusparseXcoo2csr` takes). Unsorted row indices give offsets
+    /// that do not describe `a` ([`SparseMatrix::check`] finds them). Never blocks.
+    pub fn coo_to_csr<T: SparseValue>(&mut self, a: &SparseMatrix<T, i32>) -> Result<Completion<SparseMatrix<T, i32>>> {
+        self.rows_convert(a, Format::Coo)
+    }
+
+    /// CSR ↔ COO: `a` in format `from` into the other, its row structure converted.
+    fn rows_convert<T: SparseValue>(
+        &mut self,
+        a: &SparseMatrix<T, i32>,
+        from: Format,
+    ) -> Result<Completion<SparseMatrix<T, i32>>> {
+        let (name, to) = if from == Format::Csr { ("csr_to_coo", Format::Coo) } else { ("coo_to_csr", Format::Csr) };
+        if a.format != from {
+            return Err(Error::invalid("a", format!("is {:?}; {name} takes {from:?}", a.format)));
+        }
+        // The row structure out: one index per entry (COO) or rows + 1 offsets (CSR).
+        let len = if to == Format::Coo {
+            a.nnz.max(1)
+        } else {
+            a.rows.checked_add(1).ok_or_else(|| Error::invalid("a", "has too many rows"))?
+        };
+        let mut rec = self.op.recorder(name);
+        let arg = if from == Format::Csr { "a.offsets" } else { "a.row_indices" };
+        record(&mut rec, arg, &a.major, Access::Read)?;
+        record(&mut rec, "a.indices", &a.minor, Access::Read)?;
+        record(&mut rec, "a.values", &a.values, Access::Read)?;
+        let dev = self.op.device.clone();
+        let rows_out: GpuRef<i32> = dev.alloc(self.op.stream, len)?;
+        record(&mut rec, "out.rows", &rows_out, Access::Write)?;
+        let out = SparseMatrix::new(to, a.rows, a.cols, a.nnz, &rows_out, &a.minor, &a.values)?;
+        if self.simulated() {
+            return self.sim_rows_convert(rec, a, out);
+        }
+        let h = self.handle()?;
+        // SparseMatrix keeps rows and nnz within i32 for i32 indices.
+        let (nnz, rows) = (a.nnz as i32, a.rows as i32);
+        let (src, dst) = (dptr(&a.major)? as *const i32, dptr(&rows_out)?);
+        let to_csr = to == Format::Csr;
+        let done = self.op.run(rec, Vec::new(), || {
+            // SAFETY: (1) a live handle on the fenced stream, its context current; (2) `src`
+            // holds a's row structure (rows + 1 offsets or nnz indices, validated when `a` was
+            // made) and `dst` the fresh array of the other's length, recorded as written.
+            unsafe { calls::rows_convert(h, to_csr, src, nnz, rows, dst) }?;
+            Ok(out)
+        });
+        self.trim();
+        done
+    }
+
     /// The same matrix in the other compressed format: CSR in, CSC out, or CSC in, CSR out
     /// (`i32` indices, as `cusparseCsr2cscEx2` takes). The output's buffers are freshly
     /// allocated; it comes back through the completion. Never blocks.
@@ -67,7 +127,7 @@ impl Sparse {
         done
     }
 
-    /// Writes `a` into the dense column-major `out` (zeros where `a` stores nothing).
+    /// Writes `a` into the dense `out`, column- or row-major (zeros where `a` stores nothing).
     pub fn sparse_to_dense<T: SparseValue, I: SparseIndex>(
         &mut self,
         a: &SparseMatrix<T, I>,
@@ -92,6 +152,7 @@ impl Sparse {
         let key = mat_words(&mat_key(a))
             .into_iter()
             .chain(dense_words(out.buf.id(), [out.rows, out.cols, ld as usize], T::CUDA_TYPE))
+            .chain([out.order as u64])
             .collect();
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
         let bytes = self.size("sparse_to_dense", key, || unsafe { calls::sparse_to_dense_size(h, da, db) })?;
@@ -104,7 +165,7 @@ impl Sparse {
         done
     }
 
-    /// The nonzeros of the dense column-major `dense` as a CSR matrix with index type `I`,
+    /// The nonzeros of the dense `dense` (column- or row-major) as a CSR matrix with index type `I`,
     /// freshly allocated, returned through the completion.
     ///
     /// **Blocks** the calling thread until the GPU has counted the nonzeros: cuSPARSE's

@@ -24,12 +24,14 @@ pub(super) struct MatKey {
     block: usize,
 }
 
-/// What a dense descriptor is made for: a buffer, its shape (`[n, 1, n]` for a vector) and type.
+/// What a dense descriptor is made for: a buffer, its shape (`[n, 1, n]` for a vector), type
+/// and order.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct DenseKey {
     id: u64,
     shape: [usize; 3],
     value: CudaType,
+    row_major: bool,
 }
 
 /// A cached triangular-solve analysis: the descriptor and the buffer it keeps using.
@@ -80,7 +82,7 @@ impl Sparse {
 
     /// The descriptor of the first `n` elements of `x`.
     pub(super) fn vec<T: SparseValue>(&mut self, x: &GpuRef<T>, n: usize) -> Result<DnVec> {
-        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: T::CUDA_TYPE };
+        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: T::CUDA_TYPE, row_major: false };
         let ptr = dptr(x)?;
         // SAFETY: `x` holds at least `n` elements (validated) and is live in this context.
         Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, T::CUDA_TYPE) })?.get())
@@ -106,11 +108,13 @@ impl Sparse {
 
     /// The descriptor of the dense view `m` with leading dimension `ld`.
     pub(super) fn dense<T: SparseValue>(&mut self, m: &DenseMatrix<'_, T>, ld: i64) -> Result<DnMat> {
-        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: T::CUDA_TYPE };
+        let row_major = m.is_row_major();
+        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: T::CUDA_TYPE, row_major };
         let ptr = dptr(m.buf)?;
         let (r, c) = (m.rows as i64, m.cols as i64);
-        // SAFETY: the view was checked against its buffer, live in this context.
-        Ok(self.dense.get_or_make(key, |_| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE) })?.get())
+        // SAFETY: the view was checked against its buffer (in its order), live in this context.
+        let make = |_: &DenseKey| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE, row_major) };
+        Ok(self.dense.get_or_make(key, make)?.get())
     }
 
     /// The external buffer size of op `name` on `operands`, from `query` on first use. The key

@@ -1,9 +1,19 @@
 //! cuSPARSE's generic API: sparse matrices in CSR, CSC and COO with 32- or 64-bit indices and
 //! `f32`, `f64`, `Complex<f32>` or `Complex<f64>` values ([`SparseMatrix`]), dense operands as
-//! `GpuRef`s and column-major [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with
-//! a reusable structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR,
-//! CSR ↔ CSC) and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in
+//! `GpuRef`s and [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with a reusable
+//! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, CSR ↔ CSC,
+//! CSR ↔ COO) and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in
 //! SpMV and SpMM, Blocked-ELL ones in SpMM.
+//!
+//! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SDDMM and
+//! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]) and runs strided
+//! batches ([`Sparse::spmm_batched`]). [`Transpose::Conj`] (the conjugate transpose) goes to
+//! SpMV, SpMM and SpSV. Refused as [`Error::Unsupported`](crate::Error::Unsupported) naming the
+//! argument: row-major operands of SpSM, and conjugate transposes of complex values in SpSM and
+//! SDDMM (cuSPARSE documents plain transposes there). Not wrapped yet: BSR in SpSV / SpSM and
+//! the BSR conversions, mixed-precision SpMV / SpMM (a value type beside the four
+//! [`SparseValue`]s), SpGEMM with 64-bit indices or `beta C`, and dense → CSC / COO: each
+//! needs its cuSPARSE support table checked on a GPU first.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
@@ -50,7 +60,7 @@ mod solve_many;
 mod spgemm;
 mod vector;
 
-pub use matrix::{DenseMatrix, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
+pub use matrix::{DenseMatrix, DenseOrder, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
 pub use reuse::SpGemmReuse;
 pub use vector::SparseVector;
 
@@ -72,6 +82,53 @@ pub enum Transpose {
     No,
     /// `op(A) = Aᵀ`.
     Yes,
+    /// `op(A) = Aᴴ`, the conjugate transpose; on real values the same as [`Yes`](Self::Yes).
+    Conj,
+}
+
+impl Transpose {
+    /// Whether the operand is used transposed, plainly or conjugated.
+    pub(in crate::libs::sparse) fn flips(self) -> bool {
+        self != Transpose::No
+    }
+
+    /// What cuSPARSE is handed for values of `T`: [`Conj`](Self::Conj) on real values is a
+    /// plain transpose (the library documents the conjugate transpose for complex types).
+    pub(in crate::libs::sparse) fn on<T: SparseValue>(self) -> Transpose {
+        if self == Transpose::Conj && !matrix::is_complex::<T>() {
+            Transpose::Yes
+        } else {
+            self
+        }
+    }
+
+    /// `v` as `op` reads it: conjugated under [`Conj`](Self::Conj).
+    pub(in crate::libs::sparse) fn value<T: SparseValue>(self, v: T) -> T {
+        if self == Transpose::Conj {
+            v.conj()
+        } else {
+            v
+        }
+    }
+}
+
+/// A strided batch of SpMM products `C_i = alpha op(A_i) B_i + beta C_i`, `i < count`: each
+/// operand's `i`-th matrix starts `i` strides (in elements) after its first, which is the
+/// matrix or view handed to [`Sparse::spmm_batched`]. A stride of 0 shares that operand across
+/// the batch (not for `C`, whose matrices must not overlap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SpmmBatch {
+    /// Products in the batch (at least 1).
+    pub count: usize,
+    /// Between `A`'s row offsets (CSR: 0, the batch shares them) or row indices (COO: equal to
+    /// `a_entries`).
+    pub a_offsets: usize,
+    /// Between `A`'s column indices and values.
+    pub a_entries: usize,
+    /// Between the `B`s.
+    pub b: usize,
+    /// Between the `C`s.
+    pub c: usize,
 }
 
 /// Which triangle of the matrix a triangular solve reads.

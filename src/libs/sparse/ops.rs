@@ -15,7 +15,7 @@ use crate::track::Access;
 pub(super) fn op_shape<T: SparseValue, I: SparseIndex>(t: Transpose, a: &SparseMatrix<T, I>) -> (usize, usize) {
     match t {
         Transpose::No => (a.rows, a.cols),
-        Transpose::Yes => (a.cols, a.rows),
+        Transpose::Yes | Transpose::Conj => (a.cols, a.rows),
     }
 }
 
@@ -33,6 +33,7 @@ impl Sparse {
         y: &GpuRef<T>,
     ) -> Result<Completion<()>> {
         takes("SpMV", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr], op_a, a)?;
+        let op_a = op_a.on::<T>();
         let (m, n) = op_shape(op_a, a);
         check::covers("x", x, Some(n), &format!("op(A) with {n} columns"))?;
         check::covers("y", y, Some(m), &format!("op(A) with {m} rows"))?;
@@ -70,7 +71,8 @@ impl Sparse {
     }
 
     /// `C = alpha op(A) B + beta C` (SpMM), with `B` (`op(A)`'s columns x `C`'s columns) and `C`
-    /// dense and column-major.
+    /// dense, each column- or row-major ([`DenseMatrix::row_major`]). [`spmm_ops`](Self::spmm_ops)
+    /// takes `op(B)` too.
     ///
     /// A Blocked-ELL `A` takes `i32` indices and `f32` or `f64` values (what cuSPARSE supports;
     /// others are rejected as an invalid `a`), and runs on Tensor Cores: in `f32`, products are
@@ -84,15 +86,43 @@ impl Sparse {
         beta: T,
         c: DenseMatrix<'_, T>,
     ) -> Result<Completion<()>> {
+        self.spmm_ops(op_a, Transpose::No, alpha, a, b, beta, c)
+    }
+
+    /// `C = alpha op(A) op(B) + beta C` (SpMM with `B` transposed or conjugate-transposed as
+    /// `op_b` says): `op(B)` is `op(A)`'s columns x `C`'s columns. A transposed `B` takes a CSR,
+    /// CSC or COO `A` (cuSPARSE's BSR and Blocked-ELL kernels read `B` as stored; others are
+    /// refused as [`Error::Unsupported`] naming `op_b`). [`Transpose::Conj`] on real values is
+    /// a plain transpose.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spmm_ops<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        op_a: Transpose,
+        op_b: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        b: DenseMatrix<'_, T>,
+        beta: T,
+        c: DenseMatrix<'_, T>,
+    ) -> Result<Completion<()>> {
         takes("SpMM", &[Format::Csr, Format::Csc, Format::Coo, Format::Bsr, Format::BlockedEll], op_a, a)?;
+        let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
+        if op_b.flips() && matches!(a.format, Format::Bsr | Format::BlockedEll) {
+            return Err(super::args::unsupported(
+                "op_b",
+                format!("a transposed B with a {:?} A in SpMM", a.format),
+                "transpose B into a dense buffer first, or convert A to CSR",
+            ));
+        }
         let (m, k) = op_shape(op_a, a);
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
-        if b.rows != k {
-            return Err(Error::invalid("b", format!("has {} rows; op(A) has {k} columns", b.rows)));
+        let (kb, n) = if op_b.flips() { (b.cols, b.rows) } else { (b.rows, b.cols) };
+        if kb != k {
+            return Err(Error::invalid("b", format!("op(B) has {kb} rows; op(A) has {k} columns")));
         }
-        if c.rows != m || c.cols != b.cols {
-            return Err(Error::invalid("c", format!("is {}x{}; op(A) B is {m}x{}", c.rows, c.cols, b.cols)));
+        if c.rows != m || c.cols != n {
+            return Err(Error::invalid("c", format!("is {}x{}; op(A) op(B) is {m}x{n}", c.rows, c.cols)));
         }
         check::distinct("c", b.buf, c.buf)?;
         not_in_matrix("c", c.buf, a)?;
@@ -101,15 +131,15 @@ impl Sparse {
         record(&mut rec, "b", b.buf, Access::Read)?;
         record(&mut rec, "c", c.buf, output_access(beta))?;
         if self.simulated() {
-            return self.sim_spmm(rec, op_a, alpha, a, (b, ldb), beta, (c, ldc));
+            return self.sim_spmm(rec, [op_a, op_b], alpha, a, (b, ldb), beta, (c, ldc));
         }
         let h = self.handle()?;
         let (da, db, dc) = (self.mat(a)?, self.dense(&b, ldb)?, self.dense(&c, ldc)?);
-        let t = [op_a, Transpose::No];
+        let t = [op_a, op_b];
         let sc = HostScalars::new(alpha, beta);
         let s = sc.raw();
         let key = [
-            &[op_a as u64][..],
+            &[op_a as u64, op_b as u64, b.order as u64, c.order as u64][..],
             &mat_words(&mat_key(a)),
             &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE),
         ]
@@ -132,7 +162,143 @@ impl Sparse {
         done
     }
 
-    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says.
+    /// A strided batch of SpMMs, `C_i = alpha op(A_i) B_i + beta C_i` for `i < batch.count`
+    /// (cuSPARSE's batched SpMM): `a`, `b` and `c` describe the first matrices, `batch` the
+    /// strides to the others. `A` is CSR or COO (what cuSPARSE batches), every `A_i` with
+    /// `a.nnz()` entries: a CSR `A`'s offsets array holds one matrix's offsets
+    /// ([`SparseMatrix::csr`] keeps it exact), so its batch shares the row offsets (`a_offsets`
+    /// 0) and strides the column indices and values; a COO `A` takes one stride for all its
+    /// arrays (`a_offsets == a_entries`). Each buffer must hold its whole batch; `C`'s matrices
+    /// must not overlap.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spmm_batched<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        b: DenseMatrix<'_, T>,
+        beta: T,
+        c: DenseMatrix<'_, T>,
+        batch: super::SpmmBatch,
+    ) -> Result<Completion<()>> {
+        takes("batched SpMM", &[Format::Csr, Format::Coo], op_a, a)?;
+        let op_a = op_a.on::<T>();
+        let count = i32::try_from(batch.count).ok().filter(|&n| n >= 1).ok_or_else(|| {
+            Error::invalid("batch.count", format!("is {}; it must be 1 to {}", batch.count, i32::MAX))
+        })?;
+        let coo = a.format == Format::Coo;
+        if coo && batch.a_offsets != batch.a_entries {
+            return Err(Error::invalid(
+                "batch.a_offsets",
+                format!("is {}; a COO batch has one stride, a_entries ({})", batch.a_offsets, batch.a_entries),
+            ));
+        }
+        let (m, k) = op_shape(op_a, a);
+        let ldb = b.check("b", "b.ld")?;
+        let ldc = c.check("c", "c.ld")?;
+        if b.rows != k {
+            return Err(Error::invalid("b", format!("has {} rows; op(A) has {k} columns", b.rows)));
+        }
+        if c.rows != m || c.cols != b.cols {
+            return Err(Error::invalid("c", format!("is {}x{}; op(A) B is {m}x{}", c.rows, c.cols, b.cols)));
+        }
+        let last = batch.count - 1;
+        // Elements the batch spans in a buffer whose first matrix spans `first`.
+        let spans = |stride: usize, first: usize| stride.checked_mul(last).and_then(|s| s.checked_add(first));
+        let major_len = if coo { a.nnz } else { a.rows + 1 };
+        let what = |n: usize| format!("{} matrices {n} apart", batch.count);
+        check::covers("a.offsets", &a.major, spans(batch.a_offsets, major_len), &what(batch.a_offsets))?;
+        check::covers("a.indices", &a.minor, spans(batch.a_entries, a.nnz), &what(batch.a_entries))?;
+        check::covers("a.values", &a.values, spans(batch.a_entries, a.nnz), &what(batch.a_entries))?;
+        check::covers("b", b.buf, spans(batch.b, b.span(ldb)), &what(batch.b))?;
+        check::covers("c", c.buf, spans(batch.c, c.span(ldc)), &what(batch.c))?;
+        if batch.count > 1 && batch.c < c.span(ldc) {
+            return Err(Error::invalid(
+                "batch.c",
+                format!("is {}; the Cs would overlap (each spans {} elements)", batch.c, c.span(ldc)),
+            ));
+        }
+        let strides = [batch.a_offsets, batch.a_entries, batch.b, batch.c];
+        let strides: [i64; 4] = [0, 1, 2, 3].map(|i| i64::try_from(strides[i]).unwrap_or(i64::MAX));
+        if strides.contains(&i64::MAX) {
+            return Err(Error::invalid("batch", "a stride does not fit i64"));
+        }
+        check::distinct("c", b.buf, c.buf)?;
+        not_in_matrix("c", c.buf, a)?;
+        let mut rec = self.op.recorder("spmm_batched");
+        record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
+        record(&mut rec, "b", b.buf, Access::Read)?;
+        record(&mut rec, "c", c.buf, output_access(beta))?;
+        if self.simulated() {
+            return self.sim_spmm_batched(rec, op_a, alpha, a, (b, ldb), beta, (c, ldc), batch);
+        }
+        let h = self.handle()?;
+        // Descriptors of their own, not the cached ones: the batch is a property of the
+        // descriptor, and the cached ones serve single products.
+        let parts = calls::SpMatParts {
+            format: a.format,
+            rows: a.rows as i64,
+            cols: a.cols as i64,
+            nnz: a.nnz as i64,
+            major: crate::libs::dptr(&a.major)?,
+            minor: crate::libs::dptr(&a.minor)?,
+            values: crate::libs::dptr(&a.values)?,
+            index: I::KIND,
+            value: T::CUDA_TYPE,
+            block: 0,
+        };
+        // SAFETY: the matrix's buffers were checked against its sizes and the batch's, and are
+        // live device buffers of this context (recorded on this op).
+        let da = unsafe { calls::create_sp_mat(&parts) }?;
+        let (pb, pc) = (crate::libs::dptr(b.buf)?, crate::libs::dptr(c.buf)?);
+        // SAFETY: the views were checked against their buffers for the whole batch.
+        let db =
+            unsafe { calls::create_dn_mat(b.rows as i64, b.cols as i64, ldb, pb, T::CUDA_TYPE, b.is_row_major()) }?;
+        // SAFETY: as for `db`.
+        let dc =
+            unsafe { calls::create_dn_mat(c.rows as i64, c.cols as i64, ldc, pc, T::CUDA_TYPE, c.is_row_major()) }?;
+        let (ra, rb, rc) = (da.get(), db.get(), dc.get());
+        // SAFETY: every matrix of each batch lies in its buffer (checked above).
+        let batched = unsafe {
+            calls::sp_mat_batch(ra, coo, count, strides[0], strides[1])
+                .and_then(|()| calls::dn_mat_batch(rb, count, strides[2]))
+                .and_then(|()| calls::dn_mat_batch(rc, count, strides[3]))
+        };
+        let done = batched.and_then(|()| {
+            let t = [op_a, Transpose::No];
+            let sc = HostScalars::new(alpha, beta);
+            let s = sc.raw();
+            let key = [
+                &[op_a as u64, b.order as u64, c.order as u64, batch.count as u64][..],
+                &strides.map(|v| v as u64),
+                &mat_words(&mat_key(a)),
+                &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE),
+            ]
+            .into_iter()
+            .chain([&dense_words(c.buf.id(), [c.rows, c.cols, ldc as usize], T::CUDA_TYPE)[..], &sc.words()])
+            .flatten()
+            .copied()
+            .collect();
+            // SAFETY: (1) a live handle; (2) the descriptors point at the validated, live
+            // buffers; (3) host scalars of T, 16-byte aligned (`HostScalars`), in place.
+            let bytes = self.size("spmm_batched", key, || unsafe { calls::spmm_size(h, t, s, ra, rb, rc) })?;
+            let work = self.work.use_on(&self.op, &mut rec, bytes)?.map(|w| w.raw_device_ptr()).transpose()?;
+            self.op.run(rec, Vec::new(), || {
+                let s = sc.raw();
+                // SAFETY: as above; (4) the workspace, declared read-write, holds the size
+                // queried.
+                unsafe { calls::spmm(h, t, s, ra, rb, rc, work.map_or(std::ptr::null_mut(), |w| w as _)) }
+            })
+        });
+        self.op.retire("a batched cuSPARSE matrix descriptor", da);
+        self.op.retire("a batched cuSPARSE dense-matrix descriptor", db);
+        self.op.retire("a batched cuSPARSE dense-matrix descriptor", dc);
+        self.trim();
+        done
+    }
+
+    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says
+    /// (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]).
     ///
     /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
     /// later solves with the same matrix run the solve phase only. After changing `A`'s values
@@ -154,6 +320,7 @@ impl Sparse {
         if !matches!(a.format, Format::Csr | Format::Coo) {
             return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
         }
+        let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
         let n = a.rows;
         check::covers("x", x, Some(n), &format!("{n} right-hand-side entries"))?;
         check::covers("y", y, Some(n), &format!("{n} solution entries"))?;

@@ -16,7 +16,7 @@ use crate::track::Access;
 fn dense_op<T: SparseValue>(t: Transpose, m: &DenseMatrix<'_, T>) -> (usize, usize) {
     match t {
         Transpose::No => (m.rows, m.cols),
-        Transpose::Yes => (m.cols, m.rows),
+        Transpose::Yes | Transpose::Conj => (m.cols, m.rows),
     }
 }
 
@@ -45,6 +45,10 @@ impl Sparse {
         if !matches!(a.format, Format::Csr | Format::Coo) {
             return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
         }
+        super::args::no_conj::<T>("tri", tri.transpose, "SpSM")?;
+        let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
+        b.col_major_only("b", "SpSM")?;
+        c.col_major_only("c", "SpSM")?;
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
         if b.rows != a.rows {
@@ -104,10 +108,10 @@ impl Sparse {
         done
     }
 
-    /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of the
-    /// column-major `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
+    /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of
+    /// `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
     /// positions of the `m x n` CSR matrix `C`, whose values it updates (only written when
-    /// `beta` is zero; its structure is read).
+    /// `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major.
     #[allow(clippy::too_many_arguments)]
     pub fn sddmm<T: SparseValue, I: SparseIndex>(
         &mut self,
@@ -122,6 +126,9 @@ impl Sparse {
         if c.format != Format::Csr {
             return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR matrix", c.format)));
         }
+        super::args::no_conj::<T>("op_a", op_a, "SDDMM")?;
+        super::args::no_conj::<T>("op_b", op_b, "SDDMM")?;
+        let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
         let lda = a.check("a", "a.ld")?;
         let ldb = b.check("b", "b.ld")?;
         let ((m, k), (kb, n)) = (dense_op(op_a, &a), dense_op(op_b, &b));
@@ -149,17 +156,19 @@ impl Sparse {
         let t = [op_a, op_b];
         let sc = HostScalars::new(alpha, beta);
         let p = calls::Sddmm { h, t, s: sc.raw(), a: da, b: db, c: dc };
-        let key =
-            [&[op_a as u64, op_b as u64][..], &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE)]
-                .into_iter()
-                .chain([
-                    &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..],
-                    &mat_words(&mat_key(c)),
-                    &sc.words(),
-                ])
-                .flatten()
-                .copied()
-                .collect();
+        let key = [
+            &[op_a as u64, op_b as u64, a.order as u64, b.order as u64][..],
+            &dense_words(a.buf.id(), [a.rows, a.cols, lda as usize], T::CUDA_TYPE),
+        ]
+        .into_iter()
+        .chain([
+            &dense_words(b.buf.id(), [b.rows, b.cols, ldb as usize], T::CUDA_TYPE)[..],
+            &mat_words(&mat_key(c)),
+            &sc.words(),
+        ])
+        .flatten()
+        .copied()
+        .collect();
         // SAFETY: (1) a live handle; (2) descriptors of the validated, live buffers; (3) host
         // scalars of T, 16-byte aligned (`HostScalars`).
         let bytes = self.size("sddmm", key, || unsafe { calls::sddmm_size(p) })?;

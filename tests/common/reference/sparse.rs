@@ -132,12 +132,13 @@ impl Dense {
         self.v[r * self.cols + c]
     }
     pub fn op(&self, t: Transpose) -> Dense {
+        let conj = |c: C| if t == Transpose::Conj { C(c.0, -c.1) } else { c };
         match t {
             Transpose::No => self.clone(),
-            Transpose::Yes => Dense {
+            Transpose::Yes | Transpose::Conj => Dense {
                 rows: self.cols,
                 cols: self.rows,
-                v: (0..self.cols * self.rows).map(|i| self.at(i % self.rows, i / self.rows)).collect(),
+                v: (0..self.cols * self.rows).map(|i| conj(self.at(i % self.rows, i / self.rows))).collect(),
             },
         }
     }
@@ -248,6 +249,19 @@ impl Cx {
             }
         }
     }
+    /// A `rows x cols` matrix with leading dimension `ld` (padding NaN), row-major if `row`.
+    pub fn dense_up_in<T: Val>(&self, m: &Dense, ld: usize, row: bool) -> GpuRef<T> {
+        if !row {
+            return self.dense_up(m, ld);
+        }
+        let mut v = vec![T::of(C(f64::NAN, f64::NAN)); ld * m.rows.max(1)];
+        for r in 0..m.rows {
+            for c in 0..m.cols {
+                v[r * ld + c] = T::of(m.at(r, c));
+            }
+        }
+        self.up(&v)
+    }
     /// A column-major `rows x cols` matrix with leading dimension `ld` (padding NaN).
     pub fn dense_up<T: Val>(&self, m: &Dense, ld: usize) -> GpuRef<T> {
         let mut v = vec![T::of(C(f64::NAN, f64::NAN)); ld * m.cols.max(1)];
@@ -290,9 +304,9 @@ pub fn spmv_and_spmm<T: Val, I: Idx>(cx: &mut Cx) {
     let a = cx.random(rows, cols, 0.3, T::COMPLEX);
     for format in ["csr", "csc", "coo", "bsr", "ell"] {
         let sa = cx.matrix::<T, I>(&a, format);
-        for t in [Transpose::No, Transpose::Yes] {
+        for t in [Transpose::No, Transpose::Yes, Transpose::Conj] {
             let blocked = matches!(format, "bsr" | "ell");
-            if blocked && t == Transpose::Yes {
+            if blocked && t != Transpose::No {
                 continue;
             }
             let op = a.op(t);
@@ -309,34 +323,95 @@ pub fn spmv_and_spmm<T: Val, I: Idx>(cx: &mut Cx) {
                     cx.check(&dense_down(cx, &dy, op.rows, 1, op.rows), &want, T::TOL, &format!("spmv {what}"));
                 }
                 for n in [1, 3] {
-                    for (pb, pc) in [(0, 0), (2, 1)] {
-                        let b = cx.random(op.cols, n, 1.0, T::COMPLEX);
-                        let c = cx.random(op.rows, n, 1.0, T::COMPLEX);
-                        let (ldb, ldc) = (op.cols + pb, op.rows + pc);
-                        let (db, dc) = (cx.dense_up::<T>(&b, ldb), cx.dense_up::<T>(&c, ldc));
-                        let r = cx.h.sparse().unwrap().spmm(
-                            t,
-                            T::of(alpha),
-                            &sa,
-                            DenseMatrix::new(&db, op.cols, n).ld(ldb),
-                            T::of(beta),
-                            DenseMatrix::new(&dc, op.rows, n).ld(ldc),
-                        );
-                        let what = format!("spmm {what} n {n} ldb {ldb} ldc {ldc}");
-                        if format == "ell" && (T::COMPLEX || I::KIND != cusched::sparse::IndexKind::I32) {
-                            assert!(matches!(r, Err(Error::InvalidArgument { arg: "a", .. })), "{what}: {r:?}");
-                            continue;
-                        }
-                        r.unwrap().wait().unwrap();
-                        let got = cx.dc_padding_kept(&dc, op.rows, n, ldc, &what);
-                        // Blocked-ELL SpMM runs on Tensor Cores, in TF32 for f32 (an 11-bit
-                        // significand: 2.4e-4 off on an H100 against f32's 2e-4 budget).
-                        let tol = if format == "ell" && T::NAME == "f32" { 2e-3 } else { T::TOL };
-                        cx.check(&got, &gemm(alpha, &op, &b, beta, &c), tol, &what);
-                    }
+                    spmm_layouts::<T, I>(cx, &sa, format, t, &op, n, alpha, beta, &what);
                 }
             }
         }
+    }
+}
+
+/// SpMM of `sa` (`op` is `op(A)`) with `n` right-hand columns in each layout: `B` and `C`
+/// column- or row-major, padded or packed, and `B` as stored, transposed or conjugate-transposed
+/// (a transposed `B` with a blocked `A` must be refused as unsupported, naming `op_b`).
+fn spmm_layouts<T: Val, I: Idx>(
+    cx: &mut Cx,
+    sa: &SparseMatrix<T, I>,
+    format: &str,
+    t: Transpose,
+    op: &Dense,
+    n: usize,
+    alpha: C,
+    beta: C,
+    what: &str,
+) {
+    let layouts = [
+        (Transpose::No, false, false, 0, 0),
+        (Transpose::No, false, false, 2, 1),
+        (Transpose::No, true, true, 0, 0),
+        (Transpose::No, true, false, 3, 2),
+        (Transpose::Yes, false, true, 1, 0),
+        (Transpose::Yes, true, false, 0, 2),
+        (Transpose::Conj, false, false, 2, 0),
+        (Transpose::Conj, true, true, 1, 3),
+    ];
+    for (tb, row_b, row_c, pb, pc) in layouts {
+        let blocked = matches!(format, "bsr" | "ell");
+        let b = cx.random(op.cols, n, 1.0, T::COMPLEX);
+        let c = cx.random(op.rows, n, 1.0, T::COMPLEX);
+        // B as stored, so that op(B) = b: bᵀ for a transpose, conj(bᵀ) for a conjugate one.
+        let stored = b.op(tb);
+        let ldb = if row_b { stored.cols + pb } else { stored.rows + pb };
+        let ldc = if row_c { n + pc } else { op.rows + pc };
+        let (db, dc) = (cx.dense_up_in::<T>(&stored, ldb, row_b), cx.dense_up_in::<T>(&c, ldc, row_c));
+        let mut bv = DenseMatrix::new(&db, stored.rows, stored.cols).ld(ldb);
+        if row_b {
+            bv = bv.row_major();
+        }
+        let mut cv = DenseMatrix::new(&dc, op.rows, n).ld(ldc);
+        if row_c {
+            cv = cv.row_major();
+        }
+        let r = cx.h.sparse().unwrap().spmm_ops(t, tb, T::of(alpha), sa, bv, T::of(beta), cv);
+        let what = format!("spmm {what} n {n} {tb:?} row {row_b} {row_c} ldb {ldb} ldc {ldc}");
+        if format == "ell" && (T::COMPLEX || I::KIND != cusched::sparse::IndexKind::I32) {
+            assert!(matches!(r, Err(Error::InvalidArgument { arg: "a", .. })), "{what}: {r:?}");
+            continue;
+        }
+        if blocked && tb != Transpose::No {
+            assert!(matches!(&r, Err(Error::Unsupported { what: w, .. }) if w.contains("`op_b`")), "{what}: {r:?}");
+            continue;
+        }
+        r.unwrap().wait().unwrap();
+        let got = cx.dc_padding_kept_in(&dc, op.rows, n, ldc, row_c, &what);
+        // Blocked-ELL SpMM runs on Tensor Cores, in TF32 for f32 (an 11-bit significand:
+        // 2.4e-4 off on an H100 against f32's 2e-4 budget).
+        let tol = if format == "ell" && T::NAME == "f32" { 2e-3 } else { T::TOL };
+        cx.check(&got, &gemm(alpha, op, &b, beta, &c), tol, &what);
+    }
+}
+
+impl Cx {
+    /// C's values, after checking that the padding of each column (or, row-major, each row)
+    /// kept its NaN.
+    pub fn dc_padding_kept_in<T: Val>(
+        &self,
+        dc: &GpuRef<T>,
+        rows: usize,
+        n: usize,
+        ld: usize,
+        row: bool,
+        what: &str,
+    ) -> Vec<C> {
+        if !row {
+            return self.dc_padding_kept(dc, rows, n, ld, what);
+        }
+        let raw = dc.download(self.s).unwrap();
+        for r in 0..rows {
+            for c in n..ld {
+                assert!(raw[r * ld + c].c().0.is_nan(), "{what}: padding ({r}, {c}) was written");
+            }
+        }
+        (0..rows * n).map(|i| raw[(i / n) * ld + i % n].c()).collect()
     }
 }
 
@@ -404,7 +479,7 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
         let a = triangular(cx, n, fill, T::COMPLEX);
         for format in ["csr", "coo"] {
             let sa = cx.matrix::<T, I>(&a, format);
-            for transpose in [Transpose::No, Transpose::Yes] {
+            for transpose in [Transpose::No, Transpose::Yes, Transpose::Conj] {
                 for unit in [false, true] {
                     let tri = Triangle { fill, unit_diagonal: unit, transpose };
                     let alpha = cx.val(T::COMPLEX);
@@ -427,18 +502,23 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
                                 cx.dense_up::<T>(&b, ld),
                                 cx.dense_up::<T>(&Dense { rows: n, cols, v: vec![Z; n * cols] }, ld),
                             );
-                            cx.h.sparse()
-                                .unwrap()
-                                .spsm(
-                                    tri,
-                                    T::of(alpha),
-                                    &sa,
-                                    DenseMatrix::new(&db, n, cols).ld(ld),
-                                    DenseMatrix::new(&dc, n, cols).ld(ld),
-                                )
-                                .unwrap()
-                                .wait()
-                                .unwrap();
+                            let r = cx.h.sparse().unwrap().spsm(
+                                tri,
+                                T::of(alpha),
+                                &sa,
+                                DenseMatrix::new(&db, n, cols).ld(ld),
+                                DenseMatrix::new(&dc, n, cols).ld(ld),
+                            );
+                            // SpSM takes plain transposes only: a conjugate one of complex
+                            // values is refused, naming `tri`.
+                            if T::COMPLEX && transpose == Transpose::Conj {
+                                assert!(
+                                    matches!(&r, Err(Error::Unsupported { what: w, .. }) if w.contains("`tri`")),
+                                    "spsm {what}: {r:?}"
+                                );
+                                continue;
+                            }
+                            r.unwrap().wait().unwrap();
                             let want = solve(&a, tri, alpha, &b);
                             cx.check(
                                 &dense_down(cx, &dc, n, cols, ld),
@@ -459,26 +539,30 @@ pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
     let pattern = cx.random(m, n, 0.4, T::COMPLEX);
     for ta in [Transpose::No, Transpose::Yes] {
         for tb in [Transpose::No, Transpose::Yes] {
-            for pad in [0, 3] {
+            for (pad, ra, rb) in
+                [(0, false, false), (3, false, false), (0, true, true), (2, true, false), (1, false, true)]
+            {
                 for beta0 in [true, false] {
-                    let what = format!("sddmm {} {:?} {ta:?} {tb:?} pad {pad} beta0 {beta0}", T::NAME, I::KIND);
+                    let what =
+                        format!("sddmm {} {:?} {ta:?} {tb:?} pad {pad} row {ra} {rb} beta0 {beta0}", T::NAME, I::KIND);
                     let a = cx.random(m, k, 1.0, T::COMPLEX).op(ta);
                     let b = cx.random(k, n, 1.0, T::COMPLEX).op(tb);
-                    let (lda, ldb) = (a.rows + pad, b.rows + pad);
-                    let (da, db) = (cx.dense_up::<T>(&a, lda), cx.dense_up::<T>(&b, ldb));
+                    let lda = if ra { a.cols + pad } else { a.rows + pad };
+                    let ldb = if rb { b.cols + pad } else { b.rows + pad };
+                    let (da, db) = (cx.dense_up_in::<T>(&a, lda, ra), cx.dense_up_in::<T>(&b, ldb, rb));
+                    let (mut av, mut bv) =
+                        (DenseMatrix::new(&da, a.rows, a.cols).ld(lda), DenseMatrix::new(&db, b.rows, b.cols).ld(ldb));
+                    if ra {
+                        av = av.row_major();
+                    }
+                    if rb {
+                        bv = bv.row_major();
+                    }
                     let c = cx.matrix::<T, I>(&pattern, "csr");
                     let (alpha, beta) = (cx.val(T::COMPLEX), if beta0 { Z } else { cx.val(T::COMPLEX) });
                     cx.h.sparse()
                         .unwrap()
-                        .sddmm(
-                            ta,
-                            tb,
-                            T::of(alpha),
-                            DenseMatrix::new(&da, a.rows, a.cols).ld(lda),
-                            DenseMatrix::new(&db, b.rows, b.cols).ld(ldb),
-                            T::of(beta),
-                            &c,
-                        )
+                        .sddmm(ta, tb, T::of(alpha), av, bv, T::of(beta), &c)
                         .unwrap()
                         .wait()
                         .unwrap();
@@ -500,32 +584,29 @@ pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
     let (rows, cols) = (9, 7);
     let a = cx.random(rows, cols, 0.3, T::COMPLEX);
     for format in ["csr", "csc", "coo"] {
-        for pad in [0, 2] {
-            let ld = rows + pad;
+        for (pad, row) in [(0, false), (2, false), (0, true), (3, true)] {
+            let ld = if row { cols + pad } else { rows + pad };
             let sa = cx.matrix::<T, I>(&a, format);
             let noise = cx.random(rows, cols, 1.0, T::COMPLEX);
-            let out = cx.dense_up::<T>(&noise, ld);
-            cx.h.sparse()
-                .unwrap()
-                .sparse_to_dense(&sa, DenseMatrix::new(&out, rows, cols).ld(ld))
-                .unwrap()
-                .wait()
-                .unwrap();
-            let what = format!("sparse_to_dense {} {:?} {format} ld {ld}", T::NAME, I::KIND);
-            let got = cx.dc_padding_kept(&out, rows, cols, ld, &what);
+            let out = cx.dense_up_in::<T>(&noise, ld, row);
+            let mut ov = DenseMatrix::new(&out, rows, cols).ld(ld);
+            if row {
+                ov = ov.row_major();
+            }
+            cx.h.sparse().unwrap().sparse_to_dense(&sa, ov).unwrap().wait().unwrap();
+            let what = format!("sparse_to_dense {} {:?} {format} ld {ld} row {row}", T::NAME, I::KIND);
+            let got = cx.dc_padding_kept_in(&out, rows, cols, ld, row, &what);
             cx.check(&got, &a.v, 0.0, &what);
         }
     }
-    for pad in [0, 2] {
-        let ld = rows + pad;
-        let dd = cx.dense_up::<T>(&a, ld);
-        let csr =
-            cx.h.sparse()
-                .unwrap()
-                .dense_to_csr::<T, I>(DenseMatrix::new(&dd, rows, cols).ld(ld))
-                .unwrap()
-                .wait()
-                .unwrap();
+    for (pad, row) in [(0, false), (2, false), (0, true), (1, true)] {
+        let ld = if row { cols + pad } else { rows + pad };
+        let dd = cx.dense_up_in::<T>(&a, ld, row);
+        let mut dv = DenseMatrix::new(&dd, rows, cols).ld(ld);
+        if row {
+            dv = dv.row_major();
+        }
+        let csr = cx.h.sparse().unwrap().dense_to_csr::<T, I>(dv).unwrap().wait().unwrap();
         csr.check(cx.s).unwrap();
         let back = cx.dense_up::<T>(&Dense { rows, cols, v: vec![Z; rows * cols] }, rows);
         cx.h.sparse().unwrap().sparse_to_dense(&csr, DenseMatrix::new(&back, rows, cols)).unwrap().wait().unwrap();
@@ -533,7 +614,7 @@ pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
             &dense_down(cx, &back, rows, cols, rows),
             &a.v,
             0.0,
-            &format!("dense_to_csr {} {:?} ld {ld}", T::NAME, I::KIND),
+            &format!("dense_to_csr {} {:?} ld {ld} row {row}", T::NAME, I::KIND),
         );
     }
 }
@@ -595,11 +676,156 @@ pub fn i32_only<T: Val>(cx: &mut Cx) {
     let out = cx.dense_up::<T>(&Dense { rows: m, cols: k, v: vec![Z; m * k] }, m);
     cx.h.sparse().unwrap().sparse_to_dense(&csc, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
     cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("csr2csc {}", T::NAME));
+    // CSR → COO → CSR: the row structure matches the reference's COO and CSR of `a`, and the
+    // matrices hold `a`.
+    let coo = cx.h.sparse().unwrap().csr_to_coo(&sa).unwrap().wait().unwrap();
+    let want_coo = cx.matrix::<T, i32>(&a, "coo");
+    let rows_of = |cx: &Cx, m: &SparseMatrix<T, i32>, n: usize| m.offsets().download(cx.s).unwrap()[..n].to_vec();
+    assert_eq!(rows_of(cx, &coo, sa.nnz()), rows_of(cx, &want_coo, sa.nnz()), "csr_to_coo {}", T::NAME);
+    cx.h.sparse().unwrap().sparse_to_dense(&coo, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("csr_to_coo {}", T::NAME));
+    let csr = cx.h.sparse().unwrap().coo_to_csr(&want_coo).unwrap().wait().unwrap();
+    assert_eq!(rows_of(cx, &csr, m + 1), rows_of(cx, &sa, m + 1), "coo_to_csr {}", T::NAME);
+    cx.h.sparse().unwrap().sparse_to_dense(&csr, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &out, m, k, m), &a.v, 0.0, &format!("coo_to_csr {}", T::NAME));
+}
+
+fn vals_of<T: Val>(v: &[C]) -> Vec<T> {
+    v.iter().map(|&c| T::of(c)).collect()
+}
+
+/// Batched SpMM: three products of one pattern with different values (CSR sharing its row
+/// offsets, COO striding all its arrays), strides with gaps, `B` row-major or not, and `A`
+/// shared (stride 0) once.
+pub fn spmm_batched<T: Val, I: Idx>(cx: &mut Cx) {
+    let (rows, cols, n, count) = (7, 5, 3, 3);
+    let pattern = cx.random(rows, cols, 0.4, T::COMPLEX);
+    for format in ["csr", "coo"] {
+        for (shared, row_b, t) in
+            [(false, false, Transpose::No), (false, true, Transpose::Yes), (true, false, Transpose::No)]
+        {
+            let coo = format == "coo";
+            // The A_i: one pattern, values of their own (one A for all when shared).
+            let mut mats: Vec<Dense> = Vec::new();
+            for i in 0..count {
+                let m = if shared && i > 0 {
+                    mats[0].clone()
+                } else {
+                    let v = pattern.v.iter().map(|&p| if p == Z { Z } else { cx.val(T::COMPLEX) }).collect();
+                    Dense { rows, cols, v }
+                };
+                mats.push(m);
+            }
+            // One matrix's arrays (row-sorted entries), then the batch laid out `se` apart.
+            let (mut major, mut minor) = (vec![0usize], Vec::new());
+            for r in 0..rows {
+                for c in 0..cols {
+                    if pattern.at(r, c) != Z {
+                        minor.push(c);
+                        if coo {
+                            major.push(r);
+                        }
+                    }
+                }
+                if !coo {
+                    major.push(minor.len());
+                }
+            }
+            if coo {
+                major.remove(0);
+            }
+            let nnz = minor.len();
+            let se = if shared { 0 } else { nnz + 2 };
+            let total = se * (count - 1) + nnz;
+            let (mut bmajor, mut bminor, mut bvals) = (vec![0usize; total], vec![0usize; total], vec![Z; total]);
+            for i in 0..count {
+                let mut p = 0;
+                for r in 0..rows {
+                    for c in 0..cols {
+                        if pattern.at(r, c) != Z {
+                            bminor[i * se + p] = c;
+                            bvals[i * se + p] = mats[i].at(r, c);
+                            if coo {
+                                bmajor[i * se + p] = major[p];
+                            }
+                            p += 1;
+                        }
+                    }
+                }
+            }
+            let sa = if coo {
+                SparseMatrix::coo(
+                    rows,
+                    cols,
+                    nnz,
+                    &cx.idx::<I>(&bmajor),
+                    &cx.idx::<I>(&bminor),
+                    &cx.up(&vals_of::<T>(&bvals)),
+                )
+            } else {
+                SparseMatrix::csr(
+                    rows,
+                    cols,
+                    nnz,
+                    &cx.idx::<I>(&major),
+                    &cx.idx::<I>(&bminor),
+                    &cx.up(&vals_of::<T>(&bvals)),
+                )
+            }
+            .unwrap();
+            let ops: Vec<Dense> = mats.iter().map(|m| m.op(t)).collect();
+            let (k, m) = (ops[0].cols, ops[0].rows);
+            let bs: Vec<Dense> = (0..count).map(|_| cx.random(k, n, 1.0, T::COMPLEX)).collect();
+            let cs: Vec<Dense> = (0..count).map(|_| cx.random(m, n, 1.0, T::COMPLEX)).collect();
+            let (ldb, ldc) = if row_b { (n + 1, m) } else { (k + 1, m) };
+            let b_span = if row_b { ldb * (k - 1) + n } else { ldb * (n - 1) + k };
+            let (sb, sc) = (b_span + 3, ldc * n + 1);
+            let mut hb = vec![Z; sb * (count - 1) + b_span];
+            let mut hc = vec![C(f64::NAN, 0.0); sc * (count - 1) + ldc * n];
+            for i in 0..count {
+                for r in 0..k {
+                    for j in 0..n {
+                        let o = if row_b { r * ldb + j } else { r + j * ldb };
+                        hb[i * sb + o] = bs[i].at(r, j);
+                    }
+                }
+                for r in 0..m {
+                    for j in 0..n {
+                        hc[i * sc + r + j * ldc] = cs[i].at(r, j);
+                    }
+                }
+            }
+            let (db, dc) = (cx.up(&vals_of::<T>(&hb)), cx.up(&vals_of::<T>(&hc)));
+            let mut bv = DenseMatrix::new(&db, k, n).ld(ldb);
+            if row_b {
+                bv = bv.row_major();
+            }
+            let batch =
+                cusched::sparse::SpmmBatch { count, a_offsets: if coo { se } else { 0 }, a_entries: se, b: sb, c: sc };
+            let (alpha, beta) = (cx.val(T::COMPLEX), cx.val(T::COMPLEX));
+            let cv = DenseMatrix::new(&dc, m, n).ld(ldc);
+            cx.h.sparse()
+                .unwrap()
+                .spmm_batched(t, T::of(alpha), &sa, bv, T::of(beta), cv, batch)
+                .unwrap()
+                .wait()
+                .unwrap();
+            let got = dc.download(cx.s).unwrap();
+            for i in 0..count {
+                let what =
+                    format!("spmm_batched {} {:?} {format} {t:?} shared {shared} row_b {row_b} #{i}", T::NAME, I::KIND);
+                let g: Vec<C> = (0..m * n).map(|x| got[i * sc + (x / n) + (x % n) * ldc].c()).collect();
+                cx.check(&g, &gemm(alpha, &ops[i], &bs[i], beta, &cs[i]), T::TOL, &what);
+            }
+        }
+    }
 }
 
 pub fn all_index_types<T: Val>(cx: &mut Cx) {
     spmv_and_spmm::<T, i32>(cx);
     spmv_and_spmm::<T, i64>(cx);
+    spmm_batched::<T, i32>(cx);
+    spmm_batched::<T, i64>(cx);
     solves::<T, i32>(cx);
     solves::<T, i64>(cx);
     sddmm::<T, i32>(cx);

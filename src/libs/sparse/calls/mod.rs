@@ -40,6 +40,7 @@ pub(in crate::libs::sparse) fn op(t: Transpose) -> sys::cusparseOperation_t {
     match t {
         Transpose::No => sys::cusparseOperation_t::CUSPARSE_OPERATION_NON_TRANSPOSE,
         Transpose::Yes => sys::cusparseOperation_t::CUSPARSE_OPERATION_TRANSPOSE,
+        Transpose::Conj => sys::cusparseOperation_t::CUSPARSE_OPERATION_CONJUGATE_TRANSPOSE,
     }
 }
 
@@ -221,17 +222,19 @@ pub(in crate::libs::sparse) unsafe fn create_dn_vec(n: i64, values: *mut c_void,
 /// NVIDIA: [`cusparseCreateDnMat`](https://docs.nvidia.com/cuda/cusparse/#cusparsecreatednmat)
 ///
 /// # Safety
-/// `values` is a live device buffer of the current context spanning a column-major
-/// `rows x cols` matrix with leading dimension `ld`.
+/// `values` is a live device buffer of the current context spanning a `rows x cols` matrix
+/// with leading dimension `ld`, column-major or, with `row_major`, row-major.
 pub(in crate::libs::sparse) unsafe fn create_dn_mat(
     rows: i64,
     cols: i64,
     ld: i64,
     values: *mut c_void,
     t: CudaType,
+    row_major: bool,
 ) -> Result<Owned<DnMat>> {
     let mut d = std::ptr::null_mut();
-    let order = sys::cusparseOrder_t::CUSPARSE_ORDER_COL;
+    let order =
+        if row_major { sys::cusparseOrder_t::CUSPARSE_ORDER_ROW } else { sys::cusparseOrder_t::CUSPARSE_ORDER_COL };
     // SAFETY: a valid out-pointer; the caller vouches for the buffer.
     unsafe { sys::cusparseCreateDnMat(&mut d, rows, cols, ld, values, data_type(t), order) }
         .check("cusparseCreateDnMat")?;

@@ -1,4 +1,5 @@
-//! cuSPARSE's remaining entry points: SpGEMM reuse, SDDMM, SpSM and the sparse-vector ops.
+//! cuSPARSE's remaining entry points: SpGEMM reuse, SDDMM, SpSM, the sparse-vector ops and
+//! CSR ↔ COO.
 //!
 //! Every `unsafe fn` here shares the contract of the sibling `ops` module: (1) `h` is a live
 //! handle whose stream the op was fenced on, with its context current; (2) every descriptor is
@@ -260,4 +261,63 @@ pub(in crate::libs::sparse) unsafe fn gather(h: H, y: DnVec, x: SpVec) -> Result
 pub(in crate::libs::sparse) unsafe fn scatter(h: H, x: SpVec, y: DnVec) -> Result<()> {
     // SAFETY: the caller keeps the module's contract.
     unsafe { sys::cusparseScatter(h, x.0 as _, y.0) }.check("cusparseScatter")
+}
+
+/// `cusparseXcsr2coo` (`coo` false: expands `rows + 1` CSR offsets into `nnz` COO row
+/// indices) or `cusparseXcoo2csr` (`coo` true: compresses `nnz` row indices sorted by row into
+/// `rows + 1` offsets). # Safety: (1) of the module's contract; `from` and `to` are live device
+/// arrays of `i32` of the current context holding the counts named.
+///
+/// NVIDIA: [`cusparseXcsr2coo`](https://docs.nvidia.com/cuda/cusparse/#cusparsexcsr2coo),
+/// [`cusparseXcoo2csr`](https://docs.nvidia.com/cuda/cusparse/#cusparsexcoo2csr)
+pub(in crate::libs::sparse) unsafe fn rows_convert(
+    h: H,
+    to_csr: bool,
+    from: *const i32,
+    nnz: i32,
+    rows: i32,
+    to: *mut i32,
+) -> Result<()> {
+    let base = super::BASE;
+    // SAFETY: the caller keeps the contract above.
+    unsafe {
+        if to_csr {
+            sys::cusparseXcoo2csr(h, from, nnz, rows, to, base).check("cusparseXcoo2csr")
+        } else {
+            sys::cusparseXcsr2coo(h, from, nnz, rows, to, base).check("cusparseXcsr2coo")
+        }
+    }
+}
+
+/// Makes `a` (a CSR or COO descriptor) a strided batch of `count` matrices:
+/// `cusparseCsrSetStridedBatch` (offsets `major` apart, column indices and values `entries`
+/// apart) or `cusparseCooSetStridedBatch` (all arrays `entries` apart). # Safety: (2) of the
+/// module's contract for every matrix of the batch.
+///
+/// NVIDIA: [`cusparseCsrSetStridedBatch`](https://docs.nvidia.com/cuda/cusparse/#cusparsecsrsetstridedbatch),
+/// [`cusparseCooSetStridedBatch`](https://docs.nvidia.com/cuda/cusparse/#cusparsecoosetstridedbatch)
+pub(in crate::libs::sparse) unsafe fn sp_mat_batch(
+    a: SpMat,
+    coo: bool,
+    count: i32,
+    major: i64,
+    entries: i64,
+) -> Result<()> {
+    // SAFETY: the caller keeps the contract above.
+    unsafe {
+        if coo {
+            sys::cusparseCooSetStridedBatch(a.0, count, entries).check("cusparseCooSetStridedBatch")
+        } else {
+            sys::cusparseCsrSetStridedBatch(a.0, count, major, entries).check("cusparseCsrSetStridedBatch")
+        }
+    }
+}
+
+/// Makes `m` a strided batch of `count` dense matrices `stride` elements apart. # Safety: (2)
+/// of the module's contract for every matrix of the batch.
+///
+/// NVIDIA: [`cusparseDnMatSetStridedBatch`](https://docs.nvidia.com/cuda/cusparse/#cusparsednmatsetstridedbatch)
+pub(in crate::libs::sparse) unsafe fn dn_mat_batch(m: DnMat, count: i32, stride: i64) -> Result<()> {
+    // SAFETY: the caller keeps the contract above.
+    unsafe { sys::cusparseDnMatSetStridedBatch(m.0, count, stride) }.check("cusparseDnMatSetStridedBatch")
 }

@@ -31,6 +31,8 @@ mod sealed {
         fn over(self, o: Self) -> Self;
         /// Whether it is zero (a `NaN` is not).
         fn is_zero(self) -> bool;
+        /// The complex conjugate (the value itself for real types).
+        fn conj(self) -> Self;
     }
     macro_rules! real {
         ($t:ty, $kind:ident, $bits:expr) => {
@@ -56,6 +58,9 @@ mod sealed {
                 }
                 fn is_zero(self) -> bool {
                     self == 0.0
+                }
+                fn conj(self) -> Self {
+                    self
                 }
             }
         };
@@ -87,6 +92,9 @@ mod sealed {
                 }
                 fn is_zero(self) -> bool {
                     self.re == 0.0 && self.im == 0.0
+                }
+                fn conj(self) -> Self {
+                    Self::new(self.re, -self.im)
                 }
             }
         };
@@ -141,6 +149,11 @@ pub(in crate::libs::sparse) use sealed::Index as IndexArith;
 /// The bits of `v` (real, imaginary), for cache keys.
 pub(in crate::libs::sparse) fn value_bits<T: SparseValue>(v: T) -> [u64; 2] {
     sealed::Value::bits(v)
+}
+
+/// Whether `T` is a complex type (where a conjugate transpose differs from a transpose).
+pub(in crate::libs::sparse) fn is_complex<T: SparseValue>() -> bool {
+    matches!(T::KIND, sealed::ValueKind::C32 | sealed::ValueKind::C64)
 }
 
 /// A value type's row of the data-type table.

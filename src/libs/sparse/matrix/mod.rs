@@ -16,9 +16,9 @@ use crate::memory::GpuRef;
 mod dense;
 mod element;
 
-pub use dense::DenseMatrix;
+pub use dense::{DenseMatrix, DenseOrder};
 pub(crate) use element::ValueType;
-pub(in crate::libs::sparse) use element::{value_bits, IndexArith};
+pub(in crate::libs::sparse) use element::{is_complex, value_bits, IndexArith};
 pub use element::{IndexKind, SparseIndex, SparseValue};
 
 /// A sparse storage format.

@@ -20,14 +20,52 @@ impl Sparse {
         self.host(rec, move || {
             let e = am.entries()?;
             let mut d = om.mem.lock();
-            for j in 0..om.cols {
-                d[j * om.ld..j * om.ld + om.rows].fill(T::zero());
+            for r in 0..om.rows {
+                for c in 0..om.cols {
+                    d[om.at(r, c)] = T::zero();
+                }
             }
             for (r, c, v) in e {
-                let o = r + c * om.ld;
+                let o = om.at(r, c);
                 d[o] = d[o].plus(v);
             }
             Ok(())
+        })
+    }
+
+    /// CSR ↔ COO: `a`'s row structure into `out`'s fresh one (offsets expanded into one row
+    /// index per entry, or row indices counted into offsets); the rest is shared.
+    pub(in crate::libs::sparse) fn sim_rows_convert<T: SparseValue>(
+        &mut self,
+        rec: LaunchRecorder,
+        a: &SparseMatrix<T, i32>,
+        out: SparseMatrix<T, i32>,
+    ) -> Result<Completion<SparseMatrix<T, i32>>> {
+        let (src, dst) = (a.major.sim_data()?, out.major.sim_data()?);
+        let (rows, nnz, to_coo) = (a.rows, a.nnz, a.format == Format::Csr);
+        self.host(rec, move || {
+            let s = src.read().to_vec();
+            let mut d = dst.lock();
+            if to_coo {
+                for r in 0..rows {
+                    for p in super::span("a.offsets", &s, r, nnz)? {
+                        d[p] = i32::from_usize(r);
+                    }
+                }
+            } else {
+                let mut counts = vec![0usize; rows + 1];
+                for &r in &s[..nnz] {
+                    counts[super::at("a.row_indices", r, rows)? + 1] += 1;
+                }
+                for r in 0..rows {
+                    counts[r + 1] += counts[r];
+                }
+                for (o, c) in d.iter_mut().zip(&counts) {
+                    *o = i32::from_usize(*c);
+                }
+            }
+            drop(d);
+            Ok(out)
         })
     }
 
@@ -108,7 +146,7 @@ impl Sparse {
             let mut total = 0usize;
             o[0] = I::from_usize(0);
             for r in 0..dm.rows {
-                total += (0..dm.cols).filter(|&c| !d[r + c * dm.ld].is_zero()).count();
+                total += (0..dm.cols).filter(|&c| !d[dm.at(r, c)].is_zero()).count();
                 o[r + 1] = I::from_usize(total);
             }
             Ok(total)
@@ -132,7 +170,7 @@ impl Sparse {
             let mut p = 0;
             for r in 0..dm.rows {
                 for c in 0..dm.cols {
-                    let v = d[r + c * dm.ld];
+                    let v = d[dm.at(r, c)];
                     if !v.is_zero() && p < nnz {
                         (idx[p], val[p]) = (I::from_usize(c), v);
                         p += 1;

@@ -49,19 +49,25 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
     /// The stored entries `(row, column, value)`, in storage order (duplicates kept).
     pub(super) fn entries(&self) -> Result<Vec<(usize, usize, T)>> {
         let (major, minor, values) = self.arrays();
+        self.entries_in(&major, &minor, &values)
+    }
+
+    /// The stored entries of the matrix of this shape whose arrays start at `major`, `minor`
+    /// and `values` (one matrix of a strided batch).
+    pub(super) fn entries_in(&self, major: &[I], minor: &[I], values: &[T]) -> Result<Vec<(usize, usize, T)>> {
         let (rows, cols, nnz) = (self.rows, self.cols, self.nnz);
         let mut out = Vec::with_capacity(nnz);
         match self.format {
             Format::Csr => {
                 for r in 0..rows {
-                    for p in span("a.offsets", &major, r, nnz)? {
+                    for p in span("a.offsets", major, r, nnz)? {
                         out.push((r, at("a.indices", minor[p], cols)?, values[p]));
                     }
                 }
             }
             Format::Csc => {
                 for c in 0..cols {
-                    for p in span("a.offsets", &major, c, nnz)? {
+                    for p in span("a.offsets", major, c, nnz)? {
                         out.push((at("a.indices", minor[p], rows)?, c, values[p]));
                     }
                 }
@@ -74,7 +80,7 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
             Format::Bsr => {
                 let b = self.block;
                 for br in 0..rows / b {
-                    for p in span("a.offsets", &major, br, nnz)? {
+                    for p in span("a.offsets", major, br, nnz)? {
                         let bc = at("a.indices", minor[p], cols / b)?;
                         for r in 0..b {
                             for c in 0..b {
@@ -119,16 +125,27 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
 /// A CSR matrix's rows (spans into the arrays), column indices and values.
 pub(super) type Rows<T> = (Vec<std::ops::Range<usize>>, Vec<usize>, Vec<T>);
 
-/// A dense column-major view, moved into a kernel.
+/// A dense view, moved into a kernel.
 pub(super) struct HostDense<T: SparseValue> {
     pub(super) mem: SimMem<T>,
     pub(super) rows: usize,
     pub(super) cols: usize,
     pub(super) ld: usize,
+    pub(super) row_major: bool,
 }
 
 impl<T: SparseValue> HostDense<T> {
     pub(super) fn of(m: &DenseMatrix<'_, T>, ld: i64) -> Result<Self> {
-        Ok(HostDense { mem: m.buf.sim_data()?, rows: m.rows, cols: m.cols, ld: ld as usize })
+        let row_major = m.is_row_major();
+        Ok(HostDense { mem: m.buf.sim_data()?, rows: m.rows, cols: m.cols, ld: ld as usize, row_major })
+    }
+
+    /// The offset of element `(r, c)` in the buffer.
+    pub(super) fn at(&self, r: usize, c: usize) -> usize {
+        if self.row_major {
+            r * self.ld + c
+        } else {
+            r + c * self.ld
+        }
     }
 }

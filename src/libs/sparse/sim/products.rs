@@ -28,8 +28,8 @@ impl Sparse {
             let x = xm.read().to_vec();
             let mut acc = vec![T::zero(); m];
             for (r, c, v) in e {
-                let (i, j) = if op_a == Transpose::Yes { (c, r) } else { (r, c) };
-                acc[i] = acc[i].plus(v.times(x[j]));
+                let (i, j) = if op_a.flips() { (c, r) } else { (r, c) };
+                acc[i] = acc[i].plus(op_a.value(v).times(x[j]));
             }
             let mut y = ym.lock();
             for (i, s) in acc.into_iter().enumerate() {
@@ -43,7 +43,7 @@ impl Sparse {
     pub(in crate::libs::sparse) fn sim_spmm<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
-        op_a: Transpose,
+        [op_a, op_b]: [Transpose; 2],
         alpha: T,
         a: &SparseMatrix<T, I>,
         (b, ldb): (DenseMatrix<'_, T>, i64),
@@ -54,19 +54,63 @@ impl Sparse {
         self.host(rec, move || {
             let e = am.entries()?;
             let b = bm.mem.read().to_vec();
+            // op(B)[l, j].
+            let eb = |l: usize, j: usize| if op_b.flips() { op_b.value(b[bm.at(j, l)]) } else { b[bm.at(l, j)] };
             let (m, n) = (cm.rows, cm.cols);
             let mut acc = vec![T::zero(); m * n];
             for (r, col, v) in e {
-                let (i, l) = if op_a == Transpose::Yes { (col, r) } else { (r, col) };
+                let (i, l) = if op_a.flips() { (col, r) } else { (r, col) };
+                let v = op_a.value(v);
                 for j in 0..n {
-                    acc[i + j * m] = acc[i + j * m].plus(v.times(b[l + j * bm.ld]));
+                    acc[i + j * m] = acc[i + j * m].plus(v.times(eb(l, j)));
                 }
             }
             let mut out = cm.mem.lock();
             for j in 0..n {
                 for i in 0..m {
-                    let o = i + j * cm.ld;
+                    let o = cm.at(i, j);
                     out[o] = blend(alpha, acc[i + j * m], beta, || out[o]);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::libs::sparse) fn sim_spmm_batched<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        op_a: Transpose,
+        alpha: T,
+        a: &SparseMatrix<T, I>,
+        (b, ldb): (DenseMatrix<'_, T>, i64),
+        beta: T,
+        (c, ldc): (DenseMatrix<'_, T>, i64),
+        batch: crate::libs::sparse::SpmmBatch,
+    ) -> Result<Completion<()>> {
+        let (am, bm, cm) = (HostMat::of(a)?, HostDense::of(&b, ldb)?, HostDense::of(&c, ldc)?);
+        self.host(rec, move || {
+            let (major, minor, values) = am.arrays();
+            let bv = bm.mem.read().to_vec();
+            let (m, n) = (cm.rows, cm.cols);
+            for i in 0..batch.count {
+                let (so, se) = (i * batch.a_offsets, i * batch.a_entries);
+                let e = am.entries_in(&major[so..], &minor[se..], &values[se..])?;
+                let (bo, co) = (i * batch.b, i * batch.c);
+                let mut acc = vec![T::zero(); m * n];
+                for (r, col, v) in e {
+                    let (row, l) = if op_a.flips() { (col, r) } else { (r, col) };
+                    let v = op_a.value(v);
+                    for j in 0..n {
+                        acc[row + j * m] = acc[row + j * m].plus(v.times(bv[bo + bm.at(l, j)]));
+                    }
+                }
+                let mut out = cm.mem.lock();
+                for j in 0..n {
+                    for r in 0..m {
+                        let o = co + cm.at(r, j);
+                        out[o] = blend(alpha, acc[r + j * m], beta, || out[o]);
+                    }
                 }
             }
             Ok(())
@@ -85,7 +129,7 @@ impl Sparse {
         c: &SparseMatrix<T, I>,
     ) -> Result<Completion<()>> {
         let (am, bm) = (HostDense::of(&a, lda)?, HostDense::of(&b, ldb)?);
-        let k = if op_a == Transpose::Yes { a.rows } else { a.cols };
+        let k = if op_a.flips() { a.rows } else { a.cols };
         let same = a.buf.id() == b.buf.id();
         let (c_off, c_idx, c_val) = (c.major.sim_data()?, c.minor.sim_data()?, c.values.sim_data()?);
         let (rows, cols, nnz) = (c.rows, c.cols, c.nnz);
@@ -94,9 +138,9 @@ impl Sparse {
             let bv = if same { av.clone() } else { bm.mem.read().to_vec() };
             let offsets = c_off.read().to_vec();
             let idx = c_idx.read().to_vec();
-            // op(A)[i, l] and op(B)[l, j] of the column-major operands.
-            let ea = |i: usize, l: usize| if op_a == Transpose::Yes { av[l + i * am.ld] } else { av[i + l * am.ld] };
-            let eb = |l: usize, j: usize| if op_b == Transpose::Yes { bv[j + l * bm.ld] } else { bv[l + j * bm.ld] };
+            // op(A)[i, l] and op(B)[l, j].
+            let ea = |i: usize, l: usize| if op_a.flips() { av[am.at(l, i)] } else { av[am.at(i, l)] };
+            let eb = |l: usize, j: usize| if op_b.flips() { bv[bm.at(j, l)] } else { bv[bm.at(l, j)] };
             let mut out = c_val.lock();
             for i in 0..rows {
                 for p in span("c.offsets", &offsets, i, nnz)? {

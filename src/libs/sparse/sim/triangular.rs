@@ -5,7 +5,7 @@
 use super::host::{HostDense, HostMat};
 use crate::completion::Completion;
 use crate::error::Result;
-use crate::libs::sparse::{DenseMatrix, Fill, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle};
+use crate::libs::sparse::{DenseMatrix, Fill, Sparse, SparseIndex, SparseMatrix, SparseValue, Triangle};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
 
@@ -19,7 +19,7 @@ struct Tri<T> {
 
 impl<T: SparseValue> Tri<T> {
     fn new(entries: Vec<(usize, usize, T)>, n: usize, tri: Triangle) -> Self {
-        let trans = tri.transpose == Transpose::Yes;
+        let trans = tri.transpose.flips();
         let mut diag = vec![if tri.unit_diagonal { T::one() } else { T::zero() }; n];
         let mut off = vec![Vec::new(); n];
         for (r, c, v) in entries {
@@ -30,6 +30,7 @@ impl<T: SparseValue> Tri<T> {
             if !kept {
                 continue;
             }
+            let v = tri.transpose.value(v);
             if r == c {
                 if !tri.unit_diagonal {
                     diag[r] = diag[r].plus(v);

@@ -1,0 +1,67 @@
+//! cuSPARSE's dense layouts, transposes, batches and CSR ↔ COO on the GPU, each against the CPU
+//! reference of tests/common/reference/sparse.rs in every value and index type the API takes,
+//! one test per feature (the full harness also runs in sparse_cross): row-major and transposed
+//! dense operands of SpMM, conjugate transposes in SpMV / SpMM / SpSV (SpSM refusing them for
+//! complex values), row-major SDDMM and dense conversions, strided-batch SpMM, CSR ↔ COO.
+
+use crate::common::reference::sparse::*;
+use crate::common::*;
+use cusched::Complex;
+
+fn setup() -> Option<Cx> {
+    Some(Cx::new(gpu()?, Rng::new()))
+}
+
+/// Runs `f::<T, I>` for every value type and both index types.
+macro_rules! every_type {
+    ($cx:expr, $f:ident) => {{
+        $f::<f32, i32>($cx);
+        $f::<f32, i64>($cx);
+        $f::<f64, i32>($cx);
+        $f::<f64, i64>($cx);
+        $f::<Complex<f32>, i32>($cx);
+        $f::<Complex<f32>, i64>($cx);
+        $f::<Complex<f64>, i32>($cx);
+        $f::<Complex<f64>, i64>($cx);
+    }};
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spmv_and_spmm_in_every_layout_and_transpose_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, spmv_and_spmm);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn triangular_solves_with_conjugate_transposes_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, solves);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn row_major_sddmm_and_dense_conversions_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, sddmm);
+    every_type!(&mut cx, conversions);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn strided_batch_spmm_matches_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, spmm_batched);
+}
+
+/// CSR ↔ COO (with SpGEMM and CSR ↔ CSC: the `i32`-only ops).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_to_coo_and_back_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    i32_only::<f32>(&mut cx);
+    i32_only::<f64>(&mut cx);
+    i32_only::<Complex<f32>>(&mut cx);
+    i32_only::<Complex<f64>>(&mut cx);
+}
