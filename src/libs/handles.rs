@@ -17,8 +17,8 @@ use std::sync::Arc;
 ///
 /// One type serves both places: a lane's jobs receive the lane's `Handles`; on the caller's
 /// own thread, make one with [`Handles::new`]
-/// and use [`Handles::run`]. The library accessors ([`blas`](Self::blas), [`rng`](Self::rng),
-/// [`fft`](Self::fft), with their features) are the same on both.
+/// and use [`Handles::run`]. The library accessors (`blas`, `rng`, `fft` and the others, one
+/// per library feature) are the same on both.
 ///
 /// ```
 /// use cusched::{Device, Handles, SimConfig};
