@@ -69,8 +69,10 @@ impl<D: BufferOwner> BufferTrack<D> {
     /// for memory only the crate's own ops see.
     pub(crate) fn new(kind: BufferKind, device: Arc<D>, epoch: u64, scratch: bool) -> Self {
         let generation = device.generation();
-        // Pinned host memory is filled by the host; only device memory has an allocation write.
-        let state = State { allocation_next: kind == BufferKind::Device, ..State::default() };
+        // Pinned host memory is filled by the host; only device memory (module globals
+        // included, whose first write orders them after earlier handles' uses) has an
+        // allocation write.
+        let state = State { allocation_next: kind != BufferKind::Host, ..State::default() };
         Self {
             id: BufferId::next(),
             kind,
@@ -82,7 +84,7 @@ impl<D: BufferOwner> BufferTrack<D> {
             reservations: Default::default(),
             scratch,
             made_in: super::reservation::current_ticket(),
-            device_memory: kind == BufferKind::Device,
+            device_memory: kind != BufferKind::Host,
             label: Mutex::new(None),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),

@@ -152,6 +152,33 @@ impl KernelLaunch<'_> {
         self.buffer(buf, Access::ReadWrite)
     }
 
+    /// Declares that the kernel reads `buf` without taking it as a parameter: a module global
+    /// ([`Module::global`](super::Module::global)) it names in its code. Adds no parameter.
+    pub fn reads_global<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.touches(buf, Access::Read)
+    }
+
+    /// Declares that the kernel writes `buf` without taking it as a parameter, as
+    /// [`reads_global`](Self::reads_global).
+    pub fn writes_global<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.touches(buf, Access::Write)
+    }
+
+    /// Declares that the kernel reads and writes `buf` without taking it as a parameter, as
+    /// [`reads_global`](Self::reads_global).
+    pub fn read_writes_global<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.touches(buf, Access::ReadWrite)
+    }
+
+    fn touches<T: Element>(mut self, buf: &GpuRef<T>, access: Access) -> Self {
+        if self.error.is_none() {
+            if let Err(e) = self.rec.access(buf, access) {
+                self.error = Some(Box::new(e));
+            }
+        }
+        self
+    }
+
     /// The next parameter is the value `v`.
     pub fn scalar<T: Element>(mut self, v: T) -> Self {
         if self.error.is_none() {
@@ -217,8 +244,9 @@ impl KernelLaunch<'_> {
     ///
     /// 1. it reads only buffers declared with [`read`](Self::read) or
     ///    [`read_write`](Self::read_write), writes only buffers declared with
-    ///    [`write`](Self::write) or [`read_write`](Self::read_write), and stays inside their
-    ///    lengths under the launch configuration given;
+    ///    [`write`](Self::write) or [`read_write`](Self::read_write) (module globals: with the
+    ///    `*_global` declarations), and stays inside their lengths under the launch
+    ///    configuration given;
     /// 2. any other memory it touches (another device buffer, pinned host memory such as a
     ///    [`crate::HostBuffer`]'s, an address passed as a [`scalar`](Self::scalar)) stays
     ///    allocated while the kernel runs, and the kernel writes it only while no Rust reference

@@ -23,6 +23,9 @@ pub(crate) enum BufferKind {
     Device,
     /// Pinned host memory (`HostBuffer`): filled by the host, read by the host too.
     Host,
+    /// A module's `__device__` or `__constant__` variable (`GpuRef` over module memory):
+    /// touched only by streams, and never freed by cusched (the module owns it).
+    ModuleGlobal,
 }
 
 impl std::fmt::Display for BufferKind {
@@ -30,6 +33,7 @@ impl std::fmt::Display for BufferKind {
         f.write_str(match self {
             BufferKind::Device => "buffer",
             BufferKind::Host => "host buffer",
+            BufferKind::ModuleGlobal => "module global",
         })
     }
 }
