@@ -30,7 +30,7 @@ mod nvrtc;
 mod options;
 
 pub use image::ModuleImage;
-pub use launch::{KernelLaunch, PDL_DEVICE_FUNCTIONS};
+pub use launch::{KernelLaunch, LaunchOptions, RawLaunch, PDL_DEVICE_FUNCTIONS};
 pub use module::{Kernel, Module};
 
 use crate::backend::cuda;
