@@ -212,9 +212,12 @@ impl Device {
 
 impl Device {
     /// A tracked buffer over `len` elements of memory `owner` owns (a module's global, of
-    /// context epoch `epoch`), which cusched never frees. Its first write, on the default
-    /// stream, waits for `prior`: the uses an earlier buffer over the same memory left
-    /// outstanding when it dropped, so that every use of the memory stays ordered.
+    /// context epoch `epoch`), which cusched never frees. The memory exists and holds its
+    /// contents already (the module's load was synchronous), so the buffer has no allocation
+    /// write and no op is enqueued: a lookup inside a graph recording records nothing. An
+    /// earlier buffer over the same memory may have left uses outstanding when it dropped
+    /// (`prior`): this waits for them on the host, since the new buffer's tracker does not
+    /// know them.
     pub(crate) fn module_global<T: Element>(
         &self,
         memory: DeviceMemory<T>,
@@ -223,33 +226,13 @@ impl Device {
         owner: Arc<dyn ModuleOwner>,
         prior: &[crate::track::EventRef],
     ) -> Result<GpuRef<T>> {
-        let stream = self.default_stream();
-        let slot = self.shared.stream(stream)?;
+        for ev in prior {
+            ev.synchronize()?;
+        }
+        let home = self.default_stream().index;
         let track = BufferTrack::new(BufferKind::ModuleGlobal, self.shared.clone(), epoch, false);
         memory.bind_buffer(track.id.0);
-        let buf = GpuRef {
-            inner: Arc::new(BufferInner { track, len, home: stream.index, memory: Some(memory), owner: Some(owner) }),
-        };
-        if !prior.is_empty() {
-            match slot.fence(prior) {
-                Ok(_) => {}
-                Err(FenceError::OtherContext { .. }) => {
-                    return Err(Error::Stale {
-                        what: "module global".into(),
-                        made: buf.generation(),
-                        current: self.shared.generation(),
-                    })
-                }
-                Err(FenceError::Failed { error, stream_epoch }) => {
-                    return Err(self.shared.classify(error, stream_epoch))
-                }
-            }
-        }
-        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "module global"));
-        rec.write(&buf)?;
-        let target = buf.clone();
-        rec.launch(self, move |scope| target.memory().announce(scope))?;
-        Ok(buf)
+        Ok(GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory), owner: Some(owner) }) })
     }
 }
 

@@ -6,8 +6,8 @@
 //! so that every declared use of the variable is ordered by one tracker. The buffer keeps the
 //! module loaded (the module holds only a weak handle back, so the two make no cycle) and
 //! never frees the memory: the module does, when it unloads. When the last handle drops, its
-//! outstanding uses are kept here, and the next lookup's buffer orders its first write after
-//! them.
+//! outstanding uses are kept here, and the next lookup waits for them on the host before it
+//! makes a new buffer (whose tracker does not know them).
 
 use super::module::{LoadedModule, Module};
 use crate::backend::cuda;
@@ -88,7 +88,9 @@ impl Module {
     ///
     /// The memory belongs to the module: cusched never frees it, and the buffer keeps the
     /// module loaded while any handle to it exists. Every lookup of `name` while a handle
-    /// lives gives a handle of the same buffer. The variable's size (`cuModuleGetGlobal`) must
+    /// lives gives a handle of the same buffer; a lookup after every handle dropped first waits
+    /// on the host for the uses the last one left outstanding. A lookup enqueues nothing (in a
+    /// graph recording too). The variable's size (`cuModuleGetGlobal`) must
     /// be `len * size_of::<T>()` bytes, or the lookup fails naming `len`; a name the module
     /// has no variable of fails naming `name`.
     ///

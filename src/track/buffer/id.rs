@@ -24,7 +24,8 @@ pub(crate) enum BufferKind {
     /// Pinned host memory (`HostBuffer`): filled by the host, read by the host too.
     Host,
     /// A module's `__device__` or `__constant__` variable (`GpuRef` over module memory):
-    /// touched only by streams, and never freed by cusched (the module owns it).
+    /// touched only by streams, with no allocation write (the module's load filled it), and
+    /// never freed by cusched (the module owns it).
     ModuleGlobal,
 }
 
