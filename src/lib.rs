@@ -31,7 +31,10 @@ pub use host_cache::HostCacheStats;
 pub use lane::LaneCtx;
 pub use lane::{Declare, DeclaredArgs, JobBuilder, Lane, LaneOptions};
 #[cfg(feature = "nvrtc")]
-pub use libs::rtc::{Kernel, KernelCacheStats, KernelLaunch, Module, ModuleImage, Program, PDL_DEVICE_FUNCTIONS};
+pub use libs::rtc::{
+    Kernel, KernelCacheStats, KernelLaunch, LaunchOptions, Module, ModuleImage, Program, RawLaunch,
+    PDL_DEVICE_FUNCTIONS,
+};
 pub use libs::Handles;
 pub use memory::{Complex, Element, GpuRef, HostBuffer, HostRead, HostWrite, SimMem, SimRead};
 pub use recorder::{External, LaunchRecorder, LaunchScope, Preflighted, Resource};

@@ -36,7 +36,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 pub struct SimMem<T>(Arc<SimInner<T>>);
 
 struct SimInner<T> {
-    data: Mutex<Vec<T>>,
+    /// Shared with the memory of a later buffer over the same contents (a module's global
+    /// looked up again: see [`SimMem::rebound`]).
+    data: Arc<Mutex<Vec<T>>>,
     /// The id of the tracked buffer this memory belongs to, once it has one; scratch memory
     /// that no recorder tracks has none, and its accesses are not checked.
     buffer: OnceLock<u64>,
@@ -59,7 +61,7 @@ impl<T> fmt::Debug for SimMem<T> {
 
 impl<T> SimMem<T> {
     pub(crate) fn new(v: Vec<T>) -> Self {
-        SimMem(Arc::new(SimInner { data: Mutex::new(v), buffer: OnceLock::new() }))
+        SimMem(Arc::new(SimInner { data: Arc::new(Mutex::new(v)), buffer: OnceLock::new() }))
     }
 
     /// `len` copies of `T::default()` (or `init`), failing with `OutOfMemory` instead of
@@ -75,6 +77,12 @@ impl<T> SimMem<T> {
             None => v.resize(len, T::default()),
         }
         Ok(SimMem::new(v))
+    }
+
+    /// The same contents, unbound, for a new tracked buffer over them: the accesses through
+    /// the result are checked against that buffer, those through `self` against this one's.
+    pub(crate) fn rebound(&self) -> Self {
+        SimMem(Arc::new(SimInner { data: self.0.data.clone(), buffer: OnceLock::new() }))
     }
 
     pub(crate) fn bind(&self, buffer: u64) {

@@ -19,6 +19,17 @@ pub(super) struct BufferInner<T: Element> {
     /// Index of the stream the memory was allocated on, and is freed on.
     home: u32,
     memory: Option<DeviceMemory<T>>,
+    /// For memory a module owns (its globals): what keeps the module loaded while the buffer
+    /// exists, told the buffer's last uses when it drops. The memory is then never freed here.
+    owner: Option<Arc<dyn ModuleOwner>>,
+}
+
+/// The owner of memory a [`GpuRef`] covers without owning it (a loaded module's global).
+/// Held by the buffer, so the owner (and its memory) outlives every handle.
+pub(crate) trait ModuleOwner: Send + Sync {
+    /// The buffer's last handle dropped, with `uses` still outstanding: a later buffer over the
+    /// same memory orders its first use after them (see [`Device::module_global`]).
+    fn released(&self, uses: Vec<crate::track::EventRef>);
 }
 
 impl<T: Element> Tracked for BufferInner<T> {
@@ -70,6 +81,17 @@ impl<T: Element> ResourceSealed for GpuRef<T> {
     }
 }
 impl<T: Element> Resource for GpuRef<T> {}
+
+/// A handle that does not keep its buffer alive: how a module finds the live buffer over one
+/// of its globals without keeping it (the buffer keeps the module).
+pub(crate) struct WeakGpuRef<T: Element>(std::sync::Weak<BufferInner<T>>);
+
+impl<T: Element> WeakGpuRef<T> {
+    /// The buffer, while a handle to it exists.
+    pub(crate) fn upgrade(&self) -> Option<GpuRef<T>> {
+        self.0.upgrade().map(|inner| GpuRef { inner })
+    }
+}
 
 /// How a new buffer's contents start.
 pub(super) enum Init<'a, T> {
@@ -188,6 +210,32 @@ impl Device {
     }
 }
 
+impl Device {
+    /// A tracked buffer over `len` elements of memory `owner` owns (a module's global, of
+    /// context epoch `epoch`), which cusched never frees. The memory exists and holds its
+    /// contents already (the module's load was synchronous), so the buffer has no allocation
+    /// write and no op is enqueued: a lookup inside a graph recording records nothing. An
+    /// earlier buffer over the same memory may have left uses outstanding when it dropped
+    /// (`prior`): this waits for them on the host, since the new buffer's tracker does not
+    /// know them.
+    pub(crate) fn module_global<T: Element>(
+        &self,
+        memory: DeviceMemory<T>,
+        len: usize,
+        epoch: u64,
+        owner: Arc<dyn ModuleOwner>,
+        prior: &[crate::track::EventRef],
+    ) -> Result<GpuRef<T>> {
+        for ev in prior {
+            ev.synchronize()?;
+        }
+        let home = self.default_stream().index;
+        let track = BufferTrack::new(BufferKind::ModuleGlobal, self.shared.clone(), epoch, false);
+        memory.bind_buffer(track.id.0);
+        Ok(GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory), owner: Some(owner) }) })
+    }
+}
+
 impl<T: Element> GpuRef<T> {
     /// Wraps `memory` of context epoch `epoch`, allocated on the device's stream of index
     /// `home`, in a new tracked buffer; `scratch` when only the crate's own ops will see it.
@@ -201,7 +249,7 @@ impl<T: Element> GpuRef<T> {
     ) -> Self {
         let track = BufferTrack::new(BufferKind::Device, device.clone(), epoch, scratch);
         memory.bind_buffer(track.id.0);
-        GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory) }) }
+        GpuRef { inner: Arc::new(BufferInner { track, len, home, memory: Some(memory), owner: None }) }
     }
 
     pub(crate) fn memory(&self) -> &DeviceMemory<T> {
@@ -265,6 +313,11 @@ impl<T: Element> GpuRef<T> {
     /// The buffer as errors name it: `buffer #N`, with its [`label`](Self::label) if set.
     pub fn name(&self) -> String {
         self.inner.track.name()
+    }
+
+    /// A handle that does not keep the buffer alive.
+    pub(crate) fn downgrade(&self) -> WeakGpuRef<T> {
+        WeakGpuRef(Arc::downgrade(&self.inner))
     }
 
     /// Whether `other` is a handle to the same allocation.
@@ -371,6 +424,13 @@ impl<T: Element> GpuRef<T> {
 impl<T: Element> Drop for BufferInner<T> {
     fn drop(&mut self) {
         let Some(memory) = self.memory.take() else { return };
+        if let Some(owner) = self.owner.take() {
+            // Module memory: the module frees it when it unloads, after these uses (the owner
+            // keeps it loaded until then).
+            memory.release_unowned();
+            owner.released(self.track.all_uses().into_vec());
+            return;
+        }
         let what = super::LogName(&self.track);
         let device = &self.track.device;
         if self.track.epoch != device.epoch() {

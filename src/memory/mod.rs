@@ -14,6 +14,7 @@ mod host_buffer;
 
 pub use crate::backend::sim_mem::{SimMem, SimRead};
 pub use device_buffer::GpuRef;
+pub(crate) use device_buffer::{ModuleOwner, WeakGpuRef};
 pub use element::{Complex, Element};
 #[cfg(feature = "_fp8")]
 pub use element::{F8E4M3, F8E5M2};

@@ -52,7 +52,9 @@ pub(crate) struct BufferTrack<D: BufferOwner> {
     /// The lane job whose thread made the buffer, if one did: that job may use it undeclared.
     pub(crate) made_in: Option<super::reservation::Ticket>,
     /// Device memory, which only streams touch: the host never reads its state, so a launch
-    /// on a one-stream device may leave it out (see `solo`). Pinned host memory is not.
+    /// on a one-stream device may leave it out (see `solo`). Pinned host memory is not, nor
+    /// is a module's global: a later buffer over the same memory takes over the uses its state
+    /// holds when it drops, and solo uses would be missing from them.
     pub(crate) device_memory: bool,
     /// The name the user gave the buffer, shown beside its id in errors and hazards.
     label: Mutex<Option<Arc<str>>>,
@@ -69,7 +71,8 @@ impl<D: BufferOwner> BufferTrack<D> {
     /// for memory only the crate's own ops see.
     pub(crate) fn new(kind: BufferKind, device: Arc<D>, epoch: u64, scratch: bool) -> Self {
         let generation = device.generation();
-        // Pinned host memory is filled by the host; only device memory has an allocation write.
+        // Pinned host memory is filled by the host, a module's global by its load; only
+        // allocated device memory has an allocation write.
         let state = State { allocation_next: kind == BufferKind::Device, ..State::default() };
         Self {
             id: BufferId::next(),

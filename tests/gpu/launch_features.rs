@@ -5,7 +5,7 @@
 
 use crate::common::*;
 use cusched::cudarc::driver::LaunchConfig;
-use cusched::{Device, Error, GpuRef, StreamId, PDL_DEVICE_FUNCTIONS};
+use cusched::{Device, Error, GpuRef, LaunchOptions, LaunchRecorder, StreamId, PDL_DEVICE_FUNCTIONS};
 
 const SRC: &str = r#"
 extern "C" __global__ void smem_sum(const float* x, float* out, unsigned n) {
@@ -301,4 +301,135 @@ fn occupancy_queries() {
     for bad in [0u32, 1025] {
         assert_eq!(invalid_arg(&k.max_active_blocks_per_sm(bad, 0).unwrap_err()), "block_threads");
     }
+}
+
+/// Launches `k` through the raw path (`Kernel::prepare_raw`, then `RawLaunch::enqueue` inside
+/// the recorder's closure) with the uses `declare` makes and `args` (device addresses and
+/// scalars, each widened to 8 bytes: the driver reads each parameter's own size from the
+/// start of its slot, which on a little-endian host holds the value).
+fn raw_launch(
+    d: &Device,
+    s: StreamId,
+    k: &cusched::Kernel,
+    config: LaunchConfig,
+    options: LaunchOptions,
+    declare: impl FnOnce(&mut LaunchRecorder) -> cusched::Result<()>,
+    mut args: Vec<u64>,
+) -> cusched::Result<()> {
+    let launch = k.prepare_raw(d, config, options)?;
+    let mut rec = LaunchRecorder::new_strict(s);
+    declare(&mut rec)?;
+    rec.launch(d, |scope| {
+        let mut params: Vec<*mut std::ffi::c_void> = args.iter_mut().map(|a| (a as *mut u64).cast()).collect();
+        // SAFETY: 1. each caller declares on `rec` exactly what its kernel touches, inside the
+        // buffers' lengths; 2. each argument is the device address or scalar its kernel takes;
+        // 3. the PDL kernel waits before touching memory, the cooperative one reaches its barrier
+        // from every block.
+        unsafe { launch.enqueue(scope, &mut params) }
+    })
+}
+
+fn ptr<T: cusched::Element>(b: &GpuRef<T>) -> u64 {
+    b.raw_device_ptr().unwrap()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_path_dynamic_shared_memory_above_48_kib() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let m = d.compile(&source(), &[]).unwrap();
+    let k = m.kernel("smem_sum").unwrap();
+    let n = 25_000u32;
+    let host: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let (x, out) = (d.upload(s, &host).unwrap(), d.alloc_zeros::<f32>(s, 1).unwrap());
+    let declare = |rec: &mut LaunchRecorder| rec.read(&x)?.write(&out).map(drop);
+    raw_launch(&d, s, &k, cfg(1, 256, n * 4), LaunchOptions::new(), declare, vec![ptr(&x), ptr(&out), n as u64])
+        .unwrap();
+    assert_eq!(out.download(s).unwrap()[0], host.iter().sum::<f32>());
+    let e = nothing_recorded(&d, "512 KiB of shared memory (raw)", || {
+        raw_launch(&d, s, &k, cfg(1, 256, 512 << 10), LaunchOptions::new(), declare, vec![ptr(&x), ptr(&out), 1])
+    });
+    assert_eq!(invalid_arg(&e), "config.shared_mem_bytes", "{e}");
+    // A wrong parameter count is refused naming `params`.
+    let e = raw_launch(&d, s, &k, cfg(1, 256, 0), LaunchOptions::new(), declare, vec![ptr(&x)]).unwrap_err();
+    assert_eq!(invalid_arg(&e), "params", "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_path_cooperative_launch() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let m = d.compile(&source(), &[]).unwrap();
+    let k = m.kernel("coop_sum").unwrap();
+    let per_sm = k.max_active_blocks_per_sm(32, 0).unwrap();
+    use cusched::cudarc::driver::sys::CUdevice_attribute as A;
+    // SAFETY: the context is only queried for an attribute.
+    let sms =
+        unsafe { d.cuda_context() }.unwrap().attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap() as u32;
+    let most = per_sm * sms;
+    let host: Vec<f32> = (0..most * 64).map(|i| (i % 5) as f32).collect();
+    let x = d.upload(s, &host).unwrap();
+    let c = Coop::new(&d, s, most);
+    let run = |grid: u32| {
+        let declare =
+            |rec: &mut LaunchRecorder| rec.read(&x)?.write(&c.partial)?.read_write(&c.arrived)?.write(&c.out).map(drop);
+        let args = vec![ptr(&x), ptr(&c.partial), ptr(&c.arrived), ptr(&c.out), 64];
+        raw_launch(&d, s, &k, cfg(grid, 32, 0), LaunchOptions::new().cooperative(), declare, args)
+    };
+    run(most).unwrap();
+    assert_eq!(c.out.download(s).unwrap()[0], host.iter().sum::<f32>());
+    let e = nothing_recorded(&d, "a cooperative grid one block too large (raw)", || run(most + 1));
+    assert_eq!(invalid_arg(&e), "config.grid_dim", "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_path_thread_block_clusters() {
+    let Some(d) = gpu() else { return };
+    if !sm90(&d) {
+        return;
+    }
+    let s = d.new_stream().unwrap();
+    let m = d.compile(&source(), &[]).unwrap();
+    let k = m.kernel("cluster_rank").unwrap();
+    for cluster in [2u32, 16] {
+        let grid = cluster * 4;
+        let out = d.alloc_zeros::<u32>(s, 2 * grid as usize).unwrap();
+        let declare = |rec: &mut LaunchRecorder| rec.write(&out).map(drop);
+        let options = LaunchOptions::new().cluster((cluster, 1, 1));
+        raw_launch(&d, s, &k, cfg(grid, 64, 0), options, declare, vec![ptr(&out)]).unwrap();
+        let got = out.download(s).unwrap();
+        for b in 0..grid {
+            assert_eq!((got[2 * b as usize], got[2 * b as usize + 1]), (b % cluster, b / cluster), "block {b}");
+        }
+    }
+    let out = d.alloc_zeros::<u32>(s, 64).unwrap();
+    let e = nothing_recorded(&d, "a grid not a whole number of clusters (raw)", || {
+        let declare = |rec: &mut LaunchRecorder| rec.write(&out).map(drop);
+        raw_launch(&d, s, &k, cfg(6, 64, 0), LaunchOptions::new().cluster((4, 1, 1)), declare, vec![ptr(&out)])
+    });
+    assert_eq!(invalid_arg(&e), "cluster", "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn raw_path_programmatic_dependent_launch() {
+    let Some(d) = gpu() else { return };
+    if !sm90(&d) {
+        return;
+    }
+    let s = d.new_stream().unwrap();
+    let m = d.compile(&source(), &[]).unwrap();
+    let (slow, dependent) = (m.kernel("slow_write").unwrap(), m.kernel("waits_then_adds").unwrap());
+    let (x, y) = (d.alloc_zeros::<f32>(s, 1).unwrap(), d.alloc_zeros::<f32>(s, 1).unwrap());
+    let launch = slow.launch(&d, s, cfg(1, 1, 0)).write(&x).scalar(41.0f32).scalar(10_000_000i64);
+    // SAFETY: 1. `slow_write` writes `x[0]` only, as declared; 2. parameters as declared.
+    unsafe { launch.enqueue() }.unwrap();
+    let declare = |rec: &mut LaunchRecorder| rec.read(&x)?.write(&y).map(drop);
+    let options = LaunchOptions::new().programmatic_dependent();
+    raw_launch(&d, s, &dependent, cfg(1, 1, 0), options, declare, vec![ptr(&x), ptr(&y)]).unwrap();
+    // It waited for its predecessor's write before reading it.
+    assert_eq!(y.download(s).unwrap(), [42.0]);
 }

@@ -50,6 +50,8 @@ mod lanes;
 #[cfg(feature = "nvrtc")]
 mod launch_features;
 #[cfg(feature = "nvrtc")]
+mod module_globals;
+#[cfg(feature = "nvrtc")]
 mod modules;
 #[cfg(feature = "nccl")]
 mod nccl;

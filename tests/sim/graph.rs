@@ -433,3 +433,29 @@ fn a_failing_loop_body_abandons_the_recording() {
     assert_eq!(x.download(s).unwrap(), [2.0; 4]);
     d.shutdown().unwrap();
 }
+
+/// A module global first looked up while a graph is recorded: its first write (on the default
+/// stream) happens at once, outside any capture, and the graph uses the global like a buffer.
+#[cfg(feature = "nvrtc")]
+#[test]
+fn a_module_global_looked_up_while_recording_is_ordered_at_once() {
+    let d = sim();
+    let s = d.default_stream();
+    let module = d.sim_module().unwrap();
+    let x = d.upload(s, &[2.0f32; 8]).unwrap();
+    let (xr, m) = (x.clone(), module.clone());
+    let exec = Graph::record(&d, move |rec| {
+        let b = rec.stream(0)?;
+        let dev = rec.device().clone();
+        let g = m.global::<f32>("g", 8)?;
+        op(&dev, b, "into_global", &[&xr], &g, |a| a[0] + 1.0)
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    exec.replay(s).unwrap();
+    let g = module.global::<f32>("g", 8).unwrap();
+    assert_eq!(g.download(s).unwrap(), vec![3.0; 8]);
+    assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+    d.shutdown().unwrap();
+}

@@ -41,6 +41,8 @@ mod layers;
 mod lib_validation;
 mod loud;
 mod memory;
+#[cfg(feature = "nvrtc")]
+mod module_globals;
 #[cfg(feature = "nccl")]
 mod nccl;
 #[cfg(feature = "nccl")]

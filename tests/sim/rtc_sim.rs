@@ -59,3 +59,30 @@ fn module_images_are_told_apart_and_refused_on_the_simulator() {
     assert!(matches!(err, Error::LibraryUnavailable { .. }), "{err:?}");
     assert!(err.to_string().contains("LaunchScope::sim_kernel"), "{err}");
 }
+
+/// The raw path's launch options are checked as the typed path's are, before anything is
+/// recorded, each refusal naming its argument (the checks that need a device and a kernel run
+/// on a GPU: tests/gpu/launch_features.rs).
+#[test]
+fn raw_launch_options_are_refused_naming_the_argument() {
+    use cusched::cudarc::driver::LaunchConfig;
+    use cusched::LaunchOptions;
+    let mut fx = fixture::fx();
+    let cfg = |grid: (u32, u32, u32), block: u32| LaunchConfig {
+        grid_dim: grid,
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let none = LaunchOptions::new();
+    fixture::rejects(&mut fx, "config.grid_dim", |_| none.check(&cfg((0, 1, 1), 32)));
+    fixture::rejects(&mut fx, "config.grid_dim", |_| none.check(&cfg((1, 70_000, 1), 32)));
+    fixture::rejects(&mut fx, "config.block_dim", |_| none.check(&cfg((1, 1, 1), 2048)));
+    fixture::rejects(&mut fx, "cluster", |_| none.cluster((0, 1, 1)).check(&cfg((4, 1, 1), 32)));
+    fixture::rejects(&mut fx, "cluster", |_| none.cluster((4, 1, 1)).check(&cfg((6, 1, 1), 32)));
+    fixture::rejects(&mut fx, "cluster", |_| none.cluster((32, 1, 1)).check(&cfg((32, 1, 1), 32)));
+    let both = none.cooperative().cluster((2, 1, 1));
+    assert!(matches!(both.check(&cfg((4, 1, 1), 32)), Err(Error::Unsupported { .. })));
+    // What needs no device passes here; a PDL or cooperative launch is only checked on a GPU.
+    assert!(none.cluster((2, 1, 1)).check(&cfg((4, 1, 1), 32)).is_ok());
+    assert!(none.cooperative().programmatic_dependent().check(&cfg((4, 1, 1), 32)).is_ok());
+}

@@ -77,6 +77,32 @@ pub(crate) fn load_function(
     }
 }
 
+/// The device address and byte size of the `__device__` or `__constant__` variable `name` of
+/// `module` (`cuModuleGetGlobal`, with the module's context bound), or `None` when the module
+/// has no such variable.
+#[cfg(feature = "nvrtc")]
+pub(crate) fn global(
+    module: &std::sync::Arc<cudarc::driver::CudaModule>,
+    stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    name: &str,
+) -> Result<Option<(u64, usize)>> {
+    use cudarc::driver::DevicePtr;
+    if name.contains('\0') {
+        // No variable can have a NUL byte in its name.
+        return Ok(None);
+    }
+    super::bind(stream.context())?;
+    match module.get_global(name, stream) {
+        Ok(view) => {
+            // Event tracking is off on every context this crate opens: this records nothing.
+            let (address, _sync) = view.device_ptr(stream);
+            Ok(Some((address, view.len())))
+        }
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+        Err(e) => Err(Error::driver("cuModuleGetGlobal", e)),
+    }
+}
+
 /// A kernel's parameter layout as its image records it (read by `libs::rtc`): the byte offset
 /// of each parameter by ordinal, and the end of the last one where recorded.
 #[cfg(feature = "nvrtc")]

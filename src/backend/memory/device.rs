@@ -229,6 +229,33 @@ impl<T: Plain> DeviceMemory<T> {
         }
     }
 
+    /// Lets go of memory another owner frees (a module's global): nothing is freed or
+    /// enqueued. On CUDA the slice's handle is taken apart without `cuMemFreeAsync`.
+    pub(crate) fn release_unowned(self) {
+        match self {
+            DeviceMemory::Cuda(slice) => {
+                let _address = slice.leak();
+            }
+            DeviceMemory::Sim(mem) => drop(mem),
+        }
+    }
+
+    /// Wraps `len` elements at `address`, memory of `raw`'s context that something else owns
+    /// (a module's global); [`release_unowned`](Self::release_unowned) lets go of it.
+    ///
+    /// # Safety
+    /// 1. `address` holds `len` elements of `T` in `raw`'s context, valid for every bit pattern,
+    ///    and stays allocated until `release_unowned`;
+    /// 2. the memory is released only through `release_unowned`, never dropped or freed.
+    pub(crate) unsafe fn unowned_cuda(raw: &RawStream, address: u64, len: usize) -> Result<Self> {
+        let RawStream::Cuda(s) = raw else {
+            return Err(Error::WrongBackend { what: "a module global", needed: "cuda", actual: "sim" });
+        };
+        // SAFETY: 1. the caller vouches that `address` holds `len` elements of `T` of this
+        // context; 2. the slice is taken apart with `leak` (contract 2), so cudarc never frees it.
+        Ok(DeviceMemory::Cuda(unsafe { s.upgrade_device_ptr::<T>(address, len) }))
+    }
+
     /// Frees the memory on `raw`, the stream it was allocated on, after the work enqueued
     /// there so far (the caller has fenced `raw` after every use). `buffer` is the tracked
     /// buffer's id, `what` its name for the log.

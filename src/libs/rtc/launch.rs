@@ -1,7 +1,8 @@
 //! [`KernelLaunch`]: a typed launch of a [`Kernel`], whose recorder is built from the declared
 //! reads and writes.
 
-use super::options::{self, LaunchOptions};
+use super::options;
+pub use super::options::LaunchOptions;
 use super::Kernel;
 use crate::backend::cuda;
 use crate::completion::Completion;
@@ -9,7 +10,7 @@ use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::libs::OpStream;
 use crate::memory::{Element, GpuRef};
-use crate::recorder::LaunchRecorder;
+use crate::recorder::{LaunchRecorder, LaunchScope};
 use crate::trace::{OpLabel, OpName};
 use crate::track::Access;
 use cudarc::driver::LaunchConfig;
@@ -152,6 +153,33 @@ impl KernelLaunch<'_> {
         self.buffer(buf, Access::ReadWrite)
     }
 
+    /// Declares that the kernel reads `buf` without taking it as a parameter: a module global
+    /// ([`Module::global`](super::Module::global)) it names in its code. Adds no parameter.
+    pub fn reads_global<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.touches(buf, Access::Read)
+    }
+
+    /// Declares that the kernel writes `buf` without taking it as a parameter, as
+    /// [`reads_global`](Self::reads_global).
+    pub fn writes_global<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.touches(buf, Access::Write)
+    }
+
+    /// Declares that the kernel reads and writes `buf` without taking it as a parameter, as
+    /// [`reads_global`](Self::reads_global).
+    pub fn read_writes_global<T: Element>(self, buf: &GpuRef<T>) -> Self {
+        self.touches(buf, Access::ReadWrite)
+    }
+
+    fn touches<T: Element>(mut self, buf: &GpuRef<T>, access: Access) -> Self {
+        if self.error.is_none() {
+            if let Err(e) = self.rec.access(buf, access) {
+                self.error = Some(Box::new(e));
+            }
+        }
+        self
+    }
+
     /// The next parameter is the value `v`.
     pub fn scalar<T: Element>(mut self, v: T) -> Self {
         if self.error.is_none() {
@@ -217,8 +245,9 @@ impl KernelLaunch<'_> {
     ///
     /// 1. it reads only buffers declared with [`read`](Self::read) or
     ///    [`read_write`](Self::read_write), writes only buffers declared with
-    ///    [`write`](Self::write) or [`read_write`](Self::read_write), and stays inside their
-    ///    lengths under the launch configuration given;
+    ///    [`write`](Self::write) or [`read_write`](Self::read_write) (module globals: with the
+    ///    `*_global` declarations), and stays inside their lengths under the launch
+    ///    configuration given;
     /// 2. any other memory it touches (another device buffer, pinned host memory such as a
     ///    [`crate::HostBuffer`]'s, an address passed as a [`scalar`](Self::scalar)) stays
     ///    allocated while the kernel runs, and the kernel writes it only while no Rust reference
@@ -271,7 +300,6 @@ impl KernelLaunch<'_> {
                 ));
             }
         }
-        check_config(&config)?;
         options::prepare(kernel, &config, &options)?;
         let function = &kernel.function;
         let dims = cuda::launch::Dims {
@@ -307,6 +335,120 @@ impl KernelLaunch<'_> {
     }
 }
 
+impl Kernel {
+    /// Validates a launch of this kernel on `device` with `config` and `options` for the raw
+    /// path (a [`LaunchRecorder::launch`] closure that enqueues the kernel itself), with the
+    /// typed path's checks: the configuration and options ([`LaunchOptions::check`]), then
+    /// against the device and the function (dynamic shared memory above 48 KiB, raising the
+    /// function's ceiling; the cooperative grid's residency; the cluster's fit; programmatic
+    /// launch's sm_90). Call it before the recorder's launch, so that a refusal records
+    /// nothing; enqueue the result inside the closure with [`RawLaunch::enqueue`].
+    ///
+    /// ```no_run
+    /// use cusched::cudarc::driver::LaunchConfig;
+    /// use cusched::{Device, LaunchOptions, LaunchRecorder};
+    /// let device = Device::open(0)?;
+    /// let s = device.default_stream();
+    /// let module = device.compile(r#"extern "C" __global__ void k(float* x) { x[blockIdx.x] = 1.0f; }"#, &[])?;
+    /// let k = module.kernel("k")?;
+    /// let x = device.alloc_zeros::<f32>(s, 4)?;
+    /// let config = LaunchConfig { grid_dim: (4, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+    /// let launch = k.prepare_raw(&device, config, LaunchOptions::new().cluster((2, 1, 1)))?;
+    /// let mut rec = LaunchRecorder::new_strict(s);
+    /// rec.write(&x)?;
+    /// rec.launch(&device, |scope| {
+    ///     let mut ptr = x.raw_device_ptr()?;
+    ///     let mut params = [(&mut ptr as *mut u64).cast()];
+    ///     // SAFETY: 1. `k` writes `x` only, as declared, inside its 4 elements; 2. its one
+    ///     // parameter is a float pointer, given as a device address.
+    ///     unsafe { launch.enqueue(scope, &mut params) }
+    /// })?;
+    /// # Ok::<(), cusched::Error>(())
+    /// ```
+    pub fn prepare_raw(&self, device: &Device, config: LaunchConfig, options: LaunchOptions) -> Result<RawLaunch<'_>> {
+        options.check(&config)?;
+        if device.is_simulated() {
+            return Err(super::unavailable_on_sim());
+        }
+        self.check()?;
+        if self.device.uid != device.shared.uid {
+            return Err(Error::ForeignDevice {
+                what: format!("kernel `{}`", self.name),
+                expected: device.shared.label(),
+                found: self.device.label(),
+            });
+        }
+        options::prepare(self, &config, &options)?;
+        Ok(RawLaunch { kernel: self, config, options })
+    }
+}
+
+/// A launch validated by [`Kernel::prepare_raw`], to enqueue inside a recorder's launch
+/// closure with its options (`cuLaunchKernelEx` where any is set).
+#[derive(Debug)]
+pub struct RawLaunch<'k> {
+    kernel: &'k Kernel,
+    config: LaunchConfig,
+    options: LaunchOptions,
+}
+
+impl RawLaunch<'_> {
+    /// Enqueues the kernel on the launch's stream with `params` (one pointer to each
+    /// parameter's value, as `cuLaunchKernel` takes them). A count of parameters other than
+    /// the kernel's is refused naming `params`, before anything is enqueued.
+    ///
+    /// # Safety
+    ///
+    /// As for [`KernelLaunch::enqueue`], with the recorder's declarations standing for the
+    /// typed ones: 1. the device code touches only the buffers the recorder declared, as
+    /// declared, and inside their lengths, and any other memory as that contract's point 2
+    /// says; 2. each pointer in `params` points to a value of the type and size of the
+    /// kernel's parameter, valid for the call; 3. with programmatic dependent launch, the
+    /// kernel touches no memory before `griddepcontrol.wait`, and a cooperative kernel's grid
+    /// synchronization is reached by every block or by none.
+    pub unsafe fn enqueue(&self, scope: &LaunchScope<'_>, params: &mut [*mut c_void]) -> Result<()> {
+        let kernel = self.kernel;
+        if params.len() != kernel.params.len() {
+            return Err(Error::invalid(
+                "params",
+                format!(
+                    "kernel `{}` takes {} parameters, {} were given",
+                    kernel.name,
+                    kernel.params.len(),
+                    params.len()
+                ),
+            ));
+        }
+        kernel.check()?;
+        if scope.stream().device != kernel.device.uid {
+            return Err(Error::ForeignDevice {
+                what: format!("kernel `{}`", kernel.name),
+                expected: format!("the device of {}", scope.stream()),
+                found: kernel.device.label(),
+            });
+        }
+        let stream = scope.bound_cuda_stream()?;
+        let dims = cuda::launch::Dims {
+            grid: self.config.grid_dim,
+            block: self.config.block_dim,
+            shared_mem_bytes: self.config.shared_mem_bytes,
+        };
+        let f = kernel.function.cu_function();
+        // SAFETY: 1. the function is live (`kernel` holds its module) and of the scope's device
+        // and generation (checked), whose context `bound_cuda_stream` bound with this stream;
+        // 2. the configuration and options were validated by `prepare_raw` against the device
+        // and the function; 3. the parameters and what the device code does are the caller's
+        // contract (points 1 to 3), and the launch's uses were fenced by the recorder.
+        unsafe {
+            if self.options.any() {
+                cuda::launch_ex::launch_kernel_ex(f, dims, stream.cu_stream(), params, self.options.attrs())
+            } else {
+                cuda::launch::launch_kernel(f, dims, stream.cu_stream(), params)
+            }
+        }
+    }
+}
+
 /// Names the parameter in a rejected buffer's error, keeping the variant (a foreign or stale
 /// buffer is not an argument of the wrong shape, and callers match on the difference).
 fn name_parameter(e: Error, index: usize) -> Error {
@@ -319,22 +461,6 @@ fn name_parameter(e: Error, index: usize) -> Error {
         }
         other => other,
     }
-}
-
-fn check_config(c: &LaunchConfig) -> Result<()> {
-    let (gx, gy, gz) = c.grid_dim;
-    let (bx, by, bz) = c.block_dim;
-    if gx == 0 || gy == 0 || gz == 0 {
-        return Err(Error::invalid("config.grid_dim", format!("{:?} has a zero dimension", c.grid_dim)));
-    }
-    if gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
-        return Err(Error::invalid("config.grid_dim", format!("{:?} exceeds (2^31-1, 65535, 65535)", c.grid_dim)));
-    }
-    let threads = bx as u64 * by as u64 * bz as u64;
-    if threads == 0 || threads > 1024 || bz > 64 {
-        return Err(Error::invalid("config.block_dim", format!("{:?}: 1 to 1024 threads, z at most 64", c.block_dim)));
-    }
-    Ok(())
 }
 
 /// Launches from a lane job or inline.

@@ -9,6 +9,8 @@
 //! - [`disk`]: the on-disk cache;
 //! - [`cubin`]: the kernels' parameter layouts recorded in a CUBIN;
 //! - [`module`]: loaded modules, [`Module`] and [`Kernel`];
+//! - [`globals`]: a module's `__device__` and `__constant__` variables as tracked buffers, and
+//!   the simulator's module;
 //! - [`launch`]: [`KernelLaunch`], the typed launch.
 //!
 //! On the simulator a CUDA C++ kernel has no CPU meaning: compiling fails with
@@ -20,6 +22,7 @@
 
 mod cubin;
 mod disk;
+mod globals;
 mod image;
 mod launch;
 mod module;
@@ -27,7 +30,7 @@ mod nvrtc;
 mod options;
 
 pub use image::ModuleImage;
-pub use launch::{KernelLaunch, PDL_DEVICE_FUNCTIONS};
+pub use launch::{KernelLaunch, LaunchOptions, RawLaunch, PDL_DEVICE_FUNCTIONS};
 pub use module::{Kernel, Module};
 
 use crate::backend::cuda;

@@ -13,17 +13,21 @@ use std::sync::{Arc, Weak};
 /// (`cuModuleUnload` waits for the device) and needs the module's context bound, so the last
 /// handle's drop hands the module to the device's reaper instead of unloading it in place.
 pub(super) struct LoadedModule {
-    module: Option<Arc<CudaModule>>,
-    ctx: Arc<cudarc::driver::CudaContext>,
+    /// `None` for a simulated module, which has no CUDA module (and after `Drop` took it).
+    pub(super) module: Option<Arc<CudaModule>>,
+    /// `None` for a simulated module.
+    ctx: Option<Arc<cudarc::driver::CudaContext>>,
     /// Weak: the device's module cache holds these, and a strong reference would be a cycle.
     device: Weak<DeviceShared>,
     /// The context epoch the module was loaded in.
-    epoch: u64,
+    pub(super) epoch: u64,
     /// The parameter layouts its image records, by symbol (see [`super::cubin`]).
     layouts: HashMap<String, cuda::module::ParamLayout>,
     /// Each function's dynamic shared memory ceiling as set so far, by symbol, shared by every
     /// [`Kernel`] looked up for it (see [`super::options`]).
     ceilings: std::sync::Mutex<HashMap<String, Arc<std::sync::Mutex<u32>>>>,
+    /// The module's globals looked up so far, by name (see [`super::globals`]).
+    pub(super) globals: super::globals::Globals,
 }
 
 impl LoadedModule {
@@ -36,12 +40,32 @@ impl LoadedModule {
     ) -> Self {
         LoadedModule {
             module: Some(module),
-            ctx,
+            ctx: Some(ctx),
             device: Arc::downgrade(device),
             epoch,
             layouts,
             ceilings: Default::default(),
+            globals: Default::default(),
         }
+    }
+
+    /// A simulated module: no kernels (the simulator's are host closures), and globals that
+    /// are simulated buffers made zeroed on first lookup.
+    pub(super) fn simulated(device: &Arc<DeviceShared>) -> Self {
+        LoadedModule {
+            module: None,
+            ctx: None,
+            device: Arc::downgrade(device),
+            epoch: device.epoch(),
+            layouts: HashMap::new(),
+            ceilings: Default::default(),
+            globals: Default::default(),
+        }
+    }
+
+    /// Whether this is a simulated module.
+    pub(super) fn is_simulated(&self) -> bool {
+        self.ctx.is_none()
     }
 
     /// The shared dynamic shared memory ceiling of `symbol`.
@@ -59,10 +83,11 @@ impl Drop for LoadedModule {
     fn drop(&mut self) {
         const WHAT: &str = "an NVRTC module";
         let Some(module) = self.module.take() else { return };
+        let Some(ctx) = self.ctx.clone() else { return };
         let Some(device) = self.device.upgrade() else {
             // The device itself is being dropped (its module cache with it), after its shutdown
             // closed the reaper: destroy here, as the reaper would now.
-            cuda::drop_bound(&self.ctx, &WHAT, module);
+            cuda::drop_bound(&ctx, &WHAT, module);
             return;
         };
         if device.epoch() != self.epoch {
@@ -86,12 +111,7 @@ impl Drop for LoadedModule {
                 }
             }
         }
-        device.reaper.defer(crate::reaper::Retired {
-            what: WHAT,
-            after,
-            ctx: Some(self.ctx.clone()),
-            object: Box::new(module),
-        });
+        device.reaper.defer(crate::reaper::Retired { what: WHAT, after, ctx: Some(ctx), object: Box::new(module) });
     }
 }
 
@@ -111,10 +131,10 @@ impl Drop for LoadedModule {
 /// ```
 #[derive(Clone)]
 pub struct Module {
-    module: Arc<LoadedModule>,
+    pub(super) module: Arc<LoadedModule>,
     lowered: Arc<HashMap<String, String>>,
-    device: Arc<DeviceShared>,
-    generation: u64,
+    pub(super) device: Arc<DeviceShared>,
+    pub(super) generation: u64,
 }
 
 impl std::fmt::Debug for Module {
@@ -182,6 +202,9 @@ impl Module {
     /// `extern "C"` name.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
         self.check()?;
+        if self.module.is_simulated() {
+            return Err(super::unavailable_on_sim());
+        }
         let symbol = self.lowered.get(name).map(String::as_str).unwrap_or(name);
         let Some(function) = cuda::module::load_function(self.module.module()?, symbol)? else {
             return Err(Error::invalid(
@@ -201,7 +224,7 @@ impl Module {
         })
     }
 
-    fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         let current = self.device.generation();
         if current != self.generation {
             return Err(Error::Stale { what: "compiled module".into(), made: self.generation, current });

@@ -22,17 +22,52 @@ const PORTABLE_CLUSTER: u32 = 8;
 /// The most blocks a cluster can have on sm_90 (non-portable).
 const MAX_CLUSTER: u32 = 16;
 
-/// How a kernel is launched beyond its grid, block and dynamic shared memory; set through
-/// [`KernelLaunch`](super::KernelLaunch)'s `cooperative`, `cluster` and
-/// `programmatic_dependent`.
+/// How a kernel is launched beyond its grid, block and dynamic shared memory: cooperatively,
+/// in thread-block clusters, or as a programmatic dependent launch. The typed path sets them
+/// through [`KernelLaunch`](super::KernelLaunch)'s `cooperative`, `cluster` and
+/// `programmatic_dependent`; the raw path hands them to [`Kernel::prepare_raw`], which checks
+/// them as the typed path does.
+///
+/// ```
+/// use cusched::cudarc::driver::LaunchConfig;
+/// use cusched::LaunchOptions;
+/// let config = LaunchConfig { grid_dim: (6, 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+/// assert!(LaunchOptions::new().cluster((2, 1, 1)).check(&config).is_ok());
+/// assert!(LaunchOptions::new().cluster((4, 1, 1)).check(&config).is_err()); // 6 is not a whole number of 4s
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct LaunchOptions {
-    pub cooperative: bool,
-    pub cluster: Option<(u32, u32, u32)>,
-    pub programmatic: bool,
+pub struct LaunchOptions {
+    pub(super) cooperative: bool,
+    pub(super) cluster: Option<(u32, u32, u32)>,
+    pub(super) programmatic: bool,
 }
 
 impl LaunchOptions {
+    /// No options: a plain launch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A cooperative launch (see [`KernelLaunch::cooperative`](super::KernelLaunch::cooperative)).
+    pub fn cooperative(mut self) -> Self {
+        self.cooperative = true;
+        self
+    }
+
+    /// Thread-block clusters of `dims` blocks (see
+    /// [`KernelLaunch::cluster`](super::KernelLaunch::cluster)).
+    pub fn cluster(mut self, dims: (u32, u32, u32)) -> Self {
+        self.cluster = Some(dims);
+        self
+    }
+
+    /// Programmatic dependent launch (see
+    /// [`KernelLaunch::programmatic_dependent`](super::KernelLaunch::programmatic_dependent)).
+    pub fn programmatic_dependent(mut self) -> Self {
+        self.programmatic = true;
+        self
+    }
+
     pub(super) fn attrs(&self) -> Attrs {
         Attrs { cooperative: self.cooperative, cluster: self.cluster, programmatic: self.programmatic }
     }
@@ -41,6 +76,59 @@ impl LaunchOptions {
     pub(super) fn any(&self) -> bool {
         *self != LaunchOptions::default()
     }
+
+    /// Checks `config` and these options against each other: what needs no device or kernel
+    /// (the grid and block shape, the cluster's shape against the grid's, cooperative and
+    /// clusters together). Refusals are [`Error::InvalidArgument`] naming `config.grid_dim`,
+    /// `config.block_dim` or `cluster`, or [`Error::Unsupported`]. The typed and raw launches
+    /// run it, then the checks against the device and the function.
+    pub fn check(&self, config: &LaunchConfig) -> Result<()> {
+        check_config(config)?;
+        if self.cooperative && self.cluster.is_some() {
+            return Err(Error::Unsupported {
+                library: super::LIBRARY,
+                what: "a cooperative launch with thread-block clusters".into(),
+                hint: "synchronize the grid with a cooperative launch, or a cluster with clusters, not both".into(),
+            });
+        }
+        if let Some(cluster) = self.cluster {
+            let (cx, cy, cz) = cluster;
+            let (gx, gy, gz) = config.grid_dim;
+            if cx == 0 || cy == 0 || cz == 0 {
+                return Err(Error::invalid("cluster", format!("{cluster:?} has a zero dimension")));
+            }
+            if gx % cx != 0 || gy % cy != 0 || gz % cz != 0 {
+                return Err(Error::invalid(
+                    "cluster",
+                    format!(
+                        "the grid {:?} is not a whole number of clusters {cluster:?} in every dimension",
+                        config.grid_dim
+                    ),
+                ));
+            }
+            let size = blocks(cluster);
+            if size > MAX_CLUSTER as u64 {
+                return Err(Error::invalid("cluster", format!("{size} blocks per cluster: at most {MAX_CLUSTER}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_config(c: &LaunchConfig) -> Result<()> {
+    let (gx, gy, gz) = c.grid_dim;
+    let (bx, by, bz) = c.block_dim;
+    if gx == 0 || gy == 0 || gz == 0 {
+        return Err(Error::invalid("config.grid_dim", format!("{:?} has a zero dimension", c.grid_dim)));
+    }
+    if gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
+        return Err(Error::invalid("config.grid_dim", format!("{:?} exceeds (2^31-1, 65535, 65535)", c.grid_dim)));
+    }
+    let threads = bx as u64 * by as u64 * bz as u64;
+    if threads == 0 || threads > 1024 || bz > 64 {
+        return Err(Error::invalid("config.block_dim", format!("{:?}: 1 to 1024 threads, z at most 64", c.block_dim)));
+    }
+    Ok(())
 }
 
 /// The device's context, bound on this thread, for the queries below.
@@ -68,15 +156,9 @@ fn blocks(d: (u32, u32, u32)) -> u64 {
 /// attributes they need (the dynamic shared memory ceiling, non-portable cluster sizes). Runs
 /// before the launch is recorded; the context is bound on this thread afterwards.
 pub(super) fn prepare(kernel: &Kernel, config: &LaunchConfig, options: &LaunchOptions) -> Result<()> {
+    options.check(config)?;
     if config.shared_mem_bytes <= DEFAULT_DYNAMIC_SMEM && !options.any() {
         return Ok(());
-    }
-    if options.cooperative && options.cluster.is_some() {
-        return Err(Error::Unsupported {
-            library: super::LIBRARY,
-            what: "a cooperative launch with thread-block clusters".into(),
-            hint: "synchronize the grid with a cooperative launch, or a cluster with clusters, not both".into(),
-        });
     }
     let ctx = bound_context(kernel)?;
     let f = kernel.function.cu_function();
@@ -153,21 +235,8 @@ unsafe fn check_cluster(
             hint: "clusters need sm_90 or later".into(),
         });
     }
-    let (cx, cy, cz) = cluster;
-    let (gx, gy, gz) = config.grid_dim;
-    if cx == 0 || cy == 0 || cz == 0 {
-        return Err(Error::invalid("cluster", format!("{cluster:?} has a zero dimension")));
-    }
-    if gx % cx != 0 || gy % cy != 0 || gz % cz != 0 {
-        return Err(Error::invalid(
-            "cluster",
-            format!("the grid {:?} is not a whole number of clusters {cluster:?} in every dimension", config.grid_dim),
-        ));
-    }
+    // The cluster's shape against the grid's was checked by `LaunchOptions::check`.
     let size = blocks(cluster);
-    if size > MAX_CLUSTER as u64 {
-        return Err(Error::invalid("cluster", format!("{size} blocks per cluster: at most {MAX_CLUSTER}")));
-    }
     if size > PORTABLE_CLUSTER as u64 {
         // SAFETY: the caller vouches for `f` and the context.
         unsafe { raw::set_function_attribute(f, FnAttr::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) }

@@ -23,6 +23,10 @@ pub(crate) enum BufferKind {
     Device,
     /// Pinned host memory (`HostBuffer`): filled by the host, read by the host too.
     Host,
+    /// A module's `__device__` or `__constant__` variable (`GpuRef` over module memory):
+    /// touched only by streams, with no allocation write (the module's load filled it), and
+    /// never freed by cusched (the module owns it).
+    ModuleGlobal,
 }
 
 impl std::fmt::Display for BufferKind {
@@ -30,6 +34,7 @@ impl std::fmt::Display for BufferKind {
         f.write_str(match self {
             BufferKind::Device => "buffer",
             BufferKind::Host => "host buffer",
+            BufferKind::ModuleGlobal => "module global",
         })
     }
 }
