@@ -36,9 +36,8 @@ fn a_constant_table_is_uploaded_and_read_by_a_kernel() {
     // elements 0..4 of both; 3. its one parameter is a float pointer.
     unsafe { launch.enqueue() }.unwrap().wait().unwrap();
     assert_eq!(out.download(s).unwrap(), [10.0, 20.0, 30.0, 40.0]);
-    // Wrong sizes and names are refused, naming the argument.
+    // A wrong size is refused, naming the argument.
     assert!(matches!(module.global::<f32>("table", 5), Err(Error::InvalidArgument { arg: "len", .. })));
-    assert!(matches!(module.global::<f32>("nothing", 1), Err(Error::InvalidArgument { arg: "name", .. })));
     // The buffer keeps the module loaded after its handle drops.
     drop((module, k));
     table.copy_from_slice(s, &[5.0, 6.0, 7.0, 8.0]).unwrap();
@@ -94,4 +93,14 @@ fn a_write_on_another_stream_is_fenced_against_a_kernel_on_a_lane() {
     read.wait().unwrap();
     assert_eq!(acc.download(other).unwrap(), [1.0; 4]);
     assert_eq!(table.download(d.default_stream()).unwrap(), [2.0; 4]);
+}
+
+/// An unknown name is refused naming `name`. The driver's lookup fails for it (on purpose), so
+/// `tools/sanitize.sh` leaves this test out, as compute-sanitizer rightly reports that call.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_global_of_an_unknown_name_is_refused_naming_it() {
+    let Some(d) = gpu() else { return };
+    let module = d.compile(SRC, &[]).unwrap();
+    assert!(matches!(module.global::<f32>("nothing", 1), Err(Error::InvalidArgument { arg: "name", .. })));
 }

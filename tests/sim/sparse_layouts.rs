@@ -54,14 +54,20 @@ fn conjugate_transposes_conjugate_complex_values() {
     assert_eq!(y.download(s).unwrap(), [C64::new(2.0, -4.0), C64::new(6.0, 2.0)]);
     runs(&mut fx, |fx| fx.h.sparse()?.spmv(Transpose::Yes, C64::new(1.0, 0.0), &a, &x, C64::new(0.0, 0.0), &y));
     assert_eq!(y.download(s).unwrap(), [C64::new(2.0, 4.0), C64::new(6.0, -2.0)]);
-    // op(B) = Bᴴ with the stored 1x1 B = [i]: op(B) = [-i]; C = Aᴴ (-i) row-major.
-    let b = fx.upload(&[C64::new(0.0, 1.0)]);
-    let c = fx.buf::<C64>(2);
-    let (bv, cv) = (DenseMatrix::new(&b, 1, 1), DenseMatrix::new(&c, 2, 1).row_major());
+    // op(B) = Bᴴ with the stored 2x1 B = [i; 2]: op(B) = [-i, 2]; C = Aᴴ op(B), row-major.
+    let b = fx.upload(&[C64::new(0.0, 1.0), C64::new(2.0, 0.0)]);
+    let c = fx.buf::<C64>(4);
+    let (bv, cv) = (DenseMatrix::new(&b, 2, 1), DenseMatrix::new(&c, 2, 2).row_major());
     let one = C64::new(1.0, 0.0);
     let zero = C64::new(0.0, 0.0);
     runs(&mut fx, |fx| fx.h.sparse()?.spmm_ops(Transpose::Conj, Transpose::Conj, one, &a, bv, zero, cv));
-    assert_eq!(c.download(s).unwrap(), [C64::new(-2.0, -1.0), C64::new(1.0, -3.0)]);
+    let want = [C64::new(-2.0, -1.0), C64::new(2.0, -4.0), C64::new(1.0, -3.0), C64::new(6.0, 2.0)];
+    assert_eq!(c.download(s).unwrap(), want);
+    // cuSPARSE takes no conjugate transpose of a one-row B: refused, nothing recorded.
+    let b1 = fx.upload(&[C64::new(0.0, 1.0)]);
+    let c1 = fx.buf::<C64>(2);
+    let (bv, cv) = (DenseMatrix::new(&b1, 1, 1), DenseMatrix::new(&c1, 2, 1));
+    unsupported(&mut fx, "op_b", |fx| fx.h.sparse()?.spmm_ops(Transpose::Conj, Transpose::Conj, one, &a, bv, zero, cv));
 }
 
 #[test]

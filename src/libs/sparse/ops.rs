@@ -118,6 +118,15 @@ impl Sparse {
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
         let (kb, n) = if op_b.flips() { (b.cols, b.rows) } else { (b.rows, b.cols) };
+        if op_b == Transpose::Conj && b.rows == 1 {
+            // cuSPARSE: "opB == OPERATION_CONJUGATE_TRANSPOSE is unsupported when B is a single
+            // row" (seen on an H100).
+            return Err(super::args::unsupported(
+                "op_b",
+                "a conjugate-transposed B of one row in SpMM".to_string(),
+                "store conj(B) as a one-column B and pass Transpose::No, or use SpMV",
+            ));
+        }
         if kb != k {
             return Err(Error::invalid("b", format!("op(B) has {kb} rows; op(A) has {k} columns")));
         }
