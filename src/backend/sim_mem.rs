@@ -81,6 +81,7 @@ impl<T> SimMem<T> {
 
     /// The same contents, unbound, for a new tracked buffer over them: the accesses through
     /// the result are checked against that buffer, those through `self` against this one's.
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     pub(crate) fn rebound(&self) -> Self {
         SimMem(Arc::new(SimInner { data: self.0.data.clone(), buffer: OnceLock::new() }))
     }

@@ -84,8 +84,10 @@ impl<T: Element> Resource for GpuRef<T> {}
 
 /// A handle that does not keep its buffer alive: how a module finds the live buffer over one
 /// of its globals without keeping it (the buffer keeps the module).
+#[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
 pub(crate) struct WeakGpuRef<T: Element>(std::sync::Weak<BufferInner<T>>);
 
+#[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
 impl<T: Element> WeakGpuRef<T> {
     /// The buffer, while a handle to it exists.
     pub(crate) fn upgrade(&self) -> Option<GpuRef<T>> {
@@ -218,6 +220,7 @@ impl Device {
     /// earlier buffer over the same memory may have left uses outstanding when it dropped
     /// (`prior`): this waits for them on the host, since the new buffer's tracker does not
     /// know them.
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     pub(crate) fn module_global<T: Element>(
         &self,
         memory: DeviceMemory<T>,
@@ -316,6 +319,7 @@ impl<T: Element> GpuRef<T> {
     }
 
     /// A handle that does not keep the buffer alive.
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     pub(crate) fn downgrade(&self) -> WeakGpuRef<T> {
         WeakGpuRef(Arc::downgrade(&self.inner))
     }

@@ -14,6 +14,8 @@ mod host_buffer;
 
 pub use crate::backend::sim_mem::{SimMem, SimRead};
 pub use device_buffer::GpuRef;
+// Module globals: only NVRTC's modules make them.
+#[cfg(feature = "nvrtc")]
 pub(crate) use device_buffer::{ModuleOwner, WeakGpuRef};
 pub use element::{Complex, Element};
 #[cfg(feature = "_fp8")]

@@ -247,6 +247,7 @@ impl<T: Plain> DeviceMemory<T> {
     /// 1. `address` holds `len` elements of `T` in `raw`'s context, valid for every bit pattern,
     ///    and stays allocated until `release_unowned`;
     /// 2. the memory is released only through `release_unowned`, never dropped or freed.
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     pub(crate) unsafe fn unowned_cuda(raw: &RawStream, address: u64, len: usize) -> Result<Self> {
         let RawStream::Cuda(s) = raw else {
             return Err(Error::WrongBackend { what: "a module global", needed: "cuda", actual: "sim" });

@@ -26,6 +26,7 @@ pub(crate) enum BufferKind {
     /// A module's `__device__` or `__constant__` variable (`GpuRef` over module memory):
     /// touched only by streams, with no allocation write (the module's load filled it), and
     /// never freed by cusched (the module owns it).
+    #[cfg_attr(not(feature = "nvrtc"), allow(dead_code))]
     ModuleGlobal,
 }
 
