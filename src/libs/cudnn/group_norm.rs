@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::libs::validate::{self, no_aliasing};
 use crate::libs::{dptr, record};
 use crate::memory::{GpuRef, SimMem};
+use crate::recorder::LaunchRecorder;
 use crate::track::Access;
 use std::ffi::c_void;
 
@@ -36,14 +37,6 @@ const AFFINE_EPS: f32 = 1.0 / 1024.0;
 
 /// Byte offsets of the workspace's parts are rounded up to this.
 const ALIGN: usize = 256;
-
-fn like_x<T: DnnElement>(arg: &'static str, t: &TensorView<'_, T>, x: &TensorView<'_, T>) -> Result<()> {
-    t.check(arg)?;
-    if t.shape != x.shape {
-        return Err(Error::invalid(arg, format!("is {:?} {:?}; it must be `x`'s", t.shape.layout(), t.shape.dims())));
-    }
-    Ok(())
-}
 
 /// The checked geometry of a group norm.
 #[derive(Clone, Debug)]
@@ -93,10 +86,14 @@ impl Groups {
     }
 }
 
-fn check_stats(s: &NormStats<'_>, count: usize) -> Result<()> {
-    let m = s.mean.ok_or_else(|| Error::invalid("stats", "group norm saves the means too"))?;
-    validate::covers("stats.mean", m, Some(count), "one value per image and group")?;
-    validate::covers("stats.inv_var", s.inv_var, Some(count), "one value per image and group")
+/// Checks the saved statistics of a group or instance norm (`count` values each: one per image
+/// and `per`; `norm` names the op) and returns the means.
+pub(super) fn check_stats<'s>(s: &NormStats<'s>, count: usize, norm: &str, per: &str) -> Result<&'s GpuRef<f32>> {
+    let m = s.mean.ok_or_else(|| Error::invalid("stats", format!("{norm} norm saves the means too")))?;
+    let what = format!("one value per image and {per}");
+    validate::covers("stats.mean", m, Some(count), &what)?;
+    validate::covers("stats.inv_var", s.inv_var, Some(count), &what)?;
+    Ok(m)
 }
 
 /// Carves the workspace into parts of the given byte sizes, each aligned.
@@ -199,7 +196,7 @@ impl Cudnn {
         saved: Option<&NormStats<'_>>,
     ) -> Result<Completion<()>> {
         let geo = Groups::check(groups, epsilon, x)?;
-        like_x("y", y, x)?;
+        y.check_like("y", x)?;
         validate::covers("scale", scale, Some(geo.c), "one value per channel")?;
         validate::covers("bias", bias, Some(geo.c), "one value per channel")?;
         let mut uses = vec![
@@ -210,8 +207,7 @@ impl Cudnn {
         ];
         let stats = match saved {
             Some(s) => {
-                check_stats(s, geo.n * groups)?;
-                let mean = s.mean.ok_or_else(|| Error::invalid("stats", "group norm saves the means too"))?;
+                let mean = check_stats(s, geo.n * groups, "group", "group")?;
                 uses.extend([("stats.mean", mean.id(), true), ("stats.inv_var", s.inv_var.id(), true)]);
                 Some((mean, s.inv_var))
             }
@@ -340,32 +336,14 @@ impl Cudnn {
         dbias: &GpuRef<f32>,
     ) -> Result<Completion<()>> {
         let geo = Groups::check(groups, epsilon, x)?;
-        like_x("dy", dy, x)?;
-        like_x("dx", dx, x)?;
-        for (arg, buf) in [("scale", scale), ("dscale", dscale), ("dbias", dbias)] {
-            validate::covers(arg, buf, Some(geo.c), "one value per channel")?;
-        }
-        check_stats(stats, geo.n * groups)?;
-        let mean = stats.mean.ok_or_else(|| Error::invalid("stats", "group norm saves the means too"))?;
-        no_aliasing(&[
-            ("x", x.buf.id(), false),
-            ("dy", dy.buf.id(), false),
-            ("scale", scale.id(), false),
-            ("stats.mean", mean.id(), false),
-            ("stats.inv_var", stats.inv_var.id(), false),
-            ("dx", dx.buf.id(), true),
-            ("dscale", dscale.id(), true),
-            ("dbias", dbias.id(), true),
-        ])?;
-        let mut rec = self.op.recorder("group_norm_backward");
-        record(&mut rec, "x", x.buf, Access::Read)?;
-        record(&mut rec, "dy", dy.buf, Access::Read)?;
-        for (arg, buf) in [("scale", scale), ("stats.mean", mean), ("stats.inv_var", stats.inv_var)] {
-            record(&mut rec, arg, buf, Access::Read)?;
-        }
-        record(&mut rec, "dx", dx.buf, Access::Write)?;
-        record(&mut rec, "dscale", dscale, Access::Write)?;
-        record(&mut rec, "dbias", dbias, Access::Write)?;
+        let (mut rec, mean) = self.norm_backward_recorder(
+            "group_norm_backward",
+            (geo.n * groups, "group", "group"),
+            [x, dy, dx],
+            scale,
+            stats,
+            [dscale, dbias],
+        )?;
         if self.op.device.is_simulated() {
             let job = SimGroupNorm { geo, eps: epsilon, x: x.buf.sim_data()?, scale: scale.sim_data()? };
             let io = (dy.buf.sim_data()?, mean.sim_data()?, stats.inv_var.sim_data()?);
@@ -473,6 +451,50 @@ impl Cudnn {
                 Ok(())
             }
         })
+    }
+}
+
+impl Cudnn {
+    /// The checks and declared uses a group or instance norm backward op shares: `dy` and `dx`
+    /// of `x`'s shape, `scale`, `dscale` and `dbias` one value per channel, the statistics
+    /// (`count`, `norm` and `per` as [`check_stats`] takes them), no written operand another
+    /// one. Returns the op's recorder, named `op`, and the saved means.
+    pub(super) fn norm_backward_recorder<'s, T: DnnElement>(
+        &self,
+        op: &'static str,
+        (count, norm, per): (usize, &str, &str),
+        [x, dy, dx]: [&TensorView<'_, T>; 3],
+        scale: &GpuRef<f32>,
+        stats: &NormStats<'s>,
+        [dscale, dbias]: [&GpuRef<f32>; 2],
+    ) -> Result<(LaunchRecorder, &'s GpuRef<f32>)> {
+        dy.check_like("dy", x)?;
+        dx.check_like("dx", x)?;
+        let c = x.shape.dims()[1];
+        for (arg, buf) in [("scale", scale), ("dscale", dscale), ("dbias", dbias)] {
+            validate::covers(arg, buf, Some(c), "one value per channel")?;
+        }
+        let mean = check_stats(stats, count, norm, per)?;
+        no_aliasing(&[
+            ("x", x.buf.id(), false),
+            ("dy", dy.buf.id(), false),
+            ("scale", scale.id(), false),
+            ("stats.mean", mean.id(), false),
+            ("stats.inv_var", stats.inv_var.id(), false),
+            ("dx", dx.buf.id(), true),
+            ("dscale", dscale.id(), true),
+            ("dbias", dbias.id(), true),
+        ])?;
+        let mut rec = self.op.recorder(op);
+        record(&mut rec, "x", x.buf, Access::Read)?;
+        record(&mut rec, "dy", dy.buf, Access::Read)?;
+        for (arg, buf) in [("scale", scale), ("stats.mean", mean), ("stats.inv_var", stats.inv_var)] {
+            record(&mut rec, arg, buf, Access::Read)?;
+        }
+        record(&mut rec, "dx", dx.buf, Access::Write)?;
+        record(&mut rec, "dscale", dscale, Access::Write)?;
+        record(&mut rec, "dbias", dbias, Access::Write)?;
+        Ok((rec, mean))
     }
 }
 

@@ -83,24 +83,6 @@ fn per_channel(params: &[(&'static str, &GpuRef<f32>)], c: usize) -> Result<()> 
     Ok(())
 }
 
-/// Checks `t` (argument `arg`) against `x`'s shape.
-fn like_x<T: DnnElement>(arg: &'static str, t: &TensorView<'_, T>, x: &TensorView<'_, T>) -> Result<()> {
-    t.check(arg)?;
-    if t.shape != x.shape {
-        return Err(Error::invalid(
-            arg,
-            format!(
-                "is {:?} {:?}; it must be `x`'s {:?} {:?}",
-                t.shape.layout(),
-                t.shape.dims(),
-                x.shape.layout(),
-                x.shape.dims()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 fn ptr<T: crate::memory::Element>(buf: &GpuRef<T>) -> Result<*mut c_void> {
     dptr(buf)
 }
@@ -121,7 +103,7 @@ impl Cudnn {
     ) -> Result<Completion<()>> {
         bn.check()?;
         x.check("x")?;
-        like_x("y", y, x)?;
+        y.check_like("y", x)?;
         let c = x.shape.dims()[1];
         per_channel(&[("scale", scale), ("bias", bias), ("mean", mean), ("var", var)], c)?;
         no_aliasing(&[("x", x.buf.id(), false), ("y", y.buf.id(), true)])?;
@@ -186,7 +168,7 @@ impl Cudnn {
     ) -> Result<Completion<()>> {
         bn.check()?;
         x.check("x")?;
-        like_x("y", y, x)?;
+        y.check_like("y", x)?;
         let dims = x.shape.dims();
         let c = dims[1];
         // The running variance is the unbiased one: it divides by the count less one.
@@ -294,8 +276,8 @@ impl Cudnn {
     ) -> Result<Completion<()>> {
         bn.check()?;
         x.check("x")?;
-        like_x("dy", dy, x)?;
-        like_x("dx", dx, x)?;
+        dy.check_like("dy", x)?;
+        dx.check_like("dx", x)?;
         let c = x.shape.dims()[1];
         per_channel(
             &[

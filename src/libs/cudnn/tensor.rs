@@ -144,6 +144,25 @@ impl<'a, T: Element> TensorView<'a, T> {
         let what = format!("a {:?} tensor of {:?}", self.shape.layout, self.shape.dims);
         validate::covers(arg, self.buf, Some(n), &what)
     }
+
+    /// Checks the operand as argument `arg`, as [`check`](Self::check) does, and that it has
+    /// `x`'s shape and layout.
+    pub(super) fn check_like(&self, arg: &'static str, x: &TensorView<'_, T>) -> Result<()> {
+        self.check(arg)?;
+        if self.shape != x.shape {
+            return Err(Error::invalid(
+                arg,
+                format!(
+                    "is {:?} {:?}; it must be `x`'s {:?} {:?}",
+                    self.shape.layout(),
+                    self.shape.dims(),
+                    x.shape.layout(),
+                    x.shape.dims()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The element types the cuDNN ops take: `f32`, `half::f16` and `half::bf16` (every tensor of

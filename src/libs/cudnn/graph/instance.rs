@@ -9,7 +9,7 @@ use super::norm::{dt_of, NormStats};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::cudnn::calls::{self, BatchNormArgs, BatchNormCall};
-use crate::libs::cudnn::group_norm::SimGroupNorm;
+use crate::libs::cudnn::group_norm::{check_stats, SimGroupNorm};
 use crate::libs::cudnn::tensor::{DnnElement, Shape, TensorView};
 use crate::libs::cudnn::Cudnn;
 use crate::libs::validate::{self, no_aliasing};
@@ -17,15 +17,6 @@ use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
 use crate::track::Access;
 use std::ffi::c_void;
-
-/// Checks `t` against `x`'s shape.
-fn like_x<T: DnnElement>(arg: &'static str, t: &TensorView<'_, T>, x: &TensorView<'_, T>) -> Result<()> {
-    t.check(arg)?;
-    if t.shape != x.shape {
-        return Err(Error::invalid(arg, format!("is {:?} {:?}; it must be `x`'s", t.shape.layout(), t.shape.dims())));
-    }
-    Ok(())
-}
 
 /// The per-channel parameters' and the per-(image, channel) statistics' 4-D or 5-D shapes, in
 /// `x`'s layout.
@@ -40,12 +31,6 @@ fn side_shapes(x: &Shape) -> (Shape, Shape) {
 
 fn i64s(v: &[usize]) -> Vec<i64> {
     v.iter().map(|&x| x as i64).collect()
-}
-
-fn check_stats(s: &NormStats<'_>, count: usize) -> Result<()> {
-    let m = s.mean.ok_or_else(|| Error::invalid("stats", "instance norm saves the means too"))?;
-    validate::covers("stats.mean", m, Some(count), "one value per image and channel")?;
-    validate::covers("stats.inv_var", s.inv_var, Some(count), "one value per image and channel")
 }
 
 impl Cudnn {
@@ -66,7 +51,7 @@ impl Cudnn {
             return Err(Error::invalid("epsilon", format!("{epsilon} must be finite and not negative")));
         }
         x.check("x")?;
-        like_x("y", y, x)?;
+        y.check_like("y", x)?;
         let (n, c) = (x.shape.dims()[0], x.shape.dims()[1]);
         validate::covers("scale", scale, Some(c), "one value per channel")?;
         validate::covers("bias", bias, Some(c), "one value per channel")?;
@@ -77,7 +62,7 @@ impl Cudnn {
             ("y", y.buf.id(), true),
         ];
         if let Some(s) = saved {
-            check_stats(s, n * c)?;
+            check_stats(s, n * c, "instance", "channel")?;
             uses.push(("stats.inv_var", s.inv_var.id(), true));
             if let Some(m) = s.mean {
                 uses.push(("stats.mean", m.id(), true));
@@ -161,33 +146,15 @@ impl Cudnn {
             return Err(Error::invalid("epsilon", format!("{epsilon} must be finite and not negative")));
         }
         x.check("x")?;
-        like_x("dy", dy, x)?;
-        like_x("dx", dx, x)?;
         let (n, c) = (x.shape.dims()[0], x.shape.dims()[1]);
-        for (arg, buf) in [("scale", scale), ("dscale", dscale), ("dbias", dbias)] {
-            validate::covers(arg, buf, Some(c), "one value per channel")?;
-        }
-        check_stats(stats, n * c)?;
-        let mean = stats.mean.ok_or_else(|| Error::invalid("stats", "instance norm saves the means too"))?;
-        no_aliasing(&[
-            ("x", x.buf.id(), false),
-            ("dy", dy.buf.id(), false),
-            ("scale", scale.id(), false),
-            ("stats.mean", mean.id(), false),
-            ("stats.inv_var", stats.inv_var.id(), false),
-            ("dx", dx.buf.id(), true),
-            ("dscale", dscale.id(), true),
-            ("dbias", dbias.id(), true),
-        ])?;
-        let mut rec = self.op.recorder("instance_norm_backward");
-        record(&mut rec, "x", x.buf, Access::Read)?;
-        record(&mut rec, "dy", dy.buf, Access::Read)?;
-        for (arg, buf) in [("scale", scale), ("stats.mean", mean), ("stats.inv_var", stats.inv_var)] {
-            record(&mut rec, arg, buf, Access::Read)?;
-        }
-        record(&mut rec, "dx", dx.buf, Access::Write)?;
-        record(&mut rec, "dscale", dscale, Access::Write)?;
-        record(&mut rec, "dbias", dbias, Access::Write)?;
+        let (rec, mean) = self.norm_backward_recorder(
+            "instance_norm_backward",
+            (n * c, "instance", "channel"),
+            [x, dy, dx],
+            scale,
+            stats,
+            [dscale, dbias],
+        )?;
         if self.op.device.is_simulated() {
             let job = SimGroupNorm::per_channel(&x.shape, epsilon, x.buf.sim_data()?, scale.sim_data()?);
             let io = (dy.buf.sim_data()?, mean.sim_data()?, stats.inv_var.sim_data()?);
