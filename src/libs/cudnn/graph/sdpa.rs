@@ -370,8 +370,8 @@ impl Cudnn {
         if let Some(dr) = &attn.dropout {
             uses.extend([("seed", dr.seed.id(), false), ("offset", dr.offset.id(), false)]);
         }
-        let scales = fp8.map(Fp8Attention::operands).unwrap_or_default();
-        for &(arg, buf, written) in &scales {
+        let scales = fp8.map(Fp8Attention::operands);
+        for &(arg, buf, written) in scales.iter().flatten() {
             uses.push((arg, buf.id(), written));
         }
         no_aliasing(&uses)?;
@@ -391,7 +391,7 @@ impl Cudnn {
             record(&mut rec, "seed", dr.seed, Access::Read)?;
             record(&mut rec, "offset", dr.offset, Access::Read)?;
         }
-        for (arg, buf, written) in scales {
+        for (arg, buf, written) in scales.into_iter().flatten() {
             record(&mut rec, arg, buf, if written { Access::Write } else { Access::Read })?;
         }
         Ok(rec)

@@ -63,8 +63,8 @@ pub struct Fp8Attention<'a> {
 
 impl<'a> Fp8Attention<'a> {
     /// Every operand with its name and whether the op writes it, in the graph's order.
-    pub(crate) fn operands(&self) -> Vec<(&'static str, &'a GpuRef<f32>, bool)> {
-        vec![
+    pub(crate) fn operands(&self) -> [(&'static str, &'a GpuRef<f32>, bool); 8] {
+        [
             ("descale_q", self.descale_q, false),
             ("descale_k", self.descale_k, false),
             ("descale_v", self.descale_v, false),
