@@ -9,6 +9,10 @@
 //! same device buffers, `ncclGroupEnd`, on streams of their own. Bus bandwidth is NCCL's
 //! (`bytes / time * 2 (n - 1) / n`, which for two ranks is the algorithm bandwidth).
 //!
+//! `raw+events/op` is raw NCCL with one `cuEventRecord` per rank's stream after each group: the
+//! event every tracked op records on a device of several streams (contract clause 2), so the
+//! floor of a tracked collective; `vs floor` is cusched against it.
+//!
 //! `bench-nccl` needs two GPUs and NCCL on the loader path (`. tools/cuda-libs-env`); it sets
 //! `NCCL_NVLS_ENABLE=0`. Compare with `python3 benches/torch_allreduce.py` on the same GPUs.
 //! The goal: at least 0.98x raw NCCL's bus bandwidth from 1 MiB up.
@@ -16,7 +20,7 @@
 mod common;
 
 use common::*;
-use cusched::cudarc::driver::CudaStream;
+use cusched::cudarc::driver::{CudaEvent, CudaStream};
 use cusched::cudarc::nccl::sys;
 use cusched::nccl::{self, CommConfig, Communicator, ReduceOp};
 use cusched::{Device, DeviceConfig, GpuRef, Handles};
@@ -31,6 +35,8 @@ const REPS: usize = 5;
 struct Raw {
     comms: Vec<sys::ncclComm_t>,
     streams: Vec<Arc<CudaStream>>,
+    /// One event per stream, for the floor of a tracked collective (see [`Raw::time`]).
+    events: Vec<CudaEvent>,
 }
 
 impl Raw {
@@ -42,19 +48,24 @@ impl Raw {
         if r != sys::ncclResult_t::ncclSuccess {
             return Err(format!("ncclCommInitAll: {r:?}").into());
         }
-        let mut streams = Vec::with_capacity(gpus.len());
+        let (mut streams, mut events) = (Vec::with_capacity(gpus.len()), Vec::with_capacity(gpus.len()));
         for g in gpus {
-            // SAFETY: 1. the raw side's streams enqueue only its own NCCL calls, on buffers
-            // cusched owns but does not use meanwhile (every cusched op is waited for before
-            // they run, and they are synchronized before cusched's next); 2. no cudarc memory
-            // is made from the context.
-            streams.push(unsafe { g.cuda_context() }?.new_stream()?);
+            // SAFETY: 1. the raw side's streams enqueue only its own NCCL calls and event
+            // records, on buffers cusched owns but does not use meanwhile (every cusched op is
+            // waited for before they run, and they are synchronized before cusched's next);
+            // 2. no cudarc memory is made from the context.
+            let ctx = unsafe { g.cuda_context() }?;
+            streams.push(ctx.new_stream()?);
+            events.push(ctx.new_event(None)?);
         }
-        Ok(Raw { comms, streams })
+        Ok(Raw { comms, streams, events })
     }
 
     /// Seconds per all-reduce of `bufs` (one per GPU), `iters` of them then a synchronize.
-    fn time(&self, bufs: &[(u64, usize)], iters: usize) -> Res<f64> {
+    /// With `event`, each group is followed by one `cuEventRecord` on each rank's stream: what
+    /// every tracked op on a device of several streams adds to the driver calls (contract
+    /// clause 2), the floor of a tracked collective.
+    fn time(&self, bufs: &[(u64, usize)], iters: usize, event: bool) -> Res<f64> {
         let t = Instant::now();
         for _ in 0..iters {
             // SAFETY: 1. the communicators and streams are live; 2. each pointer is a live
@@ -68,6 +79,11 @@ impl Raw {
                     sys::ncclAllReduce(ptr, ptr, n, t, sys::ncclRedOp_t::ncclSum, comm, s.cu_stream() as _);
                 }
                 sys::ncclGroupEnd();
+            }
+            if event {
+                for (e, s) in self.events.iter().zip(&self.streams) {
+                    e.record(s)?;
+                }
             }
         }
         for s in &self.streams {
@@ -136,7 +152,7 @@ fn main() -> Res<()> {
             bufs.iter().map(|b| Ok((b.raw_device_ptr()?, 2048))).collect::<cusched::Result<_>>()?;
         let (start, secs, mut n) = (Instant::now(), secs.parse::<f64>()?, 0usize);
         while start.elapsed().as_secs_f64() < secs {
-            raw.time(&ptrs, 1000)?;
+            raw.time(&ptrs, 1000, false)?;
             n += 1000;
         }
         println!("profile-raw: {n} all-reduces, {} per op", us(start.elapsed().as_secs_f64() / n as f64));
@@ -147,8 +163,8 @@ fn main() -> Res<()> {
         comms[0].capabilities().nccl_version
     );
     println!(
-        "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>8}",
-        "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "ratio"
+        "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>14} {:>8} {:>12}",
+        "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "raw+events/op", "ratio", "vs floor"
     );
     let mut bytes = only.unwrap_or(8usize << 10);
     while bytes <= only.unwrap_or(1 << 30) {
@@ -162,24 +178,27 @@ fn main() -> Res<()> {
         let ptrs: Vec<(u64, usize)> =
             bufs.iter().map(|b| Ok((b.raw_device_ptr()?, n))).collect::<cusched::Result<_>>()?;
         ours(&mut h, &comms, &bufs, 3)?;
-        raw.time(&ptrs, 3)?;
-        let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
+        raw.time(&ptrs, 3, true)?;
+        let (mut t_ours, mut t_raw, mut t_event) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..REPS {
             t_ours.push(ours(&mut h, &comms, &bufs, iters)?);
-            t_raw.push(raw.time(&ptrs, iters)?);
+            t_raw.push(raw.time(&ptrs, iters, false)?);
+            t_event.push(raw.time(&ptrs, iters, true)?);
         }
-        let (o, r) = (median(&mut t_ours), median(&mut t_raw));
+        let (o, r, re) = (median(&mut t_ours), median(&mut t_raw), median(&mut t_event));
         // Bus bandwidth for two ranks: 2 (n - 1) / n = 1 times the algorithm bandwidth.
         let busbw = |t: f64| bytes as f64 / t / 1e9;
         println!(
-            "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>8}",
+            "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>14} {:>8} {:>12}",
             bytes,
             iters,
             busbw(o),
             busbw(r),
             us(o),
             us(r),
-            ratio(o, r)
+            us(re),
+            ratio(o, r),
+            ratio(o, re)
         );
         bytes *= 2;
     }
@@ -222,7 +241,7 @@ fn latency(gpus: &[Device], h: &mut [Handles], comms: &[Communicator], raw: &Raw
     let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
     for _ in 0..200 {
         t_ours.push(ours(h, comms, &bufs, 1)?);
-        t_raw.push(raw.time(&ptrs, 1)?);
+        t_raw.push(raw.time(&ptrs, 1, false)?);
     }
     let (o, r) = (median(&mut t_ours), median(&mut t_raw));
     let (o99, r99) = (percentile(&mut t_ours, 99.0), percentile(&mut t_raw, 99.0));

@@ -147,7 +147,7 @@ impl<T: Send + 'static> Shared<T> {
     /// The job ran: store its value and keep-alives, and hand it to the completion thread to
     /// watch `event` (or resolve at once when there is no GPU work to wait for).
     pub(crate) fn enqueued(self: &Arc<Self>, value: Result<T>, event: Option<EventRef>, keep: Vec<KeepAlive>) {
-        self.enqueued_value(Ok(value), event, keep)
+        self.enqueued_value(Ok(value), event, keep, false)
     }
 
     /// Like [`enqueued`](Self::enqueued), but the value is computed by `deferred` once the GPU
@@ -156,7 +156,16 @@ impl<T: Send + 'static> Shared<T> {
     // Only the libraries that read scalars back call it; without them it is unused.
     #[cfg_attr(not(any(feature = "cublas", feature = "cusolver", feature = "nccl")), allow(dead_code))]
     pub(crate) fn enqueued_deferred(self: &Arc<Self>, deferred: Deferred<T>, event: EventRef, keep: Vec<KeepAlive>) {
-        self.enqueued_value(Err(deferred), Some(event), keep)
+        self.enqueued_value(Err(deferred), Some(event), keep, true)
+    }
+
+    /// Like [`enqueued_deferred`](Self::enqueued_deferred) for a `verdict` that reads only host
+    /// state (no memory the GPU writes) and keeps nothing the GPU uses alive: dropping it unrun
+    /// is harmless, so the completion thread watches the op only if someone asks it to (a
+    /// callback, a waker, a bounded wait), as for a plain value.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn enqueued_verdict(self: &Arc<Self>, verdict: Deferred<T>, event: EventRef) {
+        self.enqueued_value(Err(verdict), Some(event), Vec::new(), false)
     }
 
     fn enqueued_value(
@@ -164,6 +173,7 @@ impl<T: Send + 'static> Shared<T> {
         value: std::result::Result<Result<T>, Deferred<T>>,
         event: Option<EventRef>,
         keep: Vec<KeepAlive>,
+        deferred_holds_gpu_state: bool,
     ) {
         let store = |st: &mut State<T>| match value {
             Ok(v) => st.value = Some(v),
@@ -184,13 +194,14 @@ impl<T: Send + 'static> Shared<T> {
             let mut st = crate::sync::lock(&self.state);
             store(&mut st);
             // Only a completion that must act when the GPU finishes needs the completion
-            // thread: one with keep-alives, a deferred value, a trace ticket, a callback or a
-            // waker. Any other is resolved by whoever waits or polls it, or simply dropped, which
-            // saves the completion thread a registration and an event query per op.
+            // thread: one with keep-alives, a deferred value that reads what the GPU writes, a
+            // trace ticket, a callback or a waker. Any other is resolved by whoever waits or
+            // polls it, or simply dropped, which saves the completion thread a registration and
+            // an event query per op.
             register = st.watched
                 || self.device.config.watchdog.is_some()
                 || !keep.is_empty()
-                || st.deferred.is_some()
+                || (deferred_holds_gpu_state && st.deferred.is_some())
                 || st.trace.is_some()
                 || st.callback.is_some()
                 || st.waker.is_some();

@@ -202,14 +202,23 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
                     // The watchdog fails the op (before aborting the communicator, which is what
                     // lets its kernels return) when its peers are gone: the value is read once
                     // the op's event is passed, by whoever resolves the completion.
+                    //
+                    // The buffers need no keeping past this point: the op's uses are committed,
+                    // so a buffer dropped now is freed after the op, like after any tracked op.
+                    // Nor does the verdict hold anything the GPU uses, so the completion thread
+                    // watches the op only if asked to (a callback, a waker): a collective costs
+                    // it no registration and no event polling, which on the op path is time
+                    // in the driver's locks that small collectives, bound by their host
+                    // enqueue, pay in full.
                     (Backend::Cuda(c), Some(event)) => {
+                        drop(keep);
                         let watch = c.watch(Some(event.clone()));
                         let comm = comm.clone();
                         let verdict = Box::new(move || match &comm.inner.backend {
                             Backend::Cuda(c) if watch.failed() => Err(c.failure()),
                             _ => Ok(()),
                         });
-                        fill.enqueued_deferred(verdict, event, keep);
+                        fill.enqueued_verdict(verdict, event);
                     }
                     (_, event) => fill.enqueued(Ok(()), event, keep),
                 }

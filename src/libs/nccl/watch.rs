@@ -233,11 +233,15 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
 }
 
 /// How many pending ops the watchdog asks the driver about per look: a communicator's ops
-/// mostly run on one stream, in order, so the oldest few tell; the rest wait their turn.
+/// mostly run on one stream, in order, so the oldest few and the newest tell; the rest wait
+/// their turn.
 const QUERIES: usize = 8;
 
 /// Drops the ops that are over: failed, marked done, or known done without a driver call.
-/// Returns the oldest few others, to ask the driver about without the lock.
+/// Returns the newest and the oldest few others, to ask the driver about without the lock.
+/// The newest matters when ops come faster than the watchdog looks: once it is seen done, so
+/// is every earlier op of its stream (known done without a query), and the list stays short
+/// however many ops each look finds finished.
 fn settle(pending: &mut Vec<Arc<OpWatch>>) -> Vec<Arc<OpWatch>> {
     pending.retain(|op| {
         if op.event.as_ref().is_none_or(|e| e.known_done()) {
@@ -246,7 +250,9 @@ fn settle(pending: &mut Vec<Arc<OpWatch>>) -> Vec<Arc<OpWatch>> {
         }
         op.state.load(Ordering::Acquire) == PENDING
     });
-    pending.iter().take(QUERIES).cloned().collect()
+    let newest = pending.len().checked_sub(1).filter(|&last| last >= QUERIES).and_then(|last| pending.get(last));
+    // The newest first: when it is done, the oldest are known done without their queries.
+    newest.into_iter().chain(pending.iter().take(QUERIES)).cloned().collect()
 }
 
 /// Marks done the ops of `oldest` the driver reports done. An event that cannot be queried
