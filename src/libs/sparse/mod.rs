@@ -11,9 +11,25 @@
 //! batches ([`Sparse::spmm_batched`]). [`Transpose::Conj`] (the conjugate transpose) goes to
 //! SpMV, SpMM and SpSV. Refused as [`Error::Unsupported`](crate::Error::Unsupported) naming the
 //! argument: row-major operands of SpSM, and conjugate transposes of complex values in SpSM and
-//! SDDMM (cuSPARSE documents plain transposes there). Not wrapped yet: BSR in SpSV / SpSM,
-//! mixed-precision SpMV / SpMM (a value type beside the four [`SparseValue`]s), SpGEMM with
-//! 64-bit indices or `beta C`: each needs its cuSPARSE support table checked on a GPU first.
+//! SDDMM (cuSPARSE documents plain transposes there).
+//!
+//! Not wrapped, and why:
+//! - BSR in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO (SpSV also
+//!   Sliced-ELL), not BSR, so a BSR `a` is rejected there; convert it with
+//!   [`Sparse::bsr_to_csr`] first.
+//! - Row-major operands of SpSM and conjugate transposes in SpSM / SDDMM stay refused until
+//!   cuSPARSE's current SpSM and SDDMM tables are checked on a GPU (the layouts and operations
+//!   they list), as SpMM's were.
+//! - SpGEMM with 64-bit indices, BSR factors or `beta C`: cuSPARSE's SpGEMM lists CSR with
+//!   32-bit indices, non-transposed, as its limitations, so [`Sparse::spgemm`] takes
+//!   `SparseMatrix<T, i32>` CSR factors (others are rejected naming the argument); `beta C`
+//!   needs a `C` whose pattern holds `A B`'s, which only the reusable structure has, and
+//!   [`Sparse::spgemm_reuse_compute`] does not take a `beta` yet.
+//! - Mixed-precision SpMV / SpMM (`f16` / `bf16` `A` and `X` with `f32` `Y` and compute, `i8`
+//!   with `i32` or `f32`): needs value types beside the four [`SparseValue`]s, which every
+//!   other op would then have to refuse, and the simulator's arithmetic in them.
+//! - The BSR conversions take `i32` indices only: cuSPARSE converts BSR only in its legacy
+//!   API, which has no 64-bit form.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
