@@ -144,8 +144,9 @@ impl Sparse {
         let from = calls::Arrays { offsets: dptr(&a.major)?, indices: dptr(&a.minor)?, values: dptr(&a.values)? };
         let to = calls::Arrays { offsets: dptr(&offsets)?, indices: dptr(&indices)?, values: dptr(&values)? };
         let done = self.op.run(rec, Vec::new(), || {
-            // SAFETY: as above; `offsets` holds the block-row offsets the count wrote, `indices`
-            // and `values` the counted blocks and their block x block values, recorded as written.
+            // SAFETY: (1) and (2) as above; (3) `offsets` holds the block-row offsets the count
+            // wrote, `indices` and `values` the counted blocks and their block x block values,
+            // recorded as written.
             unsafe { calls::block_convert(h, true, T::CUDA_TYPE, shape, from, to) }?;
             Ok(out)
         });
@@ -187,8 +188,8 @@ impl Sparse {
         let done = self.op.run(rec, Vec::new(), || {
             // SAFETY: (1) a live handle on the fenced stream, its context current; (2) `a`'s
             // arrays hold rows / block + 1 offsets, its blocks' indices and values (validated
-            // when `a` was made); the output's rows + 1 offsets and one index and value per
-            // value of every block, recorded as written.
+            // when `a` was made); (3) the output's arrays hold rows + 1 offsets and one index
+            // and value per value of every block, recorded as written.
             unsafe { calls::block_convert(h, false, T::CUDA_TYPE, shape, from, to) }?;
             Ok(out)
         });

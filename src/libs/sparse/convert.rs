@@ -261,8 +261,8 @@ impl Sparse {
             value: T::CUDA_TYPE,
             block: 0,
         };
-        // SAFETY: the offsets (CSR, CSC) hold rows + 1 or cols + 1 entries; the other arrays are
-        // null until set, before converting.
+        // SAFETY: (1) the offsets (CSR, CSC) hold rows + 1 or cols + 1 entries; (2) the other
+        // arrays are null until set, before converting.
         let db = unsafe { calls::create_sp_mat(&parts) }?;
         let da = self.dense(&dense, ld)?;
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
@@ -297,8 +297,8 @@ impl Sparse {
         record(&mut rec, "out.values", &values, Access::Write)?;
         let arrays = calls::Arrays { offsets: dptr(&major)?, indices: dptr(&indices)?, values: dptr(&values)? };
         let done = self.op.run(rec, Vec::new(), || {
-            // SAFETY: as above; the output's arrays hold its offsets (or nnz row indices) and
-            // nnz indices and values, recorded as written.
+            // SAFETY: (1) to (3) as above; (4) the output's arrays hold its offsets (or nnz row
+            // indices) and nnz indices and values, recorded as written.
             unsafe {
                 match format {
                     Format::Csr => calls::csr_set_pointers(db.get(), arrays.offsets, arrays.indices, arrays.values)?,

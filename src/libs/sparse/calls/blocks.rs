@@ -71,8 +71,9 @@ pub(in crate::libs::sparse) unsafe fn csr2bsr_nnz(
 ) -> Result<i32> {
     let (a, c) = (Legacy::new()?, Legacy::new()?);
     let mut total = 0i32;
-    // SAFETY: the caller keeps the contract above; `total` is a host out-pointer, as the
-    // handle's host pointer mode says.
+    // SAFETY: (1) the caller keeps the contract above; (2) `total` is a host out-pointer, as
+    // the handle's host pointer mode says; (3) the legacy descriptors are live until the
+    // call returns.
     unsafe {
         sys::cusparseXcsr2bsrNnz(
             h,
@@ -136,8 +137,9 @@ pub(in crate::libs::sparse) unsafe fn block_convert(
             }
         };
     }
-    // SAFETY: the caller keeps the contract above; the value pointers are cast to the entry
-    // point's element type, which is `t`'s.
+    // SAFETY: (1) the caller keeps the contract above; (2) the value pointers are cast to the
+    // entry point's element type, which is `t`'s; (3) the legacy descriptors are live until
+    // the call returns.
     let (status, name) = unsafe {
         match t {
             CudaType::R32F => call!(cusparseScsr2bsr, cusparseSbsr2csr),
@@ -165,7 +167,7 @@ pub(in crate::libs::sparse) unsafe fn block_convert(
 /// [`cusparseCooSetPointers`](https://docs.nvidia.com/cuda/cusparse/#cusparsecoosetpointers)
 pub(in crate::libs::sparse) unsafe fn set_pointers(a: SpMat, csc: bool, arrays: Arrays) -> Result<()> {
     let Arrays { offsets, indices, values } = arrays;
-    // SAFETY: a live descriptor; the caller vouches for the buffers.
+    // SAFETY: (1) a live descriptor; (2) the caller vouches for the buffers.
     unsafe {
         if csc {
             sys::cusparseCscSetPointers(a.0, offsets, indices, values).check("cusparseCscSetPointers")
