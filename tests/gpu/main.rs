@@ -75,6 +75,8 @@ mod sparse;
 mod sparse_cross;
 #[cfg(feature = "cusparse")]
 mod sparse_layouts;
+#[cfg(feature = "cusparse")]
+mod sparse_refusals;
 #[cfg(feature = "cutensor")]
 mod tensor;
 #[cfg(feature = "nvrtc")]

@@ -2,7 +2,8 @@
 //! reference of tests/common/reference/sparse.rs in every value and index type the API takes,
 //! one test per feature (the full harness also runs in sparse_cross): row-major and transposed
 //! dense operands of SpMM, conjugate transposes in SpMV / SpMM / SpSV (SpSM refusing them for
-//! complex values), row-major SDDMM and dense conversions, strided-batch SpMM, CSR ↔ COO.
+//! complex values), row-major SDDMM and dense conversions, strided-batch SpMM, CSR ↔ COO,
+//! dense → CSC / COO, and the BSR conversions.
 
 use crate::common::reference::sparse::*;
 use crate::common::*;
@@ -64,4 +65,25 @@ fn csr_to_coo_and_back_match_the_reference() {
     i32_only::<f64>(&mut cx);
     i32_only::<Complex<f32>>(&mut cx);
     i32_only::<Complex<f64>>(&mut cx);
+}
+
+/// Dense → CSC and dense → COO from column- and row-major padded views, in every value and
+/// index type.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dense_to_csc_and_dense_to_coo_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, dense_to_csc_and_coo);
+}
+
+/// CSR ↔ BSR, BSR → dense and dense → BSR (`i32` indices: cuSPARSE's legacy conversions), in
+/// blocks of 1, 2 and 3 on odd sizes, in every value type.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bsr_conversions_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    bsr_conversions::<f32>(&mut cx);
+    bsr_conversions::<f64>(&mut cx);
+    bsr_conversions::<Complex<f32>>(&mut cx);
+    bsr_conversions::<Complex<f64>>(&mut cx);
 }

@@ -4,7 +4,7 @@
 //!
 //! The library validation modules (`lib_validation`, `numerics_validation`,
 //! `property_validation`, `solver_validation`, `solver_sparse`, `blas_lt`, `sparse`,
-//! `sparse_more`, `sparse_layouts`, `sparse_props`, `tensor`, `nccl_validation`) name a test `<op>_rejects_<what>`.
+//! `sparse_more`, `sparse_layouts`, `sparse_convert`, `sparse_props`, `tensor`, `nccl_validation`) name a test `<op>_rejects_<what>`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -84,6 +84,8 @@ mod solver_validation;
 mod soundness;
 #[cfg(feature = "cusparse")]
 mod sparse;
+#[cfg(feature = "cusparse")]
+mod sparse_convert;
 #[cfg(feature = "cusparse")]
 mod sparse_layouts;
 #[cfg(feature = "cusparse")]

@@ -313,7 +313,33 @@ fn sparse_op_rejects_dense_views_without_wrapping() {
                 if accepted(sp.sparse_to_dense(&a, v), &case) {
                     assert!(fits_view(&v) && (rows, cols) == (2, 2), "sparse_to_dense {case}");
                 }
+                if accepted(sp.dense_to_csc::<f32, i32>(v), &case) {
+                    assert!(
+                        fits_view(&v) && fits::<i32>(rows as u128) && fits::<i32>(cols as u128),
+                        "dense_to_csc {case}"
+                    );
+                }
+                if accepted(sp.dense_to_coo::<f32, i64>(v), &case) {
+                    assert!(
+                        fits_view(&v) && fits::<i64>(rows as u128) && fits::<i64>(cols as u128),
+                        "dense_to_coo {case}"
+                    );
+                }
+                for &block in &SIZES {
+                    let blocked = |b: usize| b != 0 && rows % b == 0 && cols % b == 0;
+                    if accepted(sp.dense_to_bsr(v, block), &format!("{case} block {block}")) {
+                        assert!(fits_view(&v) && blocked(block) && fits::<i32>(rows as u128), "dense_to_bsr {case}");
+                    }
+                }
             }
+        }
+    }
+    // The BSR conversions on the 2x2 diagonal: only a block dividing it is taken.
+    for &block in &SIZES {
+        let sp = fx.h.sparse().unwrap();
+        let case = format!("block {block}");
+        if accepted(sp.csr_to_bsr(&a, block), &case) {
+            assert!(block == 1 || block == 2, "csr_to_bsr {case}");
         }
     }
 }

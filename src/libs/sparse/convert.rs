@@ -1,5 +1,5 @@
 //! Conversions: CSR ↔ CSC (`cusparseCsr2cscEx2`), CSR ↔ COO (`cusparseXcsr2coo`,
-//! `cusparseXcoo2csr`), sparse → dense and dense → CSR.
+//! `cusparseXcoo2csr`), sparse → dense and dense → CSR, CSC or COO.
 
 use super::matrix::ValueType;
 use super::{
@@ -11,6 +11,10 @@ use crate::error::{Error, Result};
 use crate::libs::{dptr, record};
 use crate::memory::GpuRef;
 use crate::track::Access;
+
+/// A conversion's output at once (for ops that go on converting it on the stream) and the
+/// completion that delivers it.
+pub(super) type Converted<T, I> = (SparseMatrix<T, I>, Completion<SparseMatrix<T, I>>);
 
 impl Sparse {
     /// The CSR matrix `a` in COO form: its row offsets expanded into one row index per stored
@@ -174,6 +178,43 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
+        self.dense_to_sparse(dense, Format::Csr).map(|(_, done)| done)
+    }
+
+    /// The nonzeros of the dense `dense` (column- or row-major) as a CSC matrix with index type
+    /// `I` (row indices sorted within each column), freshly allocated, returned through the
+    /// completion.
+    ///
+    /// **Blocks** the calling thread until the GPU has counted the nonzeros, as
+    /// [`dense_to_csr`](Self::dense_to_csr) does.
+    pub fn dense_to_csc<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        dense: DenseMatrix<'_, T>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
+        self.dense_to_sparse(dense, Format::Csc).map(|(_, done)| done)
+    }
+
+    /// The nonzeros of the dense `dense` (column- or row-major) as a COO matrix with index type
+    /// `I`, sorted by row, freshly allocated, returned through the completion.
+    ///
+    /// **Blocks** the calling thread until the GPU has counted the nonzeros, as
+    /// [`dense_to_csr`](Self::dense_to_csr) does.
+    pub fn dense_to_coo<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        dense: DenseMatrix<'_, T>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
+        self.dense_to_sparse(dense, Format::Coo).map(|(_, done)| done)
+    }
+
+    /// Dense → CSR, CSC or COO (`cusparseDenseToSparse_*`): the analysis counts the nonzeros
+    /// (and writes the offsets of the compressed formats), the host waits for the count, the
+    /// output's other arrays are allocated, and the conversion fills them. The output comes
+    /// back at once too, for ops that go on converting it on the stream.
+    pub(super) fn dense_to_sparse<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        dense: DenseMatrix<'_, T>,
+        format: Format,
+    ) -> Result<Converted<T, I>> {
         let ld = dense.check("dense", "dense.ld")?;
         if dense.rows > I::MAX || dense.cols > I::MAX {
             return Err(Error::invalid(
@@ -181,28 +222,47 @@ impl Sparse {
                 format!("{}x{} does not fit {:?} indices", dense.rows, dense.cols, I::KIND),
             ));
         }
-        let mut rec = self.op.recorder("dense_to_csr.analysis");
+        let names = match format {
+            Format::Csr => ["dense_to_csr.analysis", "dense_to_csr.convert"],
+            Format::Csc => ["dense_to_csc.analysis", "dense_to_csc.convert"],
+            _ => ["dense_to_coo.analysis", "dense_to_coo.convert"],
+        };
+        // The compressed formats' offsets, written by the analysis; COO has none until counted.
+        let outer = match format {
+            Format::Csr => Some(dense.rows),
+            Format::Csc => Some(dense.cols),
+            _ => None,
+        };
+        let mut rec = self.op.recorder(names[0]);
         record(&mut rec, "dense", dense.buf, Access::Read)?;
         let dev = self.op.device.clone();
-        let offsets: GpuRef<I> = dev.alloc(self.op.stream, dense.rows + 1)?;
-        record(&mut rec, "out.offsets", &offsets, Access::Write)?;
+        let offsets = match outer {
+            Some(n) => {
+                let len = n.checked_add(1).ok_or_else(|| Error::invalid("dense", "has too many rows or columns"))?;
+                let o: GpuRef<I> = dev.alloc(self.op.stream, len)?;
+                record(&mut rec, "out.offsets", &o, Access::Write)?;
+                Some(o)
+            }
+            None => None,
+        };
         if self.simulated() {
-            return self.sim_dense_to_csr(rec, (dense, ld), offsets);
+            return self.sim_dense_to_sparse(rec, (dense, ld), format, offsets, names[1]);
         }
         let h = self.handle()?;
         let parts = calls::SpMatParts {
-            format: Format::Csr,
+            format,
             rows: dense.rows as i64,
             cols: dense.cols as i64,
             nnz: 0,
-            major: dptr(&offsets)?,
+            major: offsets.as_ref().map(dptr).transpose()?.unwrap_or(std::ptr::null_mut()),
             minor: std::ptr::null_mut(),
             values: std::ptr::null_mut(),
             index: I::KIND,
             value: T::CUDA_TYPE,
             block: 0,
         };
-        // SAFETY: the offsets hold rows + 1 entries; the other arrays are set before converting.
+        // SAFETY: (1) the offsets (CSR, CSC) hold rows + 1 or cols + 1 entries; (2) the other
+        // arrays are null until set, before converting.
         let db = unsafe { calls::create_sp_mat(&parts) }?;
         let da = self.dense(&dense, ld)?;
         // SAFETY: (1) a live handle; (2) descriptors of validated, live buffers.
@@ -225,27 +285,46 @@ impl Sparse {
         }
         let nnz =
             usize::try_from(nnz).map_err(|_| Error::invalid("dense", format!("cuSPARSE counted {nnz} nonzeros")))?;
-        let indices: GpuRef<I> = dev.alloc(self.op.stream, nnz.max(1))?;
-        let values: GpuRef<T> = dev.alloc(self.op.stream, nnz.max(1))?;
-        let out = SparseMatrix::new(Format::Csr, dense.rows, dense.cols, nnz, &offsets, &indices, &values)?;
-        let mut rec = self.op.recorder("dense_to_csr.convert");
+        let (major, indices, values) = self.sparse_arrays::<T, I>(offsets, nnz)?;
+        let out = SparseMatrix::new(format, dense.rows, dense.cols, nnz, &major, &indices, &values)?;
+        let made = out.clone();
+        let mut rec = self.op.recorder(names[1]);
         record(&mut rec, "dense", dense.buf, Access::Read)?;
         record(&mut rec, "conversion buffer", &buffer, Access::ReadWrite)?;
-        record(&mut rec, "out.offsets", &offsets, Access::ReadWrite)?;
+        let major_use = if outer.is_some() { Access::ReadWrite } else { Access::Write };
+        record(&mut rec, if outer.is_some() { "out.offsets" } else { "out.row_indices" }, &major, major_use)?;
         record(&mut rec, "out.indices", &indices, Access::Write)?;
         record(&mut rec, "out.values", &values, Access::Write)?;
-        let ptrs = (dptr(&offsets)?, dptr(&indices)?, dptr(&values)?);
+        let arrays = calls::Arrays { offsets: dptr(&major)?, indices: dptr(&indices)?, values: dptr(&values)? };
         let done = self.op.run(rec, Vec::new(), || {
-            // SAFETY: as above; the output's arrays hold rows + 1 offsets and nnz indices and
-            // values, recorded as written.
+            // SAFETY: (1) to (3) as above; (4) the output's arrays hold its offsets (or nnz row
+            // indices) and nnz indices and values, recorded as written.
             unsafe {
-                calls::csr_set_pointers(db.get(), ptrs.0, ptrs.1, ptrs.2)?;
+                match format {
+                    Format::Csr => calls::csr_set_pointers(db.get(), arrays.offsets, arrays.indices, arrays.values)?,
+                    _ => calls::set_pointers(db.get(), format == Format::Csc, arrays)?,
+                }
                 calls::dense_to_sparse(h, da, db.get(), bp, true)
             }?;
             Ok(out)
         });
         self.op.retire("a cuSPARSE conversion descriptor", db);
         self.trim();
-        done
+        Ok((made, done?))
+    }
+
+    /// The arrays of a dense → sparse conversion's output of `nnz` counted nonzeros: the
+    /// offsets the analysis wrote (or, for COO, fresh row indices), fresh indices and values.
+    pub(super) fn sparse_arrays<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        offsets: Option<GpuRef<I>>,
+        nnz: usize,
+    ) -> Result<(GpuRef<I>, GpuRef<I>, GpuRef<T>)> {
+        let dev = self.op.device.clone();
+        let major = match offsets {
+            Some(o) => o,
+            None => dev.alloc(self.op.stream, nnz.max(1))?,
+        };
+        Ok((major, dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?))
     }
 }

@@ -1,19 +1,35 @@
 //! cuSPARSE's generic API: sparse matrices in CSR, CSC and COO with 32- or 64-bit indices and
 //! `f32`, `f64`, `Complex<f32>` or `Complex<f64>` values ([`SparseMatrix`]), dense operands as
 //! `GpuRef`s and [`DenseMatrix`] views, and the ops SpMV, SpMM, SpGEMM (also with a reusable
-//! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, CSR ↔ CSC,
-//! CSR ↔ COO) and, on [`SparseVector`]s, axpby, gather and scatter. BSR matrices take part in
-//! SpMV and SpMM, Blocked-ELL ones in SpMM.
+//! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, dense → CSC
+//! and COO, CSR ↔ CSC, CSR ↔ COO, and CSR ↔ BSR and dense ↔ BSR with `i32` indices, as
+//! cuSPARSE's legacy BSR conversions take) and, on [`SparseVector`]s, axpby, gather and scatter.
+//! BSR matrices take part in SpMV and SpMM, Blocked-ELL ones in SpMM.
 //!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SDDMM and
 //! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]) and runs strided
 //! batches ([`Sparse::spmm_batched`]). [`Transpose::Conj`] (the conjugate transpose) goes to
 //! SpMV, SpMM and SpSV. Refused as [`Error::Unsupported`](crate::Error::Unsupported) naming the
 //! argument: row-major operands of SpSM, and conjugate transposes of complex values in SpSM and
-//! SDDMM (cuSPARSE documents plain transposes there). Not wrapped yet: BSR in SpSV / SpSM and
-//! the BSR conversions, mixed-precision SpMV / SpMM (a value type beside the four
-//! [`SparseValue`]s), SpGEMM with 64-bit indices or `beta C`, and dense → CSC / COO: each
-//! needs its cuSPARSE support table checked on a GPU first.
+//! SDDMM (cuSPARSE documents plain transposes there).
+//!
+//! Not wrapped, and why:
+//! - BSR in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO (SpSV also
+//!   Sliced-ELL), not BSR, so a BSR `a` is rejected there; convert it with
+//!   [`Sparse::bsr_to_csr`] first.
+//! - Row-major operands of SpSM and conjugate transposes in SpSM / SDDMM stay refused until
+//!   cuSPARSE's current SpSM and SDDMM tables are checked on a GPU (the layouts and operations
+//!   they list), as SpMM's were.
+//! - SpGEMM with 64-bit indices, BSR factors or `beta C`: cuSPARSE's SpGEMM lists CSR with
+//!   32-bit indices, non-transposed, as its limitations, so [`Sparse::spgemm`] takes
+//!   `SparseMatrix<T, i32>` CSR factors (others are rejected naming the argument); `beta C`
+//!   needs a `C` whose pattern holds `A B`'s, which only the reusable structure has, and
+//!   [`Sparse::spgemm_reuse_compute`] does not take a `beta` yet.
+//! - Mixed-precision SpMV / SpMM (`f16` / `bf16` `A` and `X` with `f32` `Y` and compute, `i8`
+//!   with `i32` or `f32`): needs value types beside the four [`SparseValue`]s, which every
+//!   other op would then have to refuse, and the simulator's arithmetic in them.
+//! - The BSR conversions take `i32` indices only: cuSPARSE converts BSR only in its legacy
+//!   API, which has no 64-bit form.
 //!
 //! Every op validates its arguments (lengths, shapes that chain, index widths the op takes),
 //! records its uses on the stream's recorder, and enqueues. Descriptors are made once per
@@ -22,11 +38,13 @@
 //! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
 //!
-//! Three ops block the calling thread by the library's nature, documented on each:
+//! Some ops block the calling thread by the library's nature, documented on each:
 //! [`Sparse::spgemm`], [`Sparse::spgemm_reuse`] (making the reusable structure; its
-//! [`compute`](Sparse::spgemm_reuse_compute) steps never block) and [`Sparse::dense_to_csr`]
-//! learn the result's number of nonzeros only from a phase that cuSPARSE finishes on the GPU
-//! before returning it to the host.
+//! [`compute`](Sparse::spgemm_reuse_compute) steps never block), the dense → sparse conversions
+//! ([`Sparse::dense_to_csr`], [`dense_to_csc`](Sparse::dense_to_csc),
+//! [`dense_to_coo`](Sparse::dense_to_coo), [`dense_to_bsr`](Sparse::dense_to_bsr)) and
+//! [`Sparse::csr_to_bsr`] learn the result's number of nonzeros (or blocks) only from a phase
+//! that cuSPARSE finishes on the GPU before returning it to the host.
 //!
 //! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
 //! every op.
@@ -36,18 +54,19 @@
 //! (the hazard checker sees its accesses): the same values as cuSPARSE to the type's rounding
 //! (Blocked-ELL SpMM in `f32` is exact there, where the GPU rounds products as TF32), the same
 //! output structures (SpGEMM's sorted column indices, every structural product kept), and the
-//! same blocking steps (SpGEMM, its reusable form and dense → CSR wait for the count before
-//! sizing the output). No descriptors, analyses or workspace are made there
+//! same blocking steps (SpGEMM, its reusable form, dense → sparse and CSR → BSR wait for the
+//! count before sizing the output). No descriptors, analyses or workspace are made there
 //! ([`descriptors_made`](Sparse::descriptors_made) and [`analyses_made`](Sparse::analyses_made)
 //! stay 0), and a structure that indexes outside its matrix fails the op's completion with
 //! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the array, where cuSPARSE
 //! would read out of bounds.
 //!
 //! Files: this one holds the public types and the state; `descr` the descriptor caches and
-//! workspace-size keys, `args` what every op shares (host scalars, recording, operand checks),
-//! `sim` the ops' host computation on the simulator.
+//! workspace-size keys, `convert` and `blocks` the conversions, `args` what every op shares
+//! (host scalars, recording, operand checks), `sim` the ops' host computation on the simulator.
 
 mod args;
+mod blocks;
 mod cache;
 mod calls;
 mod convert;

@@ -327,7 +327,13 @@ impl Sparse {
             ));
         }
         if !matches!(a.format, Format::Csr | Format::Coo) {
-            return Err(Error::invalid("a", format!("is {:?}; cuSPARSE solves CSR and COO matrices", a.format)));
+            return Err(Error::invalid(
+                "a",
+                format!(
+                    "is {:?}; cuSPARSE solves CSR and COO matrices (convert BSR with Sparse::bsr_to_csr)",
+                    a.format
+                ),
+            ));
         }
         let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
         let n = a.rows;

@@ -624,6 +624,93 @@ pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
     }
 }
 
+/// Dense → CSC and dense → COO, from column- and row-major views with padded leading
+/// dimensions: each output passes the checked mode and holds `a` (read back through
+/// sparse → dense); CSC's column offsets are the reference's.
+pub fn dense_to_csc_and_coo<T: Val, I: Idx>(cx: &mut Cx) {
+    let (rows, cols) = (9, 7);
+    let a = cx.random(rows, cols, 0.3, T::COMPLEX);
+    let want_csc = cx.matrix::<T, I>(&a, "csc");
+    for (pad, row) in [(0, false), (2, false), (0, true), (3, true)] {
+        let ld = if row { cols + pad } else { rows + pad };
+        let dd = cx.dense_up_in::<T>(&a, ld, row);
+        for coo in [false, true] {
+            let mut dv = DenseMatrix::new(&dd, rows, cols).ld(ld);
+            if row {
+                dv = dv.row_major();
+            }
+            let what =
+                format!("dense_to_{} {} {:?} ld {ld} row {row}", if coo { "coo" } else { "csc" }, T::NAME, I::KIND);
+            let m = if coo {
+                cx.h.sparse().unwrap().dense_to_coo::<T, I>(dv).unwrap().wait().unwrap()
+            } else {
+                cx.h.sparse().unwrap().dense_to_csc::<T, I>(dv).unwrap().wait().unwrap()
+            };
+            m.check(cx.s).unwrap();
+            assert_eq!(m.nnz(), want_csc.nnz(), "{what}: nnz");
+            if !coo {
+                let offsets = |m: &SparseMatrix<T, I>| m.offsets().download(cx.s).unwrap();
+                assert_eq!(offsets(&m), offsets(&want_csc), "{what}: column offsets");
+            }
+            let back = cx.dense_up::<T>(&Dense { rows, cols, v: vec![Z; rows * cols] }, rows);
+            cx.h.sparse().unwrap().sparse_to_dense(&m, DenseMatrix::new(&back, rows, cols)).unwrap().wait().unwrap();
+            cx.check(&dense_down(cx, &back, rows, cols, rows), &a.v, 0.0, &what);
+        }
+    }
+}
+
+/// The BSR conversions (`i32` indices, as cuSPARSE's legacy API takes): CSR → BSR against the
+/// reference's BSR (blocks of 2), then in blocks of 3 and 1 on odd sizes; BSR → CSR and
+/// BSR → dense holding the matrix; dense → BSR from a row-major padded view.
+pub fn bsr_conversions<T: Val>(cx: &mut Cx) {
+    let s = cx.s;
+    let (rows, cols) = (8, 6);
+    let a = cx.random(rows, cols, 0.3, T::COMPLEX);
+    let csr = cx.matrix::<T, i32>(&a, "csr");
+    let bsr = cx.h.sparse().unwrap().csr_to_bsr(&csr, 2).unwrap().wait().unwrap();
+    let want = cx.matrix::<T, i32>(&a, "bsr");
+    let what = format!("csr_to_bsr {} block 2", T::NAME);
+    assert_eq!((bsr.nnz(), bsr.block()), (want.nnz(), 2), "{what}: blocks");
+    assert_eq!(bsr.offsets().download(s).unwrap(), want.offsets().download(s).unwrap(), "{what}: offsets");
+    let n = want.nnz();
+    assert_eq!(bsr.indices().download(s).unwrap()[..n], want.indices().download(s).unwrap()[..n], "{what}: indices");
+    let vals = |m: &SparseMatrix<T, i32>| -> Vec<C> {
+        m.values().download(s).unwrap()[..n * 4].iter().map(|v| v.c()).collect()
+    };
+    cx.check(&vals(&bsr), &vals(&want), 0.0, &what);
+    for (rows, cols, block) in [(9, 6, 3), (8, 6, 2), (5, 3, 1)] {
+        let a = cx.random(rows, cols, 0.3, T::COMPLEX);
+        let csr = cx.matrix::<T, i32>(&a, "csr");
+        let what = format!("{} {rows}x{cols} block {block}", T::NAME);
+        let bsr = cx.h.sparse().unwrap().csr_to_bsr(&csr, block).unwrap().wait().unwrap();
+        bsr.check(s).unwrap();
+        let out = cx.dense_up::<T>(&Dense { rows, cols, v: vec![Z; rows * cols] }, rows + 1);
+        cx.h.sparse()
+            .unwrap()
+            .bsr_to_dense(&bsr, DenseMatrix::new(&out, rows, cols).ld(rows + 1))
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got = cx.dc_padding_kept(&out, rows, cols, rows + 1, &what);
+        cx.check(&got, &a.v, 0.0, &format!("csr_to_bsr then bsr_to_dense {what}"));
+        let back = cx.h.sparse().unwrap().bsr_to_csr(&bsr).unwrap().wait().unwrap();
+        back.check(s).unwrap();
+        assert_eq!(back.nnz(), bsr.nnz() * block * block, "bsr_to_csr {what}: every value of every block");
+        let out = cx.dense_up::<T>(&Dense { rows, cols, v: vec![Z; rows * cols] }, rows);
+        cx.h.sparse().unwrap().sparse_to_dense(&back, DenseMatrix::new(&out, rows, cols)).unwrap().wait().unwrap();
+        cx.check(&dense_down(cx, &out, rows, cols, rows), &a.v, 0.0, &format!("bsr_to_csr {what}"));
+        let dd = cx.dense_up_in::<T>(&a, cols + 2, true);
+        let dv = DenseMatrix::new(&dd, rows, cols).ld(cols + 2).row_major();
+        let direct = cx.h.sparse().unwrap().dense_to_bsr(dv, block).unwrap().wait().unwrap();
+        assert_eq!((direct.nnz(), direct.block()), (bsr.nnz(), block), "dense_to_bsr {what}: blocks");
+        let bv = |m: &SparseMatrix<T, i32>| -> Vec<C> {
+            m.values().download(s).unwrap()[..m.nnz() * block * block].iter().map(|v| v.c()).collect()
+        };
+        let want = bv(&bsr);
+        cx.check(&bv(&direct), &want, 0.0, &format!("dense_to_bsr {what}"));
+    }
+}
+
 pub fn vectors<T: Val, I: Idx>(cx: &mut Cx) {
     let size = 11;
     let pos = [0usize, 3, 4, 9];
@@ -837,9 +924,12 @@ pub fn all_index_types<T: Val>(cx: &mut Cx) {
     sddmm::<T, i64>(cx);
     conversions::<T, i32>(cx);
     conversions::<T, i64>(cx);
+    dense_to_csc_and_coo::<T, i32>(cx);
+    dense_to_csc_and_coo::<T, i64>(cx);
     vectors::<T, i32>(cx);
     vectors::<T, i64>(cx);
     i32_only::<T>(cx);
+    bsr_conversions::<T>(cx);
 }
 
 impl Cx {

@@ -305,7 +305,9 @@ pub(in crate::libs::sparse) unsafe fn csr_set_pointers(
     unsafe { sys::cusparseCsrSetPointers(a.0, offsets, cols, values) }.check("cusparseCsrSetPointers")
 }
 
+mod blocks;
 mod more;
 mod ops;
+pub(in crate::libs::sparse) use blocks::*;
 pub(in crate::libs::sparse) use more::*;
 pub(in crate::libs::sparse) use ops::*;

@@ -1,5 +1,5 @@
-//! The simulator's format conversions: sparse → dense, CSR ↔ CSC, and dense → CSR in the GPU
-//! path's two phases (count, then fill the freshly allocated arrays).
+//! The simulator's format conversions: sparse → dense, CSR ↔ CSC, CSR ↔ COO, and dense → CSR,
+//! CSC or COO in the GPU path's two phases (count, then fill the freshly allocated arrays).
 
 use super::host::{HostDense, HostMat};
 use crate::completion::Completion;
@@ -108,53 +108,68 @@ impl Sparse {
         })
     }
 
-    /// Dense → CSR on the host, in the GPU path's two phases: the analysis counts the nonzeros
-    /// into `offsets` (recorded on `rec`) and the host waits for the count; the output's arrays
-    /// are then allocated and the conversion fills them.
-    pub(in crate::libs::sparse) fn sim_dense_to_csr<T: SparseValue, I: SparseIndex>(
+    /// Dense → CSR, CSC or COO on the host, in the GPU path's two phases: the analysis counts
+    /// the nonzeros (into `offsets` for the compressed formats, recorded on `rec`) and the host
+    /// waits for the count; the output's arrays are then allocated and the conversion fills
+    /// them.
+    pub(in crate::libs::sparse) fn sim_dense_to_sparse<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
         (dense, ld): (DenseMatrix<'_, T>, i64),
-        offsets: GpuRef<I>,
-    ) -> Result<Completion<SparseMatrix<T, I>>> {
+        format: Format,
+        offsets: Option<GpuRef<I>>,
+        convert: &'static str,
+    ) -> Result<crate::libs::sparse::convert::Converted<T, I>> {
         use crate::track::Access;
-        let nnz = self.sim_dense_count(rec, (dense, ld), &offsets)?;
-        let dev = self.op.device.clone();
-        let indices: GpuRef<I> = dev.alloc(self.op.stream, nnz.max(1))?;
-        let values: GpuRef<T> = dev.alloc(self.op.stream, nnz.max(1))?;
-        let out = SparseMatrix::new(Format::Csr, dense.rows, dense.cols, nnz, &offsets, &indices, &values)?;
-        let mut rec = self.op.recorder("dense_to_csr.convert");
+        let nnz = self.sim_dense_count(rec, (dense, ld), format == Format::Csc, offsets.clone())?;
+        let compressed = offsets.is_some();
+        let (major, indices, values) = self.sparse_arrays::<T, I>(offsets, nnz)?;
+        let out = SparseMatrix::new(format, dense.rows, dense.cols, nnz, &major, &indices, &values)?;
+        let mut rec = self.op.recorder(convert);
         crate::libs::record(&mut rec, "dense", dense.buf, Access::Read)?;
-        crate::libs::record(&mut rec, "out.offsets", &offsets, Access::ReadWrite)?;
+        if compressed {
+            crate::libs::record(&mut rec, "out.offsets", &major, Access::ReadWrite)?;
+        } else {
+            crate::libs::record(&mut rec, "out.row_indices", &major, Access::Write)?;
+        }
         crate::libs::record(&mut rec, "out.indices", &indices, Access::Write)?;
         crate::libs::record(&mut rec, "out.values", &values, Access::Write)?;
-        self.sim_dense_fill(rec, (dense, ld), out)
+        let made = out.clone();
+        Ok((made, self.sim_dense_fill(rec, (dense, ld), out)?))
     }
 
-    /// Dense → CSR's first phase: counts each row's nonzeros into `offsets` and returns the
-    /// total, once the stream has run it (the host waits, as cuSPARSE's analysis makes it).
+    /// Dense → sparse's first phase: counts the nonzeros of each row (each column, `by_col`)
+    /// into `offsets` where there are any and returns the total, once the stream has run it
+    /// (the host waits, as cuSPARSE's analysis makes it).
     fn sim_dense_count<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
         (dense, ld): (DenseMatrix<'_, T>, i64),
-        offsets: &GpuRef<I>,
+        by_col: bool,
+        offsets: Option<GpuRef<I>>,
     ) -> Result<usize> {
-        let (dm, om) = (HostDense::of(&dense, ld)?, offsets.sim_data()?);
+        let dm = HostDense::of(&dense, ld)?;
+        let om = offsets.map(|o| o.sim_data()).transpose()?;
         self.host(rec, move || {
             let d = dm.mem.read().to_vec();
-            let mut o = om.lock();
+            let (outer, inner) = if by_col { (dm.cols, dm.rows) } else { (dm.rows, dm.cols) };
+            let at = |o: usize, i: usize| if by_col { dm.at(i, o) } else { dm.at(o, i) };
+            let mut counts = vec![I::from_usize(0)];
             let mut total = 0usize;
-            o[0] = I::from_usize(0);
-            for r in 0..dm.rows {
-                total += (0..dm.cols).filter(|&c| !d[dm.at(r, c)].is_zero()).count();
-                o[r + 1] = I::from_usize(total);
+            for o in 0..outer {
+                total += (0..inner).filter(|&i| !d[at(o, i)].is_zero()).count();
+                counts.push(I::from_usize(total));
+            }
+            if let Some(om) = om {
+                om.lock().copy_from_slice(&counts);
             }
             Ok(total)
         })?
         .wait()
     }
 
-    /// Dense → CSR's second phase: the nonzeros, row by row, into `out`'s fresh arrays.
+    /// Dense → sparse's second phase: the nonzeros into `out`'s fresh arrays, row by row (CSR,
+    /// COO: column indices, and COO's row indices) or column by column (CSC: row indices).
     fn sim_dense_fill<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
@@ -163,21 +178,28 @@ impl Sparse {
     ) -> Result<Completion<SparseMatrix<T, I>>> {
         let dm = HostDense::of(&dense, ld)?;
         let (oi, ov) = (out.minor.sim_data()?, out.values.sim_data()?);
-        let nnz = out.nnz;
+        let rows_out = (out.format == Format::Coo).then(|| out.major.sim_data()).transpose()?;
+        let (nnz, by_col) = (out.nnz, out.format == Format::Csc);
         self.host(rec, move || {
             let d = dm.mem.read().to_vec();
+            let (outer, inner) = if by_col { (dm.cols, dm.rows) } else { (dm.rows, dm.cols) };
+            let at = |o: usize, i: usize| if by_col { dm.at(i, o) } else { dm.at(o, i) };
             let (mut idx, mut val) = (oi.lock(), ov.lock());
+            let mut rows = rows_out.as_ref().map(|r| r.lock());
             let mut p = 0;
-            for r in 0..dm.rows {
-                for c in 0..dm.cols {
-                    let v = d[dm.at(r, c)];
+            for o in 0..outer {
+                for i in 0..inner {
+                    let v = d[at(o, i)];
                     if !v.is_zero() && p < nnz {
-                        (idx[p], val[p]) = (I::from_usize(c), v);
+                        (idx[p], val[p]) = (I::from_usize(i), v);
+                        if let Some(r) = rows.as_mut() {
+                            r[p] = I::from_usize(o);
+                        }
                         p += 1;
                     }
                 }
             }
-            drop((idx, val));
+            drop((idx, val, rows));
             Ok(out)
         })
     }

@@ -18,9 +18,10 @@
 //! the element arithmetic, and the glue that runs a computation as the op's simulated kernel.
 //! The ops themselves live by kind: [`products`] (SpMV, SpMM, SDDMM), [`triangular`] (SpSV,
 //! SpSM), [`spgemm`] (the sparse product, one-shot and reusable), [`convert`] (format
-//! conversions) and [`vector`] (sparse-vector ops); [`host`] holds the host views of the
-//! operands they read.
+//! conversions), [`blocks`] (the BSR conversions) and [`vector`] (sparse-vector ops); [`host`]
+//! holds the host views of the operands they read.
 
+mod blocks;
 mod convert;
 mod host;
 mod products;
