@@ -9,6 +9,9 @@
 //! same device buffers, `ncclGroupEnd`, on streams of their own. Bus bandwidth is NCCL's
 //! (`bytes / time * 2 (n - 1) / n`, which for two ranks is the algorithm bandwidth).
 //!
+//! Then the same sizes with one thread per GPU on both sides (each thread enqueues its own
+//! rank's op, no group), the way `examples/data_parallel.rs` drives its GPUs.
+//!
 //! `raw+events/op` is raw NCCL with one `cuEventRecord` per rank's stream after each group: the
 //! event every tracked op records on a device of several streams (contract clause 2), so the
 //! floor of a tracked collective; `vs floor` is cusched against it.
@@ -93,6 +96,51 @@ impl Raw {
     }
 }
 
+/// A raw communicator handed to the thread that drives its rank.
+struct RankComm(sys::ncclComm_t);
+// SAFETY: an NCCL communicator may be used from any thread; each is used by one thread at a
+// time (its rank's), and the main thread only destroys them after joining.
+unsafe impl Send for RankComm {}
+
+impl Raw {
+    /// Seconds per all-reduce with one thread per rank, each enqueueing its own `ncclAllReduce`
+    /// (no group: the ranks meet on the GPUs), `iters` of them then a synchronize of its stream;
+    /// timed from a barrier that starts every thread to the last thread's end.
+    fn time_threads(&self, bufs: &[(u64, usize)], iters: usize) -> Res<f64> {
+        let start = std::sync::Barrier::new(bufs.len() + 1);
+        std::thread::scope(|scope| {
+            let mut threads = Vec::new();
+            for ((&(p, n), &comm), s) in bufs.iter().zip(&self.comms).zip(&self.streams) {
+                let (comm, start) = (RankComm(comm), &start);
+                threads.push(scope.spawn(move || -> Result<(), String> {
+                    let comm = comm;
+                    start.wait();
+                    let ptr = p as *mut std::ffi::c_void;
+                    for _ in 0..iters {
+                        // SAFETY: 1. the communicator and stream are live, used by this thread
+                        // only; 2. the pointer is a live buffer of `n` f32 on the communicator's
+                        // device, used by nothing else until the synchronize below.
+                        let r = unsafe {
+                            let t = sys::ncclDataType_t::ncclFloat32;
+                            sys::ncclAllReduce(ptr, ptr, n, t, sys::ncclRedOp_t::ncclSum, comm.0, s.cu_stream() as _)
+                        };
+                        if r != sys::ncclResult_t::ncclSuccess {
+                            return Err(format!("ncclAllReduce: {r:?}"));
+                        }
+                    }
+                    s.synchronize().map_err(|e| e.to_string())
+                }));
+            }
+            start.wait();
+            let t = Instant::now();
+            for th in threads {
+                th.join().map_err(|_| "a rank's thread panicked")??;
+            }
+            Ok(t.elapsed().as_secs_f64() / iters as f64)
+        })
+    }
+}
+
 impl Drop for Raw {
     fn drop(&mut self) {
         for &c in &self.comms {
@@ -119,6 +167,33 @@ fn ours(h: &mut [Handles], comms: &[Communicator], bufs: &[GpuRef<f32>], iters: 
         r?;
     }
     Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// Seconds per all-reduce through cusched with one thread per rank, each with its device's
+/// handles calling its own `all_reduce_in_place` (no group), timed like
+/// [`Raw::time_threads`].
+fn ours_threads(h: &mut [Handles], comms: &[Communicator], bufs: &[GpuRef<f32>], iters: usize) -> Res<f64> {
+    let start = std::sync::Barrier::new(bufs.len() + 1);
+    std::thread::scope(|scope| {
+        let mut threads = Vec::new();
+        for ((h, c), b) in h.iter_mut().zip(comms).zip(bufs) {
+            let start = &start;
+            threads.push(scope.spawn(move || -> cusched::Result<()> {
+                start.wait();
+                let mut last = None;
+                for _ in 0..iters {
+                    last = Some(h.nccl()?.all_reduce_in_place(c, b, ReduceOp::Sum)?);
+                }
+                last.map_or(Ok(()), |l| l.wait())
+            }));
+        }
+        start.wait();
+        let t = Instant::now();
+        for th in threads {
+            th.join().map_err(|_| "a rank's thread panicked")??;
+        }
+        Ok(t.elapsed().as_secs_f64() / iters as f64)
+    })
 }
 
 fn main() -> Res<()> {
@@ -199,6 +274,45 @@ fn main() -> Res<()> {
             us(re),
             ratio(o, r),
             ratio(o, re)
+        );
+        bytes *= 2;
+    }
+    // One thread per rank, both sides: each thread enqueues only its own rank's op, so the
+    // host enqueue of the two ranks runs in parallel instead of back to back in one group.
+    println!("\none thread per GPU (each rank's op enqueued by its own thread, no group):");
+    println!(
+        "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>8}",
+        "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "ratio"
+    );
+    let mut bytes = only.unwrap_or(8usize << 10);
+    while bytes <= only.unwrap_or(1 << 30) {
+        let n = bytes / 4;
+        let iters = ((8usize << 30) / bytes).clamp(5, 2000);
+        let bufs: Vec<GpuRef<f32>> =
+            gpus.iter().map(|g| g.alloc_zeros::<f32>(g.default_stream(), n)).collect::<cusched::Result<_>>()?;
+        for g in &gpus {
+            g.synchronize(g.default_stream())?;
+        }
+        let ptrs: Vec<(u64, usize)> =
+            bufs.iter().map(|b| Ok((b.raw_device_ptr()?, n))).collect::<cusched::Result<_>>()?;
+        ours_threads(&mut h, &comms, &bufs, 3)?;
+        raw.time_threads(&ptrs, 3)?;
+        let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
+        for _ in 0..REPS {
+            t_ours.push(ours_threads(&mut h, &comms, &bufs, iters)?);
+            t_raw.push(raw.time_threads(&ptrs, iters)?);
+        }
+        let (o, r) = (median(&mut t_ours), median(&mut t_raw));
+        let busbw = |t: f64| bytes as f64 / t / 1e9;
+        println!(
+            "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>8}",
+            bytes,
+            iters,
+            busbw(o),
+            busbw(r),
+            us(o),
+            us(r),
+            ratio(o, r)
         );
         bytes *= 2;
     }
