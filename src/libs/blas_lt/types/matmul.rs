@@ -78,6 +78,7 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     /// [`beta`](Self::beta); `None`: the host values. Declared as reads, so a kernel writing
     /// them on another stream is fenced. `C` (or `D`, when `C` is `D`) is declared read, as
     /// `beta` is unknown until then.
+    #[allow(clippy::type_complexity)] // a pair of borrowed buffers reads plainer than a named type
     pub scale_device: Option<(&'a GpuRef<TA::Scale>, &'a GpuRef<TA::Scale>)>,
     /// `A`.
     pub a: &'a GpuRef<TA>,
