@@ -11,6 +11,8 @@ use crate::libs::validate as check;
 pub(super) struct Layout {
     /// Row-major: `A` and `B` were swapped.
     pub swapped: bool,
+    /// `A` or `B` is stored in the other order than `D` (its transpose flipped).
+    pub mixed: bool,
     pub m: usize,
     pub n: usize,
     pub ta: Transpose,
@@ -90,7 +92,8 @@ pub(super) fn layout<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
         Some(_) => check::matrix("c", "ldc", m, n, mm.ldc)?,
         None => d,
     };
-    Ok(Layout { swapped, m, n, ta, tb, first_shape: (ar, ac), second_shape: (br, bc), first, second, c, d })
+    let mixed = [mm.order_a, mm.order_b].iter().any(|o| o.is_some_and(|o| o != mm.order));
+    Ok(Layout { swapped, mixed, m, n, ta, tb, first_shape: (ar, ac), second_shape: (br, bc), first, second, c, d })
 }
 
 /// A shape for an error message, with the batch when there is one.
@@ -311,7 +314,12 @@ pub(super) fn fp8_layout(fp8: bool, l: &Layout) -> Result<()> {
             (true, true) => ("trans_b", "in row-major: trans_a = No, trans_b = Yes"),
             (true, false) => ("trans_a", "in row-major: trans_a = No, trans_b = Yes"),
         };
-        return Err(Error::invalid(arg, format!("FP8 matmuls need the TN layout cuBLASLt requires ({how})")));
+        let orders = if l.mixed {
+            "; a matrix in the other order than D counts as its transpose: transpose it the other way"
+        } else {
+            ""
+        };
+        return Err(Error::invalid(arg, format!("FP8 matmuls need the TN layout cuBLASLt requires ({how}{orders})")));
     }
     Ok(())
 }
@@ -330,7 +338,12 @@ pub(super) fn imma_layout(i8: bool, l: &Layout, k: usize) -> Result<()> {
         } else {
             "i8 matmuls take trans_a = Yes and trans_b = No (TN), m, k and the leading dimensions multiples of 4"
         };
-        Err(crate::libs::blas_lt::unsupported::refused(arg, what, hint.to_string()))
+        let orders = if l.mixed {
+            "; a matrix in the other order than D counts as its transpose: transpose it the other way"
+        } else {
+            ""
+        };
+        Err(crate::libs::blas_lt::unsupported::refused(arg, what, format!("{hint}{orders}")))
     };
     if l.ta != Transpose::Yes || l.tb != Transpose::No {
         let arg = match (l.swapped, l.ta != Transpose::Yes) {

@@ -18,7 +18,8 @@ pub struct LtBatch {
     pub c: Option<usize>,
     /// Stride of `D`; at least one `D`'s span; `None`: packed.
     pub d: Option<usize>,
-    /// Stride of the bias vector; zero (the default): one bias for all.
+    /// Stride of the bias vector; zero (the default): one bias for all. A bias gradient is
+    /// written once per matmul: its stride must be at least one gradient's length.
     pub bias: usize,
     /// Stride of the aux matrix (in its elements, bits for a ReLU mask); `None`: packed.
     pub aux: Option<usize>,
