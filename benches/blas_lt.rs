@@ -2,11 +2,14 @@
 //! in the same run: bf16 and FP8 (E4M3 in, bf16 out) `n³` matmuls with a bias + GELU epilogue,
 //! and a 64³ f32 matmul's op-to-wake and host time per enqueued op against cudarc's safe
 //! `CudaBlasLT` (which makes its descriptors and re-runs the heuristic on every call). The big
-//! rows interleave the two sides' timed rounds and report the median round (see the header it
-//! prints).
+//! rows interleave the two sides' timed rounds and report each side's best (see the header it
+//! prints). The raw side runs on buffers of its own.
 //!
 //! `cargo bench --bench blas_lt --features cublaslt -- [n] [iters]` (needs a GPU).
 
+mod common;
+
+use common::{interleaved, median, ratio};
 use cusched::blas_lt::{Epilogue, Fp8Scales, Matmul, Transpose, F8E4M3};
 use cusched::cudarc::cublaslt::sys;
 use cusched::cudarc::cublaslt::{CudaBlasLT, Matmul as _, MatmulConfig};
@@ -27,27 +30,51 @@ fn ok(s: sys::cublasStatus_t) -> Res<()> {
     }
 }
 
-/// A raw cuBLASLt matmul `D = gelu(op(A) B + bias)`, column-major, set up once.
+/// A raw cuBLASLt matmul `D = gelu(op(A) B + bias)`, column-major, set up once, on buffers it
+/// allocates itself (raw cudarc memory of the stream's context: cusched's buffers stay
+/// cusched's): `A` and `B` as bytes of the input type, `D` and the bias bf16 (as `u16`), and
+/// for FP8 the scale of A and B, 1.
 struct Raw {
     h: sys::cublasLtHandle_t,
     desc: sys::cublasLtMatmulDesc_t,
     l: [sys::cublasLtMatrixLayout_t; 4],
     algo: sys::cublasLtMatmulAlgo_t,
     ws: CudaSlice<u8>,
+    a: CudaSlice<u8>,
+    b: CudaSlice<u8>,
+    d: CudaSlice<u16>,
+    bias: CudaSlice<u16>,
+    scale: Option<CudaSlice<f32>>,
 }
 
+/// The workspace both sides may use.
+const WS_BYTES: usize = 32 << 20;
+
 impl Raw {
-    /// # Safety
-    /// `bias` and `scales` are live device pointers of the stream's context.
-    unsafe fn new(
+    /// The matmul of `n x n` matrices of `ab` (`elem` bytes each), `A` transposed or not, with
+    /// the FP8 scales where `fp8`.
+    fn new(
         stream: &Arc<CudaStream>,
-        n: u64,
+        n: usize,
         ab: sys::cudaDataType_t,
+        elem: usize,
         transa: bool,
-        bias: u64,
-        scales: Option<u64>,
+        fp8: bool,
     ) -> Res<Raw> {
         use sys::cublasLtMatmulDescAttributes_t as A;
+        let a = stream.alloc_zeros::<u8>(n * n * elem)?;
+        let b = stream.alloc_zeros::<u8>(n * n * elem)?;
+        let d = stream.alloc_zeros::<u16>(n * n)?;
+        let bias = stream.alloc_zeros::<u16>(n)?;
+        let scale = if fp8 { Some(stream.clone_htod(&[1.0f32])?) } else { None };
+        let ws = stream.alloc_zeros::<u8>(WS_BYTES)?;
+        // Addresses only: each call records the buffers' uses (`call`).
+        let bias_ptr = bias.device_ptr(stream).0;
+        let scale_ptr = scale.as_ref().map(|s| s.device_ptr(stream).0);
+        let nn = n as u64;
+        // SAFETY: host-side descriptor calls on out-pointers and live descriptors, each value of
+        // its attribute's type; the bias and scale pointers are this struct's own buffers, which
+        // live as long as the descriptor.
         unsafe {
             let mut h = std::ptr::null_mut();
             ok(sys::cublasLtCreate(&mut h))?;
@@ -65,9 +92,9 @@ impl Raw {
             set(A::CUBLASLT_MATMUL_DESC_EPILOGUE, (&epi as *const sys::cublasLtEpilogue_t).cast(), 4)?;
             let bt = sys::cudaDataType_t::CUDA_R_16BF as i32;
             set(A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, (&bt as *const i32).cast(), 4)?;
-            let bp = bias as *const c_void;
+            let bp = bias_ptr as *const c_void;
             set(A::CUBLASLT_MATMUL_DESC_BIAS_POINTER, (&bp as *const *const c_void).cast(), 8)?;
-            if let Some(s) = scales {
+            if let Some(s) = scale_ptr {
                 let sp = s as *const c_void;
                 set(A::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, (&sp as *const *const c_void).cast(), 8)?;
                 set(A::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, (&sp as *const *const c_void).cast(), 8)?;
@@ -76,12 +103,11 @@ impl Raw {
             for (i, ty) in
                 [ab, ab, sys::cudaDataType_t::CUDA_R_16BF, sys::cudaDataType_t::CUDA_R_16BF].into_iter().enumerate()
             {
-                ok(sys::cublasLtMatrixLayoutCreate(&mut l[i], ty, n, n, n as i64))?;
+                ok(sys::cublasLtMatrixLayoutCreate(&mut l[i], ty, nn, nn, nn as i64))?;
             }
-            let ws_bytes = 32usize << 20;
             let mut pref = std::ptr::null_mut();
             ok(sys::cublasLtMatmulPreferenceCreate(&mut pref))?;
-            let wsb = ws_bytes as u64;
+            let wsb = WS_BYTES as u64;
             ok(sys::cublasLtMatmulPreferenceSetAttribute(
                 pref,
                 sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -95,15 +121,24 @@ impl Raw {
             if found < 1 {
                 return Err("no raw cuBLASLt algorithm".into());
             }
-            Ok(Raw { h, desc, l, algo: res.algo, ws: stream.alloc_zeros::<u8>(ws_bytes)? })
+            Ok(Raw { h, desc, l, algo: res.algo, ws, a, b, d, bias, scale })
         }
     }
 
-    /// # Safety
-    /// `a`, `b`, `d` are live `n x n` device buffers of the types given to `new`.
-    unsafe fn call(&self, stream: &Arc<CudaStream>, a: u64, b: u64, d: u64) -> Res<()> {
+    /// Enqueues the matmul on `stream` (the one its buffers were made on).
+    fn call(&mut self, stream: &Arc<CudaStream>) -> Res<()> {
         let (alpha, beta) = (1.0f32, 0.0f32);
-        let (ws, _g) = self.ws.device_ptr(stream);
+        let (ws, _gw) = self.ws.device_ptr(stream);
+        let (a, _ga) = self.a.device_ptr(stream);
+        let (b, _gb) = self.b.device_ptr(stream);
+        // The descriptor's bias and scale pointers: their uses recorded with the call's.
+        let _gbias = self.bias.device_ptr(stream);
+        let _gscale = self.scale.as_ref().map(|s| s.device_ptr(stream));
+        let (d, _gd) = self.d.device_ptr_mut(stream);
+        // SAFETY: (1) a live handle, descriptor, layouts and workspace of `WS_BYTES`, made in the
+        // stream's context; (2) `a`, `b` hold n x n elements of the input type, `d` n x n bf16,
+        // the bias n bf16 and the scale one f32, all this struct's own buffers of that context,
+        // `d` distinct from the others; (3) f32 host scalars for the R_32F scale type.
         unsafe {
             ok(sys::cublasLtMatmul(
                 self.h,
@@ -120,16 +155,11 @@ impl Raw {
                 self.l[3],
                 &self.algo,
                 ws as *mut c_void,
-                32 << 20,
+                WS_BYTES,
                 stream.cu_stream() as _,
             ))
         }
     }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 fn main() -> Res<()> {
@@ -151,9 +181,8 @@ fn main() -> Res<()> {
     let mut h = Handles::new(&device, s)?;
     let flops = 2.0 * (n as f64).powi(3);
     println!(
-        "{n}³ rows: {WARMUP} warm-up calls per side, then {ROUNDS} interleaved rounds (cusched and raw, the order \
-         swapped every round) of {iters} back-to-back calls timed to the stream's synchronize; per side the median \
-         round's time per call (best round in brackets); ratio = raw / cusched of the medians"
+        "{n}³ rows: {iters} back-to-back calls per round timed to the stream's synchronize, best of 3 interleaved \
+         rounds per side (time per call); ratio = raw / cusched"
     );
     println!("| case | cusched | raw cuBLASLt | ratio |");
     println!("| --- | --- | --- | --- |");
@@ -162,7 +191,7 @@ fn main() -> Res<()> {
     let d = device.alloc_zeros::<bf16>(s, n * n)?;
     let scale = device.upload(s, &[1.0f32])?;
     for fp8 in [false, true] {
-        let (label, ours, raw) = if fp8 {
+        let (label, ours, theirs) = if fp8 {
             let a = device.alloc_zeros::<F8E4M3>(s, n * n)?;
             let b = device.alloc_zeros::<F8E4M3>(s, n * n)?;
             let scales = Fp8Scales { a: &scale, b: &scale, c: None, d: None };
@@ -170,55 +199,36 @@ fn main() -> Res<()> {
                 .transpose(Transpose::Yes, Transpose::No)
                 .fp8(scales, false)
                 .epilogue(Epilogue::GeluBias(&bias));
-            // SAFETY: the pointers are live buffers of this context, kept alive below.
-            let raw = unsafe {
-                Raw::new(
-                    &stream,
-                    n as u64,
-                    sys::cudaDataType_t::CUDA_R_8F_E4M3,
-                    true,
-                    bias.raw_device_ptr()?,
-                    Some(scale.raw_device_ptr()?),
-                )
-            }?;
-            let (pa, pb, pd) = (a.raw_device_ptr()?, b.raw_device_ptr()?, d.raw_device_ptr()?);
+            let mut raw = Raw::new(&stream, n, sys::cudaDataType_t::CUDA_R_8F_E4M3, 1, true, true)?;
             let (ours, theirs) = interleaved(
                 iters,
-                &mut || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into),
-                &mut || Ok(device.synchronize(s)?),
-                // SAFETY: n x n buffers of the raw plan's types, alive for the loop.
-                &mut || unsafe { raw.call(&stream, pa, pb, pd) },
-                &mut || Ok(stream.synchronize()?),
+                || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into),
+                || raw.call(&stream),
+                || Ok(device.synchronize(s)?),
+                || Ok(stream.synchronize()?),
             )?;
             ("FP8 E4M3 (bf16 out) bias+GELU", ours, theirs)
         } else {
             let a = device.alloc_zeros::<bf16>(s, n * n)?;
             let b = device.alloc_zeros::<bf16>(s, n * n)?;
             let mm = Matmul::new(n, n, n, &a, &b, &d).epilogue(Epilogue::GeluBias(&bias));
-            // SAFETY: as above.
-            let raw = unsafe {
-                Raw::new(&stream, n as u64, sys::cudaDataType_t::CUDA_R_16BF, false, bias.raw_device_ptr()?, None)
-            }?;
-            let (pa, pb, pd) = (a.raw_device_ptr()?, b.raw_device_ptr()?, d.raw_device_ptr()?);
+            let mut raw = Raw::new(&stream, n, sys::cudaDataType_t::CUDA_R_16BF, 2, false, false)?;
             let (ours, theirs) = interleaved(
                 iters,
-                &mut || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into),
-                &mut || Ok(device.synchronize(s)?),
-                // SAFETY: as above.
-                &mut || unsafe { raw.call(&stream, pa, pb, pd) },
-                &mut || Ok(stream.synchronize()?),
+                || h.blas_lt()?.matmul(&mm).map(drop).map_err(Into::into),
+                || raw.call(&stream),
+                || Ok(device.synchronize(s)?),
+                || Ok(stream.synchronize()?),
             )?;
             ("bf16 bias+GELU", ours, theirs)
         };
         println!(
-            "| {n}³ {label} | {:.1} TFLOP/s ({:.3} ms [{:.3}]) | {:.1} TFLOP/s ({:.3} ms [{:.3}]) | {:.3}x |",
-            flops / ours.median / 1e12,
-            ours.median * 1e3,
-            ours.best * 1e3,
-            flops / raw.median / 1e12,
-            raw.median * 1e3,
-            raw.best * 1e3,
-            raw.median / ours.median
+            "| {n}³ {label} | {:.1} TFLOP/s ({:.3} ms) | {:.1} TFLOP/s ({:.3} ms) | {} |",
+            flops / ours / 1e12,
+            ours * 1e3,
+            flops / theirs / 1e12,
+            theirs * 1e3,
+            ratio(ours, theirs)
         );
     }
 
@@ -309,58 +319,7 @@ fn main() -> Res<()> {
     Ok(())
 }
 
-/// Warm-up calls per side before the timed rounds.
-const WARMUP: usize = 3;
-/// Timed rounds per side.
-const ROUNDS: usize = 5;
 /// Matmuls enqueued per round in the host-time row.
 const ENQUEUED: usize = 1000;
-
-/// One side's seconds per call: the median round and the best.
-#[derive(Clone, Copy)]
-struct Timing {
-    median: f64,
-    best: f64,
-}
-
-type Call<'a> = &'a mut dyn FnMut() -> Res<()>;
-
-/// Both sides timed in alternation: `WARMUP` calls each (synchronized), then `ROUNDS` rounds in
-/// which each side runs `iters` calls timed to its synchronize, the side that goes first
-/// swapped every round (neither always runs right after the other's clocks ramped up).
-fn interleaved(
-    iters: usize,
-    ours: Call<'_>,
-    ours_sync: Call<'_>,
-    raw: Call<'_>,
-    raw_sync: Call<'_>,
-) -> Res<(Timing, Timing)> {
-    for _ in 0..WARMUP {
-        ours()?;
-        raw()?;
-    }
-    ours_sync()?;
-    raw_sync()?;
-    let (mut o, mut r) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
-    for round in 0..ROUNDS {
-        for side in [round % 2, 1 - round % 2] {
-            if side == 0 {
-                o.push(round_time(iters, ours, ours_sync)?);
-            } else {
-                r.push(round_time(iters, raw, raw_sync)?);
-            }
-        }
-    }
-    let timing = |v: &mut Vec<f64>| Timing { best: v.iter().copied().fold(f64::MAX, f64::min), median: median(v) };
-    Ok((timing(&mut o), timing(&mut r)))
-}
-
-/// Seconds per call of `iters` back-to-back calls, timed to `sync`.
-fn round_time(iters: usize, call: Call<'_>, sync: Call<'_>) -> Res<f64> {
-    let t = Instant::now();
-    for _ in 0..iters {
-        call()?;
-    }
-    sync()?;
-    Ok(t.elapsed().as_secs_f64() / iters as f64)
-}
+/// Rounds per side in the host-time row.
+const ROUNDS: usize = 5;

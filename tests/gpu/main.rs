@@ -18,6 +18,8 @@ mod blas_lt;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_fp8;
 #[cfg(feature = "cublaslt")]
+mod blas_lt_options;
+#[cfg(feature = "cublaslt")]
 mod blas_lt_sim;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_types;

@@ -15,6 +15,8 @@ mod blas;
 #[cfg(feature = "cublaslt")]
 mod blas_lt;
 #[cfg(feature = "cublaslt")]
+mod blas_lt_options;
+#[cfg(feature = "cublaslt")]
 mod blas_lt_sim;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_types;

@@ -140,6 +140,9 @@ pub(super) struct Pointers {
     pub aux: *const c_void,
     pub scales: [*const c_void; 4],
     pub amax: *const c_void,
+    /// The aux matrix's FP8 scale, and where its amax goes.
+    pub aux_scale: *const c_void,
+    pub aux_amax: *const c_void,
 }
 
 /// Sets the pointer attributes `p` has (the plan's key fixes which those are).
@@ -155,6 +158,8 @@ unsafe fn set_pointers(desc: sys::cublasLtMatmulDesc_t, p: &Pointers) -> Result<
         (A::CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, p.scales[2]),
         (A::CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, p.scales[3]),
         (A::CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, p.amax),
+        (A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER, p.aux_scale),
+        (A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER, p.aux_amax),
     ];
     for (attr, ptr) in attrs {
         if !ptr.is_null() {
@@ -196,9 +201,13 @@ fn descriptor(p: &Problem, tf32: bool, ptrs: &Pointers) -> Result<Owned<sys::cub
         }
     };
     // SAFETY (every `set` below): a live descriptor, and each value has its attribute's type
-    // (cublasOperation_t as int32, cublasLtEpilogue_t, int8 fast accumulation, int64,
-    // cudaDataType as int32).
+    // (cublasOperation_t as int32, cublasLtPointerMode_t as int32, cublasLtEpilogue_t, int8
+    // fast accumulation, int64, cudaDataType as int32).
     unsafe {
+        if p.device_scalars {
+            let mode = sys::cublasLtPointerMode_t::CUBLASLT_POINTER_MODE_DEVICE as i32;
+            set(d, A::CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode)?;
+        }
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSA, &op(p.trans_a))?;
         set(d, A::CUBLASLT_MATMUL_DESC_TRANSB, &op(p.trans_b))?;
         set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue(p.epi))?;
@@ -217,7 +226,8 @@ fn descriptor(p: &Problem, tf32: bool, ptrs: &Pointers) -> Result<Owned<sys::cub
                 set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride)?;
             }
             let gelu = p.epi.aux().is_some_and(|u| !u.relu);
-            if gelu && ke != kd {
+            // An FP8 aux is D's type here, the default; set anyway, as the table lists it.
+            if gelu && (ke != kd || ke.is_fp8()) {
                 set(d, A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &(data_type(ke.cuda()) as i32))?;
             }
         }
@@ -390,7 +400,9 @@ pub(super) struct Operands {
 /// fenced on it; (2) the operands and `ptrs` are live device memory covering what the plan's
 /// problem reads and writes (checked by the op), `d` distinct from `a` and `b`; (3) the
 /// workspace holds `workspace_bytes` >= the plan's need, used by nothing else meanwhile;
-/// (4) `alpha` and `beta` point to host scalars of the plan's scale type.
+/// (4) `alpha` and `beta` point to scalars of the plan's scale type: host ones living through
+/// the call, or, where the plan reads them from the device, live device memory ordered before
+/// the call and kept alive until it completes.
 pub(super) unsafe fn matmul(
     h: Handle,
     plan: &Plan,

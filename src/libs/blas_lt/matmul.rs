@@ -18,8 +18,8 @@ use std::ffi::c_void;
 const WORKSPACE_HOPPER: usize = 32 << 20;
 const WORKSPACE_EARLIER: usize = 4 << 20;
 
-/// A non-null, 256-byte-aligned address that sets the amax pointer for the heuristic before
-/// the stage exists. Never dereferenced: each call sets the real pointer.
+/// A non-null, 256-byte-aligned address that sets an amax pointer for the heuristic before
+/// its stage exists. Never dereferenced: each call sets the real pointer.
 const AMAX_STAND_IN: *const c_void = std::ptr::without_provenance(256);
 
 /// What a plan is made for: the whole checked problem, TF32, which pointers the descriptor
@@ -29,7 +29,7 @@ const AMAX_STAND_IN: *const c_void = std::ptr::without_provenance(256);
 pub(crate) struct PlanKey {
     pub(super) problem: Problem,
     pub(super) tf32: bool,
-    pointers: u8,
+    pointers: u16,
     pub(super) align: u32,
     pub(super) algo: Option<usize>,
 }
@@ -105,9 +105,17 @@ fn record_operands<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E
         Some(c) if !problem.c_is_d => record(rec, "c", c, Access::Read)?,
         _ => {}
     }
-    let reads_d = problem.c_is_d && mm.beta.wide() != [0.0, 0.0];
+    // A beta in device memory is unknown until the matmul runs: D may be read.
+    let reads_d = problem.c_is_d && (mm.scale_device.is_some() || mm.beta.wide() != [0.0, 0.0]);
     record(rec, "d", mm.d, if reads_d { Access::ReadWrite } else { Access::Write })?;
     record_epilogue(rec, &mm.epilogue)?;
+    if let Some((alpha, beta)) = mm.scale_device {
+        record(rec, "alpha", alpha, Access::Read)?;
+        record(rec, "beta", beta, Access::Read)?;
+    }
+    if let Some(s) = mm.aux_scale {
+        record(rec, "aux_scale", s, Access::Read)?;
+    }
     if let Some(s) = &mm.fp8 {
         for (arg, buf) in [("fp8.a", Some(s.a)), ("fp8.b", Some(s.b)), ("fp8.c", s.c), ("fp8.d", s.d)] {
             if let Some(buf) = buf {
@@ -133,8 +141,9 @@ impl Addresses {
     /// and the operands' alignment.
     pub(super) fn key(&self, problem: Problem, tf32: bool, algo: Option<usize>) -> PlanKey {
         let p = &self.ptrs;
-        let present = [p.bias, p.aux, p.scales[0], p.scales[1], p.scales[2], p.scales[3], p.amax];
-        let pointers = present.iter().enumerate().fold(0u8, |m, (i, p)| m | (u8::from(!p.is_null()) << i));
+        let present =
+            [p.bias, p.aux, p.scales[0], p.scales[1], p.scales[2], p.scales[3], p.amax, p.aux_scale, p.aux_amax];
+        let pointers = present.iter().enumerate().fold(0u16, |m, (i, p)| m | (u16::from(!p.is_null()) << i));
         PlanKey { problem, tf32, pointers, align: alignment(&[self.a, self.b, self.c, self.d]), algo }
     }
 }
@@ -146,6 +155,8 @@ struct Call<'p> {
     ptrs: Pointers,
     alpha: HostScalar,
     beta: HostScalar,
+    /// `alpha` and `beta` in device memory, where the plan reads them from there.
+    device_scalars: Option<(*const c_void, *const c_void)>,
     operands: Operands,
     stream: crate::backend::cuda::CuStream,
 }
@@ -157,59 +168,64 @@ impl Call<'_> {
     /// `check::problem`) and `d` is distinct from `a` and `b` (checked); (3) the workspace is
     /// the stream's, declared read-write, at least the plan's need; (4) alpha and beta are host
     /// scalars of the plan's scale type (the checks tie it to A's type), living through the
-    /// call (they live in `self`).
+    /// call (they live in `self`), or, where the plan's pointer mode is the device's, buffers
+    /// of that type checked to hold one element and declared read on the recorder.
     unsafe fn enqueue(&self) -> Result<()> {
+        let (alpha, beta) = self.device_scalars.unwrap_or((self.alpha.as_ptr(), self.beta.as_ptr()));
         // SAFETY: the caller keeps this function's contract, which is `calls::matmul`'s.
-        unsafe {
-            calls::matmul(
-                self.h,
-                self.plan,
-                &self.ptrs,
-                self.alpha.as_ptr(),
-                self.beta.as_ptr(),
-                &self.operands,
-                self.stream,
-            )
-        }
+        unsafe { calls::matmul(self.h, self.plan, &self.ptrs, alpha, beta, &self.operands, self.stream) }
     }
 }
 
-/// Runs `call` on `op`'s recorder; with an amax `stage`, copies D's amax from it into the
-/// completion's slot after the matmul.
-fn launch(
-    op: &mut OpStream,
-    rec: LaunchRecorder,
-    stage: Option<GpuRef<f32>>,
-    call: &Call<'_>,
-) -> Result<Completion<MatmulOutput>> {
+/// The amax stages a matmul writes: D's and the aux matrix's, each where asked for.
+struct Stages {
+    d: Option<GpuRef<f32>>,
+    aux: Option<GpuRef<f32>>,
+}
+
+/// Runs `call` on `op`'s recorder; with amax stages, copies the amaxes from them into the
+/// completion's slot (D's in its first four bytes, the aux matrix's in the next) after the
+/// matmul.
+fn launch(op: &mut OpStream, rec: LaunchRecorder, stages: Stages, call: &Call<'_>) -> Result<Completion<MatmulOutput>> {
     // SAFETY (both enqueues below), `Call::enqueue`'s contract: (1) `call` holds a live handle
     // of the bound context on `rec`'s stream, which `rec`'s preflight fences; (2) its operands
     // were checked by `check::problem` and recorded on `rec`; (3) its workspace is the
-    // stream's, declared on `rec`; (4) its scalars live in `call`, borrowed through the call.
-    match stage {
-        None => op.run(rec, Vec::new(), || {
+    // stream's, declared on `rec`; (4) its host scalars live in `call`, borrowed through the
+    // call, and its device scalars were checked and recorded.
+    if stages.d.is_none() && stages.aux.is_none() {
+        return op.run(rec, Vec::new(), || {
             unsafe { call.enqueue() }?;
             Ok(MatmulOutput::default())
-        }),
-        Some(stage) => {
-            let keep: Vec<crate::completion::KeepAlive> = vec![Box::new(stage.clone())];
-            op.run_with_slot(
-                rec,
-                keep,
-                |slot, s| {
-                    unsafe { call.enqueue() }?;
-                    // SAFETY: 1. the slot is 8 bytes of pinned memory owned by the op until
-                    // its completion has read it, after this copy; 2. the stage was written
-                    // by the matmul just enqueued on this stream and is kept alive (and its
-                    // use recorded) until the op's event.
-                    unsafe {
-                        crate::backend::cuda::memory::copy_dtoh(s, slot.host_ptr::<f32>(), 1, stage.cuda_slice()?)
-                    }
-                },
-                |amax: f32| MatmulOutput { amax_d: Some(amax) },
-            )
-        }
+        });
     }
+    let convert: fn([f32; 2]) -> MatmulOutput = match (stages.d.is_some(), stages.aux.is_some()) {
+        (true, true) => |v| MatmulOutput { amax_d: Some(v[0]), amax_aux: Some(v[1]) },
+        (true, false) => |v| MatmulOutput { amax_d: Some(v[0]), amax_aux: None },
+        _ => |v| MatmulOutput { amax_d: None, amax_aux: Some(v[1]) },
+    };
+    let keep: Vec<crate::completion::KeepAlive> =
+        stages.d.iter().chain(&stages.aux).map(|s| Box::new(s.clone()) as crate::completion::KeepAlive).collect();
+    op.run_with_slot(
+        rec,
+        keep,
+        |slot, s| {
+            unsafe { call.enqueue() }?;
+            let host = slot.host_ptr::<[f32; 2]>().cast::<f32>();
+            for (i, stage) in [(0, &stages.d), (1, &stages.aux)] {
+                if let Some(stage) = stage {
+                    // SAFETY: 1. the slot is 8 bytes of pinned memory owned by the op until its
+                    // completion has read it, after this copy, and `i` (0 or 1) keeps the f32
+                    // inside it; 2. the stage was written by the matmul just enqueued on this
+                    // stream and is kept alive (and its use recorded) until the op's event.
+                    unsafe {
+                        crate::backend::cuda::memory::copy_dtoh(s, host.add(i), 1, stage.cuda_slice()?)?;
+                    }
+                }
+            }
+            Ok(())
+        },
+        convert,
+    )
 }
 
 impl BlasLt {
@@ -242,20 +258,34 @@ impl BlasLt {
 
         // The plan (the heuristic) comes before anything reaches the stream, so a problem
         // cuBLASLt has no kernel for fails with nothing recorded.
-        let BlasLt { op, plans, work, amax_stage, .. } = self;
+        let BlasLt { op, plans, work, amax_stage, aux_amax_stage, .. } = self;
         let q = calls::Query { tf32: mm.tf32, ptrs: at.ptrs, max_workspace, align: key.align };
         let plan = plans.get_or_make(key, op, |k| {
             // SAFETY: (1) a live handle of the context bound above; (2) `q.ptrs` sets this
             // matmul's pointers (the amax stand-in is never read).
             unsafe { calls::make_plan(h, &k.problem, &q, k.algo.unwrap_or(0)) }
         })?;
-        if mm.amax_d && amax_stage.is_none() {
-            *amax_stage = Some(op.device.alloc_scratch::<f32>(op.stream, 1)?);
+        let mut stages = Stages { d: None, aux: None };
+        for (asked, stage, out, arg) in [
+            (mm.amax_d, amax_stage, &mut stages.d, "amax_d"),
+            (mm.amax_aux, aux_amax_stage, &mut stages.aux, "amax_aux"),
+        ] {
+            if !asked {
+                continue;
+            }
+            if stage.is_none() {
+                *stage = Some(op.device.alloc_scratch::<f32>(op.stream, 1)?);
+            }
+            if let Some(s) = stage {
+                record(&mut rec, arg, s, Access::ReadWrite)?;
+            }
+            *out = stage.clone();
         }
-        let stage = if mm.amax_d { amax_stage.clone() } else { None };
-        if let Some(s) = &stage {
-            record(&mut rec, "amax_d", s, Access::ReadWrite)?;
+        if let Some(s) = &stages.d {
             at.ptrs.amax = ptr(Some(s))?;
+        }
+        if let Some(s) = &stages.aux {
+            at.ptrs.aux_amax = ptr(Some(s))?;
         }
         let ws = work.use_on(op, &mut rec, plan.workspace)?;
         let (workspace, workspace_bytes) = match ws {
@@ -264,8 +294,12 @@ impl BlasLt {
         };
         let operands = Operands { a: at.a, b: at.b, c: at.c, d: at.d.cast_mut(), workspace, workspace_bytes };
         let (alpha, beta) = (mm.alpha.host(), mm.beta.host());
-        let call = Call { h, plan, ptrs: at.ptrs, alpha, beta, operands, stream: stream.cu_stream() };
-        launch(op, rec, stage, &call)
+        let device_scalars = match mm.scale_device {
+            Some((a, b)) => Some((ptr(Some(a))?, ptr(Some(b))?)),
+            None => None,
+        };
+        let call = Call { h, plan, ptrs: at.ptrs, alpha, beta, device_scalars, operands, stream: stream.cu_stream() };
+        launch(op, rec, stages, &call)
     }
 
     /// The workspace bytes a plan may ask for on this device.
@@ -302,14 +336,19 @@ impl BlasLt {
             Some(s) => [ptr(Some(s.a))?, ptr(Some(s.b))?, ptr(s.c)?, ptr(s.d)?],
             None => [std::ptr::null(); 4],
         };
-        let amax = match (&self.amax_stage, mm.amax_d) {
-            (_, false) => std::ptr::null(),
-            (Some(s), true) => ptr(Some(s))?,
-            (None, true) => AMAX_STAND_IN,
+        let stage_or_stand_in = |stage: &Option<GpuRef<f32>>, asked: bool| -> Result<*const c_void> {
+            Ok(match (stage, asked) {
+                (_, false) => std::ptr::null(),
+                (Some(s), true) => ptr(Some(s))?,
+                (None, true) => AMAX_STAND_IN,
+            })
         };
+        let amax = stage_or_stand_in(&self.amax_stage, mm.amax_d)?;
+        let aux_amax = stage_or_stand_in(&self.aux_amax_stage, mm.amax_aux)?;
         let (a, b, d) = (ptr(Some(mm.a))?, ptr(Some(mm.b))?, ptr(Some(mm.d))?);
         let c = if problem.c_is_d { d } else { ptr(mm.c)? };
         let (a, b) = if problem.swapped { (b, a) } else { (a, b) };
-        Ok(Addresses { ptrs: Pointers { bias, aux, scales, amax }, a, b, c, d })
+        let aux_scale = ptr(mm.aux_scale)?;
+        Ok(Addresses { ptrs: Pointers { bias, aux, scales, amax, aux_scale, aux_amax }, a, b, c, d })
     }
 }

@@ -9,7 +9,23 @@
 //!
 //! Matrices are column-major by default; [`Order::Row`] makes all four row-major (computed as
 //! the transposed column-major problem, so vectors the epilogue broadcasts or reduces run along
-//! the contiguous dimension: see [`Epilogue`]). The algorithm cuBLASLt's heuristic picks is
+//! the contiguous dimension: see [`Epilogue`]). [`Matmul::orders`] gives `A` and `B` orders of
+//! their own (`C` shares `D`'s): a matrix in the other order than `D` is handed to cuBLASLt as
+//! its transpose in `D`'s order, the same memory, so every kernel of the column-major layouts
+//! serves every mix (`CUBLASLT_MATRIX_LAYOUT_ORDER` is left at its default, which more kernels
+//! take). A conjugated complex matrix has no such form and is refused; FP8 and i8 need the TN
+//! layout once the orders are folded in. `alpha` and `beta` may be read from device memory
+//! ([`Matmul::scale_device`], `CUBLASLT_POINTER_MODE_DEVICE`, part of the plan's key). Bias
+//! gradients of a strided batch go one per matmul at the batch's bias stride
+//! (`CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE`). An FP8 GELU aux matrix (E4M3, the one case
+//! cuBLASLt's table lists) takes its own scale and returns its amax through the completion as
+//! `D`'s does ([`Matmul::fp8_aux`]).
+//!
+//! Not wrapped, and why: a `C` in another order than `D` (no transposed form exists: `C` is
+//! added element by element), per-row alpha vectors (`CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST`,
+//! whose kernels cover few epilogues), and an FP8 aux beside a bias (`GELU_AUX_BIAS`: the
+//! epilogue's one vector type `E` would have to be both the bias's f16 and the aux's E4M3).
+//! The algorithm cuBLASLt's heuristic picks is
 //! cached per stream with its descriptors, keyed on the whole problem (shape, layouts, types,
 //! epilogue, alignment); a repeated matmul makes no descriptor and asks no heuristic. The
 //! heuristic's other candidates can be listed ([`BlasLt::candidates`]) and one picked by index
@@ -70,6 +86,8 @@ pub struct BlasLt {
     work: Workspace,
     /// Where the GPU writes `D`'s amax before it is copied to a pinned slot for the completion.
     amax_stage: Option<GpuRef<f32>>,
+    /// Where the GPU writes the aux matrix's amax, as `amax_stage`.
+    aux_amax_stage: Option<GpuRef<f32>>,
 }
 
 impl StreamLibrary for BlasLt {
@@ -94,6 +112,7 @@ impl StreamLibrary for BlasLt {
             plans: PlanCache::new(64, "an evicted cuBLASLt plan"),
             work: Workspace::default(),
             amax_stage: None,
+            aux_amax_stage: None,
         })
     }
 

@@ -8,11 +8,14 @@
 //! (FP8 to nearest even, saturating at the largest finite value). A ReLU mask holds bit
 //! `j * ld + i` (its byte `/ 8`, its bit `% 8`) set where the pre-activation of `D[i, j]` was
 //! positive; the padding bits of a column are left as they were. FP8 fast accumulation changes
-//! nothing here: the product accumulates in f32 either way.
+//! nothing here: the product accumulates in f32 either way. An FP8 aux matrix holds the
+//! pre-activation times its scale, its amax taken before the scale (as `D`'s). `alpha` and
+//! `beta` in device memory are read when the simulated kernel runs, as the GPU reads them; a
+//! batch's bias gradients go one per matmul, at the bias stride.
 
 use super::check::{EpiKind, Operand, Problem};
 use super::types::sealed::ScaleValue;
-use super::types::{Epilogue, LtElement, Matmul, MatmulOutput, Transpose};
+use super::types::{Epilogue, LtElement, LtScale, Matmul, MatmulOutput, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::op::OpStream;
@@ -27,11 +30,16 @@ enum AuxMem<E> {
 }
 
 /// One matmul's host computation, with the memory of every buffer it uses.
-struct Job<TA, TB, TC, TD, E> {
+struct Job<TA, TB, TC, TD, E, S> {
     p: Problem,
     alpha: f32,
     beta: f32,
+    /// `alpha` and `beta` in device memory, read when the kernel runs (replacing the two above).
+    scalars: Option<(SimMem<S>, SimMem<S>)>,
     amax: bool,
+    /// The aux matrix's FP8 scale, and whether its amax is asked for.
+    aux_scale: Option<SimMem<f32>>,
+    amax_aux: bool,
     a: SimMem<TA>,
     b: SimMem<TB>,
     /// A separate `C` (`None`: `C` is `D`).
@@ -88,12 +96,19 @@ pub(super) fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
         Some(s) => Some(Scales { a: s.a.sim_data()?, b: s.b.sim_data()?, d: s.d.map(|d| d.sim_data()).transpose()? }),
         None => None,
     };
+    let scalars = match mm.scale_device {
+        Some((a, b)) => Some((a.sim_data()?, b.sim_data()?)),
+        None => None,
+    };
     let job = Job {
         p,
         // f32 for every input type of this path: exact.
         alpha: mm.alpha.wide()[0] as f32,
         beta: mm.beta.wide()[0] as f32,
+        scalars,
         amax: mm.amax_d,
+        aux_scale: mm.aux_scale.map(|s| s.sim_data()).transpose()?,
+        amax_aux: mm.amax_aux,
         a: mm.a.sim_data()?,
         b: mm.b.sim_data()?,
         c,
@@ -180,12 +195,15 @@ fn gemm(p: &Problem, g: usize, alpha: f32, a: &[f32], b: &[f32], out: &mut [f32]
 }
 
 /// What the kernel reads before it computes: the factors widened to f32 (in the problem's
-/// order), `alpha` and `D`'s scale with the FP8 scales folded in, and the epilogue's inputs.
+/// order), `alpha` and `D`'s scale with the FP8 scales folded in, `beta`, the aux matrix's scale,
+/// and the epilogue's inputs.
 struct Inputs {
     a: Vec<f32>,
     b: Vec<f32>,
     alpha: f32,
+    beta: f32,
     scale_d: f32,
+    scale_aux: f32,
     /// `C`, read only when beta is not zero (as cuBLASLt does: a NaN there is not seen).
     c: Option<Vec<f32>>,
     bias: Option<Vec<f32>>,
@@ -214,12 +232,12 @@ impl Inputs {
     }
 }
 
-impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> Job<TA, TB, TC, TD, E> {
+impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement, S: LtScale> Job<TA, TB, TC, TD, E, S> {
     fn run(self) -> Result<MatmulOutput> {
         let inputs = self.inputs()?;
-        let (amax, grad) = self.compute(&inputs);
+        let (amax, amax_aux, grad) = self.compute(&inputs);
         self.write_grad(&inputs, grad);
-        Ok(MatmulOutput { amax_d: self.amax.then_some(amax) })
+        Ok(MatmulOutput { amax_d: self.amax.then_some(amax), amax_aux: self.amax_aux.then_some(amax_aux) })
     }
 
     /// Reads the operands and the epilogue's inputs, checking the factors cover the problem.
@@ -233,14 +251,20 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
         if !covers(&p.a, count, a.len()) || !covers(&p.b, count, b.len()) {
             return Err(Error::invalid("a", "the simulator found an operand shorter than the checked problem"));
         }
-        let (mut alpha, mut scale_d) = (self.alpha, 1.0f32);
+        let (mut alpha, mut beta, mut scale_d) = (self.alpha, self.beta, 1.0f32);
+        if let Some((a, b)) = &self.scalars {
+            // f32 for every input type of this path: exact.
+            let first = |v: &SimMem<S>| v.read().first().map_or(0.0, |x| x.wide()[0] as f32);
+            (alpha, beta) = (first(a), first(b));
+        }
         if let Some(Scales { a: sa, b: sb, d: sd }) = &self.scales {
             alpha *= first_of(sa) * first_of(sb);
             if let Some(sd) = sd {
                 scale_d = first_of(sd);
             }
         }
-        let c: Option<Vec<f32>> = match (&self.c, self.beta != 0.0) {
+        let scale_aux = self.aux_scale.as_ref().map_or(1.0, first_of);
+        let c: Option<Vec<f32>> = match (&self.c, beta != 0.0) {
             (_, false) => None,
             (Some(c), true) => Some(widen(&c.read())),
             (None, true) => Some(widen(&self.d.read())),
@@ -258,12 +282,13 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
             (AuxMem::Gelu(x), false) => Some(widen(&x.read())),
             _ => None,
         };
-        Ok(Inputs { a, b, alpha, scale_d, c, bias, mask_in, gelu_in })
+        Ok(Inputs { a, b, alpha, beta, scale_d, scale_aux, c, bias, mask_in, gelu_in })
     }
 
     /// The product and the epilogue of every batch into `D` and the aux matrix it writes:
-    /// `D`'s amax, and the bias gradient of `D` where the epilogue takes it.
-    fn compute(&self, inputs: &Inputs) -> (f32, Vec<f32>) {
+    /// `D`'s amax, the aux matrix's (before its scale), and the bias gradient of `D` where the
+    /// epilogue takes it (`m` entries per matmul of the batch).
+    fn compute(&self, inputs: &Inputs) -> (f32, f32, Vec<f32>) {
         let p = &self.p;
         let (m, n) = (p.d.rows as usize, p.d.cols as usize);
         let kind = p.epi;
@@ -279,16 +304,17 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
             _ => None,
         };
         let mut d = self.d.lock();
-        let mut grad = vec![0.0f32; if grad_of_d { m } else { 0 }];
-        let mut amax = 0.0f32;
+        let count = p.count as usize;
+        let mut grad = vec![0.0f32; if grad_of_d { m * count } else { 0 }];
+        let (mut amax, mut amax_aux) = (0.0f32, 0.0f32);
         let mut acc = vec![0.0f32; m * n];
-        for g in 0..p.count as usize {
+        for g in 0..count {
             gemm(p, g, inputs.alpha, &inputs.a, &inputs.b, &mut acc);
             for j in 0..n {
                 for i in 0..m {
                     let mut x = acc[i + j * m];
                     if let Some(c) = &inputs.c {
-                        x += self.beta * c[at(&p.c, g, i, j)];
+                        x += inputs.beta * c[at(&p.c, g, i, j)];
                     }
                     let pre = x + inputs.bias.as_ref().map_or(0.0, |v| v[g * p.bias_stride as usize + i]);
                     // The aux matrix's element, or the mask's bit (its ld and stride count bits).
@@ -300,36 +326,45 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
                         *byte = if pre > 0.0 { *byte | flag } else { *byte & !flag };
                     }
                     if let Some(out) = gelu_out.as_mut() {
-                        out[elem] = E::from_f32(pre);
+                        out[elem] = E::from_f32(pre * inputs.scale_aux);
+                        amax_aux = amax_aux.max(pre.abs());
                     }
                     if grad_of_d {
-                        grad[i] += v;
+                        grad[g * m + i] += v;
                     }
                     amax = amax.max(v.abs());
                     d[at(&p.d, g, i, j)] = TD::from_f32(v * inputs.scale_d);
                 }
             }
         }
-        (amax, grad)
+        (amax, amax_aux, grad)
     }
 
-    /// Writes the bias gradient where the epilogue takes one: `grad` (that of `D`), or the row
-    /// sums of `op(A)` or `op(B)ᵀ`.
-    fn write_grad(&self, inputs: &Inputs, mut grad: Vec<f32>) {
+    /// Writes the bias gradient of every matmul of the batch (at its stride) where the
+    /// epilogue takes one: `grad` (that of `D`, `m` entries per matmul), or the row sums of
+    /// `op(A)` or `op(B)ᵀ`.
+    fn write_grad(&self, inputs: &Inputs, grad: Vec<f32>) {
         let p = &self.p;
-        match p.epi {
-            EpiKind::BgradA => grad = row_sums(&p.a, p.trans_a, &inputs.a),
+        let count = p.count as usize;
+        let per: Vec<Vec<f32>> = match p.epi {
+            EpiKind::BgradA => (0..count).map(|g| row_sums(&p.a, p.trans_a, &inputs.a, g)).collect(),
             // op(B) is k x n: its columns are the rows of op(B)ᵀ.
             EpiKind::BgradB => {
                 let t = if p.trans_b == Transpose::No { Transpose::Yes } else { Transpose::No };
-                grad = row_sums(&p.b, t, &inputs.b);
+                (0..count).map(|g| row_sums(&p.b, t, &inputs.b, g)).collect()
             }
-            _ => {}
-        }
+            _ => {
+                let m = p.d.rows as usize;
+                (0..count).map(|g| grad.get(g * m..(g + 1) * m).unwrap_or_default().to_vec()).collect()
+            }
+        };
         if let (Some(v), Some(true)) = (&self.vector, p.epi.bias()) {
             let mut out = v.lock();
-            for (o, s) in out.iter_mut().zip(&grad) {
-                *o = E::from_f32(*s);
+            for (g, sums) in per.iter().enumerate() {
+                let start = g * p.bias_stride as usize;
+                for (o, s) in out.iter_mut().skip(start).zip(sums) {
+                    *o = E::from_f32(*s);
+                }
             }
         }
     }
@@ -340,12 +375,12 @@ fn first_of(s: &SimMem<f32>) -> f32 {
     s.read().first().copied().unwrap_or(1.0)
 }
 
-/// The sums along the rows of `op(X)` (`t` applied to the stored matrix `o`) of batch 0: for
+/// The sums along the rows of `op(X)` (`t` applied to the stored matrix `o`) of batch `g`: for
 /// BGRADA, the sums of `op(A)` over `k`; for BGRADB, those of `op(B)ᵀ`.
-fn row_sums(o: &Operand, t: Transpose, x: &[f32]) -> Vec<f32> {
+fn row_sums(o: &Operand, t: Transpose, x: &[f32], g: usize) -> Vec<f32> {
     let (rows, cols) = (o.rows as usize, o.cols as usize);
     match t {
-        Transpose::No => (0..rows).map(|r| (0..cols).map(|c| x[at(o, 0, r, c)]).sum()).collect(),
-        Transpose::Yes | Transpose::Conj => (0..cols).map(|c| (0..rows).map(|r| x[at(o, 0, r, c)]).sum()).collect(),
+        Transpose::No => (0..rows).map(|r| (0..cols).map(|c| x[at(o, g, r, c)]).sum()).collect(),
+        Transpose::Yes | Transpose::Conj => (0..cols).map(|c| (0..rows).map(|r| x[at(o, g, r, c)]).sum()).collect(),
     }
 }

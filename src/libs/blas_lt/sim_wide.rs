@@ -5,12 +5,13 @@
 //! Every input is read exactly; `op(A) op(B)` accumulates in f64 (exact for i8 inputs up to
 //! `k` of 2^37), then `alpha x + beta C`, the bias, and ReLU (on the real part: only f64
 //! matmuls take an epilogue). Each stored element is rounded once to D's type: an i32 `D` to
-//! the nearest integer, wrapped to 32 bits as the GPU's integer accumulator wraps.
+//! the nearest integer, wrapped to 32 bits as the GPU's integer accumulator wraps. `alpha` and
+//! `beta` in device memory are read when the simulated kernel runs.
 
 use super::check::{EpiKind, Problem};
 use super::sim::{at, covers};
 use super::types::sealed::ScaleValue;
-use super::types::{Epilogue, LtElement, Matmul, MatmulOutput, Transpose};
+use super::types::{Epilogue, LtElement, LtScale, Matmul, MatmulOutput, Transpose};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::op::OpStream;
@@ -25,10 +26,12 @@ fn mul(x: C, y: C) -> C {
 }
 
 /// One matmul's host computation, with the memory of every buffer it uses.
-struct Job<TA, TB, TC, TD, E> {
+struct Job<TA, TB, TC, TD, E, S> {
     p: Problem,
     alpha: C,
     beta: C,
+    /// `alpha` and `beta` in device memory, read when the kernel runs (replacing the two above).
+    scalars: Option<(SimMem<S>, SimMem<S>)>,
     a: SimMem<TA>,
     b: SimMem<TB>,
     /// A separate `C` (`None`: `C` is `D`).
@@ -56,6 +59,10 @@ pub(super) fn matmul<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
         p,
         alpha: mm.alpha.wide(),
         beta: mm.beta.wide(),
+        scalars: match mm.scale_device {
+            Some((a, b)) => Some((a.sim_data()?, b.sim_data()?)),
+            None => None,
+        },
         a: mm.a.sim_data()?,
         b: mm.b.sim_data()?,
         c,
@@ -81,7 +88,7 @@ fn op_at(o: &super::check::Operand, t: Transpose, x: &[C], g: usize, i: usize, l
     }
 }
 
-impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> Job<TA, TB, TC, TD, E> {
+impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement, S: LtScale> Job<TA, TB, TC, TD, E, S> {
     fn run(self) -> Result<MatmulOutput> {
         let p = &self.p;
         // One lock at a time: `a` and `b` may be the same buffer.
@@ -92,7 +99,12 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
         if !covers(&p.a, count, a.len()) || !covers(&p.b, count, b.len()) {
             return Err(Error::invalid("a", "the simulator found an operand shorter than the checked problem"));
         }
-        let reads_c = self.beta != [0.0, 0.0];
+        let (mut alpha, mut beta) = (self.alpha, self.beta);
+        if let Some((a, b)) = &self.scalars {
+            let first = |v: &SimMem<S>| v.read().first().map_or([0.0, 0.0], |x| x.wide());
+            (alpha, beta) = (first(a), first(b));
+        }
+        let reads_c = beta != [0.0, 0.0];
         let c: Option<Vec<C>> = match (&self.c, reads_c) {
             (_, false) => None,
             (Some(c), true) => Some(widen(&c.read())),
@@ -111,9 +123,9 @@ impl<TA: LtElement, TB: LtElement, TC: LtElement, TD: LtElement, E: LtElement> J
                         let x = mul(op_at(&p.a, p.trans_a, &a, g, i, l), op_at(&p.b, p.trans_b, &b, g, l, j));
                         acc = [acc[0] + x[0], acc[1] + x[1]];
                     }
-                    let mut x = mul(self.alpha, acc);
+                    let mut x = mul(alpha, acc);
                     if let Some(c) = &c {
-                        let y = mul(self.beta, c[at(&p.c, g, i, j)]);
+                        let y = mul(beta, c[at(&p.c, g, i, j)]);
                         x = [x[0] + y[0], x[1] + y[1]];
                     }
                     if let Some(v) = &bias {

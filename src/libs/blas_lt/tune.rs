@@ -80,6 +80,13 @@ impl BlasLt {
         if mm.algorithm.is_some() {
             return Err(Error::invalid("algorithm", "autotune chooses the algorithm: leave it None"));
         }
+        if problem.c_is_d && mm.scale_device.is_some() {
+            return Err(Error::invalid(
+                "beta",
+                "autotuning runs the matmul repeatedly, and with C being D and beta in device memory each run may add \
+                 to the last: pass a separate C (Matmul::with_c) or tune with a host beta of 0",
+            ));
+        }
         if problem.c_is_d && mm.beta.wide() != [0.0, 0.0] {
             return Err(Error::invalid(
                 "beta",

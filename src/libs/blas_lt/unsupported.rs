@@ -2,7 +2,7 @@
 //! row-major problem as given, not the swapped column-major one cuBLASLt sees).
 
 use super::check::{EpiKind, Problem};
-use super::types::Transpose;
+use super::types::{Order, Transpose};
 use super::BlasLt;
 use crate::error::Error;
 use crate::libs::StreamLibrary;
@@ -27,6 +27,14 @@ pub(super) fn error(p: &Problem, tf32: bool, align: u32) -> Error {
     let (m, n) = if p.swapped { (p.d.cols, p.d.rows) } else { (p.d.rows, p.d.cols) };
     let k = if p.trans_a == Transpose::Yes { p.a.rows } else { p.a.cols };
     let (ta, tb) = if p.swapped { (p.trans_b, p.trans_a) } else { (p.trans_a, p.trans_b) };
+    // A matrix in another order than D's was handed over transposed: undo that.
+    let [oa, ob, od] = p.orders;
+    let back = |t: Transpose, o: Order| match (o == od, t) {
+        (false, Transpose::No) => Transpose::Yes,
+        (false, Transpose::Yes) => Transpose::No,
+        (_, t) => t,
+    };
+    let (ta, tb) = (back(ta, oa), back(tb, ob));
     let epi = match (p.swapped, p.epi) {
         (true, EpiKind::BgradA) => EpiKind::BgradB,
         (true, EpiKind::BgradB) => EpiKind::BgradA,
@@ -44,12 +52,16 @@ pub(super) fn error(p: &Problem, tf32: bool, align: u32) -> Error {
     if epi.bias().is_some() {
         what += &format!(", bias {}", ke.name());
     }
-    what += &format!(
-        ", trans_a = {}, trans_b = {}, {}-major",
-        yes_no(ta),
-        yes_no(tb),
-        if p.swapped { "row" } else { "column" }
-    );
+    let major = |o: Order| if o == Order::Row { "row" } else { "column" };
+    what += &format!(", trans_a = {}, trans_b = {}, ", yes_no(ta), yes_no(tb));
+    if oa == od && ob == od {
+        what += &format!("{}-major", major(od));
+    } else {
+        what += &format!("A {}-major, B {}-major, C and D {}-major", major(oa), major(ob), major(od));
+    }
+    if p.device_scalars {
+        what += ", alpha and beta in device memory";
+    }
     if tf32 {
         what += ", TF32";
     }
@@ -129,5 +141,34 @@ mod tests {
         assert_ne!(slow, fast);
         let Error::Unsupported { what, .. } = super::error(&fast, false, 16) else { panic!() };
         assert!(what.contains("FP8 fast accumulation"), "{what}");
+    }
+
+    #[test]
+    fn device_scalars_and_per_matrix_orders_are_part_of_the_problem_and_named_in_the_error() {
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s = d.default_stream();
+        let (a, b, out) = (
+            d.alloc_zeros::<f32>(s, 6).unwrap(),
+            d.alloc_zeros::<f32>(s, 12).unwrap(),
+            d.alloc_zeros::<f32>(s, 8).unwrap(),
+        );
+        let (alpha, beta) = (d.alloc_zeros::<f32>(s, 1).unwrap(), d.alloc_zeros::<f32>(s, 1).unwrap());
+        let host = check::problem(&Matmul::new(2, 4, 3, &a, &b, &out)).unwrap();
+        let device = check::problem(&Matmul::new(2, 4, 3, &a, &b, &out).scale_device(&alpha, &beta)).unwrap();
+        // The plan key holds the problem: the pointer modes get plans of their own.
+        assert!(!host.device_scalars && device.device_scalars);
+        assert_ne!(host, device);
+        let Error::Unsupported { what, .. } = super::error(&device, false, 16) else { panic!() };
+        assert!(what.contains("alpha and beta in device memory"), "{what}");
+        // A row-major A of a column-major D is handed over as its transpose; the error shows the
+        // caller's transpose and orders.
+        let mixed = Matmul::new(2, 4, 3, &a, &b, &out).orders(Order::Row, Order::Col, Order::Col);
+        let p = check::problem(&mixed).unwrap();
+        assert_eq!((p.trans_a, p.swapped), (Transpose::Yes, false));
+        let Error::Unsupported { what, .. } = super::error(&p, false, 16) else { panic!() };
+        assert!(
+            what.contains("trans_a = No, trans_b = No, A row-major, B column-major, C and D column-major"),
+            "{what}"
+        );
     }
 }

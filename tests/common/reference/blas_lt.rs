@@ -181,9 +181,18 @@ pub struct Fp8 {
     pub amax: bool,
 }
 
-/// One matmul: shapes, layouts (`pad` added to every leading dimension), a strided batch (with
-/// a bias per matmul), scalars, a separate C or not, the epilogue by name (`"default"`,
-/// `"relu"`, `"gelu_aux_bias"`, `"dgelu_bgrad"`, `"bgrada"`, ...), TF32 and FP8 options.
+/// An FP8 aux matrix's options: its scale, and whether its amax is asked for.
+#[derive(Clone, Copy, Debug)]
+pub struct AuxFp8 {
+    pub scale: f32,
+    pub amax: bool,
+}
+
+/// One matmul: shapes, layouts (`pad` added to every leading dimension; `row` the order of C
+/// and D, and of A and B unless `row_a` / `row_b` say otherwise), a strided batch (with a bias
+/// or bias gradient per matmul), scalars (from host or device memory), a separate C or not, the
+/// epilogue by name (`"default"`, `"relu"`, `"gelu_aux_bias"`, `"dgelu_bgrad"`, `"bgrada"`,
+/// ...), TF32 and FP8 options (with an FP8 aux matrix's).
 #[derive(Clone, Debug)]
 pub struct Case {
     pub m: usize,
@@ -200,6 +209,10 @@ pub struct Case {
     pub epi: &'static str,
     pub tf32: bool,
     pub fp8: Option<Fp8>,
+    pub row_a: Option<bool>,
+    pub row_b: Option<bool>,
+    pub device_scalars: bool,
+    pub aux_fp8: Option<AuxFp8>,
 }
 
 impl Case {
@@ -220,6 +233,10 @@ impl Case {
             epi,
             tf32: false,
             fp8: None,
+            row_a: None,
+            row_b: None,
+            device_scalars: false,
+            aux_fp8: None,
         }
     }
 }
@@ -236,7 +253,8 @@ pub struct Inputs {
 
 /// A matmul's results in logical order: `d`, `pre` (the aux matrix written, else empty) and
 /// `mask` (the bits written, else empty) at `g m n + i + j m` for `D[i, j]` of batch `g`, `D`
-/// divided by its FP8 scale; `grad` the bias gradient; `amax` D's amax when asked for.
+/// divided by its FP8 scale (the aux matrix by its own); `grad` the bias gradients, one after
+/// the other for a batch; `amax` D's amax and `amax_aux` the aux matrix's, when asked for.
 #[derive(Debug, Default)]
 pub struct Outputs {
     pub d: Vec<f64>,
@@ -244,6 +262,7 @@ pub struct Outputs {
     pub mask: Vec<bool>,
     pub grad: Vec<f64>,
     pub amax: Option<f64>,
+    pub amax_aux: Option<f64>,
 }
 
 /// The reference's magnitudes, for the tolerances: of each `D` element's terms, and of each
@@ -278,11 +297,11 @@ impl Stored {
 impl Case {
     fn a(&self) -> Stored {
         let (r, c) = if self.ta { (self.k, self.m) } else { (self.m, self.k) };
-        Stored::new(self.row, r, c, self.pad)
+        Stored::new(self.row_a.unwrap_or(self.row), r, c, self.pad)
     }
     fn b(&self) -> Stored {
         let (r, c) = if self.tb { (self.n, self.k) } else { (self.k, self.n) };
-        Stored::new(self.row, r, c, self.pad)
+        Stored::new(self.row_b.unwrap_or(self.row), r, c, self.pad)
     }
     fn d(&self) -> Stored {
         Stored::new(self.row, self.m, self.n, self.pad)
@@ -369,8 +388,8 @@ impl Case {
         let beta = self.beta as f64;
         let (d_st, mp) = (self.d(), self.mp());
         let mut out = Outputs { d: vec![0.0; m * n * count], ..Outputs::default() };
-        let mut mags =
-            Mags { d: vec![0.0; m * n * count], grad: vec![0.0; self.grad_len()], pre: vec![0.0; m * n * count] };
+        let gl = self.grad_len();
+        let mut mags = Mags { d: vec![0.0; m * n * count], grad: vec![0.0; gl * count], pre: vec![0.0; m * n * count] };
         let writes_aux = matches!(self.epi, "gelu_aux" | "gelu_aux_bias");
         let writes_mask = matches!(self.epi, "relu_aux" | "relu_aux_bias");
         if writes_aux {
@@ -380,7 +399,7 @@ impl Case {
             out.mask = vec![false; m * n * count];
         }
         if self.epi.contains("grad") {
-            out.grad = vec![0.0; self.grad_len()];
+            out.grad = vec![0.0; gl * count];
         }
         for g in 0..count {
             for j in 0..n {
@@ -426,26 +445,29 @@ impl Case {
                         out.mask[at] = pre > 0.0;
                     }
                     if matches!(self.epi, "drelu_bgrad" | "dgelu_bgrad") {
-                        out.grad[ip] += v;
-                        mags.grad[ip] += mag * 1.2;
+                        out.grad[g * gl + ip] += v;
+                        mags.grad[g * gl + ip] += mag * 1.2;
                     }
                 }
             }
-        }
-        if self.epi == "bgrada" {
-            for i in 0..m {
-                out.grad[i] = (0..k).map(|p| self.opa(&inp.a, 0, i, p)).sum();
-                mags.grad[i] = (0..k).map(|p| self.opa(&inp.a, 0, i, p).abs()).sum();
+            if self.epi == "bgrada" {
+                for i in 0..m {
+                    out.grad[g * gl + i] = (0..k).map(|p| self.opa(&inp.a, g, i, p)).sum();
+                    mags.grad[g * gl + i] = (0..k).map(|p| self.opa(&inp.a, g, i, p).abs()).sum();
+                }
             }
-        }
-        if self.epi == "bgradb" {
-            for j in 0..n {
-                out.grad[j] = (0..k).map(|p| self.opb(&inp.b, 0, p, j)).sum();
-                mags.grad[j] = (0..k).map(|p| self.opb(&inp.b, 0, p, j).abs()).sum();
+            if self.epi == "bgradb" {
+                for j in 0..n {
+                    out.grad[g * gl + j] = (0..k).map(|p| self.opb(&inp.b, g, p, j)).sum();
+                    mags.grad[g * gl + j] = (0..k).map(|p| self.opb(&inp.b, g, p, j).abs()).sum();
+                }
             }
         }
         if self.fp8.is_some_and(|f| f.amax) {
             out.amax = Some(out.d.iter().fold(0.0f64, |acc, v| acc.max(v.abs())));
+        }
+        if self.aux_fp8.is_some_and(|x| x.amax) {
+            out.amax_aux = Some(out.pre.iter().fold(0.0f64, |acc, v| acc.max(v.abs())));
         }
         (out, mags)
     }
@@ -470,10 +492,12 @@ impl Case {
         let bias: GpuRef<E> = dev.upload(s, &inp.bias.iter().map(|&x| E::of(x)).collect::<Vec<_>>())?;
         let aux: GpuRef<E> = dev.upload(s, &inp.aux.iter().map(|&x| E::of(x)).collect::<Vec<_>>())?;
         let mask: GpuRef<u8> = dev.upload(s, &inp.mask)?;
-        let grad: GpuRef<E> = dev.upload(s, &vec![E::of(0.0); self.grad_len()])?;
+        let grad: GpuRef<E> = dev.upload(s, &vec![E::of(0.0); self.grad_len() * self.count])?;
         let scale = |v: f32| dev.upload(s, &[v]);
         let f = self.fp8.unwrap_or(Fp8 { sa: 1.0, sb: 1.0, sd: None, amax: false });
         let (sa, sb, sd) = (scale(f.sa)?, scale(f.sb)?, scale(f.sd.unwrap_or(1.0))?);
+        let saux = scale(self.aux_fp8.map_or(1.0, |x| x.scale))?;
+        let (alpha_dev, beta_dev) = (scale(self.alpha)?, scale(self.beta)?);
         let (auxv, maskv) = (Aux { buf: &aux, ld: None }, ReluMask { buf: &mask, ld: None });
         let e: Epilogue<'_, E> = match self.epi {
             "default" => Epilogue::Default,
@@ -496,13 +520,24 @@ impl Case {
         };
         let t = |y: bool| if y { Transpose::Yes } else { Transpose::No };
         let (sa_st, sb_st, sd_st) = (self.a(), self.b(), self.d());
+        let o = |row: bool| if row { Order::Row } else { Order::Col };
         let mut mm = Matmul::new(self.m, self.n, self.k, &a, &b, &d)
             .transpose(t(self.ta), t(self.tb))
-            .order(if self.row { Order::Row } else { Order::Col })
+            .order(o(self.row))
             .leading(sa_st.ld, sb_st.ld, sd_st.ld)
             .scale(self.alpha, self.beta)
             .tf32(self.tf32)
             .epilogue(e);
+        if self.row_a.is_some() || self.row_b.is_some() {
+            mm = mm.orders(o(sa_st.row), o(sb_st.row), o(self.row));
+        }
+        if self.device_scalars {
+            // The host values are not used: zeros show it.
+            mm = mm.scale(0.0, 0.0).scale_device(&alpha_dev, &beta_dev);
+        }
+        if let Some(x) = self.aux_fp8 {
+            mm = mm.fp8_aux(Some(&saux), x.amax);
+        }
         if self.count > 1 {
             mm = mm.batched(LtBatch {
                 count: self.count,
@@ -510,7 +545,7 @@ impl Case {
                 b: Some(sb_st.len()),
                 c: Some(sd_st.len()),
                 d: Some(sd_st.len()),
-                bias: if self.has_bias() { self.mp() } else { 0 },
+                bias: if self.has_bias() || self.epi.contains("grad") { self.grad_len() } else { 0 },
                 aux: None,
             });
         }
@@ -526,11 +561,16 @@ impl Case {
         let sd_v = f.sd.unwrap_or(1.0) as f64;
         let (m, n) = (self.m, self.n);
         let dh: Vec<f64> = d.download(s)?.iter().map(|x| x.f() / sd_v).collect();
-        let mut out =
-            Outputs { d: vec![0.0; m * n * self.count], amax: got.amax_d.map(f64::from), ..Outputs::default() };
+        let mut out = Outputs {
+            d: vec![0.0; m * n * self.count],
+            amax: got.amax_d.map(f64::from),
+            amax_aux: got.amax_aux.map(f64::from),
+            ..Outputs::default()
+        };
+        let saux_v = self.aux_fp8.map_or(1.0, |x| x.scale) as f64;
         let writes_aux = matches!(self.epi, "gelu_aux" | "gelu_aux_bias");
         let writes_mask = matches!(self.epi, "relu_aux" | "relu_aux_bias");
-        let auxh: Vec<f64> = aux.download(s)?.iter().map(|x| x.f()).collect();
+        let auxh: Vec<f64> = aux.download(s)?.iter().map(|x| x.f() / saux_v).collect();
         let maskh = mask.download(s)?;
         if writes_aux {
             out.pre = vec![0.0; m * n * self.count];
@@ -606,5 +646,14 @@ pub fn compare<TD: Num, E: Num>(what: &str, got: &Outputs, want: &Outputs, mags:
             assert!((g - w).abs() <= t, "{what}: amax {g}, want {w}");
         }
         other => panic!("{what}: amax {other:?}"),
+    }
+    match (got.amax_aux, want.amax_aux) {
+        (None, None) => {}
+        // Taken before the aux matrix is stored: the accumulation's error only.
+        (Some(g), Some(w)) => {
+            let t = acc * mags.d.iter().fold(1.0f64, |a, &m| a.max(m + 1.0));
+            assert!((g - w).abs() <= t, "{what}: aux amax {g}, want {w}");
+        }
+        other => panic!("{what}: aux amax {other:?}"),
     }
 }

@@ -143,8 +143,10 @@ impl Input for i8 {
     }
 }
 
-/// One matmul: shape, transposes, order, whether `beta C` is added (C is D, read in place),
-/// and the epilogue (`default`, `relu`, `bias`, `relu_bias`).
+/// One matmul: shape, transposes, order (`row` of C and D, and of A and B unless `row_a` /
+/// `row_b` say otherwise), whether `beta C` is added (C is D, read in place), the epilogue
+/// (`default`, `relu`, `bias`, `relu_bias`), and whether `alpha` and `beta` come from device
+/// memory.
 #[derive(Clone, Copy, Debug)]
 pub struct Case {
     pub m: usize,
@@ -155,6 +157,9 @@ pub struct Case {
     pub row: bool,
     pub beta: bool,
     pub epi: &'static str,
+    pub row_a: Option<bool>,
+    pub row_b: Option<bool>,
+    pub device_scalars: bool,
 }
 
 /// The transposes each type takes: TN only for i8; N, T and C (the conjugate transpose, the
@@ -186,7 +191,39 @@ pub fn cases<T: Input>(m: usize, n: usize, k: usize) -> Vec<Case> {
             let (ta, tb) = if row && T::NAME == "i8" { (Transpose::No, Transpose::Yes) } else { (ta, tb) };
             for beta in [false, true] {
                 for &epi in epilogues::<T>() {
-                    out.push(Case { m, n, k, ta, tb, row, beta, epi });
+                    out.push(Case { m, n, k, ta, tb, row, beta, epi, row_a: None, row_b: None, device_scalars: false });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every mix of orders of A, B and C/D of `T` at shape `m x n x k`, over the transposes it takes
+/// there (a conjugated complex matrix stored in another order than D's has no cuBLASLt form:
+/// left out), with `beta C` and, when `device_scalars`, `alpha` and `beta` from device memory.
+pub fn order_cases<T: Input>(m: usize, n: usize, k: usize, device_scalars: bool) -> Vec<Case> {
+    let mut out = Vec::new();
+    for row in [false, true] {
+        for row_a in [false, true] {
+            for row_b in [false, true] {
+                let tr: Vec<(Transpose, Transpose)> = if T::NAME == "i8" {
+                    // TN once the orders are folded in: A transposed exactly when column-major, B
+                    // when row-major.
+                    let t = |y: bool| if y { Transpose::Yes } else { Transpose::No };
+                    vec![(t(!row_a), t(row_b))]
+                } else {
+                    transposes::<T>()
+                };
+                for (ta, tb) in tr {
+                    let conj_flipped =
+                        (ta == Transpose::Conj && row_a != row) || (tb == Transpose::Conj && row_b != row);
+                    if T::COMPLEX && conj_flipped {
+                        continue;
+                    }
+                    let epi = epilogues::<T>()[epilogues::<T>().len() - 1];
+                    let (row_a, row_b) = (Some(row_a), Some(row_b));
+                    out.push(Case { m, n, k, ta, tb, row, beta: true, epi, row_a, row_b, device_scalars });
                 }
             }
         }
@@ -244,11 +281,12 @@ fn op(x: &[C], s: &Stored, t: Transpose, i: usize, l: usize) -> C {
 /// the case on a mismatch.
 pub fn check<T: Input>(dev: &Device, h: &mut Handles, c: &Case, rng: &mut Rng) {
     let s = h.stream();
-    let stored = |t: Transpose, r: usize, cc: usize| {
+    let stored = |t: Transpose, r: usize, cc: usize, row: Option<bool>| {
         let (rows, cols) = if t == Transpose::No { (r, cc) } else { (cc, r) };
-        Stored { row: c.row, rows, cols }
+        Stored { row: row.unwrap_or(c.row), rows, cols }
     };
-    let (sa, sb, sd) = (stored(c.ta, c.m, c.k), stored(c.tb, c.k, c.n), stored(Transpose::No, c.m, c.n));
+    let (sa, sb, sd) =
+        (stored(c.ta, c.m, c.k, c.row_a), stored(c.tb, c.k, c.n, c.row_b), stored(Transpose::No, c.m, c.n, None));
     let fa: Vec<C> = (0..sa.len()).map(|_| T::gen(rng)).collect();
     let fb: Vec<C> = (0..sb.len()).map(|_| T::gen(rng)).collect();
     let fc: Vec<C> = (0..sd.len()).map(|_| T::Out::gen(rng)).collect();
@@ -276,12 +314,21 @@ pub fn check<T: Input>(dev: &Device, h: &mut Handles, c: &Case, rng: &mut Rng) {
         "relu_bias" => Epilogue::ReluBias(&bias),
         other => panic!("unknown epilogue {other}"),
     };
-    let mm = Matmul::new(c.m, c.n, c.k, &a, &b, &d)
+    let o = |row: bool| if row { Order::Row } else { Order::Col };
+    let mut mm = Matmul::new(c.m, c.n, c.k, &a, &b, &d)
         .transpose(c.ta, c.tb)
-        .order(if c.row { Order::Row } else { Order::Col })
+        .order(o(c.row))
         .leading(sa.ld(), sb.ld(), sd.ld())
         .scale(T::scale(alpha), T::scale(beta))
         .epilogue(e);
+    if c.row_a.is_some() || c.row_b.is_some() {
+        mm = mm.orders(o(sa.row), o(sb.row), o(c.row));
+    }
+    let scalars = (dev.upload(s, &[T::scale(alpha)]).unwrap(), dev.upload(s, &[T::scale(beta)]).unwrap());
+    if c.device_scalars {
+        // Host values that would give another result: the device's must be the ones read.
+        mm = mm.scale(T::scale([0.0, 0.0]), T::scale([1.0, 0.0])).scale_device(&scalars.0, &scalars.1);
+    }
     let what = format!("{} {c:?}", T::NAME);
     h.blas_lt().unwrap().matmul(&mm).unwrap_or_else(|e| panic!("{what}: {e}")).wait().unwrap();
     let got: Vec<C> = d.download(s).unwrap().iter().map(|x| x.f()).collect();

@@ -15,9 +15,11 @@ pub(super) fn types<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, 
     epi: &EpiParts,
     kinds: [Kind; 5],
 ) -> Result<bool> {
+    // An FP8 GELU aux matrix is not of the type the bias would have: `aux_type` checks it.
+    let fp8_aux = epi.kind == EpiKind::GeluAux && kinds[4].is_fp8();
     let uses_e = match (epi.bias, epi.aux) {
         (Some((arg, ..)), _) => Some(arg),
-        (None, Some((arg, ..))) if arg == "aux" => Some(arg),
+        (None, Some((arg, ..))) if arg == "aux" && !fp8_aux => Some(arg),
         _ => None,
     };
     let fp8 = check_types(kinds, uses_e)?;
@@ -40,7 +42,7 @@ pub(super) fn types<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, 
             format!("cuBLASLt computes D's amax for an FP8 D only (D is {}): leave amax_d false", TD::KIND.name()),
         ));
     }
-    fp8_aux_type(kinds, fp8, epi)?;
+    aux_type(kinds, fp8, epi)?;
     fp8_epilogue(kinds, fp8, epi)?;
     wide_epilogue(kinds[0], epi.kind)?;
     Ok(fp8)
@@ -192,10 +194,30 @@ fn check_types(kinds: [Kind; 5], uses_e: Option<&'static str>) -> Result<bool> {
 /// A GELU aux matrix holds the epilogue type `E`. cuBLASLt takes an aux type other than D's
 /// (`CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE`) in one FP8 case only: `GELU_AUX` writing a
 /// bf16 or f16 aux (C's type) beside an E4M3 D, from E4M3 inputs. Every other FP8 matmul with a
-/// GELU aux of another type than D is refused by the library.
-fn fp8_aux_type(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
-    let [ka, kb, _, kd, ke] = kinds;
+/// GELU aux of another type than D is refused by the library. An FP8 aux matrix is listed in
+/// one case: E4M3, written by `GELU_AUX` beside an E4M3 D and an f16 C, from E4M3 inputs.
+fn aux_type(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
+    let [ka, kb, kc, kd, ke] = kinds;
     let gelu_aux = epi.kind.aux().is_some_and(|u| !u.relu);
+    if gelu_aux && ke.is_fp8() {
+        let listed = fp8 && epi.kind == EpiKind::GeluAux && [ka, kb, kd, ke] == [Kind::E4M3; 4] && kc == Kind::F16;
+        if listed {
+            return Ok(());
+        }
+        return Err(Error::invalid(
+            "aux",
+            format!(
+                "cuBLASLt writes an FP8 GELU aux matrix only as E4M3, for GeluAux with E4M3 inputs, an E4M3 D and an \
+                 f16 C (here a {} aux for Epilogue::{:?}, inputs {} x {}, C {}, D {}): use that, or a bf16 / f16 aux",
+                ke.name(),
+                epi.kind,
+                ka.name(),
+                kb.name(),
+                kc.name(),
+                kd.name()
+            ),
+        ));
+    }
     if !fp8 || !gelu_aux || ke == kd {
         return Ok(());
     }
@@ -242,4 +264,34 @@ fn fp8_epilogue(kinds: [Kind; 5], fp8: bool, epi: &EpiParts) -> Result<()> {
             kd.name()
         ),
     ))
+}
+
+/// Checks the aux matrix's FP8 scale and amax: cuBLASLt scales, and takes the amax of, an FP8
+/// aux matrix only (which `aux_type` has checked), and the scale is one f32.
+pub(super) fn aux_scale<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+    mm: &Matmul<'_, TA, TB, TD, TC, E>,
+    epi: &EpiParts,
+    kinds: [Kind; 5],
+) -> Result<()> {
+    let arg = match (mm.aux_scale, mm.amax_aux) {
+        (None, false) => return Ok(()),
+        (Some(_), _) => "aux_scale",
+        (None, true) => "amax_aux",
+    };
+    let fp8_aux = epi.kind.aux().is_some_and(|u| !u.relu && u.write) && kinds[4].is_fp8();
+    if !fp8_aux {
+        return Err(Error::invalid(
+            arg,
+            format!(
+                "cuBLASLt scales an FP8 GELU aux matrix only, and takes only its amax (here Epilogue::{:?} with \
+                 epilogue type {}): leave aux_scale None and amax_aux false",
+                epi.kind,
+                kinds[4].name()
+            ),
+        ));
+    }
+    if let Some(s) = mm.aux_scale {
+        check::covers("aux_scale", s, Some(1), "a scale")?;
+    }
+    Ok(())
 }

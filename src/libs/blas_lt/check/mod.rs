@@ -7,7 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::libs::blas_lt::types::sealed::Kind;
-use crate::libs::blas_lt::types::{LtElement, Matmul, Transpose};
+use crate::libs::blas_lt::types::{LtElement, Matmul, Order, Transpose};
 use crate::libs::validate as check;
 
 mod elements;
@@ -48,6 +48,11 @@ pub(super) struct Problem {
     pub fp8: bool,
     /// FP8 fast accumulation (`CUBLASLT_MATMUL_DESC_FAST_ACCUM`).
     pub fast_accum: bool,
+    /// `alpha` and `beta` are read from device memory (`CUBLASLT_POINTER_MODE_DEVICE`).
+    pub device_scalars: bool,
+    /// The caller's orders of A, B and D (a matrix in another order than D's is its transpose
+    /// in `trans_a` / `trans_b`), for describing the problem in the caller's terms.
+    pub orders: [Order; 3],
 }
 
 fn round_up(v: usize, to: usize) -> usize {
@@ -96,6 +101,8 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
     };
     let bias_stride = operands::bias_stride(mm, &epi, kind, &l, &s)?;
     let aux = operands::aux_matrix(mm, &epi, kind, &l, &s)?;
+    elements::aux_scale(mm, &epi, kinds)?;
+    operands::scalars(mm)?;
     operands::no_aliasing(mm, &epi, kind, s.c_is_d)?;
     operands::fp8_layout(fp8, &l)?;
     operands::imma_layout(TA::KIND == Kind::I8, &l, mm.k)?;
@@ -126,5 +133,7 @@ pub(super) fn problem<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement
         kinds: if l.swapped { [kinds[1], kinds[0], kinds[2], kinds[3], kinds[4]] } else { kinds },
         fp8,
         fast_accum: mm.fp8_fast_accum,
+        device_scalars: mm.scale_device.is_some(),
+        orders: [mm.order_a.unwrap_or(mm.order), mm.order_b.unwrap_or(mm.order), mm.order],
     })
 }

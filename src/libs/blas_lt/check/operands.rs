@@ -11,6 +11,8 @@ use crate::libs::validate as check;
 pub(super) struct Layout {
     /// Row-major: `A` and `B` were swapped.
     pub swapped: bool,
+    /// `A` or `B` is stored in the other order than `D` (its transpose flipped).
+    pub mixed: bool,
     pub m: usize,
     pub n: usize,
     pub ta: Transpose,
@@ -58,7 +60,25 @@ pub(super) fn layout<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
     let k = mm.k;
     // The conjugate transpose of a real matrix is its transpose.
     let real = |t: Transpose| if t == Transpose::Conj && !TA::KIND.is_complex() { Transpose::Yes } else { t };
-    let (trans_a, trans_b) = (real(mm.trans_a), real(mm.trans_b));
+    // A matrix stored in the other order than D is, in the same memory, its transpose in D's
+    // order: the transpose flips. A complex matrix conjugated has no such form (cuBLASLt
+    // conjugates only with a transpose).
+    let flip = |arg: &'static str, t: Transpose, o: Option<Order>| -> Result<Transpose> {
+        match (o.is_none_or(|o| o == mm.order), t) {
+            (true, t) => Ok(t),
+            (false, Transpose::No) => Ok(Transpose::Yes),
+            (false, Transpose::Yes) => Ok(Transpose::No),
+            (false, Transpose::Conj) => Err(crate::libs::blas_lt::unsupported::refused(
+                arg,
+                format!("a conjugated {} matrix stored in the other order than D", TA::KIND.name()),
+                "cuBLASLt conjugates a matrix only with a transpose, so a conjugated matrix must be stored in D's \
+                 order: store it so, or conjugate it beforehand"
+                    .to_string(),
+            )),
+        }
+    };
+    let trans_a = flip("order_a", real(mm.trans_a), mm.order_a)?;
+    let trans_b = flip("order_b", real(mm.trans_b), mm.order_b)?;
     let (ta, tb) = if swapped { (trans_b, trans_a) } else { (trans_a, trans_b) };
     let stored = |t: Transpose, r: usize, c: usize| if t == Transpose::No { (r, c) } else { (c, r) };
     let ((ar, ac), (br, bc)) = (stored(ta, m, k), stored(tb, k, n));
@@ -72,7 +92,8 @@ pub(super) fn layout<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement,
         Some(_) => check::matrix("c", "ldc", m, n, mm.ldc)?,
         None => d,
     };
-    Ok(Layout { swapped, m, n, ta, tb, first_shape: (ar, ac), second_shape: (br, bc), first, second, c, d })
+    let mixed = [mm.order_a, mm.order_b].iter().any(|o| o.is_some_and(|o| o != mm.order));
+    Ok(Layout { swapped, mixed, m, n, ta, tb, first_shape: (ar, ac), second_shape: (br, bc), first, second, c, d })
 }
 
 /// A shape for an error message, with the batch when there is one.
@@ -163,8 +184,15 @@ pub(super) fn bias_stride<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtEle
     };
     let grad = kind.bias() == Some(true);
     let want = if kind == EpiKind::BgradB { l.n } else { l.m };
-    if grad && s.count > 1 {
-        return Err(Error::invalid("batch", "bias-gradient epilogues take one matmul, not a batch"));
+    if grad && s.count > 1 && s.batch.bias < want {
+        return Err(Error::invalid(
+            "batch.bias",
+            format!(
+                "a bias gradient is written per matmul: its stride ({}) must be at least its {want} entries, or the \
+                 matmuls would overwrite each other",
+                s.batch.bias
+            ),
+        ));
     }
     let needed = total("batch.bias", s.batch.bias, want, s.count)?;
     if len < needed {
@@ -231,6 +259,17 @@ pub(super) fn aux_matrix<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElem
     Ok(Some((i(ld)?, i(stride)?)))
 }
 
+/// Checks `alpha` and `beta` in device memory: one element each.
+pub(super) fn scalars<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
+    mm: &Matmul<'_, TA, TB, TD, TC, E>,
+) -> Result<()> {
+    if let Some((alpha, beta)) = mm.scale_device {
+        check::covers("alpha", alpha, Some(1), "a scalar")?;
+        check::covers("beta", beta, Some(1), "a scalar")?;
+    }
+    Ok(())
+}
+
 /// Checks that no buffer written overlaps another the matmul uses.
 pub(super) fn no_aliasing<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElement>(
     mm: &Matmul<'_, TA, TB, TD, TC, E>,
@@ -241,6 +280,13 @@ pub(super) fn no_aliasing<TA: LtElement, TB: LtElement, TD: LtElement, TC: LtEle
     let mut uses = vec![("a", mm.a.id(), false), ("b", mm.b.id(), false)];
     if let (Some(c), false) = (mm.c, c_is_d) {
         uses.push(("c", c.id(), false));
+    }
+    if let Some((alpha, beta)) = mm.scale_device {
+        uses.push(("alpha", alpha.id(), false));
+        uses.push(("beta", beta.id(), false));
+    }
+    if let Some(s) = mm.aux_scale {
+        uses.push(("aux_scale", s.id(), false));
     }
     if let Some(s) = &mm.fp8 {
         uses.push(("fp8.a", s.a.id(), false));
@@ -268,7 +314,12 @@ pub(super) fn fp8_layout(fp8: bool, l: &Layout) -> Result<()> {
             (true, true) => ("trans_b", "in row-major: trans_a = No, trans_b = Yes"),
             (true, false) => ("trans_a", "in row-major: trans_a = No, trans_b = Yes"),
         };
-        return Err(Error::invalid(arg, format!("FP8 matmuls need the TN layout cuBLASLt requires ({how})")));
+        let orders = if l.mixed {
+            "; a matrix in the other order than D counts as its transpose: transpose it the other way"
+        } else {
+            ""
+        };
+        return Err(Error::invalid(arg, format!("FP8 matmuls need the TN layout cuBLASLt requires ({how}{orders})")));
     }
     Ok(())
 }
@@ -287,7 +338,12 @@ pub(super) fn imma_layout(i8: bool, l: &Layout, k: usize) -> Result<()> {
         } else {
             "i8 matmuls take trans_a = Yes and trans_b = No (TN), m, k and the leading dimensions multiples of 4"
         };
-        Err(crate::libs::blas_lt::unsupported::refused(arg, what, hint.to_string()))
+        let orders = if l.mixed {
+            "; a matrix in the other order than D counts as its transpose: transpose it the other way"
+        } else {
+            ""
+        };
+        Err(crate::libs::blas_lt::unsupported::refused(arg, what, format!("{hint}{orders}")))
     };
     if l.ta != Transpose::Yes || l.tb != Transpose::No {
         let arg = match (l.swapped, l.ta != Transpose::Yes) {

@@ -31,7 +31,10 @@ pub struct Aux<'a, E: Element> {
 /// element type of bias vectors and GELU aux matrices: `D`'s type, or for FP8 matmuls the type
 /// cuBLASLt pairs with it (bf16 for an f32 `D`, `C`'s type for an FP8 `D`). In FP8 matmuls a
 /// GELU aux matrix of another type than `D` is accepted only by [`Epilogue::GeluAux`] with an
-/// E4M3 `D` from E4M3 inputs (the one case cuBLASLt supports). No epilogue buffer may be
+/// E4M3 `D` from E4M3 inputs (the one case cuBLASLt supports), and an FP8 (E4M3) one only by
+/// [`Epilogue::GeluAux`] beside an E4M3 `D` and an f16 `C` from E4M3 inputs, with its own scale
+/// and amax ([`Matmul::fp8_aux`](crate::blas_lt::Matmul::fp8_aux)). In a strided batch, bias
+/// gradients are written one per matmul, at the batch's bias stride. No epilogue buffer may be
 /// another operand of the matmul where either is written.
 #[derive(Clone, Copy, Debug, Default)]
 pub enum Epilogue<'a, E: Element> {

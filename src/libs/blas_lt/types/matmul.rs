@@ -18,7 +18,8 @@ pub struct LtBatch {
     pub c: Option<usize>,
     /// Stride of `D`; at least one `D`'s span; `None`: packed.
     pub d: Option<usize>,
-    /// Stride of the bias vector; zero (the default): one bias for all.
+    /// Stride of the bias vector; zero (the default): one bias for all. A bias gradient is
+    /// written once per matmul: its stride must be at least one gradient's length.
     pub bias: usize,
     /// Stride of the aux matrix (in its elements, bits for a ReLU mask); `None`: packed.
     pub aux: Option<usize>,
@@ -52,8 +53,16 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub trans_a: Transpose,
     /// Whether `B` is transposed.
     pub trans_b: Transpose,
-    /// How the matrices are stored.
+    /// How `C` and `D` are stored, and `A` and `B` where [`order_a`](Self::order_a) and
+    /// [`order_b`](Self::order_b) leave them to it.
     pub order: Order,
+    /// How `A` is stored; `None`: as `D` ([`order`](Self::order)). A matrix in the other order
+    /// than `D` is handed to cuBLASLt as its transpose in `D`'s order (the same memory), so every
+    /// mix runs, except a complex matrix with [`Transpose::Conj`] (cuBLASLt has no conjugate
+    /// without a transpose), refused as unsupported.
+    pub order_a: Option<Order>,
+    /// How `B` is stored; `None`: as `D`. As [`order_a`](Self::order_a).
+    pub order_b: Option<Order>,
     /// Rows of `op(A)` and `D`.
     pub m: usize,
     /// Columns of `op(B)` and `D`.
@@ -65,6 +74,13 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     pub alpha: TA::Scale,
     /// Scale of `C` (zero: `C` is not read), of `alpha`'s type.
     pub beta: TA::Scale,
+    /// `alpha` and `beta` read by the GPU from these one-element buffers when the matmul runs
+    /// (`CUBLASLT_POINTER_MODE_DEVICE`), in place of [`alpha`](Self::alpha) and
+    /// [`beta`](Self::beta); `None`: the host values. Declared as reads, so a kernel writing
+    /// them on another stream is fenced. `C` (or `D`, when `C` is `D`) is declared read, as
+    /// `beta` is unknown until then.
+    #[allow(clippy::type_complexity)] // a pair of borrowed buffers reads plainer than a named type
+    pub scale_device: Option<(&'a GpuRef<TA::Scale>, &'a GpuRef<TA::Scale>)>,
     /// `A`.
     pub a: &'a GpuRef<TA>,
     /// Leading dimension of `A`; `None`: packed.
@@ -102,6 +118,17 @@ pub struct Matmul<'a, TA: LtElement, TB: LtElement = TA, TD: LtElement = TA, TC:
     /// scale) through the completion, for the next step's scale. cuBLASLt computes it for an
     /// FP8 `D` only; with another `D` it is rejected as an invalid `amax_d`.
     pub amax_d: bool,
+    /// FP8 inputs with an FP8 GELU aux matrix: the scale the aux matrix is stored with
+    /// (`CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER`: `aux = scale pre`), a device f32
+    /// scalar; `None`: 1. cuBLASLt scales an FP8 aux only (an E4M3 [`Aux`](crate::blas_lt::Aux) of
+    /// [`Epilogue::GeluAux`] beside an E4M3 `D` and an f16 `C`, from E4M3 inputs); elsewhere it is
+    /// refused as an invalid `aux_scale`.
+    pub aux_scale: Option<&'a GpuRef<f32>>,
+    /// FP8 inputs with an FP8 GELU aux matrix: return the maximum absolute value of the aux
+    /// matrix (before its scale) through the completion
+    /// (`CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER`), as [`amax_d`](Self::amax_d) does for
+    /// `D`. Refused as an invalid `amax_aux` where [`aux_scale`](Self::aux_scale) is.
+    pub amax_aux: bool,
 }
 
 impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD, TD> {
@@ -111,11 +138,14 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             trans_a: Transpose::No,
             trans_b: Transpose::No,
             order: Order::Col,
+            order_a: None,
+            order_b: None,
             m,
             n,
             k,
             alpha: <TA::Scale as ScaleValue>::ONE,
             beta: <TA::Scale as ScaleValue>::ZERO,
+            scale_device: None,
             a,
             lda: None,
             b,
@@ -131,6 +161,8 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement> Matmul<'a, TA, TB, TD, TD,
             fp8_fast_accum: false,
             algorithm: None,
             amax_d: false,
+            aux_scale: None,
+            amax_aux: false,
         }
     }
 }
@@ -150,7 +182,28 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
 
     /// Sets the storage order of all four matrices.
     pub fn order(mut self, order: Order) -> Self {
-        self.order = order;
+        (self.order, self.order_a, self.order_b) = (order, None, None);
+        self
+    }
+
+    /// Sets the storage order of each matrix: `A`, `B`, and `C` with `D` (see
+    /// [`order_a`](Self::order_a)).
+    pub fn orders(mut self, a: Order, b: Order, cd: Order) -> Self {
+        (self.order, self.order_a, self.order_b) = (cd, Some(a), Some(b));
+        self
+    }
+
+    /// Reads `alpha` and `beta` from device memory when the matmul runs (see
+    /// [`scale_device`](Self::scale_device)).
+    pub fn scale_device(mut self, alpha: &'a GpuRef<TA::Scale>, beta: &'a GpuRef<TA::Scale>) -> Self {
+        self.scale_device = Some((alpha, beta));
+        self
+    }
+
+    /// FP8 aux matrix: its scale, and whether to return its amax (see
+    /// [`aux_scale`](Self::aux_scale) and [`amax_aux`](Self::amax_aux)).
+    pub fn fp8_aux(mut self, scale: Option<&'a GpuRef<f32>>, amax: bool) -> Self {
+        (self.aux_scale, self.amax_aux) = (scale, amax);
         self
     }
 
@@ -215,11 +268,14 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
             trans_a: self.trans_a,
             trans_b: self.trans_b,
             order: self.order,
+            order_a: self.order_a,
+            order_b: self.order_b,
             m: self.m,
             n: self.n,
             k: self.k,
             alpha: self.alpha,
             beta: self.beta,
+            scale_device: self.scale_device,
             a: self.a,
             lda: self.lda,
             b: self.b,
@@ -235,6 +291,8 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
             fp8_fast_accum: self.fp8_fast_accum,
             algorithm: self.algorithm,
             amax_d: self.amax_d,
+            aux_scale: self.aux_scale,
+            amax_aux: self.amax_aux,
         }
     }
 }
@@ -244,4 +302,6 @@ impl<'a, TA: LtElement, TB: LtElement, TD: LtElement, TC: LtElement, E: LtElemen
 pub struct MatmulOutput {
     /// The maximum absolute value of `D`, when [`Matmul::amax_d`] asked for it.
     pub amax_d: Option<f32>,
+    /// The maximum absolute value of the aux matrix, when [`Matmul::amax_aux`] asked for it.
+    pub amax_aux: Option<f32>,
 }

@@ -24,7 +24,8 @@ pub enum Transpose {
     Conj,
 }
 
-/// How all four matrices (`A`, `B`, `C`, `D`) are stored.
+/// How a matrix is stored: all four (`A`, `B`, `C`, `D`) with [`Matmul::order`], or each of
+/// them with [`Matmul::orders`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Order {
     /// Column-major, as in cuBLAS: a leading dimension is the distance between columns.
@@ -154,7 +155,7 @@ use sealed::Kind;
 /// The type of a matmul's `alpha` and `beta`: cuBLASLt's scale type for the inputs' element
 /// type. `f32` for f32, f16, bf16 and FP8 inputs; `f64` for f64; `Complex<f32>` and
 /// `Complex<f64>` for complex inputs; `i32` for i8 inputs.
-pub trait LtScale: Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static + sealed::ScaleValue {}
+pub trait LtScale: Element + Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static + sealed::ScaleValue {}
 
 macro_rules! lt_scale {
     ($($t:ty => $v:ident, $one:expr, $zero:expr, |$x:ident| $wide:expr;)*) => {$(
