@@ -34,6 +34,8 @@ pub mod rng;
 pub mod rnn;
 #[cfg(feature = "cusolver")]
 pub mod solver;
+#[cfg(feature = "cusolver")]
+pub mod solver_sparse;
 #[cfg(feature = "cusparse")]
 pub mod sparse;
 #[cfg(feature = "cutensor")]
