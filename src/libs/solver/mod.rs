@@ -5,8 +5,9 @@
 //! general matrix (`geev`), the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a
 //! Cholesky factor (`potri`), the triangular inverse (`trtri`), SVD (`gesvd`, full or economy,
 //! Jacobi `gesvdj`, randomized rank-`k` `gesvdr`), mixed-precision solves with iterative refinement
-//! (`gesv`, least squares `gels`), the symmetric indefinite (Bunch–Kaufman) factorization and solve
-//! (`sytrf`, `sytrs`), and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's
+//! (`gesv`, least squares `gels`) and their expert forms with settings and a report
+//! (`irs_gesv`, `irs_gels`: `cusolverDnIRSXgesv`/`IRSXgels`, see [`IrsSettings`]), the symmetric
+//! indefinite (Bunch–Kaufman) factorization and solve (`sytrf`, `sytrs`), and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's
 //! `getrf_batched`/`getrs_batched`, `gesvdj_batched`, `syevj_batched`, the approximate SVD of tall
 //! matrices `gesvda_batched`) that report every matrix's status.
 //!
@@ -34,9 +35,10 @@
 //! [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no workspace, and
 //! the raw handle accessors still fail there.
 //!
-//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the expert
-//! iterative-refinement interface (`cusolverDnIRSXgesv`/`IRSXgels`, with its tolerance, iteration
-//! limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's defaults), the
+//! The expert refinement's simulator runs the classical loop for every refinement solver (see
+//! `irs_gesv`'s settings), so its iteration counts are plausible rather than the GPU's own.
+//!
+//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the
 //! Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like `Xsytrf`, only in cuSOLVER
 //! from CUDA 13.4, and not in the headers cusched builds against), `geev`'s left eigenvectors and
 //! its complex-`W` layout for real matrices, the polar-decomposition SVD (`Xgesvdp`), the
@@ -47,6 +49,7 @@
 mod batched;
 mod calls;
 mod eigen;
+mod expert;
 mod factor;
 mod general;
 mod indefinite;
@@ -60,6 +63,7 @@ mod triangular;
 
 pub use batched::{GesvdaBatched, GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
 pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
+pub use expert::{IrsGels, IrsGesv, IrsOutcome, IrsReport, IrsSettings, RefinementSolver, ResidualStep};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
 pub use general::Geev;
 pub use indefinite::{Sytrf, Sytrs};

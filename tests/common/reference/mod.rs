@@ -35,6 +35,8 @@ pub mod rnn;
 #[cfg(feature = "cusolver")]
 pub mod solver;
 #[cfg(feature = "cusolver")]
+pub mod solver_irs;
+#[cfg(feature = "cusolver")]
 pub mod solver_sparse;
 #[cfg(feature = "cusparse")]
 pub mod sparse;
