@@ -22,7 +22,6 @@ use crate::libs::record;
 use crate::libs::validate as check;
 use crate::memory::GpuRef;
 use crate::track::Access;
-use cudarc::cusolver::sys::{cusolverIRSRefinement_t as Refine, cusolverPrecType_t as Prec};
 use std::sync::{Arc, Mutex};
 
 /// The refinement solver of an expert iterative-refinement solve (`cusolverIRSRefinement_t`).
@@ -44,17 +43,6 @@ pub enum RefinementSolver {
 }
 
 impl RefinementSolver {
-    fn raw(self) -> Refine {
-        match self {
-            RefinementSolver::None => Refine::CUSOLVER_IRS_REFINE_NONE,
-            RefinementSolver::Classical => Refine::CUSOLVER_IRS_REFINE_CLASSICAL,
-            RefinementSolver::ClassicalGmres => Refine::CUSOLVER_IRS_REFINE_CLASSICAL_GMRES,
-            RefinementSolver::Gmres => Refine::CUSOLVER_IRS_REFINE_GMRES,
-            RefinementSolver::GmresGmres => Refine::CUSOLVER_IRS_REFINE_GMRES_GMRES,
-            RefinementSolver::GmresNoPreconditioner => Refine::CUSOLVER_IRS_REFINE_GMRES_NOPCOND,
-        }
-    }
-
     fn gmres(self) -> bool {
         !matches!(self, RefinementSolver::None | RefinementSolver::Classical)
     }
@@ -240,11 +228,10 @@ fn checked<T: SolverElement>(s: &IrsSettings, nrhs: usize) -> Result<(calls::Set
         (tol("settings.tolerance", s.tolerance)?, tol("settings.inner_tolerance", s.inner_tolerance)?);
     let max_iters = iters("settings.max_iterations", s.max_iterations)?;
     let max_inner = iters("settings.max_inner_iterations", s.max_inner_iterations)?;
-    let (main, lowest) = precisions::<T>(s.low);
     let raw = calls::Settings {
-        main,
-        lowest,
-        refinement: s.refinement.raw(),
+        main: T::CUDA,
+        low: s.low,
+        refinement: s.refinement,
         tol: tolerance,
         tol_inner: inner,
         max_iters,
@@ -261,36 +248,15 @@ fn checked<T: SolverElement>(s: &IrsSettings, nrhs: usize) -> Result<(calls::Set
     Ok((raw, sim))
 }
 
-/// The main and lowest precisions of element type `T` and `low`.
-fn precisions<T: SolverElement>(low: LowPrecision) -> (Prec, Prec) {
-    use LowPrecision as L;
-    let complex = matches!(T::CUDA, CudaType::C32F | CudaType::C64F);
-    let main = match T::CUDA {
-        CudaType::R64F => Prec::CUSOLVER_R_64F,
-        CudaType::C64F => Prec::CUSOLVER_C_64F,
-        CudaType::C32F => Prec::CUSOLVER_C_32F,
-        _ => Prec::CUSOLVER_R_32F,
-    };
-    let lowest = match (low, complex) {
-        (L::Main, _) => main,
-        (L::F32, false) => Prec::CUSOLVER_R_32F,
-        (L::F32, true) => Prec::CUSOLVER_C_32F,
-        (L::F16, false) => Prec::CUSOLVER_R_16F,
-        (L::F16, true) => Prec::CUSOLVER_C_16F,
-        (L::Bf16, false) => Prec::CUSOLVER_R_16BF,
-        (L::Bf16, true) => Prec::CUSOLVER_C_16BF,
-        (L::Tf32, false) => Prec::CUSOLVER_R_TF32,
-        (L::Tf32, true) => Prec::CUSOLVER_C_TF32,
-    };
-    (main, lowest)
-}
-
 /// Everything of the settings that shapes the workspace, packed in one key entry.
 fn packed(s: &calls::Settings) -> i64 {
-    (s.lowest as i64) << 32
-        | (s.refinement as i64) << 8
-        | i64::from(s.fallback)
-        | i64::from(s.max_iters.unwrap_or(-1)).wrapping_shl(48)
+    (s.low as i64) << 16 | (s.refinement as i64) << 8 | i64::from(s.fallback)
+}
+
+/// The two iteration limits in one key entry, each as its 32 bits (`-1`: the default).
+fn limits(s: &calls::Settings) -> i64 {
+    let bits = |v: Option<i32>| i64::from(v.unwrap_or(-1) as u32);
+    bits(s.max_iters) << 32 | bits(s.max_iters_inner)
 }
 
 /// The report from the simulator's run.
@@ -338,7 +304,7 @@ impl Solver {
                 n.into(),
                 nrhs.into(),
                 packed(&raw),
-                i64::from(raw.max_iters_inner.unwrap_or(-1)),
+                limits(&raw),
                 raw.tol.map_or(-1, |t| t.to_bits() as i64),
                 raw.tol_inner.map_or(-1, |t| t.to_bits() as i64),
             ],
@@ -385,7 +351,7 @@ impl Solver {
                 i64::from(m) << 32 | i64::from(n),
                 nrhs.into(),
                 packed(&raw),
-                i64::from(raw.max_iters_inner.unwrap_or(-1)),
+                limits(&raw),
                 raw.tol.map_or(-1, |t| t.to_bits() as i64),
                 raw.tol_inner.map_or(-1, |t| t.to_bits() as i64),
             ],
@@ -432,7 +398,7 @@ impl Solver {
         let report = Arc::new(Mutex::new(None::<Result<calls::Report>>));
         let filled = report.clone();
         let (history, fallback) = (settings.residual_history, settings.fallback);
-        let single = matches!(raw.main, Prec::CUSOLVER_R_32F | Prec::CUSOLVER_C_32F);
+        let single = matches!(raw.main, CudaType::R32F | CudaType::C32F);
         let operands = calls::Operands { a, b, x, work: (work.device, work.device_bytes) };
         let done = self.run_info(
             rec,

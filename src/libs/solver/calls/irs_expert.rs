@@ -5,7 +5,10 @@
 
 use super::Handle;
 use crate::error::Result;
+use crate::libs::dtype::CudaType;
 use crate::libs::object::{Owned, RawObject};
+use crate::libs::solver::expert::RefinementSolver;
+use crate::libs::solver::refine::LowPrecision;
 use crate::libs::Status;
 use cudarc::cusolver::sys;
 use std::ffi::{c_int, c_void};
@@ -43,14 +46,52 @@ unsafe impl RawObject for Infos {
 /// The settings a parameter object is made with, already checked to fit their C types.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::libs::solver) struct Settings {
-    pub main: sys::cusolverPrecType_t,
-    pub lowest: sys::cusolverPrecType_t,
-    pub refinement: sys::cusolverIRSRefinement_t,
+    /// The element type: the main precision.
+    pub main: CudaType,
+    pub low: LowPrecision,
+    pub refinement: RefinementSolver,
     pub tol: Option<f64>,
     pub tol_inner: Option<f64>,
     pub max_iters: Option<c_int>,
     pub max_iters_inner: Option<c_int>,
     pub fallback: bool,
+}
+
+fn refinement(r: RefinementSolver) -> sys::cusolverIRSRefinement_t {
+    use sys::cusolverIRSRefinement_t as R;
+    match r {
+        RefinementSolver::None => R::CUSOLVER_IRS_REFINE_NONE,
+        RefinementSolver::Classical => R::CUSOLVER_IRS_REFINE_CLASSICAL,
+        RefinementSolver::ClassicalGmres => R::CUSOLVER_IRS_REFINE_CLASSICAL_GMRES,
+        RefinementSolver::Gmres => R::CUSOLVER_IRS_REFINE_GMRES,
+        RefinementSolver::GmresGmres => R::CUSOLVER_IRS_REFINE_GMRES_GMRES,
+        RefinementSolver::GmresNoPreconditioner => R::CUSOLVER_IRS_REFINE_GMRES_NOPCOND,
+    }
+}
+
+/// The main and lowest precisions of element type `main` and `low`.
+fn precisions(main: CudaType, low: LowPrecision) -> (sys::cusolverPrecType_t, sys::cusolverPrecType_t) {
+    use sys::cusolverPrecType_t as P;
+    use LowPrecision as L;
+    let complex = matches!(main, CudaType::C32F | CudaType::C64F);
+    let main = match main {
+        CudaType::R64F => P::CUSOLVER_R_64F,
+        CudaType::C64F => P::CUSOLVER_C_64F,
+        CudaType::C32F => P::CUSOLVER_C_32F,
+        _ => P::CUSOLVER_R_32F,
+    };
+    let lowest = match (low, complex) {
+        (L::Main, _) => main,
+        (L::F32, false) => P::CUSOLVER_R_32F,
+        (L::F32, true) => P::CUSOLVER_C_32F,
+        (L::F16, false) => P::CUSOLVER_R_16F,
+        (L::F16, true) => P::CUSOLVER_C_16F,
+        (L::Bf16, false) => P::CUSOLVER_R_16BF,
+        (L::Bf16, true) => P::CUSOLVER_C_16BF,
+        (L::Tf32, false) => P::CUSOLVER_R_TF32,
+        (L::Tf32, true) => P::CUSOLVER_C_TF32,
+    };
+    (main, lowest)
 }
 
 /// `cusolverDnIRSParamsCreate` with every setting of `s` applied (those left `None` keep
@@ -63,11 +104,12 @@ pub(in crate::libs::solver) fn params(s: &Settings) -> Result<Owned<Params>> {
     // SAFETY: a valid out-pointer.
     unsafe { sys::cusolverDnIRSParamsCreate(&mut raw) }.check("cusolverDnIRSParamsCreate")?;
     let owned = Owned::new(Params(raw));
+    let (main, lowest) = precisions(s.main, s.low);
     // SAFETY: a live parameter object, used by this thread only; host-only calls.
     unsafe {
-        sys::cusolverDnIRSParamsSetSolverPrecisions(raw, s.main, s.lowest)
+        sys::cusolverDnIRSParamsSetSolverPrecisions(raw, main, lowest)
             .check("cusolverDnIRSParamsSetSolverPrecisions")?;
-        sys::cusolverDnIRSParamsSetRefinementSolver(raw, s.refinement)
+        sys::cusolverDnIRSParamsSetRefinementSolver(raw, refinement(s.refinement))
             .check("cusolverDnIRSParamsSetRefinementSolver")?;
         if let Some(t) = s.tol {
             sys::cusolverDnIRSParamsSetTol(raw, t).check("cusolverDnIRSParamsSetTol")?;
