@@ -6,9 +6,16 @@
 //!
 //! cuSOLVER returns the iteration count on the host, so the library waits for the GPU inside
 //! these calls (the op itself does not synchronize), as with `gesv` and `gels`. The residual
-//! history is read from the call's report object right after the call; cuSOLVER keeps it as a
-//! `(max_iterations + 1) x 2` matrix of the main precision's real type, of which the first
-//! `outer_iterations + 1` rows are filled.
+//! history is read from the call's report object right after the call, as cuSOLVER lays it out:
+//! a column-major `(max_iterations + 1) x 2` matrix (iterations so far, residual norm) whose
+//! first `outer_iterations + 1` rows are filled; cusched reads its entries as the main
+//! precision's real type (`f32` for `f32` and `Complex<f32>`, else `f64`), since the pointer
+//! cuSOLVER returns is untyped.
+//!
+//! On the simulator the refinement is cusched's own loop (see the simulator's `refine` module):
+//! classical refinement for every refinement solver, the tolerance replacing `√n ε` in the
+//! stopping test, so the answer meets the same tolerance and the iteration counts are plausible,
+//! not the GPU's own.
 
 use super::calls::irs_expert as calls;
 use super::factor::{matrix, vptr};
@@ -49,6 +56,10 @@ impl RefinementSolver {
 }
 
 /// The settings of an expert iterative-refinement solve. `None` keeps cuSOLVER's default.
+///
+/// The simulator honours the lowest precision, tolerance, iteration limit, fallback and
+/// history, and runs classical refinement for every refinement solver but
+/// [`RefinementSolver::None`] (the inner settings do not apply there).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IrsSettings {
     /// The lowest precision the factorization runs in.

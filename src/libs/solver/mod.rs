@@ -37,8 +37,8 @@
 //! [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no workspace, and
 //! the raw handle accessors still fail there.
 //!
-//! The expert refinement's simulator runs the classical loop for every refinement solver (see
-//! `irs_gesv`'s settings), so its iteration counts are plausible rather than the GPU's own.
+//! The expert refinement's simulator runs the classical loop for every refinement solver, so its
+//! iteration counts are plausible rather than the GPU's own (see [`IrsSettings`]).
 //!
 //! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the
 //! Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like `Xsytrf`, only in cuSOLVER
