@@ -66,6 +66,8 @@ mod rng;
 #[cfg(feature = "cusolver")]
 mod solver;
 #[cfg(feature = "cusolver")]
+mod solver_irs;
+#[cfg(feature = "cusolver")]
 mod solver_sim;
 #[cfg(feature = "cusolver")]
 mod solver_sparse;

@@ -1504,3 +1504,149 @@ fn gesvda_batched_gives_leading_triplets_for_every_type() {
     gesvda_case::<Complex<f32>>(&d, s, &mut h, &mut rng, 45, 29);
     gesvda_case::<Complex<f64>>(&d, s, &mut h, &mut rng, 45, 29);
 }
+
+/// `geev_complex_w` of a random real `n x n`: the complex `W` holds the same eigenvalues as
+/// `geev`'s `2n` layout, and with the real `VR` they are eigenpairs (`‖AV − VΛ‖` in units of
+/// `n ε`), in `f32` and `f64`.
+fn geev_complex_w_case<T: Cx + cusched::solver::SolverReal>(
+    d: &Device,
+    s: StreamId,
+    h: &mut Handles,
+    rng: &mut Rng,
+    n: usize,
+) where
+    Complex<T>: SolverElement,
+{
+    use cusched::solver::GeevComplexW;
+    let a = trandom::<T>(rng, n * n);
+    let (da, w, vr) = (
+        d.upload(s, &narrow::<T>(&a)).unwrap(),
+        d.alloc_zeros::<Complex<T>>(s, n).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    let g = GeevComplexW { vectors: true, n, a: &da, lda: None, w: &w, vr: &vr, ldvr: None };
+    h.solver().unwrap().geev_complex_w(&g).unwrap().wait().unwrap();
+    let wc: Vec<(f64, f64)> =
+        w.download(s).unwrap().into_iter().map(|z| (widen(&[z.re])[0].re, widen(&[z.im])[0].re)).collect();
+    let v = widen(&vr.download(s).unwrap());
+    // geev's real layout of the same matrix.
+    let (da2, w2, vr2) = (
+        d.upload(s, &narrow::<T>(&a)).unwrap(),
+        d.alloc_zeros::<T>(s, 2 * n).unwrap(),
+        d.alloc_zeros::<T>(s, n * n).unwrap(),
+    );
+    h.solver()
+        .unwrap()
+        .geev(&Geev { vectors: true, n, a: &da2, lda: None, w: &w2, vr: &vr2, ldvr: None })
+        .unwrap()
+        .wait()
+        .unwrap();
+    let w2 = widen(&w2.download(s).unwrap());
+    let scale = fro(&a.iter().map(|z| z.re).collect::<Vec<_>>());
+    let differ = (0..n).map(|j| (wc[j].0 - w2[j].re).abs() + (wc[j].1 - w2[n + j].re).abs()).fold(0.0, f64::max)
+        / (scale * n as f64 * T::EPS);
+    let re: Vec<f64> = wc.iter().map(|z| z.0).chain(wc.iter().map(|z| z.1)).collect();
+    let vre: Vec<f64> = v.iter().map(|z| z.re).collect();
+    let pairs =
+        real_geev_pairs(&re, &vre, n).unwrap_or_else(|| panic!("{}: malformed conjugate pairs {wc:?}", T::NAME));
+    let ac: Vec<(f64, f64)> = a.iter().map(|z| (z.re, z.im)).collect();
+    let r = general_eigen_residual(&ac, &pairs, n, T::EPS);
+    println!("geev_complex_w {} n={n}: ‖AV − VΛ‖ scaled = {r:.2}, |W − geev's W| scaled = {differ:.2}", T::NAME);
+    assert!(r < 1000.0 && differ < 1000.0, "{} {r} {differ}", T::NAME);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn geev_complex_w_gives_eigenpairs_for_real_types() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let mut rng = Rng::new();
+    geev_complex_w_case::<f32>(&d, s, &mut h, &mut rng, 37);
+    geev_complex_w_case::<f64>(&d, s, &mut h, &mut rng, 37);
+    geev_complex_w_case::<f64>(&d, s, &mut h, &mut rng, 1);
+}
+
+/// cusched offers no left eigenvectors because cuSOLVER refuses `jobvl = VECTOR` in
+/// `cusolverDnXgeev` (see `Geev`'s module docs). This asks cuSOLVER directly, through the raw
+/// handle, so that a release that starts computing them shows here.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cusolver_refuses_geev_left_eigenvectors() {
+    use cusched::cudarc::cusolver::sys;
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let n = 5usize;
+    let a = d.upload(s, &trandom::<f64>(&mut Rng::new(), n * n).iter().map(|z| z.re).collect::<Vec<_>>()).unwrap();
+    let (w, vl, vr) = (
+        d.alloc_zeros::<f64>(s, 2 * n).unwrap(),
+        d.alloc_zeros::<f64>(s, n * n).unwrap(),
+        d.alloc_zeros::<f64>(s, n * n).unwrap(),
+    );
+    let info = d.alloc_zeros::<i32>(s, 1).unwrap();
+    let raw = h.solver().unwrap().cusolver_handle().unwrap();
+    let p = |b: &cusched::GpuRef<f64>| b.raw_device_ptr().unwrap() as *mut std::ffi::c_void;
+    let (pa, pw, pvl, pvr) = (p(&a), p(&w), p(&vl), p(&vr));
+    let pinfo = info.raw_device_ptr().unwrap() as *mut std::ffi::c_int;
+    let r64 = sys::cudaDataType::CUDA_R_64F;
+    let (vec, novec) =
+        (sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_VECTOR, sys::cusolverEigMode_t::CUSOLVER_EIG_MODE_NOVECTOR);
+    let ni = n as i64;
+    let mut rec = cusched::LaunchRecorder::new_strict(s);
+    rec.read_write(&a).unwrap().write(&w).unwrap().write(&vl).unwrap().write(&vr).unwrap().write(&info).unwrap();
+    let (query, call) = raw_launch(&d, rec, |_stream| {
+        let mut params: sys::cusolverDnParams_t = std::ptr::null_mut();
+        let (mut dev, mut host) = (0usize, 0usize);
+        // SAFETY: 1. `raw` is the live handle of the solver, its context current (`raw_launch`
+        // binds it), used by this thread only; 2. the buffers are live, declared on the
+        // recorder, and hold the n x n (2n for w, 1 for info) elements the arguments describe;
+        // 3. the out-pointers are valid; 4. the workspaces are allocated at the queried sizes
+        // and freed only after the stream synchronized; 5. the params object is destroyed here.
+        unsafe {
+            sys::cusolverDnCreateParams(&mut params);
+            let query = sys::cusolverDnXgeev_bufferSize(
+                raw, params, vec, novec, ni, r64, pa, ni, r64, pw, r64, pvl, ni, r64, pvr, ni, r64, &mut dev, &mut host,
+            );
+            let mut call = None;
+            if query == sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS {
+                let mut dwork: cusched::cudarc::driver::sys::CUdeviceptr = 0;
+                let dbytes = dev.max(1);
+                cusched::cudarc::driver::sys::cuMemAlloc_v2(&mut dwork, dbytes);
+                let mut hwork = vec![0u8; host.max(1)];
+                call = Some(sys::cusolverDnXgeev(
+                    raw,
+                    params,
+                    vec,
+                    novec,
+                    ni,
+                    r64,
+                    pa,
+                    ni,
+                    r64,
+                    pw,
+                    r64,
+                    pvl,
+                    ni,
+                    r64,
+                    pvr,
+                    ni,
+                    r64,
+                    dwork as *mut std::ffi::c_void,
+                    dev,
+                    hwork.as_mut_ptr() as *mut std::ffi::c_void,
+                    host,
+                    pinfo,
+                ));
+                cusched::cudarc::driver::sys::cuCtxSynchronize();
+                cusched::cudarc::driver::sys::cuMemFree_v2(dwork);
+            }
+            sys::cusolverDnDestroyParams(params);
+            (query, call)
+        }
+    });
+    let info = info.download(s).unwrap()[0];
+    println!("Xgeev with jobvl = VECTOR: bufferSize {query:?}, call {call:?}, info {info}");
+    assert!(
+        query != sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS
+            || call != Some(sys::cusolverStatus_t::CUSOLVER_STATUS_SUCCESS)
+            || info != 0,
+        "cuSOLVER computed left eigenvectors: this CUDA supports jobvl = VECTOR, so Geev can offer them"
+    );
+}

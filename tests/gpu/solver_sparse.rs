@@ -207,3 +207,58 @@ fn cholesky_is_right_or_rejected_for_every_storage_and_reordering() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// Every element type (`f32`, `f64`, `Complex<f32>`, `Complex<f64>`), every storage and every
+/// reordering, at odd orders: QR solves a general and a Hermitian system and Cholesky the
+/// Hermitian positive definite one to the type's precision, and a lower triangle with a
+/// reordering is rejected before anything is recorded.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_type_storage_and_reordering_solves_or_is_rejected() {
+    use crate::common::reference::solver_sparse::check_every_type;
+    use cusched::Complex;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let mut rng = Rng::new();
+    let mut failures = Vec::new();
+    for n in [1, 7, 61] {
+        failures.extend(check_every_type::<f32>(&d, s, &mut h, &mut rng, n, 1e3));
+        failures.extend(check_every_type::<f64>(&d, s, &mut h, &mut rng, n, 1e3));
+        failures.extend(check_every_type::<Complex<f32>>(&d, s, &mut h, &mut rng, n, 1e3));
+        failures.extend(check_every_type::<Complex<f64>>(&d, s, &mut h, &mut rng, n, 1e3));
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A complex system with a zero row fails with the row, naming the complex call, and the
+/// handle stays usable for a complex Cholesky solve after it.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_singular_complex_system_fails_with_the_row() {
+    use cusched::Complex;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    let n = 9;
+    let a = laplacian(n, 0.5, Some(4));
+    let cv: Vec<Complex<f32>> = a.2.iter().map(|&v| Complex::new(v as f32, 0.0)).collect();
+    let (o, i, v) = (d.upload(s, &a.0).unwrap(), d.upload(s, &a.1).unwrap(), d.upload(s, &cv).unwrap());
+    let b = d.upload(s, &vec![Complex::new(1.0f32, -1.0); n]).unwrap();
+    let x = d.alloc_zeros::<Complex<f32>>(s, n).unwrap();
+    let sys = CsrSystem { n, nnz: a.1.len(), offsets: &o, indices: &i, values: &v };
+    match h.solver_sparse().unwrap().csrlsvqr(sys, &b, &x, 1e-6, Reorder::None).unwrap().wait() {
+        Err(Error::Numerical { op, batch: 1, ref failures })
+            if matches!(failures[..], [NumericalFailure::SingularToTolerance { matrix: 0, .. }]) =>
+        {
+            assert_eq!(op, "cusolverSpCcsrlsvqr");
+            println!("singular: {failures:?}");
+        }
+        other => panic!("expected a SingularToTolerance failure, got {other:?}"),
+    }
+    let good = laplacian(n, 0.5, None);
+    let cv: Vec<Complex<f32>> = good.2.iter().map(|&v| Complex::new(v as f32, 0.0)).collect();
+    let (o, i, v) = (d.upload(s, &good.0).unwrap(), d.upload(s, &good.1).unwrap(), d.upload(s, &cv).unwrap());
+    let sys = CsrSystem { n, nnz: good.1.len(), offsets: &o, indices: &i, values: &v };
+    h.solver_sparse().unwrap().csrlsvchol(sys, Stored::Full, &b, &x, 1e-6, Reorder::Symamd).unwrap().wait().unwrap();
+}

@@ -78,6 +78,8 @@ mod rtc_sim;
 mod shutdown;
 mod solo;
 #[cfg(feature = "cusolver")]
+mod solver_irs;
+#[cfg(feature = "cusolver")]
 mod solver_sim;
 #[cfg(feature = "cusolver")]
 mod solver_sparse;

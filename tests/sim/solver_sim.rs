@@ -1038,3 +1038,42 @@ fn gesvda_batched_gives_each_matrix_its_leading_triplets() {
         assert!((fro(&r) - tail).abs() < 1e-10, "matrix {i}: {} {tail}", fro(&r));
     }
 }
+
+/// `geev_complex_w` of a real matrix: `w` holds the `n` eigenvalues as complex numbers (both
+/// members of a conjugate pair, positive imaginary part first), the same as `geev`'s `2n`
+/// layout, and `VR` the real layout's eigenvectors, in `f32` and `f64` at odd and small sizes.
+#[test]
+fn geev_complex_w_gives_the_eigenvalues_as_complex_numbers() {
+    use cusched::solver::GeevComplexW;
+    let mut rng = Rng::new();
+    let mut fx = fx();
+    for n in [1, 2, 13] {
+        let a0 = random(&mut rng, n * n);
+        let (a, w, vr) = (fx.upload(&a0), fx.buf::<Complex<f64>>(n), fx.buf::<f64>(n * n));
+        let g = GeevComplexW { vectors: true, n, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+        fx.h.solver().unwrap().geev_complex_w(&g).unwrap().wait().unwrap();
+        let (wc, v) = (down(&fx, &w), down(&fx, &vr));
+        // The same eigenvalues as geev's real layout, from which the reference reads the pairs.
+        let wv: Vec<f64> = wc.iter().map(|z| z.re).chain(wc.iter().map(|z| z.im)).collect();
+        let (a2, w2, vr2) = (fx.upload(&a0), fx.buf::<f64>(2 * n), fx.buf::<f64>(n * n));
+        let g2 = Geev { vectors: true, n, a: &a2, lda: None, w: &w2, vr: &vr2, ldvr: None };
+        fx.h.solver().unwrap().geev(&g2).unwrap().wait().unwrap();
+        assert_eq!(wv, down(&fx, &w2), "n={n}: geev's layout");
+        let pairs = real_geev_pairs(&wv, &v, n).unwrap_or_else(|| panic!("n={n}: malformed pairs {wc:?}"));
+        let ac: Vec<(f64, f64)> = a0.iter().map(|&x| (x, 0.0)).collect();
+        let r = general_eigen_residual(&ac, &pairs, n, f64::EPSILON);
+        assert!(r < 1e3, "n={n}: ‖AV − VΛ‖ scaled = {r}");
+    }
+    // f32, eigenvalues only: a rotation block's ±i, positive first.
+    let (a, w, vr) = (fx.upload(&[0.0f32, 1.0, -1.0, 0.0]), fx.buf::<Complex<f32>>(2), fx.buf::<f32>(1));
+    let g = GeevComplexW { vectors: false, n: 2, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+    fx.h.solver().unwrap().geev_complex_w(&g).unwrap().wait().unwrap();
+    let wc = down(&fx, &w);
+    assert!(
+        wc[0].re.abs() < 1e-6
+            && (wc[0].im - 1.0).abs() < 1e-6
+            && wc[1].re.abs() < 1e-6
+            && (wc[1].im + 1.0).abs() < 1e-6,
+        "{wc:?}"
+    );
+}

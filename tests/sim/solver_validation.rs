@@ -635,3 +635,22 @@ fn gesvda_batched_rejects_bad_input() {
     rejects(&mut fx, "s", |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &short, None)));
     accepts(&mut fx, |fx| fx.h.solver()?.gesvda_batched(&g(4, 3, 2, 3, &s, None)));
 }
+
+#[test]
+fn geev_complex_w_rejects_bad_input() {
+    use cusched::solver::GeevComplexW;
+    let mut fx = fx();
+    let (a, w, vr) = (fx.buf::<f64>(9), fx.buf::<Complex<f64>>(3), fx.buf::<f64>(9));
+    let g = GeevComplexW { vectors: true, n: 3, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+    let short = fx.buf::<Complex<f64>>(2);
+    rejects(&mut fx, "w", |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { w: &short, ..g }));
+    rejects(&mut fx, "vr", |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { vr: &a, ..g }));
+    rejects(&mut fx, "lda", |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { lda: Some(2), ..g }));
+    rejects(&mut fx, "ldvr", |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { ldvr: Some(1), ..g }));
+    rejects(&mut fx, "n", |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { n: 0, ..g }));
+    let f = fx.foreign::<f64>(9);
+    rejects(&mut fx, "!foreign", |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { a: &f, ..g }));
+    // Without vectors VR is not read.
+    let none = fx.buf::<f64>(1);
+    accepts(&mut fx, |fx| fx.h.solver()?.geev_complex_w(&GeevComplexW { vectors: false, vr: &none, ..g }));
+}

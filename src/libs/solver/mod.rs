@@ -2,13 +2,16 @@
 //! (`getrf`, `getrs`), QR (`geqrf`, `orgqr`, `ormqr`; for complex types these two run the unitary
 //! `ungqr`, `unmqr`), symmetric and Hermitian eigenvalues (`syevd`, Jacobi `syevj`), selected
 //! eigenvalues by index or value range (`syevdx`), the eigenvalues and right eigenvectors of a
-//! general matrix (`geev`), the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a
-//! Cholesky factor (`potri`), the triangular inverse (`trtri`), SVD (`gesvd`, full or economy,
-//! Jacobi `gesvdj`, randomized rank-`k` `gesvdr`), mixed-precision solves with iterative refinement
-//! (`gesv`, least squares `gels`), the symmetric indefinite (Bunch–Kaufman) factorization and solve
-//! (`sytrf`, `sytrs`), and batched forms (`potrf_batched`, `potrs_batched`, cuBLAS's
-//! `getrf_batched`/`getrs_batched`, `gesvdj_batched`, `syevj_batched`, the approximate SVD of tall
-//! matrices `gesvda_batched`) that report every matrix's status.
+//! general matrix (`geev`; for a real matrix also with complex eigenvalues, `geev_complex_w`),
+//! the generalized eigenproblem (`sygvd`/`hegvd`), the inverse from a Cholesky factor (`potri`),
+//! the triangular inverse (`trtri`), SVD (`gesvd`, full or economy, Jacobi `gesvdj`, randomized
+//! rank-`k` `gesvdr`), mixed-precision solves with iterative refinement (`gesv`, least squares
+//! `gels`) and their expert forms with settings and a report (`irs_gesv`, `irs_gels`:
+//! `cusolverDnIRSXgesv`/`IRSXgels`, see [`IrsSettings`]), the symmetric indefinite
+//! (Bunch–Kaufman) factorization and solve (`sytrf`, `sytrs`), and batched forms
+//! (`potrf_batched`, `potrs_batched`, cuBLAS's `getrf_batched`/`getrs_batched`,
+//! `gesvdj_batched`, `syevj_batched`, the approximate SVD of tall matrices `gesvda_batched`) that
+//! report every matrix's status.
 //!
 //! Matrices are column-major, as in LAPACK; a leading dimension left as `None` means tightly
 //! packed. The 64-bit generic API (`cusolverDnX...`) is used wherever it exists, the typed entry
@@ -34,12 +37,14 @@
 //! [`Error::Numerical`](crate::Error::Numerical) and index. The simulator uses no workspace, and
 //! the raw handle accessors still fail there.
 //!
-//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the expert
-//! iterative-refinement interface (`cusolverDnIRSXgesv`/`IRSXgels`, with its tolerance, iteration
-//! limit and residual history: [`Solver::gesv`] and [`Solver::gels`] take cuSOLVER's defaults), the
+//! The expert refinement's simulator runs the classical loop for every refinement solver, so its
+//! iteration counts are plausible rather than the GPU's own (see [`IrsSettings`]).
+//!
+//! cuSOLVER dense ops not wrapped (reach them through [`Solver::cusolver_handle`]): the
 //! Hermitian indefinite factorization (`cusolverDnXhetrf`/`hetrs`: like `Xsytrf`, only in cuSOLVER
-//! from CUDA 13.4, and not in the headers cusched builds against), `geev`'s left eigenvectors and
-//! its complex-`W` layout for real matrices, the polar-decomposition SVD (`Xgesvdp`), the
+//! from CUDA 13.4, and not in the headers cusched builds against), `geev`'s left eigenvectors
+//! (`cusolverDnXgeev` accepts only `jobvl = CUSOLVER_EIG_MODE_NOVECTOR` through CUDA 13.0; see
+//! [`Geev`]), the polar-decomposition SVD (`Xgesvdp`), the
 //! generalized selected eigenproblem (`Xsygvdx`), `Xsyevbatched`, `Xstedc`, `Xlarft`, `Xpolar` and
 //! the tridiagonal and bidiagonal reductions (`sytrd`, `gebrd` and their `org*`): each needs its
 //! own simulator reference and GPU test first.
@@ -47,6 +52,7 @@
 mod batched;
 mod calls;
 mod eigen;
+mod expert;
 mod factor;
 mod general;
 mod indefinite;
@@ -60,8 +66,9 @@ mod triangular;
 
 pub use batched::{GesvdaBatched, GesvdjBatched, GetrfBatched, GetrsBatched, PotrsBatched, SyevjBatched};
 pub use eigen::{EigRange, Gesvd, GesvdEconomy, Gesvdj, JacobiReport, JacobiRun, Syevd, Syevdx};
+pub use expert::{IrsGels, IrsGesv, IrsOutcome, IrsReport, IrsSettings, RefinementSolver, ResidualStep};
 pub use factor::{Getrf, Getrs, Potrf, PotrfBatched, Potrs};
-pub use general::Geev;
+pub use general::{Geev, GeevComplexW};
 pub use indefinite::{Sytrf, Sytrs};
 pub use qr::{Geqrf, Orgqr, Ormqr};
 pub use randomized::Gesvdr;

@@ -84,9 +84,9 @@ pub(super) unsafe fn create(stream: CuStream) -> Result<Raw> {
     Ok(Raw { descr, handle })
 }
 
-/// The system `A x = b` of one solve, as raw device pointers.
+/// The system `A x = b` of one solve, as raw device pointers; `R` is the tolerance's real type.
 #[derive(Debug)]
-pub struct System<T> {
+pub struct System<T, R> {
     pub n: c_int,
     pub nnz: c_int,
     pub values: *const T,
@@ -94,7 +94,7 @@ pub struct System<T> {
     pub indices: *const c_int,
     pub b: *const T,
     pub x: *mut T,
-    pub tol: T,
+    pub tol: R,
     pub reorder: c_int,
 }
 
@@ -105,12 +105,14 @@ pub enum Method {
     Cholesky,
 }
 
-/// The float types cuSOLVER's sparse solvers take.
+/// The element types cuSOLVER's sparse solvers take.
 pub(crate) mod sealed {
     use super::*;
 
-    pub trait SpReal: Copy {
-        /// `(call name, function)` of each solver for this type.
+    pub trait SpScalar: Copy {
+        /// The tolerance's type: the element's real type.
+        type Tol: Copy;
+        /// The call name of each solver for this type.
         const QR: &'static str;
         const CHOL: &'static str;
 
@@ -120,14 +122,18 @@ pub(crate) mod sealed {
             m: Method,
             h: sys::cusolverSpHandle_t,
             d: sys::cusparseMatDescr_t,
-            s: &System<Self>,
+            s: &System<Self, Self::Tol>,
             singularity: &mut c_int,
         ) -> sys::cusolverStatus_t;
     }
 
-    macro_rules! sp_real {
-        ($t:ty, $qr:ident, $chol:ident) => {
-            impl SpReal for $t {
+    // `$raw` is the library's element type: `float`, `double`, `cuComplex`, `cuDoubleComplex`,
+    // which `f32`, `f64`, `Complex<f32>` and `Complex<f64>` match in layout, so the pointers are
+    // cast to it.
+    macro_rules! sp_scalar {
+        ($t:ty, $tol:ty, $raw:ty, $qr:ident, $chol:ident) => {
+            impl SpScalar for $t {
+                type Tol = $tol;
                 const QR: &'static str = stringify!($qr);
                 const CHOL: &'static str = stringify!($chol);
 
@@ -135,10 +141,12 @@ pub(crate) mod sealed {
                     m: Method,
                     h: sys::cusolverSpHandle_t,
                     d: sys::cusparseMatDescr_t,
-                    s: &System<Self>,
+                    s: &System<Self, $tol>,
                     singularity: &mut c_int,
                 ) -> sys::cusolverStatus_t {
-                    // SAFETY: the caller keeps `solve`'s contract.
+                    let (values, b, x) = (s.values as *const $raw, s.b as *const $raw, s.x as *mut $raw);
+                    // SAFETY: the caller keeps `solve`'s contract; the element types match
+                    // `$raw` in layout.
                     unsafe {
                         match m {
                             Method::Qr => sys::$qr(
@@ -146,13 +154,13 @@ pub(crate) mod sealed {
                                 s.n,
                                 s.nnz,
                                 d,
-                                s.values,
+                                values,
                                 s.offsets,
                                 s.indices,
-                                s.b,
+                                b,
                                 s.tol,
                                 s.reorder,
-                                s.x,
+                                x,
                                 singularity,
                             ),
                             Method::Cholesky => sys::$chol(
@@ -160,13 +168,13 @@ pub(crate) mod sealed {
                                 s.n,
                                 s.nnz,
                                 d,
-                                s.values,
+                                values,
                                 s.offsets,
                                 s.indices,
-                                s.b,
+                                b,
                                 s.tol,
                                 s.reorder,
-                                s.x,
+                                x,
                                 singularity,
                             ),
                         }
@@ -175,8 +183,10 @@ pub(crate) mod sealed {
             }
         };
     }
-    sp_real!(f32, cusolverSpScsrlsvqr, cusolverSpScsrlsvchol);
-    sp_real!(f64, cusolverSpDcsrlsvqr, cusolverSpDcsrlsvchol);
+    sp_scalar!(f32, f32, f32, cusolverSpScsrlsvqr, cusolverSpScsrlsvchol);
+    sp_scalar!(f64, f64, f64, cusolverSpDcsrlsvqr, cusolverSpDcsrlsvchol);
+    sp_scalar!(crate::memory::Complex<f32>, f32, sys::cuComplex, cusolverSpCcsrlsvqr, cusolverSpCcsrlsvchol);
+    sp_scalar!(crate::memory::Complex<f64>, f64, sys::cuDoubleComplex, cusolverSpZcsrlsvqr, cusolverSpZcsrlsvchol);
 }
 
 /// `cusolverSp?csrlsvqr` or `cusolverSp?csrlsvchol`; returns the singularity index (`-1`: none).
@@ -186,7 +196,7 @@ pub(crate) mod sealed {
 /// (1) `raw` is live, its handle bound to the stream the op was fenced on, context current;
 /// (2) the pointers in `s` are live device buffers of that context holding an `n x n` CSR matrix
 /// with `nnz` nonzeros, and `n` entries of `b` and `x`; `x` is distinct from the others.
-pub(super) unsafe fn solve<T: sealed::SpReal>(raw: &Raw, m: Method, s: &System<T>) -> Result<c_int> {
+pub(super) unsafe fn solve<T: sealed::SpScalar>(raw: &Raw, m: Method, s: &System<T, T::Tol>) -> Result<c_int> {
     let mut singularity: c_int = -1;
     let d = raw.descr.get().0 as sys::cusparseMatDescr_t;
     let call = match m {

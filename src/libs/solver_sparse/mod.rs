@@ -1,6 +1,7 @@
 //! cuSOLVER's sparse direct solvers: `A x = b` for a square CSR matrix `A` by sparse QR
 //! (`csrlsvqr`, any nonsingular `A`) or sparse Cholesky (`csrlsvchol`, symmetric positive
-//! definite `A`), in `f32` and `f64`.
+//! definite `A`; Hermitian positive definite for the complex types), in `f32`, `f64`,
+//! `Complex<f32>` and `Complex<f64>`. The tolerance is of the element's real type.
 //!
 //! **These calls block** the calling thread until the solve is done: cuSOLVER reports whether
 //! the matrix is singular on the host, so it finishes the factorization before returning.
@@ -9,8 +10,9 @@
 //! row where the factorization broke down, when the matrix is singular to the tolerance.
 //!
 //! On the simulator both solves compute on the CPU, as a simulated kernel under the op's uses:
-//! the matrix is made dense and factored (Householder QR; Cholesky of the lower triangle, as
-//! cuSOLVER reads it), in `f64`. The reordering is accepted and not applied (it changes nothing
+//! the matrix is made dense and factored (Householder QR, complex for the complex types;
+//! Cholesky of the Hermitian matrix the lower triangle defines, as cuSOLVER reads it), in `f64`
+//! (complex `f64`). The reordering is accepted and not applied (it changes nothing
 //! but rounding), and a matrix singular to the tolerance resolves the completion with the same
 //! [`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance), its
 //! row counted in the original order.
@@ -25,7 +27,7 @@ use super::{dptr, record, Library, OpStream, StreamLibrary};
 use crate::completion::Completion;
 use crate::error::{Error, NumericalFailure, Result};
 use crate::libs::validate as check;
-use crate::memory::{Element, GpuRef};
+use crate::memory::{Complex, Element, GpuRef};
 use crate::track::Access;
 
 /// A fill-reducing reordering applied before factorizing (`reorder` of `csrlsv*`).
@@ -42,7 +44,8 @@ pub enum Reorder {
     Metis,
 }
 
-/// Which triangles of a symmetric matrix its CSR arrays hold (the `csrlsvchol` matrix).
+/// Which triangles of a symmetric (or Hermitian) matrix its CSR arrays hold (the `csrlsvchol`
+/// matrix).
 ///
 /// Without reordering, cuSOLVER's sparse Cholesky reads only the lower triangle (and the
 /// diagonal). With a reordering it permutes the stored entries, `P A Pᵀ`, and then reads the
@@ -57,10 +60,34 @@ pub enum Stored {
     Lower,
 }
 
-/// Float types of the sparse solvers: `f32` and `f64`.
-// The simulator's element trait is crate-private; the trait is sealed, so no outside type needs it.
+/// Element types of the sparse solvers: `f32`, `f64`, `Complex<f32>` and `Complex<f64>`
+/// (sealed).
+// The simulator's element trait and the call layer's are crate-private; the trait is sealed, so
+// no outside type needs them.
 #[allow(private_bounds)]
-pub trait SolverReal: Element + calls::sealed::SpReal + crate::libs::solver::sim::Scalar + Into<f64> {}
+pub trait SparseSolverElement:
+    Element + calls::sealed::SpScalar<Tol = Self::Real> + crate::libs::solver::sim::Scalar
+{
+    /// The real type of the tolerance: the type itself, or a complex type's part.
+    type Real: Copy + Into<f64>;
+}
+impl SparseSolverElement for f32 {
+    type Real = f32;
+}
+impl SparseSolverElement for f64 {
+    type Real = f64;
+}
+impl SparseSolverElement for Complex<f32> {
+    type Real = f32;
+}
+impl SparseSolverElement for Complex<f64> {
+    type Real = f64;
+}
+
+/// The real element types of the sparse solvers, `f32` and `f64` (sealed): those whose
+/// [`SparseSolverElement::Real`] is the type itself. The solves take every
+/// [`SparseSolverElement`]; this stays for generic code that wants only the real types.
+pub trait SolverReal: SparseSolverElement<Real = Self> + Into<f64> {}
 impl SolverReal for f32 {}
 impl SolverReal for f64 {}
 
@@ -150,34 +177,34 @@ impl SolverSparse {
     }
 
     /// Solves `A x = b` by sparse QR (`cusolverSp?csrlsvqr`). `tol` decides singularity (a
-    /// pivot below it); the completion fails with [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is singular.
+    /// pivot of magnitude below it); the completion fails with [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is singular.
     /// **Blocks** until the solve is done (see the module docs).
-    pub fn csrlsvqr<T: SolverReal>(
+    pub fn csrlsvqr<T: SparseSolverElement>(
         &mut self,
         a: CsrSystem<'_, T>,
         b: &GpuRef<T>,
         x: &GpuRef<T>,
-        tol: T,
+        tol: T::Real,
         reorder: Reorder,
     ) -> Result<Completion<()>> {
         self.solve(calls::Method::Qr, "csrlsvqr", a, b, x, tol, reorder)
     }
 
     /// Solves `A x = b` by sparse Cholesky (`cusolverSp?csrlsvchol`), `A` symmetric positive
-    /// definite, its CSR arrays holding the triangles `stored` says. A [`Stored::Lower`] matrix
+    /// definite (Hermitian positive definite for the complex types), its CSR arrays holding the triangles `stored` says. A [`Stored::Lower`] matrix
     /// with a reordering other than [`Reorder::None`] is rejected as an invalid `reorder`
     /// before anything is recorded: cuSOLVER would drop the entries the permutation moves
     /// above the diagonal (see [`Stored`]). The completion fails with [`Error::Numerical`]
     /// ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance))
     /// when `A` is not positive definite to the tolerance. **Blocks** until the solve is done
     /// (see the module docs).
-    pub fn csrlsvchol<T: SolverReal>(
+    pub fn csrlsvchol<T: SparseSolverElement>(
         &mut self,
         a: CsrSystem<'_, T>,
         stored: Stored,
         b: &GpuRef<T>,
         x: &GpuRef<T>,
-        tol: T,
+        tol: T::Real,
         reorder: Reorder,
     ) -> Result<Completion<()>> {
         if stored == Stored::Lower && reorder != Reorder::None {
@@ -193,14 +220,14 @@ impl SolverSparse {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn solve<T: SolverReal>(
+    fn solve<T: SparseSolverElement>(
         &mut self,
         method: calls::Method,
         name: &'static str,
         a: CsrSystem<'_, T>,
         b: &GpuRef<T>,
         x: &GpuRef<T>,
-        tol: T,
+        tol: T::Real,
         reorder: Reorder,
     ) -> Result<Completion<()>> {
         let n = check::dim("a.n", a.n, false)?;
@@ -234,14 +261,14 @@ impl SolverSparse {
         record(&mut rec, "b", b, Access::Read)?;
         record(&mut rec, "x", x, Access::Write)?;
         let call = match method {
-            calls::Method::Qr => <T as calls::sealed::SpReal>::QR,
-            calls::Method::Cholesky => <T as calls::sealed::SpReal>::CHOL,
+            calls::Method::Qr => <T as calls::sealed::SpScalar>::QR,
+            calls::Method::Cholesky => <T as calls::sealed::SpScalar>::CHOL,
         };
         if self.op.device.is_simulated() {
             return self.solve_sim(method, call, a, b, x, tol, rec);
         }
         let raw = self.raw.as_ref().ok_or_else(|| self.op.unavailable_on_sim())?;
-        let s = calls::System {
+        let s: calls::System<T, T::Real> = calls::System {
             n,
             nnz,
             values: dptr(a.values)?,
@@ -271,14 +298,14 @@ impl SolverSparse {
     /// kernel under the op's uses; the reordering changes nothing there but rounding, so it is
     /// not applied.
     #[allow(clippy::too_many_arguments)]
-    fn solve_sim<T: SolverReal>(
+    fn solve_sim<T: SparseSolverElement>(
         &self,
         method: calls::Method,
         call: &'static str,
         a: CsrSystem<'_, T>,
         b: &GpuRef<T>,
         x: &GpuRef<T>,
-        tol: T,
+        tol: T::Real,
         rec: crate::recorder::LaunchRecorder,
     ) -> Result<Completion<()>> {
         let n = a.n;

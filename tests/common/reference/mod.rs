@@ -34,6 +34,10 @@ pub mod rng;
 pub mod rnn;
 #[cfg(feature = "cusolver")]
 pub mod solver;
+#[cfg(feature = "cusolver")]
+pub mod solver_irs;
+#[cfg(feature = "cusolver")]
+pub mod solver_sparse;
 #[cfg(feature = "cusparse")]
 pub mod sparse;
 #[cfg(feature = "cutensor")]

@@ -605,9 +605,10 @@ pub(in crate::libs::solver) unsafe fn sytrs(
     }
 }
 
-/// `cusolverDnXgeev_bufferSize` or `cusolverDnXgeev`: eigenvalues into `w` (of the element
-/// type: for a real type `2n` of them, the real parts then the imaginary parts) and, with
-/// `vectors`, the right eigenvectors into `vr`; no left eigenvectors.
+/// `cusolverDnXgeev_bufferSize` or `cusolverDnXgeev`: eigenvalues into `w` of type `dtw` (the
+/// element type: for a real type `2n` of them, the real parts then the imaginary parts; or, for
+/// a real type, its complex type: `n` of them) and, with `vectors`, the right eigenvectors into
+/// `vr`; no left eigenvectors (cuSOLVER supports only `jobvl` = no vectors).
 ///
 /// NVIDIA: [`cusolverDnXgeev_bufferSize`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeev),
 /// [`cusolverDnXgeev`](https://docs.nvidia.com/cuda/cusolver/#cusolverdnxgeev)
@@ -619,7 +620,7 @@ pub(in crate::libs::solver) unsafe fn geev(
     n: i64,
     dt: Dt,
     (a, lda): (V, i64),
-    w: V,
+    (w, dtw): (V, Dt),
     (vr, ldvr): (V, i64),
     call: Option<(Work, *mut c_int)>,
 ) -> Result<Sizes> {
@@ -632,7 +633,7 @@ pub(in crate::libs::solver) unsafe fn geev(
             None => {
                 let (mut d, mut hb) = (0, 0);
                 sys::cusolverDnXgeev_bufferSize(
-                    h, p, jl, jr, n, dt, a, lda, dt, w, dt, vl, 1, dt, vr, ldvr, dt, &mut d, &mut hb,
+                    h, p, jl, jr, n, dt, a, lda, dtw, w, dt, vl, 1, dt, vr, ldvr, dt, &mut d, &mut hb,
                 )
                 .check("cusolverDnXgeev_bufferSize")?;
                 Ok((d, hb))
@@ -647,7 +648,7 @@ pub(in crate::libs::solver) unsafe fn geev(
                     dt,
                     a,
                     lda,
-                    dt,
+                    dtw,
                     w,
                     dt,
                     vl,

@@ -21,6 +21,7 @@ mod dense;
 pub(super) mod gesvda;
 mod handle;
 pub(super) mod irs;
+pub(super) mod irs_expert;
 mod jacobi;
 mod typed;
 pub(super) use dense::{

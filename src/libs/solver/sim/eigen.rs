@@ -9,11 +9,11 @@ use crate::completion::Completion;
 use crate::error::{Error, NumericalFailure, Result};
 use crate::libs::solver::batched::{GesvdaBatched, GesvdjBatched, SyevjBatched};
 use crate::libs::solver::eigen::{Gesvd, Gesvdj, JacobiReport, Syevdx};
-use crate::libs::solver::general::Geev;
+use crate::libs::solver::general::{Geev, GeevComplexW};
 use crate::libs::solver::is_complex;
 use crate::libs::solver::randomized::Gesvdr;
 use crate::libs::solver::symmetric::{Generalized, Syevj, Sygvd};
-use crate::libs::solver::{JacobiSettings, SolverElement};
+use crate::libs::solver::{JacobiSettings, SolverElement, SolverReal};
 use crate::libs::OpStream;
 use crate::recorder::LaunchRecorder;
 
@@ -292,54 +292,11 @@ pub(in crate::libs::solver) fn geev<T: SolverElement>(
             }
             return Ok(());
         }
-        // A real matrix: pair each eigenvalue with a positive imaginary part with its conjugate
-        // (LAPACK's order and layout); the rest are real to rounding.
-        let scale = am.data.iter().map(|c| c.norm2()).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
-        let tol = 1e3 * f64::EPSILON * scale * n as f64;
-        let mut used = vec![false; n];
-        let mut order: Vec<(usize, i8)> = Vec::with_capacity(n);
-        for k in 0..n {
-            if used[k] {
-                continue;
-            }
-            used[k] = true;
-            if values[k].im.abs() <= tol {
-                order.push((k, 0));
-                continue;
-            }
-            let want = values[k].conj();
-            let partner = (0..n)
-                .filter(|&j| !used[j])
-                .min_by(|&p, &q| (values[p] - want).abs().total_cmp(&(values[q] - want).abs()));
-            let (pos, _neg) = match partner {
-                Some(j) if values[k].im > 0.0 => (k, j),
-                Some(j) => (j, k),
-                None => {
-                    order.push((k, 0));
-                    continue;
-                }
-            };
-            if let Some(j) = partner {
-                used[j] = true;
-            }
-            order.push((pos, 1));
-            order.push((pos, -1));
-        }
+        let (pairs, vm) = real_layout(&am, &values, v.as_ref());
         let mut wm = linalg::Mat::zeros(2 * n, 1);
-        let mut vm = linalg::Mat::zeros(n, n);
-        for (slot, &(k, sign)) in order.iter().enumerate() {
-            let lam = values[k];
-            wm.data[slot] = linalg::C::real(lam.re);
-            wm.data[n + slot] = linalg::C::real(if sign == 0 { 0.0 } else { f64::from(sign) * lam.im.abs() });
-            if let Some(v) = &v {
-                for r in 0..n {
-                    let x = v.at(r, k);
-                    *vm.at_mut(r, slot) = linalg::C::real(match sign {
-                        -1 => x.im,
-                        _ => x.re,
-                    });
-                }
-            }
+        for (slot, &(re, im)) in pairs.iter().enumerate() {
+            wm.data[slot] = linalg::C::real(re);
+            wm.data[n + slot] = linalg::C::real(im);
         }
         store(&mut w.lock(), 0, 2 * n, &wm);
         if vectors {
@@ -347,6 +304,92 @@ pub(in crate::libs::solver) fn geev<T: SolverElement>(
         }
         Ok(())
     })
+}
+
+/// `geev` of a real matrix with complex `W`: the eigenvalues in LAPACK's order as complex
+/// numbers (both of each conjugate pair), the eigenvectors as the real layout has them.
+pub(in crate::libs::solver) fn geev_complex_w<T: SolverReal>(
+    op: &OpStream,
+    rec: LaunchRecorder,
+    g: &GeevComplexW<'_, T>,
+    lda: usize,
+    ldvr: usize,
+) -> Result<Completion<()>>
+where
+    crate::memory::Complex<T>: SolverElement,
+{
+    let (n, vectors) = (g.n, g.vectors);
+    let (a, w, vr) = (g.a.sim_data()?, g.w.sim_data()?, g.vr.sim_data()?);
+    run(op, rec, move || {
+        let am = load(&a.read(), 0, n, n, lda);
+        let Some((values, v)) = linalg::eig(&am, vectors) else {
+            return outcome("geev", 1, vec![NumericalFailure::NotConverged { matrix: 0, count: n }]);
+        };
+        let (pairs, vm) = real_layout(&am, &values, v.as_ref());
+        let mut wm = linalg::Mat::zeros(n, 1);
+        for (slot, &(re, im)) in pairs.iter().enumerate() {
+            wm.data[slot] = linalg::C::new(re, im);
+        }
+        store(&mut w.lock(), 0, n, &wm);
+        if vectors {
+            store(&mut vr.lock(), 0, ldvr, &vm);
+        }
+        Ok(())
+    })
+}
+
+/// The eigenvalues `values` (with eigenvectors `v`) of the real `am` in LAPACK's real layout:
+/// each eigenvalue with a positive imaginary part followed by its conjugate, the rest real to
+/// rounding; the `(re, im)` of each slot, and the eigenvector matrix (a pair's real part in
+/// its first column, imaginary part in its second).
+fn real_layout(am: &linalg::Mat, values: &[linalg::C], v: Option<&linalg::Mat>) -> (Vec<(f64, f64)>, linalg::Mat) {
+    let n = values.len();
+    let scale = am.data.iter().map(|c| c.norm2()).sum::<f64>().sqrt().max(f64::MIN_POSITIVE);
+    let tol = 1e3 * f64::EPSILON * scale * n as f64;
+    let mut used = vec![false; n];
+    let mut order: Vec<(usize, i8)> = Vec::with_capacity(n);
+    for k in 0..n {
+        if used[k] {
+            continue;
+        }
+        used[k] = true;
+        if values[k].im.abs() <= tol {
+            order.push((k, 0));
+            continue;
+        }
+        let want = values[k].conj();
+        let partner =
+            (0..n).filter(|&j| !used[j]).min_by(|&p, &q| (values[p] - want).abs().total_cmp(&(values[q] - want).abs()));
+        let (pos, _neg) = match partner {
+            Some(j) if values[k].im > 0.0 => (k, j),
+            Some(j) => (j, k),
+            None => {
+                order.push((k, 0));
+                continue;
+            }
+        };
+        if let Some(j) = partner {
+            used[j] = true;
+        }
+        order.push((pos, 1));
+        order.push((pos, -1));
+    }
+    let mut pairs = Vec::with_capacity(n);
+    let mut vm = linalg::Mat::zeros(n, n);
+    for (slot, &(k, sign)) in order.iter().enumerate() {
+        let lam = values[k];
+        pairs.push((lam.re, if sign == 0 { 0.0 } else { f64::from(sign) * lam.im.abs() }));
+        if let Some(v) = v {
+            for r in 0..n {
+                let x = v.at(r, k);
+                *vm.at_mut(r, slot) = linalg::C::real(match sign {
+                    -1 => x.im,
+                    _ => x.re,
+                });
+            }
+        }
+    }
+    (pairs, vm)
 }
 
 pub(in crate::libs::solver) fn gesvdr<T: SolverElement>(

@@ -24,13 +24,14 @@ mod refine;
 mod sparse;
 
 pub(super) use self::eigen::{
-    geev, gesvd, gesvda_batched, gesvdj, gesvdj_batched, gesvdr, syevd, syevdx, syevj, syevj_batched, sygvd, Select,
+    geev, geev_complex_w, gesvd, gesvda_batched, gesvdj, gesvdj_batched, gesvdr, syevd, syevdx, syevj, syevj_batched,
+    sygvd, Select,
 };
 pub(super) use self::factor::{
     getrf, getrf_batched, getrs, getrs_batched, potrf, potrf_batched, potri, potrs, potrs_batched, sytrf, sytrs, trtri,
 };
 pub(super) use self::qr::{geqrf, orgqr, ormqr};
-pub(super) use self::refine::{gels, gesv};
+pub(super) use self::refine::{gels, gesv, irs_gels, irs_gesv, Irs, Ran, MAX_ITERATIONS};
 pub(crate) use self::sparse::sparse_solve;
 
 use self::linalg::{Lower, Mat, C};
