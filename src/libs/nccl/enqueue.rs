@@ -91,16 +91,19 @@ fn run_jobs(mut jobs: Vec<SimJob>) {
 type CudaOp = (Communicator, Vec<Call>, DType, Option<[u8; 8]>, Arc<CudaStream>);
 
 /// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
-/// calls enqueued between `ncclGroupStart` and `ncclGroupEnd`, and NCCL's background launch
-/// awaited, bounded by the communicators' timeout (a communicator that does not get there is
-/// aborted).
+/// calls enqueued between `ncclGroupStart` and `ncclGroupEnd` (a single call on a blocking
+/// communicator is left to group itself), and NCCL's background launch on non-blocking
+/// communicators awaited, bounded by the communicators' timeout (a communicator that does not
+/// get there is aborted).
 fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
     let mut comms: Vec<&Communicator> = ops.iter().map(|o| &o.0).collect();
     comms.sort_by_key(|c| c.inner.uid);
     comms.dedup_by_key(|c| c.inner.uid);
     let mut locked: Vec<(u64, MutexGuard<'_, State>)> = Vec::with_capacity(comms.len());
+    let mut all_blocking = true;
     for c in &comms {
         if let Backend::Cuda(cc) = &c.inner.backend {
+            all_blocking &= cc.blocking();
             locked.push((c.inner.uid, cc.lock()));
         }
     }
@@ -113,7 +116,12 @@ fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
     for (c, ..) in &ops {
         raw_of(c.inner.uid, &locked)?;
     }
-    calls::group_start()?;
+    // One plain call on a blocking communicator is its own group (NCCL groups it inside):
+    // an explicit group around it only adds NCCL's group bookkeeping twice.
+    let grouped = !(all_blocking && matches!(ops.as_slice(), [(_, calls, _, None, _)] if calls.len() == 1));
+    if grouped {
+        calls::group_start()?;
+    }
     let mut made_ops = Vec::new();
     let mut failed = None;
     for (comm, calls, dtype, premul, stream) in &ops {
@@ -125,11 +133,17 @@ fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
         }
     }
     // Ends the group whatever happened in it: a group left open breaks later calls.
-    let ended = calls::group_end();
-    let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
-    let raws: Vec<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
-    let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
-    let ready = calls::wait_ready(&raws, "ncclGroupEnd", deadline);
+    let ended = if grouped { calls::group_end() } else { Ok(()) };
+    // Blocking communicators are done when their calls return; non-blocking ones finish the
+    // launch in the background, polled here.
+    let ready = if all_blocking {
+        Ok(())
+    } else {
+        let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
+        let raws: Vec<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
+        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
+        calls::wait_ready(&raws, "ncclGroupEnd", deadline)
+    };
     for (raw, op) in made_ops {
         // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
         // returned (the group has ended).

@@ -109,6 +109,11 @@ impl CudaComm {
         crate::sync::lock_unranked(&self.shared.state)
     }
 
+    /// Whether NCCL's calls on this communicator return only once they are done.
+    pub(super) fn blocking(&self) -> bool {
+        self.shared.blocking
+    }
+
     /// The fault that ended the communicator, if any.
     pub(super) fn fault(&self) -> Option<Error> {
         self.shared.fault.get().cloned()
