@@ -180,6 +180,11 @@ pub struct IrsGesv<'a, T: SolverElement> {
 /// by QR in the settings' lowest precision and iterative refinement (`cusolverDnIRSXgels`).
 /// `B` (`m x nrhs`) is read; `X` (`n x nrhs`) is written; `A` is left as it was when
 /// refinement converged, and overwritten after a fallback.
+///
+/// The stopping test is on the residual `B − A X`, so refinement converges only for a
+/// consistent system (`B` in `A`'s range, up to rounding); an inconsistent one runs to the
+/// iteration limit and falls back ([`Fallback::IterationLimit`]) with the least-squares `X`, or
+/// reports [`IrsOutcome::NotConverged`] with the fallback off.
 #[derive(Debug)]
 pub struct IrsGels<'a, T: SolverElement> {
     /// Rows of `A`.

@@ -117,6 +117,11 @@ pub struct Gesv<'a, T: SolverElement> {
 /// `m >= n` (cuSOLVER solves only the overdetermined case), by QR in the `low` precision and
 /// iterative refinement. `B` (`m x nrhs`) is read; `X` (`n x nrhs`) is written; `A` is left as
 /// it was when refinement converged in a lower precision, and destroyed otherwise.
+///
+/// Refinement stops on the residual `B − A X` (as `gesv`'s), so it converges only for a
+/// consistent system (`B` in `A`'s range, up to rounding). An inconsistent one refines to the
+/// iteration limit and falls back ([`Fallback::IterationLimit`]); `X` is then the
+/// least-squares solution from the element type's precision.
 #[derive(Debug)]
 pub struct Gels<'a, T: SolverElement> {
     /// The lowest precision of the factorization.

@@ -1,7 +1,9 @@
 //! The CPU reference of cuSOLVER's expert iterative-refinement solves (`irs_gesv`,
 //! `irs_gels`) in every element type, shared by the simulator suite and the GPU suite: each
-//! setting runs on a random well-conditioned system, and the solution, the outcome, the
-//! iteration counts and the residual history are checked against direct loops in complex `f64`.
+//! setting runs on a random well-conditioned system (an ill-conditioned one where refinement
+//! must fail, an inconsistent one where least squares cannot converge), and the solution, the
+//! outcome, the iteration counts and the residual history are checked against direct loops in
+//! complex `f64`.
 #![allow(clippy::needless_range_loop)] // index loops mirror the math
 // `!(x <= bound)` on purpose: a NaN fails the check.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
@@ -125,6 +127,59 @@ pub fn dominant(rng: &mut Rng, n: usize, complex: bool) -> Vec<Cf> {
     a
 }
 
+fn cmul(p: Cf, q: Cf) -> Cf {
+    (p.0 * q.0 - p.1 * q.1, p.0 * q.1 + p.1 * q.0)
+}
+
+/// A random `n x n` matrix `Q₁ Σ Q₂` with unitary `Q₁`, `Q₂` (products of `n` random
+/// Householder reflectors each) and singular values spread geometrically from 1 down to
+/// `1 / kappa`: its condition number is `kappa`, and a factorization in a low precision `u`
+/// with `kappa u ≫ 1` is no preconditioner for it, so classical refinement from there diverges.
+pub fn ill_conditioned(rng: &mut Rng, n: usize, complex: bool, kappa: f64) -> Vec<Cf> {
+    let mut a = vec![(0.0, 0.0); n * n];
+    for i in 0..n {
+        a[i + i * n].0 = kappa.powf(-(i as f64) / (n.max(2) - 1) as f64);
+    }
+    for side in [true, false] {
+        for _ in 0..n {
+            let v: Vec<Cf> = (0..n).map(|_| random_c(rng, complex)).collect();
+            let vv: f64 = v.iter().map(|c| c.0 * c.0 + c.1 * c.1).sum();
+            if vv == 0.0 {
+                continue;
+            }
+            let f = 2.0 / vv;
+            if side {
+                // A ← (I − f v vᴴ) A, column by column.
+                for j in 0..n {
+                    let s = (0..n).fold((0.0, 0.0), |s, i| {
+                        let t = cmul((v[i].0, -v[i].1), a[i + j * n]);
+                        (s.0 + t.0, s.1 + t.1)
+                    });
+                    for i in 0..n {
+                        let t = cmul(v[i], s);
+                        a[i + j * n].0 -= f * t.0;
+                        a[i + j * n].1 -= f * t.1;
+                    }
+                }
+            } else {
+                // A ← A (I − f v vᴴ), row by row.
+                for i in 0..n {
+                    let s = (0..n).fold((0.0, 0.0), |s, l| {
+                        let t = cmul(a[i + l * n], v[l]);
+                        (s.0 + t.0, s.1 + t.1)
+                    });
+                    for l in 0..n {
+                        let t = cmul(s, (v[l].0, -v[l].1));
+                        a[i + l * n].0 -= f * t.0;
+                        a[i + l * n].1 -= f * t.1;
+                    }
+                }
+            }
+        }
+    }
+    a
+}
+
 /// What one solve left: the report, `X`, `A` afterwards.
 type Ran<T> = (IrsReport, Vec<Cf>, Vec<T>);
 
@@ -236,60 +291,104 @@ pub fn check_every_setting<T: IrsEl + PartialEq>(
             }
             (e1, e2) => failures.push(format!("{ty} tolerance: {:?} / {:?}", e1.err(), e2.err())),
         }
-        // Four iterations from bf16 cannot reach f64: with the fallback it falls back (X valid,
-        // A factored), without it it reports the failure and keeps A. (Four: a limit whose
-        // negation is no other failure's code.)
+        // Refinement from bf16 of a matrix with condition number 1e7 diverges (bf16's unit
+        // roundoff is 2⁻⁸; even f32-accurate factors would contract by only ~0.6 an iteration), so
+        // four iterations cannot reach f64: with the fallback it falls back (X valid, A factored),
+        // without it it reports the failure and keeps A. cuSOLVER may name the divergence rather
+        // than the limit; any reason but "not worth it" (which never tried) stands. (Four: a limit
+        // whose negation is no other failure's code.)
+        let ic = ill_conditioned(rng, n, T::COMPLEX, 1e7);
+        let i0 = up(&ic);
+        let ic: Vec<Cf> = i0.iter().map(|&v| v.c()).collect();
+        let ib0 = up(&cmatmul(&ic, &xc, n, n, nrhs));
+        let ibc: Vec<Cf> = ib0.iter().map(|&v| v.c()).collect();
         for fallback in [true, false] {
             let s =
                 IrsSettings { low: LowPrecision::Bf16, max_iterations: Some(4), fallback, ..IrsSettings::default() };
             let what = format!("{ty} max 4, fallback {fallback}");
-            match gesv::<T>(d, st, h, &a0, &b0, n, nrhs, &s) {
+            match gesv::<T>(d, st, h, &i0, &ib0, n, nrhs, &s) {
                 Err(e) => failures.push(format!("{what}: {e}")),
                 Ok((r, x, a_after)) => {
-                    println!("{what}: {:?}, max {}", r.outcome, r.max_iterations);
+                    let back = backward(&ic, &x, &ibc, n, nrhs);
+                    println!("{what}: {:?}, max {}, backward {back:.2e}", r.outcome, r.max_iterations);
+                    let tried = |why: Fallback| why != Fallback::NotWorthIt;
                     let ok = match r.outcome {
-                        IrsOutcome::FellBack(Fallback::IterationLimit) if fallback => {
-                            backward(&ac, &x, &bc, n, nrhs) <= bound
-                        }
-                        IrsOutcome::NotConverged(Fallback::IterationLimit) if !fallback => a_after == a0,
+                        IrsOutcome::FellBack(why) if fallback => tried(why) && back <= bound,
+                        IrsOutcome::NotConverged(why) if !fallback => tried(why) && a_after == i0,
                         _ => false,
                     };
                     if !ok || r.max_iterations != 4 {
-                        failures.push(format!("{what}: {:?}, max {}", r.outcome, r.max_iterations));
+                        failures
+                            .push(format!("{what}: {:?}, max {}, backward {back:.2e}", r.outcome, r.max_iterations));
                     }
                 }
             }
         }
     }
-    // Least squares, m x n, from every lower precision: the normal equations hold.
+    // Least squares, m x n, from every lower precision, of a consistent system (B = A X): the
+    // refinement's test is on the residual `B − A X` (as gesv's), which then becomes small, so it
+    // converges to X, and the normal equations hold.
     let gc: Vec<Cf> = (0..m * n).map(|_| random_c(rng, T::COMPLEX)).collect();
     let g0 = up(&gc);
     let gc: Vec<Cf> = g0.iter().map(|&v| v.c()).collect();
     let k = 2;
-    let lb0 = up(&(0..m * k).map(|_| random_c(rng, T::COMPLEX)).collect::<Vec<_>>());
+    let gxc: Vec<Cf> = (0..n * k).map(|_| random_c(rng, T::COMPLEX)).collect();
+    let lb0 = up(&cmatmul(&gc, &gxc, m, n, k));
+    let mut gels = |lb0: &[T], s: &IrsSettings| -> cusched::Result<(IrsReport, Vec<Cf>)> {
+        let (a, b, x): (GpuRef<T>, GpuRef<T>, GpuRef<T>) =
+            (d.upload(st, &g0)?, d.upload(st, lb0)?, d.upload(st, &vec![T::from_c((f64::NAN, f64::NAN)); n * k])?);
+        let g = IrsGels { m, n, nrhs: k, a: &a, lda: None, b: &b, ldb: None, x: &x, ldx: None };
+        let r = h.solver()?.irs_gels(&g, s)?.wait()?;
+        Ok((r, x.download(st)?.into_iter().map(T::c).collect()))
+    };
+    // ‖Aᴴ(AX − B)‖ relative to ‖A‖ ‖B‖ m ε: the least-squares answer in the main precision.
+    let normal = |x: &[Cf], lbc: &[Cf]| {
+        let ax = cmatmul(&gc, x, m, n, k);
+        let res: Vec<Cf> = ax.iter().zip(lbc).map(|(p, q)| (p.0 - q.0, p.1 - q.1)).collect();
+        let ne = cmatmul(&adjoint(&gc, m, n), &res, n, m, k);
+        let fro = |v: &[Cf]| v.iter().map(|c| c.0 * c.0 + c.1 * c.1).sum::<f64>().sqrt();
+        fro(&ne) / (fro(&gc) * fro(lbc) * m as f64 * T::EPS)
+    };
     let lbc: Vec<Cf> = lb0.iter().map(|&v| v.c()).collect();
+    // A random m x n with m well above n is well conditioned (κ of a few tens at most); the
+    // residual test bounds the error through κ and the norms' dimension factors, hence the room.
+    let forward_bound = 1e4 * (n as f64).sqrt() * T::EPS;
     for low in lows {
         let s = IrsSettings { low, residual_history: true, ..IrsSettings::default() };
         let what = format!("{ty} gels {low:?}");
-        let mut run = || -> cusched::Result<(IrsReport, Vec<Cf>)> {
-            let (a, b, x): (GpuRef<T>, GpuRef<T>, GpuRef<T>) =
-                (d.upload(st, &g0)?, d.upload(st, &lb0)?, d.upload(st, &vec![T::from_c((f64::NAN, f64::NAN)); n * k])?);
-            let g = IrsGels { m, n, nrhs: k, a: &a, lda: None, b: &b, ldb: None, x: &x, ldx: None };
-            let r = h.solver()?.irs_gels(&g, &s)?.wait()?;
-            Ok((r, x.download(st)?.into_iter().map(T::c).collect()))
-        };
-        match run() {
+        match gels(&lb0, &s) {
             Err(e) => failures.push(format!("{what}: {e}")),
             Ok((r, x)) => {
-                let ax = cmatmul(&gc, &x, m, n, k);
-                let res: Vec<Cf> = ax.iter().zip(&lbc).map(|(p, q)| (p.0 - q.0, p.1 - q.1)).collect();
-                let normal = cmatmul(&adjoint(&gc, m, n), &res, n, m, k);
-                let fro = |v: &[Cf]| v.iter().map(|c| c.0 * c.0 + c.1 * c.1).sum::<f64>().sqrt();
-                let scaled = fro(&normal) / (fro(&gc) * fro(&lbc) * m as f64 * T::EPS);
-                println!("{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}, history {:?}", r.outcome, r.residual_history);
-                if !(scaled < 100.0) || !matches!(r.outcome, IrsOutcome::Converged { .. }) {
-                    failures.push(format!("{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}", r.outcome));
+                let scaled = normal(&x, &lbc);
+                let err = col_inf(&x.iter().zip(&gxc).map(|(p, q)| (p.0 - q.0, p.1 - q.1)).collect::<Vec<_>>(), n, k)
+                    / col_inf(&gxc, n, k);
+                println!(
+                    "{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}, ‖X − X₀‖/‖X₀‖ {err:.2e}, history {:?}",
+                    r.outcome, r.residual_history
+                );
+                if !(scaled < 100.0) || !(err <= forward_bound) || !matches!(r.outcome, IrsOutcome::Converged { .. }) {
+                    failures.push(format!(
+                        "{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}, ‖X − X₀‖/‖X₀‖ {err:.2e} (bound {forward_bound:.2e})",
+                        r.outcome
+                    ));
                 }
+            }
+        }
+    }
+    // An inconsistent system (random B): the residual stays at the least-squares residual's
+    // size, never below the test, so refinement runs to its limit and falls back; X is still the
+    // least-squares answer (the normal equations hold).
+    let rb0 = up(&(0..m * k).map(|_| random_c(rng, T::COMPLEX)).collect::<Vec<_>>());
+    let rbc: Vec<Cf> = rb0.iter().map(|&v| v.c()).collect();
+    let s = IrsSettings { low: LowPrecision::Bf16, ..IrsSettings::default() };
+    let what = format!("{ty} gels inconsistent");
+    match gels(&rb0, &s) {
+        Err(e) => failures.push(format!("{what}: {e}")),
+        Ok((r, x)) => {
+            let scaled = normal(&x, &rbc);
+            println!("{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}", r.outcome);
+            if !(scaled < 100.0) || r.outcome != IrsOutcome::FellBack(Fallback::IterationLimit) {
+                failures.push(format!("{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}", r.outcome));
             }
         }
     }

@@ -1,9 +1,10 @@
 //! The simulated iterative-refinement solves `gesv` and `gels`: the matrix rounded to the
 //! lower precision (its significand only; an entry beyond the precision's range falls back as
 //! cuSOLVER does), factored in f64 with the factors rounded again, and the solution refined
-//! against the unrounded matrix until LAPACK's `dsgesv` test passes (`gels`: corrections from
-//! the semi-normal equations, until they are that small), at most 50 iterations; otherwise the whole solve runs in the
-//! element type's precision. The outcome is reported as cuSOLVER's iteration count is.
+//! against the unrounded matrix until LAPACK's `dsgesv` test on the residual passes (`gels`:
+//! corrections from the semi-normal equations, under the same residual test, which an
+//! inconsistent system never passes), at most 50 iterations; otherwise the whole solve runs in
+//! the element type's precision. The outcome is reported as cuSOLVER's iteration count is.
 //!
 //! The expert forms (`irs_gesv`, `irs_gels`) run the same loop under their settings: the
 //! tolerance replaces `√n ε` in the stopping test, the iteration limit replaces 50, the
@@ -309,10 +310,13 @@ fn gels_core<T: SolverElement>(
     let low = irs.low;
     let am = load(&a.read(), 0, m, n, lda);
     let bm = load(&b.read(), 0, m, nrhs, ldb);
+    let anorm = (0..m).map(|i| (0..n).map(|j| am.at(i, j).abs1()).sum::<f64>()).fold(0.0, f64::max);
     let tol = irs.tol.unwrap_or(T::EPS * (n as f64).sqrt());
-    // The residual of least squares need not vanish: stop once the correction is at the
-    // element type's precision.
-    let done = |_: &Mat, d: &Mat, x: &Mat| col_norms(d).iter().zip(col_norms(x)).all(|(dn, xn)| *dn <= xn * tol);
+    // cuSOLVER's test, as gesv's: ‖r‖ ≤ ‖x‖ ‖A‖ tol per column. The residual of an inconsistent
+    // system stays at the least-squares residual's size, so such a system never passes it: the
+    // refinement runs to its limit and falls back, with X the least-squares answer.
+    let done =
+        |r: &Mat, _: &Mat, x: &Mat| col_norms(r).iter().zip(col_norms(x)).all(|(rn, xn)| *rn <= xn * anorm * tol);
     let solve_with = |low: Option<(u32, f64)>,
                       refine_it: bool,
                       history: &mut Vec<(f64, f64)>|
@@ -381,6 +385,8 @@ fn gels_core<T: SolverElement>(
             let result = match (low, it) {
                 (None, Some(it)) => IrsOutcome::Converged { iterations: it },
                 (None, None) if !irs.fallback => IrsOutcome::NotConverged(Fallback::IterationLimit),
+                // The main precision's own refinement ran to its limit, as cuSOLVER reports it.
+                (None, None) => IrsOutcome::FellBack(Fallback::IterationLimit),
                 _ => IrsOutcome::FellBack(why),
             };
             (xm, result)
