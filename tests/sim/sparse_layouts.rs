@@ -100,43 +100,54 @@ fn spmm_ops_rejects_bad_input() {
     });
 }
 
-/// What takes column-major operands or plain transposes only refuses the others, naming the
-/// argument, with nothing recorded.
+/// SpSM with row-major `B` and `C` (padding kept), SpSM with a conjugate-transposed complex
+/// `A`, and SDDMM with conjugate-transposed complex `A` and `B`, worked by hand; SpSM with `B`
+/// and `C` in different orders is refused, naming `c`, with nothing recorded.
 #[test]
-fn ops_refuse_row_major_operands_and_conjugate_transposes_they_do_not_take() {
+fn spsm_takes_row_major_operands_and_conjugate_transposes_and_sddmm_conjugate_transposes() {
     let mut fx = fx();
-    let (l, csr) = (fx.lower(), fx.csr());
-    let (b, c) = (fx.buf::<f64>(6), fx.buf::<f64>(6));
+    let s = fx.s;
     let tri = Triangle { fill: Fill::Lower, unit_diagonal: false, transpose: Transpose::No };
-    unsupported(&mut fx, "b", |fx| {
-        fx.h.sparse()?.spsm(tri, 1.0, &l, DenseMatrix::new(&b, 3, 2).row_major(), DenseMatrix::new(&c, 3, 2))
-    });
+    // L = [[2 0] [1 4]], B = [[2 4] [9 10]] row-major with ld 3: C = [[1 2] [2 2]].
+    let (lo, li, lv) = (fx.upload(&[0i32, 1, 3]), fx.upload(&[0i32, 0, 1]), fx.upload(&[2.0f64, 1.0, 4.0]));
+    let l = SparseMatrix::csr(2, 2, 3, &lo, &li, &lv).unwrap();
+    let b = fx.upload(&[2.0f64, 4.0, f64::NAN, 9.0, 10.0, f64::NAN]);
+    let c = fx.upload(&[-1.0f64; 6]);
+    let (bv, cv) = (DenseMatrix::new(&b, 2, 2).ld(3).row_major(), DenseMatrix::new(&c, 2, 2).ld(3).row_major());
+    runs(&mut fx, |fx| fx.h.sparse()?.spsm(tri, 1.0, &l, bv, cv));
+    assert_eq!(c.download(s).unwrap(), [1.0, 2.0, -1.0, 2.0, 2.0, -1.0]);
+    let c2 = fx.upload(&[0.0f64; 4]);
     unsupported(&mut fx, "c", |fx| {
-        fx.h.sparse()?.spsm(tri, 1.0, &l, DenseMatrix::new(&b, 3, 2), DenseMatrix::new(&c, 3, 2).row_major())
+        fx.h.sparse()?.spsm(tri, 1.0, &l, DenseMatrix::new(&b, 2, 2).ld(3).row_major(), DenseMatrix::new(&c2, 2, 2))
     });
-    let (da, db) = (fx.buf::<f64>(6), fx.buf::<f64>(8)); // A 3x2, B 2x4
-    let n = Transpose::No;
-    // Complex conjugate transposes in SpSM and SDDMM.
-    let one = C64::new(1.0, 0.0);
-    let offsets = fx.upload(&[0i32, 1]);
-    let (indices, values) = (fx.upload(&[0i32]), fx.upload(&[one]));
-    let lc = SparseMatrix::csr(1, 1, 1, &offsets, &indices, &values).unwrap();
-    let (cb, cc) = (fx.buf::<C64>(1), fx.buf::<C64>(1));
-    let conj = Triangle { transpose: Transpose::Conj, ..tri };
-    unsupported(&mut fx, "tri", |fx| {
-        fx.h.sparse()?.spsm(conj, one, &lc, DenseMatrix::new(&cb, 1, 1), DenseMatrix::new(&cc, 1, 1))
-    });
-    unsupported(&mut fx, "op_a", |fx| {
-        let (a, b) = (DenseMatrix::new(&cb, 1, 1), DenseMatrix::new(&cc, 1, 1));
-        fx.h.sparse()?.sddmm(Transpose::Conj, n, one, a, b, one, &lc)
-    });
-    unsupported(&mut fx, "op_b", |fx| {
-        let (a, b) = (DenseMatrix::new(&cb, 1, 1), DenseMatrix::new(&cc, 1, 1));
-        fx.h.sparse()?.sddmm(n, Transpose::Conj, one, a, b, one, &lc)
-    });
-    // On real values a conjugate transpose is a plain one, and runs.
-    let (a, b) = (DenseMatrix::new(&da, 2, 3), DenseMatrix::new(&db, 2, 4));
-    runs(&mut fx, |fx| fx.h.sparse()?.sddmm(Transpose::Conj, n, 1.0, a, b, 0.0, &csr));
+    // L = [[1+i 0] [2 1]]: Lᴴ c = [4 1] gives c = [1+i, 1]; Lᵀ c = [4 1] gives [1-i, 1].
+    let (one, zero) = (C64::new(1.0, 0.0), C64::new(0.0, 0.0));
+    let lv = fx.upload(&[C64::new(1.0, 1.0), C64::new(2.0, 0.0), one]);
+    let lc = SparseMatrix::csr(2, 2, 3, &lo, &li, &lv).unwrap();
+    let rhs = fx.upload(&[C64::new(4.0, 0.0), one]);
+    let x = fx.buf::<C64>(2);
+    for (t, want) in [(Transpose::Conj, C64::new(1.0, 1.0)), (Transpose::Yes, C64::new(1.0, -1.0))] {
+        let tri = Triangle { transpose: t, ..tri };
+        runs(&mut fx, |fx| {
+            fx.h.sparse()?.spsm(tri, one, &lc, DenseMatrix::new(&rhs, 2, 1), DenseMatrix::new(&x, 2, 1))
+        });
+        assert_eq!(x.download(s).unwrap(), [want, one], "{t:?}");
+    }
+    // SDDMM at the diagonal of a 2x2 C: op(A) = Aᴴ of the stored 1x2 A = [i 2] is [-i; 2];
+    // B = [1 i] gives op(A) B = [[-i 1] [2 2i]]; Bᴴ of the stored 2x1 B = [1; i] is [1 -i],
+    // giving [[-i -1] [2 -2i]].
+    let (co, ci) = (fx.upload(&[0i32, 1, 2]), fx.upload(&[0i32, 1]));
+    let cvals = fx.upload(&[zero; 2]);
+    let cm = SparseMatrix::csr(2, 2, 2, &co, &ci, &cvals).unwrap();
+    let a = fx.upload(&[C64::new(0.0, 1.0), C64::new(2.0, 0.0)]);
+    let bb = fx.upload(&[one, C64::new(0.0, 1.0)]);
+    for (tb, b_rows, want) in [(Transpose::No, 1, C64::new(0.0, 2.0)), (Transpose::Conj, 2, C64::new(0.0, -2.0))] {
+        runs(&mut fx, |fx| {
+            let (av, bv) = (DenseMatrix::new(&a, 1, 2), DenseMatrix::new(&bb, b_rows, 3 - b_rows));
+            fx.h.sparse()?.sddmm(Transpose::Conj, tb, one, av, bv, zero, &cm)
+        });
+        assert_eq!(cvals.download(s).unwrap(), [C64::new(0.0, -1.0), want], "{tb:?}");
+    }
 }
 
 /// The fixture matrix to a row-major dense matrix (padding kept) and back, and SDDMM of
