@@ -1,8 +1,8 @@
 //! cuSPARSE's dense layouts, transposes, batches and CSR ↔ COO on the GPU, each against the CPU
 //! reference of tests/common/reference/sparse.rs in every value and index type the API takes,
 //! one test per feature (the full harness also runs in sparse_cross): row-major and transposed
-//! dense operands of SpMM, conjugate transposes in SpMV / SpMM / SpSV (SpSM refusing them for
-//! complex values), row-major SDDMM and dense conversions, strided-batch SpMM, CSR ↔ COO,
+//! dense operands of SpMM, conjugate transposes in SpMV / SpMM / SpSV / SpSM / SDDMM, row-major
+//! SpSM, SDDMM and dense conversions, strided-batch SpMM, SpGEMM, CSR ↔ COO,
 //! dense → CSC / COO, and the BSR conversions.
 
 use crate::common::reference::sparse::*;
@@ -36,14 +36,14 @@ fn spmv_and_spmm_in_every_layout_and_transpose_match_the_reference() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn triangular_solves_with_conjugate_transposes_match_the_reference() {
+fn triangular_solves_with_conjugate_transposes_and_row_major_operands_match_the_reference() {
     let Some(mut cx) = setup() else { return };
     every_type!(&mut cx, solves);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn row_major_sddmm_and_dense_conversions_match_the_reference() {
+fn row_major_and_conjugate_transposed_sddmm_and_dense_conversions_match_the_reference() {
     let Some(mut cx) = setup() else { return };
     every_type!(&mut cx, sddmm);
     every_type!(&mut cx, conversions);

@@ -88,19 +88,6 @@ pub(super) fn unsupported(arg: &'static str, what: String, hint: &str) -> crate:
     }
 }
 
-/// Refuses a conjugate transpose (argument `arg`) of complex values where `op` takes plain
-/// transposes only.
-pub(super) fn no_conj<T: SparseValue>(arg: &'static str, t: Transpose, op: &str) -> Result<()> {
-    if t.on::<T>() == Transpose::Conj {
-        return Err(unsupported(
-            arg,
-            format!("a conjugate transpose in {op}"),
-            "conjugate the values first and pass `Transpose::Yes`",
-        ));
-    }
-    Ok(())
-}
-
 /// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
 /// blocked kernels multiply by `A` as stored).
 pub(super) fn takes<T: SparseValue, I: SparseIndex>(

@@ -139,8 +139,8 @@ impl Sparse {
             let offsets = c_off.read().to_vec();
             let idx = c_idx.read().to_vec();
             // op(A)[i, l] and op(B)[l, j].
-            let ea = |i: usize, l: usize| if op_a.flips() { av[am.at(l, i)] } else { av[am.at(i, l)] };
-            let eb = |l: usize, j: usize| if op_b.flips() { bv[bm.at(j, l)] } else { bv[bm.at(l, j)] };
+            let ea = |i: usize, l: usize| op_a.value(if op_a.flips() { av[am.at(l, i)] } else { av[am.at(i, l)] });
+            let eb = |l: usize, j: usize| op_b.value(if op_b.flips() { bv[bm.at(j, l)] } else { bv[bm.at(l, j)] });
             let mut out = c_val.lock();
             for i in 0..rows {
                 for p in span("c.offsets", &offsets, i, nnz)? {
