@@ -56,7 +56,15 @@ fn strided_batch_spmm_matches_the_reference() {
     every_type!(&mut cx, spmm_batched);
 }
 
-/// CSR ↔ COO (with SpGEMM and CSR ↔ CSC: the `i32`-only ops).
+/// SpGEMM and its reusable form (with `beta C`) in both index types.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spgemm_and_its_reusable_form_in_both_index_types_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, spgemm_products);
+}
+
+/// CSR ↔ COO (with CSR ↔ CSC: the `i32`-only ops).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn csr_to_coo_and_back_match_the_reference() {

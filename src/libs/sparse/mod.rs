@@ -19,11 +19,11 @@
 //! - SpSM with `B` and `C` in different orders: refused as
 //!   [`Error::Unsupported`](crate::Error::Unsupported) naming `c`, as only matching orders were
 //!   checked on a GPU.
-//! - SpGEMM with 64-bit indices, BSR factors or `beta C`: cuSPARSE's SpGEMM lists CSR with
-//!   32-bit indices, non-transposed, as its limitations, so [`Sparse::spgemm`] takes
-//!   `SparseMatrix<T, i32>` CSR factors (others are rejected naming the argument); `beta C`
-//!   needs a `C` whose pattern holds `A B`'s, which only the reusable structure has, and
-//!   [`Sparse::spgemm_reuse_compute`] does not take a `beta` yet.
+//! - SpGEMM with BSR (or any non-CSR) factors, transposed factors, or `beta C` in the one-shot
+//!   [`Sparse::spgemm`]: cuSPARSE's SpGEMM lists CSR, non-transposed, as its limitations, so
+//!   other factors are rejected naming the argument; `beta C` needs a `C` whose pattern holds
+//!   `A B`'s, which only the reusable structure has ([`Sparse::spgemm_reuse_compute`] takes a
+//!   `beta`). Both factors take one index type, `i32` or `i64`, which `C` gets.
 //! - Mixed-precision SpMV / SpMM (`f16` / `bf16` `A` and `X` with `f32` `Y` and compute, `i8`
 //!   with `i32` or `f32`): needs value types beside the four [`SparseValue`]s, which every
 //!   other op would then have to refuse, and the simulator's arithmetic in them.

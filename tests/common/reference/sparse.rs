@@ -733,21 +733,35 @@ pub fn vectors<T: Val, I: Idx>(cx: &mut Cx) {
     cx.check(&got, &want, 0.0, &format!("scatter {} {:?}", T::NAME, I::KIND));
 }
 
-/// The ops that take `i32` indices only: SpGEMM, its reusable form and CSR ↔ CSC.
-pub fn i32_only<T: Val>(cx: &mut Cx) {
+/// SpGEMM and its reusable form, computed with `beta` zero and then `beta C` on the last
+/// compute's `C`, in either index type.
+pub fn spgemm_products<T: Val, I: Idx>(cx: &mut Cx) {
     let (m, k, n) = (9, 8, 7);
     let (a, b) = (cx.random(m, k, 0.3, T::COMPLEX), cx.random(k, n, 0.3, T::COMPLEX));
-    let (sa, sb) = (cx.matrix::<T, i32>(&a, "csr"), cx.matrix::<T, i32>(&b, "csr"));
+    let (sa, sb) = (cx.matrix::<T, I>(&a, "csr"), cx.matrix::<T, I>(&b, "csr"));
+    let what = format!("{} {:?}", T::NAME, I::KIND);
     let alpha = cx.val(T::COMPLEX);
     let c = cx.h.sparse().unwrap().spgemm(T::of(alpha), &sa, &sb).unwrap().wait().unwrap();
     let want = gemm(alpha, &a, &b, Z, &a);
     let out = cx.dense_up::<T>(&Dense { rows: m, cols: n, v: vec![Z; m * n] }, m);
     cx.h.sparse().unwrap().sparse_to_dense(&c, DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
-    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm {}", T::NAME));
+    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm {what}"));
     let plan = cx.h.sparse().unwrap().spgemm_reuse(&sa, &sb).unwrap();
-    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha)).unwrap().wait().unwrap();
+    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha), T::of(Z)).unwrap().wait().unwrap();
     cx.h.sparse().unwrap().sparse_to_dense(plan.c(), DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
-    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm_reuse {}", T::NAME));
+    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm_reuse {what}"));
+    let (alpha2, beta) = (cx.val(T::COMPLEX), cx.val(T::COMPLEX));
+    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha2), T::of(beta)).unwrap().wait().unwrap();
+    cx.h.sparse().unwrap().sparse_to_dense(plan.c(), DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
+    let want2: Vec<C> = gemm(alpha2, &a, &b, Z, &a).iter().zip(&want).map(|(&x, &w)| x + beta * w).collect();
+    cx.check(&dense_down(cx, &out, m, n, m), &want2, T::TOL * 2.0, &format!("spgemm_reuse beta {what}"));
+}
+
+/// The ops that take `i32` indices only: CSR ↔ CSC and CSR ↔ COO.
+pub fn i32_only<T: Val>(cx: &mut Cx) {
+    let (m, k) = (9, 8);
+    let a = cx.random(m, k, 0.3, T::COMPLEX);
+    let sa = cx.matrix::<T, i32>(&a, "csr");
     let csc = cx.h.sparse().unwrap().convert_compressed(&sa).unwrap().wait().unwrap();
     let out = cx.dense_up::<T>(&Dense { rows: m, cols: k, v: vec![Z; m * k] }, m);
     cx.h.sparse().unwrap().sparse_to_dense(&csc, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
@@ -912,6 +926,8 @@ pub fn all_index_types<T: Val>(cx: &mut Cx) {
     dense_to_csc_and_coo::<T, i64>(cx);
     vectors::<T, i32>(cx);
     vectors::<T, i64>(cx);
+    spgemm_products::<T, i32>(cx);
+    spgemm_products::<T, i64>(cx);
     i32_only::<T>(cx);
     bsr_conversions::<T>(cx);
 }
