@@ -279,3 +279,23 @@ fn spmm_batched_rejects_bad_input() {
         fx.h.sparse()?.spmm_batched(Transpose::No, 1.0, &bsr, bv, 0.0, cv, SpmmBatch { count: 1, ..one })
     });
 }
+
+/// Triangular solves of a square BSR, Blocked-ELL or CSC `a` are refused as unsupported by
+/// cuSPARSE (its SpSV and SpSM take CSR and COO), naming `a`, with nothing recorded.
+#[test]
+fn triangular_solves_refuse_formats_cusparse_does_not_solve() {
+    let mut fx = fx();
+    let (o, i) = (fx.upload(&[0i32, 1, 2]), fx.upload(&[0i32, 1]));
+    let v = fx.upload(&[1.0f64, 1.0]);
+    let bsr = SparseMatrix::bsr(2, 2, 1, 2, &o, &i, &v).unwrap();
+    let ell = SparseMatrix::blocked_ell(2, 2, 1, 1, &i, &v).unwrap();
+    let csc = SparseMatrix::csc(2, 2, 2, &o, &i, &v).unwrap();
+    let (x, y) = (fx.upload(&[1.0f64, 1.0]), fx.buf::<f64>(2));
+    let tri = Triangle::default();
+    for a in [&bsr, &ell, &csc] {
+        unsupported(&mut fx, "a", |fx| fx.h.sparse()?.spsv(tri, 1.0, a, &x, &y));
+        unsupported(&mut fx, "a", |fx| {
+            fx.h.sparse()?.spsm(tri, 1.0, a, DenseMatrix::new(&x, 2, 1), DenseMatrix::new(&y, 2, 1))
+        });
+    }
+}
