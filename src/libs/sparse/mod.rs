@@ -13,8 +13,9 @@
 //! of its dense operands).
 //!
 //! Not wrapped, and why:
-//! - BSR in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO (SpSV also
-//!   Sliced-ELL), not BSR, so a BSR `a` is rejected there; convert it with
+//! - CSC, BSR and Blocked-ELL in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO
+//!   (SpSV also Sliced-ELL, which cusched does not make), so such an `a` is refused there as
+//!   [`Error::Unsupported`](crate::Error::Unsupported) naming `a`; convert a BSR one with
 //!   [`Sparse::bsr_to_csr`] first.
 //! - SpSM with `B` and `C` in different orders: refused as
 //!   [`Error::Unsupported`](crate::Error::Unsupported) naming `c`, as only matching orders were

@@ -44,15 +44,7 @@ impl Sparse {
                 format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols),
             ));
         }
-        if !matches!(a.format, Format::Csr | Format::Coo) {
-            return Err(Error::invalid(
-                "a",
-                format!(
-                    "is {:?}; cuSPARSE solves CSR and COO matrices (convert BSR with Sparse::bsr_to_csr)",
-                    a.format
-                ),
-            ));
-        }
+        super::args::solvable(a)?;
         let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
         if b.order != c.order {
             // SpSM is checked on the GPU with B and C in one order (both column- or both
