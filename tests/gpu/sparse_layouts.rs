@@ -49,6 +49,14 @@ fn row_major_and_conjugate_transposed_sddmm_and_dense_conversions_match_the_refe
     every_type!(&mut cx, conversions);
 }
 
+/// SDDMM into a BSR `C` (cuSPARSE 12.1 and later), in every value and index type.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sddmm_into_a_bsr_matrix_matches_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, sddmm_bsr);
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn strided_batch_spmm_matches_the_reference() {

@@ -299,3 +299,23 @@ fn triangular_solves_refuse_formats_cusparse_does_not_solve() {
         });
     }
 }
+
+/// SDDMM into a BSR `C`: every entry of each stored block, blocks stored row-major; a CSC `C`
+/// stays rejected, naming `c`.
+#[test]
+fn sddmm_writes_every_entry_of_a_bsr_outputs_blocks() {
+    let mut fx = fx();
+    let s = fx.s;
+    // A 4x1 = [1 2 3 4]ᵀ, B 1x4 = [1 10 100 1000]; C 4x4 in 2x2 blocks, one block at block
+    // row 1, block column 0: rows 2 and 3, columns 0 and 1 of A B.
+    let a = fx.upload(&[1.0f64, 2.0, 3.0, 4.0]);
+    let b = fx.upload(&[1.0f64, 10.0, 100.0, 1000.0]);
+    let (o, i) = (fx.upload(&[0i32, 0, 1]), fx.upload(&[0i32]));
+    let v = fx.upload(&[1.0f64; 4]);
+    let c = SparseMatrix::bsr(4, 4, 2, 1, &o, &i, &v).unwrap();
+    let (av, bv) = (DenseMatrix::new(&a, 4, 1), DenseMatrix::new(&b, 1, 4));
+    runs(&mut fx, |fx| fx.h.sparse()?.sddmm(Transpose::No, Transpose::No, 2.0, av, bv, 0.5, &c));
+    assert_eq!(v.download(s).unwrap(), [6.5, 60.5, 8.5, 80.5]);
+    let csc = SparseMatrix::csc(4, 4, 1, &fx.upload(&[0i32, 1, 1, 1, 1]), &i, &v).unwrap();
+    rejects(&mut fx, "c", |fx| fx.h.sparse()?.sddmm(Transpose::No, Transpose::No, 1.0, av, bv, 0.0, &csc));
+}

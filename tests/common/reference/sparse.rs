@@ -569,6 +569,51 @@ pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
     }
 }
 
+/// SDDMM into a BSR `C` (2x2 blocks, whole blocks stored) on odd `k`, transposed and
+/// row-major dense operands, `beta` zero or not.
+pub fn sddmm_bsr<T: Val, I: Idx>(cx: &mut Cx) {
+    let (m, k, n) = (6, 5, 4);
+    let pattern = cx.random(m, n, 0.3, T::COMPLEX);
+    for (ta, tb, ra, rb) in [
+        (Transpose::No, Transpose::No, false, false),
+        (Transpose::Yes, Transpose::No, false, true),
+        (Transpose::No, Transpose::Yes, true, false),
+    ] {
+        for beta0 in [true, false] {
+            let what = format!("sddmm bsr {} {:?} {ta:?} {tb:?} row {ra} {rb} beta0 {beta0}", T::NAME, I::KIND);
+            let a = cx.random(m, k, 1.0, T::COMPLEX).op(ta);
+            let b = cx.random(k, n, 1.0, T::COMPLEX).op(tb);
+            let lda = if ra { a.cols + 1 } else { a.rows + 1 };
+            let ldb = if rb { b.cols } else { b.rows };
+            let (da, db) = (cx.dense_up_in::<T>(&a, lda, ra), cx.dense_up_in::<T>(&b, ldb, rb));
+            let (mut av, mut bv) =
+                (DenseMatrix::new(&da, a.rows, a.cols).ld(lda), DenseMatrix::new(&db, b.rows, b.cols).ld(ldb));
+            if ra {
+                av = av.row_major();
+            }
+            if rb {
+                bv = bv.row_major();
+            }
+            let c = cx.matrix::<T, I>(&pattern, "bsr");
+            let (alpha, beta) = (cx.val(T::COMPLEX), if beta0 { Z } else { cx.val(T::COMPLEX) });
+            cx.h.sparse().unwrap().sddmm(ta, tb, T::of(alpha), av, bv, T::of(beta), &c).unwrap().wait().unwrap();
+            let full = gemm(alpha, &a.op(ta), &b.op(tb), Z, &pattern);
+            // The stored blocks in order, each row-major, as `Cx::matrix` lays them out.
+            let mut want = Vec::new();
+            for br in 0..m / 2 {
+                for bc in 0..n / 2 {
+                    let at = |e: usize| (br * 2 + e / 2) * n + bc * 2 + e % 2;
+                    if (0..4).any(|e| pattern.v[at(e)] != Z) {
+                        want.extend((0..4).map(|e| full[at(e)] + beta * pattern.v[at(e)]));
+                    }
+                }
+            }
+            let got: Vec<C> = c.values().download(cx.s).unwrap()[..want.len()].iter().map(|v| v.c()).collect();
+            cx.check(&got, &want, T::TOL, &what);
+        }
+    }
+}
+
 pub fn conversions<T: Val, I: Idx>(cx: &mut Cx) {
     let (rows, cols) = (9, 7);
     let a = cx.random(rows, cols, 0.3, T::COMPLEX);
@@ -920,6 +965,8 @@ pub fn all_index_types<T: Val>(cx: &mut Cx) {
     solves::<T, i64>(cx);
     sddmm::<T, i32>(cx);
     sddmm::<T, i64>(cx);
+    sddmm_bsr::<T, i32>(cx);
+    sddmm_bsr::<T, i64>(cx);
     conversions::<T, i32>(cx);
     conversions::<T, i64>(cx);
     dense_to_csc_and_coo::<T, i32>(cx);
