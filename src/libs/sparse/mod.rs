@@ -4,7 +4,8 @@
 //! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, dense → CSC
 //! and COO, CSR ↔ CSC, CSR ↔ COO, and CSR ↔ BSR and dense ↔ BSR with `i32` indices, as
 //! cuSPARSE's legacy BSR conversions take) and, on [`SparseVector`]s, axpby, gather and scatter.
-//! BSR matrices take part in SpMV and SpMM, Blocked-ELL ones in SpMM.
+//! BSR matrices take part in SpMV, SpMM and (as the sampled output) SDDMM, Blocked-ELL ones in
+//! SpMM.
 //!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SpSM (`B`
 //! and `C` in one order), SDDMM and the dense conversions; SpMM takes `op(B)` too

@@ -116,8 +116,8 @@ impl Sparse {
 
     /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of
     /// `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
-    /// positions of the `m x n` CSR matrix `C`, whose values it updates (only written when
-    /// `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major, and
+    /// positions of the `m x n` CSR or BSR matrix `C` (every entry of each stored block), whose
+    /// values it updates (only written when `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major, and
     /// each used as stored, transposed or conjugate-transposed ([`Transpose::Conj`]).
     #[allow(clippy::too_many_arguments)]
     pub fn sddmm<T: SparseValue, I: SparseIndex>(
@@ -130,8 +130,8 @@ impl Sparse {
         beta: T,
         c: &SparseMatrix<T, I>,
     ) -> Result<Completion<()>> {
-        if c.format != Format::Csr {
-            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR matrix", c.format)));
+        if !matches!(c.format, Format::Csr | Format::Bsr) {
+            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR or BSR matrix", c.format)));
         }
         let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
         let lda = a.check("a", "a.ld")?;
