@@ -306,8 +306,10 @@ impl Sparse {
         done
     }
 
-    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says
-    /// (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]).
+    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square, CSR or COO, and triangular as
+    /// `tri` says (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]). A CSC, BSR or
+    /// Blocked-ELL `A` is refused as [`Error::Unsupported`] naming `a`: cuSPARSE does not solve
+    /// them.
     ///
     /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
     /// later solves with the same matrix run the solve phase only. After changing `A`'s values

@@ -123,8 +123,8 @@ struct Setup<'a, T: SparseValue, I: SparseIndex> {
 
 impl Sparse {
     /// Finds the structure of `C = A B` (CSR, `i32` or `i64` indices, both factors alike) for
-    /// repeated products with the
-    /// same patterns; compute `C`'s values with [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
+    /// repeated products with the same patterns; compute `C`'s values with
+    /// [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
     ///
     /// **Blocks** the calling thread until the GPU has counted `C`'s nonzeros: cuSPARSE hands
     /// the count to the host only after that phase, and `C`'s buffers are sized from it. Every

@@ -25,7 +25,8 @@ impl Sparse {
     /// `tri` says (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]), `B` and `C` of
     /// `A`'s size in rows and as many columns as right-hand sides, both column-major or both
     /// row-major ([`DenseMatrix::row_major`]; `B` and `C` in different orders are refused as
-    /// [`Error::Unsupported`] naming `c`).
+    /// [`Error::Unsupported`] naming `c`). A CSC, BSR or Blocked-ELL `A` is refused as
+    /// [`Error::Unsupported`] naming `a`: cuSPARSE does not solve them.
     ///
     /// The analysis is made on the first solve with `A`, `tri` and the right-hand sides' shape
     /// (columns, leading dimensions and order) and cached with its buffer: later solves run the
