@@ -272,14 +272,14 @@ fn spgemm_reuse_recomputes_the_product_after_the_values_change() {
             da.values().copy_from_slice(s, &a.2).unwrap();
         }
         let alpha = 1.0 + round as f64;
-        h.sparse().unwrap().spgemm_reuse_compute(&plan, alpha).unwrap().wait().unwrap();
+        h.sparse().unwrap().spgemm_reuse_compute(&plan, alpha, 0.0).unwrap().wait().unwrap();
         let want = product(alpha, &dense_of(m, k, &a), &dense_of(k, n, &b), m, k, n);
         close(&download_dense(s, plan.c()), &want, 1e-12, &format!("reuse round {round}"));
     }
     // A plan is computed on the state that made it.
     let s2 = d.new_stream().unwrap();
     let mut h2 = Handles::new(&d, s2).unwrap();
-    let other = h2.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0);
+    let other = h2.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0);
     assert!(matches!(other, Err(Error::InvalidArgument { arg: "plan", .. })), "{other:?}");
     drop(plan);
     // The next op retires the dropped plan's objects without waiting.

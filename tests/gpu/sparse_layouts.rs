@@ -1,8 +1,8 @@
 //! cuSPARSE's dense layouts, transposes, batches and CSR ↔ COO on the GPU, each against the CPU
 //! reference of tests/common/reference/sparse.rs in every value and index type the API takes,
 //! one test per feature (the full harness also runs in sparse_cross): row-major and transposed
-//! dense operands of SpMM, conjugate transposes in SpMV / SpMM / SpSV (SpSM refusing them for
-//! complex values), row-major SDDMM and dense conversions, strided-batch SpMM, CSR ↔ COO,
+//! dense operands of SpMM, conjugate transposes in SpMV / SpMM / SpSV / SpSM / SDDMM, row-major
+//! SpSM, SDDMM and dense conversions, strided-batch SpMM, SpGEMM, CSR ↔ COO,
 //! dense → CSC / COO, and the BSR conversions.
 
 use crate::common::reference::sparse::*;
@@ -36,17 +36,25 @@ fn spmv_and_spmm_in_every_layout_and_transpose_match_the_reference() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn triangular_solves_with_conjugate_transposes_match_the_reference() {
+fn triangular_solves_with_conjugate_transposes_and_row_major_operands_match_the_reference() {
     let Some(mut cx) = setup() else { return };
     every_type!(&mut cx, solves);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn row_major_sddmm_and_dense_conversions_match_the_reference() {
+fn row_major_and_conjugate_transposed_sddmm_and_dense_conversions_match_the_reference() {
     let Some(mut cx) = setup() else { return };
     every_type!(&mut cx, sddmm);
     every_type!(&mut cx, conversions);
+}
+
+/// SDDMM into a BSR `C` (cuSPARSE 12.1 and later), in every value and index type.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn sddmm_into_a_bsr_matrix_matches_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, sddmm_bsr);
 }
 
 #[test]
@@ -56,7 +64,15 @@ fn strided_batch_spmm_matches_the_reference() {
     every_type!(&mut cx, spmm_batched);
 }
 
-/// CSR ↔ COO (with SpGEMM and CSR ↔ CSC: the `i32`-only ops).
+/// SpGEMM and its reusable form (with `beta C`) in both index types.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spgemm_and_its_reusable_form_in_both_index_types_match_the_reference() {
+    let Some(mut cx) = setup() else { return };
+    every_type!(&mut cx, spgemm_products);
+}
+
+/// CSR ↔ COO (with CSR ↔ CSC: the `i32`-only ops).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn csr_to_coo_and_back_match_the_reference() {

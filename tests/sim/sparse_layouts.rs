@@ -100,43 +100,54 @@ fn spmm_ops_rejects_bad_input() {
     });
 }
 
-/// What takes column-major operands or plain transposes only refuses the others, naming the
-/// argument, with nothing recorded.
+/// SpSM with row-major `B` and `C` (padding kept), SpSM with a conjugate-transposed complex
+/// `A`, and SDDMM with conjugate-transposed complex `A` and `B`, worked by hand; SpSM with `B`
+/// and `C` in different orders is refused, naming `c`, with nothing recorded.
 #[test]
-fn ops_refuse_row_major_operands_and_conjugate_transposes_they_do_not_take() {
+fn spsm_takes_row_major_operands_and_conjugate_transposes_and_sddmm_conjugate_transposes() {
     let mut fx = fx();
-    let (l, csr) = (fx.lower(), fx.csr());
-    let (b, c) = (fx.buf::<f64>(6), fx.buf::<f64>(6));
+    let s = fx.s;
     let tri = Triangle { fill: Fill::Lower, unit_diagonal: false, transpose: Transpose::No };
-    unsupported(&mut fx, "b", |fx| {
-        fx.h.sparse()?.spsm(tri, 1.0, &l, DenseMatrix::new(&b, 3, 2).row_major(), DenseMatrix::new(&c, 3, 2))
-    });
+    // L = [[2 0] [1 4]], B = [[2 4] [9 10]] row-major with ld 3: C = [[1 2] [2 2]].
+    let (lo, li, lv) = (fx.upload(&[0i32, 1, 3]), fx.upload(&[0i32, 0, 1]), fx.upload(&[2.0f64, 1.0, 4.0]));
+    let l = SparseMatrix::csr(2, 2, 3, &lo, &li, &lv).unwrap();
+    let b = fx.upload(&[2.0f64, 4.0, f64::NAN, 9.0, 10.0, f64::NAN]);
+    let c = fx.upload(&[-1.0f64; 6]);
+    let (bv, cv) = (DenseMatrix::new(&b, 2, 2).ld(3).row_major(), DenseMatrix::new(&c, 2, 2).ld(3).row_major());
+    runs(&mut fx, |fx| fx.h.sparse()?.spsm(tri, 1.0, &l, bv, cv));
+    assert_eq!(c.download(s).unwrap(), [1.0, 2.0, -1.0, 2.0, 2.0, -1.0]);
+    let c2 = fx.upload(&[0.0f64; 4]);
     unsupported(&mut fx, "c", |fx| {
-        fx.h.sparse()?.spsm(tri, 1.0, &l, DenseMatrix::new(&b, 3, 2), DenseMatrix::new(&c, 3, 2).row_major())
+        fx.h.sparse()?.spsm(tri, 1.0, &l, DenseMatrix::new(&b, 2, 2).ld(3).row_major(), DenseMatrix::new(&c2, 2, 2))
     });
-    let (da, db) = (fx.buf::<f64>(6), fx.buf::<f64>(8)); // A 3x2, B 2x4
-    let n = Transpose::No;
-    // Complex conjugate transposes in SpSM and SDDMM.
-    let one = C64::new(1.0, 0.0);
-    let offsets = fx.upload(&[0i32, 1]);
-    let (indices, values) = (fx.upload(&[0i32]), fx.upload(&[one]));
-    let lc = SparseMatrix::csr(1, 1, 1, &offsets, &indices, &values).unwrap();
-    let (cb, cc) = (fx.buf::<C64>(1), fx.buf::<C64>(1));
-    let conj = Triangle { transpose: Transpose::Conj, ..tri };
-    unsupported(&mut fx, "tri", |fx| {
-        fx.h.sparse()?.spsm(conj, one, &lc, DenseMatrix::new(&cb, 1, 1), DenseMatrix::new(&cc, 1, 1))
-    });
-    unsupported(&mut fx, "op_a", |fx| {
-        let (a, b) = (DenseMatrix::new(&cb, 1, 1), DenseMatrix::new(&cc, 1, 1));
-        fx.h.sparse()?.sddmm(Transpose::Conj, n, one, a, b, one, &lc)
-    });
-    unsupported(&mut fx, "op_b", |fx| {
-        let (a, b) = (DenseMatrix::new(&cb, 1, 1), DenseMatrix::new(&cc, 1, 1));
-        fx.h.sparse()?.sddmm(n, Transpose::Conj, one, a, b, one, &lc)
-    });
-    // On real values a conjugate transpose is a plain one, and runs.
-    let (a, b) = (DenseMatrix::new(&da, 2, 3), DenseMatrix::new(&db, 2, 4));
-    runs(&mut fx, |fx| fx.h.sparse()?.sddmm(Transpose::Conj, n, 1.0, a, b, 0.0, &csr));
+    // L = [[1+i 0] [2 1]]: Lᴴ c = [4 1] gives c = [1+i, 1]; Lᵀ c = [4 1] gives [1-i, 1].
+    let (one, zero) = (C64::new(1.0, 0.0), C64::new(0.0, 0.0));
+    let lv = fx.upload(&[C64::new(1.0, 1.0), C64::new(2.0, 0.0), one]);
+    let lc = SparseMatrix::csr(2, 2, 3, &lo, &li, &lv).unwrap();
+    let rhs = fx.upload(&[C64::new(4.0, 0.0), one]);
+    let x = fx.buf::<C64>(2);
+    for (t, want) in [(Transpose::Conj, C64::new(1.0, 1.0)), (Transpose::Yes, C64::new(1.0, -1.0))] {
+        let tri = Triangle { transpose: t, ..tri };
+        runs(&mut fx, |fx| {
+            fx.h.sparse()?.spsm(tri, one, &lc, DenseMatrix::new(&rhs, 2, 1), DenseMatrix::new(&x, 2, 1))
+        });
+        assert_eq!(x.download(s).unwrap(), [want, one], "{t:?}");
+    }
+    // SDDMM at the diagonal of a 2x2 C: op(A) = Aᴴ of the stored 1x2 A = [i 2] is [-i; 2];
+    // B = [1 i] gives op(A) B = [[-i 1] [2 2i]]; Bᴴ of the stored 2x1 B = [1; i] is [1 -i],
+    // giving [[-i -1] [2 -2i]].
+    let (co, ci) = (fx.upload(&[0i32, 1, 2]), fx.upload(&[0i32, 1]));
+    let cvals = fx.upload(&[zero; 2]);
+    let cm = SparseMatrix::csr(2, 2, 2, &co, &ci, &cvals).unwrap();
+    let a = fx.upload(&[C64::new(0.0, 1.0), C64::new(2.0, 0.0)]);
+    let bb = fx.upload(&[one, C64::new(0.0, 1.0)]);
+    for (tb, b_rows, want) in [(Transpose::No, 1, C64::new(0.0, 2.0)), (Transpose::Conj, 2, C64::new(0.0, -2.0))] {
+        runs(&mut fx, |fx| {
+            let (av, bv) = (DenseMatrix::new(&a, 1, 2), DenseMatrix::new(&bb, b_rows, 3 - b_rows));
+            fx.h.sparse()?.sddmm(Transpose::Conj, tb, one, av, bv, zero, &cm)
+        });
+        assert_eq!(cvals.download(s).unwrap(), [C64::new(0.0, -1.0), want], "{tb:?}");
+    }
 }
 
 /// The fixture matrix to a row-major dense matrix (padding kept) and back, and SDDMM of
@@ -267,4 +278,44 @@ fn spmm_batched_rejects_bad_input() {
         let (bv, cv) = (DenseMatrix::new(&b12, 6, 1), DenseMatrix::new(&c8, 4, 1));
         fx.h.sparse()?.spmm_batched(Transpose::No, 1.0, &bsr, bv, 0.0, cv, SpmmBatch { count: 1, ..one })
     });
+}
+
+/// Triangular solves of a square BSR, Blocked-ELL or CSC `a` are refused as unsupported by
+/// cuSPARSE (its SpSV and SpSM take CSR and COO), naming `a`, with nothing recorded.
+#[test]
+fn triangular_solves_refuse_formats_cusparse_does_not_solve() {
+    let mut fx = fx();
+    let (o, i) = (fx.upload(&[0i32, 1, 2]), fx.upload(&[0i32, 1]));
+    let v = fx.upload(&[1.0f64, 1.0]);
+    let bsr = SparseMatrix::bsr(2, 2, 1, 2, &o, &i, &v).unwrap();
+    let ell = SparseMatrix::blocked_ell(2, 2, 1, 1, &i, &v).unwrap();
+    let csc = SparseMatrix::csc(2, 2, 2, &o, &i, &v).unwrap();
+    let (x, y) = (fx.upload(&[1.0f64, 1.0]), fx.buf::<f64>(2));
+    let tri = Triangle::default();
+    for a in [&bsr, &ell, &csc] {
+        unsupported(&mut fx, "a", |fx| fx.h.sparse()?.spsv(tri, 1.0, a, &x, &y));
+        unsupported(&mut fx, "a", |fx| {
+            fx.h.sparse()?.spsm(tri, 1.0, a, DenseMatrix::new(&x, 2, 1), DenseMatrix::new(&y, 2, 1))
+        });
+    }
+}
+
+/// SDDMM into a BSR `C`: every entry of each stored block, blocks stored row-major; a CSC `C`
+/// stays rejected, naming `c`.
+#[test]
+fn sddmm_writes_every_entry_of_a_bsr_outputs_blocks() {
+    let mut fx = fx();
+    let s = fx.s;
+    // A 4x1 = [1 2 3 4]ᵀ, B 1x4 = [1 10 100 1000]; C 4x4 in 2x2 blocks, one block at block
+    // row 1, block column 0: rows 2 and 3, columns 0 and 1 of A B.
+    let a = fx.upload(&[1.0f64, 2.0, 3.0, 4.0]);
+    let b = fx.upload(&[1.0f64, 10.0, 100.0, 1000.0]);
+    let (o, i) = (fx.upload(&[0i32, 0, 1]), fx.upload(&[0i32]));
+    let v = fx.upload(&[1.0f64; 4]);
+    let c = SparseMatrix::bsr(4, 4, 2, 1, &o, &i, &v).unwrap();
+    let (av, bv) = (DenseMatrix::new(&a, 4, 1), DenseMatrix::new(&b, 1, 4));
+    runs(&mut fx, |fx| fx.h.sparse()?.sddmm(Transpose::No, Transpose::No, 2.0, av, bv, 0.5, &c));
+    assert_eq!(v.download(s).unwrap(), [6.5, 60.5, 8.5, 80.5]);
+    let csc = SparseMatrix::csc(4, 4, 1, &fx.upload(&[0i32, 1, 1, 1, 1]), &i, &v).unwrap();
+    rejects(&mut fx, "c", |fx| fx.h.sparse()?.sddmm(Transpose::No, Transpose::No, 1.0, av, bv, 0.0, &csc));
 }

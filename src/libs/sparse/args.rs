@@ -88,17 +88,16 @@ pub(super) fn unsupported(arg: &'static str, what: String, hint: &str) -> crate:
     }
 }
 
-/// Refuses a conjugate transpose (argument `arg`) of complex values where `op` takes plain
-/// transposes only.
-pub(super) fn no_conj<T: SparseValue>(arg: &'static str, t: Transpose, op: &str) -> Result<()> {
-    if t.on::<T>() == Transpose::Conj {
-        return Err(unsupported(
-            arg,
-            format!("a conjugate transpose in {op}"),
-            "conjugate the values first and pass `Transpose::Yes`",
-        ));
-    }
-    Ok(())
+/// Refuses a matrix format cuSPARSE's triangular solves (SpSV, SpSM) do not take: they solve
+/// CSR and COO, not CSC, BSR or Blocked-ELL.
+pub(super) fn solvable<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> Result<()> {
+    let hint = match a.format {
+        Format::Csr | Format::Coo => return Ok(()),
+        Format::Csc => "convert it with Sparse::convert_compressed, or read its arrays as the CSR of its transpose and flip `tri.transpose`",
+        Format::Bsr => "convert it with Sparse::bsr_to_csr",
+        Format::BlockedEll => "store it as CSR or COO",
+    };
+    Err(unsupported("a", format!("a {:?} matrix in a triangular solve", a.format), hint))
 }
 
 /// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the

@@ -4,27 +4,28 @@
 //! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, dense → CSC
 //! and COO, CSR ↔ CSC, CSR ↔ COO, and CSR ↔ BSR and dense ↔ BSR with `i32` indices, as
 //! cuSPARSE's legacy BSR conversions take) and, on [`SparseVector`]s, axpby, gather and scatter.
-//! BSR matrices take part in SpMV and SpMM, Blocked-ELL ones in SpMM.
+//! BSR matrices take part in SpMV, SpMM and (as the sampled output) SDDMM, Blocked-ELL ones in
+//! SpMM.
 //!
-//! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SDDMM and
-//! the dense conversions; SpMM takes `op(B)` too ([`Sparse::spmm_ops`]) and runs strided
-//! batches ([`Sparse::spmm_batched`]). [`Transpose::Conj`] (the conjugate transpose) goes to
-//! SpMV, SpMM and SpSV. Refused as [`Error::Unsupported`](crate::Error::Unsupported) naming the
-//! argument: row-major operands of SpSM, and conjugate transposes of complex values in SpSM and
-//! SDDMM (cuSPARSE documents plain transposes there).
+//! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SpSM (`B`
+//! and `C` in one order), SDDMM and the dense conversions; SpMM takes `op(B)` too
+//! ([`Sparse::spmm_ops`]) and runs strided batches ([`Sparse::spmm_batched`]).
+//! [`Transpose::Conj`] (the conjugate transpose) goes to SpMV, SpMM, SpSV, SpSM and SDDMM (both
+//! of its dense operands).
 //!
 //! Not wrapped, and why:
-//! - BSR in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO (SpSV also
-//!   Sliced-ELL), not BSR, so a BSR `a` is rejected there; convert it with
+//! - CSC, BSR and Blocked-ELL in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO
+//!   (SpSV also Sliced-ELL, which cusched does not make), so such an `a` is refused there as
+//!   [`Error::Unsupported`](crate::Error::Unsupported) naming `a`; convert a BSR one with
 //!   [`Sparse::bsr_to_csr`] first.
-//! - Row-major operands of SpSM and conjugate transposes in SpSM / SDDMM stay refused until
-//!   cuSPARSE's current SpSM and SDDMM tables are checked on a GPU (the layouts and operations
-//!   they list), as SpMM's were.
-//! - SpGEMM with 64-bit indices, BSR factors or `beta C`: cuSPARSE's SpGEMM lists CSR with
-//!   32-bit indices, non-transposed, as its limitations, so [`Sparse::spgemm`] takes
-//!   `SparseMatrix<T, i32>` CSR factors (others are rejected naming the argument); `beta C`
-//!   needs a `C` whose pattern holds `A B`'s, which only the reusable structure has, and
-//!   [`Sparse::spgemm_reuse_compute`] does not take a `beta` yet.
+//! - SpSM with `B` and `C` in different orders: refused as
+//!   [`Error::Unsupported`](crate::Error::Unsupported) naming `c`, as only matching orders were
+//!   checked on a GPU.
+//! - SpGEMM with BSR (or any non-CSR) factors, transposed factors, or `beta C` in the one-shot
+//!   [`Sparse::spgemm`]: cuSPARSE's SpGEMM lists CSR, non-transposed, as its limitations, so
+//!   other factors are rejected naming the argument; `beta C` needs a `C` whose pattern holds
+//!   `A B`'s, which only the reusable structure has ([`Sparse::spgemm_reuse_compute`] takes a
+//!   `beta`). Both factors take one index type, `i32` or `i64`, which `C` gets.
 //! - Mixed-precision SpMV / SpMM (`f16` / `bf16` `A` and `X` with `f32` `Y` and compute, `i8`
 //!   with `i32` or `f32`): needs value types beside the four [`SparseValue`]s, which every
 //!   other op would then have to refuse, and the simulator's arithmetic in them.
@@ -194,7 +195,7 @@ pub struct Sparse {
     vecs: Cache<DenseKey, Owned<DnVec>>,
     dense: Cache<DenseKey, Owned<DnMat>>,
     analyses: Cache<(MatKey, Triangle, u8), Analysis>,
-    many: Cache<(MatKey, Triangle, [usize; 3]), ManyAnalysis>,
+    many: Cache<(MatKey, Triangle, [usize; 4]), ManyAnalysis>,
     spvecs: Cache<SpVecKey, Owned<SpVec>>,
     reuses: Vec<reuse::ReuseState>,
     sizes: Cache<(&'static str, Vec<u64>), usize>,

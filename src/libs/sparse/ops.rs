@@ -306,8 +306,10 @@ impl Sparse {
         done
     }
 
-    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square and triangular as `tri` says
-    /// (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]).
+    /// Solves `op(A) y = alpha x` for `y` (SpSV), `A` square, CSR or COO, and triangular as
+    /// `tri` says (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]). A CSC, BSR or
+    /// Blocked-ELL `A` is refused as [`Error::Unsupported`] naming `a`: cuSPARSE does not solve
+    /// them.
     ///
     /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
     /// later solves with the same matrix run the solve phase only. After changing `A`'s values
@@ -326,15 +328,7 @@ impl Sparse {
                 format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols),
             ));
         }
-        if !matches!(a.format, Format::Csr | Format::Coo) {
-            return Err(Error::invalid(
-                "a",
-                format!(
-                    "is {:?}; cuSPARSE solves CSR and COO matrices (convert BSR with Sparse::bsr_to_csr)",
-                    a.format
-                ),
-            ));
-        }
+        super::args::solvable(a)?;
         let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
         let n = a.rows;
         check::covers("x", x, Some(n), &format!("{n} right-hand-side entries"))?;

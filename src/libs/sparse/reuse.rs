@@ -10,7 +10,7 @@
 
 use super::matrix::ValueType;
 use super::spgemm::{check_factors, product_descr, record_factors};
-use super::{calls, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
+use super::{calls, output_access, record_matrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
@@ -23,34 +23,35 @@ use std::sync::{Arc, Weak};
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The structure of a product `C = A B` of CSR matrices with `i32` indices, found once by
+/// The structure of a product `C = A B` of CSR matrices with `i32` (the default) or `i64`
+/// indices, found once by
 /// [`Sparse::spgemm_reuse`], for recomputing `C`'s values with
 /// [`Sparse::spgemm_reuse_compute`] after `A` or `B`'s values change (their structure must
 /// not). Holds clones of `A`, `B` and `C`; `C`'s buffers are fresh and its values are set by
 /// the first compute.
 #[derive(Debug)]
-pub struct SpGemmReuse<T: SparseValue> {
+pub struct SpGemmReuse<T: SparseValue, I: SparseIndex = i32> {
     id: u64,
     stream: crate::track::StreamId,
-    a: SparseMatrix<T, i32>,
-    b: SparseMatrix<T, i32>,
-    c: SparseMatrix<T, i32>,
+    a: SparseMatrix<T, I>,
+    b: SparseMatrix<T, I>,
+    c: SparseMatrix<T, I>,
     _alive: Arc<()>,
 }
 
-impl<T: SparseValue> SpGemmReuse<T> {
+impl<T: SparseValue, I: SparseIndex> SpGemmReuse<T, I> {
     /// The product `C` (its structure is final; its values are those of the last compute).
-    pub fn c(&self) -> &SparseMatrix<T, i32> {
+    pub fn c(&self) -> &SparseMatrix<T, I> {
         &self.c
     }
 
     /// The left factor `A`.
-    pub fn a(&self) -> &SparseMatrix<T, i32> {
+    pub fn a(&self) -> &SparseMatrix<T, I> {
         &self.a
     }
 
     /// The right factor `B`.
-    pub fn b(&self) -> &SparseMatrix<T, i32> {
+    pub fn b(&self) -> &SparseMatrix<T, I> {
         &self.b
     }
 }
@@ -84,7 +85,7 @@ pub(super) fn trim(op: &OpStream, reuses: &mut Vec<ReuseState>) {
 }
 
 /// A descriptor of its own for `a` (the plan's objects must outlive the state's caches).
-fn own_descr<T: SparseValue>(a: &SparseMatrix<T, i32>) -> Result<Owned<calls::SpMat>> {
+fn own_descr<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> Result<Owned<calls::SpMat>> {
     let parts = calls::SpMatParts {
         format: Format::Csr,
         rows: a.rows as i64,
@@ -93,7 +94,7 @@ fn own_descr<T: SparseValue>(a: &SparseMatrix<T, i32>) -> Result<Owned<calls::Sp
         major: dptr(&a.major)?,
         minor: dptr(&a.minor)?,
         values: dptr(&a.values)?,
-        index: super::IndexKind::I32,
+        index: I::KIND,
         value: T::CUDA_TYPE,
         block: 0,
     };
@@ -113,30 +114,31 @@ fn retire(op: &OpStream, objects: Objects) {
 
 /// A reusable product between its setup phases: the factors, the call's arguments and `C`'s
 /// offsets (the one array of `C` made before its structure is known).
-struct Setup<'a, T: SparseValue> {
-    a: &'a SparseMatrix<T, i32>,
-    b: &'a SparseMatrix<T, i32>,
+struct Setup<'a, T: SparseValue, I: SparseIndex> {
+    a: &'a SparseMatrix<T, I>,
+    b: &'a SparseMatrix<T, I>,
     g: calls::Reuse,
-    offsets: &'a GpuRef<i32>,
+    offsets: &'a GpuRef<I>,
 }
 
 impl Sparse {
-    /// Finds the structure of `C = A B` (CSR, `i32` indices) for repeated products with the
-    /// same patterns; compute `C`'s values with [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
+    /// Finds the structure of `C = A B` (CSR, `i32` or `i64` indices, both factors alike) for
+    /// repeated products with the same patterns; compute `C`'s values with
+    /// [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
     ///
     /// **Blocks** the calling thread until the GPU has counted `C`'s nonzeros: cuSPARSE hands
     /// the count to the host only after that phase, and `C`'s buffers are sized from it. Every
     /// compute after it is asynchronous.
-    pub fn spgemm_reuse<T: SparseValue>(
+    pub fn spgemm_reuse<T: SparseValue, I: SparseIndex>(
         &mut self,
-        a: &SparseMatrix<T, i32>,
-        b: &SparseMatrix<T, i32>,
-    ) -> Result<SpGemmReuse<T>> {
+        a: &SparseMatrix<T, I>,
+        b: &SparseMatrix<T, I>,
+    ) -> Result<SpGemmReuse<T, I>> {
         check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
-        let offsets: GpuRef<i32> = dev.alloc(stream, a.rows + 1)?;
+        let offsets: GpuRef<I> = dev.alloc(stream, a.rows + 1)?;
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
         if self.simulated() {
             let c = self.sim_spgemm_structure(rec, a, b, &offsets)?;
@@ -144,7 +146,7 @@ impl Sparse {
         }
         let h = self.handle()?;
         let (da, db) = (own_descr(a)?, own_descr(b)?);
-        let dc = product_descr::<T>(a.rows, b.cols, &offsets)?;
+        let dc = product_descr::<T, I>(a.rows, b.cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
         let g = calls::Reuse { h, a: da.get(), b: db.get(), c: dc.get(), d: descr.get() };
         let setup = Setup { a, b, g, offsets: &offsets };
@@ -158,13 +160,13 @@ impl Sparse {
     }
 
     /// Keeps a set-up product's objects in the state, and names them in the plan returned.
-    fn register<T: SparseValue>(
+    fn register<T: SparseValue, I: SparseIndex>(
         &mut self,
         lib: Option<ReuseObjects>,
-        a: &SparseMatrix<T, i32>,
-        b: &SparseMatrix<T, i32>,
-        c: SparseMatrix<T, i32>,
-    ) -> SpGemmReuse<T> {
+        a: &SparseMatrix<T, I>,
+        b: &SparseMatrix<T, I>,
+        c: SparseMatrix<T, I>,
+    ) -> SpGemmReuse<T, I> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let alive = Arc::new(());
         self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), lib });
@@ -174,9 +176,9 @@ impl Sparse {
 
     /// The work estimation phase, and the nnz phase's size query after it; returns the
     /// estimation's buffer and the nnz phase's three buffer sizes.
-    fn reuse_estimate<T: SparseValue>(
+    fn reuse_estimate<T: SparseValue, I: SparseIndex>(
         &mut self,
-        setup: &Setup<'_, T>,
+        setup: &Setup<'_, T, I>,
         rec: LaunchRecorder,
         objects: Objects,
     ) -> Result<(Objects, GpuRef<u8>, [usize; 3])> {
@@ -210,9 +212,9 @@ impl Sparse {
 
     /// The nnz phase, which finds `C`'s structure; returns its three buffers and `C`'s number
     /// of nonzeros, which the host learns by waiting for the phase.
-    fn reuse_count<T: SparseValue>(
+    fn reuse_count<T: SparseValue, I: SparseIndex>(
         &mut self,
-        setup: &Setup<'_, T>,
+        setup: &Setup<'_, T, I>,
         buf1: &GpuRef<u8>,
         sizes: [usize; 3],
         objects: Objects,
@@ -243,26 +245,26 @@ impl Sparse {
             return Err(e);
         }
         match usize::try_from(nnz) {
-            Ok(n) if n <= i32::MAX as usize => Ok((objects, bufs, n)),
+            Ok(n) if n <= I::MAX => Ok((objects, bufs, n)),
             _ => {
                 retire(&self.op, objects);
-                Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")))
+                Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond {:?} indices", I::KIND)))
             }
         }
     }
 
     /// The copy phase, which fills `C`'s structure into fresh buffers; returns `C` and the
     /// copy phase's buffer, which every compute uses.
-    fn reuse_copy<T: SparseValue>(
+    fn reuse_copy<T: SparseValue, I: SparseIndex>(
         &mut self,
-        setup: &Setup<'_, T>,
+        setup: &Setup<'_, T, I>,
         bufs: &[GpuRef<u8>],
         nnz: usize,
         objects: Objects,
-    ) -> Result<(Objects, SparseMatrix<T, i32>, GpuRef<u8>)> {
+    ) -> Result<(Objects, SparseMatrix<T, I>, GpuRef<u8>)> {
         let (g, offsets) = (setup.g, setup.offsets);
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
-        let indices: GpuRef<i32> = dev.alloc(stream, nnz.max(1))?;
+        let indices: GpuRef<I> = dev.alloc(stream, nnz.max(1))?;
         let values: GpuRef<T> = dev.alloc(stream, nnz.max(1))?;
         let c = SparseMatrix::new(Format::Csr, setup.a.rows, setup.b.cols, nnz, offsets, &indices, &values)?;
         let mut size5 = 0;
@@ -297,10 +299,17 @@ impl Sparse {
         Ok((objects, c, buf5))
     }
 
-    /// Recomputes `C = alpha A B` into `plan.c()`'s values from `A` and `B`'s current values
-    /// (their structure must be the one the plan was made for). One asynchronous enqueue; call
-    /// it on the [`Sparse`] state (the stream) that made the plan.
-    pub fn spgemm_reuse_compute<T: SparseValue>(&mut self, plan: &SpGemmReuse<T>, alpha: T) -> Result<Completion<()>> {
+    /// Recomputes `C = alpha A B + beta C` into `plan.c()`'s values from `A` and `B`'s current
+    /// values (their structure must be the one the plan was made for) and, unless `beta` is
+    /// zero, `C`'s own (those of the last compute, or what was written into `plan.c()`'s values
+    /// since: before the first compute they are unset, so pass a zero `beta` there). One
+    /// asynchronous enqueue; call it on the [`Sparse`] state (the stream) that made the plan.
+    pub fn spgemm_reuse_compute<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        plan: &SpGemmReuse<T, I>,
+        alpha: T,
+        beta: T,
+    ) -> Result<Completion<()>> {
         let Some(state) = self.reuses.iter().find(|r| r.id == plan.id) else {
             return Err(Error::invalid(
                 "plan",
@@ -317,19 +326,19 @@ impl Sparse {
         record_matrix(&mut rec, ["b.offsets", "b.indices", "b.values"], b)?;
         record(&mut rec, "c.offsets", &c.major, Access::Read)?;
         record(&mut rec, "c.indices", &c.minor, Access::Read)?;
-        record(&mut rec, "c.values", &c.values, Access::Write)?;
+        record(&mut rec, "c.values", &c.values, output_access(beta))?;
         let Some(((ma, mb, mc, d), buffers)) = lib else {
-            return self.sim_spgemm_values(rec, alpha, [a, b, c]);
+            return self.sim_spgemm_values(rec, alpha, beta, [a, b, c]);
         };
         let g = calls::Reuse { h: self.handle()?, a: ma, b: mb, c: mc, d };
         record(&mut rec, "nnz buffer 4", &buffers[0], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buffers[1], Access::ReadWrite)?;
-        let sc = HostScalars::new(alpha, T::zero());
+        let sc = HostScalars::new(alpha, beta);
         let done = self.op.run(rec, Vec::new(), || {
             // SAFETY: (1) a live handle; (2) the plan's own descriptors point at A, B and C's
-            // live buffers, recorded on this op; (3) host scalars of T, 16-byte aligned
-            // (`HostScalars`); (4) the copy phase ran (earlier on this stream) and its buffers
-            // live with the plan.
+            // live buffers, recorded on this op (C's values as read too when `beta` is not
+            // zero); (3) host scalars of T, 16-byte aligned (`HostScalars`); (4) the copy phase
+            // ran (earlier on this stream) and its buffers live with the plan.
             unsafe { calls::reuse_compute(g, sc.raw()) }
         });
         self.trim();

@@ -21,13 +21,16 @@ fn dense_op<T: SparseValue>(t: Transpose, m: &DenseMatrix<'_, T>) -> (usize, usi
 }
 
 impl Sparse {
-    /// Solves `op(A) C = alpha B` for the dense column-major `C` (SpSM), `A` square, CSR or COO,
-    /// triangular as `tri` says, `B` and `C` of `A`'s size in rows and as many columns as
-    /// right-hand sides.
+    /// Solves `op(A) C = alpha B` for the dense `C` (SpSM), `A` square, CSR or COO, triangular as
+    /// `tri` says (`op(A)` may be the conjugate transpose, [`Transpose::Conj`]), `B` and `C` of
+    /// `A`'s size in rows and as many columns as right-hand sides, both column-major or both
+    /// row-major ([`DenseMatrix::row_major`]; `B` and `C` in different orders are refused as
+    /// [`Error::Unsupported`] naming `c`). A CSC, BSR or Blocked-ELL `A` is refused as
+    /// [`Error::Unsupported`] naming `a`: cuSPARSE does not solve them.
     ///
     /// The analysis is made on the first solve with `A`, `tri` and the right-hand sides' shape
-    /// (columns and leading dimensions) and cached with its buffer: later solves run the solve
-    /// phase only. After changing `A`'s values in place, call [`forget`](Self::forget).
+    /// (columns, leading dimensions and order) and cached with its buffer: later solves run the
+    /// solve phase only. After changing `A`'s values in place, call [`forget`](Self::forget).
     pub fn spsm<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -42,19 +45,17 @@ impl Sparse {
                 format!("is {}x{}; a triangular solve needs a square matrix", a.rows, a.cols),
             ));
         }
-        if !matches!(a.format, Format::Csr | Format::Coo) {
-            return Err(Error::invalid(
-                "a",
-                format!(
-                    "is {:?}; cuSPARSE solves CSR and COO matrices (convert BSR with Sparse::bsr_to_csr)",
-                    a.format
-                ),
+        super::args::solvable(a)?;
+        let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
+        if b.order != c.order {
+            // SpSM is checked on the GPU with B and C in one order (both column- or both
+            // row-major), not with one of each.
+            return Err(super::args::unsupported(
+                "c",
+                format!("B {:?} and C {:?} in SpSM", b.order, c.order),
+                "pass B and C in the same order",
             ));
         }
-        super::args::no_conj::<T>("tri", tri.transpose, "SpSM")?;
-        let tri = Triangle { transpose: tri.transpose.on::<T>(), ..tri };
-        b.col_major_only("b", "SpSM")?;
-        c.col_major_only("c", "SpSM")?;
         let ldb = b.check("b", "b.ld")?;
         let ldc = c.check("c", "c.ld")?;
         if b.rows != a.rows {
@@ -80,7 +81,7 @@ impl Sparse {
         let s = sc.raw();
         let (op, stream) = (&self.op, self.op.stream);
         let mut fresh = false;
-        let shape = [b.cols, ldb as usize, ldc as usize];
+        let shape = [b.cols, ldb as usize, ldc as usize, b.order as usize];
         let analysis = self.many.get_or_make((mat_key(a), tri, shape), |_| {
             let descr = calls::spsm_descr()?;
             let p = calls::Spsm { h, t: tri.transpose, s, a: da, b: db, c: dc, d: descr.get() };
@@ -116,8 +117,9 @@ impl Sparse {
 
     /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of
     /// `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
-    /// positions of the `m x n` CSR matrix `C`, whose values it updates (only written when
-    /// `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major.
+    /// positions of the `m x n` CSR or BSR matrix `C` (every entry of each stored block), whose
+    /// values it updates (only written when `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major, and
+    /// each used as stored, transposed or conjugate-transposed ([`Transpose::Conj`]).
     #[allow(clippy::too_many_arguments)]
     pub fn sddmm<T: SparseValue, I: SparseIndex>(
         &mut self,
@@ -129,11 +131,9 @@ impl Sparse {
         beta: T,
         c: &SparseMatrix<T, I>,
     ) -> Result<Completion<()>> {
-        if c.format != Format::Csr {
-            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR matrix", c.format)));
+        if !matches!(c.format, Format::Csr | Format::Bsr) {
+            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR or BSR matrix", c.format)));
         }
-        super::args::no_conj::<T>("op_a", op_a, "SDDMM")?;
-        super::args::no_conj::<T>("op_b", op_b, "SDDMM")?;
         let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
         let lda = a.check("a", "a.ld")?;
         let ldb = b.check("b", "b.ld")?;

@@ -1,4 +1,4 @@
-//! SpGEMM, `C = alpha A B` for CSR matrices with 32-bit indices: cuSPARSE's three-phase
+//! SpGEMM, `C = alpha A B` for CSR matrices with 32- or 64-bit indices: cuSPARSE's three-phase
 //! protocol (work estimation, compute, copy), each phase a recorded launch on the stream.
 //!
 //! The number of nonzeros of `C` is known only after the compute phase, and cuSPARSE hands it
@@ -7,7 +7,7 @@
 //! is then enqueued without waiting, and `C` comes back through the completion.
 
 use super::matrix::ValueType;
-use super::{calls, not_in_matrix, record_matrix, Format, HostScalars, Sparse, SparseMatrix, SparseValue};
+use super::{calls, not_in_matrix, record_matrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
@@ -22,15 +22,18 @@ type Objects = (Owned<calls::SpGemm>, Owned<calls::SpMat>);
 
 /// One SpGEMM between its phases: the factors, the call's arguments and the host scalars
 /// they point to (kept in place by the caller).
-struct Product<'a, T: SparseValue> {
-    a: &'a SparseMatrix<T, i32>,
-    b: &'a SparseMatrix<T, i32>,
+struct Product<'a, T: SparseValue, I: SparseIndex> {
+    a: &'a SparseMatrix<T, I>,
+    b: &'a SparseMatrix<T, I>,
     g: calls::SpGemmArgs,
     sc: &'a HostScalars<T>,
 }
 
 /// Checks that `a` and `b` are CSR matrices that multiply.
-pub(super) fn check_factors<T: SparseValue>(a: &SparseMatrix<T, i32>, b: &SparseMatrix<T, i32>) -> Result<()> {
+pub(super) fn check_factors<T: SparseValue, I: SparseIndex>(
+    a: &SparseMatrix<T, I>,
+    b: &SparseMatrix<T, I>,
+) -> Result<()> {
     if a.format != Format::Csr {
         return Err(Error::invalid("a", format!("is {:?}; SpGEMM takes CSR matrices", a.format)));
     }
@@ -44,21 +47,21 @@ pub(super) fn check_factors<T: SparseValue>(a: &SparseMatrix<T, i32>, b: &Sparse
 }
 
 /// Records the buffers of both factors as read.
-pub(super) fn record_factors<T: SparseValue>(
+pub(super) fn record_factors<T: SparseValue, I: SparseIndex>(
     rec: &mut LaunchRecorder,
-    a: &SparseMatrix<T, i32>,
-    b: &SparseMatrix<T, i32>,
+    a: &SparseMatrix<T, I>,
+    b: &SparseMatrix<T, I>,
 ) -> Result<()> {
     record_matrix(rec, ["a.offsets", "a.indices", "a.values"], a)?;
     record_matrix(rec, ["b.offsets", "b.indices", "b.values"], b)
 }
 
-/// The descriptor of the product `C` (`rows x cols`, CSR, `i32`) before its structure is
-/// known: `offsets` only, the other arrays set before the copy phase.
-pub(super) fn product_descr<T: SparseValue>(
+/// The descriptor of the product `C` (`rows x cols`, CSR, indices of `I`) before its structure
+/// is known: `offsets` only, the other arrays set before the copy phase.
+pub(super) fn product_descr<T: SparseValue, I: SparseIndex>(
     rows: usize,
     cols: usize,
-    offsets: &GpuRef<i32>,
+    offsets: &GpuRef<I>,
 ) -> Result<Owned<calls::SpMat>> {
     let parts = calls::SpMatParts {
         format: Format::Csr,
@@ -68,7 +71,7 @@ pub(super) fn product_descr<T: SparseValue>(
         major: dptr(offsets)?,
         minor: std::ptr::null_mut(),
         values: std::ptr::null_mut(),
-        index: super::IndexKind::I32,
+        index: I::KIND,
         value: T::CUDA_TYPE,
         block: 0,
     };
@@ -77,19 +80,20 @@ pub(super) fn product_descr<T: SparseValue>(
 }
 
 impl Sparse {
-    /// `C = alpha A B` (SpGEMM) for CSR matrices with `i32` indices; returns `C` (CSR, `i32`)
-    /// through the completion, with its buffers freshly allocated.
+    /// `C = alpha A B` (SpGEMM) for CSR matrices with `i32` or `i64` indices (both factors
+    /// alike); returns `C` (CSR, indices of the factors' type) through the completion, with its
+    /// buffers freshly allocated.
     ///
     /// **Blocks** the calling thread until the GPU has finished A and B's work estimation and
     /// `C`'s structure: cuSPARSE gives `C`'s number of nonzeros to the host only after that
     /// phase, and `C`'s buffers are sized from it. Do not call it where the thread must not
     /// wait (a completion callback).
-    pub fn spgemm<T: SparseValue>(
+    pub fn spgemm<T: SparseValue, I: SparseIndex>(
         &mut self,
         alpha: T,
-        a: &SparseMatrix<T, i32>,
-        b: &SparseMatrix<T, i32>,
-    ) -> Result<Completion<SparseMatrix<T, i32>>> {
+        a: &SparseMatrix<T, I>,
+        b: &SparseMatrix<T, I>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
         check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm.work_estimation");
         record_factors(&mut rec, a, b)?;
@@ -99,8 +103,8 @@ impl Sparse {
         let h = self.handle()?;
         let (rows, cols) = (a.rows, b.cols);
         let (da, db) = (self.mat(a)?, self.mat(b)?);
-        let offsets: GpuRef<i32> = self.op.device.alloc(self.op.stream, rows + 1)?;
-        let dc = product_descr::<T>(rows, cols, &offsets)?;
+        let offsets: GpuRef<I> = self.op.device.alloc(self.op.stream, rows + 1)?;
+        let dc = product_descr::<T, I>(rows, cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
         let beta = T::zero();
         let sc = HostScalars::new(alpha, beta);
@@ -109,7 +113,7 @@ impl Sparse {
         let (objects, buf1, size2) = self.spgemm_estimate(&p, rec, (descr, dc))?;
         let (objects, buf2, nnz) = self.spgemm_compute(&p, &buf1, size2, objects)?;
 
-        let indices: GpuRef<i32> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
+        let indices: GpuRef<I> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
         let values: GpuRef<T> = self.op.device.alloc(self.op.stream, nnz.max(1))?;
         let c = SparseMatrix::new(Format::Csr, rows, cols, nnz, &offsets, &indices, &values)?;
         not_in_matrix("c", &offsets, a)?;
@@ -139,9 +143,9 @@ impl Sparse {
 
     /// The work estimation phase, and the compute phase's size query after it; returns the
     /// estimation's buffer and the compute phase's size.
-    fn spgemm_estimate<T: SparseValue>(
+    fn spgemm_estimate<T: SparseValue, I: SparseIndex>(
         &mut self,
-        p: &Product<'_, T>,
+        p: &Product<'_, T, I>,
         rec: LaunchRecorder,
         objects: Objects,
     ) -> Result<(Objects, GpuRef<u8>, usize)> {
@@ -173,9 +177,9 @@ impl Sparse {
 
     /// The compute phase, which finds `C`'s structure; returns its buffer and `C`'s number of
     /// nonzeros, which the host learns by waiting for the phase.
-    fn spgemm_compute<T: SparseValue>(
+    fn spgemm_compute<T: SparseValue, I: SparseIndex>(
         &mut self,
-        p: &Product<'_, T>,
+        p: &Product<'_, T, I>,
         buf1: &GpuRef<u8>,
         size2: usize,
         objects: Objects,
@@ -202,9 +206,9 @@ impl Sparse {
             return Err(e);
         }
         let nnz = usize::try_from(nnz).map_err(|_| Error::invalid("c", format!("cuSPARSE reported {nnz} nonzeros")))?;
-        if nnz > i32::MAX as usize {
+        if nnz > I::MAX {
             self.op.retire("a cuSPARSE SpGEMM", objects);
-            return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
+            return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond {:?} indices", I::KIND)));
         }
         Ok((objects, buf2, nnz))
     }

@@ -500,37 +500,21 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
                         &format!("spsv {what}"),
                     );
                     for cols in [1, 3] {
-                        for pad in [0, 2] {
-                            let ld = n + pad;
+                        for (pad, row) in [(0, false), (2, false), (0, true), (2, true)] {
+                            let ld = if row { cols + pad } else { n + pad };
                             let b = cx.random(n, cols, 1.0, T::COMPLEX);
-                            let (db, dc) = (
-                                cx.dense_up::<T>(&b, ld),
-                                cx.dense_up::<T>(&Dense { rows: n, cols, v: vec![Z; n * cols] }, ld),
-                            );
-                            let r = cx.h.sparse().unwrap().spsm(
-                                tri,
-                                T::of(alpha),
-                                &sa,
-                                DenseMatrix::new(&db, n, cols).ld(ld),
-                                DenseMatrix::new(&dc, n, cols).ld(ld),
-                            );
-                            // SpSM takes plain transposes only: a conjugate one of complex
-                            // values is refused, naming `tri`.
-                            if T::COMPLEX && transpose == Transpose::Conj {
-                                assert!(
-                                    matches!(&r, Err(Error::Unsupported { what: w, .. }) if w.contains("`tri`")),
-                                    "spsm {what}: {r:?}"
-                                );
-                                continue;
+                            let zeros = Dense { rows: n, cols, v: vec![Z; n * cols] };
+                            let (db, dc) = (cx.dense_up_in::<T>(&b, ld, row), cx.dense_up_in::<T>(&zeros, ld, row));
+                            let (mut bv, mut cv) =
+                                (DenseMatrix::new(&db, n, cols).ld(ld), DenseMatrix::new(&dc, n, cols).ld(ld));
+                            if row {
+                                bv = bv.row_major();
+                                cv = cv.row_major();
                             }
-                            r.unwrap().wait().unwrap();
-                            let want = solve(&a, tri, alpha, &b);
-                            cx.check(
-                                &dense_down(cx, &dc, n, cols, ld),
-                                &want,
-                                T::TOL * 10.0,
-                                &format!("spsm {what} {cols} ld {ld}"),
-                            );
+                            cx.h.sparse().unwrap().spsm(tri, T::of(alpha), &sa, bv, cv).unwrap().wait().unwrap();
+                            let what = format!("spsm {what} {cols} ld {ld} row {row}");
+                            let got = cx.dc_padding_kept_in(&dc, n, cols, ld, row, &what);
+                            cx.check(&got, &solve(&a, tri, alpha, &b), T::TOL * 10.0, &what);
                         }
                     }
                 }
@@ -542,8 +526,8 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
 pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
     let (m, k, n) = (7, 5, 6);
     let pattern = cx.random(m, n, 0.4, T::COMPLEX);
-    for ta in [Transpose::No, Transpose::Yes] {
-        for tb in [Transpose::No, Transpose::Yes] {
+    for ta in [Transpose::No, Transpose::Yes, Transpose::Conj] {
+        for tb in [Transpose::No, Transpose::Yes, Transpose::Conj] {
             for (pad, ra, rb) in
                 [(0, false, false), (3, false, false), (0, true, true), (2, true, false), (1, false, true)]
             {
@@ -581,6 +565,51 @@ pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
                     cx.check(&got, &want, T::TOL, &what);
                 }
             }
+        }
+    }
+}
+
+/// SDDMM into a BSR `C` (2x2 blocks, whole blocks stored) on odd `k`, transposed and
+/// row-major dense operands, `beta` zero or not.
+pub fn sddmm_bsr<T: Val, I: Idx>(cx: &mut Cx) {
+    let (m, k, n) = (6, 5, 4);
+    let pattern = cx.random(m, n, 0.3, T::COMPLEX);
+    for (ta, tb, ra, rb) in [
+        (Transpose::No, Transpose::No, false, false),
+        (Transpose::Yes, Transpose::No, false, true),
+        (Transpose::No, Transpose::Yes, true, false),
+    ] {
+        for beta0 in [true, false] {
+            let what = format!("sddmm bsr {} {:?} {ta:?} {tb:?} row {ra} {rb} beta0 {beta0}", T::NAME, I::KIND);
+            let a = cx.random(m, k, 1.0, T::COMPLEX).op(ta);
+            let b = cx.random(k, n, 1.0, T::COMPLEX).op(tb);
+            let lda = if ra { a.cols + 1 } else { a.rows + 1 };
+            let ldb = if rb { b.cols } else { b.rows };
+            let (da, db) = (cx.dense_up_in::<T>(&a, lda, ra), cx.dense_up_in::<T>(&b, ldb, rb));
+            let (mut av, mut bv) =
+                (DenseMatrix::new(&da, a.rows, a.cols).ld(lda), DenseMatrix::new(&db, b.rows, b.cols).ld(ldb));
+            if ra {
+                av = av.row_major();
+            }
+            if rb {
+                bv = bv.row_major();
+            }
+            let c = cx.matrix::<T, I>(&pattern, "bsr");
+            let (alpha, beta) = (cx.val(T::COMPLEX), if beta0 { Z } else { cx.val(T::COMPLEX) });
+            cx.h.sparse().unwrap().sddmm(ta, tb, T::of(alpha), av, bv, T::of(beta), &c).unwrap().wait().unwrap();
+            let full = gemm(alpha, &a.op(ta), &b.op(tb), Z, &pattern);
+            // The stored blocks in order, each row-major, as `Cx::matrix` lays them out.
+            let mut want = Vec::new();
+            for br in 0..m / 2 {
+                for bc in 0..n / 2 {
+                    let at = |e: usize| (br * 2 + e / 2) * n + bc * 2 + e % 2;
+                    if (0..4).any(|e| pattern.v[at(e)] != Z) {
+                        want.extend((0..4).map(|e| full[at(e)] + beta * pattern.v[at(e)]));
+                    }
+                }
+            }
+            let got: Vec<C> = c.values().download(cx.s).unwrap()[..want.len()].iter().map(|v| v.c()).collect();
+            cx.check(&got, &want, T::TOL, &what);
         }
     }
 }
@@ -749,21 +778,35 @@ pub fn vectors<T: Val, I: Idx>(cx: &mut Cx) {
     cx.check(&got, &want, 0.0, &format!("scatter {} {:?}", T::NAME, I::KIND));
 }
 
-/// The ops that take `i32` indices only: SpGEMM, its reusable form and CSR ↔ CSC.
-pub fn i32_only<T: Val>(cx: &mut Cx) {
+/// SpGEMM and its reusable form, computed with `beta` zero and then `beta C` on the last
+/// compute's `C`, in either index type.
+pub fn spgemm_products<T: Val, I: Idx>(cx: &mut Cx) {
     let (m, k, n) = (9, 8, 7);
     let (a, b) = (cx.random(m, k, 0.3, T::COMPLEX), cx.random(k, n, 0.3, T::COMPLEX));
-    let (sa, sb) = (cx.matrix::<T, i32>(&a, "csr"), cx.matrix::<T, i32>(&b, "csr"));
+    let (sa, sb) = (cx.matrix::<T, I>(&a, "csr"), cx.matrix::<T, I>(&b, "csr"));
+    let what = format!("{} {:?}", T::NAME, I::KIND);
     let alpha = cx.val(T::COMPLEX);
     let c = cx.h.sparse().unwrap().spgemm(T::of(alpha), &sa, &sb).unwrap().wait().unwrap();
     let want = gemm(alpha, &a, &b, Z, &a);
     let out = cx.dense_up::<T>(&Dense { rows: m, cols: n, v: vec![Z; m * n] }, m);
     cx.h.sparse().unwrap().sparse_to_dense(&c, DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
-    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm {}", T::NAME));
+    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm {what}"));
     let plan = cx.h.sparse().unwrap().spgemm_reuse(&sa, &sb).unwrap();
-    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha)).unwrap().wait().unwrap();
+    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha), T::of(Z)).unwrap().wait().unwrap();
     cx.h.sparse().unwrap().sparse_to_dense(plan.c(), DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
-    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm_reuse {}", T::NAME));
+    cx.check(&dense_down(cx, &out, m, n, m), &want, T::TOL, &format!("spgemm_reuse {what}"));
+    let (alpha2, beta) = (cx.val(T::COMPLEX), cx.val(T::COMPLEX));
+    cx.h.sparse().unwrap().spgemm_reuse_compute(&plan, T::of(alpha2), T::of(beta)).unwrap().wait().unwrap();
+    cx.h.sparse().unwrap().sparse_to_dense(plan.c(), DenseMatrix::new(&out, m, n)).unwrap().wait().unwrap();
+    let want2: Vec<C> = gemm(alpha2, &a, &b, Z, &a).iter().zip(&want).map(|(&x, &w)| x + beta * w).collect();
+    cx.check(&dense_down(cx, &out, m, n, m), &want2, T::TOL * 2.0, &format!("spgemm_reuse beta {what}"));
+}
+
+/// The ops that take `i32` indices only: CSR ↔ CSC and CSR ↔ COO.
+pub fn i32_only<T: Val>(cx: &mut Cx) {
+    let (m, k) = (9, 8);
+    let a = cx.random(m, k, 0.3, T::COMPLEX);
+    let sa = cx.matrix::<T, i32>(&a, "csr");
     let csc = cx.h.sparse().unwrap().convert_compressed(&sa).unwrap().wait().unwrap();
     let out = cx.dense_up::<T>(&Dense { rows: m, cols: k, v: vec![Z; m * k] }, m);
     cx.h.sparse().unwrap().sparse_to_dense(&csc, DenseMatrix::new(&out, m, k)).unwrap().wait().unwrap();
@@ -922,12 +965,16 @@ pub fn all_index_types<T: Val>(cx: &mut Cx) {
     solves::<T, i64>(cx);
     sddmm::<T, i32>(cx);
     sddmm::<T, i64>(cx);
+    sddmm_bsr::<T, i32>(cx);
+    sddmm_bsr::<T, i64>(cx);
     conversions::<T, i32>(cx);
     conversions::<T, i64>(cx);
     dense_to_csc_and_coo::<T, i32>(cx);
     dense_to_csc_and_coo::<T, i64>(cx);
     vectors::<T, i32>(cx);
     vectors::<T, i64>(cx);
+    spgemm_products::<T, i32>(cx);
+    spgemm_products::<T, i64>(cx);
     i32_only::<T>(cx);
     bsr_conversions::<T>(cx);
 }

@@ -74,18 +74,6 @@ impl<'a, T: Element> DenseMatrix<'a, T> {
         // `check` found this product within usize.
         ld as usize * (minor - 1) + major
     }
-
-    /// Refuses a row-major view where `op` takes column-major ones only.
-    pub(in crate::libs::sparse) fn col_major_only(&self, arg: &'static str, op: &str) -> Result<()> {
-        if self.is_row_major() {
-            return Err(super::super::args::unsupported(
-                arg,
-                format!("a row-major dense operand in {op}"),
-                "pass it column-major (cusched hands cuSPARSE's row order to SpMM, SDDMM and the dense conversions)",
-            ));
-        }
-        Ok(())
-    }
 }
 
 impl<T: Element> Clone for DenseMatrix<'_, T> {

@@ -3,7 +3,7 @@
 //! stream (so the hazard checker sees its accesses against the declared uses).
 //!
 //! The semantics are cuSPARSE's: `alpha` / `beta` (an output with `beta` zero is written, never
-//! read), transposes (plain, not conjugate, for complex values), column-major dense operands
+//! read), transposes (plain, or conjugate for complex values), column- or row-major dense operands
 //! with their leading dimensions, zero-based indices, BSR blocks stored row-major, Blocked-ELL's
 //! `-1` empty blocks, the fill mode and diagonal type of triangular solves (no pivot check: a
 //! zero on the diagonal gives infinities or NaNs, as on the GPU), and the sorted column indices

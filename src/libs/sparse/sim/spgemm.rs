@@ -3,11 +3,10 @@
 //! the host learns `C`'s size before allocating it.
 
 use super::host::HostMat;
-use super::{at, span};
+use super::{at, blend, span};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
-use crate::libs::sparse::matrix::IndexArith;
-use crate::libs::sparse::{Format, Sparse, SparseMatrix, SparseValue};
+use crate::libs::sparse::{Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
 
@@ -15,7 +14,7 @@ use crate::recorder::LaunchRecorder;
 /// structural product is kept, whatever its value (cuSPARSE's structure is symbolic).
 type Product<T> = (Vec<usize>, Vec<usize>, Vec<T>);
 
-fn product<T: SparseValue>(alpha: T, a: &HostMat<T, i32>, b: &HostMat<T, i32>) -> Result<Product<T>> {
+fn product<T: SparseValue, I: SparseIndex>(alpha: T, a: &HostMat<T, I>, b: &HostMat<T, I>) -> Result<Product<T>> {
     let (ar, ac, av) = a.csr(["a.offsets", "a.indices"])?;
     let (br, bc, bv) = b.csr(["b.offsets", "b.indices"])?;
     let n = b.cols;
@@ -50,13 +49,13 @@ impl Sparse {
     /// SpGEMM's phases on the host: the work estimation (a pass over the factors' structure),
     /// the compute phase (the product, which the host waits for to learn `C`'s nonzeros), then
     /// `C`'s arrays allocated and the copy phase that fills them.
-    pub(in crate::libs::sparse) fn sim_spgemm<T: SparseValue>(
+    pub(in crate::libs::sparse) fn sim_spgemm<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
         alpha: T,
-        a: &SparseMatrix<T, i32>,
-        b: &SparseMatrix<T, i32>,
-    ) -> Result<Completion<SparseMatrix<T, i32>>> {
+        a: &SparseMatrix<T, I>,
+        b: &SparseMatrix<T, I>,
+    ) -> Result<Completion<SparseMatrix<T, I>>> {
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
         self.host(rec, move || {
             am.csr(["a.offsets", "a.indices"])?;
@@ -68,12 +67,12 @@ impl Sparse {
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
         let (offsets, cols, vals) = self.host(rec, move || product(alpha, &am, &bm))?.wait()?;
         let nnz = cols.len();
-        if nnz > i32::MAX as usize {
-            return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
+        if nnz > I::MAX {
+            return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond {:?} indices", I::KIND)));
         }
         let dev = self.op.device.clone();
-        let o: GpuRef<i32> = dev.alloc(self.op.stream, a.rows + 1)?;
-        let (i, v): (GpuRef<i32>, GpuRef<T>) =
+        let o: GpuRef<I> = dev.alloc(self.op.stream, a.rows + 1)?;
+        let (i, v): (GpuRef<I>, GpuRef<T>) =
             (dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?);
         let c = SparseMatrix::new(Format::Csr, a.rows, b.cols, nnz, &o, &i, &v)?;
         let mut rec = self.op.recorder("spgemm.copy");
@@ -84,10 +83,10 @@ impl Sparse {
         let (om, im, vm) = (o.sim_data()?, i.sim_data()?, v.sim_data()?);
         self.host(rec, move || {
             for (d, s) in om.lock().iter_mut().zip(&offsets) {
-                *d = i32::from_usize(*s);
+                *d = I::from_usize(*s);
             }
             for (d, s) in im.lock().iter_mut().zip(&cols) {
-                *d = i32::from_usize(*s);
+                *d = I::from_usize(*s);
             }
             vm.lock()[..vals.len()].copy_from_slice(&vals);
             Ok(c)
@@ -98,13 +97,13 @@ impl Sparse {
     /// `rec`: the nnz phase writes `C`'s offsets and returns its column indices (the host waits
     /// for it), the copy phase writes them into `C`'s fresh arrays. `C`'s values are left to
     /// the first compute, as on the GPU.
-    pub(in crate::libs::sparse) fn sim_spgemm_structure<T: SparseValue>(
+    pub(in crate::libs::sparse) fn sim_spgemm_structure<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
-        a: &SparseMatrix<T, i32>,
-        b: &SparseMatrix<T, i32>,
-        offsets: &GpuRef<i32>,
-    ) -> Result<SparseMatrix<T, i32>> {
+        a: &SparseMatrix<T, I>,
+        b: &SparseMatrix<T, I>,
+        offsets: &GpuRef<I>,
+    ) -> Result<SparseMatrix<T, I>> {
         use crate::track::Access;
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
         self.host(rec, move || {
@@ -120,17 +119,17 @@ impl Sparse {
             .host(rec, move || {
                 let (o, cols, _) = product(T::one(), &am, &bm)?;
                 for (d, s) in om.lock().iter_mut().zip(&o) {
-                    *d = i32::from_usize(*s);
+                    *d = I::from_usize(*s);
                 }
                 Ok(cols)
             })?
             .wait()?;
         let nnz = cols.len();
-        if nnz > i32::MAX as usize {
-            return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond 32-bit indices")));
+        if nnz > I::MAX {
+            return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond {:?} indices", I::KIND)));
         }
         let dev = self.op.device.clone();
-        let (i, v): (GpuRef<i32>, GpuRef<T>) =
+        let (i, v): (GpuRef<I>, GpuRef<T>) =
             (dev.alloc(self.op.stream, nnz.max(1))?, dev.alloc(self.op.stream, nnz.max(1))?);
         let c = SparseMatrix::new(Format::Csr, a.rows, b.cols, nnz, offsets, &i, &v)?;
         let mut rec = self.op.recorder("spgemm_reuse.copy");
@@ -142,24 +141,25 @@ impl Sparse {
         // The first compute waits for the copy on the stream (it reads C's structure).
         drop(self.host(rec, move || {
             for (d, s) in im.lock().iter_mut().zip(&cols) {
-                *d = i32::from_usize(*s);
+                *d = I::from_usize(*s);
             }
             Ok(())
         })?);
         Ok(c)
     }
 
-    /// The reusable SpGEMM's compute on the host: `C`'s values at its structure, from `A` and
-    /// `B`'s current values.
-    pub(in crate::libs::sparse) fn sim_spgemm_values<T: SparseValue>(
+    /// The reusable SpGEMM's compute on the host: `C = alpha A B + beta C` at `C`'s structure,
+    /// from `A` and `B`'s current values (`C`'s read only when `beta` is not zero).
+    pub(in crate::libs::sparse) fn sim_spgemm_values<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
         alpha: T,
-        [a, b, c]: [&SparseMatrix<T, i32>; 3],
+        beta: T,
+        [a, b, c]: [&SparseMatrix<T, I>; 3],
     ) -> Result<Completion<()>> {
         let (am, bm, cm) = (HostMat::of(a)?, HostMat::of(b)?, HostMat::of(c)?);
         self.host(rec, move || {
-            let (o, cols, vals) = product(alpha, &am, &bm)?;
+            let (o, cols, vals) = product(T::one(), &am, &bm)?;
             let (major, minor) = (cm.major.read().to_vec(), cm.minor.as_ref().map(|m| m.read().to_vec()));
             let minor = minor.unwrap_or_else(|| major.clone());
             let mut out = cm.values.lock();
@@ -168,10 +168,11 @@ impl Sparse {
                 for p in span("c.offsets", &major, r, cm.nnz)? {
                     let j = at("c.indices", minor[p], cm.cols)?;
                     // C's columns are sorted within the row, as the product's are.
-                    out[p] = match cols[row.clone()].binary_search(&j) {
+                    let ab = match cols[row.clone()].binary_search(&j) {
                         Ok(q) => vals[row.start + q],
                         Err(_) => T::zero(),
                     };
+                    out[p] = blend(alpha, ab, beta, || out[p]);
                 }
             }
             Ok(())

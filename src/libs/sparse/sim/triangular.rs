@@ -98,8 +98,7 @@ impl Sparse {
             let b = bm.mem.read().to_vec();
             let mut out = cm.mem.lock();
             for j in 0..cm.cols {
-                let (bo, co) = (j * bm.ld, j * cm.ld);
-                t.solve(alpha, |i| b[bo + i], &mut out, |i| co + i);
+                t.solve(alpha, |i| b[bm.at(i, j)], &mut out, |i| cm.at(i, j));
             }
             Ok(())
         })
