@@ -256,7 +256,21 @@ impl StreamSlot {
         st.clock.set(index, pos.seq);
         // A plain load per entry: an entry only this stream holds can gain no other holder
         // while the stream's lock is held, since only this stream hands its entries out.
-        let (reuse, back) = match st.recent.iter().position(|e| Arc::strong_count(e) == 1) {
+        let free = st.recent.iter().position(|e| Arc::strong_count(e) == 1);
+        // Steady state: a free entry is refilled where it lies.
+        if let Some(i) = free {
+            let State { recent, raw, clock, .. } = &mut *st;
+            match pool.refill(&mut recent[i], raw, pos, self.id.device, clock, how) {
+                Some(Ok(())) => {
+                    let ev = recent[i].clone();
+                    Self::placed(st, pos, how);
+                    return Ok(ev);
+                }
+                Some(Err(e)) => return Err(Self::unplaced(st, index, e)),
+                None => {}
+            }
+        }
+        let (reuse, back) = match free {
             // Order among recent events only picks which goes back when none is free, so the
             // cheaper swap does.
             Some(i) => (Some(st.recent.swap_remove(i)), None),
@@ -265,21 +279,31 @@ impl StreamSlot {
         };
         match pool.commit(reuse, back, &st.raw, pos, self.id.device, &st.clock, how) {
             Ok(ev) => {
-                st.seq = pos.seq;
-                st.stats.events += 1;
-                if how != Record::Lazily {
-                    st.stats.recorded += 1;
-                }
+                Self::placed(st, pos, how);
                 st.recent.push(ev.clone());
                 Ok(ev)
             }
-            Err(e) => {
-                // The stream's own entry goes back to what it covered before.
-                let seq = st.seq;
-                st.clock.set(index, seq);
-                Err(e)
-            }
+            Err(e) => Err(Self::unplaced(st, index, e)),
         }
+    }
+
+    /// The stream's counters once position `pos` is committed (recorded as `how` says).
+    #[inline(always)]
+    fn placed(st: &mut State, pos: Pos, how: Record) {
+        st.seq = pos.seq;
+        st.stats.events += 1;
+        if how != Record::Lazily {
+            st.stats.recorded += 1;
+        }
+    }
+
+    /// A position that failed to record: the stream's own entry goes back to what it covered
+    /// before.
+    #[cold]
+    fn unplaced(st: &mut State, index: u32, e: crate::error::Error) -> crate::error::Error {
+        let seq = st.seq;
+        st.clock.set(index, seq);
+        e
     }
 
     /// The stream's counters so far.
