@@ -17,7 +17,7 @@ use crate::backend::{sim::SimShared, BackendCtx};
 use crate::device::{Device, DeviceConfig, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
-use crate::recorder::LaunchRecorder;
+use crate::recorder::{LaunchRecorder, ResourceSealed};
 use crate::trace::OpLabel;
 use cudarc::driver::CudaContext;
 use std::collections::HashMap;
@@ -108,12 +108,12 @@ impl Device {
             // One device: an ordinary copy, which also checks the stream is of that device.
             return dst.copy_from(stream, src);
         }
-        let mut rec = LaunchRecorder::new_strict(stream).labelled(OpLabel::new("memory", "copy_peer")).with_peers();
-        rec.read(src)?.write(dst)?;
+        let mut rec = LaunchRecorder::for_peer_copy(stream, OpLabel::new("memory", "copy_peer"));
+        rec.copy_uses(src.resource(), dst.resource())?;
         if let Some([from, to]) = src.memory().peer_contexts(dst.memory()) {
             enable_once((sd.uid, src.track().epoch, from), (dd.uid, dst.track().epoch, to));
         }
-        rec.launch(self, |scope| {
+        rec.launch_in_place(self, |scope| {
             // SAFETY: 1. the buffers are distinct allocations of equal length (checked above);
             // 2. the preflight made the stream wait for every conflicting use of both buffers, on
             // every device, later uses wait for the commit, and both frees are ordered after the

@@ -124,6 +124,12 @@ impl crate::track::BufferOwner for DeviceShared {
 }
 
 impl DeviceShared {
+    /// Whether the device is simulated ([`Device::is_simulated`](crate::Device::is_simulated)).
+    #[inline(always)]
+    pub(crate) fn is_simulated(&self) -> bool {
+        self.is_sim
+    }
+
     /// The context epoch: advances each time a poisoned context is rebuilt.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)

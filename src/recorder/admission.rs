@@ -69,24 +69,35 @@ pub(super) struct Survey {
     pub device_memory: bool,
     /// The device's context epoch, read before the uses were looked at.
     pub device_epoch: u64,
+    /// Every buffer of another device (with peers) is of the stream's backend, and its
+    /// device's solo floor is known to need nothing more on this stream (see
+    /// `StreamSlot::covers_peer_floor`): the marked preflight's peer checks have nothing to do.
+    pub peers_settled: bool,
 }
 
 impl Survey {
-    /// Looks at `uses` once; `peers`: the launch accepts buffers of other devices.
+    /// Looks at `uses` once, for a launch on `slot`; `peers`: the launch accepts buffers of
+    /// other devices.
     #[inline(always)]
-    fn of(uses: &[Use], shared: &DeviceShared, peers: bool) -> Survey {
+    fn of(uses: &[Use], shared: &DeviceShared, slot: &StreamSlot, peers: bool) -> Survey {
         let device_epoch = shared.epoch();
         let mut survey = Survey {
             nothing_before_marks: crate::track::reservation::outside_lane_jobs(),
             of_device_context: !peers,
             device_memory: true,
             device_epoch,
+            peers_settled: true,
         };
         for u in uses {
             let t = u.track();
             survey.nothing_before_marks &= t.is_fresh() & t.reservations.is_empty();
             survey.of_device_context &= t.epoch == device_epoch;
             survey.device_memory &= t.device_memory;
+            let other = &t.device;
+            if peers && other.uid != shared.uid {
+                survey.peers_settled &=
+                    other.is_simulated() == shared.is_simulated() && slot.covers_peer_floor(other.uid);
+            }
         }
         survey
     }
@@ -119,7 +130,7 @@ impl LaunchRecorder {
         // that steady state with several streams never reads the device's solo state. (The
         // device's first launch claims its stream as the solo one here, whatever it uses.)
         let may_solo = choice == Choice::Any && !slot.floor_seen() && shared.solo.open_on(self.stream.index);
-        let survey = Survey::of(&self.uses, shared, self.peers);
+        let survey = Survey::of(&self.uses, shared, slot, self.peers);
         let strategy = if may_solo & survey.nothing_before_marks & survey.of_device_context & survey.device_memory {
             Strategy::Solo
         } else {

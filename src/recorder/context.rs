@@ -113,9 +113,18 @@ fn of_old_context(t: &BufferTrack) -> Error {
     Error::Stale { what: t.name(), made: t.generation, current }
 }
 
+/// Whether every use's memory belongs to the context it must (see [`outdated`]): the quick
+/// check after a fence of a stream of the current context `epoch`, for a launch whose survey
+/// could not clear its uses at once (one with peers).
+#[inline(always)]
+pub(super) fn of_context(stream_device: &DeviceShared, uses: &[Use], epoch: u64) -> bool {
+    uses.iter().all(|u| !outdated(stream_device, u.track(), epoch))
+}
+
 /// Whether `t`'s memory belongs to a context its device has left: for the stream's own device
 /// judged by `epoch`, the stream's epoch read under its lock; for a buffer of another device, by
 /// that device's own epoch (epochs count per device).
+#[inline(always)]
 fn outdated(stream_device: &DeviceShared, t: &BufferTrack, epoch: u64) -> bool {
     if t.device.uid == stream_device.uid {
         t.epoch != epoch

@@ -33,7 +33,7 @@ impl LaunchRecorder {
     /// a successful write replaces the contents. A successful launch clears the failure of what
     /// it writes. Reads of a buffer whose last writer failed fail here the same way, with
     /// nothing enqueued.
-    pub fn launch<R>(self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
+    pub fn launch<R>(mut self, device: &Device, enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>) -> Result<R> {
         // Nothing here hands the event out: a solo launch can skip its position unless a trace
         // needs it.
         self.launch_as(device, enqueue, false).map(|l| l.into_value(device))
@@ -42,11 +42,21 @@ impl LaunchRecorder {
     /// The one launch path under every op: trace, preflight, enqueue, commit. The event comes
     /// back.
     pub(crate) fn launch_event<R>(
-        self,
+        mut self,
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
     ) -> Result<Launched<R>> {
         self.launch_as(device, enqueue, true)
+    }
+
+    /// [`launch`](Self::launch) for a recorder the caller built in place and drops after: the
+    /// recorder is not moved (a copy of its inline uses per op).
+    pub(crate) fn launch_in_place<R>(
+        &mut self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.launch_as(device, enqueue, false).map(|l| l.into_value(device))
     }
 
     /// [`launch_event`](Self::launch_event); unless `event_wanted` (the caller hands the event
@@ -54,7 +64,7 @@ impl LaunchRecorder {
     /// launch: see `track::solo`) comes back with none.
     #[inline(always)]
     fn launch_as<R>(
-        mut self,
+        &mut self,
         device: &Device,
         enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
         event_wanted: bool,

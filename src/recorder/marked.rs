@@ -17,9 +17,8 @@ use smallvec::SmallVec;
 /// The events the stream must wait for, gathered before and while the marks are taken.
 type Candidates = SmallVec<[EventRef; 8]>;
 
-/// What the phase before the marks leaves for the others.
+/// What the phase before the marks leaves for the others (besides the candidates it gathered).
 struct BeforeMarks {
-    candidates: Candidates,
     /// The lane job making the launch, for the check of submit order (none outside jobs).
     stamp: Stamp,
     /// The fence makes the stream follow its device's solo floor: it is past solo mode then.
@@ -36,9 +35,12 @@ impl LaunchRecorder {
         rebuilt_from: Option<u64>,
     ) -> Result<Reserved> {
         let shared = &device.shared;
-        let before = self.before_marks(device, slot, survey)?;
+        // Filled in place by both phases: moving it between them costs more than its few
+        // (usually no) events.
+        let mut candidates = Candidates::new();
+        let before = self.before_marks(device, slot, survey, &mut candidates)?;
         let holder = HolderId::current();
-        let candidates = self.take_marks(shared, slot, holder, before.stamp, before.candidates)?;
+        self.take_marks(shared, slot, holder, before.stamp, &mut candidates)?;
         #[cfg(test)]
         crate::device::rebuild_hooks::at(shared.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
         // The stream and its context epoch come back read together with the fencing: if the
@@ -53,7 +55,10 @@ impl LaunchRecorder {
         }
         // The device's epoch is read again: a rebuild that began while the marks were taken has
         // moved the device on, and maybe not this stream yet.
-        if !(survey.of_device_context && epoch == survey.device_epoch && epoch == shared.epoch()) {
+        let current = epoch == survey.device_epoch
+            && epoch == shared.epoch()
+            && (survey.of_device_context || super::context::of_context(shared, &self.uses, epoch));
+        if !current {
             if let Some(refused) = self.context_refused(device, holder, epoch, rebuilt_from) {
                 return refused;
             }
@@ -66,24 +71,29 @@ impl LaunchRecorder {
     /// solo launches of its device and of its peers; declared lane jobs submitted earlier are
     /// waited out.
     #[inline(always)]
-    fn before_marks(&mut self, device: &Device, slot: &StreamSlot, survey: Survey) -> Result<BeforeMarks> {
+    fn before_marks(
+        &mut self,
+        device: &Device,
+        slot: &StreamSlot,
+        survey: Survey,
+        candidates: &mut Candidates,
+    ) -> Result<BeforeMarks> {
         let shared = &device.shared;
         if !survey.nothing_before_marks {
             self.drop_stale()?;
         }
-        let mut candidates = Candidates::new();
         // Before any mark is taken: closing a device's solo mode waits for launches that hold
         // none (see `track::solo`).
-        let past_solo = super::solo::follow_solo_launches(shared, slot, &self.uses, &mut candidates)?;
-        if self.peers {
+        let past_solo = super::solo::follow_solo_launches(shared, slot, &self.uses, candidates)?;
+        if self.peers && !survey.peers_settled {
             self.check_peer_backends(device)?;
-            self.peer_floors(device, slot, &mut candidates)?;
+            self.peer_floors(device, slot, candidates)?;
         }
         let mut stamp = Stamp::NONE;
         if !survey.nothing_before_marks {
             stamp = self.await_jobs(shared)?;
         }
-        Ok(BeforeMarks { candidates, stamp, past_solo })
+        Ok(BeforeMarks { stamp, past_solo })
     }
 
     /// Takes a pending mark on every buffer, gathering the events the stream must wait for;
@@ -96,24 +106,29 @@ impl LaunchRecorder {
         slot: &StreamSlot,
         holder: HolderId,
         stamp: Stamp,
-        mut candidates: Candidates,
-    ) -> Result<Candidates> {
+        candidates: &mut Candidates,
+    ) -> Result<()> {
         // Reserving in one global order (buffer ids are process-wide, so this holds across
         // devices too) means two preflights never hold-and-wait in a cycle: `record` keeps the
         // uses sorted by id.
         debug_assert!(self.uses.windows(2).all(|w| w[0].id < w[1].id));
         let mark = MarkRequest { holder, timeout: shared.config.preflight_timeout, on: slot.index(), stamp };
         let mut inverted = None;
+        let mut failed = false;
         for (n, u) in self.uses.iter().enumerate() {
-            if let Err(e) = u.track().acquire_stamped(u.access, mark, &mut candidates, &mut inverted) {
+            let t = u.track();
+            if let Err(e) = t.acquire_stamped(u.access, mark, candidates, &mut inverted) {
                 release(&self.uses[..n], holder);
                 return Err(e);
             }
+            // With the mark taken, a failure its writer set before publishing is visible.
+            failed |= t.is_failed();
         }
-        // With the marks taken, a failure its writer set before publishing is visible.
-        if let Some(e) = failure::failed_input(&self.uses) {
-            release(&self.uses, holder);
-            return Err(e);
+        if failed {
+            if let Some(e) = failure::failed_input(&self.uses) {
+                release(&self.uses, holder);
+                return Err(e);
+            }
         }
         if let Some(inv) = inverted {
             if let Err(e) = crate::device::report_submit_order(shared, *inv, super::op_origin_name(&self.label)) {
@@ -121,7 +136,7 @@ impl LaunchRecorder {
                 return Err(e);
             }
         }
-        Ok(candidates)
+        Ok(())
     }
 
     /// Beyond the common case, once stale uses are gone: the declared lane jobs submitted

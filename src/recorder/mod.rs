@@ -146,6 +146,40 @@ impl LaunchRecorder {
         }
     }
 
+    /// A strict recorder with peers, named `label`, for a copy: see
+    /// [`copy_uses`](Self::copy_uses).
+    pub(crate) fn for_peer_copy(stream: StreamId, label: OpLabel) -> Self {
+        LaunchRecorder { stream, strict: true, peers: true, uses: SmallVec::new(), label, unrecorded: false }
+    }
+
+    /// Declares a read of `src` and a write of `dst`, as [`read`](Self::read) and
+    /// [`write`](Self::write) would, on a recorder with no uses yet: two distinct fresh
+    /// buffers go in place at once, in id order; anything else is recorded use by use.
+    pub(crate) fn copy_uses(&mut self, src: ResourceRef, dst: ResourceRef) -> Result<()> {
+        debug_assert!(self.uses.is_empty());
+        match (src, dst) {
+            (ResourceRef(ResourceKind::Tracked(s)), ResourceRef(ResourceKind::Tracked(d))) => {
+                let (st, dt) = (s.track(), d.track());
+                let (read, write) = (st.id.0, dt.id.0);
+                if read != write && st.is_fresh() && dt.is_fresh() {
+                    let read = Use { buf: s, access: Access::Read, id: read };
+                    let write = Use { buf: d, access: Access::Write, id: write };
+                    let (first, second) = if read.id < write.id { (read, write) } else { (write, read) };
+                    self.uses.push(first);
+                    self.uses.push(second);
+                    return Ok(());
+                }
+                self.record(ResourceRef(ResourceKind::Tracked(s)), Access::Read)?;
+                self.record(ResourceRef(ResourceKind::Tracked(d)), Access::Write)?;
+            }
+            (src, dst) => {
+                self.record(src, Access::Read)?;
+                self.record(dst, Access::Write)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Accepts buffers of other devices of this process too, for a launch that reads or writes
     /// peer memory (a peer copy, or a kernel given peer pointers after
     /// [`Device::enable_peer_access`]). Their uses are fenced like any other: the launch's
@@ -174,7 +208,7 @@ impl LaunchRecorder {
         let sim = device.is_simulated();
         let foreign = self.uses.iter().map(|u| u.track()).filter(|t| t.device.uid != device.shared.uid);
         for t in foreign {
-            if Device::from_shared(&t.device).is_simulated() != sim {
+            if t.device.is_simulated() != sim {
                 let (needed, actual) = if sim { ("sim", "cuda") } else { ("cuda", "sim") };
                 return Err(Error::WrongBackend { what: "a buffer of another device", needed, actual });
             }

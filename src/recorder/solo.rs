@@ -39,8 +39,9 @@ impl LaunchRecorder {
     /// uses, and adds that device's floor to `candidates` when a solo launch used one of its
     /// buffers here (a peer launch looks each time: the stream's own flag covers only its own
     /// device's floor). A device whose solo mode has closed with no floor, or with a floor
-    /// `slot` already covers, needs nothing more: the floor covers every solo launch, so this
-    /// costs one load and one clock compare per peer device in steady state.
+    /// `slot` already covers, needs nothing more: the floor covers every solo launch. The
+    /// stream remembers such devices (until its clock restarts), so that in steady state the
+    /// launch's survey finds them with a load each and this is not called at all.
     #[cold]
     #[inline(never)]
     pub(super) fn peer_floors(
@@ -52,13 +53,16 @@ impl LaunchRecorder {
         let mut seen = SmallVec::<[u32; 2]>::new();
         for u in &self.uses {
             let other = &u.track().device;
-            if other.uid == device.shared.uid || seen.contains(&other.uid) {
+            if other.uid == device.shared.uid || slot.covers_peer_floor(other.uid) || seen.contains(&other.uid) {
                 continue;
             }
             seen.push(other.uid);
             match other.solo.closed_floor() {
-                Floor::Unneeded => continue,
-                Floor::Recorded(floor) if slot.covers(floor) => continue,
+                Floor::Unneeded => {
+                    slot.no_peer_floor(other.uid);
+                    continue;
+                }
+                Floor::Recorded(floor) if slot.covers_floor_of(other.uid, floor) => continue,
                 Floor::Recorded(_) | Floor::NotYet => {}
             }
             other.close_solo();

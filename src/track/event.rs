@@ -217,11 +217,44 @@ impl EventPool {
             None => self.take(back)?,
         };
         let Some(e) = Arc::get_mut(&mut ev) else { unreachable!("a taken event is held by its taker alone") };
-        e.pos = pos;
-        e.device = device;
-        e.clock.copy_from(clock);
-        *e.recorded.get_mut() = false;
-        let lazy = e.lazy.inner_mut().get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(err) = e.fill(stream, pos, device, clock, how) {
+            self.put(ev);
+            return Err(err);
+        }
+        Ok(ev)
+    }
+
+    /// [`commit`](Self::commit) into `ev`, an event of the stream that only the caller holds,
+    /// where it lies (no move in or out of the stream's list). `None`, with `ev` untouched,
+    /// when it cannot be refilled (it is of an earlier context, or held elsewhere after all):
+    /// `commit` then. On a failed record `ev` stays the caller's, unrecorded, free to refill.
+    #[inline]
+    pub(crate) fn refill(
+        &self,
+        ev: &mut EventRef,
+        stream: &Arc<RawStream>,
+        pos: Pos,
+        device: u32,
+        clock: &Clock,
+        how: Record,
+    ) -> Option<Result<()>> {
+        if ev.epoch != self.epoch() {
+            return None;
+        }
+        Some(Arc::get_mut(ev)?.fill(stream, pos, device, clock, how))
+    }
+}
+
+impl FenceEvent {
+    /// Makes this event position `pos` (clock `clock`, device `device`) on `stream`, recorded
+    /// as `how` says; on a failed record it is left unrecorded.
+    #[inline]
+    fn fill(&mut self, stream: &Arc<RawStream>, pos: Pos, device: u32, clock: &Clock, how: Record) -> Result<()> {
+        self.pos = pos;
+        self.device = device;
+        self.clock.copy_from(clock);
+        *self.recorded.get_mut() = false;
+        let lazy = self.lazy.inner_mut().get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
         if how == Record::Lazily {
             if !lazy.as_ref().is_some_and(|s| Arc::ptr_eq(s, stream)) {
                 *lazy = Some(stream.clone());
@@ -232,13 +265,10 @@ impl EventPool {
             *lazy = None;
         }
         if let Record::Now { bound } = how {
-            if let Err(err) = stream.record_as(&e.raw, bound) {
-                self.put(ev);
-                return Err(err);
-            }
-            *e.recorded.get_mut() = true;
+            stream.record_as(&self.raw, bound)?;
+            *self.recorded.get_mut() = true;
         }
-        Ok(ev)
+        Ok(())
     }
 }
 

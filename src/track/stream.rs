@@ -8,7 +8,7 @@ use crate::backend::sim::FenceMutation;
 use crate::backend::RawStream;
 use crate::error::Result;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod fence;
@@ -101,6 +101,10 @@ pub(crate) struct CommitAt {
 /// keep one event per stream, so the few before it are the ones that come free.
 const RECENT: usize = 4;
 
+/// How many other devices' covered floors a stream remembers: a peer copy between a few GPUs
+/// finds them all; beyond that a launch looks under the stream's lock, as it would anyway.
+const PEER_FLOORS: usize = 4;
+
 /// One stream of a device: its backend handle and its clock, under one lock.
 pub(crate) struct StreamSlot {
     pub id: StreamId,
@@ -122,6 +126,10 @@ pub(crate) struct StreamSlot {
     /// Launches that looked at the device's solo mode (`StreamStats::one_stream_checks`); counted
     /// off the fast path only.
     solo_checks: AtomicU64,
+    /// Other devices (uid + 1; 0 is none) whose solo floor this stream's clock covers, so that a
+    /// peer launch skips the stream's lock to look again (see [`StreamSlot::covers_peer_floor`]).
+    /// Set and cleared under the stream's lock, cleared when the clock restarts.
+    peer_floors: [AtomicU32; PEER_FLOORS],
     /// Whether the stream is lent to a graph recording (`lent_to` is set).
     lent: AtomicBool,
     /// The recording the stream is lent to (its type belongs to the recorder).
@@ -158,6 +166,7 @@ impl StreamSlot {
             has_lane: AtomicBool::new(false),
             floor_seen: AtomicBool::new(false),
             solo_checks: AtomicU64::new(0),
+            peer_floors: [const { AtomicU32::new(0) }; PEER_FLOORS],
             lent: AtomicBool::new(false),
             lent_to: Mutex::new(None),
             recording: crate::sync::Ranked::new(Mutex::new(RecordingGate::default())),
@@ -204,6 +213,10 @@ impl StreamSlot {
             let mut st = crate::sync::lock(&self.state);
             st.epoch = epoch;
             st.clock = Clock::default();
+            // The new clock covers no other device's floor yet.
+            for f in &self.peer_floors {
+                f.store(0, Ordering::Relaxed);
+            }
             let recent = std::mem::take(&mut st.recent);
             (std::mem::replace(&mut st.raw, Arc::new(raw)), recent)
         };
@@ -243,7 +256,21 @@ impl StreamSlot {
         st.clock.set(index, pos.seq);
         // A plain load per entry: an entry only this stream holds can gain no other holder
         // while the stream's lock is held, since only this stream hands its entries out.
-        let (reuse, back) = match st.recent.iter().position(|e| Arc::strong_count(e) == 1) {
+        let free = st.recent.iter().position(|e| Arc::strong_count(e) == 1);
+        // Steady state: a free entry is refilled where it lies.
+        if let Some(i) = free {
+            let State { recent, raw, clock, .. } = &mut *st;
+            match pool.refill(&mut recent[i], raw, pos, self.id.device, clock, how) {
+                Some(Ok(())) => {
+                    let ev = recent[i].clone();
+                    Self::placed(st, pos, how);
+                    return Ok(ev);
+                }
+                Some(Err(e)) => return Err(Self::unplaced(st, index, e)),
+                None => {}
+            }
+        }
+        let (reuse, back) = match free {
             // Order among recent events only picks which goes back when none is free, so the
             // cheaper swap does.
             Some(i) => (Some(st.recent.swap_remove(i)), None),
@@ -252,21 +279,31 @@ impl StreamSlot {
         };
         match pool.commit(reuse, back, &st.raw, pos, self.id.device, &st.clock, how) {
             Ok(ev) => {
-                st.seq = pos.seq;
-                st.stats.events += 1;
-                if how != Record::Lazily {
-                    st.stats.recorded += 1;
-                }
+                Self::placed(st, pos, how);
                 st.recent.push(ev.clone());
                 Ok(ev)
             }
-            Err(e) => {
-                // The stream's own entry goes back to what it covered before.
-                let seq = st.seq;
-                st.clock.set(index, seq);
-                Err(e)
-            }
+            Err(e) => Err(Self::unplaced(st, index, e)),
         }
+    }
+
+    /// The stream's counters once position `pos` is committed (recorded as `how` says).
+    #[inline(always)]
+    fn placed(st: &mut State, pos: Pos, how: Record) {
+        st.seq = pos.seq;
+        st.stats.events += 1;
+        if how != Record::Lazily {
+            st.stats.recorded += 1;
+        }
+    }
+
+    /// A position that failed to record: the stream's own entry goes back to what it covered
+    /// before.
+    #[cold]
+    fn unplaced(st: &mut State, index: u32, e: crate::error::Error) -> crate::error::Error {
+        let seq = st.seq;
+        st.clock.set(index, seq);
+        e
     }
 
     /// The stream's counters so far.
@@ -303,5 +340,25 @@ mod tests {
         let leases: Vec<_> = (0..256).map(|_| StreamIndex::lease()).collect();
         use super::super::plan::FencePoint;
         assert!(leases.iter().all(|l| l.index() != ev.pos().stream), "an index was reused under a live event");
+    }
+
+    #[test]
+    fn a_stream_forgets_the_peer_floors_it_covered_when_its_clock_restarts() {
+        let ctx = BackendCtx::Sim(SimShared::new(SimConfig::default()));
+        let pool = Arc::new(EventPool::new(ctx.clone(), 1));
+        // Another device's stream (uid 7) and its floor; this stream (of device 9) waits on it.
+        let other = StreamSlot::new(StreamId { device: 7, index: 0 }, ctx.new_stream(0).unwrap(), 1, None, &pool);
+        let floor = other.record_in(&pool, None).unwrap().unwrap();
+        let slot = StreamSlot::new(StreamId { device: 9, index: 0 }, ctx.new_stream(1).unwrap(), 1, None, &pool);
+        assert!(!slot.covers_floor_of(7, &floor), "nothing waited on the floor yet");
+        assert!(!slot.covers_peer_floor(7), "a floor not covered must not be remembered");
+        slot.fence(std::slice::from_ref(&floor)).unwrap();
+        assert!(slot.covers_floor_of(7, &floor));
+        assert!(slot.covers_peer_floor(7), "a covered floor is remembered");
+        assert!(!slot.covers_peer_floor(8), "only the device whose floor was covered");
+        // A rebuild gives the stream a new backend stream that waited on nothing.
+        slot.replace(ctx.new_stream(1).unwrap(), 2);
+        assert!(!slot.covers_peer_floor(7), "a restarted clock must look at the floor again");
+        assert!(!slot.covers_floor_of(7, &floor));
     }
 }

@@ -431,3 +431,86 @@ fn lanes_of_two_devices_hand_buffers_to_each_other() {
         no_hazards(&a);
     });
 }
+
+/// Repeated peer copies on one stream take the quick path once the stream has followed the
+/// other device's solo floor; they must still follow every use made in between: a slow write
+/// on the other device, a slow read on another stream of this device, and a slow write by a
+/// lane job that declared it.
+#[test]
+fn repeated_peer_copies_follow_every_use_made_between_them() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (sa, sa2, sb) = (a.default_stream(), a.new_stream().unwrap(), b.default_stream());
+        let x = a.upload(sa, &[1u32; 16]).unwrap();
+        let y = b.upload(sb, &[0u32; 16]).unwrap();
+        let z = a.alloc_zeros::<u32>(sa2, 16).unwrap();
+        for _ in 0..3 {
+            x.copy_to(sa, &y).unwrap();
+        }
+        // The other device writes x's peer y slowly: the next copy into y waits for it.
+        fill(&b, sb, &y, 5, SLOW);
+        x.copy_to(sa, &y).unwrap();
+        assert_eq!(y.download(sb).unwrap(), vec![1; 16], "the copy overtook b's write");
+        // A slow read of x on this device's other stream, then a write of x by a peer copy the
+        // other way: the copy waits for the read.
+        copy_kernel(&a, sa2, &z, &x, SLOW);
+        fill(&b, sb, &y, 6, Duration::ZERO);
+        y.copy_to(sa, &x).unwrap();
+        assert_eq!(z.download(sa2).unwrap(), vec![1; 16], "the peer copy overtook a read");
+        assert_eq!(x.download(sa).unwrap(), vec![6; 16]);
+        // A declared lane job of b writes y slowly; the copy submitted after it reads y.
+        let lane = b.lane("b").unwrap();
+        let y2 = y.clone();
+        let job = lane.job().write(&y).submit(move |cx, _| {
+            let mut rec = cx.recorder();
+            rec.write(&y2)?;
+            let m = y2.sim_data()?;
+            rec.launch(cx.device(), |s| {
+                s.sim_kernel(move || {
+                    std::thread::sleep(SLOW);
+                    m.lock().iter_mut().for_each(|v| *v = 8);
+                })
+            })
+        });
+        y.copy_to(sa, &x).unwrap();
+        job.wait().unwrap();
+        assert_eq!(x.download(sa).unwrap(), vec![8; 16], "the copy overtook a declared job's write");
+        no_hazards(&a);
+    });
+}
+
+/// A peer copy reads its source: one whose last writer failed fails the copy, on the quick
+/// path too, until a successful write replaces it; a stale peer buffer is refused.
+#[test]
+fn a_peer_copy_refuses_a_failed_or_stale_source_on_a_warm_stream() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (sa, sb) = (a.default_stream(), b.default_stream());
+        let x = a.upload(sa, &[1u32; 8]).unwrap();
+        let y = b.upload(sb, &[2u32; 8]).unwrap();
+        for _ in 0..3 {
+            y.copy_to(sa, &x).unwrap();
+        }
+        let mut rec = LaunchRecorder::new_strict(sb).named("breaks");
+        rec.write(&y).unwrap();
+        rec.launch(&b, |_| -> cusched::Result<()> { Err(bad("y", "the test fails this write")) })
+            .expect_err("the write fails");
+        let err = y.copy_to(sa, &x).expect_err("y's last writer failed");
+        assert!(matches!(err, Error::FailedInput { .. }), "{err}");
+        assert_eq!(x.download(sa).unwrap(), vec![2; 8], "a failed copy copied");
+        fill(&b, sb, &y, 3, Duration::ZERO);
+        y.copy_to(sa, &x).unwrap();
+        assert_eq!(x.download(sa).unwrap(), vec![3; 8]);
+        // b's context is poisoned and rebuilt: y is stale, and a copy of it is refused.
+        let mut rec = LaunchRecorder::new_strict(sb);
+        rec.read(&y).unwrap();
+        rec.launch(&b, |s| s.sim_fault()).unwrap();
+        b.synchronize(sb).expect_err("b's context is poisoned");
+        let err = y.copy_to(sa, &x).expect_err("y is of b's old context");
+        assert!(matches!(err, Error::Stale { .. } | Error::ContextPoisoned { .. }), "{err}");
+        let y = b.upload(sb, &[4u32; 8]).unwrap();
+        y.copy_to(sa, &x).unwrap();
+        assert_eq!(x.download(sa).unwrap(), vec![4; 8]);
+        no_hazards(&a);
+    });
+}

@@ -47,9 +47,17 @@ pub(crate) struct HolderId(u64);
 
 impl HolderId {
     /// The calling thread's identity.
+    #[inline]
     pub(crate) fn current() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        thread_local!(static ID: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
-        HolderId(ID.with(|id| *id))
+        // Const-initialized (0 is no id yet), so that every preflight after the thread's first
+        // reads it without the lazy-init check.
+        thread_local!(static ID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+        ID.with(|id| {
+            if id.get() == 0 {
+                id.set(NEXT.fetch_add(1, Ordering::Relaxed));
+            }
+            HolderId(id.get())
+        })
     }
 }

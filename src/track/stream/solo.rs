@@ -282,6 +282,50 @@ impl StreamSlot {
         crate::sync::lock(&self.state).clock.covers(ev.pos())
     }
 
+    /// Whether this stream's clock is known to cover the solo floor of device `uid` (another
+    /// device): one load per remembered device, no lock. A device's floor never changes once
+    /// recorded and the clock only grows until a rebuild restarts it (which forgets them all),
+    /// so what [`covers_floor_of`](Self::covers_floor_of) found stays true.
+    #[inline(always)]
+    pub(crate) fn covers_peer_floor(&self, uid: u32) -> bool {
+        let key = uid.wrapping_add(1);
+        key != 0 && self.peer_floors.iter().any(|f| f.load(Ordering::Relaxed) == key)
+    }
+
+    /// [`covers`](Self::covers) for `floor`, the solo floor of device `uid` (another device),
+    /// remembering a yes for [`covers_peer_floor`](Self::covers_peer_floor). Under the lock, so
+    /// that a rebuild restarting the clock cannot be followed by a stale yes.
+    pub(crate) fn covers_floor_of(&self, uid: u32, floor: &EventRef) -> bool {
+        let st = crate::sync::lock(&self.state);
+        let covered = st.clock.covers(floor.pos());
+        if covered {
+            self.remember_peer_floor(uid);
+        }
+        drop(st);
+        covered
+    }
+
+    /// Notes that device `uid` (another device) closed its solo mode with no floor: nothing of
+    /// its solo mode is left to follow, whatever this stream's clock says.
+    pub(crate) fn no_peer_floor(&self, uid: u32) {
+        self.remember_peer_floor(uid);
+    }
+
+    /// Remembers device `uid` for [`covers_peer_floor`](Self::covers_peer_floor), in a free
+    /// entry or else in place of one.
+    fn remember_peer_floor(&self, uid: u32) {
+        let key = uid.wrapping_add(1);
+        if key == 0 {
+            return;
+        }
+        let slots = &self.peer_floors;
+        if slots.iter().any(|f| f.load(Ordering::Relaxed) == key) {
+            return;
+        }
+        let free = slots.iter().position(|f| f.load(Ordering::Relaxed) == 0);
+        slots[free.unwrap_or(uid as usize % slots.len())].store(key, Ordering::Relaxed);
+    }
+
     /// Whether the stream has waited on its device's solo floor, or needs not (or is the solo
     /// stream and solo mode has closed).
     #[inline(always)]
