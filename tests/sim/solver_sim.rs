@@ -1089,3 +1089,51 @@ fn geev_complex_w_gives_the_eigenvalues_as_complex_numbers() {
         "{wc:?}"
     );
 }
+
+/// Eigenvectors whose components have equal magnitudes (a rotation, and a scaled and shifted
+/// one): every eigenpair `geev` (real and complex) and `geev_complex_w` return satisfies
+/// `A v = λ v`. Making the largest component real must not drop another component's
+/// imaginary part when two are equally large.
+#[test]
+fn geev_eigenvectors_with_equally_large_components_are_eigenvectors() {
+    use cusched::solver::GeevComplexW;
+    let c = Complex::new;
+    let mul = |p: Complex<f64>, q: Complex<f64>| c(p.re * q.re - p.im * q.im, p.re * q.im + p.im * q.re);
+    // ‖A v − λ v‖∞ for the 2x2 column-major `a`.
+    let residual = |a: &[Complex<f64>], v: [Complex<f64>; 2], lam: Complex<f64>| {
+        (0..2)
+            .map(|i| {
+                let (p, q, l) = (mul(a[i], v[0]), mul(a[i + 2], v[1]), mul(lam, v[i]));
+                (p.re + q.re - l.re).hypot(p.im + q.im - l.im)
+            })
+            .fold(0.0, f64::max)
+    };
+    let mut fx = fx();
+    for a0 in [[0.0f64, 1.0, -1.0, 0.0], [1.0, 1.0, -1.0, 1.0]] {
+        let ac: Vec<Complex<f64>> = a0.iter().map(|&x| c(x, 0.0)).collect();
+        // Real geev: the pair in columns 0 and 1, v = VR(:,0) ± i VR(:,1).
+        let (a, w, vr) = (fx.upload(&a0), fx.buf::<f64>(4), fx.buf::<f64>(4));
+        let g = Geev { vectors: true, n: 2, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+        fx.h.solver().unwrap().geev(&g).unwrap().wait().unwrap();
+        let (w, v) = (down(&fx, &w), down(&fx, &vr));
+        let pos = [c(v[0], v[2]), c(v[1], v[3])];
+        let r = residual(&ac, pos, c(w[0], w[2]));
+        assert!(r < 1e-12, "geev f64 {a0:?}: w {w:?}, vr {v:?}, ‖Av − λv‖ = {r}");
+        // geev_complex_w: the same layout of VR, W as complex numbers.
+        let (a, w, vr) = (fx.upload(&a0), fx.buf::<Complex<f64>>(2), fx.buf::<f64>(4));
+        let g = GeevComplexW { vectors: true, n: 2, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+        fx.h.solver().unwrap().geev_complex_w(&g).unwrap().wait().unwrap();
+        let (w, v) = (down(&fx, &w), down(&fx, &vr));
+        let r = residual(&ac, [c(v[0], v[2]), c(v[1], v[3])], w[0]);
+        assert!(r < 1e-12, "geev_complex_w {a0:?}: w {w:?}, vr {v:?}, ‖Av − λv‖ = {r}");
+        // Complex geev: each column its eigenvalue's eigenvector.
+        let (a, w, vr) = (fx.upload(&ac), fx.buf::<Complex<f64>>(2), fx.buf::<Complex<f64>>(4));
+        let g = Geev { vectors: true, n: 2, a: &a, lda: None, w: &w, vr: &vr, ldvr: None };
+        fx.h.solver().unwrap().geev(&g).unwrap().wait().unwrap();
+        let (w, v) = (down(&fx, &w), down(&fx, &vr));
+        for k in 0..2 {
+            let r = residual(&ac, [v[2 * k], v[2 * k + 1]], w[k]);
+            assert!(r < 1e-12, "geev complex {a0:?}, pair {k}: w {w:?}, vr {v:?}, ‖Av − λv‖ = {r}");
+        }
+    }
+}

@@ -195,8 +195,9 @@ fn enqueue_op(
         };
         // SAFETY: 1. `raw` is live and locked by this thread; 2. the stream is the op's, of the
         // communicator's device (checked when the op was planned); 3. the pointers are the
-        // op's buffers, alive (the op keeps a handle to each until the GPU is done with it)
-        // and fenced by its preflight.
+        // op's buffers, fenced by its preflight and alive while the GPU uses them: the op
+        // holds a handle to each until its launch has returned, and a buffer dropped after
+        // that is freed on the device timeline behind the op's committed uses.
         unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
     }
     Ok(())

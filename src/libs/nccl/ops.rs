@@ -333,7 +333,8 @@ impl Nccl {
     }
 }
 
-/// A handle to `buf` that keeps it alive until the GPU is done with the op.
+/// A handle to `buf` that keeps it alive through the op's launch (a CUDA op drops it once its
+/// uses are committed: a later free waits for them; a simulated op keeps it until its kernel ran).
 fn keep<T: NcclType>(buf: &GpuRef<T>) -> KeepAlive {
     Box::new(buf.clone())
 }

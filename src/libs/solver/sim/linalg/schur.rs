@@ -179,16 +179,17 @@ pub(crate) fn eig(a: &Mat, vectors: bool) -> Option<(Vec<C>, Option<Mat>)> {
             }
         }
         let len = x.iter().map(|c| c.norm2()).sum::<f64>().sqrt();
-        let big = x.iter().copied().fold(ZERO, |b, c| if c.abs() > b.abs() { c } else { b });
+        // The first of the largest components: the phase makes it real, and only its rounding
+        // is cleared below (another, equally large component keeps its imaginary part).
+        let top = (0..n).fold(0, |b, r| if x[r].abs() > x[b].abs() { r } else { b });
+        let big = x[top];
         let phase = if big.is_zero() { ONE } else { big.conj().scale(1.0 / big.abs()) };
         for (r, xr) in x.iter().enumerate() {
             *v.at_mut(r, k) = (*xr * phase).scale(1.0 / len);
         }
         // The largest component exactly real.
-        if let Some(r) = (0..n).max_by(|&p, &q| v.at(p, k).abs().total_cmp(&v.at(q, k).abs())) {
-            let re = v.at(r, k).re;
-            *v.at_mut(r, k) = C::real(re);
-        }
+        let re = v.at(top, k).re;
+        *v.at_mut(top, k) = C::real(re);
     }
     Some((w, Some(v)))
 }
