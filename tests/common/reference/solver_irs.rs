@@ -203,9 +203,18 @@ fn gesv<T: IrsEl>(
 }
 
 /// Whether `outcome` is acceptable for a consistent least-squares system in `T` (the answer's
-/// accuracy is checked apart).
+/// accuracy is checked apart). A double main precision must converge from any lower factors. In
+/// a single one (f32, `Complex<f32>`) refinement from half, bf16 or tf32 factors need not
+/// contract (κ·u_low need not be below one), and cuSOLVER then falls back to the main
+/// precision's own solve, whose answer is accurate. Only a fallback that tried the lower
+/// precision counts: "not worth it" never refined.
 pub fn consistent_gels_outcome_ok<T: IrsEl>(outcome: IrsOutcome) -> bool {
-    matches!(outcome, IrsOutcome::Converged { .. })
+    let single = T::EPS > 1e-10;
+    match outcome {
+        IrsOutcome::Converged { .. } => true,
+        IrsOutcome::FellBack(why) => single && why != Fallback::NotWorthIt,
+        IrsOutcome::NotConverged(_) => false,
+    }
 }
 
 /// Every setting of `irs_gesv` in `T` at order `n`, and of `irs_gels` at `m x n`: returns the
