@@ -4,9 +4,9 @@
 
 use super::solver_validation::accepts;
 use crate::common::fixture::{fx, rejects};
-use crate::common::reference::solver_irs::check_every_setting;
+use crate::common::reference::solver_irs::{check_every_setting, consistent_gels_outcome_ok};
 use crate::common::Rng;
-use cusched::solver::{IrsGels, IrsGesv, IrsSettings, LowPrecision, RefinementSolver};
+use cusched::solver::{Fallback, IrsGels, IrsGesv, IrsOutcome, IrsSettings, LowPrecision, RefinementSolver};
 use cusched::Complex;
 
 /// Every element type, every lowest precision, classical and GMRES refinement, no refinement,
@@ -23,6 +23,30 @@ fn irs_solves_every_type_under_every_setting() {
     failures.extend(check_every_setting::<Complex<f32>>(&d, s, &mut fx.h, &mut rng, 17, 25));
     failures.extend(check_every_setting::<Complex<f64>>(&d, s, &mut fx.h, &mut rng, 17, 25));
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// A consistent least-squares system in a single main precision may fall back (with an accurate
+/// answer) from half, bf16 or tf32 factors, as cuSOLVER does for `Complex<f32>`; in a double
+/// main precision it must converge.
+#[test]
+fn consistent_gels_accepts_a_fallback_only_in_single_precision() {
+    let converged = IrsOutcome::Converged { iterations: 2 };
+    let fell_back = IrsOutcome::FellBack(Fallback::IterationLimit);
+    let not_converged = IrsOutcome::NotConverged(Fallback::IterationLimit);
+    let never_tried = IrsOutcome::FellBack(Fallback::NotWorthIt);
+    let single = [consistent_gels_outcome_ok::<f32>, consistent_gels_outcome_ok::<Complex<f32>>];
+    let double = [consistent_gels_outcome_ok::<f64>, consistent_gels_outcome_ok::<Complex<f64>>];
+    for (i, ok) in single.iter().enumerate() {
+        assert!(ok(converged), "single {i}: converged");
+        assert!(ok(fell_back), "single {i}: a fallback after the iteration limit");
+        assert!(!ok(not_converged), "single {i}: not converged without the fallback");
+        assert!(!ok(never_tried), "single {i}: a fallback that never refined");
+    }
+    for (i, ok) in double.iter().enumerate() {
+        assert!(ok(converged), "double {i}: converged");
+        assert!(!ok(fell_back), "double {i}: a fallback");
+        assert!(!ok(not_converged), "double {i}: not converged");
+    }
 }
 
 #[test]
