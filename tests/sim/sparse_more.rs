@@ -80,6 +80,20 @@ fn op_rejects_blocked_formats_it_does_not_take() {
     rejects(&mut fx, "a", |fx| fx.h.sparse()?.sparse_to_dense(&ell, DenseMatrix::new(&d, 4, 6)));
 }
 
+/// The reusable SpGEMM refuses `i64` factors as unsupported, naming `a`, with nothing recorded:
+/// cuSPARSE's reuse work estimation takes 32-bit indices only (it refused `i64` on an H100,
+/// CUDA 13.0). The one-shot product takes them.
+#[test]
+fn spgemm_reuse_refuses_i64_factors() {
+    let mut fx = fx();
+    let (o, i) = (fx.upload(&[0i64, 1, 2]), fx.upload(&[0i64, 1]));
+    let v = fx.upload(&[2.0f64, 3.0]);
+    let d = SparseMatrix::csr(2, 2, 2, &o, &i, &v).unwrap();
+    unsupported(&mut fx, "a", |fx| fx.h.sparse()?.spgemm_reuse(&d, &d));
+    let c = runs(&mut fx, |fx| fx.h.sparse()?.spgemm(1.0, &d, &d));
+    assert_eq!(c.values().download(fx.s).unwrap(), [4.0, 9.0]);
+}
+
 #[test]
 fn spgemm_reuse_rejects_bad_input() {
     let mut fx = fx();

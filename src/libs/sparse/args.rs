@@ -100,6 +100,20 @@ pub(super) fn solvable<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -
     Err(unsupported("a", format!("a {:?} matrix in a triangular solve", a.format), hint))
 }
 
+/// Refuses a conjugate transpose (argument `arg`) where `op` takes plain transposes only;
+/// `t` is already resolved for the value type ([`Transpose::on`]), so on real values a
+/// conjugate transpose arrives as a plain one and passes.
+pub(super) fn no_conj(arg: &'static str, t: Transpose, op: &str) -> Result<()> {
+    if t == Transpose::Conj {
+        return Err(unsupported(
+            arg,
+            format!("a conjugate transpose of complex values in {op}"),
+            "conjugate the values first and pass `Transpose::Yes`",
+        ));
+    }
+    Ok(())
+}
+
 /// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
 /// blocked kernels multiply by `A` as stored).
 pub(super) fn takes<T: SparseValue, I: SparseIndex>(

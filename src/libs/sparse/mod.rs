@@ -4,14 +4,12 @@
 //! structure, [`SpGemmReuse`]), SpSV, SpSM, SDDMM, the conversions (dense ↔ CSR, dense → CSC
 //! and COO, CSR ↔ CSC, CSR ↔ COO, and CSR ↔ BSR and dense ↔ BSR with `i32` indices, as
 //! cuSPARSE's legacy BSR conversions take) and, on [`SparseVector`]s, axpby, gather and scatter.
-//! BSR matrices take part in SpMV, SpMM and (as the sampled output) SDDMM, Blocked-ELL ones in
-//! SpMM.
+//! BSR matrices take part in SpMV and SpMM, Blocked-ELL ones in SpMM.
 //!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SpSM (`B`
 //! and `C` in one order), SDDMM and the dense conversions; SpMM takes `op(B)` too
 //! ([`Sparse::spmm_ops`]) and runs strided batches ([`Sparse::spmm_batched`]).
-//! [`Transpose::Conj`] (the conjugate transpose) goes to SpMV, SpMM, SpSV, SpSM and SDDMM (both
-//! of its dense operands).
+//! [`Transpose::Conj`] (the conjugate transpose) goes to SpMV, SpMM, SpSV and SpSM.
 //!
 //! Not wrapped, and why:
 //! - CSC, BSR and Blocked-ELL in SpSV and SpSM: cuSPARSE's triangular solves take CSR and COO
@@ -21,6 +19,18 @@
 //! - SpSM with `B` and `C` in different orders: refused as
 //!   [`Error::Unsupported`](crate::Error::Unsupported) naming `c`, as only matching orders were
 //!   checked on a GPU.
+//! - Conjugate transposes of complex `A` or `B` in SDDMM: refused as
+//!   [`Error::Unsupported`](crate::Error::Unsupported) naming `op_a` / `op_b`. They failed on an
+//!   H100 (CUDA 13.0): cuSPARSE's SDDMM kernel read out of bounds under compute-sanitizer and
+//!   returned wrong values. Conjugate the values first and pass [`Transpose::Yes`].
+//! - SDDMM into a BSR `C`: refused as [`Error::Unsupported`](crate::Error::Unsupported) naming
+//!   `c`. cuSPARSE documents BSR outputs, but its size query refused the ones it was given on an
+//!   H100 (CUDA 13.0; it asks for `k` to be a multiple of the block size, and no BSR case has
+//!   been seen computing right yet).
+//! - The reusable SpGEMM ([`Sparse::spgemm_reuse`]) with `i64` indices: refused as
+//!   [`Error::Unsupported`](crate::Error::Unsupported) naming `a`; cuSPARSE's reuse work
+//!   estimation failed on an H100 (CUDA 13.0) with "only 32-bit indices are supported". The
+//!   one-shot [`Sparse::spgemm`] takes `i64`.
 //! - SpGEMM with BSR (or any non-CSR) factors, transposed factors, or `beta C` in the one-shot
 //!   [`Sparse::spgemm`]: cuSPARSE's SpGEMM lists CSR, non-transposed, as its limitations, so
 //!   other factors are rejected naming the argument; `beta C` needs a `C` whose pattern holds

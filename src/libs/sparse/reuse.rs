@@ -10,7 +10,9 @@
 
 use super::matrix::ValueType;
 use super::spgemm::{check_factors, product_descr, record_factors};
-use super::{calls, output_access, record_matrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue};
+use super::{
+    calls, output_access, record_matrix, Format, HostScalars, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseValue,
+};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::object::Owned;
@@ -122,9 +124,11 @@ struct Setup<'a, T: SparseValue, I: SparseIndex> {
 }
 
 impl Sparse {
-    /// Finds the structure of `C = A B` (CSR, `i32` or `i64` indices, both factors alike) for
-    /// repeated products with the same patterns; compute `C`'s values with
-    /// [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
+    /// Finds the structure of `C = A B` (CSR, `i32` indices) for repeated products with the same
+    /// patterns; compute `C`'s values with [`spgemm_reuse_compute`](Self::spgemm_reuse_compute).
+    /// Factors with `i64` indices are refused as [`Error::Unsupported`] naming `a`: cuSPARSE's
+    /// reuse work estimation takes 32-bit indices only (the one-shot [`spgemm`](Self::spgemm)
+    /// takes `i64`).
     ///
     /// **Blocks** the calling thread until the GPU has counted `C`'s nonzeros: cuSPARSE hands
     /// the count to the host only after that phase, and `C`'s buffers are sized from it. Every
@@ -135,6 +139,15 @@ impl Sparse {
         b: &SparseMatrix<T, I>,
     ) -> Result<SpGemmReuse<T, I>> {
         check_factors(a, b)?;
+        if I::KIND != IndexKind::I32 {
+            // cusparseSpGEMMreuse_workEstimation: "only 32-bit indices are supported" (an H100,
+            // CUDA 13.0).
+            return Err(super::args::unsupported(
+                "a",
+                format!("{:?} indices in the reusable SpGEMM", I::KIND),
+                "use i32 indices, or the one-shot spgemm",
+            ));
+        }
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
         let (dev, stream) = (self.op.device.clone(), self.op.stream);

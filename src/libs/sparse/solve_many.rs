@@ -117,9 +117,15 @@ impl Sparse {
 
     /// `C = alpha (op(A) op(B)) ∘ spy(C) + beta C` (SDDMM): the dense product of
     /// `op(A)` (`m x k`) and `op(B)` (`k x n`), computed only at the stored
-    /// positions of the `m x n` CSR or BSR matrix `C` (every entry of each stored block), whose
-    /// values it updates (only written when `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major, and
-    /// each used as stored, transposed or conjugate-transposed ([`Transpose::Conj`]).
+    /// positions of the `m x n` CSR matrix `C`, whose values it updates (only written when
+    /// `beta` is zero; its structure is read). `A` and `B` may each be column- or row-major, and
+    /// each used as stored or transposed.
+    ///
+    /// Refused as [`Error::Unsupported`]: a conjugate transpose ([`Transpose::Conj`]) of complex
+    /// values, naming `op_a` or `op_b` (cuSPARSE's SDDMM kernel read out of bounds and returned
+    /// wrong values with either, on an H100 under CUDA 13.0; conjugate the values first), and a
+    /// BSR `C`, naming `c` (cuSPARSE's SDDMM refused the BSR outputs it was given there). On
+    /// real values [`Transpose::Conj`] is a plain transpose.
     #[allow(clippy::too_many_arguments)]
     pub fn sddmm<T: SparseValue, I: SparseIndex>(
         &mut self,
@@ -131,10 +137,22 @@ impl Sparse {
         beta: T,
         c: &SparseMatrix<T, I>,
     ) -> Result<Completion<()>> {
-        if !matches!(c.format, Format::Csr | Format::Bsr) {
-            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR or BSR matrix", c.format)));
+        if c.format == Format::Bsr {
+            // cusparseSDDMM_bufferSize refused BSR outputs on an H100 (CUDA 13.0).
+            return Err(super::args::unsupported(
+                "c",
+                "a BSR output in SDDMM".to_string(),
+                "sample into a CSR matrix of the blocks' entries, then convert it with csr_to_bsr",
+            ));
+        }
+        if c.format != Format::Csr {
+            return Err(Error::invalid("c", format!("is {:?}; SDDMM writes a CSR matrix", c.format)));
         }
         let (op_a, op_b) = (op_a.on::<T>(), op_b.on::<T>());
+        // cuSPARSE's SDDMM kernel read out of bounds (compute-sanitizer) and returned wrong
+        // values with a conjugate transpose of complex values, on an H100 under CUDA 13.0.
+        super::args::no_conj("op_a", op_a, "SDDMM")?;
+        super::args::no_conj("op_b", op_b, "SDDMM")?;
         let lda = a.check("a", "a.ld")?;
         let ldb = b.check("b", "b.ld")?;
         let ((m, k), (kb, n)) = (dense_op(op_a, &a), dense_op(op_b, &b));
