@@ -32,6 +32,28 @@ fn csrlsv_rejects_bad_input() {
     });
 }
 
+/// A tolerance that is not a finite number at least zero (NaN, infinite, negative) decides
+/// nothing: it is rejected naming `tol` before anything is recorded, in both solves and both
+/// real element types; zero is a valid tolerance.
+#[test]
+fn csrlsv_rejects_a_tolerance_that_is_not_finite_and_non_negative() {
+    use cusched::solver_sparse::{CsrSystem, Reorder, Stored};
+    let mut fx = fx();
+    let (o, i) = (fx.upload(&[0i32, 1, 3]), fx.upload(&[0i32, 0, 1]));
+    let (v64, b64, x64) = (fx.upload(&[4.0f64, 1.0, 3.0]), fx.buf::<f64>(2), fx.buf::<f64>(2));
+    let (v32, b32, x32) = (fx.upload(&[4.0f32, 1.0, 3.0]), fx.buf::<f32>(2), fx.buf::<f32>(2));
+    let r = Reorder::None;
+    for tol in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1e-12] {
+        let a = CsrSystem { n: 2, nnz: 3, offsets: &o, indices: &i, values: &v64 };
+        rejects(&mut fx, "tol", |fx| fx.h.solver_sparse()?.csrlsvqr(a, &b64, &x64, tol, r));
+        rejects(&mut fx, "tol", |fx| fx.h.solver_sparse()?.csrlsvchol(a, Stored::Lower, &b64, &x64, tol, r));
+        let a = CsrSystem { n: 2, nnz: 3, offsets: &o, indices: &i, values: &v32 };
+        rejects(&mut fx, "tol", |fx| fx.h.solver_sparse()?.csrlsvqr(a, &b32, &x32, tol as f32, r));
+    }
+    let a = CsrSystem { n: 2, nnz: 3, offsets: &o, indices: &i, values: &v64 };
+    accepts(&mut fx, |fx| fx.h.solver_sparse()?.csrlsvchol(a, Stored::Lower, &b64, &x64, 0.0, r));
+}
+
 /// A lower-triangle-only matrix with a reordering was solved silently wrong (cuSOLVER reads
 /// the lower triangle of the permuted matrix): it is rejected naming `reorder`, before
 /// anything is recorded; every other storage and reordering reaches the library.
