@@ -177,7 +177,7 @@ impl SolverSparse {
     }
 
     /// Solves `A x = b` by sparse QR (`cusolverSp?csrlsvqr`). `tol` decides singularity (a
-    /// pivot of magnitude below it); the completion fails with [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is singular.
+    /// pivot of magnitude below it; finite and at least zero, else rejected naming `tol`); the completion fails with [`Error::Numerical`] ([`NumericalFailure::SingularToTolerance`](crate::NumericalFailure::SingularToTolerance)) when `A` is singular.
     /// **Blocks** until the solve is done (see the module docs).
     pub fn csrlsvqr<T: SparseSolverElement>(
         &mut self,
@@ -232,6 +232,13 @@ impl SolverSparse {
     ) -> Result<Completion<()>> {
         let n = check::dim("a.n", a.n, false)?;
         let nnz = check::dim("a.nnz", a.nnz, true)?;
+        let tol_f64: f64 = tol.into();
+        if !(tol_f64.is_finite() && tol_f64 >= 0.0) {
+            return Err(Error::invalid(
+                "tol",
+                format!("is {tol_f64}: the singularity tolerance must be a finite number, zero or more"),
+            ));
+        }
         if a.offsets.len() != a.n + 1 {
             return Err(Error::invalid(
                 "a.offsets",
