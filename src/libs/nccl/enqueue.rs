@@ -3,7 +3,7 @@
 
 use super::calls::{self, Call, RawComm};
 use super::comm::{Backend, Communicator};
-use super::launch::{Entered, SimBody, Slot, Target, Work};
+use super::launch::{Entered, Few, SimBody, Slot, Target, Work};
 use super::watch::State;
 use super::DType;
 use crate::device::StreamId;
@@ -15,8 +15,8 @@ use std::time::Instant;
 
 /// Enqueues every entered op: the simulated ones one kernel per stream, the CUDA ones as one
 /// NCCL group.
-pub(super) fn enqueue_all(entered: Vec<Entered>) -> Result<()> {
-    let mut cuda = Vec::new();
+pub(super) fn enqueue_all(entered: Few<Entered>) -> Result<()> {
+    let mut cuda: Few<CudaOp> = Few::new();
     let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
     for (comm, work, target) in entered {
         match (work, target, &comm.inner.backend) {
@@ -95,11 +95,11 @@ type CudaOp = (Communicator, Vec<Call>, DType, Option<[u8; 8]>, Arc<CudaStream>)
 /// communicator is left to group itself), and NCCL's background launch on non-blocking
 /// communicators awaited, bounded by the communicators' timeout (a communicator that does not
 /// get there is aborted).
-fn enqueue_cuda(ops: Vec<CudaOp>) -> Result<()> {
-    let mut comms: Vec<&Communicator> = ops.iter().map(|o| &o.0).collect();
+fn enqueue_cuda(ops: Few<CudaOp>) -> Result<()> {
+    let mut comms: Few<&Communicator> = ops.iter().map(|o| &o.0).collect();
     comms.sort_by_key(|c| c.inner.uid);
     comms.dedup_by_key(|c| c.inner.uid);
-    let mut locked: Vec<(u64, MutexGuard<'_, State>)> = Vec::with_capacity(comms.len());
+    let mut locked: Few<(u64, MutexGuard<'_, State>)> = Few::new();
     let mut all_blocking = true;
     for c in &comms {
         if let Backend::Cuda(cc) = &c.inner.backend {

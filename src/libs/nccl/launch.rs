@@ -19,8 +19,13 @@ use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
 use cudarc::driver::CudaStream;
+use smallvec::{smallvec, SmallVec};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
+
+/// The ops of one launch: one outside a group, a rank's few inside one. Kept inline, so that
+/// a collective's launch allocates no list of its own.
+pub(super) type Few<T> = SmallVec<[T; 2]>;
 
 /// What a simulated op's kernel leaves for its completion.
 pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
@@ -119,7 +124,7 @@ pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     let ops = GROUP.with(|g| g.borrow_mut().take()).unwrap_or_default();
     drop(close);
     match out {
-        Ok(v) => launch_all(ops).map(|()| v),
+        Ok(v) => launch_all(ops.into_iter().collect()).map(|()| v),
         Err(e) => {
             abandon(ops, &e);
             Err(e)
@@ -128,7 +133,7 @@ pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
 }
 
 /// Resolves the completions of ops that were never launched with `e`.
-fn abandon(ops: Vec<Planned>, e: &Error) {
+fn abandon(ops: impl IntoIterator<Item = Planned>, e: &Error) {
     for op in ops {
         op.fill.enqueued(Err(e.clone()), None, Vec::new());
     }
@@ -153,7 +158,7 @@ pub(super) fn submit(
         None => Some(op),
     });
     match queued {
-        Some(op) => launch_all(vec![op]).map(|()| completion),
+        Some(op) => launch_all(smallvec![op]).map(|()| completion),
         None => Ok(completion),
     }
 }
@@ -177,7 +182,7 @@ fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
 }
 
 /// Launches `ops` together: see the module docs.
-fn launch_all(ops: Vec<Planned>) -> Result<()> {
+fn launch_all(ops: Few<Planned>) -> Result<()> {
     let Some(first) = ops.first() else { return Ok(()) };
     let sim = first.device.is_simulated();
     if ops.iter().any(|op| op.device.is_simulated() != sim) {
@@ -186,9 +191,9 @@ fn launch_all(ops: Vec<Planned>) -> Result<()> {
         return Err(e);
     }
     let mut ops = ops;
-    let fills: Vec<_> =
+    let fills: Few<_> =
         ops.iter_mut().map(|op| (op.fill.clone(), op.comm.clone(), std::mem::take(&mut op.keep))).collect();
-    let mut entered: Vec<Entered> = Vec::with_capacity(ops.len());
+    let mut entered: Few<Entered> = Few::new();
     let result = nest(&mut ops.into_iter(), &mut entered);
     match result {
         Ok(mut launched) => {
@@ -246,10 +251,10 @@ pub(super) type Entered = (Communicator, Work, Target);
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest(ops: &mut std::vec::IntoIter<Planned>, entered: &mut Vec<Entered>) -> Result<Vec<Launched<()>>> {
+fn nest(ops: &mut smallvec::IntoIter<[Planned; 2]>, entered: &mut Few<Entered>) -> Result<Few<Launched<()>>> {
     let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
         enqueue_all(std::mem::take(entered))?;
-        return Ok(Vec::new());
+        return Ok(Few::new());
     };
     let stream = rec.stream();
     // NCCL's own capture support aside, a collective's completion and the watchdog's timeout

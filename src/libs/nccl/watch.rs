@@ -237,16 +237,16 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
     }
 }
 
-/// How many pending ops the watchdog asks the driver about per look: a communicator's ops
-/// mostly run on one stream, in order, so the oldest few and the newest tell; the rest wait
-/// their turn.
+/// How many of the oldest pending ops the watchdog asks the driver about per look, beside the
+/// newer ones [`settle`] picks: a communicator's ops mostly run on one stream, in order.
 const QUERIES: usize = 8;
 
 /// Drops the ops that are over: failed, marked done, or known done without a driver call.
-/// Returns the newest and the oldest few others, to ask the driver about without the lock.
-/// The newest matters when ops come faster than the watchdog looks: once it is seen done, so
-/// is every earlier op of its stream (known done without a query), and the list stays short
-/// however many ops each look finds finished.
+/// Returns the ops to ask the driver about, without the lock: the newest, then going back
+/// toward the oldest in doubling steps (the 2nd, 4th, 8th ... newest), then the oldest few.
+/// Ops of one stream finish in order, so the first of those seen done makes every earlier op
+/// of its stream known done: each look clears what finished in a few queries, however many
+/// ops came since the last one, and the list stays short whether the host or the GPU is ahead.
 fn settle(pending: &mut Vec<Arc<OpWatch>>) -> Vec<Arc<OpWatch>> {
     pending.retain(|op| {
         if op.event.as_ref().is_none_or(|e| e.known_done()) {
@@ -255,16 +255,19 @@ fn settle(pending: &mut Vec<Arc<OpWatch>>) -> Vec<Arc<OpWatch>> {
         }
         op.state.load(Ordering::Acquire) == PENDING
     });
-    let newest = pending.len().checked_sub(1).filter(|&last| last >= QUERIES).and_then(|last| pending.get(last));
-    // The newest first: when it is done, the oldest are known done without their queries.
-    newest.into_iter().chain(pending.iter().take(QUERIES)).cloned().collect()
+    let n = pending.len();
+    let newer = std::iter::successors(Some(1usize), |back| back.checked_mul(2))
+        .take_while(|&back| back <= n.saturating_sub(QUERIES))
+        .map(|back| &pending[n - back]);
+    newer.chain(pending.iter().take(QUERIES)).cloned().collect()
 }
 
-/// Marks done the ops of `oldest` the driver reports done. An event that cannot be queried
-/// (its context is gone) counts as done: its op's completion reports that failure. Called
-/// without the communicator's lock: querying an event may record it, under its stream's lock.
-fn mark_finished(oldest: &[Arc<OpWatch>]) {
-    for op in oldest {
+/// Marks done the ops of `picked` the driver reports done (an op already known done through a
+/// later one of its stream costs no query). An event that cannot be queried (its context is
+/// gone) counts as done: its op's completion reports that failure. Called without the
+/// communicator's lock: querying an event may record it, under its stream's lock.
+fn mark_finished(picked: &[Arc<OpWatch>]) {
+    for op in picked {
         if op.event.as_ref().is_none_or(|e| e.is_done().unwrap_or(true)) {
             let _ = op.state.compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire);
         }
@@ -275,10 +278,10 @@ fn mark_finished(oldest: &[Arc<OpWatch>]) {
 fn watch(shared: &Shared) {
     let mut st = crate::sync::lock_unranked(&shared.state);
     loop {
-        let oldest = settle(&mut st.pending);
+        let picked = settle(&mut st.pending);
         drop(st);
-        mark_finished(&oldest);
-        drop(oldest);
+        mark_finished(&picked);
+        drop(picked);
         st = crate::sync::lock_unranked(&shared.state);
         st.pending.retain(|op| op.state.load(Ordering::Acquire) == PENDING);
         if st.closing && st.pending.is_empty() {
