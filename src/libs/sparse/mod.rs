@@ -83,6 +83,7 @@ mod calls;
 mod convert;
 mod descr;
 mod matrix;
+mod mixed;
 mod ops;
 mod reuse;
 mod sim;
@@ -90,7 +91,10 @@ mod solve_many;
 mod spgemm;
 mod vector;
 
-pub use matrix::{DenseMatrix, DenseOrder, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
+pub use matrix::{
+    DenseMatrix, DenseOrder, Format, IndexKind, MixedSpmm, MixedSpmv, SparseIndex, SparseMatrix, SparseStorage,
+    SparseValue,
+};
 pub use reuse::SpGemmReuse;
 pub use vector::SparseVector;
 
@@ -101,7 +105,7 @@ use crate::libs::object::Owned;
 use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
 
-use args::{not_in_matrix, output_access, record_matrix, takes, HostScalars};
+use args::{not_in_matrix, output_access, output_access_if, record_matrix, takes, HostScalars};
 use descr::{dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
 
 /// Whether a sparse operand is used as stored or transposed.
@@ -304,7 +308,7 @@ impl Sparse {
 
     /// Drops the cached descriptors and analyses of `a`. Call it after changing `a`'s values
     /// in place when it was used in a triangular solve: the analysis depends on them.
-    pub fn forget<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
+    pub fn forget<T: SparseStorage, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
         let key = mat_key(a);
         self.analyses.forget(&self.op, |(k, _, _)| *k == key);
         self.many.forget(&self.op, |(k, _, _)| *k == key);
