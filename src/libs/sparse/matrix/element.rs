@@ -244,7 +244,25 @@ mod sealed {
 /// What a sparse matrix may store: the four [`SparseValue`]s, which every op takes, and `f16`,
 /// `bf16` and `i8`, which only the mixed-precision products ([`Sparse::spmv_mixed`],
 /// [`Sparse::spmm_mixed`]) read; every other op asks for a [`SparseValue`], so a matrix of the
-/// low-precision types cannot reach them.
+/// low-precision types cannot reach them (the second example does not compile).
+///
+/// ```no_run
+/// use cusched::half::f16;
+/// use cusched::sparse::{Sparse, SparseMatrix, Transpose};
+/// use cusched::GpuRef;
+/// fn f(s: &mut Sparse, a: &SparseMatrix<f16>, x: &GpuRef<f16>, y: &GpuRef<f32>) -> cusched::Result<()> {
+///     s.spmv_mixed(Transpose::No, 1.0, a, x, 0.0, y)?.wait()
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use cusched::half::f16;
+/// use cusched::sparse::{Sparse, SparseMatrix, Transpose};
+/// use cusched::GpuRef;
+/// fn f(s: &mut Sparse, a: &SparseMatrix<f16>, x: &GpuRef<f16>, y: &GpuRef<f16>) -> cusched::Result<()> {
+///     s.spmv(Transpose::No, f16::ONE, a, x, f16::ZERO, y)?.wait()
+/// }
+/// ```
 ///
 /// [`Sparse::spmv_mixed`]: crate::libs::sparse::Sparse::spmv_mixed
 /// [`Sparse::spmm_mixed`]: crate::libs::sparse::Sparse::spmm_mixed
@@ -383,5 +401,25 @@ impl SparseIndex for i64 {
     const MAX: usize = i64::MAX as usize;
     fn to_i64(self) -> i64 {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows that share an input type differ in the output or compute type the descriptors
+    /// and workspace-size keys are made with.
+    #[test]
+    fn mixed_rows_name_their_output_and_compute_types() {
+        use half::{bf16, f16};
+        assert_eq!(mixed_types::<f16, f16>(), [CudaType::R16F, CudaType::R32F]);
+        assert_eq!(mixed_types::<f16, f32>(), [CudaType::R32F, CudaType::R32F]);
+        assert_eq!(mixed_types::<bf16, bf16>(), [CudaType::R16BF, CudaType::R32F]);
+        assert_eq!(mixed_types::<bf16, f32>(), [CudaType::R32F, CudaType::R32F]);
+        assert_eq!(mixed_types::<i8, i32>(), [CudaType::R32I, CudaType::R32I]);
+        assert_eq!(mixed_types::<i8, f32>(), [CudaType::R32F, CudaType::R32F]);
+        assert_eq!(<i8 as ValueType>::CUDA_TYPE, CudaType::R8I);
+        assert_eq!(<bf16 as ValueType>::CUDA_TYPE, CudaType::R16BF);
     }
 }
