@@ -80,6 +80,8 @@ mod sparse_cross;
 #[cfg(feature = "cusparse")]
 mod sparse_layouts;
 #[cfg(feature = "cusparse")]
+mod sparse_mixed;
+#[cfg(feature = "cusparse")]
 mod sparse_refusals;
 #[cfg(feature = "cutensor")]
 mod tensor;

@@ -4,7 +4,7 @@
 //!
 //! The library validation modules (`lib_validation`, `numerics_validation`,
 //! `property_validation`, `solver_validation`, `solver_sparse`, `blas_lt`, `sparse`,
-//! `sparse_more`, `sparse_layouts`, `sparse_convert`, `sparse_props`, `tensor`, `nccl_validation`) name a test `<op>_rejects_<what>`.
+//! `sparse_more`, `sparse_layouts`, `sparse_mixed`, `sparse_convert`, `sparse_props`, `tensor`, `nccl_validation`) name a test `<op>_rejects_<what>`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -92,6 +92,8 @@ mod sparse;
 mod sparse_convert;
 #[cfg(feature = "cusparse")]
 mod sparse_layouts;
+#[cfg(feature = "cusparse")]
+mod sparse_mixed;
 #[cfg(feature = "cusparse")]
 mod sparse_more;
 #[cfg(feature = "cusparse")]

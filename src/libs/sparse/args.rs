@@ -2,7 +2,7 @@
 //! output takes, recording a sparse matrix's buffers, and the checks of an op's operands.
 
 use super::matrix::ValueType;
-use super::{calls, matrix, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue, Transpose};
+use super::{calls, matrix, Format, IndexKind, SparseIndex, SparseMatrix, SparseStorage, SparseValue, Transpose};
 use crate::error::Result;
 use crate::libs::dtype::CudaType;
 use crate::memory::{Element, GpuRef};
@@ -42,6 +42,23 @@ impl<T: SparseValue> HostScalars<T> {
     }
 }
 
+impl<C: Copy> HostScalars<C> {
+    /// The scalars of a mixed-precision op, in its compute type `C`.
+    pub(super) fn compute(alpha: C, beta: C) -> Self {
+        HostScalars { alpha: Aligned(alpha), beta: Aligned(beta) }
+    }
+
+    /// The pointers the call layer passes, as scalars of compute type `t` (`C`'s row).
+    pub(super) fn raw_as(&self, t: CudaType) -> calls::Scalars {
+        calls::Scalars { alpha: (&self.alpha.0 as *const C).cast(), beta: (&self.beta.0 as *const C).cast(), t }
+    }
+
+    /// The scalars, for the simulator.
+    pub(super) fn values(&self) -> (C, C) {
+        (self.alpha.0, self.beta.0)
+    }
+}
+
 /// `Write` when `beta` is zero (the output is not read), else `ReadWrite`.
 pub(super) fn output_access<T: SparseValue>(beta: T) -> crate::track::Access {
     if beta == T::zero() {
@@ -51,8 +68,17 @@ pub(super) fn output_access<T: SparseValue>(beta: T) -> crate::track::Access {
     }
 }
 
+/// `Write` when the op's `beta` is zero (the output is not read), else `ReadWrite`.
+pub(super) fn output_access_if(beta_is_zero: bool) -> crate::track::Access {
+    if beta_is_zero {
+        crate::track::Access::Write
+    } else {
+        crate::track::Access::ReadWrite
+    }
+}
+
 /// Records the three buffers of `a` as read.
-pub(super) fn record_matrix<T: SparseValue, I: SparseIndex>(
+pub(super) fn record_matrix<T: SparseStorage, I: SparseIndex>(
     rec: &mut crate::recorder::LaunchRecorder,
     arg: [&'static str; 3],
     a: &SparseMatrix<T, I>,
@@ -67,7 +93,7 @@ pub(super) fn record_matrix<T: SparseValue, I: SparseIndex>(
 }
 
 /// Rejects an output that is one of `a`'s buffers.
-pub(super) fn not_in_matrix<T: SparseValue, I: SparseIndex, U: Element>(
+pub(super) fn not_in_matrix<T: SparseStorage, I: SparseIndex, U: Element>(
     arg: &'static str,
     out: &GpuRef<U>,
     a: &SparseMatrix<T, I>,
@@ -116,7 +142,7 @@ pub(super) fn no_conj(arg: &'static str, t: Transpose, op: &str) -> Result<()> {
 
 /// Rejects a matrix whose format `op` does not take, or a blocked one used transposed (the
 /// blocked kernels multiply by `A` as stored).
-pub(super) fn takes<T: SparseValue, I: SparseIndex>(
+pub(super) fn takes<T: SparseStorage, I: SparseIndex>(
     op: &str,
     allowed: &[Format],
     t: Transpose,

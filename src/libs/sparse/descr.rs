@@ -5,13 +5,14 @@
 use super::calls::{DnMat, DnVec, SpMat, SpVec};
 use super::matrix::ValueType;
 use super::{
-    calls, reuse, DenseMatrix, Format, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseValue, SparseVector,
+    calls, reuse, DenseMatrix, Format, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseStorage, SparseValue,
+    SparseVector,
 };
 use crate::error::Result;
 use crate::libs::dptr;
 use crate::libs::dtype::CudaType;
 use crate::libs::object::Owned;
-use crate::memory::GpuRef;
+use crate::memory::{Element, GpuRef};
 
 /// What a sparse matrix descriptor is made for.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,7 +62,7 @@ impl Sparse {
     }
 
     /// The descriptor of `a` (made on first use).
-    pub(super) fn mat<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) -> Result<SpMat> {
+    pub(super) fn mat<T: SparseStorage, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) -> Result<SpMat> {
         let key = mat_key(a);
         let parts = calls::SpMatParts {
             format: a.format,
@@ -82,10 +83,16 @@ impl Sparse {
 
     /// The descriptor of the first `n` elements of `x`.
     pub(super) fn vec<T: SparseValue>(&mut self, x: &GpuRef<T>, n: usize) -> Result<DnVec> {
-        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: T::CUDA_TYPE, row_major: false };
+        self.vec_of(x, n, T::CUDA_TYPE)
+    }
+
+    /// The descriptor of the first `n` elements of `x`, whose elements are of type `t`.
+    pub(super) fn vec_of<T: Element>(&mut self, x: &GpuRef<T>, n: usize, t: CudaType) -> Result<DnVec> {
+        let key = DenseKey { id: x.id(), shape: [n, 1, n], value: t, row_major: false };
         let ptr = dptr(x)?;
-        // SAFETY: `x` holds at least `n` elements (validated) and is live in this context.
-        Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, T::CUDA_TYPE) })?.get())
+        // SAFETY: `x` holds at least `n` elements (validated), of type `t` (the caller's row of
+        // the data-type table), and is live in this context.
+        Ok(self.vecs.get_or_make(key, |_| unsafe { calls::create_dn_vec(n as i64, ptr, t) })?.get())
     }
 
     /// The descriptor of the sparse vector `x` (made on first use).
@@ -108,12 +115,18 @@ impl Sparse {
 
     /// The descriptor of the dense view `m` with leading dimension `ld`.
     pub(super) fn dense<T: SparseValue>(&mut self, m: &DenseMatrix<'_, T>, ld: i64) -> Result<DnMat> {
+        self.dense_of(m, ld, T::CUDA_TYPE)
+    }
+
+    /// The descriptor of the dense view `m`, whose elements are of type `t`.
+    pub(super) fn dense_of<T: Element>(&mut self, m: &DenseMatrix<'_, T>, ld: i64, t: CudaType) -> Result<DnMat> {
         let row_major = m.is_row_major();
-        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: T::CUDA_TYPE, row_major };
+        let key = DenseKey { id: m.buf.id(), shape: [m.rows, m.cols, ld as usize], value: t, row_major };
         let ptr = dptr(m.buf)?;
         let (r, c) = (m.rows as i64, m.cols as i64);
-        // SAFETY: the view was checked against its buffer (in its order), live in this context.
-        let make = |_: &DenseKey| unsafe { calls::create_dn_mat(r, c, ld, ptr, T::CUDA_TYPE, row_major) };
+        // SAFETY: the view was checked against its buffer (in its order), its elements are of
+        // type `t` (the caller's row of the data-type table), and it is live in this context.
+        let make = |_: &DenseKey| unsafe { calls::create_dn_mat(r, c, ld, ptr, t, row_major) };
         Ok(self.dense.get_or_make(key, make)?.get())
     }
 
@@ -144,7 +157,7 @@ impl Sparse {
     }
 }
 
-pub(super) fn mat_key<T: SparseValue, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
+pub(super) fn mat_key<T: SparseStorage, I: SparseIndex>(a: &SparseMatrix<T, I>) -> MatKey {
     MatKey {
         format: a.format,
         shape: [a.rows, a.cols, a.nnz],

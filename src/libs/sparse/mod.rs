@@ -6,6 +6,14 @@
 //! cuSPARSE's legacy BSR conversions take) and, on [`SparseVector`]s, axpby, gather and scatter.
 //! BSR matrices take part in SpMV and SpMM, Blocked-ELL ones in SpMM.
 //!
+//! Mixed precision ([`Sparse::spmv_mixed`], [`Sparse::spmm_mixed`]): a matrix may also store
+//! `f16`, `bf16` or `i8` ([`SparseStorage`]), read with dense operands of the same type into an
+//! output of a wider one, computed in `f32` (or `i32`), as cuSPARSE's SpMV and SpMM tables list:
+//! `f16` into `f16` or `f32`, `bf16` into `bf16` or `f32`, `i8` into `i32` (computed in `i32`) or,
+//! for SpMV only, `f32` ([`MixedSpmv`], [`MixedSpmm`]), with CSR, CSC or COO and `i32` or `i64`
+//! indices. Every other op is bounded by [`SparseValue`], so such a matrix cannot reach it: a
+//! compile error, not a runtime refusal.
+//!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SpSM (`B`
 //! and `C` in one order), SDDMM and the dense conversions; SpMM takes `op(B)` too
 //! ([`Sparse::spmm_ops`]) and runs strided batches ([`Sparse::spmm_batched`]).
@@ -36,9 +44,8 @@
 //!   other factors are rejected naming the argument; `beta C` needs a `C` whose pattern holds
 //!   `A B`'s, which only the reusable structure has ([`Sparse::spgemm_reuse_compute`] takes a
 //!   `beta`). Both factors take one index type, `i32` or `i64`, which `C` gets.
-//! - Mixed-precision SpMV / SpMM (`f16` / `bf16` `A` and `X` with `f32` `Y` and compute, `i8`
-//!   with `i32` or `f32`): needs value types beside the four [`SparseValue`]s, which every
-//!   other op would then have to refuse, and the simulator's arithmetic in them.
+//! - BSR and Blocked-ELL in the mixed-precision products: rejected as an invalid `a`; cuSPARSE's
+//!   low-precision rows were checked on the general formats only.
 //! - The BSR conversions take `i32` indices only: cuSPARSE converts BSR only in its legacy
 //!   API, which has no 64-bit form.
 //!
@@ -73,8 +80,9 @@
 //! would read out of bounds.
 //!
 //! Files: this one holds the public types and the state; `descr` the descriptor caches and
-//! workspace-size keys, `convert` and `blocks` the conversions, `args` what every op shares
-//! (host scalars, recording, operand checks), `sim` the ops' host computation on the simulator.
+//! workspace-size keys, `mixed` the mixed-precision products, `convert` and `blocks` the
+//! conversions, `args` what every op shares (host scalars, recording, operand checks), `sim` the
+//! ops' host computation on the simulator.
 
 mod args;
 mod blocks;
@@ -83,6 +91,7 @@ mod calls;
 mod convert;
 mod descr;
 mod matrix;
+mod mixed;
 mod ops;
 mod reuse;
 mod sim;
@@ -90,7 +99,10 @@ mod solve_many;
 mod spgemm;
 mod vector;
 
-pub use matrix::{DenseMatrix, DenseOrder, Format, IndexKind, SparseIndex, SparseMatrix, SparseValue};
+pub use matrix::{
+    DenseMatrix, DenseOrder, Format, IndexKind, MixedSpmm, MixedSpmv, SparseIndex, SparseMatrix, SparseStorage,
+    SparseValue,
+};
 pub use reuse::SpGemmReuse;
 pub use vector::SparseVector;
 
@@ -101,7 +113,7 @@ use crate::libs::object::Owned;
 use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
 
-use args::{not_in_matrix, output_access, record_matrix, takes, HostScalars};
+use args::{not_in_matrix, output_access, output_access_if, record_matrix, takes, HostScalars};
 use descr::{dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
 
 /// Whether a sparse operand is used as stored or transposed.
@@ -304,7 +316,7 @@ impl Sparse {
 
     /// Drops the cached descriptors and analyses of `a`. Call it after changing `a`'s values
     /// in place when it was used in a triangular solve: the analysis depends on them.
-    pub fn forget<T: SparseValue, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
+    pub fn forget<T: SparseStorage, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
         let key = mat_key(a);
         self.analyses.forget(&self.op, |(k, _, _)| *k == key);
         self.many.forget(&self.op, |(k, _, _)| *k == key);

@@ -12,7 +12,10 @@ use crate::memory::GpuRef;
 use crate::track::Access;
 
 /// `(rows, cols)` of `op(A)`.
-pub(super) fn op_shape<T: SparseValue, I: SparseIndex>(t: Transpose, a: &SparseMatrix<T, I>) -> (usize, usize) {
+pub(super) fn op_shape<T: super::SparseStorage, I: SparseIndex>(
+    t: Transpose,
+    a: &SparseMatrix<T, I>,
+) -> (usize, usize) {
     match t {
         Transpose::No => (a.rows, a.cols),
         Transpose::Yes | Transpose::Conj => (a.cols, a.rows),

@@ -40,6 +40,8 @@ pub mod solver_irs;
 pub mod solver_sparse;
 #[cfg(feature = "cusparse")]
 pub mod sparse;
+#[cfg(feature = "cusparse")]
+pub mod sparse_mixed;
 #[cfg(feature = "cutensor")]
 pub mod tensor;
 #[cfg(feature = "cutensor")]

@@ -18,8 +18,8 @@ mod element;
 
 pub use dense::{DenseMatrix, DenseOrder};
 pub(crate) use element::ValueType;
-pub(in crate::libs::sparse) use element::{is_complex, value_bits, IndexArith};
-pub use element::{IndexKind, SparseIndex, SparseValue};
+pub(in crate::libs::sparse) use element::{is_complex, mixed_types, value_bits, IndexArith, MixedArith};
+pub use element::{IndexKind, MixedSpmm, MixedSpmv, SparseIndex, SparseStorage, SparseValue};
 
 /// A sparse storage format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,7 +42,7 @@ pub enum Format {
 /// A sparse matrix with zero-based indices, owning its buffers (clones of the `GpuRef`s, so the
 /// caller may keep using them). Ops read the buffers as recorded uses, fenced like any other.
 #[derive(Clone, Debug)]
-pub struct SparseMatrix<T: SparseValue, I: SparseIndex = i32> {
+pub struct SparseMatrix<T: SparseStorage, I: SparseIndex = i32> {
     pub(super) format: Format,
     pub(super) rows: usize,
     pub(super) cols: usize,
@@ -58,7 +58,7 @@ pub struct SparseMatrix<T: SparseValue, I: SparseIndex = i32> {
     pub(super) values: GpuRef<T>,
 }
 
-impl<T: SparseValue, I: SparseIndex> SparseMatrix<T, I> {
+impl<T: SparseStorage, I: SparseIndex> SparseMatrix<T, I> {
     /// A CSR matrix: `offsets` holds exactly `rows + 1` entries, `indices` and `values` at least
     /// `nnz` each.
     pub fn csr(

@@ -4,11 +4,12 @@
 
 use super::{at, span};
 use crate::error::Result;
-use crate::libs::sparse::{DenseMatrix, Format, SparseIndex, SparseMatrix, SparseValue};
+use crate::libs::sparse::{DenseMatrix, Format, SparseIndex, SparseMatrix, SparseStorage};
+use crate::memory::Element;
 use crate::memory::SimMem;
 
 /// A sparse matrix's shape and the simulated memory of its buffers, moved into a kernel.
-pub(super) struct HostMat<T: SparseValue, I: SparseIndex> {
+pub(super) struct HostMat<T: SparseStorage, I: SparseIndex> {
     pub(super) format: Format,
     pub(super) rows: usize,
     pub(super) cols: usize,
@@ -20,7 +21,7 @@ pub(super) struct HostMat<T: SparseValue, I: SparseIndex> {
     pub(super) values: SimMem<T>,
 }
 
-impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
+impl<T: SparseStorage, I: SparseIndex> HostMat<T, I> {
     pub(super) fn of(a: &SparseMatrix<T, I>) -> Result<Self> {
         let same = a.major.id() == a.minor.id();
         Ok(HostMat {
@@ -126,7 +127,7 @@ impl<T: SparseValue, I: SparseIndex> HostMat<T, I> {
 pub(super) type Rows<T> = (Vec<std::ops::Range<usize>>, Vec<usize>, Vec<T>);
 
 /// A dense view, moved into a kernel.
-pub(super) struct HostDense<T: SparseValue> {
+pub(super) struct HostDense<T: Element> {
     pub(super) mem: SimMem<T>,
     pub(super) rows: usize,
     pub(super) cols: usize,
@@ -134,7 +135,7 @@ pub(super) struct HostDense<T: SparseValue> {
     pub(super) row_major: bool,
 }
 
-impl<T: SparseValue> HostDense<T> {
+impl<T: Element> HostDense<T> {
     pub(super) fn of(m: &DenseMatrix<'_, T>, ld: i64) -> Result<Self> {
         let row_major = m.is_row_major();
         Ok(HostDense { mem: m.buf.sim_data()?, rows: m.rows, cols: m.cols, ld: ld as usize, row_major })

@@ -24,6 +24,7 @@
 mod blocks;
 mod convert;
 mod host;
+mod mixed;
 mod products;
 mod spgemm;
 mod triangular;
