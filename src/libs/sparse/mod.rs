@@ -16,7 +16,8 @@
 //!
 //! Dense views are column-major, or row-major ([`DenseMatrix::row_major`]) for SpMM, SpSM (`B`
 //! and `C` in one order), SDDMM and the dense conversions; SpMM takes `op(B)` too
-//! ([`Sparse::spmm_ops`]) and runs strided batches ([`Sparse::spmm_batched`]).
+//! ([`Sparse::spmm_ops`]) and runs strided batches ([`Sparse::spmm_batched`]; a batch of SpMVs
+//! is one with one-column `B` and `C`).
 //! [`Transpose::Conj`] (the conjugate transpose) goes to SpMV, SpMM, SpSV and SpSM.
 //!
 //! Not wrapped, and why:

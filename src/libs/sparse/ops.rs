@@ -181,7 +181,8 @@ impl Sparse {
     /// ([`SparseMatrix::csr`] keeps it exact), so its batch shares the row offsets (`a_offsets`
     /// 0) and strides the column indices and values; a COO `A` takes one stride for all its
     /// arrays (`a_offsets == a_entries`). Each buffer must hold its whole batch; `C`'s matrices
-    /// must not overlap.
+    /// must not overlap. A batch of SpMVs is this with one-column `B` and `C` (cuSPARSE batches
+    /// dense matrices, not dense vectors).
     #[allow(clippy::too_many_arguments)]
     pub fn spmm_batched<T: SparseValue, I: SparseIndex>(
         &mut self,
