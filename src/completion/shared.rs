@@ -154,7 +154,7 @@ impl<T: Send + 'static> Shared<T> {
     /// has passed `event` (by whichever thread resolves the completion): how any library
     /// returns a scalar the GPU writes.
     // Only the libraries that read scalars back call it; without them it is unused.
-    #[cfg_attr(not(any(feature = "cublas", feature = "cusolver", feature = "nccl")), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "cublas", feature = "cusolver")), allow(dead_code))]
     pub(crate) fn enqueued_deferred(self: &Arc<Self>, deferred: Deferred<T>, event: EventRef, keep: Vec<KeepAlive>) {
         self.enqueued_value(Err(deferred), Some(event), keep, true)
     }
