@@ -402,7 +402,12 @@ pub fn check_every_setting<T: IrsEl + PartialEq>(
         Ok((r, x)) => {
             let scaled = normal(&x, &rbc);
             println!("{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}", r.outcome);
-            if !(scaled < 100.0) || r.outcome != IrsOutcome::FellBack(Fallback::IterationLimit) {
+            // Refinement that cannot converge runs to its limit, or, when its residual grows
+            // (cuSOLVER's complex f32 refinement from bf16 diverges), stops on an overflow
+            // first: either way it falls back to the main precision's answer.
+            let fell_back =
+                matches!(r.outcome, IrsOutcome::FellBack(Fallback::IterationLimit | Fallback::ComputationOverflow));
+            if !(scaled < 100.0) || !fell_back {
                 failures.push(format!("{what}: {:?}, ‖Aᴴ(AX − B)‖ scaled {scaled:.2}", r.outcome));
             }
         }
