@@ -17,7 +17,18 @@ use crate::libs::dtype::DataTypes;
 use crate::libs::record;
 use crate::libs::validate as check;
 use crate::memory::{Complex, GpuRef};
+use crate::recorder::LaunchRecorder;
 use crate::track::Access;
+use std::ffi::c_void;
+
+/// The validated shape of a `geev`: order, leading dimensions, and whether vectors are computed.
+#[derive(Clone, Copy)]
+struct GeevShape {
+    n: i64,
+    lda: i64,
+    ldvr: i64,
+    vectors: bool,
+}
 
 /// Eigenvalues and optionally right eigenvectors `A v = λ v` of the `n x n` general `A`
 /// (destroyed), in LAPACK's `geev` layout (cuSOLVER's `Xgeev` with every data type the element
@@ -103,32 +114,10 @@ impl Solver {
         if self.op.device.is_simulated() {
             return super::sim::geev(&self.op, rec, g, lda as usize, ldvr as usize);
         }
-        let (h, params) = self.handle()?;
-        let (a, w, vr, dt, vectors) = (vptr(g.a)?, vptr(g.w)?, vptr(g.vr)?, calls::data_type(T::CUDA), g.vectors);
-        let key = SizeKey { op: "geev", dtype: T::CUDA as u32, dims: [n, lda, ldvr, vectors as i64, 0, 0] };
-        // SAFETY: a live handle and params, context bound by `sizes`; the query reads nothing.
-        let sizes =
-            self.sizes(key, || unsafe { calls::geev(h, params, vectors, n, dt, (a, lda), (w, dt), (vr, ldvr), None) })?;
-        let (work, keep) = self.workspace(&mut rec, sizes)?;
-        self.run_info(
-            rec,
-            keep,
-            "geev",
-            1,
-            Meaning::Converge,
-            None,
-            |pin| {
-                // SAFETY: (1) live handle and params on this stream; (2) `a` (n x n at lda), `w`
-                // (n, or 2n for a real type) and `vr` (n x n at ldvr, with vectors) cover their
-                // validated shapes, are distinct and declared; (3) the workspace, declared, holds
-                // the queried sizes, the host part kept alive with the op; (4) `info` pinned.
-                unsafe {
-                    calls::geev(h, params, vectors, n, dt, (a, lda), (w, dt), (vr, ldvr), Some((work, pin.info())))
-                }
-                .map(drop)
-            },
-            || (),
-        )
+        let shape = GeevShape { n, lda, ldvr, vectors: g.vectors };
+        let (a, w, vr) = (vptr(g.a)?, vptr(g.w)?, vptr(g.vr)?);
+        let dt = calls::data_type(T::CUDA);
+        self.geev_on_gpu(rec, "geev", T::CUDA as u32, shape, (a, dt), (w, dt), vr)
     }
 
     /// General eigenvalues of a real matrix as complex numbers, and its right eigenvectors
@@ -152,10 +141,30 @@ impl Solver {
         if self.op.device.is_simulated() {
             return super::sim::geev_complex_w(&self.op, rec, g, lda as usize, ldvr as usize);
         }
-        let (h, params) = self.handle()?;
+        let shape = GeevShape { n, lda, ldvr, vectors: g.vectors };
+        let (a, w, vr) = (vptr(g.a)?, vptr(g.w)?, vptr(g.vr)?);
         let (dt, dtw) = (calls::data_type(T::CUDA), calls::data_type(<Complex<T> as DataTypes>::CUDA));
-        let (a, w, vr, vectors) = (vptr(g.a)?, vptr(g.w)?, vptr(g.vr)?, g.vectors);
-        let key = SizeKey { op: "geev_complex_w", dtype: T::CUDA as u32, dims: [n, lda, ldvr, vectors as i64, 0, 0] };
+        self.geev_on_gpu(rec, "geev_complex_w", T::CUDA as u32, shape, (a, dt), (w, dtw), vr)
+    }
+
+    /// The GPU part of `geev` and `geev_complex_w`, which differ only in `W`'s type: the size
+    /// query (cached under `op` and `dtype`), the workspace, and the call with its status word.
+    /// `a`, `w` and `vr` are the validated, declared buffers' pointers, of types `dt`, `dtw`
+    /// and `dt`.
+    #[allow(clippy::too_many_arguments)]
+    fn geev_on_gpu(
+        &mut self,
+        mut rec: LaunchRecorder,
+        op: &'static str,
+        dtype: u32,
+        shape: GeevShape,
+        (a, dt): (*mut c_void, cudarc::cusolver::sys::cudaDataType),
+        (w, dtw): (*mut c_void, cudarc::cusolver::sys::cudaDataType),
+        vr: *mut c_void,
+    ) -> Result<Completion<()>> {
+        let GeevShape { n, lda, ldvr, vectors } = shape;
+        let (h, params) = self.handle()?;
+        let key = SizeKey { op, dtype, dims: [n, lda, ldvr, vectors as i64, 0, 0] };
         // SAFETY: a live handle and params, context bound by `sizes`; the query reads nothing.
         let sizes = self
             .sizes(key, || unsafe { calls::geev(h, params, vectors, n, dt, (a, lda), (w, dtw), (vr, ldvr), None) })?;
@@ -168,10 +177,11 @@ impl Solver {
             Meaning::Converge,
             None,
             |pin| {
-                // SAFETY: (1) live handle and params on this stream; (2) `a` (n x n at lda, real),
-                // `w` (n complex) and `vr` (n x n at ldvr, real, with vectors) cover their
-                // validated shapes, are distinct and declared; (3) the workspace, declared, holds
-                // the queried sizes, the host part kept alive with the op; (4) `info` pinned.
+                // SAFETY: (1) live handle and params on this stream; (2) `a` (n x n at lda), `w`
+                // (n of `dtw`, or 2n for a real type's own `w`) and `vr` (n x n at ldvr, with
+                // vectors) cover the shapes the caller validated, are distinct and declared;
+                // (3) the workspace, declared, holds the queried sizes, the host part kept
+                // alive with the op; (4) `info` pinned.
                 unsafe {
                     calls::geev(h, params, vectors, n, dt, (a, lda), (w, dtw), (vr, ldvr), Some((work, pin.info())))
                 }
