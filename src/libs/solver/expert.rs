@@ -300,31 +300,14 @@ impl Solver {
         let lda = int("lda", matrix("a", "lda", g.a, g.n, g.n, g.lda)?)?;
         let ldb = int("ldb", matrix("b", "ldb", g.b, g.n, g.nrhs, g.ldb)?)?;
         let ldx = int("ldx", matrix("x", "ldx", g.x, g.n, g.nrhs, g.ldx)?)?;
-        check::distinct("b", g.a, g.b)?;
-        check::distinct("x", g.a, g.x)?;
-        check::distinct("x", g.b, g.x)?;
         let (raw, sim) = checked::<T>(settings, g.nrhs)?;
-        let mut rec = self.op.recorder("irs_gesv");
-        record(&mut rec, "a", g.a, Access::ReadWrite)?;
-        record(&mut rec, "b", g.b, Access::Read)?;
-        record(&mut rec, "x", g.x, Access::Write)?;
+        let rec = self.irs_recorder("irs_gesv", g.a, g.b, g.x)?;
         if self.op.device.is_simulated() {
             let dims = (lda as usize, ldb as usize, ldx as usize);
             let s = *settings;
             return Ok(super::sim::irs_gesv(&self.op, rec, g, dims, sim)?.map(move |r| sim_report(&s, r)));
         }
-        let key = SizeKey {
-            op: "irs_gesv",
-            dtype: T::CUDA as u32,
-            dims: [
-                n.into(),
-                nrhs.into(),
-                packed(&raw),
-                limits(&raw),
-                raw.tol.map_or(-1, |t| t.to_bits() as i64),
-                raw.tol_inner.map_or(-1, |t| t.to_bits() as i64),
-            ],
-        };
+        let key = irs_key("irs_gesv", T::CUDA as u32, n.into(), nrhs, &raw);
         let operands = ((vptr(g.a)?, lda), (vptr(g.b)?, ldb), (vptr(g.x)?, ldx));
         self.irs(rec, key, raw, settings, (0, n, nrhs), operands, false)
     }
@@ -347,31 +330,14 @@ impl Solver {
         let lda = int("lda", matrix("a", "lda", g.a, g.m, g.n, g.lda)?)?;
         let ldb = int("ldb", matrix("b", "ldb", g.b, g.m, g.nrhs, g.ldb)?)?;
         let ldx = int("ldx", matrix("x", "ldx", g.x, g.n, g.nrhs, g.ldx)?)?;
-        check::distinct("b", g.a, g.b)?;
-        check::distinct("x", g.a, g.x)?;
-        check::distinct("x", g.b, g.x)?;
         let (raw, sim) = checked::<T>(settings, g.nrhs)?;
-        let mut rec = self.op.recorder("irs_gels");
-        record(&mut rec, "a", g.a, Access::ReadWrite)?;
-        record(&mut rec, "b", g.b, Access::Read)?;
-        record(&mut rec, "x", g.x, Access::Write)?;
+        let rec = self.irs_recorder("irs_gels", g.a, g.b, g.x)?;
         if self.op.device.is_simulated() {
             let dims = (lda as usize, ldb as usize, ldx as usize);
             let s = *settings;
             return Ok(super::sim::irs_gels(&self.op, rec, g, dims, sim)?.map(move |r| sim_report(&s, r)));
         }
-        let key = SizeKey {
-            op: "irs_gels",
-            dtype: T::CUDA as u32,
-            dims: [
-                i64::from(m) << 32 | i64::from(n),
-                nrhs.into(),
-                packed(&raw),
-                limits(&raw),
-                raw.tol.map_or(-1, |t| t.to_bits() as i64),
-                raw.tol_inner.map_or(-1, |t| t.to_bits() as i64),
-            ],
-        };
+        let key = irs_key("irs_gels", T::CUDA as u32, i64::from(m) << 32 | i64::from(n), nrhs, &raw);
         let operands = ((vptr(g.a)?, lda), (vptr(g.b)?, ldb), (vptr(g.x)?, ldx));
         self.irs(rec, key, raw, settings, (m, n, nrhs), operands, true)
     }
@@ -463,4 +429,32 @@ impl Solver {
         )?;
         Ok(done.try_map(|r| r))
     }
+}
+
+impl Solver {
+    /// The recorder of an expert refinement solve: `a`, `b` and `x` distinct, `A` read and
+    /// written (a fallback overwrites it), `B` read, `X` written.
+    fn irs_recorder<T: SolverElement>(
+        &self,
+        name: &'static str,
+        a: &GpuRef<T>,
+        b: &GpuRef<T>,
+        x: &GpuRef<T>,
+    ) -> Result<crate::recorder::LaunchRecorder> {
+        check::distinct("b", a, b)?;
+        check::distinct("x", a, x)?;
+        check::distinct("x", b, x)?;
+        let mut rec = self.op.recorder(name);
+        record(&mut rec, "a", a, Access::ReadWrite)?;
+        record(&mut rec, "b", b, Access::Read)?;
+        record(&mut rec, "x", x, Access::Write)?;
+        Ok(rec)
+    }
+}
+
+/// The workspace-size key of an expert refinement solve: its shape (`shape`: `n`, or `m` and
+/// `n` packed) and right-hand sides, and every setting the size can depend on.
+fn irs_key(op: &'static str, dtype: u32, shape: i64, nrhs: i32, raw: &calls::Settings) -> SizeKey {
+    let tol = |t: Option<f64>| t.map_or(-1, |t| t.to_bits() as i64);
+    SizeKey { op, dtype, dims: [shape, nrhs.into(), packed(raw), limits(raw), tol(raw.tol), tol(raw.tol_inner)] }
 }
