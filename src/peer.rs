@@ -17,7 +17,7 @@ use crate::backend::{sim::SimShared, BackendCtx};
 use crate::device::{Device, DeviceConfig, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
-use crate::recorder::{LaunchRecorder, ResourceSealed};
+use crate::recorder::{pair_sim_naming, LaunchRecorder, PairLaunch, ResourceSealed};
 use crate::trace::OpLabel;
 use cudarc::driver::CudaContext;
 use std::collections::HashMap;
@@ -97,30 +97,67 @@ impl Device {
     /// Copies all of `src` into `dst` on `stream`, a stream of this device; the buffers may be
     /// of any devices of the process (of this one too). See [`GpuRef::copy_to`].
     pub fn copy_peer<T: Element>(&self, stream: StreamId, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<()> {
-        if dst.len() != src.len() {
-            return Err(Error::invalid("dst", format!("has {} elements, the source has {}", dst.len(), src.len())));
-        }
-        if dst.same_buffer(src) {
-            return Err(Error::invalid("dst", "is the source buffer itself"));
-        }
-        let (sd, dd) = (&src.track().device, &dst.track().device);
-        if sd.uid == dd.uid {
-            // One device: an ordinary copy, which also checks the stream is of that device.
-            return dst.copy_from(stream, src);
-        }
-        let mut rec = LaunchRecorder::for_peer_copy(stream, OpLabel::new("memory", "copy_peer"));
-        rec.copy_uses(src.resource(), dst.resource())?;
-        if let Some([from, to]) = src.memory().peer_contexts(dst.memory()) {
-            enable_once((sd.uid, src.track().epoch, from), (dd.uid, dst.track().epoch, to));
-        }
-        rec.launch_in_place(self, |scope| {
-            // SAFETY: 1. the buffers are distinct allocations of equal length (checked above);
-            // 2. the preflight made the stream wait for every conflicting use of both buffers, on
-            // every device, later uses wait for the commit, and both frees are ordered after the
-            // copy (both buffers record it).
-            unsafe { dst.memory().copy_from_peer(scope, src.memory()) }
-        })
+        copy_on(&self.shared, stream, src, dst)
     }
+}
+
+/// The op's name in traces, hazards and failures.
+const COPY_PEER: OpLabel = OpLabel::new("memory", "copy_peer");
+
+/// [`Device::copy_peer`] on `device`, which is borrowed rather than held: a copy made through
+/// [`GpuRef::copy_to`] takes no handle of its own to the device.
+#[inline(always)]
+fn copy_on<T: Element>(device: &Arc<DeviceShared>, stream: StreamId, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<()> {
+    if dst.len() != src.len() {
+        return Err(Error::invalid("dst", format!("has {} elements, the source has {}", dst.len(), src.len())));
+    }
+    if dst.same_buffer(src) {
+        return Err(Error::invalid("dst", "is the source buffer itself"));
+    }
+    let (st, dt) = (src.track(), dst.track());
+    if st.device.uid == dt.device.uid {
+        // One device: an ordinary copy, which also checks the stream is of that device.
+        return dst.copy_from(stream, src);
+    }
+    // Around either path: the general one names its kernels again inside, the same way.
+    let _names = pair_sim_naming(device, stream, &COPY_PEER, [st, dt]);
+    if let Some(admitted) = PairLaunch::admit(device, stream, st, dt, &COPY_PEER) {
+        let launch = admitted?;
+        enable_peers(src, dst);
+        // SAFETY: 1. the buffers are distinct allocations of equal length (checked above);
+        // 2. both are marked and the stream fenced against every conflicting use of either, on
+        // every device, later uses wait for the commit, and both frees are ordered after the
+        // copy (both buffers record it).
+        let out = unsafe { dst.memory().copy_from_peer(&launch, src.memory()) };
+        return launch.commit(out);
+    }
+    copy_recorded(&Device::from_shared(device), stream, src, dst)
+}
+
+/// Enables peer access between the CUDA contexts of `src`'s and `dst`'s memory, once per
+/// pair (see [`enable_once`]); simulated memory needs none.
+#[inline(always)]
+fn enable_peers<T: Element>(src: &GpuRef<T>, dst: &GpuRef<T>) {
+    if let Some([from, to]) = src.memory().peer_contexts(dst.memory()) {
+        let (st, dt) = (src.track(), dst.track());
+        enable_once((st.device.uid, st.epoch, from), (dt.device.uid, dt.epoch, to));
+    }
+}
+
+/// A peer copy through a recorder, for whatever [`PairLaunch`] leaves to the general path.
+#[cold]
+#[inline(never)]
+fn copy_recorded<T: Element>(device: &Device, stream: StreamId, src: &GpuRef<T>, dst: &GpuRef<T>) -> Result<()> {
+    let mut rec = LaunchRecorder::for_peer_copy(stream, COPY_PEER);
+    rec.copy_uses(src.resource(), dst.resource())?;
+    enable_peers(src, dst);
+    rec.launch_in_place(device, |scope| {
+        // SAFETY: 1. the buffers are distinct allocations of equal length (checked by the
+        // caller); 2. the preflight made the stream wait for every conflicting use of both
+        // buffers, on every device, later uses wait for the commit, and both frees are ordered
+        // after the copy (both buffers record it).
+        unsafe { dst.memory().copy_from_peer(scope, src.memory()) }
+    })
 }
 
 impl<T: Element> GpuRef<T> {
@@ -144,7 +181,7 @@ impl<T: Element> GpuRef<T> {
                 expected: format!("a stream of {} or {}", self.track().device.label(), dst.track().device.label()),
                 found: format!("#{}", stream.device),
             })?;
-        Device::from_shared(device).copy_peer(stream, self, dst)
+        copy_on(device, stream, self, dst)
     }
 }
 

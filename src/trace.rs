@@ -137,6 +137,12 @@ pub(crate) struct Tracer {
 }
 
 impl Tracer {
+    /// Whether a trace hook or timeline is set: what [`begin`](Self::begin) reads first.
+    #[inline(always)]
+    pub(crate) fn is_on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn set(
         &self,
         hook: Arc<dyn KernelTrace>,

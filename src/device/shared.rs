@@ -246,6 +246,7 @@ impl DeviceShared {
     }
 
     /// The slot of `id`, after checking the id belongs to this device.
+    #[inline]
     pub(crate) fn stream(&self, id: StreamId) -> Result<&StreamSlot> {
         if self.dead.load(Ordering::Relaxed) {
             if let Some(e) = self.poisoned_now() {

@@ -3,7 +3,7 @@
 
 use super::admission::Choice;
 use super::{failure, LaunchRecorder, LaunchScope, Launched, Reserved, Use};
-use crate::device::{Device, DeviceShared, StreamId};
+use crate::device::{BufferTrack, Device, DeviceShared, StreamId};
 use crate::error::{Error, Result};
 use crate::trace::{NvtxRange, OpLabel, TraceTicket};
 use crate::track::EventRef;
@@ -74,7 +74,8 @@ impl LaunchRecorder {
         let epoch = shared.epoch();
         let stream = self.stream;
         let mut trace = shared.tracer.begin(|| shared.lane_name(stream), stream, &self.label);
-        let _names = device.is_simulated().then(|| sim_naming(shared, stream, &self.label, &self.uses));
+        let _names =
+            device.is_simulated().then(|| sim_naming(shared, stream, &self.label, self.uses.iter().map(Use::track)));
         let event_wanted = event_wanted || trace.is_some();
         match self.launch_traced(device, enqueue, &mut trace, event_wanted) {
             Ok((value, event, recorded)) => {
@@ -196,9 +197,14 @@ impl Drop for Uncommitted<'_> {
 /// enqueued).
 #[cold]
 #[inline(never)]
-fn sim_naming(shared: &DeviceShared, stream: StreamId, label: &OpLabel, uses: &[Use]) -> crate::backend::sim::Naming {
+pub(super) fn sim_naming<'u>(
+    shared: &DeviceShared,
+    stream: StreamId,
+    label: &OpLabel,
+    buffers: impl IntoIterator<Item = &'u BufferTrack>,
+) -> crate::backend::sim::Naming {
     use crate::backend::sim::OpText;
-    let labels = uses.iter().filter_map(|u| u.track().label().map(|l| (u.id, l))).collect();
+    let labels = buffers.into_iter().filter_map(|t| t.label().map(|l| (t.id.0, l))).collect();
     let op = match &label.op {
         crate::trace::OpName::Static(s) => OpText::Static(s),
         crate::trace::OpName::Shared(s) => OpText::Shared(s.clone()),

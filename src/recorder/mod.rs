@@ -26,6 +26,7 @@ mod launched;
 #[cfg(test)]
 mod lazy_tests;
 mod marked;
+mod pair;
 mod preflighted;
 mod rebind;
 mod recording;
@@ -37,6 +38,7 @@ mod solo;
 use admission::Choice;
 pub(crate) use failure::collect_writes;
 pub(crate) use launched::Launched;
+pub(crate) use pair::{sim_naming as pair_sim_naming, PairLaunch};
 pub use preflighted::Preflighted;
 pub(crate) use rebind::{substitute, with_substitutes, Substitute};
 pub(crate) use recording::{

@@ -104,7 +104,7 @@ impl Reserved {
 /// even that fails, the work cannot be proven finished: a sticky status has poisoned the
 /// context (its buffers are stale), and any other makes every handle of the device stale, so
 /// that no buffer is ever used unfenced.
-fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
+pub(super) fn unfenced(device: &DeviceShared, raw: &RawStream, epoch: u64) {
     let Err(e) = raw.synchronize() else { return };
     match device.classify(e, epoch) {
         Error::ContextPoisoned { .. } => {}

@@ -37,6 +37,13 @@ impl StreamSlot {
         crate::sync::lock(&self.lent_to).clone()
     }
 
+    /// Whether the stream is lent to a graph recording: one load, as in
+    /// [`recording`](Self::recording).
+    #[inline(always)]
+    pub(crate) fn is_lent(&self) -> bool {
+        self.lent.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Lends the stream to `recording`: every launch on it records into that recording's graph
     /// until [`end_recording`](Self::end_recording).
     pub(crate) fn lend_to_recording(&self, recording: Arc<dyn Any + Send + Sync>) -> Result<(), AlreadyLent> {
