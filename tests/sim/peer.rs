@@ -514,3 +514,92 @@ fn a_peer_copy_refuses_a_failed_or_stale_source_on_a_warm_stream() {
         no_hazards(&a);
     });
 }
+
+/// Counts the ops named `copy_peer` that a trace hook sees enqueued.
+#[derive(Default)]
+struct CopyCount(std::sync::atomic::AtomicUsize);
+
+impl cusched::KernelTrace for CopyCount {
+    fn before_enqueue(&self, op: &cusched::OpInfo) {
+        if op.op == "copy_peer" {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    fn after_enqueue(&self, _: &cusched::OpInfo) {}
+    fn before_completion(&self, _: &cusched::OpInfo, _: Option<cusched::GpuSpan>) {}
+    fn after_completion(&self, _: &cusched::OpInfo, _: Option<cusched::GpuSpan>) {}
+}
+
+/// Warm peer copies (the pair of streams already past every first-time check) where the quick
+/// path must not go: under a trace hook the copy is traced, in a lane job it is one of the
+/// job's commits (a later use on the job's device follows it), and inside a launch that holds
+/// the destination it fails at once instead of waiting for itself.
+#[test]
+fn warm_peer_copies_are_traced_join_their_job_and_refuse_a_destination_held_on_their_thread() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (sa, sb) = (a.default_stream(), b.default_stream());
+        let x = a.upload(sa, &[1u32; 8]).unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 8).unwrap();
+        for _ in 0..3 {
+            x.copy_to(sa, &y).unwrap();
+        }
+        let hook = std::sync::Arc::new(CopyCount::default());
+        a.set_trace(hook.clone(), cusched::TraceOptions { gpu_timing: false }).unwrap();
+        x.copy_to(sa, &y).unwrap();
+        a.clear_trace();
+        assert_eq!(hook.0.load(std::sync::atomic::Ordering::Relaxed), 1, "a warm copy went untraced");
+        // In a lane job of b, slowly overwritten first: the job's own stream orders the copy
+        // after b's write, and a download after the job sees the copy.
+        fill(&b, sb, &y, 9, SLOW);
+        let lane = a.lane("copier").unwrap();
+        let (x2, y2) = (x.clone(), y.clone());
+        lane.submit(move |cx| x2.copy_to(cx.stream(), &y2)).wait().unwrap();
+        assert_eq!(y.download(sb).unwrap(), vec![1; 8], "the job's copy overtook b's write");
+        // A launch on b holds y (its mark) while its enqueue copies into y on a's stream: the
+        // copy must not wait for the launch around it.
+        let mut rec = LaunchRecorder::new_strict(sb);
+        rec.write(&y).unwrap();
+        let inner = rec.launch(&b, |_| Ok(x.copy_to(sa, &y))).unwrap();
+        assert!(matches!(inner, Err(Error::WouldDeadlock { .. })), "{inner:?}");
+        x.copy_to(sa, &y).unwrap();
+        assert_eq!(y.download(sb).unwrap(), vec![1; 8]);
+        no_hazards(&a);
+    });
+}
+
+/// Warm peer copies from two threads on two streams into one destination, racing a third
+/// thread whose kernels on the destination's device read it on one stream and rewrite it on
+/// another: every use is ordered against every conflicting one (the checker sees no hazard),
+/// and the destination ends whole, as one of its writers left it.
+#[test]
+fn warm_peer_copies_racing_uses_on_both_devices_stay_ordered() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair_with(None, 300, 29);
+        let (sa, sa2) = (a.default_stream(), a.new_stream().unwrap());
+        let (sb, sb2) = (b.default_stream(), b.new_stream().unwrap());
+        let x = a.upload(sa, &[1u32; 64]).unwrap();
+        let x2 = a.upload(sa2, &[2u32; 64]).unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 64).unwrap();
+        let z = b.alloc_zeros::<u32>(sb2, 64).unwrap();
+        for _ in 0..3 {
+            x.copy_to(sa, &y).unwrap();
+            x2.copy_to(sa2, &y).unwrap();
+        }
+        std::thread::scope(|s| {
+            s.spawn(|| (0..40).for_each(|_| x.copy_to(sa, &y).unwrap()));
+            s.spawn(|| (0..40).for_each(|_| x2.copy_to(sa2, &y).unwrap()));
+            s.spawn(|| {
+                for i in 0..40 {
+                    copy_kernel(&b, sb2, &z, &y, Duration::ZERO);
+                    if i % 8 == 0 {
+                        fill(&b, sb, &y, 7, Duration::from_micros(300));
+                    }
+                }
+            });
+        });
+        let v = y.download(sb).unwrap();
+        assert!(v.iter().all(|e| *e == v[0]) && [1, 2, 7].contains(&v[0]), "y was torn: {v:?}");
+        no_hazards(&a);
+    });
+}
