@@ -603,3 +603,97 @@ fn warm_peer_copies_racing_uses_on_both_devices_stay_ordered() {
         no_hazards(&a);
     });
 }
+
+// ---- peer3-review: what the quick peer path must leave to the general one ----
+
+/// Copies `x` into `y` on `s` three times: enough for `s` to follow `y`'s device's solo floor
+/// (and to remember it), so that later copies there may take the quick path.
+fn warm(x: &GpuRef<u32>, s: StreamId, y: &GpuRef<u32>) {
+    for _ in 0..3 {
+        x.copy_to(s, y).unwrap();
+    }
+}
+
+/// In a declared lane job, a warm copy is still one of the job's uses: a destination the job
+/// did not declare is `UndeclaredUse`, and a job that fails after its copy leaves the
+/// destination failed (its commits' writes are listed for the job's end).
+#[test]
+fn review_a_warm_copy_in_a_lane_job_is_checked_against_its_declarations_and_its_failure() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let sb = b.default_stream();
+        let x = a.upload(a.default_stream(), &[1u32; 8]).unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 8).unwrap();
+        let lane = a.lane("copier").unwrap();
+        // Undeclared jobs warm the lane's stream up (they take the general path: in a job).
+        for _ in 0..3 {
+            let (x2, y2) = (x.clone(), y.clone());
+            lane.submit(move |cx| x2.copy_to(cx.stream(), &y2)).wait().unwrap();
+        }
+        // Declares the source only.
+        let (x2, y2) = (x.clone(), y.clone());
+        let r = lane.job().read(&x).submit(move |cx, _| x2.copy_to(cx.stream(), &y2)).wait();
+        assert!(matches!(r, Err(Error::UndeclaredUse { .. })), "an undeclared destination was copied into: {r:?}");
+        // A job that fails after its copy: the copy's write is the job's, and fails with it.
+        let (x2, y2) = (x.clone(), y.clone());
+        let r = lane
+            .submit(move |cx| {
+                x2.copy_to(cx.stream(), &y2)?;
+                Err::<(), _>(Error::Shutdown)
+            })
+            .wait();
+        assert!(r.is_err());
+        let read = y.download(sb);
+        assert!(matches!(read, Err(Error::FailedInput { .. })), "the failed job's copy left y unfailed: {read:?}");
+        no_hazards(&a);
+    });
+}
+
+/// A stream of `a` that copies peer memory often enough to be warm for `b`, but has never
+/// waited on `a`'s own solo floor, copies a buffer a solo launch of `a` wrote: it must wait
+/// on the floor (the buffer's state misses the solo write), quick path or not.
+#[test]
+fn review_a_warm_copy_follows_its_own_devices_solo_floor() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let (x_stream, s) = (a.default_stream(), a.new_stream().unwrap());
+        let sb = b.default_stream();
+        // Solo mode on x_stream: the allocation and a slow write of x are solo launches.
+        let x = a.alloc_zeros::<u32>(x_stream, 8).unwrap();
+        fill(&a, x_stream, &x, 5, SLOW);
+        let y = b.alloc_zeros::<u32>(sb, 8).unwrap();
+        // The first launch on `s` closes a's solo mode (the floor lands after the slow write);
+        // copies of memory made after the close warm `s` up for b without touching the floor.
+        let x2 = a.alloc_zeros::<u32>(s, 8).unwrap();
+        warm(&x2, s, &y);
+        x.copy_to(s, &y).unwrap();
+        assert_eq!(y.download(sb).unwrap(), vec![5; 8], "the copy read x before its solo write");
+        no_hazards(&a);
+    });
+}
+
+/// Inside a graph's recording closure, a warm copy on a stream the recording does not hold is
+/// refused, as any eager op there is (it would run at every recording).
+#[test]
+fn review_a_warm_copy_inside_a_recording_closure_is_refused() {
+    bounded(Duration::from_secs(60), || {
+        let (a, b) = pair();
+        let sa = a.default_stream();
+        let sb = b.default_stream();
+        let x = a.upload(sa, &[1u32; 8]).unwrap();
+        let y = b.alloc_zeros::<u32>(sb, 8).unwrap();
+        let z = a.alloc_zeros::<u32>(sa, 8).unwrap();
+        warm(&x, sa, &y);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (xr, yr, zr) = (x.clone(), y.clone(), z.clone());
+        let _ = cusched::Graph::record(&a, move |rec| {
+            let branch = rec.stream(0)?;
+            fill(&rec.device().clone(), branch, &zr, 3, Duration::ZERO);
+            let r = xr.copy_to(sa, &yr);
+            tx.send(format!("{r:?}")).ok();
+            r
+        });
+        let r = rx.recv().unwrap();
+        assert!(r.contains("Recording"), "an eager copy ran inside a recording closure: {r}");
+    });
+}
