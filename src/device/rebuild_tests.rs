@@ -300,3 +300,64 @@ fn solo_launches_on_a_rebuilt_solo_stream_then_a_close_from_a_stream_behind() {
     assert_eq!(y.download(s1).unwrap(), vec![7; 4]);
     assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
 }
+
+/// A warm peer copy (past solo mode, its peer floor followed, so it takes the two-buffer
+/// quick path) whose preflight has taken its marks when its device's rebuild moves the device
+/// and not yet the copy's stream: its source is memory of the context the device left, so the
+/// copy is refused, as the general path refuses it, instead of being enqueued on the old
+/// context's stream after the device moved on.
+#[test]
+fn a_warm_peer_copy_overtaken_by_a_rebuild_is_refused() {
+    let gpus = Device::sim_group(SimConfig::default(), 2).unwrap();
+    let (d, e) = (gpus[0].clone(), gpus[1].clone());
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let x = d.alloc_zeros::<u32>(s1, 4).unwrap();
+    let y = e.alloc_zeros::<u32>(e.default_stream(), 4).unwrap();
+    // Both streams of `d` in use: the device is past solo mode, and the copies warm the
+    // stream's peer floor.
+    LaunchRecorder::new_strict(s0).launch(&d, |_| Ok(())).unwrap();
+    for _ in 0..3 {
+        x.copy_to(s1, &y).unwrap();
+    }
+    d.synchronize(s1).unwrap();
+    let _off = HooksOff(d.shared.uid);
+    let (taken_tx, taken_rx) = mpsc::channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (awaited_tx, awaited_rx) = mpsc::channel::<()>();
+    let done_tx = awaited_tx.clone();
+    let (taken_tx, go_rx) = (Mutex::new(taken_tx), Mutex::new(go_rx));
+    let (go_tx, awaited_tx, awaited_rx) = (Mutex::new(Some(go_tx)), Mutex::new(awaited_tx), Mutex::new(awaited_rx));
+    rebuild_hooks::on(d.shared.uid, move |at| match at {
+        Stage::MarksTaken if std::thread::current().name() == Some(LATE) => {
+            let _ = taken_tx.lock().unwrap().send(());
+            let _ = go_rx.lock().unwrap().recv_timeout(HOLD);
+        }
+        Stage::Replaced(i) if i == s0.index() => {
+            if let Some(go) = go_tx.lock().unwrap().take() {
+                let _ = go.send(());
+                let _ = awaited_rx.lock().unwrap().recv_timeout(HOLD);
+            }
+        }
+        Stage::Awaited => {
+            let _ = awaited_tx.lock().unwrap().send(());
+        }
+        _ => {}
+    });
+    let (src, dst) = (x.clone(), y.clone());
+    let worker = std::thread::Builder::new()
+        .name(LATE.into())
+        .spawn(move || {
+            let copied = src.copy_to(s1, &dst);
+            // Ends the rebuild's hold: a refused copy never waits for the rebuild.
+            let _ = done_tx.send(());
+            copied
+        })
+        .unwrap();
+    taken_rx.recv_timeout(HOLD).expect("the late copy takes its marks");
+    fault_and_rebuild(&d, s0);
+    let copied = worker.join().unwrap();
+    assert!(
+        matches!(copied, Err(Error::Stale { .. })),
+        "a copy of memory of the context the device left is refused as stale, got {copied:?}"
+    );
+}

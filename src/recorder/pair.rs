@@ -88,6 +88,8 @@ impl<'a> PairLaunch<'a> {
         if let Err(e) = mark_both(device, slot, holder, read, write, &mut candidates) {
             return Some(Err(device.classify(e, device_epoch)));
         }
+        #[cfg(test)]
+        crate::device::rebuild_hooks::at(device.uid, crate::device::rebuild_hooks::Stage::MarksTaken);
         // With the marks taken, a failure the read buffer's writer set before publishing is
         // visible. A plain write replaces the contents: only the read sees a failure.
         if read.is_failed() | write.is_failed() {
