@@ -155,6 +155,21 @@ pub enum Error {
         access_call: &'static str,
     },
 
+    /// An op made of several launches with a host step between them (it counts, the host
+    /// sizes the output from the count, and a later launch fills it) found one of its inputs
+    /// written by another launch after its first launch read it: the later launch would have
+    /// read contents the count was not made from, and the output could not hold them. Nothing
+    /// was enqueued for the later launch, and the output was freed.
+    #[error("{op}: {buffer} (argument `{arg}`) was written by another launch after the op counted it and before it filled its output sized from that count; order that write before or after the op (wait for one of them, or run both on one stream or lane), or retry the op")]
+    InputChanged {
+        /// The op (`"csr_to_bsr"`, `"spgemm"`).
+        op: &'static str,
+        /// The argument that was written.
+        arg: &'static str,
+        /// The buffer, as errors name it (`buffer #N "label"`).
+        buffer: String,
+    },
+
     /// A preflight waited too long for another thread's launch on the same buffer to commit.
     #[error("{buffer} stayed held by another thread's uncommitted launch for {waited:?}; that thread must commit its recorder (DeviceConfig::preflight_timeout bounds this wait)")]
     BufferBusy {

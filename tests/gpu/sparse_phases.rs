@@ -1,0 +1,110 @@
+//! cuSPARSE's ops of several launches with a host step between them on the GPU: a write of an
+//! input that another thread commits between the count and the fill (forced by a trace hook
+//! that runs it right after the count's launch committed) must be refused with
+//! `Error::InputChanged` before the fill is enqueued. Without the refusal the fill converts the
+//! new contents into arrays sized for the old count and cuSPARSE writes past their end: run
+//! under compute-sanitizer (`tools/sanitize.sh`), which must report nothing.
+
+use crate::common::*;
+use cusched::sparse::{DenseMatrix, SparseMatrix};
+use cusched::{Device, Error, GpuRef, KernelTrace, OpInfo, StreamId, TraceOptions};
+use std::sync::{Arc, Mutex};
+
+/// A pending write, run once.
+type Write = Box<dyn FnOnce() + Send>;
+
+/// Runs its write once, on a thread of its own (joined), right after the launch named `after`
+/// committed on the op's thread.
+struct Between {
+    after: &'static str,
+    write: Mutex<Option<Write>>,
+}
+
+impl KernelTrace for Between {
+    fn after_enqueue(&self, op: &OpInfo) {
+        if op.op != self.after {
+            return;
+        }
+        let write = self.write.lock().unwrap().take();
+        if let Some(write) = write {
+            std::thread::spawn(write).join().expect("the write between the phases");
+        }
+    }
+}
+
+/// Once the op's launch `after` has committed, `buf` is overwritten with `data` on `stream`.
+fn write_between<T: cusched::Element>(
+    d: &Device,
+    after: &'static str,
+    buf: &GpuRef<T>,
+    stream: StreamId,
+    data: Vec<T>,
+) {
+    let buf = buf.clone();
+    let write: Write = Box::new(move || buf.copy_from_slice(stream, &data).expect("the write between the phases"));
+    d.set_trace(Arc::new(Between { after, write: Mutex::new(Some(write)) }), TraceOptions::default()).unwrap();
+}
+
+/// Asserts that the op refused with `InputChanged` naming `op` and `arg`.
+#[track_caller]
+fn refused<T: std::fmt::Debug>(got: cusched::Result<T>, op: &str, arg: &str) {
+    match got {
+        Err(Error::InputChanged { op: o, arg: a, buffer }) => assert_eq!((o, a), (op, arg), "refused for {buffer}"),
+        other => panic!("expected {op} to refuse with InputChanged for `{arg}`, got {other:?}"),
+    }
+}
+
+/// A 64x64 CSR matrix, two entries per row: in columns 0 and 1 (`spread` false: one 2x2 block
+/// per block row, 32 in all), or in columns `r` and `63 - r` (about four blocks per block row).
+fn two_per_row(spread: bool) -> (Vec<i32>, Vec<i32>) {
+    let offsets = (0..=64).map(|r| 2 * r).collect();
+    let indices = (0..64).flat_map(|r| if spread { [r, 63 - r] } else { [0, 1] }).collect();
+    (offsets, indices)
+}
+
+/// The 2x2 blocks a CSR structure touches.
+fn blocks(offsets: &[i32], indices: &[i32]) -> usize {
+    let mut seen = std::collections::BTreeSet::new();
+    for r in 0..offsets.len() - 1 {
+        for p in offsets[r] as usize..offsets[r + 1] as usize {
+            seen.insert((r / 2, indices[p] / 2));
+        }
+    }
+    seen.len()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn csr_to_bsr_refuses_a_structure_written_after_the_count() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let other = d.new_stream().unwrap();
+    let (offsets, old) = two_per_row(false);
+    let (_, new) = two_per_row(true);
+    let (o, i) = (d.upload(s, &offsets).unwrap(), d.upload(s, &old).unwrap());
+    let v = d.upload(s, &vec![1.0f32; 128]).unwrap();
+    let a = SparseMatrix::csr(64, 64, 128, &o, &i, &v).unwrap();
+    write_between(&d, "csr_to_bsr.count", &i, other, new.clone());
+    refused(h.sparse().unwrap().csr_to_bsr(&a, 2).and_then(|c| c.wait()), "csr_to_bsr", "a.indices");
+    // The retry converts what the write left.
+    let b = h.sparse().unwrap().csr_to_bsr(&a, 2).unwrap().wait().unwrap();
+    assert_eq!(b.nnz(), blocks(&offsets, &new));
+    assert!(b.nnz() > blocks(&offsets, &old));
+    d.synchronize(s).unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dense_to_csr_refuses_a_matrix_written_after_the_count() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let other = d.new_stream().unwrap();
+    let mut old = vec![0.0f32; 64 * 64];
+    old[0] = 1.0;
+    let dense = d.upload(s, &old).unwrap();
+    write_between(&d, "dense_to_csr.analysis", &dense, other, vec![2.0f32; 64 * 64]);
+    let got = h.sparse().unwrap().dense_to_csr::<f32, i32>(DenseMatrix::new(&dense, 64, 64)).and_then(|c| c.wait());
+    refused(got, "dense_to_csr", "dense");
+    let m = h.sparse().unwrap().dense_to_csr::<f32, i32>(DenseMatrix::new(&dense, 64, 64)).unwrap().wait().unwrap();
+    assert_eq!(m.nnz(), 64 * 64);
+    assert!(m.values().download(s).unwrap().iter().all(|&x| x == 2.0));
+    d.synchronize(s).unwrap();
+}
