@@ -2,6 +2,7 @@
 //! `cusparseXcoo2csr`), sparse → dense and dense → CSR, CSC or COO.
 
 use super::matrix::ValueType;
+use super::phases::SameInputs;
 use super::{
     calls, dense_words, mat_key, mat_words, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex,
     SparseMatrix, SparseValue,
@@ -222,10 +223,10 @@ impl Sparse {
                 format!("{}x{} does not fit {:?} indices", dense.rows, dense.cols, I::KIND),
             ));
         }
-        let names = match format {
-            Format::Csr => ["dense_to_csr.analysis", "dense_to_csr.convert"],
-            Format::Csc => ["dense_to_csc.analysis", "dense_to_csc.convert"],
-            _ => ["dense_to_coo.analysis", "dense_to_coo.convert"],
+        let (op, names) = match format {
+            Format::Csr => ("dense_to_csr", ["dense_to_csr.analysis", "dense_to_csr.convert"]),
+            Format::Csc => ("dense_to_csc", ["dense_to_csc.analysis", "dense_to_csc.convert"]),
+            _ => ("dense_to_coo", ["dense_to_coo.analysis", "dense_to_coo.convert"]),
         };
         // The compressed formats' offsets, written by the analysis; COO has none until counted.
         let outer = match format {
@@ -245,8 +246,10 @@ impl Sparse {
             }
             None => None,
         };
+        // The nonzeros counted are the dense matrix's: the conversion must see the same one.
+        let inputs = SameInputs::new(op, &dev).input("dense", dense.buf);
         if self.simulated() {
-            return self.sim_dense_to_sparse(rec, (dense, ld), format, offsets, names[1]);
+            return self.sim_dense_to_sparse(rec, (dense, ld), format, offsets, names[1], &inputs);
         }
         let h = self.handle()?;
         let parts = calls::SpMatParts {
@@ -273,6 +276,7 @@ impl Sparse {
         let bp = buffer.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut nnz = 0i64;
         let analysed = self.op.run(rec, Vec::new(), || {
+            inputs.note()?;
             // SAFETY: as above; (3) the buffer holds the size queried. Getting the size waits
             // for the analysis inside cuSPARSE: the documented blocking step.
             unsafe { calls::dense_to_sparse(h, da, db.get(), bp, false) }?;
@@ -297,8 +301,12 @@ impl Sparse {
         record(&mut rec, "out.values", &values, Access::Write)?;
         let arrays = calls::Arrays { offsets: dptr(&major)?, indices: dptr(&indices)?, values: dptr(&values)? };
         let done = self.op.run(rec, Vec::new(), || {
+            inputs.check()?;
             // SAFETY: (1) to (3) as above; (4) the output's arrays hold its offsets (or nnz row
-            // indices) and nnz indices and values, recorded as written.
+            // indices) and nnz indices and values, recorded as written; (5) `dense` holds the
+            // nonzeros counted: no write of it committed since the analysis read it (checked
+            // just above, under this launch's marks, which no write can pass until it
+            // commits).
             unsafe {
                 match format {
                     Format::Csr => calls::csr_set_pointers(db.get(), arrays.offsets, arrays.indices, arrays.values)?,

@@ -63,7 +63,14 @@
 //! ([`Sparse::dense_to_csr`], [`dense_to_csc`](Sparse::dense_to_csc),
 //! [`dense_to_coo`](Sparse::dense_to_coo), [`dense_to_bsr`](Sparse::dense_to_bsr)) and
 //! [`Sparse::csr_to_bsr`] learn the result's number of nonzeros (or blocks) only from a phase
-//! that cuSPARSE finishes on the GPU before returning it to the host.
+//! that cuSPARSE finishes on the GPU before returning it to the host. Their later launches
+//! fill an output sized from that count, so they must read the inputs the count read: a write
+//! of one (a sparse input's offsets or indices, a dense input) that another thread commits
+//! between the launches fails the op with [`Error::InputChanged`](crate::Error::InputChanged)
+//! before the fill is enqueued (order that write before or after the op, or retry it). On a
+//! device that has run work on one stream only, they first end the mode in which launches
+//! there skip the buffers' use states (as a launch on a second stream does), so that writes on
+//! their own stream are seen too.
 //!
 //! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
 //! every op.
@@ -94,6 +101,7 @@ mod descr;
 mod matrix;
 mod mixed;
 mod ops;
+mod phases;
 mod reuse;
 mod sim;
 mod solve_many;

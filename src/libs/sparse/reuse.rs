@@ -9,7 +9,8 @@
 //! that state hands them to the reaper, which destroys them after the work enqueued so far.
 
 use super::matrix::ValueType;
-use super::spgemm::{check_factors, product_descr, record_factors};
+use super::phases::SameInputs;
+use super::spgemm::{check_factors, factor_structure, product_descr, record_factors};
 use super::{
     calls, output_access, record_matrix, Format, HostScalars, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseValue,
 };
@@ -121,6 +122,8 @@ struct Setup<'a, T: SparseValue, I: SparseIndex> {
     b: &'a SparseMatrix<T, I>,
     g: calls::Reuse,
     offsets: &'a GpuRef<I>,
+    /// The factors' structure the estimation saw, which every later phase must see.
+    inputs: &'a SameInputs,
 }
 
 impl Sparse {
@@ -148,13 +151,14 @@ impl Sparse {
                 "use i32 indices, or the one-shot spgemm",
             ));
         }
+        let inputs = factor_structure("spgemm_reuse", &self.op.device, a, b);
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
         let offsets: GpuRef<I> = dev.alloc(stream, a.rows + 1)?;
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
         if self.simulated() {
-            let c = self.sim_spgemm_structure(rec, a, b, &offsets)?;
+            let c = self.sim_spgemm_structure(rec, a, b, &offsets, &inputs)?;
             return Ok(self.register(None, a, b, c));
         }
         let h = self.handle()?;
@@ -162,7 +166,7 @@ impl Sparse {
         let dc = product_descr::<T, I>(a.rows, b.cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
         let g = calls::Reuse { h, a: da.get(), b: db.get(), c: dc.get(), d: descr.get() };
-        let setup = Setup { a, b, g, offsets: &offsets };
+        let setup = Setup { a, b, g, offsets: &offsets, inputs: &inputs };
         let (objects, buf1, sizes) = self.reuse_estimate(&setup, rec, (descr, [da, db, dc]))?;
         let (objects, bufs, nnz) = self.reuse_count(&setup, &buf1, sizes, objects)?;
         let (objects, c, buf5) = self.reuse_copy(&setup, &bufs, nnz, objects)?;
@@ -209,6 +213,7 @@ impl Sparse {
         let mut sizes = [0usize; 3];
         let null = std::ptr::null_mut();
         let estimated = self.op.run(rec, Vec::new(), || {
+            setup.inputs.note()?;
             // SAFETY: as above, with the buffer of the size queried; the nnz phase's size query
             // follows the estimation.
             unsafe {
@@ -247,8 +252,11 @@ impl Sparse {
             bufs.iter().map(|b| b.raw_device_ptr().map(|p| p as _)).collect::<Result<_>>()?;
         let mut nnz = 0i64;
         let counted = self.op.run(rec, Vec::new(), || {
-            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded. Getting
-            // the size waits for the phase inside cuSPARSE: the documented blocking step.
+            setup.inputs.check()?;
+            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded, on the
+            // factors' structure this phase sees (checked just above, under this launch's
+            // marks), which sized the three buffers. Getting the size waits for the phase
+            // inside cuSPARSE: the documented blocking step.
             unsafe { calls::reuse_nnz(g, &mut sizes, [ptrs[0], ptrs[1], ptrs[2]]) }?;
             nnz = calls::sp_mat_size(g.c)?.2;
             Ok(())
@@ -301,8 +309,13 @@ impl Sparse {
         record(&mut rec, "c.indices", &indices, Access::Write)?;
         record(&mut rec, "c.values", &values, Access::Write)?;
         let p5 = buf5.raw_device_ptr()? as *mut std::ffi::c_void;
-        // SAFETY: as above; the nnz phase ran with its buffers, still live and recorded.
-        let copied = self.op.run(rec, Vec::new(), || unsafe { calls::reuse_copy(g, &mut size5, p5) });
+        let copied = self.op.run(rec, Vec::new(), || {
+            setup.inputs.check()?;
+            // SAFETY: as above; the nnz phase ran with its buffers, still live and recorded, on
+            // the factors' structure this phase sees (checked just above, under this launch's
+            // marks), which sized C.
+            unsafe { calls::reuse_copy(g, &mut size5, p5) }
+        });
         if let Err(e) = copied {
             retire(&self.op, objects);
             return Err(e);
