@@ -151,9 +151,10 @@ impl Sparse {
                 "use i32 indices, or the one-shot spgemm",
             ));
         }
-        let inputs = factor_structure("spgemm_reuse", &self.op.device, a, b);
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
+        // After every check of the arguments: a refused op leaves solo mode as it was.
+        let inputs = factor_structure("spgemm_reuse", &self.op.device, a, b);
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
         let offsets: GpuRef<I> = dev.alloc(stream, a.rows + 1)?;
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;

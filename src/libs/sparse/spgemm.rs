@@ -112,9 +112,10 @@ impl Sparse {
         b: &SparseMatrix<T, I>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
         check_factors(a, b)?;
-        let inputs = factor_structure("spgemm", &self.op.device, a, b);
         let mut rec = self.op.recorder("spgemm.work_estimation");
         record_factors(&mut rec, a, b)?;
+        // After every check of the arguments: a refused op leaves solo mode as it was.
+        let inputs = factor_structure("spgemm", &self.op.device, a, b);
         if self.simulated() {
             return self.sim_spgemm(rec, alpha, a, b, &inputs);
         }
