@@ -11,6 +11,8 @@ impl<D: BufferOwner> BufferTrack<D> {
     /// pending mark on the buffer, it is the write that launch follows, and none can commit
     /// until the mark is gone. Solo launches never reach the state (see `solo`): a caller that
     /// needs their writes too closes solo mode first.
+    // Its one user is cuSPARSE's count-then-fill ops.
+    #[cfg_attr(not(feature = "cusparse"), allow(dead_code))]
     pub(crate) fn last_write_pos(&self) -> Option<Pos> {
         crate::sync::lock(&self.state).last_write.as_ref().map(|ev| ev.pos())
     }
