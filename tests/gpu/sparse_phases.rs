@@ -65,9 +65,9 @@ fn two_per_row(spread: bool) -> (Vec<i32>, Vec<i32>) {
 /// The 2x2 blocks a CSR structure touches.
 fn blocks(offsets: &[i32], indices: &[i32]) -> usize {
     let mut seen = std::collections::BTreeSet::new();
-    for r in 0..offsets.len() - 1 {
-        for p in offsets[r] as usize..offsets[r + 1] as usize {
-            seen.insert((r / 2, indices[p] / 2));
+    for (r, ends) in offsets.windows(2).enumerate() {
+        for c in &indices[ends[0] as usize..ends[1] as usize] {
+            seen.insert((r / 2, c / 2));
         }
     }
     seen.len()
