@@ -49,7 +49,7 @@ fn write_between<T: cusched::Element>(
 #[track_caller]
 fn refused<T: std::fmt::Debug>(got: cusched::Result<T>, op: &str, arg: &str) {
     match got {
-        Err(Error::InputChanged { op: o, arg: a, buffer }) => assert_eq!((o, a), (op, arg), "refused for {buffer}"),
+        Err(Error::InputChanged { op: o, arg: a, buffer, .. }) => assert_eq!((o, a), (op, arg), "refused for {buffer}"),
         other => panic!("expected {op} to refuse with InputChanged for `{arg}`, got {other:?}"),
     }
 }
@@ -106,5 +106,35 @@ fn dense_to_csr_refuses_a_matrix_written_after_the_count() {
     let m = h.sparse().unwrap().dense_to_csr::<f32, i32>(DenseMatrix::new(&dense, 64, 64)).unwrap().wait().unwrap();
     assert_eq!(m.nnz(), 64 * 64);
     assert!(m.values().download(s).unwrap().iter().all(|&x| x == 2.0));
+    d.synchronize(s).unwrap();
+}
+
+/// A reusable product set up for A with two entries per row in columns 0 and 1 (a C of 128
+/// entries); A's indices are then spread (a product of about 256 entries). Without the refusal
+/// the compute runs the plan's buffers, sized for the old structure, over the new one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spgemm_reuse_compute_refuses_a_structure_written_after_the_setup() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let other = d.new_stream().unwrap();
+    let (offsets, old) = two_per_row(false);
+    let (_, new) = two_per_row(true);
+    let (o, i) = (d.upload(s, &offsets).unwrap(), d.upload(s, &old).unwrap());
+    let v = d.upload(s, &vec![1.0f32; 128]).unwrap();
+    let a = SparseMatrix::csr(64, 64, 128, &o, &i, &v).unwrap();
+    let (bo, bi) = (d.upload(s, &offsets).unwrap(), d.upload(s, &new).unwrap());
+    let b = SparseMatrix::csr(64, 64, 128, &bo, &bi, &d.upload(s, &vec![1.0f32; 128]).unwrap()).unwrap();
+    let plan = h.sparse().unwrap().spgemm_reuse(&a, &b).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    i.copy_from_slice(other, &new).unwrap();
+    let got = h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).and_then(|c| c.wait());
+    refused(got, "spgemm_reuse_compute", "a.indices");
+    // Values alone are what reuse is for.
+    v.copy_from_slice(other, &vec![2.0f32; 128]).unwrap();
+    let plan = h.sparse().unwrap().spgemm_reuse(&a, &b).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    v.copy_from_slice(other, &vec![3.0f32; 128]).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    assert!(plan.c().values().download(s).unwrap().iter().all(|&x| x % 3.0 == 0.0 && x > 0.0));
     d.synchronize(s).unwrap();
 }

@@ -62,7 +62,7 @@ fn write_between<T: cusched::Element>(
 #[track_caller]
 fn refused<T: std::fmt::Debug>(got: cusched::Result<T>, op: &str, arg: &str) {
     match got {
-        Err(Error::InputChanged { op: o, arg: a, buffer }) => {
+        Err(Error::InputChanged { op: o, arg: a, buffer, .. }) => {
             assert_eq!((o, a), (op, arg), "refused for {buffer}");
         }
         other => panic!("expected {op} to refuse with InputChanged for `{arg}`, got {other:?}"),
@@ -189,5 +189,69 @@ fn spgemm_reuse_refuses_a_factor_structure_written_during_its_setup() {
     h.sparse().unwrap().spgemm_reuse_compute(&plan, 2.0, 0.0).unwrap().wait().unwrap();
     assert_eq!(plan.c().indices().download(s).unwrap(), [1, 0]);
     assert_eq!(plan.c().values().download(s).unwrap(), [2.0, 2.0]);
+    assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+}
+
+/// `dense_to_bsr` counts through `dense_to_csr`: a write during that step is refused under the
+/// name of the op called, not of the step.
+#[test]
+fn dense_to_bsr_names_itself_when_its_dense_step_sees_a_write() {
+    let (d, s, other, mut h) = setup();
+    let dense = d.upload(s, &[1.0f64, 0.0, 0.0, 0.0]).unwrap();
+    write_between(&d, "dense_to_csr.analysis", &dense, other, vec![0.0, 5.0, 7.0, 9.0]);
+    let got = h.sparse().unwrap().dense_to_bsr(DenseMatrix::new(&dense, 2, 2), 1).and_then(|c| c.wait());
+    refused(got, "dense_to_bsr", "dense");
+    assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+}
+
+/// A reusable product's buffers and `C`'s structure are sized from the factors' structure at
+/// its setup: a compute after a write of a factor's offsets or indices, or of `C`'s, is
+/// refused naming the argument (before the fix the simulator computed the new product at the
+/// old structure, dropping entries; on the GPU cuSPARSE may overrun the plan's buffers). A
+/// plan set up again computes the new product.
+#[test]
+fn spgemm_reuse_compute_refuses_a_structure_written_after_the_setup() {
+    let (d, s, other, mut h) = setup();
+    let (a, b) = (identity(&d, s), identity(&d, s));
+    let plan = h.sparse().unwrap().spgemm_reuse(&a, &b).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    // A swaps the columns: A B's entries move to (0, 1) and (1, 0).
+    a.indices().copy_from_slice(other, &[1, 0]).unwrap();
+    let got = h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).and_then(|c| c.wait());
+    refused(got, "spgemm_reuse_compute", "a.indices");
+    // The same with a write of B's offsets on the op's own stream, and of C's indices.
+    let (a2, b2) = (identity(&d, s), identity(&d, s));
+    let plan2 = h.sparse().unwrap().spgemm_reuse(&a2, &b2).unwrap();
+    b2.offsets().copy_from_slice(s, &[0, 2, 2]).unwrap();
+    let got = h.sparse().unwrap().spgemm_reuse_compute(&plan2, 1.0, 0.0).and_then(|c| c.wait());
+    refused(got, "spgemm_reuse_compute", "b.offsets");
+    let plan3 = h.sparse().unwrap().spgemm_reuse(&a2, &identity(&d, s)).unwrap();
+    plan3.c().indices().copy_from_slice(other, &[0, 0]).unwrap();
+    let got = h.sparse().unwrap().spgemm_reuse_compute(&plan3, 1.0, 0.0).and_then(|c| c.wait());
+    refused(got, "spgemm_reuse_compute", "c.indices");
+    // Set up again, the plan computes the product of the new structure.
+    let plan = h.sparse().unwrap().spgemm_reuse(&a, &b).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    assert_eq!(plan.c().indices().download(s).unwrap(), [1, 0]);
+    assert_eq!(plan.c().values().download(s).unwrap(), [1.0, 1.0]);
+    assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
+}
+
+/// Values written between computes, by another stream or the op's own, are what reuse is for:
+/// the next compute takes them.
+#[test]
+fn spgemm_reuse_compute_takes_values_written_after_the_setup() {
+    let (d, s, other, mut h) = setup();
+    let (a, b) = (identity(&d, s), identity(&d, s));
+    let plan = h.sparse().unwrap().spgemm_reuse(&a, &b).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    a.values().copy_from_slice(other, &[3.0, 4.0]).unwrap();
+    b.values().copy_from_slice(s, &[5.0, 6.0]).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
+    assert_eq!(plan.c().values().download(s).unwrap(), [15.0, 24.0]);
+    // C's values too, read back with a nonzero beta.
+    plan.c().values().copy_from_slice(other, &[1.0, 2.0]).unwrap();
+    h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 1.0).unwrap().wait().unwrap();
+    assert_eq!(plan.c().values().download(s).unwrap(), [16.0, 26.0]);
     assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
 }
