@@ -155,19 +155,23 @@ pub enum Error {
         access_call: &'static str,
     },
 
-    /// An op made of several launches with a host step between them (it counts, the host
-    /// sizes the output from the count, and a later launch fills it) found one of its inputs
-    /// written by another launch after its first launch read it: the later launch would have
-    /// read contents the count was not made from, and the output could not hold them. Nothing
-    /// was enqueued for the later launch, and the output was freed.
-    #[error("{op}: {buffer} (argument `{arg}`) was written by another launch after the op counted it and before it filled its output sized from that count; order that write before or after the op (wait for one of them, or run both on one stream or lane), or retry the op")]
+    /// An op found one of the inputs its buffers or output were sized from written since it
+    /// read them. Either an op of several launches with a host step between them (it counts,
+    /// the host sizes the output from the count, and a later launch fills it) saw the write
+    /// between its first launch and a later one, or a compute with a reusable plan (cuSPARSE's
+    /// `SpGemmReuse`) saw a write of a structure array since the plan's setup. Either way the
+    /// launch would have read contents its buffers were not sized for; nothing was enqueued
+    /// for it (and an output sized from the count was freed).
+    #[error("{op}: {buffer} (argument `{arg}`) {what}")]
     InputChanged {
-        /// The op (`"csr_to_bsr"`, `"spgemm"`).
+        /// The op called (`"csr_to_bsr"`, `"spgemm"`, `"spgemm_reuse_compute"`).
         op: &'static str,
         /// The argument that was written.
         arg: &'static str,
         /// The buffer, as errors name it (`buffer #N "label"`).
         buffer: String,
+        /// When it was written, and what to do.
+        what: &'static str,
     },
 
     /// A preflight waited too long for another thread's launch on the same buffer to commit.

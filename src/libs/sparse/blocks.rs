@@ -52,7 +52,7 @@ impl Sparse {
     ) -> Result<Completion<SparseMatrix<T, i32>>> {
         // The block shape is checked before anything is recorded.
         block_grid("block", dense.rows, dense.cols, block)?;
-        let (csr, counted) = self.dense_to_sparse::<T, i32>(dense, Format::Csr)?;
+        let (csr, counted) = self.dense_to_sparse::<T, i32>(dense, Format::Csr, "dense_to_bsr")?;
         let (_, done) = self.csr_to_bsr_parts(&csr, block, "dense_to_bsr")?;
         // The conversion's own failure (the first phase's completion) is the op's too.
         Ok(self.op.device.join([counted.map(|_| None), done.map(Some)]).try_map(|v| {

@@ -179,7 +179,7 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        self.dense_to_sparse(dense, Format::Csr).map(|(_, done)| done)
+        self.dense_to_sparse(dense, Format::Csr, "dense_to_csr").map(|(_, done)| done)
     }
 
     /// The nonzeros of the dense `dense` (column- or row-major) as a CSC matrix with index type
@@ -192,7 +192,7 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        self.dense_to_sparse(dense, Format::Csc).map(|(_, done)| done)
+        self.dense_to_sparse(dense, Format::Csc, "dense_to_csc").map(|(_, done)| done)
     }
 
     /// The nonzeros of the dense `dense` (column- or row-major) as a COO matrix with index type
@@ -204,17 +204,19 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        self.dense_to_sparse(dense, Format::Coo).map(|(_, done)| done)
+        self.dense_to_sparse(dense, Format::Coo, "dense_to_coo").map(|(_, done)| done)
     }
 
     /// Dense → CSR, CSC or COO (`cusparseDenseToSparse_*`): the analysis counts the nonzeros
     /// (and writes the offsets of the compressed formats), the host waits for the count, the
     /// output's other arrays are allocated, and the conversion fills them. The output comes
-    /// back at once too, for ops that go on converting it on the stream.
+    /// back at once too, for ops that go on converting it on the stream. `op`: the op called,
+    /// which its errors name (`dense_to_bsr` converts through CSR).
     pub(super) fn dense_to_sparse<T: SparseValue, I: SparseIndex>(
         &mut self,
         dense: DenseMatrix<'_, T>,
         format: Format,
+        op: &'static str,
     ) -> Result<Converted<T, I>> {
         let ld = dense.check("dense", "dense.ld")?;
         if dense.rows > I::MAX || dense.cols > I::MAX {
@@ -223,10 +225,10 @@ impl Sparse {
                 format!("{}x{} does not fit {:?} indices", dense.rows, dense.cols, I::KIND),
             ));
         }
-        let (op, names) = match format {
-            Format::Csr => ("dense_to_csr", ["dense_to_csr.analysis", "dense_to_csr.convert"]),
-            Format::Csc => ("dense_to_csc", ["dense_to_csc.analysis", "dense_to_csc.convert"]),
-            _ => ("dense_to_coo", ["dense_to_coo.analysis", "dense_to_coo.convert"]),
+        let names = match format {
+            Format::Csr => ["dense_to_csr.analysis", "dense_to_csr.convert"],
+            Format::Csc => ["dense_to_csc.analysis", "dense_to_csc.convert"],
+            _ => ["dense_to_coo.analysis", "dense_to_coo.convert"],
         };
         // The compressed formats' offsets, written by the analysis; COO has none until counted.
         let outer = match format {

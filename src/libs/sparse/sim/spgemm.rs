@@ -173,33 +173,39 @@ impl Sparse {
     }
 
     /// The reusable SpGEMM's compute on the host: `C = alpha A B + beta C` at `C`'s structure,
-    /// from `A` and `B`'s current values (`C`'s read only when `beta` is not zero).
+    /// from `A` and `B`'s current values (`C`'s read only when `beta` is not zero), once the
+    /// launch found `structure` (the plan's structure arrays) unchanged since the setup.
     pub(in crate::libs::sparse) fn sim_spgemm_values<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
         alpha: T,
         beta: T,
         [a, b, c]: [&SparseMatrix<T, I>; 3],
+        structure: &SameInputs,
     ) -> Result<Completion<()>> {
         let (am, bm, cm) = (HostMat::of(a)?, HostMat::of(b)?, HostMat::of(c)?);
-        self.host(rec, move || {
-            let (o, cols, vals) = product(T::one(), &am, &bm)?;
-            let (major, minor) = (cm.major.read().to_vec(), cm.minor.as_ref().map(|m| m.read().to_vec()));
-            let minor = minor.unwrap_or_else(|| major.clone());
-            let mut out = cm.values.lock();
-            for r in 0..cm.rows {
-                let row = o[r]..o[r + 1];
-                for p in span("c.offsets", &major, r, cm.nnz)? {
-                    let j = at("c.indices", minor[p], cm.cols)?;
-                    // C's columns are sorted within the row, as the product's are.
-                    let ab = match cols[row.clone()].binary_search(&j) {
-                        Ok(q) => vals[row.start + q],
-                        Err(_) => T::zero(),
-                    };
-                    out[p] = blend(alpha, ab, beta, || out[p]);
+        self.host_checked(
+            rec,
+            || structure.check(),
+            move || {
+                let (o, cols, vals) = product(T::one(), &am, &bm)?;
+                let (major, minor) = (cm.major.read().to_vec(), cm.minor.as_ref().map(|m| m.read().to_vec()));
+                let minor = minor.unwrap_or_else(|| major.clone());
+                let mut out = cm.values.lock();
+                for r in 0..cm.rows {
+                    let row = o[r]..o[r + 1];
+                    for p in span("c.offsets", &major, r, cm.nnz)? {
+                        let j = at("c.indices", minor[p], cm.cols)?;
+                        // C's columns are sorted within the row, as the product's are.
+                        let ab = match cols[row.clone()].binary_search(&j) {
+                            Ok(q) => vals[row.start + q],
+                            Err(_) => T::zero(),
+                        };
+                        out[p] = blend(alpha, ab, beta, || out[p]);
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
     }
 }
