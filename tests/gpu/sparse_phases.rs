@@ -6,7 +6,7 @@
 //! under compute-sanitizer (`tools/sanitize.sh`), which must report nothing.
 
 use crate::common::*;
-use cusched::sparse::{DenseMatrix, SparseMatrix};
+use cusched::sparse::{DenseMatrix, Fill, SparseMatrix, Triangle};
 use cusched::{Device, Error, GpuRef, KernelTrace, OpInfo, StreamId, TraceOptions};
 use std::sync::{Arc, Mutex};
 
@@ -136,5 +136,79 @@ fn spgemm_reuse_compute_refuses_a_structure_written_after_the_setup() {
     v.copy_from_slice(other, &vec![3.0f32; 128]).unwrap();
     h.sparse().unwrap().spgemm_reuse_compute(&plan, 1.0, 0.0).unwrap().wait().unwrap();
     assert!(plan.c().values().download(s).unwrap().iter().all(|&x| x % 3.0 == 0.0 && x > 0.0));
+    d.synchronize(s).unwrap();
+}
+
+/// A 64x64 lower-triangular CSR matrix: 4 on the diagonal and a 1 left of it in every row but
+/// the first, in column `r - 1` (`far` false) or column 0 (`far` true): the same offsets and
+/// number of entries, another structure.
+fn lower(far: bool) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+    let (mut offsets, mut indices, mut values) = (vec![0], Vec::new(), Vec::new());
+    for r in 0..64i32 {
+        if r > 0 {
+            indices.push(if far { 0 } else { r - 1 });
+            values.push(1.0);
+        }
+        indices.push(r);
+        values.push(4.0);
+        offsets.push(indices.len() as i32);
+    }
+    (offsets, indices, values)
+}
+
+/// `L y = b` by forward substitution, `L` as [`lower`] makes it, `b` with `cols` columns
+/// (column-major).
+fn forward(far: bool, b: &[f64], cols: usize) -> Vec<f64> {
+    let (offsets, indices, values) = lower(far);
+    let mut y = b.to_vec();
+    for k in 0..cols {
+        let col = &mut y[k * 64..(k + 1) * 64];
+        for r in 0..64 {
+            let (lo, hi) = (offsets[r] as usize, offsets[r + 1] as usize);
+            let off: f64 = (lo..hi - 1).map(|p| values[p] * col[indices[p] as usize]).sum();
+            col[r] = (col[r] - off) / values[hi - 1];
+        }
+    }
+    y
+}
+
+/// The triangular solves keep their analysis across calls, made from A's structure then: a
+/// solve after a write of A's indices must not run the old analysis over the new structure
+/// (undefined in cuSPARSE). It analyses A anew and solves the new system; run under
+/// compute-sanitizer.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spsv_and_spsm_analyse_anew_after_a_structure_write() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let other = d.new_stream().unwrap();
+    let (offsets, near, values) = lower(false);
+    let (_, far, _) = lower(true);
+    let (o, i, v) = (d.upload(s, &offsets).unwrap(), d.upload(s, &near).unwrap(), d.upload(s, &values).unwrap());
+    let a = SparseMatrix::csr(64, 64, 127, &o, &i, &v).unwrap();
+    let tri = Triangle { fill: Fill::Lower, ..Triangle::default() };
+    let b: Vec<f64> = (0..128).map(|k| 1.0 + (k % 7) as f64).collect();
+    let db = d.upload(s, &b).unwrap();
+    let y = d.upload(s, &vec![f64::NAN; 128]).unwrap();
+    let close = |got: Vec<f64>, want: Vec<f64>, what: &str| {
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{what}: entry {k} is {g}, not {w}");
+        }
+    };
+    h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
+    close(y.download(s).unwrap()[..64].to_vec(), forward(false, &b[..64], 1), "spsv before the write");
+    let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
+    h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
+    close(y.download(s).unwrap(), forward(false, &b, 2), "spsm before the write");
+    assert_eq!(h.sparse().unwrap().analyses_made(), 2);
+    i.copy_from_slice(other, &far).unwrap();
+    h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
+    close(y.download(s).unwrap()[..64].to_vec(), forward(true, &b[..64], 1), "spsv after the write");
+    let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
+    h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
+    close(y.download(s).unwrap(), forward(true, &b, 2), "spsm after the write");
+    assert_eq!(h.sparse().unwrap().analyses_made(), 4, "each solve analysed the new structure");
+    // Solving again reuses the new analyses.
+    h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
+    assert_eq!(h.sparse().unwrap().analyses_made(), 4);
     d.synchronize(s).unwrap();
 }
