@@ -56,6 +56,10 @@
 //! are sized by the library's own `_bufferSize` query, cached per op and operands, and taken
 //! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
+//! A cached triangular-solve analysis holds for the structure it was made from: a solve that
+//! finds `A`'s offsets or indices written since (checked while it holds its buffers) analyses
+//! `A` anew. Making a matrix's first analysis ends the one-stream mode described below, so
+//! that writes on that stream are seen too.
 //!
 //! Some ops block the calling thread by the library's nature, documented on each:
 //! [`Sparse::spgemm`], [`Sparse::spgemm_reuse`] (making the reusable structure; its
@@ -123,7 +127,7 @@ use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
 
 use args::{not_in_matrix, output_access, output_access_if, record_matrix, takes, HostScalars};
-use descr::{dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
+use descr::{analysed_structure, dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
