@@ -155,6 +155,25 @@ pub enum Error {
         access_call: &'static str,
     },
 
+    /// An op found one of the inputs its buffers or output were sized from written since it
+    /// read them. Either an op of several launches with a host step between them (it counts,
+    /// the host sizes the output from the count, and a later launch fills it) saw the write
+    /// between its first launch and a later one, or a compute with a reusable plan (cuSPARSE's
+    /// `SpGemmReuse`) saw a write of a structure array since the plan's setup. Either way the
+    /// launch would have read contents its buffers were not sized for; nothing was enqueued
+    /// for it (and an output sized from the count was freed).
+    #[error("{op}: {buffer} (argument `{arg}`) {what}")]
+    InputChanged {
+        /// The op called (`"csr_to_bsr"`, `"spgemm"`, `"spgemm_reuse_compute"`).
+        op: &'static str,
+        /// The argument that was written.
+        arg: &'static str,
+        /// The buffer, as errors name it (`buffer #N "label"`).
+        buffer: String,
+        /// When it was written, and what to do.
+        what: &'static str,
+    },
+
     /// A preflight waited too long for another thread's launch on the same buffer to commit.
     #[error("{buffer} stayed held by another thread's uncommitted launch for {waited:?}; that thread must commit its recorder (DeviceConfig::preflight_timeout bounds this wait)")]
     BufferBusy {

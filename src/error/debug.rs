@@ -33,6 +33,7 @@ impl std::fmt::Debug for Error {
             Recording { what, hint },
             GraphUpdate { what, reason },
             BufferBusy { buffer, waited },
+            InputChanged { op, arg, buffer, what },
             BufferReserved { buffer, waited },
             FailedInput { buffer, label, op, cause },
             UndeclaredUse { buffer, lane, access, access_call },

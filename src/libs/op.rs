@@ -183,9 +183,24 @@ impl OpStream {
         keep: Vec<KeepAlive>,
         kernel: impl FnOnce() -> R + Send + 'static,
     ) -> Result<Completion<R>> {
+        self.run_sim_checked(rec, keep, || Ok(()), kernel)
+    }
+
+    /// [`run_sim`](Self::run_sim), running `check` first once the launch holds its buffers
+    /// (between its preflight and the kernel's enqueue): an error there enqueues nothing and
+    /// is the op's error.
+    #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
+    pub(crate) fn run_sim_checked<R: Send + 'static>(
+        &self,
+        rec: LaunchRecorder,
+        keep: Vec<KeepAlive>,
+        check: impl FnOnce() -> Result<()>,
+        kernel: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<Completion<R>> {
         let out = Arc::new(std::sync::Mutex::new(None));
         let slot = out.clone();
         let done = rec.launch_event(&self.device, |scope| {
+            check()?;
             scope.sim_kernel(move || {
                 let value = kernel();
                 *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(value);

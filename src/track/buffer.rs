@@ -3,12 +3,13 @@
 //! The files: this one holds [`BufferTrack`] (what it is made of, its name, its generation);
 //! `id.rs` the identities (buffer, kind, mark holder), `marks.rs` the use state and its
 //! pending marks (acquire, publish), `fold.rs` the fold of a committed use into that state,
-//! and `failure.rs` the failed-writer flag.
+//! `failure.rs` the failed-writer flag, and `written.rs` the last write's position.
 
 mod failure;
 mod fold;
 mod id;
 mod marks;
+mod written;
 
 use crate::backend::sim::FenceMutation;
 use crate::error::{Error, Result};

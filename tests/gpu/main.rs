@@ -82,6 +82,8 @@ mod sparse_layouts;
 #[cfg(feature = "cusparse")]
 mod sparse_mixed;
 #[cfg(feature = "cusparse")]
+mod sparse_phases;
+#[cfg(feature = "cusparse")]
 mod sparse_refusals;
 #[cfg(feature = "cutensor")]
 mod tensor;

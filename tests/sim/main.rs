@@ -97,6 +97,8 @@ mod sparse_mixed;
 #[cfg(feature = "cusparse")]
 mod sparse_more;
 #[cfg(feature = "cusparse")]
+mod sparse_phases;
+#[cfg(feature = "cusparse")]
 mod sparse_props;
 #[cfg(feature = "cusparse")]
 mod sparse_sim;

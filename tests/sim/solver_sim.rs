@@ -297,6 +297,46 @@ fn gesvd_and_gesvdj_reconstruct_with_the_reference_singular_values() {
     }
 }
 
+/// The full `U` of gesvd on `a0` (`m x n`, column-major, `m > n`): orthonormal, and with the
+/// singular values it reconstructs `a0`.
+fn full_u_is_orthonormal(fx: &mut Fx, a0: &[f64], m: usize, n: usize) {
+    let (a, s, u, vt) = (fx.upload(a0), fx.buf::<f64>(n), fx.buf::<f64>(m * m), fx.buf::<f64>(n * n));
+    let g = Gesvd { vectors: true, m, n, a: &a, lda: None, s: &s, u: &u, ldu: None, vt: &vt, ldvt: None };
+    fx.h.solver().unwrap().gesvd(&g).unwrap().wait().unwrap();
+    let (sv, um, vtm) = (down(fx, &s), down(fx, &u), down(fx, &vt));
+    let o = orthonormality(&um, m, m, f64::EPSILON);
+    assert!(o < 100.0, "{m}x{n}: the full U is {o} eps from orthonormal: {um:?}");
+    assert!(scaled(&usv(&um[..m * n], &sv, &transpose(&vtm, n, n), m, n, n), a0, m) < 100.0);
+}
+
+/// The columns of the full `U` past the thin factor complete its basis: each must be found
+/// even when no unit vector lies far from the thin factor's span. Here that span is every
+/// vector whose entries sum to zero, so its complement is `(1, 1, 1, 1, 1) / sqrt(5)` and every
+/// unit vector is within `sqrt(0.2)` of it, below the old first-fit threshold of 0.5: the fifth
+/// column stayed zero.
+#[test]
+fn gesvd_completes_the_full_u_when_every_unit_vector_lies_near_the_thin_span() {
+    let mut fx = fx();
+    let (m, n) = (5, 4);
+    // Column j is e_j - e_4: full rank, each column summing to zero.
+    let mut a0 = vec![0.0; m * n];
+    for j in 0..n {
+        a0[j * m + j] = 1.0;
+        a0[j * m + 4] = -1.0;
+    }
+    full_u_is_orthonormal(&mut fx, &a0, m, n);
+}
+
+/// The seed that found it: a random 9x6 matrix whose thin factor leaves the ninth column of
+/// the full `U` without a unit vector far enough from the span of the eight before it.
+#[test]
+fn gesvd_full_u_is_orthonormal_for_the_seed_that_left_a_column_zero() {
+    let mut rng = Rng::seeded(1795823587813265046);
+    let mut fx = fx();
+    let (m, n) = (9, 6);
+    full_u_is_orthonormal(&mut fx, &random(&mut rng, m * n), m, n);
+}
+
 #[test]
 fn batched_ops_compute_every_matrix_and_list_the_bad_ones() {
     let mut rng = Rng::new();

@@ -8,6 +8,7 @@
 
 use super::convert::Converted;
 use super::matrix::ValueType;
+use super::phases::SameInputs;
 use super::{calls, record_matrix, DenseMatrix, Format, Sparse, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -51,7 +52,7 @@ impl Sparse {
     ) -> Result<Completion<SparseMatrix<T, i32>>> {
         // The block shape is checked before anything is recorded.
         block_grid("block", dense.rows, dense.cols, block)?;
-        let (csr, counted) = self.dense_to_sparse::<T, i32>(dense, Format::Csr)?;
+        let (csr, counted) = self.dense_to_sparse::<T, i32>(dense, Format::Csr, "dense_to_bsr")?;
         let (_, done) = self.csr_to_bsr_parts(&csr, block, "dense_to_bsr")?;
         // The conversion's own failure (the first phase's completion) is the op's too.
         Ok(self.op.device.join([counted.map(|_| None), done.map(Some)]).try_map(|v| {
@@ -106,13 +107,16 @@ impl Sparse {
         let dev = self.op.device.clone();
         let offsets: GpuRef<i32> = dev.alloc(self.op.stream, brows + 1)?;
         record(&mut rec, "out.offsets", &offsets, Access::Write)?;
+        // The blocks depend on the structure only: the fill must see the one counted.
+        let inputs = SameInputs::new(name, &dev).input("a.offsets", &a.major).input("a.indices", &a.minor);
         let blocks = if self.simulated() {
-            self.sim_csr_to_bsr_count(rec, a, block, &offsets)?
+            self.sim_csr_to_bsr_count(rec, a, block, &offsets, &inputs)?
         } else {
             let h = self.handle()?;
             let (ao, ai, oo) = (dptr(&a.major)?, dptr(&a.minor)?, dptr(&offsets)?);
             let mut total = 0i32;
             self.op.run(rec, Vec::new(), || {
+                inputs.note()?;
                 // SAFETY: (1) a live handle on the fenced stream, its context current; (2) `a`'s
                 // arrays hold rows + 1 offsets and nnz indices (validated when `a` was made),
                 // `offsets` rows / block + 1 entries, recorded as written. The count's return to
@@ -137,16 +141,19 @@ impl Sparse {
         record(&mut rec, "out.indices", &indices, Access::Write)?;
         record(&mut rec, "out.values", &values, Access::Write)?;
         if self.simulated() {
-            let done = self.sim_block_convert(rec, a, out)?;
+            let done = self.sim_block_convert(rec, a, out, Some(&inputs))?;
             return Ok((made, done));
         }
         let h = self.handle()?;
         let from = calls::Arrays { offsets: dptr(&a.major)?, indices: dptr(&a.minor)?, values: dptr(&a.values)? };
         let to = calls::Arrays { offsets: dptr(&offsets)?, indices: dptr(&indices)?, values: dptr(&values)? };
         let done = self.op.run(rec, Vec::new(), || {
+            inputs.check()?;
             // SAFETY: (1) and (2) as above; (3) `offsets` holds the block-row offsets the count
             // wrote, `indices` and `values` the counted blocks and their block x block values,
-            // recorded as written.
+            // recorded as written; (4) `a`'s structure is the one counted: no write of it
+            // committed since the count read it (checked just above, under this launch's
+            // marks, which no write can pass until it commits).
             unsafe { calls::block_convert(h, true, T::CUDA_TYPE, shape, from, to) }?;
             Ok(out)
         });
@@ -178,7 +185,7 @@ impl Sparse {
         let out = SparseMatrix::csr(a.rows, a.cols, nnz, &offsets, &indices, &values)?;
         let made = out.clone();
         if self.simulated() {
-            let done = self.sim_block_convert(rec, a, out)?;
+            let done = self.sim_block_convert(rec, a, out, None)?;
             return Ok((made, done));
         }
         let h = self.handle()?;

@@ -2,6 +2,7 @@
 //! `cusparseXcoo2csr`), sparse → dense and dense → CSR, CSC or COO.
 
 use super::matrix::ValueType;
+use super::phases::SameInputs;
 use super::{
     calls, dense_words, mat_key, mat_words, not_in_matrix, record_matrix, DenseMatrix, Format, Sparse, SparseIndex,
     SparseMatrix, SparseValue,
@@ -178,7 +179,7 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        self.dense_to_sparse(dense, Format::Csr).map(|(_, done)| done)
+        self.dense_to_sparse(dense, Format::Csr, "dense_to_csr").map(|(_, done)| done)
     }
 
     /// The nonzeros of the dense `dense` (column- or row-major) as a CSC matrix with index type
@@ -191,7 +192,7 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        self.dense_to_sparse(dense, Format::Csc).map(|(_, done)| done)
+        self.dense_to_sparse(dense, Format::Csc, "dense_to_csc").map(|(_, done)| done)
     }
 
     /// The nonzeros of the dense `dense` (column- or row-major) as a COO matrix with index type
@@ -203,17 +204,19 @@ impl Sparse {
         &mut self,
         dense: DenseMatrix<'_, T>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        self.dense_to_sparse(dense, Format::Coo).map(|(_, done)| done)
+        self.dense_to_sparse(dense, Format::Coo, "dense_to_coo").map(|(_, done)| done)
     }
 
     /// Dense → CSR, CSC or COO (`cusparseDenseToSparse_*`): the analysis counts the nonzeros
     /// (and writes the offsets of the compressed formats), the host waits for the count, the
     /// output's other arrays are allocated, and the conversion fills them. The output comes
-    /// back at once too, for ops that go on converting it on the stream.
+    /// back at once too, for ops that go on converting it on the stream. `op`: the op called,
+    /// which its errors name (`dense_to_bsr` converts through CSR).
     pub(super) fn dense_to_sparse<T: SparseValue, I: SparseIndex>(
         &mut self,
         dense: DenseMatrix<'_, T>,
         format: Format,
+        op: &'static str,
     ) -> Result<Converted<T, I>> {
         let ld = dense.check("dense", "dense.ld")?;
         if dense.rows > I::MAX || dense.cols > I::MAX {
@@ -245,8 +248,10 @@ impl Sparse {
             }
             None => None,
         };
+        // The nonzeros counted are the dense matrix's: the conversion must see the same one.
+        let inputs = SameInputs::new(op, &dev).input("dense", dense.buf);
         if self.simulated() {
-            return self.sim_dense_to_sparse(rec, (dense, ld), format, offsets, names[1]);
+            return self.sim_dense_to_sparse(rec, (dense, ld), format, offsets, names[1], &inputs);
         }
         let h = self.handle()?;
         let parts = calls::SpMatParts {
@@ -273,6 +278,7 @@ impl Sparse {
         let bp = buffer.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut nnz = 0i64;
         let analysed = self.op.run(rec, Vec::new(), || {
+            inputs.note()?;
             // SAFETY: as above; (3) the buffer holds the size queried. Getting the size waits
             // for the analysis inside cuSPARSE: the documented blocking step.
             unsafe { calls::dense_to_sparse(h, da, db.get(), bp, false) }?;
@@ -297,8 +303,12 @@ impl Sparse {
         record(&mut rec, "out.values", &values, Access::Write)?;
         let arrays = calls::Arrays { offsets: dptr(&major)?, indices: dptr(&indices)?, values: dptr(&values)? };
         let done = self.op.run(rec, Vec::new(), || {
+            inputs.check()?;
             // SAFETY: (1) to (3) as above; (4) the output's arrays hold its offsets (or nnz row
-            // indices) and nnz indices and values, recorded as written.
+            // indices) and nnz indices and values, recorded as written; (5) `dense` holds the
+            // nonzeros counted: no write of it committed since the analysis read it (checked
+            // just above, under this launch's marks, which no write can pass until it
+            // commits).
             unsafe {
                 match format {
                     Format::Csr => calls::csr_set_pointers(db.get(), arrays.offsets, arrays.indices, arrays.values)?,

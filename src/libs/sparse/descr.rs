@@ -4,6 +4,7 @@
 
 use super::calls::{DnMat, DnVec, SpMat, SpVec};
 use super::matrix::ValueType;
+use super::phases::SameInputs;
 use super::{
     calls, reuse, DenseMatrix, Format, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseStorage, SparseValue,
     SparseVector,
@@ -13,6 +14,7 @@ use crate::libs::dptr;
 use crate::libs::dtype::CudaType;
 use crate::libs::object::Owned;
 use crate::memory::{Element, GpuRef};
+use std::sync::Arc;
 
 /// What a sparse matrix descriptor is made for.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,16 +37,30 @@ pub(super) struct DenseKey {
     row_major: bool,
 }
 
-/// A cached triangular-solve analysis: the descriptor and the buffer it keeps using.
+/// A cached triangular-solve analysis: the descriptor, the buffer it keeps using, and the
+/// matrix's structure arrays at the last writes the analysis saw (a solve that finds them
+/// written since analyses anew: see `phases`).
 pub(super) struct Analysis {
     pub(super) descr: Owned<calls::SpSv>,
     pub(super) buffer: GpuRef<u8>,
+    pub(super) structure: Arc<SameInputs>,
 }
 
 /// A cached analysis of a triangular solve with several right-hand sides.
 pub(super) struct ManyAnalysis {
     pub(super) descr: Owned<calls::SpSm>,
     pub(super) buffer: GpuRef<u8>,
+    pub(super) structure: Arc<SameInputs>,
+}
+
+/// The structure arrays of `a` that op `op`'s analysis is made from (the offsets, or COO's
+/// row indices, and the column indices); closes the device's solo mode (see `phases`).
+pub(super) fn analysed_structure<T: SparseStorage, I: SparseIndex>(
+    op: &'static str,
+    device: &crate::device::Device,
+    a: &SparseMatrix<T, I>,
+) -> Arc<SameInputs> {
+    Arc::new(SameInputs::new(op, device).input("a.offsets", &a.major).input("a.indices", &a.minor))
 }
 
 /// What a sparse-vector descriptor is made for: size, nonzeros, buffer ids and types.

@@ -56,6 +56,10 @@
 //! are sized by the library's own `_bufferSize` query, cached per op and operands, and taken
 //! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
+//! A cached triangular-solve analysis holds for the structure it was made from: a solve that
+//! finds `A`'s offsets or indices written since (checked while it holds its buffers) analyses
+//! `A` anew. Making a matrix's first analysis ends the one-stream mode described below, so
+//! that writes on that stream are seen too.
 //!
 //! Some ops block the calling thread by the library's nature, documented on each:
 //! [`Sparse::spgemm`], [`Sparse::spgemm_reuse`] (making the reusable structure; its
@@ -63,7 +67,14 @@
 //! ([`Sparse::dense_to_csr`], [`dense_to_csc`](Sparse::dense_to_csc),
 //! [`dense_to_coo`](Sparse::dense_to_coo), [`dense_to_bsr`](Sparse::dense_to_bsr)) and
 //! [`Sparse::csr_to_bsr`] learn the result's number of nonzeros (or blocks) only from a phase
-//! that cuSPARSE finishes on the GPU before returning it to the host.
+//! that cuSPARSE finishes on the GPU before returning it to the host. Their later launches
+//! fill an output sized from that count, so they must read the inputs the count read: a write
+//! of one (a sparse input's offsets or indices, a dense input) that another thread commits
+//! between the launches fails the op with [`Error::InputChanged`](crate::Error::InputChanged)
+//! before the fill is enqueued (order that write before or after the op, or retry it). On a
+//! device that has run work on one stream only, they first end the mode in which launches
+//! there skip the buffers' use states (as a launch on a second stream does), so that writes on
+//! their own stream are seen too.
 //!
 //! Structure validation that costs a pass over the data is [`SparseMatrix::check`], not part of
 //! every op.
@@ -94,6 +105,7 @@ mod descr;
 mod matrix;
 mod mixed;
 mod ops;
+mod phases;
 mod reuse;
 mod sim;
 mod solve_many;
@@ -115,7 +127,7 @@ use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
 
 use args::{not_in_matrix, output_access, output_access_if, record_matrix, takes, HostScalars};
-use descr::{dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
+use descr::{analysed_structure, dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -7,9 +7,16 @@
 //! and the two buffers the compute phase keeps using) live in the [`Sparse`] state that made
 //! them; the [`SpGemmReuse`] the caller holds names them. When it is dropped, the next op on
 //! that state hands them to the reaper, which destroys them after the work enqueued so far.
+//!
+//! The plan's buffers and `C`'s structure are sized from `A` and `B`'s structure at the
+//! setup, so the state also keeps the last writes of the structure arrays (the factors' offsets
+//! and indices, and `C`'s, which the setup made) as the setup saw them; each compute checks,
+//! while it holds its buffers, that none was written since (see `phases`), and otherwise
+//! refuses with [`Error::InputChanged`] before enqueueing. Values may change freely.
 
 use super::matrix::ValueType;
-use super::spgemm::{check_factors, product_descr, record_factors};
+use super::phases::SameInputs;
+use super::spgemm::{check_factors, factor_structure, product_descr, record_factors};
 use super::{
     calls, output_access, record_matrix, Format, HostScalars, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseValue,
 };
@@ -29,8 +36,9 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// indices, found once by
 /// [`Sparse::spgemm_reuse`], for recomputing `C`'s values with
 /// [`Sparse::spgemm_reuse_compute`] after `A` or `B`'s values change (their structure must
-/// not). Holds clones of `A`, `B` and `C`; `C`'s buffers are fresh and its values are set by
-/// the first compute.
+/// not: a compute after a write of `A`'s, `B`'s or `C`'s offsets or indices is refused with
+/// [`Error::InputChanged`]). Holds clones of `A`, `B` and `C`; `C`'s buffers are fresh and its
+/// values are set by the first compute.
 #[derive(Debug)]
 pub struct SpGemmReuse<T: SparseValue, I: SparseIndex = i32> {
     id: u64,
@@ -64,6 +72,31 @@ pub(super) struct ReuseState {
     id: u64,
     alive: Weak<()>,
     lib: Option<ReuseObjects>,
+    /// The structure arrays the plan was sized from, at their last writes the setup saw.
+    structure: Arc<SameInputs>,
+}
+
+/// What [`Error::InputChanged`] says of a structure written after the plan's setup.
+const AFTER_SETUP: &str = "was written after the reusable SpGEMM plan was set up from it: the plan's buffers and C's structure are sized from A's, B's and C's offsets and indices as they were then, and only values may change between computes; set the plan up again with spgemm_reuse";
+
+/// The structure arrays a compute with the plan of `a`, `b` and `c` must find unchanged, at
+/// the positions `setup` (the setup's phases) noted for the factors' and at the last writes
+/// now of `C`'s, which the setup made and wrote and nothing else holds yet.
+fn plan_structure<T: SparseValue, I: SparseIndex>(
+    device: &crate::device::Device,
+    setup: &SameInputs,
+    [a, b, c]: [&SparseMatrix<T, I>; 3],
+) -> SameInputs {
+    let structure = factor_structure("spgemm_reuse_compute", device, a, b)
+        .input("c.offsets", &c.major)
+        .input("c.indices", &c.minor)
+        .saying(AFTER_SETUP);
+    // Noted by the setup's first phase and checked by its others; unnoted, every compute is
+    // refused.
+    if let Some(seen) = setup.noted() {
+        structure.note_with(seen);
+    }
+    structure
 }
 
 /// The library objects of one reusable product.
@@ -121,6 +154,8 @@ struct Setup<'a, T: SparseValue, I: SparseIndex> {
     b: &'a SparseMatrix<T, I>,
     g: calls::Reuse,
     offsets: &'a GpuRef<I>,
+    /// The factors' structure the estimation saw, which every later phase must see.
+    inputs: &'a SameInputs,
 }
 
 impl Sparse {
@@ -150,26 +185,30 @@ impl Sparse {
         }
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
+        // After every check of the arguments: a refused op leaves solo mode as it was.
+        let inputs = factor_structure("spgemm_reuse", &self.op.device, a, b);
         let (dev, stream) = (self.op.device.clone(), self.op.stream);
         let offsets: GpuRef<I> = dev.alloc(stream, a.rows + 1)?;
         record(&mut rec, "c.offsets", &offsets, Access::Write)?;
         if self.simulated() {
-            let c = self.sim_spgemm_structure(rec, a, b, &offsets)?;
-            return Ok(self.register(None, a, b, c));
+            let c = self.sim_spgemm_structure(rec, a, b, &offsets, &inputs)?;
+            let structure = plan_structure(&dev, &inputs, [a, b, &c]);
+            return Ok(self.register(None, a, b, c, structure));
         }
         let h = self.handle()?;
         let (da, db) = (own_descr(a)?, own_descr(b)?);
         let dc = product_descr::<T, I>(a.rows, b.cols, &offsets)?;
         let descr = calls::spgemm_descr()?;
         let g = calls::Reuse { h, a: da.get(), b: db.get(), c: dc.get(), d: descr.get() };
-        let setup = Setup { a, b, g, offsets: &offsets };
+        let setup = Setup { a, b, g, offsets: &offsets, inputs: &inputs };
         let (objects, buf1, sizes) = self.reuse_estimate(&setup, rec, (descr, [da, db, dc]))?;
         let (objects, bufs, nnz) = self.reuse_count(&setup, &buf1, sizes, objects)?;
         let (objects, c, buf5) = self.reuse_copy(&setup, &bufs, nnz, objects)?;
 
         let [_, _, buf4] = <[GpuRef<u8>; 3]>::try_from(bufs).map_err(|_| Error::invalid("c", "three nnz buffers"))?;
         let (descr, mats) = objects;
-        Ok(self.register(Some(ReuseObjects { descr, mats, buffers: [buf4, buf5] }), a, b, c))
+        let structure = plan_structure(&dev, &inputs, [a, b, &c]);
+        Ok(self.register(Some(ReuseObjects { descr, mats, buffers: [buf4, buf5] }), a, b, c, structure))
     }
 
     /// Keeps a set-up product's objects in the state, and names them in the plan returned.
@@ -179,10 +218,12 @@ impl Sparse {
         a: &SparseMatrix<T, I>,
         b: &SparseMatrix<T, I>,
         c: SparseMatrix<T, I>,
+        structure: SameInputs,
     ) -> SpGemmReuse<T, I> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let alive = Arc::new(());
-        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), lib });
+        let structure = Arc::new(structure);
+        self.reuses.push(ReuseState { id, alive: Arc::downgrade(&alive), lib, structure });
         self.trim();
         SpGemmReuse { id, stream: self.op.stream, a: a.clone(), b: b.clone(), c, _alive: alive }
     }
@@ -209,6 +250,7 @@ impl Sparse {
         let mut sizes = [0usize; 3];
         let null = std::ptr::null_mut();
         let estimated = self.op.run(rec, Vec::new(), || {
+            setup.inputs.note()?;
             // SAFETY: as above, with the buffer of the size queried; the nnz phase's size query
             // follows the estimation.
             unsafe {
@@ -247,8 +289,11 @@ impl Sparse {
             bufs.iter().map(|b| b.raw_device_ptr().map(|p| p as _)).collect::<Result<_>>()?;
         let mut nnz = 0i64;
         let counted = self.op.run(rec, Vec::new(), || {
-            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded. Getting
-            // the size waits for the phase inside cuSPARSE: the documented blocking step.
+            setup.inputs.check()?;
+            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded, on the
+            // factors' structure this phase sees (checked just above, under this launch's
+            // marks), which sized the three buffers. Getting the size waits for the phase
+            // inside cuSPARSE: the documented blocking step.
             unsafe { calls::reuse_nnz(g, &mut sizes, [ptrs[0], ptrs[1], ptrs[2]]) }?;
             nnz = calls::sp_mat_size(g.c)?.2;
             Ok(())
@@ -301,8 +346,13 @@ impl Sparse {
         record(&mut rec, "c.indices", &indices, Access::Write)?;
         record(&mut rec, "c.values", &values, Access::Write)?;
         let p5 = buf5.raw_device_ptr()? as *mut std::ffi::c_void;
-        // SAFETY: as above; the nnz phase ran with its buffers, still live and recorded.
-        let copied = self.op.run(rec, Vec::new(), || unsafe { calls::reuse_copy(g, &mut size5, p5) });
+        let copied = self.op.run(rec, Vec::new(), || {
+            setup.inputs.check()?;
+            // SAFETY: as above; the nnz phase ran with its buffers, still live and recorded, on
+            // the factors' structure this phase sees (checked just above, under this launch's
+            // marks), which sized C.
+            unsafe { calls::reuse_copy(g, &mut size5, p5) }
+        });
         if let Err(e) = copied {
             retire(&self.op, objects);
             return Err(e);
@@ -317,6 +367,11 @@ impl Sparse {
     /// zero, `C`'s own (those of the last compute, or what was written into `plan.c()`'s values
     /// since: before the first compute they are unset, so pass a zero `beta` there). One
     /// asynchronous enqueue; call it on the [`Sparse`] state (the stream) that made the plan.
+    ///
+    /// A write of `A`'s, `B`'s or `C`'s offsets or indices committed since the setup (by any
+    /// thread, on any stream) fails it with [`Error::InputChanged`] naming the array, with
+    /// nothing enqueued: the plan's buffers were sized for the structure the setup saw. Set
+    /// the plan up again after changing a structure.
     pub fn spgemm_reuse_compute<T: SparseValue, I: SparseIndex>(
         &mut self,
         plan: &SpGemmReuse<T, I>,
@@ -333,6 +388,7 @@ impl Sparse {
             let parts = (l.mats[0].get(), l.mats[1].get(), l.mats[2].get(), l.descr.get());
             (parts, l.buffers.clone())
         });
+        let structure = state.structure.clone();
         let (a, b, c) = (&plan.a, &plan.b, &plan.c);
         let mut rec = self.op.recorder("spgemm_reuse.compute");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
@@ -341,17 +397,21 @@ impl Sparse {
         record(&mut rec, "c.indices", &c.minor, Access::Read)?;
         record(&mut rec, "c.values", &c.values, output_access(beta))?;
         let Some(((ma, mb, mc, d), buffers)) = lib else {
-            return self.sim_spgemm_values(rec, alpha, beta, [a, b, c]);
+            return self.sim_spgemm_values(rec, alpha, beta, [a, b, c], &structure);
         };
         let g = calls::Reuse { h: self.handle()?, a: ma, b: mb, c: mc, d };
         record(&mut rec, "nnz buffer 4", &buffers[0], Access::ReadWrite)?;
         record(&mut rec, "copy buffer", &buffers[1], Access::ReadWrite)?;
         let sc = HostScalars::new(alpha, beta);
         let done = self.op.run(rec, Vec::new(), || {
+            structure.check()?;
             // SAFETY: (1) a live handle; (2) the plan's own descriptors point at A, B and C's
             // live buffers, recorded on this op (C's values as read too when `beta` is not
             // zero); (3) host scalars of T, 16-byte aligned (`HostScalars`); (4) the copy phase
-            // ran (earlier on this stream) and its buffers live with the plan.
+            // ran (earlier on this stream) and its buffers live with the plan; (5) A's, B's and
+            // C's offsets and indices are those the setup sized the plan's buffers and C from:
+            // none was written since (checked just above, under this launch's marks, which no
+            // write can pass until it commits).
             unsafe { calls::reuse_compute(g, sc.raw()) }
         });
         self.trim();

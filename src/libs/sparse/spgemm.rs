@@ -7,6 +7,7 @@
 //! is then enqueued without waiting, and `C` comes back through the completion.
 
 use super::matrix::ValueType;
+use super::phases::SameInputs;
 use super::{calls, not_in_matrix, record_matrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
@@ -20,13 +21,29 @@ use crate::track::Access;
 /// a phase reached the stream (its work may still use them).
 type Objects = (Owned<calls::SpGemm>, Owned<calls::SpMat>);
 
-/// One SpGEMM between its phases: the factors, the call's arguments and the host scalars
-/// they point to (kept in place by the caller).
+/// One SpGEMM between its phases: the factors, the call's arguments, the host scalars they
+/// point to (kept in place by the caller) and the factors' structure the estimation saw.
 struct Product<'a, T: SparseValue, I: SparseIndex> {
     a: &'a SparseMatrix<T, I>,
     b: &'a SparseMatrix<T, I>,
     g: calls::SpGemmArgs,
     sc: &'a HostScalars<T>,
+    inputs: &'a SameInputs,
+}
+
+/// The factors' structure arrays, which size every buffer of the product and `C` itself: each
+/// phase after the first must see the ones the first saw.
+pub(super) fn factor_structure<T: SparseValue, I: SparseIndex>(
+    op: &'static str,
+    device: &crate::device::Device,
+    a: &SparseMatrix<T, I>,
+    b: &SparseMatrix<T, I>,
+) -> SameInputs {
+    SameInputs::new(op, device)
+        .input("a.offsets", &a.major)
+        .input("a.indices", &a.minor)
+        .input("b.offsets", &b.major)
+        .input("b.indices", &b.minor)
 }
 
 /// Checks that `a` and `b` are CSR matrices that multiply.
@@ -97,8 +114,10 @@ impl Sparse {
         check_factors(a, b)?;
         let mut rec = self.op.recorder("spgemm.work_estimation");
         record_factors(&mut rec, a, b)?;
+        // After every check of the arguments: a refused op leaves solo mode as it was.
+        let inputs = factor_structure("spgemm", &self.op.device, a, b);
         if self.simulated() {
-            return self.sim_spgemm(rec, alpha, a, b);
+            return self.sim_spgemm(rec, alpha, a, b, &inputs);
         }
         let h = self.handle()?;
         let (rows, cols) = (a.rows, b.cols);
@@ -109,7 +128,7 @@ impl Sparse {
         let beta = T::zero();
         let sc = HostScalars::new(alpha, beta);
         let g = calls::SpGemmArgs { h, s: sc.raw(), a: da, b: db, c: dc.get(), d: descr.get() };
-        let p = Product { a, b, g, sc: &sc };
+        let p = Product { a, b, g, sc: &sc, inputs: &inputs };
         let (objects, buf1, size2) = self.spgemm_estimate(&p, rec, (descr, dc))?;
         let (objects, buf2, nnz) = self.spgemm_compute(&p, &buf1, size2, objects)?;
 
@@ -126,9 +145,11 @@ impl Sparse {
         record(&mut rec, "c.values", &values, Access::Write)?;
         let ptrs = (dptr(&offsets)?, dptr(&indices)?, dptr(&values)?);
         let done = self.op.run(rec, Vec::new(), || {
+            inputs.check()?;
             let g = calls::SpGemmArgs { s: sc.raw(), ..g };
             // SAFETY: as in the phases before; C's arrays hold rows + 1 offsets and nnz indices
-            // and values, and are recorded as written.
+            // and values, and are recorded as written; the factors' structure is the one the
+            // phases before saw (checked just above, under this launch's marks).
             unsafe {
                 calls::csr_set_pointers(g.c, ptrs.0, ptrs.1, ptrs.2)?;
                 calls::spgemm_copy(g)
@@ -160,6 +181,7 @@ impl Sparse {
         let p1 = buf1.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut size2 = 0;
         let estimated = self.op.run(rec, Vec::new(), || {
+            p.inputs.note()?;
             let g = calls::SpGemmArgs { s: sc.raw(), ..g };
             // SAFETY: as above, with the buffer of the size queried; the compute phase's size
             // query follows the estimation on the stream.
@@ -194,9 +216,12 @@ impl Sparse {
         let p2 = buf2.raw_device_ptr()? as *mut std::ffi::c_void;
         let mut nnz = 0i64;
         let computed = self.op.run(rec, Vec::new(), || {
+            p.inputs.check()?;
             let g = calls::SpGemmArgs { s: sc.raw(), ..g };
-            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded. Getting
-            // the size waits for the phase inside cuSPARSE: the documented blocking step.
+            // SAFETY: as above; the estimation ran with `buf1`, still live and recorded, on the
+            // factors' structure this phase sees (checked just above, under this launch's
+            // marks), which sized `buf2`. Getting the size waits for the phase inside cuSPARSE:
+            // the documented blocking step.
             unsafe { calls::spgemm_compute(g, &mut size2, p2) }?;
             nnz = calls::sp_mat_size(g.c)?.2;
             Ok(())

@@ -7,6 +7,7 @@ use super::{at, span};
 use crate::completion::Completion;
 use crate::error::Result;
 use crate::libs::sparse::matrix::IndexArith;
+use crate::libs::sparse::phases::SameInputs;
 use crate::libs::sparse::{Format, Sparse, SparseMatrix, SparseValue};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
@@ -35,42 +36,50 @@ impl Sparse {
         a: &SparseMatrix<T, i32>,
         block: usize,
         offsets: &GpuRef<i32>,
+        inputs: &SameInputs,
     ) -> Result<usize> {
         // The count reads the structure only (the values are not declared for it).
         let (ao, ai, om) = (a.major.sim_data()?, a.minor.sim_data()?, offsets.sim_data()?);
         let (rows, cols, nnz) = (a.rows, a.cols, a.nnz);
-        self.host(rec, move || {
-            let (offs, idx) = (ao.read().to_vec(), ai.read().to_vec());
-            let mut counts = vec![0i32];
-            let mut total = 0;
-            for br in 0..rows / block {
-                let mut cols_of = std::collections::BTreeSet::new();
-                for r in br * block..(br + 1) * block {
-                    for p in span("a.offsets", &offs, r, nnz)? {
-                        cols_of.insert(at("a.indices", idx[p], cols)? / block);
+        self.host_checked(
+            rec,
+            || inputs.note(),
+            move || {
+                let (offs, idx) = (ao.read().to_vec(), ai.read().to_vec());
+                let mut counts = vec![0i32];
+                let mut total = 0;
+                for br in 0..rows / block {
+                    let mut cols_of = std::collections::BTreeSet::new();
+                    for r in br * block..(br + 1) * block {
+                        for p in span("a.offsets", &offs, r, nnz)? {
+                            cols_of.insert(at("a.indices", idx[p], cols)? / block);
+                        }
                     }
+                    total += cols_of.len();
+                    counts.push(i32::from_usize(total));
                 }
-                total += cols_of.len();
-                counts.push(i32::from_usize(total));
-            }
-            om.lock().copy_from_slice(&counts);
-            Ok(total)
-        })?
+                om.lock().copy_from_slice(&counts);
+                Ok(total)
+            },
+        )?
         .wait()
     }
 
     /// CSR → BSR's second phase (`out` BSR) or BSR → CSR (`out` CSR): `a`'s entries into
-    /// `out`'s fresh arrays.
+    /// `out`'s fresh arrays. `inputs`: the first phase's inputs, which must be unchanged (CSR
+    /// → BSR).
     pub(in crate::libs::sparse) fn sim_block_convert<T: SparseValue>(
         &mut self,
         rec: LaunchRecorder,
         a: &SparseMatrix<T, i32>,
         out: SparseMatrix<T, i32>,
+        inputs: Option<&SameInputs>,
     ) -> Result<Completion<SparseMatrix<T, i32>>> {
         let am = HostMat::of(a)?;
         let (oo, oi, ov) = (out.major.sim_data()?, out.minor.sim_data()?, out.values.sim_data()?);
         let (to_bsr, b) = (out.format == Format::Bsr, out.block.max(a.block));
-        self.host(rec, move || {
+        let check = || inputs.map_or(Ok(()), SameInputs::check);
+        self.host_checked(rec, check, move || {
             let e = am.entries()?;
             let (mut offs, mut idx, mut val) = (vec![0i32], Vec::new(), Vec::new());
             if to_bsr {

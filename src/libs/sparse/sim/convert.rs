@@ -5,6 +5,7 @@ use super::host::{HostDense, HostMat};
 use crate::completion::Completion;
 use crate::error::Result;
 use crate::libs::sparse::matrix::IndexArith;
+use crate::libs::sparse::phases::SameInputs;
 use crate::libs::sparse::{DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
@@ -119,9 +120,10 @@ impl Sparse {
         format: Format,
         offsets: Option<GpuRef<I>>,
         convert: &'static str,
+        inputs: &SameInputs,
     ) -> Result<crate::libs::sparse::convert::Converted<T, I>> {
         use crate::track::Access;
-        let nnz = self.sim_dense_count(rec, (dense, ld), format == Format::Csc, offsets.clone())?;
+        let nnz = self.sim_dense_count(rec, (dense, ld), format == Format::Csc, offsets.clone(), inputs)?;
         let compressed = offsets.is_some();
         let (major, indices, values) = self.sparse_arrays::<T, I>(offsets, nnz)?;
         let out = SparseMatrix::new(format, dense.rows, dense.cols, nnz, &major, &indices, &values)?;
@@ -135,7 +137,7 @@ impl Sparse {
         crate::libs::record(&mut rec, "out.indices", &indices, Access::Write)?;
         crate::libs::record(&mut rec, "out.values", &values, Access::Write)?;
         let made = out.clone();
-        Ok((made, self.sim_dense_fill(rec, (dense, ld), out)?))
+        Ok((made, self.sim_dense_fill(rec, (dense, ld), out, inputs)?))
     }
 
     /// Dense → sparse's first phase: counts the nonzeros of each row (each column, `by_col`)
@@ -147,24 +149,29 @@ impl Sparse {
         (dense, ld): (DenseMatrix<'_, T>, i64),
         by_col: bool,
         offsets: Option<GpuRef<I>>,
+        inputs: &SameInputs,
     ) -> Result<usize> {
         let dm = HostDense::of(&dense, ld)?;
         let om = offsets.map(|o| o.sim_data()).transpose()?;
-        self.host(rec, move || {
-            let d = dm.mem.read().to_vec();
-            let (outer, inner) = if by_col { (dm.cols, dm.rows) } else { (dm.rows, dm.cols) };
-            let at = |o: usize, i: usize| if by_col { dm.at(i, o) } else { dm.at(o, i) };
-            let mut counts = vec![I::from_usize(0)];
-            let mut total = 0usize;
-            for o in 0..outer {
-                total += (0..inner).filter(|&i| !d[at(o, i)].is_zero()).count();
-                counts.push(I::from_usize(total));
-            }
-            if let Some(om) = om {
-                om.lock().copy_from_slice(&counts);
-            }
-            Ok(total)
-        })?
+        self.host_checked(
+            rec,
+            || inputs.note(),
+            move || {
+                let d = dm.mem.read().to_vec();
+                let (outer, inner) = if by_col { (dm.cols, dm.rows) } else { (dm.rows, dm.cols) };
+                let at = |o: usize, i: usize| if by_col { dm.at(i, o) } else { dm.at(o, i) };
+                let mut counts = vec![I::from_usize(0)];
+                let mut total = 0usize;
+                for o in 0..outer {
+                    total += (0..inner).filter(|&i| !d[at(o, i)].is_zero()).count();
+                    counts.push(I::from_usize(total));
+                }
+                if let Some(om) = om {
+                    om.lock().copy_from_slice(&counts);
+                }
+                Ok(total)
+            },
+        )?
         .wait()
     }
 
@@ -175,32 +182,37 @@ impl Sparse {
         rec: LaunchRecorder,
         (dense, ld): (DenseMatrix<'_, T>, i64),
         out: SparseMatrix<T, I>,
+        inputs: &SameInputs,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
         let dm = HostDense::of(&dense, ld)?;
         let (oi, ov) = (out.minor.sim_data()?, out.values.sim_data()?);
         let rows_out = (out.format == Format::Coo).then(|| out.major.sim_data()).transpose()?;
         let (nnz, by_col) = (out.nnz, out.format == Format::Csc);
-        self.host(rec, move || {
-            let d = dm.mem.read().to_vec();
-            let (outer, inner) = if by_col { (dm.cols, dm.rows) } else { (dm.rows, dm.cols) };
-            let at = |o: usize, i: usize| if by_col { dm.at(i, o) } else { dm.at(o, i) };
-            let (mut idx, mut val) = (oi.lock(), ov.lock());
-            let mut rows = rows_out.as_ref().map(|r| r.lock());
-            let mut p = 0;
-            for o in 0..outer {
-                for i in 0..inner {
-                    let v = d[at(o, i)];
-                    if !v.is_zero() && p < nnz {
-                        (idx[p], val[p]) = (I::from_usize(i), v);
-                        if let Some(r) = rows.as_mut() {
-                            r[p] = I::from_usize(o);
+        self.host_checked(
+            rec,
+            || inputs.check(),
+            move || {
+                let d = dm.mem.read().to_vec();
+                let (outer, inner) = if by_col { (dm.cols, dm.rows) } else { (dm.rows, dm.cols) };
+                let at = |o: usize, i: usize| if by_col { dm.at(i, o) } else { dm.at(o, i) };
+                let (mut idx, mut val) = (oi.lock(), ov.lock());
+                let mut rows = rows_out.as_ref().map(|r| r.lock());
+                let mut p = 0;
+                for o in 0..outer {
+                    for i in 0..inner {
+                        let v = d[at(o, i)];
+                        if !v.is_zero() && p < nnz {
+                            (idx[p], val[p]) = (I::from_usize(i), v);
+                            if let Some(r) = rows.as_mut() {
+                                r[p] = I::from_usize(o);
+                            }
+                            p += 1;
                         }
-                        p += 1;
                     }
                 }
-            }
-            drop((idx, val, rows));
-            Ok(out)
-        })
+                drop((idx, val, rows));
+                Ok(out)
+            },
+        )
     }
 }

@@ -79,7 +79,18 @@ impl Sparse {
         rec: LaunchRecorder,
         kernel: impl FnOnce() -> Result<R> + Send + 'static,
     ) -> Result<Completion<R>> {
-        let done = self.op.run_sim(rec, Vec::new(), kernel).map(|c| c.try_map(|r| r));
+        self.host_checked(rec, || Ok(()), kernel)
+    }
+
+    /// [`host`](Self::host), running `check` first once the launch holds its buffers (see
+    /// `OpStream::run_sim_checked`): the phases of an op that must see the same inputs.
+    fn host_checked<R: Send + 'static>(
+        &mut self,
+        rec: LaunchRecorder,
+        check: impl FnOnce() -> Result<()>,
+        kernel: impl FnOnce() -> Result<R> + Send + 'static,
+    ) -> Result<Completion<R>> {
+        let done = self.op.run_sim_checked(rec, Vec::new(), check, kernel).map(|c| c.try_map(|r| r));
         self.trim();
         done
     }

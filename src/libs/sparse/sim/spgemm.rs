@@ -6,6 +6,7 @@ use super::host::HostMat;
 use super::{at, blend, span};
 use crate::completion::Completion;
 use crate::error::{Error, Result};
+use crate::libs::sparse::phases::SameInputs;
 use crate::libs::sparse::{Format, Sparse, SparseIndex, SparseMatrix, SparseValue};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
@@ -55,17 +56,23 @@ impl Sparse {
         alpha: T,
         a: &SparseMatrix<T, I>,
         b: &SparseMatrix<T, I>,
+        inputs: &SameInputs,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
-        self.host(rec, move || {
-            am.csr(["a.offsets", "a.indices"])?;
-            bm.csr(["b.offsets", "b.indices"]).map(drop)
-        })?
+        self.host_checked(
+            rec,
+            || inputs.note(),
+            move || {
+                am.csr(["a.offsets", "a.indices"])?;
+                bm.csr(["b.offsets", "b.indices"]).map(drop)
+            },
+        )?
         .wait()?;
         let mut rec = self.op.recorder("spgemm.compute");
         crate::libs::sparse::spgemm::record_factors(&mut rec, a, b)?;
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
-        let (offsets, cols, vals) = self.host(rec, move || product(alpha, &am, &bm))?.wait()?;
+        let (offsets, cols, vals) =
+            self.host_checked(rec, || inputs.check(), move || product(alpha, &am, &bm))?.wait()?;
         let nnz = cols.len();
         if nnz > I::MAX {
             return Err(Error::invalid("c", format!("A B has {nnz} nonzeros, beyond {:?} indices", I::KIND)));
@@ -81,16 +88,20 @@ impl Sparse {
         crate::libs::record(&mut rec, "c.indices", &i, crate::track::Access::Write)?;
         crate::libs::record(&mut rec, "c.values", &v, crate::track::Access::Write)?;
         let (om, im, vm) = (o.sim_data()?, i.sim_data()?, v.sim_data()?);
-        self.host(rec, move || {
-            for (d, s) in om.lock().iter_mut().zip(&offsets) {
-                *d = I::from_usize(*s);
-            }
-            for (d, s) in im.lock().iter_mut().zip(&cols) {
-                *d = I::from_usize(*s);
-            }
-            vm.lock()[..vals.len()].copy_from_slice(&vals);
-            Ok(c)
-        })
+        self.host_checked(
+            rec,
+            || inputs.check(),
+            move || {
+                for (d, s) in om.lock().iter_mut().zip(&offsets) {
+                    *d = I::from_usize(*s);
+                }
+                for (d, s) in im.lock().iter_mut().zip(&cols) {
+                    *d = I::from_usize(*s);
+                }
+                vm.lock()[..vals.len()].copy_from_slice(&vals);
+                Ok(c)
+            },
+        )
     }
 
     /// The reusable SpGEMM's setup on the host, after its work estimation was recorded on
@@ -103,26 +114,35 @@ impl Sparse {
         a: &SparseMatrix<T, I>,
         b: &SparseMatrix<T, I>,
         offsets: &GpuRef<I>,
+        inputs: &SameInputs,
     ) -> Result<SparseMatrix<T, I>> {
         use crate::track::Access;
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
-        self.host(rec, move || {
-            am.csr(["a.offsets", "a.indices"])?;
-            bm.csr(["b.offsets", "b.indices"]).map(drop)
-        })?
+        self.host_checked(
+            rec,
+            || inputs.note(),
+            move || {
+                am.csr(["a.offsets", "a.indices"])?;
+                bm.csr(["b.offsets", "b.indices"]).map(drop)
+            },
+        )?
         .wait()?;
         let mut rec = self.op.recorder("spgemm_reuse.nnz");
         crate::libs::sparse::spgemm::record_factors(&mut rec, a, b)?;
         crate::libs::record(&mut rec, "c.offsets", offsets, Access::Write)?;
         let (am, bm, om) = (HostMat::of(a)?, HostMat::of(b)?, offsets.sim_data()?);
         let cols = self
-            .host(rec, move || {
-                let (o, cols, _) = product(T::one(), &am, &bm)?;
-                for (d, s) in om.lock().iter_mut().zip(&o) {
-                    *d = I::from_usize(*s);
-                }
-                Ok(cols)
-            })?
+            .host_checked(
+                rec,
+                || inputs.check(),
+                move || {
+                    let (o, cols, _) = product(T::one(), &am, &bm)?;
+                    for (d, s) in om.lock().iter_mut().zip(&o) {
+                        *d = I::from_usize(*s);
+                    }
+                    Ok(cols)
+                },
+            )?
             .wait()?;
         let nnz = cols.len();
         if nnz > I::MAX {
@@ -139,43 +159,53 @@ impl Sparse {
         crate::libs::record(&mut rec, "c.values", &v, Access::Write)?;
         let im = i.sim_data()?;
         // The first compute waits for the copy on the stream (it reads C's structure).
-        drop(self.host(rec, move || {
-            for (d, s) in im.lock().iter_mut().zip(&cols) {
-                *d = I::from_usize(*s);
-            }
-            Ok(())
-        })?);
+        drop(self.host_checked(
+            rec,
+            || inputs.check(),
+            move || {
+                for (d, s) in im.lock().iter_mut().zip(&cols) {
+                    *d = I::from_usize(*s);
+                }
+                Ok(())
+            },
+        )?);
         Ok(c)
     }
 
     /// The reusable SpGEMM's compute on the host: `C = alpha A B + beta C` at `C`'s structure,
-    /// from `A` and `B`'s current values (`C`'s read only when `beta` is not zero).
+    /// from `A` and `B`'s current values (`C`'s read only when `beta` is not zero), once the
+    /// launch found `structure` (the plan's structure arrays) unchanged since the setup.
     pub(in crate::libs::sparse) fn sim_spgemm_values<T: SparseValue, I: SparseIndex>(
         &mut self,
         rec: LaunchRecorder,
         alpha: T,
         beta: T,
         [a, b, c]: [&SparseMatrix<T, I>; 3],
+        structure: &SameInputs,
     ) -> Result<Completion<()>> {
         let (am, bm, cm) = (HostMat::of(a)?, HostMat::of(b)?, HostMat::of(c)?);
-        self.host(rec, move || {
-            let (o, cols, vals) = product(T::one(), &am, &bm)?;
-            let (major, minor) = (cm.major.read().to_vec(), cm.minor.as_ref().map(|m| m.read().to_vec()));
-            let minor = minor.unwrap_or_else(|| major.clone());
-            let mut out = cm.values.lock();
-            for r in 0..cm.rows {
-                let row = o[r]..o[r + 1];
-                for p in span("c.offsets", &major, r, cm.nnz)? {
-                    let j = at("c.indices", minor[p], cm.cols)?;
-                    // C's columns are sorted within the row, as the product's are.
-                    let ab = match cols[row.clone()].binary_search(&j) {
-                        Ok(q) => vals[row.start + q],
-                        Err(_) => T::zero(),
-                    };
-                    out[p] = blend(alpha, ab, beta, || out[p]);
+        self.host_checked(
+            rec,
+            || structure.check(),
+            move || {
+                let (o, cols, vals) = product(T::one(), &am, &bm)?;
+                let (major, minor) = (cm.major.read().to_vec(), cm.minor.as_ref().map(|m| m.read().to_vec()));
+                let minor = minor.unwrap_or_else(|| major.clone());
+                let mut out = cm.values.lock();
+                for r in 0..cm.rows {
+                    let row = o[r]..o[r + 1];
+                    for p in span("c.offsets", &major, r, cm.nnz)? {
+                        let j = at("c.indices", minor[p], cm.cols)?;
+                        // C's columns are sorted within the row, as the product's are.
+                        let ab = match cols[row.clone()].binary_search(&j) {
+                            Ok(q) => vals[row.start + q],
+                            Err(_) => T::zero(),
+                        };
+                        out[p] = blend(alpha, ab, beta, || out[p]);
+                    }
                 }
-            }
-            Ok(())
-        })
+                Ok(())
+            },
+        )
     }
 }

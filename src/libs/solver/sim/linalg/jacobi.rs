@@ -172,18 +172,24 @@ pub(crate) fn svd(a: &Mat, tol: f64, max_sweeps: u32) -> (Vec<f64>, Mat, Mat, Ja
 }
 
 /// Fills the columns of `u` not marked in `have` with unit vectors orthonormal to the others.
+///
+/// Each column is the unit vector `e_i` whose part outside the span of the columns so far is
+/// the largest, that part normalized. The parts' squared norms add up to the number of columns
+/// still missing, so the largest is at least `1 / m` of one: there is always one to take, and
+/// far enough from the span that two passes of Gram-Schmidt leave it orthogonal to rounding. A
+/// first `e_i` past a fixed threshold would not do: there may be none (every `e_i` lies within
+/// `sqrt(1 / 5)` of a span whose complement is `(1, 1, 1, 1, 1) / sqrt(5)`).
 pub(crate) fn complete(u: &mut Mat, have: &[bool]) {
     let m = u.rows;
     let mut filled: Vec<bool> = have.to_vec();
-    let mut candidate = 0;
     for k in 0..u.cols {
         if filled[k] {
             continue;
         }
-        while candidate < m {
+        let mut best: Option<(f64, Vec<C>)> = None;
+        for candidate in 0..m {
             let mut x = vec![ZERO; m];
             x[candidate] = ONE;
-            candidate += 1;
             // Twice is enough (Kahan's "twice is enough" for Gram-Schmidt).
             for _ in 0..2 {
                 for (j, _) in filled.iter().enumerate().filter(|(_, &f)| f) {
@@ -197,14 +203,16 @@ pub(crate) fn complete(u: &mut Mat, have: &[bool]) {
                 }
             }
             let norm = x.iter().map(|v| v.norm2()).sum::<f64>().sqrt();
-            if norm > 0.5 {
-                for (r, xr) in x.iter().enumerate() {
-                    *u.at_mut(r, k) = xr.scale(1.0 / norm);
-                }
-                filled[k] = true;
-                break;
+            if best.as_ref().is_none_or(|(b, _)| norm > *b) {
+                best = Some((norm, x));
             }
         }
+        // More columns than rows would leave nothing to take: `u` is never wider than tall.
+        let Some((norm, x)) = best.filter(|(norm, _)| *norm > 0.0) else { return };
+        for (r, xr) in x.iter().enumerate() {
+            *u.at_mut(r, k) = xr.scale(1.0 / norm);
+        }
+        filled[k] = true;
     }
 }
 
