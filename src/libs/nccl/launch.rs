@@ -11,14 +11,13 @@
 
 use super::calls::Call;
 use super::comm::{Backend, Communicator};
-use super::enqueue::enqueue_all;
+use super::enqueue::{enqueue_all, Watched};
 use super::sim::SimRank;
 use super::DType;
 use crate::completion::{Completion, KeepAlive, Shared};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
-use cudarc::driver::CudaStream;
 use smallvec::{smallvec, SmallVec};
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
@@ -41,7 +40,8 @@ pub(super) struct Planned {
     work: Work,
     fill: Arc<Shared<()>>,
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
-    /// between the op's call and its group's launch must not be freed before it.
+    /// between the op's call and its group's launch must not be freed before it. Empty for a
+    /// CUDA op launched in its call, whose caller's borrow keeps them through the launch.
     keep: Vec<KeepAlive>,
 }
 
@@ -49,7 +49,7 @@ pub(super) struct Planned {
 pub(super) enum Work {
     /// NCCL calls on the op's stream; `premul` holds a PreMulSum scalar (one element of
     /// `dtype`, little-endian) whose op replaces each call's reduction.
-    Cuda { calls: Vec<Call>, dtype: DType, premul: Option<[u8; 8]> },
+    Cuda { calls: Few<Call>, dtype: DType, premul: Option<[u8; 8]> },
     /// The simulated kernel; `collective` ops take a round number.
     Sim { collective: bool, body: SimBody, slot: Slot },
 }
@@ -140,27 +140,28 @@ fn abandon(ops: impl IntoIterator<Item = Planned>, e: &Error) {
 }
 
 /// Launches `rec`'s op (or queues it in this thread's open group) and returns its completion.
+/// `keep` makes the handles that keep the op's buffers alive, asked for only where the op
+/// outlives its call (queued in a group) or the simulator's kernel reads them later.
 pub(super) fn submit(
     rec: LaunchRecorder,
     device: &Device,
     comm: &Communicator,
     work: Work,
-    keep: Vec<KeepAlive>,
+    keep: impl FnOnce() -> Vec<KeepAlive>,
 ) -> Result<Completion<()>> {
     let (completion, fill) = Completion::queued(&device.shared);
     let completion = finished(completion, &work);
+    let in_group = GROUP.with(|g| g.borrow().is_some());
+    let keep = if in_group || matches!(work, Work::Sim { .. }) { keep() } else { Vec::new() };
     let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep };
-    let queued = GROUP.with(|g| match g.borrow_mut().as_mut() {
-        Some(ops) => {
-            ops.push(op);
-            None
-        }
-        None => Some(op),
-    });
-    match queued {
-        Some(op) => launch_all(smallvec![op]).map(|()| completion),
-        None => Ok(completion),
+    if !in_group {
+        return launch_all(smallvec![op]).map(|()| completion);
     }
+    GROUP.with(|g| match g.borrow_mut().as_mut() {
+        Some(ops) => ops.push(op),
+        None => abandon([op], &Error::invalid("group", "the group closed while its op was queued")),
+    });
+    Ok(completion)
 }
 
 /// The caller's completion: on the simulator, the op's event and then the kernel's outcome. A
@@ -191,19 +192,21 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
         return Err(e);
     }
     let mut ops = ops;
-    let fills: Few<_> =
-        ops.iter_mut().map(|op| (op.fill.clone(), op.comm.clone(), std::mem::take(&mut op.keep))).collect();
+    let fills: Few<_> = ops.iter_mut().map(|op| (op.fill.clone(), std::mem::take(&mut op.keep))).collect();
     let mut entered: Few<Entered> = Few::new();
-    let result = nest(&mut ops.into_iter(), &mut entered);
+    let mut watched: Few<Watched> = Few::new();
+    let result = nest(&mut ops.into_iter(), &mut entered, &mut watched);
     match result {
         Ok(mut launched) => {
             launched.reverse();
-            for (l, (fill, comm, keep)) in launched.into_iter().zip(fills) {
+            // The CUDA ops, in the order launched (all of them or none: one group never mixes).
+            let mut watched = watched.into_iter();
+            for (l, (fill, keep)) in launched.into_iter().zip(fills) {
                 let Launched { event, trace, .. } = l;
                 if let Some(t) = trace {
                     fill.set_trace(t);
                 }
-                match (&comm.inner.backend, event) {
+                match (watched.next().and_then(|w| w.publish(event.clone())), event) {
                     // The watchdog fails the op (before aborting the communicator, which is what
                     // lets its kernels return) when its peers are gone: the value is read once
                     // the op's event is passed, by whoever resolves the completion.
@@ -215,12 +218,10 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
                     // it no registration and no event polling, which on the op path is time
                     // in the driver's locks that small collectives, bound by their host
                     // enqueue, pay in full.
-                    (Backend::Cuda(c), Some(event)) => {
+                    (Some((comm, watch)), Some(event)) => {
                         drop(keep);
-                        let watch = c.watch(Some(event.clone()));
-                        let comm = comm.clone();
                         let verdict = Box::new(move || match &comm.inner.backend {
-                            Backend::Cuda(c) if watch.failed() => Err(c.failure()),
+                            Backend::Cuda(c) if c.failed(watch) => Err(c.failure()),
                             _ => Ok(()),
                         });
                         fill.enqueued_verdict(verdict, event);
@@ -241,7 +242,8 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
 
 /// Where an entered op enqueues.
 pub(super) enum Target {
-    Cuda(Arc<CudaStream>),
+    /// The op's CUDA stream, alive through the launch that entered it.
+    Cuda(super::calls::RawStream),
     /// The op's simulated stream (to put the ops of one stream in one kernel) and enqueuer.
     Sim(StreamId, SimEnqueuer),
 }
@@ -251,9 +253,13 @@ pub(super) type Entered = (Communicator, Work, Target);
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest(ops: &mut smallvec::IntoIter<[Planned; 2]>, entered: &mut Few<Entered>) -> Result<Few<Launched<()>>> {
+fn nest(
+    ops: &mut smallvec::IntoIter<[Planned; 2]>,
+    entered: &mut Few<Entered>,
+    watched: &mut Few<Watched>,
+) -> Result<Few<Launched<()>>> {
     let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
-        enqueue_all(std::mem::take(entered))?;
+        enqueue_all(std::mem::take(entered), watched)?;
         return Ok(Few::new());
     };
     let stream = rec.stream();
@@ -265,7 +271,7 @@ fn nest(ops: &mut smallvec::IntoIter<[Planned; 2]>, entered: &mut Few<Entered>) 
     })?;
     let launched = rec.launch_event(&device, |scope| {
         entered.push((comm, work, target(scope, stream)?));
-        nest(ops, entered)
+        nest(ops, entered, watched)
     })?;
     let Launched { value: mut inner, event, trace, recorded } = launched;
     inner.push(Launched { value: (), event, trace, recorded });
@@ -279,6 +285,6 @@ fn target(scope: &LaunchScope<'_>, stream: StreamId) -> Result<Target> {
         // as the recorder declared them; 2. they are enqueued (and NCCL's background launch
         // awaited) in the innermost launch, before this launch's closure returns; 3. no cudarc
         // memory is made from it.
-        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.clone())),
+        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.cu_stream() as super::calls::RawStream)),
     }
 }
