@@ -10,15 +10,16 @@
 //! recorded launch on its own stream, whatever the group holds.
 
 use super::calls::Call;
-use super::comm::{Backend, Communicator};
+use super::comm::Communicator;
 use super::enqueue::{enqueue_all, Watched};
 use super::sim::SimRank;
 use super::DType;
-use crate::completion::{Completion, KeepAlive, Shared};
+use crate::completion::{Completion, KeepAlive, Shared, Verdict};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
 use smallvec::{smallvec, SmallVec};
+use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
@@ -32,12 +33,18 @@ pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
 /// A simulated op's kernel body: given its communicator and round number.
 pub(super) type SimBody = Box<dyn FnOnce(&SimRank, u64) -> Result<()> + Send>;
 
-/// An op, validated and recorded, not yet launched.
-pub(super) struct Planned {
+/// What launching an op takes: its recorder, device (`D`: owned or borrowed), communicator and
+/// work.
+struct Launch<D> {
     rec: LaunchRecorder,
-    device: Device,
+    device: D,
     comm: Communicator,
     work: Work,
+}
+
+/// An op, validated and recorded, not yet launched.
+pub(super) struct Planned {
+    launch: Launch<Device>,
     fill: Arc<Shared<()>>,
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
     /// between the op's call and its group's launch must not be freed before it. Empty for a
@@ -149,11 +156,14 @@ pub(super) fn submit(
     work: Work,
     keep: impl FnOnce() -> Vec<KeepAlive>,
 ) -> Result<Completion<()>> {
+    let in_group = GROUP.with(|g| g.borrow().is_some());
+    if !in_group && matches!(work, Work::Cuda { .. }) {
+        return launch_one(Launch { rec, device, comm: comm.clone(), work });
+    }
     let (completion, fill) = Completion::queued(&device.shared);
     let completion = finished(completion, &work);
-    let in_group = GROUP.with(|g| g.borrow().is_some());
     let keep = if in_group || matches!(work, Work::Sim { .. }) { keep() } else { Vec::new() };
-    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep };
+    let op = Planned { launch: Launch { rec, device: device.internal(), comm: comm.clone(), work }, fill, keep };
     if !in_group {
         return launch_all(smallvec![op]).map(|()| completion);
     }
@@ -182,20 +192,43 @@ fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
     }
 }
 
+/// Launches a CUDA op outside a group, and makes its completion only now, in place: the op
+/// path allocates nothing for it (see [`launch_all`] for the verdict it carries).
+fn launch_one(launch: Launch<&Device>) -> Result<Completion<()>> {
+    let device = launch.device;
+    let (mut entered, mut watched) = (Few::new(), Few::new());
+    let launched = nest(&mut std::iter::once(launch), &mut entered, &mut watched)?;
+    let Some(Launched { event, trace, .. }) = launched.into_iter().next() else {
+        return Err(Error::invalid("comm", "the op was not launched"));
+    };
+    let watched = watched.into_iter().next().and_then(|w| w.publish(event.clone()));
+    Ok(match (watched, event) {
+        (Some((comm, watch)), Some(event)) => {
+            let verdict = Verdict::new(comm.inner, watch.token());
+            Completion::judged(&device.shared, Ok(()), event, verdict, trace)
+        }
+        (_, event) => Completion::enqueued(&device.shared, Ok(()), event, Vec::new(), trace),
+    })
+}
+
 /// Launches `ops` together: see the module docs.
 fn launch_all(ops: Few<Planned>) -> Result<()> {
     let Some(first) = ops.first() else { return Ok(()) };
-    let sim = first.device.is_simulated();
-    if ops.iter().any(|op| op.device.is_simulated() != sim) {
+    let sim = first.launch.device.is_simulated();
+    if ops.iter().any(|op| op.launch.device.is_simulated() != sim) {
         let e = Error::invalid("comm", "one group mixes simulated and CUDA communicators");
         abandon(ops, &e);
         return Err(e);
     }
-    let mut ops = ops;
-    let fills: Few<_> = ops.iter_mut().map(|op| (op.fill.clone(), std::mem::take(&mut op.keep))).collect();
+    let mut fills: Few<_> = Few::new();
+    let mut launches: Few<Launch<Device>> = Few::new();
+    for Planned { launch, fill, keep } in ops {
+        fills.push((fill, keep));
+        launches.push(launch);
+    }
     let mut entered: Few<Entered> = Few::new();
     let mut watched: Few<Watched> = Few::new();
-    let result = nest(&mut ops.into_iter(), &mut entered, &mut watched);
+    let result = nest(&mut launches.into_iter(), &mut entered, &mut watched);
     match result {
         Ok(mut launched) => {
             launched.reverse();
@@ -220,11 +253,7 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
                     // enqueue, pay in full.
                     (Some((comm, watch)), Some(event)) => {
                         drop(keep);
-                        let verdict = Box::new(move || match &comm.inner.backend {
-                            Backend::Cuda(c) if c.failed(watch) => Err(c.failure()),
-                            _ => Ok(()),
-                        });
-                        fill.enqueued_verdict(verdict, event);
+                        fill.enqueued_verdict(Ok(()), Verdict::new(comm.inner, watch.token()), event);
                     }
                     (_, event) => fill.enqueued(Ok(()), event, keep),
                 }
@@ -253,15 +282,16 @@ pub(super) type Entered = (Communicator, Work, Target);
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest(
-    ops: &mut smallvec::IntoIter<[Planned; 2]>,
+fn nest<D: Borrow<Device>>(
+    ops: &mut impl Iterator<Item = Launch<D>>,
     entered: &mut Few<Entered>,
     watched: &mut Few<Watched>,
 ) -> Result<Few<Launched<()>>> {
-    let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
+    let Some(Launch { rec, device, comm, work }) = ops.next() else {
         enqueue_all(std::mem::take(entered), watched)?;
         return Ok(Few::new());
     };
+    let device = device.borrow();
     let stream = rec.stream();
     // NCCL's own capture support aside, a collective's completion and the watchdog's timeout
     // stand on its events, which a recorded op does not have.
@@ -269,7 +299,7 @@ fn nest(
         what: format!("an NCCL collective on {stream}, which a graph recording holds"),
         hint: "run collectives outside the graph, between its replays",
     })?;
-    let launched = rec.launch_event(&device, |scope| {
+    let launched = rec.launch_event(device, |scope| {
         entered.push((comm, work, target(scope, stream)?));
         nest(ops, entered, watched)
     })?;

@@ -37,6 +37,18 @@ pub(super) struct Ticket {
     generation: u64,
 }
 
+impl Ticket {
+    /// The ticket as one number (slot in the high half, generation in the low).
+    pub(super) fn to_bits(self) -> u128 {
+        u128::from(self.idx) << 64 | u128::from(self.generation)
+    }
+
+    /// The ticket [`to_bits`](Self::to_bits) made.
+    pub(super) fn from_bits(bits: u128) -> Ticket {
+        Ticket { idx: (bits >> 64) as u32, generation: bits as u64 }
+    }
+}
+
 /// A claimed slot the watchdog follows: its ticket and when it was claimed.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
@@ -231,6 +243,12 @@ mod tests {
         let fourth = slots.claim(&mut book, now).unwrap();
         assert_ne!(fourth.idx, third.idx);
         assert_eq!(slots.state(third), FAILED);
+    }
+
+    #[test]
+    fn tickets_round_trip_through_their_bits() {
+        let t = Ticket { idx: u32::MAX - 3, generation: u64::MAX - 5 };
+        assert_eq!(Ticket::from_bits(t.to_bits()), t);
     }
 
     #[test]

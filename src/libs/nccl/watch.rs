@@ -30,6 +30,31 @@ pub(super) enum Watch {
     Unwatched,
 }
 
+impl Watch {
+    const SLOT: u128 = 1 << 126;
+    const FAILED: u128 = 1 << 127;
+
+    /// The watch as a completion's verdict token.
+    pub(super) fn token(self) -> u128 {
+        match self {
+            Watch::Slot(t) => Self::SLOT | t.to_bits(),
+            Watch::Failed => Self::FAILED,
+            Watch::Unwatched => 0,
+        }
+    }
+
+    /// The watch [`token`](Self::token) made.
+    pub(super) fn from_token(token: u128) -> Watch {
+        if token & Self::FAILED != 0 {
+            Watch::Failed
+        } else if token & Self::SLOT != 0 {
+            Watch::Slot(Ticket::from_bits(token & !Self::SLOT))
+        } else {
+            Watch::Unwatched
+        }
+    }
+}
+
 /// The communicator handle, `None` once aborted or destroyed.
 struct Raw(RawComm);
 // SAFETY: an NCCL communicator may be used from any thread, one at a time: every use goes
