@@ -27,7 +27,10 @@ mod tests;
 // Libraries that read a scalar back name the deferred reader; without them it is unused.
 #[cfg_attr(not(feature = "cublas"), allow(unused_imports))]
 pub(crate) use shared::Deferred;
-pub(crate) use shared::{Judge, KeepAlive, Shared, Verdict};
+// A library's watchdog rules on its ops (NCCL's); without one it is unused.
+#[cfg_attr(not(feature = "nccl"), allow(unused_imports))]
+pub(crate) use shared::Judge;
+pub(crate) use shared::{KeepAlive, Shared, Verdict};
 
 use crate::device::DeviceShared;
 use crate::error::Result;
