@@ -220,15 +220,12 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
         abandon(ops, &e);
         return Err(e);
     }
-    let mut fills: Few<_> = Few::new();
-    let mut launches: Few<Launch<Device>> = Few::new();
-    for Planned { launch, fill, keep } in ops {
-        fills.push((fill, keep));
-        launches.push(launch);
-    }
+    // The launches move straight from `ops` into `nest` (a recorder is large to copy).
+    let mut ops = ops;
+    let fills: Few<_> = ops.iter_mut().map(|op| (op.fill.clone(), std::mem::take(&mut op.keep))).collect();
     let mut entered: Few<Entered> = Few::new();
     let mut watched: Few<Watched> = Few::new();
-    let result = nest(&mut launches.into_iter(), &mut entered, &mut watched);
+    let result = nest(&mut ops.into_iter().map(|op| op.launch), &mut entered, &mut watched);
     match result {
         Ok(mut launched) => {
             launched.reverse();
