@@ -310,7 +310,12 @@ impl Nccl {
             }
         }
         let work = plan::collective(self.op.device.is_simulated(), coll, bufs, comm.size())?;
-        let keep = || [&bufs.send, &bufs.recv].into_iter().flatten().map(|(b, _)| keep(b)).collect();
+        // An in-place op's buffer is kept once.
+        let recv = match (&bufs.send, &bufs.recv) {
+            (Some((s, _)), Some((r, _))) if s.same_buffer(r) => &None,
+            (_, recv) => recv,
+        };
+        let keep = || [&bufs.send, recv].into_iter().flatten().map(|(b, _)| keep(b)).collect();
         submit(rec, &self.op.device, comm, work, keep)
     }
 
