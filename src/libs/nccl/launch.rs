@@ -47,8 +47,8 @@ pub(super) struct Planned {
     launch: Launch<Device>,
     fill: Arc<Shared<()>>,
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
-    /// between the op's call and its group's launch must not be freed before it. Empty for a
-    /// CUDA op launched in its call, whose caller's borrow keeps them through the launch.
+    /// between the op's call and its group's launch must not be freed before it. (A CUDA op
+    /// outside a group is launched in its call, under the caller's borrow, without a `Planned`.)
     keep: Vec<KeepAlive>,
 }
 
