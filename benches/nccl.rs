@@ -326,6 +326,9 @@ fn main() -> Res<()> {
         );
         bytes *= 2;
     }
+    // Events the tracker had to create (none once its pool has warmed up, if ops release theirs).
+    let created: Vec<u64> = gpus.iter().map(|g| g.events_created()).collect();
+    println!("events created per GPU so far: {created:?}");
     latency(&gpus, &mut h, &comms, &raw)?;
     // The same latency with non-blocking communicators (`CommConfig::blocking = false`), whose
     // every launch NCCL finishes on a thread of its own.
