@@ -12,7 +12,8 @@
 //! Then the same sizes with one thread per GPU on both sides (each thread enqueues its own
 //! rank's op, no group), the way `examples/data_parallel.rs` drives its GPUs.
 //!
-//! `raw+events/op` is raw NCCL with one `cuEventRecord` per rank's stream after each group: the
+//! `raw+events/op` (both tables) is raw NCCL with one `cuEventRecord` per rank's stream after
+//! each group (each op, one thread per GPU): the
 //! event every tracked op records on a device of several streams (contract clause 2), so the
 //! floor of a tracked collective; `vs floor` is cusched against it.
 //!
@@ -105,12 +106,15 @@ unsafe impl Send for RankComm {}
 impl Raw {
     /// Seconds per all-reduce with one thread per rank, each enqueueing its own `ncclAllReduce`
     /// (no group: the ranks meet on the GPUs), `iters` of them then a synchronize of its stream;
-    /// timed from a barrier that starts every thread to the last thread's end.
-    fn time_threads(&self, bufs: &[(u64, usize)], iters: usize) -> Res<f64> {
+    /// timed from a barrier that starts every thread to the last thread's end. With `event`,
+    /// each op is followed by one `cuEventRecord` on its rank's stream (the floor, as in
+    /// [`Raw::time`]).
+    fn time_threads(&self, bufs: &[(u64, usize)], iters: usize, event: bool) -> Res<f64> {
         let start = std::sync::Barrier::new(bufs.len() + 1);
         std::thread::scope(|scope| {
             let mut threads = Vec::new();
-            for ((&(p, n), &comm), s) in bufs.iter().zip(&self.comms).zip(&self.streams) {
+            let ranks = bufs.iter().zip(&self.comms).zip(&self.streams).zip(&self.events);
+            for (((&(p, n), &comm), s), e) in ranks {
                 let (comm, start) = (RankComm(comm), &start);
                 threads.push(scope.spawn(move || -> Result<(), String> {
                     let comm = comm;
@@ -126,6 +130,9 @@ impl Raw {
                         };
                         if r != sys::ncclResult_t::ncclSuccess {
                             return Err(format!("ncclAllReduce: {r:?}"));
+                        }
+                        if event {
+                            e.record(s).map_err(|e| e.to_string())?;
                         }
                     }
                     s.synchronize().map_err(|e| e.to_string())
@@ -281,8 +288,8 @@ fn main() -> Res<()> {
     // host enqueue of the two ranks runs in parallel instead of back to back in one group.
     println!("\none thread per GPU (each rank's op enqueued by its own thread, no group):");
     println!(
-        "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>8}",
-        "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "ratio"
+        "{:>12} {:>6} {:>16} {:>16} {:>12} {:>12} {:>14} {:>8} {:>12}",
+        "bytes", "iters", "cusched busbw", "raw busbw", "cusched/op", "raw/op", "raw+events/op", "ratio", "vs floor"
     );
     let mut bytes = only.unwrap_or(8usize << 10);
     while bytes <= only.unwrap_or(1 << 30) {
@@ -296,26 +303,32 @@ fn main() -> Res<()> {
         let ptrs: Vec<(u64, usize)> =
             bufs.iter().map(|b| Ok((b.raw_device_ptr()?, n))).collect::<cusched::Result<_>>()?;
         ours_threads(&mut h, &comms, &bufs, 3)?;
-        raw.time_threads(&ptrs, 3)?;
-        let (mut t_ours, mut t_raw) = (Vec::new(), Vec::new());
+        raw.time_threads(&ptrs, 3, true)?;
+        let (mut t_ours, mut t_raw, mut t_event) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..REPS {
             t_ours.push(ours_threads(&mut h, &comms, &bufs, iters)?);
-            t_raw.push(raw.time_threads(&ptrs, iters)?);
+            t_raw.push(raw.time_threads(&ptrs, iters, false)?);
+            t_event.push(raw.time_threads(&ptrs, iters, true)?);
         }
-        let (o, r) = (median(&mut t_ours), median(&mut t_raw));
+        let (o, r, re) = (median(&mut t_ours), median(&mut t_raw), median(&mut t_event));
         let busbw = |t: f64| bytes as f64 / t / 1e9;
         println!(
-            "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>8}",
+            "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>14} {:>8} {:>12}",
             bytes,
             iters,
             busbw(o),
             busbw(r),
             us(o),
             us(r),
-            ratio(o, r)
+            us(re),
+            ratio(o, r),
+            ratio(o, re)
         );
         bytes *= 2;
     }
+    // Events the tracker had to create (none once its pool has warmed up, if ops release theirs).
+    let created: Vec<u64> = gpus.iter().map(|g| g.events_created()).collect();
+    println!("events created per GPU so far: {created:?}");
     latency(&gpus, &mut h, &comms, &raw)?;
     // The same latency with non-blocking communicators (`CommConfig::blocking = false`), whose
     // every launch NCCL finishes on a thread of its own.

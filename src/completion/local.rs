@@ -7,7 +7,7 @@
 //! a waker or a bounded wait (all of which need the completion thread) move it into [`Shared`]
 //! state, once, under its lock.
 
-use super::shared::{Shared, ENQUEUED, READY};
+use super::shared::{Shared, Verdict, ENQUEUED, READY};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::sync::Guard;
@@ -25,6 +25,8 @@ pub(super) struct LocalState<T> {
     value: Option<Result<T>>,
     /// The job's event, until the GPU is known to have passed it.
     event: Option<EventRef>,
+    /// Applied to the value once the GPU has passed the event.
+    verdict: Option<Verdict>,
     taken: bool,
 }
 
@@ -51,11 +53,23 @@ impl<T> Local<T> {
 
 impl<T: Send + 'static> Local<T> {
     pub(super) fn new(device: &Arc<DeviceShared>, value: Result<T>, event: Option<EventRef>) -> Self {
-        Local {
-            device: device.clone(),
-            state: crate::sync::Ranked::new(Mutex::new(LocalState { value: Some(value), event, taken: false })),
-            promoted: OnceLock::new(),
-        }
+        Self::judged(device, value, event, None)
+    }
+
+    /// Like [`new`](Self::new), with `verdict` applied to `value` once the GPU has passed
+    /// `event` (at once without one).
+    pub(super) fn judged(
+        device: &Arc<DeviceShared>,
+        value: Result<T>,
+        event: Option<EventRef>,
+        verdict: Option<Verdict>,
+    ) -> Self {
+        let (value, verdict) = match (verdict, &event) {
+            (Some(v), None) => (v.apply(value), None),
+            (verdict, _) => (value, verdict),
+        };
+        let st = LocalState { value: Some(value), event, verdict, taken: false };
+        Local { device: device.clone(), state: crate::sync::Ranked::new(Mutex::new(st)), promoted: OnceLock::new() }
     }
 
     /// Whether shared state was made.
@@ -124,8 +138,15 @@ impl<T: Send + 'static> LocalState<T> {
     /// The GPU passed the event (`Ok`), or watching it failed: drops it, and on failure the
     /// error (classified, which may poison the context) replaces the value.
     fn finish(&mut self, device: &DeviceShared, outcome: Result<()>) {
-        if let (Some(ev), Err(e)) = (self.event.take(), outcome) {
-            self.value = Some(Err(device.classify(e, ev.epoch())));
+        let verdict = self.verdict.take();
+        match (self.event.take(), outcome) {
+            (Some(ev), Err(e)) => self.value = Some(Err(device.classify(e, ev.epoch()))),
+            (_, Ok(())) => {
+                if let Some(v) = verdict {
+                    self.value = self.value.take().map(|value| v.apply(value));
+                }
+            }
+            (None, Err(_)) => {}
         }
     }
 
@@ -139,6 +160,6 @@ impl<T: Send + 'static> LocalState<T> {
 
     /// Moves the value and event into new shared state, leaving this empty.
     fn move_to_shared(&mut self, device: &Arc<DeviceShared>) -> Arc<Shared<T>> {
-        Shared::settled(device, self.value.take(), self.event.take(), self.taken)
+        Shared::settled(device, self.value.take(), self.event.take(), self.verdict.take(), self.taken)
     }
 }

@@ -27,7 +27,10 @@ mod tests;
 // Libraries that read a scalar back name the deferred reader; without them it is unused.
 #[cfg_attr(not(feature = "cublas"), allow(unused_imports))]
 pub(crate) use shared::Deferred;
-pub(crate) use shared::{KeepAlive, Shared};
+// A library's watchdog rules on its ops (NCCL's); without one it is unused.
+#[cfg_attr(not(feature = "nccl"), allow(unused_imports))]
+pub(crate) use shared::Judge;
+pub(crate) use shared::{KeepAlive, Shared, Verdict};
 
 use crate::device::DeviceShared;
 use crate::error::Result;
@@ -135,6 +138,28 @@ impl<T: Send + 'static> Completion<T> {
             shared.set_trace(t);
         }
         shared.enqueued(value, event, keep);
+        completion
+    }
+
+    /// Like [`enqueued`](Self::enqueued), with `verdict` applied to `value` once the GPU has
+    /// passed `event`: in place, allocating nothing, unless a trace ticket or the device's
+    /// watchdog needs shared state.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn judged(
+        device: &Arc<DeviceShared>,
+        value: Result<T>,
+        event: EventRef,
+        verdict: Verdict,
+        trace: Option<TraceTicket>,
+    ) -> Completion<T> {
+        if trace.is_none() && device.config.watchdog.is_none() {
+            return Completion { slot: Slot::Local(Local::judged(device, value, Some(event), Some(verdict))) };
+        }
+        let (completion, shared) = Self::queued(device);
+        if let Some(t) = trace {
+            shared.set_trace(t);
+        }
+        shared.enqueued_verdict(value, verdict, event);
         completion
     }
 

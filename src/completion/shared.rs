@@ -49,9 +49,40 @@ pub(super) type Callback<T> = Box<dyn FnOnce(Result<T>) + Send>;
 /// pinned memory, say).
 pub(crate) type Deferred<T> = Box<dyn FnOnce() -> Result<T> + Send>;
 
+/// Host state that says, once the GPU has passed a job's event, whether the job failed (a
+/// library's watchdog that failed it, say). It reads nothing the GPU writes.
+pub(crate) trait Judge: Send + Sync {
+    /// The job of `token` failed: its error; `Ok` when it did not.
+    fn judge(&self, token: u128) -> Result<()>;
+}
+
+/// A job's [`Judge`] and its token: the judge is shared by every job it rules on, so a job's
+/// verdict allocates nothing.
+pub(crate) struct Verdict {
+    judge: Arc<dyn Judge>,
+    token: u128,
+}
+
+impl Verdict {
+    /// The verdict of `judge` on the job of `token`.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn new(judge: Arc<dyn Judge>, token: u128) -> Verdict {
+        Verdict { judge, token }
+    }
+
+    /// `value`, or the job's failure if the judge ruled one: called once the GPU has passed
+    /// the job's event.
+    pub(super) fn apply<T>(self, value: Result<T>) -> Result<T> {
+        let ruled = self.judge.judge(self.token);
+        value.and_then(|v| ruled.map(|()| v))
+    }
+}
+
 pub(super) struct State<T> {
     pub(super) value: Option<Result<T>>,
     deferred: Option<Deferred<T>>,
+    /// Applied to the value once the GPU has passed the event.
+    verdict: Option<Verdict>,
     pub(super) event: Option<EventRef>,
     keep: Vec<KeepAlive>,
     pub(super) callback: Option<Callback<T>>,
@@ -92,6 +123,7 @@ impl<T: Send + 'static> Shared<T> {
             state: crate::sync::Ranked::new(Mutex::new(State {
                 value: None,
                 deferred: None,
+                verdict: None,
                 event: None,
                 keep: Vec::new(),
                 callback: None,
@@ -114,12 +146,14 @@ impl<T: Send + 'static> Shared<T> {
         device: &Arc<DeviceShared>,
         value: Option<Result<T>>,
         event: Option<EventRef>,
+        verdict: Option<Verdict>,
         taken: bool,
     ) -> Arc<Self> {
         let shared = Shared::new(device, 0);
         {
             let mut st = crate::sync::lock(&shared.state);
             st.value = value;
+            st.verdict = verdict;
             st.taken = taken;
             let status = if event.is_some() { ENQUEUED } else { READY };
             st.event = event;
@@ -159,13 +193,13 @@ impl<T: Send + 'static> Shared<T> {
         self.enqueued_value(Err(deferred), Some(event), keep, true)
     }
 
-    /// Like [`enqueued_deferred`](Self::enqueued_deferred) for a `verdict` that reads only host
-    /// state (no memory the GPU writes) and keeps nothing the GPU uses alive: dropping it unrun
-    /// is harmless, so the completion thread watches the op only if someone asks it to (a
-    /// callback, a waker, a bounded wait), as for a plain value.
+    /// Like [`enqueued`](Self::enqueued), with `verdict` applied to `value` once the GPU has
+    /// passed `event`. The verdict reads only host state and keeps nothing the GPU uses alive,
+    /// so the completion thread watches the op only if someone asks it to (a callback, a waker,
+    /// a bounded wait), as for a plain value.
     #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
-    pub(crate) fn enqueued_verdict(self: &Arc<Self>, verdict: Deferred<T>, event: EventRef) {
-        self.enqueued_value(Err(verdict), Some(event), Vec::new(), false)
+    pub(crate) fn enqueued_verdict(self: &Arc<Self>, value: Result<T>, verdict: Verdict, event: EventRef) {
+        self.enqueued_as(Ok(value), Some(verdict), Some(event), Vec::new(), false)
     }
 
     fn enqueued_value(
@@ -175,9 +209,23 @@ impl<T: Send + 'static> Shared<T> {
         keep: Vec<KeepAlive>,
         deferred_holds_gpu_state: bool,
     ) {
-        let store = |st: &mut State<T>| match value {
-            Ok(v) => st.value = Some(v),
-            Err(d) => st.deferred = Some(d),
+        self.enqueued_as(value, None, event, keep, deferred_holds_gpu_state)
+    }
+
+    fn enqueued_as(
+        self: &Arc<Self>,
+        value: std::result::Result<Result<T>, Deferred<T>>,
+        verdict: Option<Verdict>,
+        event: Option<EventRef>,
+        keep: Vec<KeepAlive>,
+        deferred_holds_gpu_state: bool,
+    ) {
+        let store = |st: &mut State<T>| {
+            match value {
+                Ok(v) => st.value = Some(v),
+                Err(d) => st.deferred = Some(d),
+            }
+            st.verdict = verdict;
         };
         let Some(event) = event else {
             {
@@ -280,6 +328,7 @@ impl<T: Send + 'static> Shared<T> {
                 return;
             }
             let deferred = st.deferred.take();
+            let verdict = st.verdict.take();
             match outcome {
                 Err(e) => {
                     st.value = Some(Err(e));
@@ -293,6 +342,9 @@ impl<T: Send + 'static> Shared<T> {
                 Ok(()) => {
                     if let Some(d) = deferred {
                         st.value = Some(d());
+                    }
+                    if let Some(v) = verdict {
+                        st.value = st.value.take().map(|value| v.apply(value));
                     }
                 }
             }

@@ -316,3 +316,58 @@ impl std::task::Wake for SendWake {
 fn waker(tx: mpsc::Sender<crate::error::Result<u64>>) -> std::task::Waker {
     std::task::Waker::from(std::sync::Arc::new(SendWake(Mutex::new(tx))))
 }
+
+/// A judge that fails the jobs of odd tokens, counting its rulings.
+struct OddFails(std::sync::atomic::AtomicUsize);
+
+impl super::Judge for OddFails {
+    fn judge(&self, token: u128) -> crate::error::Result<()> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if token % 2 == 1 {
+            return Err(crate::error::Error::invalid("token", "odd"));
+        }
+        Ok(())
+    }
+}
+
+/// [`local_op`] whose value the judge rules on once the GPU has passed its event.
+fn judged_op(
+    d: &Device,
+    judge: &std::sync::Arc<OddFails>,
+    gate: Option<mpsc::Receiver<()>>,
+    token: u128,
+) -> Completion<u32> {
+    let s = d.default_stream();
+    LaunchRecorder::new_strict(s)
+        .launch(d, move |scope| {
+            scope.sim_kernel(move || {
+                if let Some(g) = gate {
+                    let _ = g.recv_timeout(LIMIT);
+                }
+            })
+        })
+        .unwrap();
+    let ev = d.shared.record_since(s, d.shared.epoch()).unwrap();
+    Completion::judged(&d.shared, Ok(token as u32), ev, super::Verdict::new(judge.clone(), token), None)
+}
+
+#[test]
+fn a_judged_completion_takes_its_verdict_once_the_gpu_is_past_its_event_in_place_or_shared() {
+    let d = sim();
+    let judge = std::sync::Arc::new(OddFails(std::sync::atomic::AtomicUsize::new(0)));
+    let (release, gate) = mpsc::channel();
+    let held = judged_op(&d, &judge, Some(gate), 4);
+    let failing = judged_op(&d, &judge, None, 5);
+    let (tx, rx) = mpsc::channel();
+    let promoted = judged_op(&d, &judge, None, 7);
+    assert!(in_place(&held) && in_place(&failing));
+    // Not ruled on while the GPU is short of the event.
+    assert!(!held.is_ready());
+    assert_eq!(judge.0.load(std::sync::atomic::Ordering::Relaxed), 0);
+    promoted.on_complete(move |r| tx.send(r.is_err()).unwrap());
+    release.send(()).unwrap();
+    assert_eq!(held.wait().unwrap(), 4);
+    assert!(matches!(failing.wait(), Err(crate::error::Error::InvalidArgument { arg: "token", .. })));
+    assert!(rx.recv_timeout(LIMIT).unwrap(), "the callback got the judge's failure");
+    assert_eq!(judge.0.load(std::sync::atomic::Ordering::Relaxed), 3, "one ruling per job");
+}

@@ -108,6 +108,17 @@ pub(super) struct Inner {
     pub generation: u64,
 }
 
+/// A collective's verdict: whether the watchdog failed it (its token is its
+/// [`Watch`](super::watch::Watch)), read once its event has passed.
+impl crate::completion::Judge for Inner {
+    fn judge(&self, token: u128) -> Result<()> {
+        match &self.backend {
+            Backend::Cuda(c) if c.failed(super::watch::Watch::from_token(token)) => Err(c.failure()),
+            _ => Ok(()),
+        }
+    }
+}
+
 pub(super) enum Backend {
     Cuda(CudaComm),
     Sim(SimRank),

@@ -1,21 +1,48 @@
 //! Enqueueing the entered ops of a launch: the CUDA ones as one NCCL group on their locked
 //! communicators, the simulated ones as one kernel per stream.
 
-use super::calls::{self, Call, RawComm};
+use super::calls::{self, Call, RawComm, RawStream};
 use super::comm::{Backend, Communicator};
 use super::launch::{Entered, Few, SimBody, Slot, Target, Work};
-use super::watch::State;
+use super::watch::{State, Watch};
 use super::DType;
 use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::recorder::SimEnqueuer;
-use cudarc::driver::CudaStream;
-use std::sync::{Arc, MutexGuard};
+use crate::track::EventRef;
+use std::sync::MutexGuard;
 use std::time::Instant;
 
+/// A CUDA op enqueued and followed by its communicator's watchdog, until its launch publishes
+/// its end. One dropped unpublished (its launch failed, or unwound) is published as having
+/// nothing to wait for, so that the watchdog never takes it for an op that stays pending.
+pub(super) struct Watched {
+    comm: Option<Communicator>,
+    watch: Watch,
+}
+
+impl Watched {
+    /// Publishes `event` as the op's end: the communicator and watch its verdict reads.
+    pub(super) fn publish(mut self, event: Option<EventRef>) -> Option<(Communicator, Watch)> {
+        let comm = self.comm.take()?;
+        if let Backend::Cuda(c) = &comm.inner.backend {
+            c.publish(self.watch, event);
+        }
+        Some((comm, self.watch))
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(Backend::Cuda(c)) = self.comm.as_ref().map(|c| &c.inner.backend) {
+            c.publish(self.watch, None);
+        }
+    }
+}
+
 /// Enqueues every entered op: the simulated ones one kernel per stream, the CUDA ones as one
-/// NCCL group.
-pub(super) fn enqueue_all(entered: Few<Entered>) -> Result<()> {
+/// NCCL group, whose ops `watched` gets, in the order entered, once they are enqueued.
+pub(super) fn enqueue_all(entered: Few<Entered>, watched: &mut Few<Watched>) -> Result<()> {
     let mut cuda: Few<CudaOp> = Few::new();
     let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
     for (comm, work, target) in entered {
@@ -44,7 +71,7 @@ pub(super) fn enqueue_all(entered: Few<Entered>) -> Result<()> {
     if cuda.is_empty() {
         return Ok(());
     }
-    enqueue_cuda(cuda)
+    enqueue_cuda(cuda, watched)
 }
 
 /// A simulated op of a group, in its stream's kernel.
@@ -88,14 +115,15 @@ fn run_jobs(mut jobs: Vec<SimJob>) {
     });
 }
 
-type CudaOp = (Communicator, Vec<Call>, DType, Option<[u8; 8]>, Arc<CudaStream>);
+type CudaOp = (Communicator, Few<Call>, DType, Option<[u8; 8]>, RawStream);
 
 /// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
 /// calls enqueued between `ncclGroupStart` and `ncclGroupEnd` (a single call on a blocking
 /// communicator is left to group itself), and NCCL's background launch on non-blocking
 /// communicators awaited, bounded by the communicators' timeout (a communicator that does not
-/// get there is aborted).
-fn enqueue_cuda(ops: Few<CudaOp>) -> Result<()> {
+/// get there is aborted). Each op's watch record is made under the same lock, so that the
+/// communicator is locked once per launch.
+fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
     let mut comms: Few<&Communicator> = ops.iter().map(|o| &o.0).collect();
     comms.sort_by_key(|c| c.inner.uid);
     comms.dedup_by_key(|c| c.inner.uid);
@@ -122,11 +150,11 @@ fn enqueue_cuda(ops: Few<CudaOp>) -> Result<()> {
     if grouped {
         calls::group_start()?;
     }
-    let mut made_ops = Vec::new();
+    let mut made_ops: Few<(RawComm, calls::RawOp)> = Few::new();
     let mut failed = None;
     for (comm, calls, dtype, premul, stream) in &ops {
         let outcome = raw_of(comm.inner.uid, &locked)
-            .and_then(|raw| enqueue_op(raw, calls, *dtype, *premul, stream, &mut made_ops));
+            .and_then(|raw| enqueue_op(comm, raw, calls, *dtype, *premul, *stream, &mut made_ops));
         if let Err(e) = outcome {
             failed = Some(e);
             break;
@@ -140,7 +168,7 @@ fn enqueue_cuda(ops: Few<CudaOp>) -> Result<()> {
         Ok(())
     } else {
         let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
-        let raws: Vec<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
+        let raws: Few<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
         let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
         calls::wait_ready(&raws, "ncclGroupEnd", deadline)
     };
@@ -150,6 +178,19 @@ fn enqueue_cuda(ops: Few<CudaOp>) -> Result<()> {
         unsafe { calls::destroy_op(op, raw) };
     }
     let result = failed.map_or(ended, Err).and(ready);
+    if result.is_ok() {
+        let watches: Few<Watch> = ops
+            .iter()
+            .map(|(comm, ..)| match (&comm.inner.backend, locked.iter_mut().find(|(u, _)| *u == comm.inner.uid)) {
+                (Backend::Cuda(cc), Some((_, st))) => cc.watch_locked(st),
+                _ => Watch::Unwatched,
+            })
+            .collect();
+        drop(locked);
+        drop(comms);
+        watched.extend(ops.into_iter().zip(watches).map(|(op, watch)| Watched { comm: Some(op.0), watch }));
+        return result;
+    }
     if let Err(e) = &result {
         // A communicator that failed (or stayed in progress) mid-launch is in an unknown state:
         // aborted, so that whatever it launched returns.
@@ -166,17 +207,26 @@ fn enqueue_cuda(ops: Few<CudaOp>) -> Result<()> {
     result
 }
 
-/// One op's calls on `raw` and `stream`, its PreMulSum op made first (and listed in `made` for
-/// the caller to destroy once the group has ended).
+/// One op's calls on `raw` (`comm`'s) and `stream`, its PreMulSum op made first (and listed in
+/// `made` for the caller to destroy once the group has ended).
 fn enqueue_op(
+    comm: &Communicator,
     raw: RawComm,
     calls: &[Call],
     dtype: DType,
     premul: Option<[u8; 8]>,
-    stream: &Arc<CudaStream>,
-    made: &mut Vec<(RawComm, calls::RawOp)>,
+    stream: RawStream,
+    made: &mut Few<(RawComm, calls::RawOp)>,
 ) -> Result<()> {
-    crate::backend::cuda::bind(stream.context())?;
+    // The stream is of the communicator's device (checked when the op was planned), so the
+    // communicator's context is the stream's.
+    match &comm.inner.backend {
+        Backend::Cuda(cc) => match cc.context() {
+            Some(ctx) => crate::backend::cuda::bind(ctx)?,
+            None => return Err(Error::invalid("comm", "the communicator's device has no CUDA context")),
+        },
+        Backend::Sim(_) => return Err(Error::invalid("comm", "the communicator's backend is not its stream's")),
+    }
     let op = match premul {
         Some(mut scalar) => {
             // SAFETY: `raw` is live and locked by this thread.
@@ -194,11 +244,13 @@ fn enqueue_op(
             (call, _) => call,
         };
         // SAFETY: 1. `raw` is live and locked by this thread; 2. the stream is the op's, of the
-        // communicator's device (checked when the op was planned); 3. the pointers are the
-        // op's buffers, fenced by its preflight and alive while the GPU uses them: the op
-        // holds a handle to each until its launch has returned, and a buffer dropped after
-        // that is freed on the device timeline behind the op's committed uses.
-        unsafe { calls::enqueue(call, dtype, raw, stream.cu_stream() as calls::RawStream) }?;
+        // communicator's device (checked when the op was planned), and alive: the op's launch,
+        // which holds it, returns only after this enqueue; 3. the pointers are the
+        // op's buffers, fenced by its preflight and alive while the GPU uses them: the
+        // caller's borrow (in a group, the op's handles) keeps each until its launch has
+        // returned, and a buffer dropped after that is freed on the device timeline behind
+        // the op's committed uses.
+        unsafe { calls::enqueue(call, dtype, raw, stream) }?;
     }
     Ok(())
 }

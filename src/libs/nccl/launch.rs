@@ -10,16 +10,16 @@
 //! recorded launch on its own stream, whatever the group holds.
 
 use super::calls::Call;
-use super::comm::{Backend, Communicator};
-use super::enqueue::enqueue_all;
+use super::comm::Communicator;
+use super::enqueue::{enqueue_all, Watched};
 use super::sim::SimRank;
 use super::DType;
-use crate::completion::{Completion, KeepAlive, Shared};
+use crate::completion::{Completion, KeepAlive, Shared, Verdict};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
-use cudarc::driver::CudaStream;
 use smallvec::{smallvec, SmallVec};
+use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
@@ -33,15 +33,22 @@ pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
 /// A simulated op's kernel body: given its communicator and round number.
 pub(super) type SimBody = Box<dyn FnOnce(&SimRank, u64) -> Result<()> + Send>;
 
-/// An op, validated and recorded, not yet launched.
-pub(super) struct Planned {
+/// What launching an op takes: its recorder, device (`D`: owned or borrowed), communicator and
+/// work.
+struct Launch<D> {
     rec: LaunchRecorder,
-    device: Device,
+    device: D,
     comm: Communicator,
     work: Work,
+}
+
+/// An op, validated and recorded, not yet launched.
+pub(super) struct Planned {
+    launch: Launch<Device>,
     fill: Arc<Shared<()>>,
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
-    /// between the op's call and its group's launch must not be freed before it.
+    /// between the op's call and its group's launch must not be freed before it. (A CUDA op
+    /// outside a group is launched in its call, under the caller's borrow, without a `Planned`.)
     keep: Vec<KeepAlive>,
 }
 
@@ -49,7 +56,7 @@ pub(super) struct Planned {
 pub(super) enum Work {
     /// NCCL calls on the op's stream; `premul` holds a PreMulSum scalar (one element of
     /// `dtype`, little-endian) whose op replaces each call's reduction.
-    Cuda { calls: Vec<Call>, dtype: DType, premul: Option<[u8; 8]> },
+    Cuda { calls: Few<Call>, dtype: DType, premul: Option<[u8; 8]> },
     /// The simulated kernel; `collective` ops take a round number.
     Sim { collective: bool, body: SimBody, slot: Slot },
 }
@@ -140,27 +147,31 @@ fn abandon(ops: impl IntoIterator<Item = Planned>, e: &Error) {
 }
 
 /// Launches `rec`'s op (or queues it in this thread's open group) and returns its completion.
+/// `keep` makes the handles that keep the op's buffers alive, asked for only where the op
+/// outlives its call (queued in a group) or the simulator's kernel reads them later.
 pub(super) fn submit(
     rec: LaunchRecorder,
     device: &Device,
     comm: &Communicator,
     work: Work,
-    keep: Vec<KeepAlive>,
+    keep: impl FnOnce() -> Vec<KeepAlive>,
 ) -> Result<Completion<()>> {
+    let in_group = GROUP.with(|g| g.borrow().is_some());
+    if !in_group && matches!(work, Work::Cuda { .. }) {
+        return launch_one(Launch { rec, device, comm: comm.clone(), work });
+    }
     let (completion, fill) = Completion::queued(&device.shared);
     let completion = finished(completion, &work);
-    let op = Planned { rec, device: device.internal(), comm: comm.clone(), work, fill, keep };
-    let queued = GROUP.with(|g| match g.borrow_mut().as_mut() {
-        Some(ops) => {
-            ops.push(op);
-            None
-        }
-        None => Some(op),
-    });
-    match queued {
-        Some(op) => launch_all(smallvec![op]).map(|()| completion),
-        None => Ok(completion),
+    let keep = if in_group || matches!(work, Work::Sim { .. }) { keep() } else { Vec::new() };
+    let op = Planned { launch: Launch { rec, device: device.internal(), comm: comm.clone(), work }, fill, keep };
+    if !in_group {
+        return launch_all(smallvec![op]).map(|()| completion);
     }
+    GROUP.with(|g| match g.borrow_mut().as_mut() {
+        Some(ops) => ops.push(op),
+        None => abandon([op], &Error::invalid("group", "the group closed while its op was queued")),
+    });
+    Ok(completion)
 }
 
 /// The caller's completion: on the simulator, the op's event and then the kernel's outcome. A
@@ -181,29 +192,51 @@ fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
     }
 }
 
+/// Launches a CUDA op outside a group, and makes its completion only now, in place: the op
+/// path allocates nothing for it (see [`launch_all`] for the verdict it carries).
+fn launch_one(launch: Launch<&Device>) -> Result<Completion<()>> {
+    let device = launch.device;
+    let (mut entered, mut watched) = (Few::new(), Few::new());
+    let launched = nest(&mut std::iter::once(launch), &mut entered, &mut watched)?;
+    let Some(Launched { event, trace, .. }) = launched.into_iter().next() else {
+        return Err(Error::invalid("comm", "the op was not launched"));
+    };
+    let watched = watched.into_iter().next().and_then(|w| w.publish(event.clone()));
+    Ok(match (watched, event) {
+        (Some((comm, watch)), Some(event)) => {
+            let verdict = Verdict::new(comm.inner, watch.token());
+            Completion::judged(&device.shared, Ok(()), event, verdict, trace)
+        }
+        (_, event) => Completion::enqueued(&device.shared, Ok(()), event, Vec::new(), trace),
+    })
+}
+
 /// Launches `ops` together: see the module docs.
 fn launch_all(ops: Few<Planned>) -> Result<()> {
     let Some(first) = ops.first() else { return Ok(()) };
-    let sim = first.device.is_simulated();
-    if ops.iter().any(|op| op.device.is_simulated() != sim) {
+    let sim = first.launch.device.is_simulated();
+    if ops.iter().any(|op| op.launch.device.is_simulated() != sim) {
         let e = Error::invalid("comm", "one group mixes simulated and CUDA communicators");
         abandon(ops, &e);
         return Err(e);
     }
+    // The launches move straight from `ops` into `nest` (a recorder is large to copy).
     let mut ops = ops;
-    let fills: Few<_> =
-        ops.iter_mut().map(|op| (op.fill.clone(), op.comm.clone(), std::mem::take(&mut op.keep))).collect();
+    let fills: Few<_> = ops.iter_mut().map(|op| (op.fill.clone(), std::mem::take(&mut op.keep))).collect();
     let mut entered: Few<Entered> = Few::new();
-    let result = nest(&mut ops.into_iter(), &mut entered);
+    let mut watched: Few<Watched> = Few::new();
+    let result = nest(&mut ops.into_iter().map(|op| op.launch), &mut entered, &mut watched);
     match result {
         Ok(mut launched) => {
             launched.reverse();
-            for (l, (fill, comm, keep)) in launched.into_iter().zip(fills) {
+            // The CUDA ops, in the order launched (all of them or none: one group never mixes).
+            let mut watched = watched.into_iter();
+            for (l, (fill, keep)) in launched.into_iter().zip(fills) {
                 let Launched { event, trace, .. } = l;
                 if let Some(t) = trace {
                     fill.set_trace(t);
                 }
-                match (&comm.inner.backend, event) {
+                match (watched.next().and_then(|w| w.publish(event.clone())), event) {
                     // The watchdog fails the op (before aborting the communicator, which is what
                     // lets its kernels return) when its peers are gone: the value is read once
                     // the op's event is passed, by whoever resolves the completion.
@@ -215,15 +248,9 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
                     // it no registration and no event polling, which on the op path is time
                     // in the driver's locks that small collectives, bound by their host
                     // enqueue, pay in full.
-                    (Backend::Cuda(c), Some(event)) => {
+                    (Some((comm, watch)), Some(event)) => {
                         drop(keep);
-                        let watch = c.watch(Some(event.clone()));
-                        let comm = comm.clone();
-                        let verdict = Box::new(move || match &comm.inner.backend {
-                            Backend::Cuda(c) if watch.failed() => Err(c.failure()),
-                            _ => Ok(()),
-                        });
-                        fill.enqueued_verdict(verdict, event);
+                        fill.enqueued_verdict(Ok(()), Verdict::new(comm.inner, watch.token()), event);
                     }
                     (_, event) => fill.enqueued(Ok(()), event, keep),
                 }
@@ -241,7 +268,8 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
 
 /// Where an entered op enqueues.
 pub(super) enum Target {
-    Cuda(Arc<CudaStream>),
+    /// The op's CUDA stream, alive through the launch that entered it.
+    Cuda(super::calls::RawStream),
     /// The op's simulated stream (to put the ops of one stream in one kernel) and enqueuer.
     Sim(StreamId, SimEnqueuer),
 }
@@ -251,11 +279,16 @@ pub(super) type Entered = (Communicator, Work, Target);
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest(ops: &mut smallvec::IntoIter<[Planned; 2]>, entered: &mut Few<Entered>) -> Result<Few<Launched<()>>> {
-    let Some(Planned { rec, device, comm, work, .. }) = ops.next() else {
-        enqueue_all(std::mem::take(entered))?;
+fn nest<D: Borrow<Device>>(
+    ops: &mut impl Iterator<Item = Launch<D>>,
+    entered: &mut Few<Entered>,
+    watched: &mut Few<Watched>,
+) -> Result<Few<Launched<()>>> {
+    let Some(Launch { rec, device, comm, work }) = ops.next() else {
+        enqueue_all(std::mem::take(entered), watched)?;
         return Ok(Few::new());
     };
+    let device = device.borrow();
     let stream = rec.stream();
     // NCCL's own capture support aside, a collective's completion and the watchdog's timeout
     // stand on its events, which a recorded op does not have.
@@ -263,9 +296,9 @@ fn nest(ops: &mut smallvec::IntoIter<[Planned; 2]>, entered: &mut Few<Entered>) 
         what: format!("an NCCL collective on {stream}, which a graph recording holds"),
         hint: "run collectives outside the graph, between its replays",
     })?;
-    let launched = rec.launch_event(&device, |scope| {
+    let launched = rec.launch_event(device, |scope| {
         entered.push((comm, work, target(scope, stream)?));
-        nest(ops, entered)
+        nest(ops, entered, watched)
     })?;
     let Launched { value: mut inner, event, trace, recorded } = launched;
     inner.push(Launched { value: (), event, trace, recorded });
@@ -279,6 +312,6 @@ fn target(scope: &LaunchScope<'_>, stream: StreamId) -> Result<Target> {
         // as the recorder declared them; 2. they are enqueued (and NCCL's background launch
         // awaited) in the innermost launch, before this launch's closure returns; 3. no cudarc
         // memory is made from it.
-        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.clone())),
+        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.cu_stream() as super::calls::RawStream)),
     }
 }

@@ -70,7 +70,7 @@
 //! [`UniqueId::simulated`] id.
 //!
 //! Files: this one holds the per-stream state and the element and op types; `comm` the
-//! communicators, `unique_id` their ids, `watch` the CUDA watchdog, `ops` the collectives and
+//! communicators, `unique_id` their ids, `watch` the CUDA watchdog, `slots` its record of the ops, `ops` the collectives and
 //! their checks, `plan` their work, `launch` the op path and groups, `enqueue` the launch's enqueues, `calls` the NCCL calls,
 //! `sim` and `reduce` the simulator's rendezvous and arithmetic.
 
@@ -82,6 +82,7 @@ mod ops;
 mod plan;
 mod reduce;
 mod sim;
+mod slots;
 mod unique_id;
 mod watch;
 

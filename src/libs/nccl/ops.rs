@@ -310,7 +310,12 @@ impl Nccl {
             }
         }
         let work = plan::collective(self.op.device.is_simulated(), coll, bufs, comm.size())?;
-        let keep = [&bufs.send, &bufs.recv].into_iter().flatten().map(|(b, _)| keep(b)).collect();
+        // An in-place op's buffer is kept once.
+        let recv = match (&bufs.send, &bufs.recv) {
+            (Some((s, _)), Some((r, _))) if s.same_buffer(r) => &None,
+            (_, recv) => recv,
+        };
+        let keep = || [&bufs.send, recv].into_iter().flatten().map(|(b, _)| keep(b)).collect();
         submit(rec, &self.op.device, comm, work, keep)
     }
 
@@ -328,13 +333,14 @@ impl Nccl {
             record(&mut rec, "recv", r, Access::Write)?;
         }
         let work = plan::p2p(self.op.device.is_simulated(), p2p)?;
-        let keep = [p2p.send, p2p.recv].into_iter().flatten().map(keep).collect();
+        let keep = || [p2p.send, p2p.recv].into_iter().flatten().map(keep).collect();
         submit(rec, &self.op.device, comm, work, keep)
     }
 }
 
-/// A handle to `buf` that keeps it alive through the op's launch (a CUDA op drops it once its
-/// uses are committed: a later free waits for them; a simulated op keeps it until its kernel ran).
+/// A handle to `buf` that keeps it alive through the launch of an op queued in a group (a CUDA
+/// op drops it once its uses are committed: a later free waits for them; a simulated op keeps
+/// it until its kernel ran).
 fn keep<T: NcclType>(buf: &GpuRef<T>) -> KeepAlive {
     Box::new(buf.clone())
 }

@@ -52,7 +52,7 @@ pub(super) fn collective<T: NcclType>(sim: bool, coll: Coll, bufs: &CollBufs<'_,
         Coll::AllGather => Call::AllGather { send, recv, count },
         Coll::ReduceScatter(_) => Call::ReduceScatter { send, recv, count, op },
     };
-    Ok(Work::Cuda { calls: vec![call], dtype: T::DTYPE, premul })
+    Ok(Work::Cuda { calls: smallvec::smallvec![call], dtype: T::DTYPE, premul })
 }
 
 /// The reduction of `coll` as NCCL takes it: a built-in op, or a PreMulSum scalar (the op is
@@ -184,7 +184,7 @@ pub(super) fn p2p<T: NcclType>(sim: bool, p2p: &P2p<'_, T>) -> Result<Work> {
     if sim {
         return sim_p2p(p2p);
     }
-    let mut calls = Vec::with_capacity(p2p.sends.len() + p2p.recvs.len());
+    let mut calls = super::launch::Few::with_capacity(p2p.sends.len() + p2p.recvs.len());
     if let Some(buf) = p2p.send {
         let base = dptr::<T, u8>(buf)? as u64;
         for (peer, r) in &p2p.sends {

@@ -5,32 +5,53 @@
 //! have finished.
 
 use super::calls::{self, RawComm};
+use super::slots::{Book, Slots, Ticket, DONE, ENQUEUING, FAILED, PENDING};
 use crate::device::Device;
 use crate::error::{CollectiveFault, Error, Result};
 use crate::track::EventRef;
 use cudarc::driver::CudaContext;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How often the watchdog looks while ops are pending.
 const POLL: Duration = Duration::from_millis(2);
 
-const PENDING: u8 = 0;
-const DONE: u8 = 1;
-const FAILED: u8 = 2;
+/// How long a watchdog with nothing pending keeps looking on its timer before it sleeps until
+/// woken: while ops keep coming it is never asleep, so enqueueing one never wakes it.
+const LINGER: Duration = Duration::from_millis(100);
 
-/// One enqueued op, as the watchdog follows it.
-pub(super) struct OpWatch {
-    event: Option<EventRef>,
-    since: Instant,
-    state: AtomicU8,
+/// How an op is followed: its slot, or failed from the start (its communicator had faulted
+/// when it was enqueued).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Watch {
+    Slot(Ticket),
+    Failed,
+    /// Not followed (no slot left): its completion stands on its event alone.
+    Unwatched,
 }
 
-impl OpWatch {
-    /// Whether the watchdog failed this op (it was pending when the communicator faulted).
-    pub(super) fn failed(&self) -> bool {
-        self.state.load(Ordering::Acquire) == FAILED
+impl Watch {
+    const SLOT: u128 = 1 << 126;
+    const FAILED: u128 = 1 << 127;
+
+    /// The watch as a completion's verdict token.
+    pub(super) fn token(self) -> u128 {
+        match self {
+            Watch::Slot(t) => Self::SLOT | t.to_bits(),
+            Watch::Failed => Self::FAILED,
+            Watch::Unwatched => 0,
+        }
+    }
+
+    /// The watch [`token`](Self::token) made.
+    pub(super) fn from_token(token: u128) -> Watch {
+        if token & Self::FAILED != 0 {
+            Watch::Failed
+        } else if token & Self::SLOT != 0 {
+            Watch::Slot(Ticket::from_bits(token & !Self::SLOT))
+        } else {
+            Watch::Unwatched
+        }
     }
 }
 
@@ -43,8 +64,11 @@ unsafe impl Send for Raw {}
 pub(super) struct State {
     raw: Option<Raw>,
     fault: Option<Error>,
-    pending: Vec<Arc<OpWatch>>,
+    /// The ops being followed: their slots' bookkeeping.
+    book: Book,
     closing: bool,
+    /// The watchdog sleeps without a timeout: the next op wakes it.
+    asleep: bool,
 }
 
 impl State {
@@ -59,6 +83,8 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
+    /// The ops' slots, read without the lock by their completions.
+    slots: Slots<EventRef>,
     /// The fault, once declared, readable without the lock (which an abort in progress holds).
     fault: OnceLock<Error>,
     wake: Condvar,
@@ -80,9 +106,10 @@ impl CudaComm {
     /// Watches `raw`, a ready communicator on `device`.
     pub(super) fn new(raw: RawComm, device: &Device, timeout: Duration, blocking: bool) -> CudaComm {
         let ctx = device.shared.cuda_ctx("nccl").ok();
-        let state = State { raw: Some(Raw(raw)), fault: None, pending: Vec::new(), closing: false };
+        let state = State { raw: Some(Raw(raw)), fault: None, book: Book::default(), closing: false, asleep: false };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
+            slots: Slots::default(),
             fault: OnceLock::new(),
             wake: Condvar::new(),
             ctx,
@@ -130,22 +157,45 @@ impl CudaComm {
         declare(st, fault, &self.shared);
     }
 
-    /// Follows an op enqueued on the communicator, whose end is `event`.
-    pub(super) fn watch(&self, event: Option<EventRef>) -> Arc<OpWatch> {
-        let op = Arc::new(OpWatch { event, since: Instant::now(), state: AtomicU8::new(PENDING) });
-        let mut st = self.lock();
+    /// Follows an op enqueued now on the communicator, whose lock the caller holds (the one it
+    /// enqueued the op under): its end is published once its launch commits.
+    pub(super) fn watch_locked(&self, st: &mut State) -> Watch {
         if st.fault.is_some() {
             // It went to a communicator that faulted before it could be followed.
-            op.state.store(FAILED, Ordering::Release);
-        } else {
-            st.pending.push(op.clone());
-            // Only an idle watchdog sleeps without a timeout; a busy one looks again within
-            // `POLL`. Waking it for every op cost the op path more than the op.
-            if st.pending.len() == 1 {
-                self.shared.wake.notify_all();
-            }
+            return Watch::Failed;
         }
-        op
+        let watch = match self.shared.slots.claim(&mut st.book, Instant::now()) {
+            Some(t) => Watch::Slot(t),
+            None => Watch::Unwatched,
+        };
+        if st.asleep {
+            // A watchdog that had been idle for a while: the one op path that wakes it.
+            st.asleep = false;
+            self.shared.wake.notify_all();
+        }
+        watch
+    }
+
+    /// The op of `watch` has committed with `event` as its end (`None`: it has nothing to wait
+    /// for).
+    pub(super) fn publish(&self, watch: Watch, event: Option<EventRef>) {
+        if let Watch::Slot(t) = watch {
+            self.shared.slots.publish(t, event);
+        }
+    }
+
+    /// Whether the watchdog failed `watch`'s op (it was pending when the communicator faulted).
+    pub(super) fn failed(&self, watch: Watch) -> bool {
+        match watch {
+            Watch::Slot(t) => self.shared.slots.state(t) == FAILED,
+            Watch::Failed => true,
+            Watch::Unwatched => false,
+        }
+    }
+
+    /// The device's context, which NCCL's calls on this communicator run in.
+    pub(super) fn context(&self) -> Option<&Arc<CudaContext>> {
+        self.shared.ctx.as_ref()
     }
 
     /// `ncclCommShrink` on the live communicator.
@@ -224,11 +274,15 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
     }
     // Failed before the abort lets their kernels return: a completion that resolves because
     // its kernel was stopped sees the failure.
-    for op in st.pending.drain(..) {
+    let slots = &shared.slots;
+    for e in &st.book.pending {
         // One the GPU is known to have finished keeps its success.
-        let to = if op.event.as_ref().is_some_and(|e| e.known_done()) { DONE } else { FAILED };
-        let _ = op.state.compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire);
+        let to = if slots.with_event(e.ticket, |ev| ev.known_done()) == Some(true) { DONE } else { FAILED };
+        if !slots.transition(e.ticket, PENDING, to) {
+            slots.transition(e.ticket, ENQUEUING, FAILED);
+        }
     }
+    slots.sweep(&mut st.book);
     if let Some(Raw(raw)) = st.raw.take() {
         if let Some(ctx) = &shared.ctx {
             let _ = crate::backend::cuda::bind(ctx);
@@ -247,44 +301,50 @@ const QUERIES: usize = 8;
 /// Ops of one stream finish in order, so the first of those seen done makes every earlier op
 /// of its stream known done: each look clears what finished in a few queries, however many
 /// ops came since the last one, and the list stays short whether the host or the GPU is ahead.
-fn settle(pending: &mut Vec<Arc<OpWatch>>) -> Vec<Arc<OpWatch>> {
-    pending.retain(|op| {
-        if op.event.as_ref().is_none_or(|e| e.known_done()) {
+fn settle(book: &mut Book, slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
+    for e in &book.pending {
+        if slots.with_event(e.ticket, |ev| ev.known_done()) == Some(true) {
             // An op the watchdog failed meanwhile stays failed.
-            let _ = op.state.compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire);
+            slots.transition(e.ticket, PENDING, DONE);
         }
-        op.state.load(Ordering::Acquire) == PENDING
-    });
-    let n = pending.len();
+    }
+    slots.sweep(book);
+    // Ops whose launch has not committed yet have no event to ask about.
+    let n = book.pending.len();
     let newer = std::iter::successors(Some(1usize), |back| back.checked_mul(2))
         .take_while(|&back| back <= n.saturating_sub(QUERIES))
-        .map(|back| &pending[n - back]);
-    newer.chain(pending.iter().take(QUERIES)).cloned().collect()
+        .map(|back| &book.pending[n - back]);
+    let chosen = newer.chain(book.pending.iter().take(QUERIES));
+    picked.extend(chosen.filter_map(|e| slots.event(e.ticket).map(|ev| (e.ticket, ev))));
 }
 
 /// Marks done the ops of `picked` the driver reports done (an op already known done through a
 /// later one of its stream costs no query). An event that cannot be queried (its context is
 /// gone) counts as done: its op's completion reports that failure. Called without the
 /// communicator's lock: querying an event may record it, under its stream's lock.
-fn mark_finished(picked: &[Arc<OpWatch>]) {
-    for op in picked {
-        if op.event.as_ref().is_none_or(|e| e.is_done().unwrap_or(true)) {
-            let _ = op.state.compare_exchange(PENDING, DONE, Ordering::AcqRel, Ordering::Acquire);
+fn mark_finished(picked: &[(Ticket, EventRef)], slots: &Slots<EventRef>) {
+    for (t, event) in picked {
+        if event.is_done().unwrap_or(true) {
+            slots.transition(*t, PENDING, DONE);
         }
     }
 }
 
 /// The watchdog's loop: see the module docs.
 fn watch(shared: &Shared) {
+    let slots = &shared.slots;
+    let mut picked = Vec::new();
+    // When an op was last seen coming, to linger on the timer for a while after the last.
+    let (mut seen, mut active) = (0u64, Instant::now());
     let mut st = crate::sync::lock_unranked(&shared.state);
     loop {
-        let picked = settle(&mut st.pending);
+        settle(&mut st.book, slots, &mut picked);
         drop(st);
-        mark_finished(&picked);
-        drop(picked);
+        mark_finished(&picked, slots);
+        picked.clear();
         st = crate::sync::lock_unranked(&shared.state);
-        st.pending.retain(|op| op.state.load(Ordering::Acquire) == PENDING);
-        if st.closing && st.pending.is_empty() {
+        slots.sweep(&mut st.book);
+        if st.closing && st.book.pending.is_empty() {
             if let Some(Raw(raw)) = st.raw.take() {
                 if let Some(ctx) = &shared.ctx {
                     let _ = crate::backend::cuda::bind(ctx);
@@ -293,8 +353,8 @@ fn watch(shared: &Shared) {
             }
             return;
         }
-        if let (Some(raw), false) = (st.raw.as_ref().map(|r| r.0), st.pending.is_empty()) {
-            let oldest = st.pending.iter().map(|op| op.since).min();
+        if let (Some(raw), false) = (st.raw.as_ref().map(|r| r.0), st.book.pending.is_empty()) {
+            let oldest = st.book.pending.iter().map(|e| e.since).min();
             let fault = match calls::async_state(raw) {
                 Err(e) => Some(e),
                 Ok(_) if oldest.is_some_and(|t| t.elapsed() > shared.timeout) => Some(Error::Collective {
@@ -308,8 +368,15 @@ fn watch(shared: &Shared) {
                 declare(&mut st, fault, shared);
             }
         }
-        st = if st.pending.is_empty() && !st.closing {
-            shared.wake.wait(st).unwrap_or_else(|e| e.into_inner())
+        if st.book.claimed != seen {
+            (seen, active) = (st.book.claimed, Instant::now());
+        }
+        let idle = st.book.pending.is_empty() && !st.closing;
+        st = if idle && active.elapsed() >= LINGER {
+            st.asleep = true;
+            let mut st = shared.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.asleep = false;
+            st
         } else {
             shared.wake.wait_timeout(st, POLL).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0)
         };

@@ -1,0 +1,293 @@
+//! The watchdog's record of a communicator's enqueued ops: reusable slots, so that following
+//! an op allocates nothing in steady state.
+//!
+//! A slot is claimed under the communicator's lock, in the critical section that enqueues the
+//! op, and freed by the watchdog once the op is done. The slots themselves live in chunks that
+//! never move or shrink, so that an op's completion reads its slot's state without any lock.
+//! Each claim gives the slot a new generation, and the state word holds generation and state
+//! together: a completion whose generation no longer matches knows its slot was freed and
+//! reused, which happens only to slots whose op finished well. A failed op's slot is never
+//! reused (a communicator that failed an op takes no more).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// Claimed; the op's event is not known yet (its launch has not committed).
+pub(super) const ENQUEUING: u64 = 0;
+/// Its event known, not yet seen passed.
+pub(super) const PENDING: u64 = 1;
+/// Finished on the GPU (or never launched).
+pub(super) const DONE: u64 = 2;
+/// Failed by the watchdog: its communicator faulted while it was pending.
+pub(super) const FAILED: u64 = 3;
+
+const STATE_BITS: u32 = 2;
+const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
+
+/// Slots in the first chunk; each later chunk doubles the total.
+const FIRST: usize = 64;
+/// Chunks: `FIRST * (2^CHUNKS - 1)` slots in all, past any number of ops in flight.
+const CHUNKS: usize = 24;
+
+/// An op's claim on a slot: the slot and the generation it was claimed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ticket {
+    idx: u32,
+    generation: u64,
+}
+
+impl Ticket {
+    /// The ticket as one number (slot in the high half, generation in the low).
+    pub(super) fn to_bits(self) -> u128 {
+        u128::from(self.idx) << 64 | u128::from(self.generation)
+    }
+
+    /// The ticket [`to_bits`](Self::to_bits) made.
+    pub(super) fn from_bits(bits: u128) -> Ticket {
+        Ticket { idx: (bits >> 64) as u32, generation: bits as u64 }
+    }
+}
+
+/// A claimed slot the watchdog follows: its ticket and when it was claimed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry {
+    pub ticket: Ticket,
+    pub since: Instant,
+}
+
+/// The bookkeeping of the slots, kept under the communicator's lock.
+#[derive(Debug, Default)]
+pub(super) struct Book {
+    free: Vec<u32>,
+    made: u32,
+    /// The claimed slots not yet settled, oldest first.
+    pub pending: Vec<Entry>,
+    /// Slots ever claimed: the watchdog sees from it whether ops are still coming.
+    pub claimed: u64,
+}
+
+struct Slot<E> {
+    word: AtomicU64,
+    event: Mutex<Option<E>>,
+}
+
+/// The slots of one communicator (`E`: the op's end, an event).
+pub(super) struct Slots<E> {
+    chunks: [OnceLock<Box<[Slot<E>]>>; CHUNKS],
+}
+
+impl<E> Default for Slots<E> {
+    fn default() -> Self {
+        Slots { chunks: std::array::from_fn(|_| OnceLock::new()) }
+    }
+}
+
+/// The chunk of slot `idx` and its place in it.
+fn place(idx: u32) -> (usize, usize) {
+    let n = idx as usize / FIRST + 1;
+    let chunk = (usize::BITS - 1 - n.leading_zeros()) as usize;
+    (chunk, idx as usize - FIRST * ((1 << chunk) - 1))
+}
+
+impl<E: Clone> Slots<E> {
+    fn slot(&self, idx: u32) -> Option<&Slot<E>> {
+        let (chunk, at) = place(idx);
+        self.chunks.get(chunk)?.get()?.get(at)
+    }
+
+    /// Claims a slot for an op enqueued now (`None` only when every slot is taken, which no
+    /// process reaches: the op then goes unwatched).
+    pub(super) fn claim(&self, book: &mut Book, since: Instant) -> Option<Ticket> {
+        let idx = match book.free.pop() {
+            Some(i) => i,
+            None => {
+                let idx = book.made;
+                let (chunk, _) = place(idx);
+                let chunk = self.chunks.get(chunk)?;
+                chunk.get_or_init(|| {
+                    let len = FIRST << place(idx).0;
+                    (0..len).map(|_| Slot { word: AtomicU64::new(DONE), event: Mutex::new(None) }).collect()
+                });
+                book.made = idx.checked_add(1)?;
+                idx
+            }
+        };
+        let slot = self.slot(idx)?;
+        let generation = (slot.word.load(Ordering::Acquire) >> STATE_BITS).wrapping_add(1);
+        slot.word.store(generation << STATE_BITS | ENQUEUING, Ordering::Release);
+        let ticket = Ticket { idx, generation };
+        book.pending.push(Entry { ticket, since });
+        book.claimed = book.claimed.wrapping_add(1);
+        Some(ticket)
+    }
+
+    /// The op of `t` has committed, with `event` its end (`None`: nothing to wait for). A slot
+    /// failed meanwhile stays failed.
+    pub(super) fn publish(&self, t: Ticket, event: Option<E>) {
+        let Some(slot) = self.slot(t.idx) else { return };
+        let to = if event.is_some() { PENDING } else { DONE };
+        if event.is_some() {
+            // Before the state says PENDING: the watchdog reads the event only then.
+            *crate::sync::lock_unranked(&slot.event) = event;
+        }
+        let _ = self.transition(t, ENQUEUING, to);
+    }
+
+    /// The state of `t`'s op: [`DONE`] once its slot has been reused (only a finished op's is).
+    pub(super) fn state(&self, t: Ticket) -> u64 {
+        match self.slot(t.idx) {
+            Some(slot) => {
+                let word = slot.word.load(Ordering::Acquire);
+                if word >> STATE_BITS == t.generation {
+                    word & STATE_MASK
+                } else {
+                    DONE
+                }
+            }
+            None => DONE,
+        }
+    }
+
+    /// Moves `t`'s op from `from` to `to`; false if it was not in `from` (or is reused).
+    pub(super) fn transition(&self, t: Ticket, from: u64, to: u64) -> bool {
+        let Some(slot) = self.slot(t.idx) else { return false };
+        let (old, new) = (t.generation << STATE_BITS | from, t.generation << STATE_BITS | to);
+        slot.word.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// `f` of `t`'s event, if it has one and the slot is still `t`'s.
+    pub(super) fn with_event<R>(&self, t: Ticket, f: impl FnOnce(&E) -> R) -> Option<R> {
+        let slot = self.slot(t.idx)?;
+        let event = crate::sync::lock_unranked(&slot.event);
+        if slot.word.load(Ordering::Acquire) >> STATE_BITS != t.generation {
+            return None;
+        }
+        event.as_ref().map(f)
+    }
+
+    /// A copy of `t`'s event, to ask the driver about without the communicator's lock.
+    pub(super) fn event(&self, t: Ticket) -> Option<E> {
+        self.with_event(t, E::clone)
+    }
+
+    /// Drops the settled entries of `book.pending` (done or failed), freeing the done ones'
+    /// slots for reuse.
+    pub(super) fn sweep(&self, book: &mut Book) {
+        let Book { free, pending, .. } = book;
+        pending.retain(|e| match self.state(e.ticket) {
+            DONE => {
+                if let Some(slot) = self.slot(e.ticket.idx) {
+                    // Its event goes now: a reused slot gets its own.
+                    let event = crate::sync::lock_unranked(&slot.event).take();
+                    drop(event);
+                    free.push(e.ticket.idx);
+                }
+                false
+            }
+            FAILED => false,
+            _ => true,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_cover_the_chunks_in_order() {
+        assert_eq!(place(0), (0, 0));
+        assert_eq!(place(63), (0, 63));
+        assert_eq!(place(64), (1, 0));
+        assert_eq!(place(191), (1, 127));
+        assert_eq!(place(192), (2, 0));
+        let mut next = (0, 0);
+        for i in 0..10_000u32 {
+            let p = place(i);
+            assert_eq!(p, next, "slot {i}");
+            next = if p.1 + 1 == FIRST << p.0 { (p.0 + 1, 0) } else { (p.0, p.1 + 1) };
+        }
+    }
+
+    #[test]
+    fn a_reused_slot_reads_done_for_its_old_op_and_its_own_state_for_the_new_one() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let now = Instant::now();
+        let first = slots.claim(&mut book, now).unwrap();
+        assert_eq!(slots.state(first), ENQUEUING);
+        slots.publish(first, Some(7));
+        assert_eq!(slots.state(first), PENDING);
+        assert_eq!(slots.event(first), Some(7));
+        // Not reused while pending.
+        slots.sweep(&mut book);
+        let second = slots.claim(&mut book, now).unwrap();
+        assert_ne!(first.idx, second.idx);
+        assert!(slots.transition(first, PENDING, DONE));
+        slots.sweep(&mut book);
+        assert_eq!(book.pending.len(), 1);
+        let third = slots.claim(&mut book, now).unwrap();
+        assert_eq!(third.idx, first.idx, "the done op's slot is reused");
+        assert_ne!(third.generation, first.generation);
+        // The old op's completion still reads success, whatever the new op goes through.
+        assert_eq!(slots.state(first), DONE);
+        assert_eq!(slots.event(first), None);
+        assert!(!slots.transition(first, PENDING, FAILED));
+        slots.publish(third, Some(9));
+        assert!(slots.transition(third, PENDING, FAILED));
+        assert_eq!(slots.state(first), DONE);
+        assert_eq!(slots.state(third), FAILED);
+        // A failed op's slot is never handed out again.
+        slots.sweep(&mut book);
+        let fourth = slots.claim(&mut book, now).unwrap();
+        assert_ne!(fourth.idx, third.idx);
+        assert_eq!(slots.state(third), FAILED);
+    }
+
+    #[test]
+    fn tickets_round_trip_through_their_bits() {
+        let t = Ticket { idx: u32::MAX - 3, generation: u64::MAX - 5 };
+        assert_eq!(Ticket::from_bits(t.to_bits()), t);
+    }
+
+    #[test]
+    fn a_slot_failed_before_its_launch_committed_stays_failed() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let t = slots.claim(&mut book, Instant::now()).unwrap();
+        assert!(slots.transition(t, ENQUEUING, FAILED));
+        slots.publish(t, Some(1));
+        assert_eq!(slots.state(t), FAILED);
+        let u = slots.claim(&mut book, Instant::now()).unwrap();
+        slots.publish(u, None);
+        assert_eq!(slots.state(u), DONE);
+    }
+
+    #[test]
+    fn steady_state_reuses_a_few_slots() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        for i in 0..10_000 {
+            let t = slots.claim(&mut book, Instant::now()).unwrap();
+            slots.publish(t, Some(i));
+            assert!(slots.transition(t, PENDING, DONE));
+            slots.sweep(&mut book);
+        }
+        assert_eq!(book.made, 1);
+        assert!(book.pending.is_empty());
+    }
+
+    #[test]
+    fn slots_grow_past_the_first_chunk() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let all: Vec<_> = (0..1000).map(|_| slots.claim(&mut book, Instant::now()).unwrap()).collect();
+        for (i, t) in all.iter().enumerate() {
+            slots.publish(*t, Some(i as u32));
+        }
+        for (i, t) in all.iter().enumerate() {
+            assert_eq!(slots.event(*t), Some(i as u32));
+        }
+    }
+}
