@@ -55,10 +55,11 @@ fn refused<T: std::fmt::Debug>(got: cusched::Result<T>, op: &str, arg: &str) {
 }
 
 /// A 64x64 CSR matrix, two entries per row: in columns 0 and 1 (`spread` false: one 2x2 block
-/// per block row, 32 in all), or in columns `r` and `63 - r` (about four blocks per block row).
+/// per block row, 32 in all), or in columns `r` and `63 - r` (two blocks per block row, 64 in
+/// all), sorted within each row as the legacy conversion requires.
 fn two_per_row(spread: bool) -> (Vec<i32>, Vec<i32>) {
     let offsets = (0..=64).map(|r| 2 * r).collect();
-    let indices = (0..64).flat_map(|r| if spread { [r, 63 - r] } else { [0, 1] }).collect();
+    let indices = (0..64).flat_map(|r| if spread { [r.min(63 - r), r.max(63 - r)] } else { [0, 1] }).collect();
     (offsets, indices)
 }
 
