@@ -240,6 +240,13 @@ impl Device {
 }
 
 impl<T: Element> GpuRef<T> {
+    /// A handle that keeps the buffer alive, of any element type: an op queued past its call
+    /// holds its buffers with it, with no allocation of its own.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    pub(crate) fn holder(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        self.inner.clone()
+    }
+
     /// Wraps `memory` of context epoch `epoch`, allocated on the device's stream of index
     /// `home`, in a new tracked buffer; `scratch` when only the crate's own ops will see it.
     fn from_memory(

@@ -49,6 +49,16 @@ impl LaunchRecorder {
         self.launch_as(device, enqueue, true)
     }
 
+    /// [`launch_event`](Self::launch_event) for a recorder the caller keeps in place (a group's
+    /// queued op): the recorder is not moved, which would copy its inline uses per op.
+    pub(crate) fn launch_event_in_place<R>(
+        &mut self,
+        device: &Device,
+        enqueue: impl FnOnce(&LaunchScope<'_>) -> Result<R>,
+    ) -> Result<Launched<R>> {
+        self.launch_as(device, enqueue, true)
+    }
+
     /// [`launch`](Self::launch) for a recorder the caller built in place and drops after: the
     /// recorder is not moved (a copy of its inline uses per op).
     pub(crate) fn launch_in_place<R>(

@@ -176,6 +176,36 @@ fn a_failed_group_enqueues_nothing_and_fails_its_ops() {
     assert_eq!(rk.get(0, &x), [2.0; 4]);
 }
 
+/// A thread's groups in a row, one of them failed, each launch only their own ops: the list
+/// a group queues in is reused from one group to the next.
+#[test]
+fn groups_in_a_row_launch_only_their_own_ops() {
+    let mut rk = ranks(2);
+    let x: Vec<_> = (0..2).map(|r| rk.upload::<f32>(r, &[r as f64 + 1.0; 4])).collect();
+    let (h, comms) = (&mut rk.h, &rk.comms);
+    let mut failed = None;
+    let out: cusched::Result<()> = nccl::group(|| {
+        failed = Some(h[0].nccl()?.all_reduce_in_place(&comms[0], &x[0], ReduceOp::Sum)?);
+        Err(Error::Shutdown)
+    });
+    assert!(matches!(out, Err(Error::Shutdown)));
+    assert!(matches!(failed.unwrap().wait(), Err(Error::Shutdown)));
+    for round in 0..3 {
+        let done: Vec<_> =
+            nccl::group(|| (0..2).map(|r| h[r].nccl()?.all_reduce_in_place(&comms[r], &x[r], ReduceOp::Sum)).collect())
+                .unwrap();
+        assert_eq!(done.len(), 2, "round {round}");
+        for r in cusched::wait_all(done) {
+            r.unwrap();
+        }
+    }
+    // 1 + 2 summed three times over two ranks.
+    for (r, x) in x.iter().enumerate() {
+        assert_eq!(rk.get(r, x), [12.0; 4]);
+    }
+    rk.assert_clean();
+}
+
 #[test]
 fn communicators_from_a_unique_id_work_between_threads_and_shrink() {
     let gpus = Device::sim_group(SimConfig::default(), 3).unwrap();

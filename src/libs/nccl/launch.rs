@@ -18,9 +18,9 @@ use crate::completion::{Completion, KeepAlive, Shared, Verdict};
 use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
-use smallvec::{smallvec, SmallVec};
+use smallvec::SmallVec;
 use std::borrow::Borrow;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 
 /// The ops of one launch: one outside a group, a rank's few inside one. Kept inline, so that
@@ -33,14 +33,17 @@ pub(super) type Slot = Arc<Mutex<Option<Result<()>>>>;
 /// A simulated op's kernel body: given its communicator and round number.
 pub(super) type SimBody = Box<dyn FnOnce(&SimRank, u64) -> Result<()> + Send>;
 
-/// What launching an op takes: its recorder, device (`D`: owned or borrowed), communicator and
-/// work.
+/// What launching an op takes: its recorder, device (`D`: owned or borrowed), and its
+/// communicator and work, which its launch takes (the recorder stays in place: it is large to
+/// copy).
 struct Launch<D> {
     rec: LaunchRecorder,
     device: D,
-    comm: Communicator,
-    work: Work,
+    op: Option<(Communicator, Work)>,
 }
+
+/// A handle that keeps one of an op's buffers alive.
+pub(super) type Holder = Arc<dyn std::any::Any + Send + Sync>;
 
 /// An op, validated and recorded, not yet launched.
 pub(super) struct Planned {
@@ -49,7 +52,7 @@ pub(super) struct Planned {
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
     /// between the op's call and its group's launch must not be freed before it. (A CUDA op
     /// outside a group is launched in its call, under the caller's borrow, without a `Planned`.)
-    keep: Vec<KeepAlive>,
+    keep: Few<Holder>,
 }
 
 /// What an op enqueues.
@@ -71,6 +74,9 @@ impl Work {
 thread_local! {
     /// The ops queued by this thread's open [`group`], if one is open.
     static GROUP: RefCell<Option<Vec<Planned>>> = const { RefCell::new(None) };
+    /// The list of this thread's last group, emptied, for its next group: a group allocates
+    /// no list of its own.
+    static SPARE: Cell<Vec<Planned>> = const { Cell::new(Vec::new()) };
 }
 
 /// Runs `f` with an NCCL group open on this thread: every collective `f` calls (on any
@@ -120,27 +126,32 @@ pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
     impl Drop for Close {
         fn drop(&mut self) {
             // Closes the group however `f` ended (an unwind too): what it queued never runs.
-            if let Some(ops) = GROUP.with(|g| g.borrow_mut().take()) {
-                abandon(ops, &Error::JobPanicked { message: "the group's closure panicked".into() });
+            if let Some(mut ops) = GROUP.with(|g| g.borrow_mut().take()) {
+                abandon(&mut ops, &Error::JobPanicked { message: "the group's closure panicked".into() });
             }
         }
     }
-    GROUP.with(|g| *g.borrow_mut() = Some(Vec::new()));
+    GROUP.with(|g| *g.borrow_mut() = Some(SPARE.take()));
     let close = Close;
     let out = f();
-    let ops = GROUP.with(|g| g.borrow_mut().take()).unwrap_or_default();
+    let mut ops = GROUP.with(|g| g.borrow_mut().take()).unwrap_or_default();
     drop(close);
-    match out {
-        Ok(v) => launch_all(ops.into_iter().collect()).map(|()| v),
+    let out = match out {
+        Ok(v) => launch_all(&mut ops).map(|()| v),
         Err(e) => {
-            abandon(ops, &e);
+            abandon(&mut ops, &e);
             Err(e)
         }
-    }
+    };
+    // The ops' recorders and handles go now: what the GPU still needs, their commits and
+    // completions hold.
+    ops.clear();
+    SPARE.set(ops);
+    out
 }
 
 /// Resolves the completions of ops that were never launched with `e`.
-fn abandon(ops: impl IntoIterator<Item = Planned>, e: &Error) {
+fn abandon<'a>(ops: impl IntoIterator<Item = &'a mut Planned>, e: &Error) {
     for op in ops {
         op.fill.enqueued(Err(e.clone()), None, Vec::new());
     }
@@ -154,22 +165,23 @@ pub(super) fn submit(
     device: &Device,
     comm: &Communicator,
     work: Work,
-    keep: impl FnOnce() -> Vec<KeepAlive>,
+    keep: impl FnOnce() -> Few<Holder>,
 ) -> Result<Completion<()>> {
     let in_group = GROUP.with(|g| g.borrow().is_some());
     if !in_group && matches!(work, Work::Cuda { .. }) {
-        return launch_one(Launch { rec, device, comm: comm.clone(), work });
+        return launch_one(Launch { rec, device, op: Some((comm.clone(), work)) });
     }
     let (completion, fill) = Completion::queued(&device.shared);
     let completion = finished(completion, &work);
-    let keep = if in_group || matches!(work, Work::Sim { .. }) { keep() } else { Vec::new() };
-    let op = Planned { launch: Launch { rec, device: device.internal(), comm: comm.clone(), work }, fill, keep };
+    let keep = if in_group || matches!(work, Work::Sim { .. }) { keep() } else { Few::new() };
+    let mut op =
+        Planned { launch: Launch { rec, device: device.internal(), op: Some((comm.clone(), work)) }, fill, keep };
     if !in_group {
-        return launch_all(smallvec![op]).map(|()| completion);
+        return launch_all(std::slice::from_mut(&mut op)).map(|()| completion);
     }
     GROUP.with(|g| match g.borrow_mut().as_mut() {
         Some(ops) => ops.push(op),
-        None => abandon([op], &Error::invalid("group", "the group closed while its op was queued")),
+        None => abandon([&mut op], &Error::invalid("group", "the group closed while its op was queued")),
     });
     Ok(completion)
 }
@@ -194,10 +206,10 @@ fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
 
 /// Launches a CUDA op outside a group, and makes its completion only now, in place: the op
 /// path allocates nothing for it (see [`launch_all`] for the verdict it carries).
-fn launch_one(launch: Launch<&Device>) -> Result<Completion<()>> {
+fn launch_one(mut launch: Launch<&Device>) -> Result<Completion<()>> {
     let device = launch.device;
     let (mut entered, mut watched) = (Few::new(), Few::new());
-    let launched = nest(&mut std::iter::once(launch), &mut entered, &mut watched)?;
+    let launched = nest(std::slice::from_mut(&mut launch), &mut entered, &mut watched)?;
     let Some(Launched { event, trace, .. }) = launched.into_iter().next() else {
         return Err(Error::invalid("comm", "the op was not launched"));
     };
@@ -212,26 +224,28 @@ fn launch_one(launch: Launch<&Device>) -> Result<Completion<()>> {
 }
 
 /// Launches `ops` together: see the module docs.
-fn launch_all(ops: Few<Planned>) -> Result<()> {
+fn launch_all(ops: &mut [Planned]) -> Result<()> {
     let Some(first) = ops.first() else { return Ok(()) };
     let sim = first.launch.device.is_simulated();
     if ops.iter().any(|op| op.launch.device.is_simulated() != sim) {
         let e = Error::invalid("comm", "one group mixes simulated and CUDA communicators");
-        abandon(ops, &e);
+        abandon(ops.iter_mut(), &e);
         return Err(e);
     }
-    // The launches move straight from `ops` into `nest` (a recorder is large to copy).
-    let mut ops = ops;
-    let fills: Few<_> = ops.iter_mut().map(|op| (op.fill.clone(), std::mem::take(&mut op.keep))).collect();
+    // The recorders stay where the group queued them (a recorder is large to copy): `nest`
+    // takes each op's communicator and work only.
     let mut entered: Few<Entered> = Few::new();
     let mut watched: Few<Watched> = Few::new();
-    let result = nest(&mut ops.into_iter().map(|op| op.launch), &mut entered, &mut watched);
+    let mut launches: Few<&mut Launch<Device>> = ops.iter_mut().map(|op| &mut op.launch).collect();
+    let result = nest(&mut launches, &mut entered, &mut watched);
+    drop(launches);
     match result {
         Ok(mut launched) => {
             launched.reverse();
             // The CUDA ops, in the order launched (all of them or none: one group never mixes).
             let mut watched = watched.into_iter();
-            for (l, (fill, keep)) in launched.into_iter().zip(fills) {
+            for (l, op) in launched.into_iter().zip(ops.iter_mut()) {
+                let (fill, keep) = (&op.fill, std::mem::take(&mut op.keep));
                 let Launched { event, trace, .. } = l;
                 if let Some(t) = trace {
                     fill.set_trace(t);
@@ -252,18 +266,21 @@ fn launch_all(ops: Few<Planned>) -> Result<()> {
                         drop(keep);
                         fill.enqueued_verdict(Ok(()), Verdict::new(comm.inner, watch.token()), event);
                     }
-                    (_, event) => fill.enqueued(Ok(()), event, keep),
+                    (_, event) => fill.enqueued(Ok(()), event, keep.into_iter().map(boxed).collect()),
                 }
             }
             Ok(())
         }
         Err(e) => {
-            for (fill, ..) in fills {
-                fill.enqueued(Err(e.clone()), None, Vec::new());
-            }
+            abandon(ops.iter_mut(), &e);
             Err(e)
         }
     }
+}
+
+/// A buffer's handle as a completion keeps it.
+fn boxed(h: Holder) -> KeepAlive {
+    Box::new(h)
 }
 
 /// Where an entered op enqueues.
@@ -279,16 +296,20 @@ pub(super) type Entered = (Communicator, Work, Target);
 
 /// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
 /// them all. Returns the launches innermost first.
-fn nest<D: Borrow<Device>>(
-    ops: &mut impl Iterator<Item = Launch<D>>,
+fn nest<D: Borrow<Device>, L: std::borrow::BorrowMut<Launch<D>>>(
+    ops: &mut [L],
     entered: &mut Few<Entered>,
     watched: &mut Few<Watched>,
 ) -> Result<Few<Launched<()>>> {
-    let Some(Launch { rec, device, comm, work }) = ops.next() else {
+    let Some((first, rest)) = ops.split_first_mut() else {
         enqueue_all(std::mem::take(entered), watched)?;
         return Ok(Few::new());
     };
-    let device = device.borrow();
+    let Launch { rec, device, op } = first.borrow_mut();
+    let Some((comm, work)) = op.take() else {
+        return Err(Error::invalid("comm", "the op was launched already"));
+    };
+    let device = (*device).borrow();
     let stream = rec.stream();
     // NCCL's own capture support aside, a collective's completion and the watchdog's timeout
     // stand on its events, which a recorded op does not have.
@@ -296,9 +317,9 @@ fn nest<D: Borrow<Device>>(
         what: format!("an NCCL collective on {stream}, which a graph recording holds"),
         hint: "run collectives outside the graph, between its replays",
     })?;
-    let launched = rec.launch_event(device, |scope| {
+    let launched = rec.launch_event_in_place(device, |scope| {
         entered.push((comm, work, target(scope, stream)?));
-        nest(ops, entered, watched)
+        nest(rest, entered, watched)
     })?;
     let Launched { value: mut inner, event, trace, recorded } = launched;
     inner.push(Launched { value: (), event, trace, recorded });

@@ -5,9 +5,10 @@
 
 use super::comm::Communicator;
 use super::launch::submit;
+use super::launch::Holder;
 use super::plan::{self, Coll, CollBufs, P2p};
 use super::{Nccl, NcclType, ReduceOp};
-use crate::completion::{Completion, KeepAlive};
+use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::record;
 use crate::memory::GpuRef;
@@ -341,8 +342,8 @@ impl Nccl {
 /// A handle to `buf` that keeps it alive through the launch of an op queued in a group (a CUDA
 /// op drops it once its uses are committed: a later free waits for them; a simulated op keeps
 /// it until its kernel ran).
-fn keep<T: NcclType>(buf: &GpuRef<T>) -> KeepAlive {
-    Box::new(buf.clone())
+fn keep<T: NcclType>(buf: &GpuRef<T>) -> Holder {
+    buf.holder()
 }
 
 fn check_rank(arg: &'static str, rank: usize, comm: &Communicator) -> Result<()> {
