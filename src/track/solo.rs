@@ -23,7 +23,9 @@
 //! - **Frees.** A device buffer is freed on its home stream, which for memory allocated in
 //!   `SOLO(X)` is X: every solo use is before the free in stream order.
 //! - **Covering events.** The first marked launch on another stream (or on another device,
-//!   through peers) closes solo mode: under X's lock it stores `CLOSING`, after which no solo
+//!   through peers) closes solo mode, as does an op whose later launches compare its inputs'
+//!   last-write positions, which solo launches do not publish (`close_solo`, used by cuSPARSE's
+//!   count-then-fill ops): under X's lock it stores `CLOSING`, after which no solo
 //!   launch starts. The last solo launch to commit (or the close itself, when none is in
 //!   flight) records one event on X under the same lock, the floor, which covers every solo
 //!   use there will ever be, and stores `SEVERAL`. A launch on any stream but X that uses a
