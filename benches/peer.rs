@@ -68,6 +68,20 @@ fn raw(a: &Device, b: &Device, x: &CudaSlice<u8>, y: &CudaSlice<u8>, iters: usiz
     Ok(t.elapsed().as_secs_f64() / iters as f64)
 }
 
+/// The raw side's source on `a` and destination on `b`, `bytes` each, made and synchronized on
+/// each context's default stream before `raw` copies between them on its own stream.
+fn raw_pair(a: &Device, b: &Device, bytes: usize) -> Res<(CudaSlice<u8>, CudaSlice<u8>)> {
+    // SAFETY: (1) the raw side's memory is made and synchronized on each context's default
+    // stream before `raw` copies it on its own stream; (2) memory cusched owns is not touched.
+    let (ca, cb) = unsafe { (a.cuda_context()?, b.cuda_context()?) };
+    let (sa, sb) = (ca.default_stream(), cb.default_stream());
+    let rx = sa.alloc_zeros::<u8>(bytes)?;
+    let ry = sb.alloc_zeros::<u8>(bytes)?;
+    sa.synchronize()?;
+    sb.synchronize()?;
+    Ok((rx, ry))
+}
+
 fn main() -> Res<()> {
     let (a, b, what) = match devices() {
         Ok(d) => d,
@@ -88,15 +102,7 @@ fn main() -> Res<()> {
         let iters = ((4usize << 30) / bytes).clamp(20, 2000);
         let x = a.alloc_zeros::<u8>(a.default_stream(), bytes)?;
         let y = b.alloc_zeros::<u8>(b.default_stream(), bytes)?;
-        // SAFETY: (1) the raw side's memory is made and synchronized on each context's default
-        // stream before `raw` copies it on its own stream; (2) memory cusched owns is not
-        // touched.
-        let (ca, cb) = unsafe { (a.cuda_context()?, b.cuda_context()?) };
-        let (sa, sb) = (ca.default_stream(), cb.default_stream());
-        let rx = sa.alloc_zeros::<u8>(bytes)?;
-        let ry = sb.alloc_zeros::<u8>(bytes)?;
-        sa.synchronize()?;
-        sb.synchronize()?;
+        let (rx, ry) = raw_pair(&a, &b, bytes)?;
         // Warm up both paths (first copies enable access, fault in mappings).
         ours(&a, &x, &y, 3)?;
         raw(&a, &b, &rx, &ry, 3, true)?;
@@ -155,14 +161,7 @@ fn past_solo(a: &Device, b: &Device) -> Res<()> {
     let other = a.new_stream()?;
     x.copy_to(other, &y)?;
     a.synchronize(other)?;
-    // SAFETY: (1) the raw side's memory is made and synchronized on each context's default
-    // stream before `raw` copies it on its own stream; (2) memory cusched owns is not touched.
-    let (ca, cb) = unsafe { (a.cuda_context()?, b.cuda_context()?) };
-    let (sa, sb) = (ca.default_stream(), cb.default_stream());
-    let rx = sa.alloc_zeros::<u8>(bytes)?;
-    let ry = sb.alloc_zeros::<u8>(bytes)?;
-    sa.synchronize()?;
-    sb.synchronize()?;
+    let (rx, ry) = raw_pair(a, b, bytes)?;
     ours(a, &x, &y, 3)?;
     raw(a, b, &rx, &ry, 3, true)?;
     let (mut t_ours, mut t_raw, mut t_event) = (Vec::new(), Vec::new(), Vec::new());

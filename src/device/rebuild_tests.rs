@@ -196,27 +196,24 @@ fn a_fault_of_a_launch_that_waited_for_a_rebuild_rebuilds_again() {
     assert!(ran.load(Ordering::SeqCst), "the device runs work again");
 }
 
-/// A preflight that read the device's context before a rebuild began, and fences a stream the
-/// rebuild has not moved yet after the device moved on, waits for the rebuild as well: its
-/// kernel runs on the new context instead of being dropped by the poisoned one.
-#[test]
-fn a_preflight_overtaken_by_a_rebuild_waits_for_it() {
-    let d = Device::sim(SimConfig::default()).unwrap();
-    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
-    let _off = HooksOff(d.shared.uid);
+/// Holds the launch of the thread named [`LATE`] once it has read the device's epoch and taken
+/// its marks, until the rebuild of `d` has moved the device and `moved` (not the streams after
+/// it), and holds the rebuild there until a thread waits for it. Returns a receiver told when
+/// the marks are taken, and a sender that ends the rebuild's hold for a late launch that never
+/// waits for it.
+fn hold_late_marks(d: &Device, moved: StreamId) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
     let (taken_tx, taken_rx) = mpsc::channel::<()>();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let (awaited_tx, awaited_rx) = mpsc::channel::<()>();
+    let done_tx = awaited_tx.clone();
     let (taken_tx, go_rx) = (Mutex::new(taken_tx), Mutex::new(go_rx));
     let (go_tx, awaited_tx, awaited_rx) = (Mutex::new(Some(go_tx)), Mutex::new(awaited_tx), Mutex::new(awaited_rx));
     rebuild_hooks::on(d.shared.uid, move |at| match at {
-        // The late launch has read the device's epoch and taken its marks: it fences only once
-        // the rebuild has moved the device and `s0`, and not `s1`.
         Stage::MarksTaken if std::thread::current().name() == Some(LATE) => {
             let _ = taken_tx.lock().unwrap().send(());
             let _ = go_rx.lock().unwrap().recv_timeout(HOLD);
         }
-        Stage::Replaced(i) if i == s0.index() => {
+        Stage::Replaced(i) if i == moved.index() => {
             if let Some(go) = go_tx.lock().unwrap().take() {
                 let _ = go.send(());
                 let _ = awaited_rx.lock().unwrap().recv_timeout(HOLD);
@@ -227,6 +224,18 @@ fn a_preflight_overtaken_by_a_rebuild_waits_for_it() {
         }
         _ => {}
     });
+    (taken_rx, done_tx)
+}
+
+/// A preflight that read the device's context before a rebuild began, and fences a stream the
+/// rebuild has not moved yet after the device moved on, waits for the rebuild as well: its
+/// kernel runs on the new context instead of being dropped by the poisoned one.
+#[test]
+fn a_preflight_overtaken_by_a_rebuild_waits_for_it() {
+    let d = Device::sim(SimConfig::default()).unwrap();
+    let (s0, s1) = (d.default_stream(), d.new_stream().unwrap());
+    let _off = HooksOff(d.shared.uid);
+    let (taken_rx, _) = hold_late_marks(&d, s0);
     let ran = Arc::new(AtomicBool::new(false));
     let (dev, flag) = (d.clone(), ran.clone());
     let worker = std::thread::Builder::new()
@@ -321,28 +330,7 @@ fn a_warm_peer_copy_overtaken_by_a_rebuild_is_refused() {
     }
     d.synchronize(s1).unwrap();
     let _off = HooksOff(d.shared.uid);
-    let (taken_tx, taken_rx) = mpsc::channel::<()>();
-    let (go_tx, go_rx) = mpsc::channel::<()>();
-    let (awaited_tx, awaited_rx) = mpsc::channel::<()>();
-    let done_tx = awaited_tx.clone();
-    let (taken_tx, go_rx) = (Mutex::new(taken_tx), Mutex::new(go_rx));
-    let (go_tx, awaited_tx, awaited_rx) = (Mutex::new(Some(go_tx)), Mutex::new(awaited_tx), Mutex::new(awaited_rx));
-    rebuild_hooks::on(d.shared.uid, move |at| match at {
-        Stage::MarksTaken if std::thread::current().name() == Some(LATE) => {
-            let _ = taken_tx.lock().unwrap().send(());
-            let _ = go_rx.lock().unwrap().recv_timeout(HOLD);
-        }
-        Stage::Replaced(i) if i == s0.index() => {
-            if let Some(go) = go_tx.lock().unwrap().take() {
-                let _ = go.send(());
-                let _ = awaited_rx.lock().unwrap().recv_timeout(HOLD);
-            }
-        }
-        Stage::Awaited => {
-            let _ = awaited_tx.lock().unwrap().send(());
-        }
-        _ => {}
-    });
+    let (taken_rx, done_tx) = hold_late_marks(&d, s0);
     let (src, dst) = (x.clone(), y.clone());
     let worker = std::thread::Builder::new()
         .name(LATE.into())

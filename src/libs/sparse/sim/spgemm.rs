@@ -47,6 +47,27 @@ fn product<T: SparseValue, I: SparseIndex>(alpha: T, a: &HostMat<T, I>, b: &Host
 }
 
 impl Sparse {
+    /// SpGEMM's work estimation on the host, waited for: the factors' structure checked, and
+    /// the inputs noted while the launch holds its buffers.
+    fn sim_spgemm_estimate<T: SparseValue, I: SparseIndex>(
+        &mut self,
+        rec: LaunchRecorder,
+        a: &SparseMatrix<T, I>,
+        b: &SparseMatrix<T, I>,
+        inputs: &SameInputs,
+    ) -> Result<()> {
+        let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
+        self.host_checked(
+            rec,
+            || inputs.note(),
+            move || {
+                am.csr(["a.offsets", "a.indices"])?;
+                bm.csr(["b.offsets", "b.indices"]).map(drop)
+            },
+        )?
+        .wait()
+    }
+
     /// SpGEMM's phases on the host: the work estimation (a pass over the factors' structure),
     /// the compute phase (the product, which the host waits for to learn `C`'s nonzeros), then
     /// `C`'s arrays allocated and the copy phase that fills them.
@@ -58,16 +79,7 @@ impl Sparse {
         b: &SparseMatrix<T, I>,
         inputs: &SameInputs,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
-        let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
-        self.host_checked(
-            rec,
-            || inputs.note(),
-            move || {
-                am.csr(["a.offsets", "a.indices"])?;
-                bm.csr(["b.offsets", "b.indices"]).map(drop)
-            },
-        )?
-        .wait()?;
+        self.sim_spgemm_estimate(rec, a, b, inputs)?;
         let mut rec = self.op.recorder("spgemm.compute");
         crate::libs::sparse::spgemm::record_factors(&mut rec, a, b)?;
         let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
@@ -117,16 +129,7 @@ impl Sparse {
         inputs: &SameInputs,
     ) -> Result<SparseMatrix<T, I>> {
         use crate::track::Access;
-        let (am, bm) = (HostMat::of(a)?, HostMat::of(b)?);
-        self.host_checked(
-            rec,
-            || inputs.note(),
-            move || {
-                am.csr(["a.offsets", "a.indices"])?;
-                bm.csr(["b.offsets", "b.indices"]).map(drop)
-            },
-        )?
-        .wait()?;
+        self.sim_spgemm_estimate(rec, a, b, inputs)?;
         let mut rec = self.op.recorder("spgemm_reuse.nnz");
         crate::libs::sparse::spgemm::record_factors(&mut rec, a, b)?;
         crate::libs::record(&mut rec, "c.offsets", offsets, Access::Write)?;
