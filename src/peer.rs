@@ -125,9 +125,11 @@ fn copy_on<T: Element>(device: &Arc<DeviceShared>, stream: StreamId, src: &GpuRe
         let launch = admitted?;
         enable_peers(src, dst);
         // SAFETY: 1. the buffers are distinct allocations of equal length (checked above);
-        // 2. both are marked and the stream fenced against every conflicting use of either, on
-        // every device, later uses wait for the commit, and both frees are ordered after the
-        // copy (both buffers record it).
+        // 2. both are marked and the stream fenced against every conflicting marked use of
+        // either, on every device, later uses wait for the commit, and both frees are ordered
+        // after the copy (both buffers record it); 3. uses that take no marks (solo launches
+        // while the stream is its device's solo stream) are on this same stream, ordered by
+        // stream order.
         let out = unsafe { dst.memory().copy_from_peer(&launch, src.memory()) };
         return launch.commit(out);
     }
