@@ -343,10 +343,13 @@ impl FenceEvent {
 
     /// Whether a later position of the same stream has been seen done (no driver call).
     pub(crate) fn known_done(&self) -> bool {
-        // Events of a replaced context report its failure from the driver instead.
-        self.pos.seq != 0
-            && !self.context_replaced()
-            && DONE.get(self.pos.stream as usize).is_some_and(|w| self.pos.seq <= w.load(Ordering::Acquire))
+        passed(self.pos, self.epoch, &self.pool)
+    }
+
+    /// This position without its event, for a follower that keeps many positions and asks the
+    /// driver about few of them (see [`PassMark`]).
+    pub(crate) fn pass_mark(&self) -> PassMark {
+        PassMark { pos: self.pos, epoch: self.epoch, pool: self.pool.clone() }
     }
 
     /// Publishes that the GPU passed this position, and so every earlier one of its stream.
@@ -356,6 +359,50 @@ impl FenceEvent {
                 w.fetch_max(self.pos.seq, Ordering::AcqRel);
             }
         }
+    }
+}
+
+/// Whether position `pos` of a context of epoch `epoch` is known passed through its stream's
+/// watermark.
+fn passed(pos: Pos, epoch: u64, pool: &PoolShared) -> bool {
+    // Positions of a replaced context report its failure from the driver instead.
+    pos.seq != 0
+        && pool.epoch.load(Ordering::Acquire) == epoch
+        && DONE.get(pos.stream as usize).is_some_and(|w| pos.seq <= w.load(Ordering::Acquire))
+}
+
+/// A committed position kept without its event: it reads as passed once a later position of
+/// its stream has been seen passed (the watermark), with no driver call. Keeping marks instead
+/// of events lets the events go back to their streams for reuse, while a follower of many
+/// positions keeps the events of a few (a later one of the same stream passes every earlier
+/// one). It holds the position's pool, which keeps its stream's index from passing to another
+/// stream meanwhile.
+#[derive(Clone)]
+pub(crate) struct PassMark {
+    pos: Pos,
+    epoch: u64,
+    pool: Arc<PoolShared>,
+}
+
+impl PassMark {
+    /// Whether a later position of the same stream has been seen done (no driver call).
+    pub(crate) fn known_done(&self) -> bool {
+        passed(self.pos, self.epoch, &self.pool)
+    }
+
+    /// Whether passing `later` passes this position too: it is this one or a later one of the
+    /// same stream, in the same context.
+    pub(crate) fn covered_by(&self, later: &FenceEvent) -> bool {
+        later.pos.stream == self.pos.stream
+            && later.pos.seq >= self.pos.seq
+            && later.epoch == self.epoch
+            && Arc::ptr_eq(&later.pool, &self.pool)
+    }
+}
+
+impl std::fmt::Debug for PassMark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "mark(stream {}, seq {})", self.pos.stream, self.pos.seq)
     }
 }
 

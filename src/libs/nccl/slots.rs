@@ -8,6 +8,14 @@
 //! together: a completion whose generation no longer matches knows its slot was freed and
 //! reused, which happens only to slots whose op finished well. A failed op's slot is never
 //! reused (a communicator that failed an op takes no more).
+//!
+//! A slot keeps its op's event only while it may be asked about: once the next op on the
+//! communicator publishes an event that passes it (a later point of the same stream), the
+//! slot keeps only its mark, which reads as passed once a later op is seen passed. Every
+//! [`CHECKPOINT`]th op keeps its event regardless, so that a stream the host stays ahead of
+//! still shows progress well before its newest op ends. The events go back to their streams
+//! at once instead of waiting for the watchdog's next look, and the op path reuses them in
+//! place instead of taking one from the device's pool.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -24,6 +32,22 @@ pub(super) const FAILED: u64 = 3;
 
 const STATE_BITS: u32 = 2;
 const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
+
+/// One op in this many keeps its event while pending, whatever comes after it.
+const CHECKPOINT: u64 = 16;
+
+/// An op's end as a slot keeps it: an event that can be asked about, and its mark, what the
+/// slot keeps once a later end passes it.
+pub(super) trait End: Clone {
+    /// The end without its event.
+    type Mark;
+    /// The mark of this end.
+    fn mark(&self) -> Self::Mark;
+    /// Whether passing this end passes `earlier` too.
+    fn covers(&self, earlier: &Self::Mark) -> bool;
+    /// Whether `mark` is known passed without asking the driver.
+    fn known_done(mark: &Self::Mark) -> bool;
+}
 
 /// Slots in the first chunk; each later chunk doubles the total.
 const FIRST: usize = 64;
@@ -65,19 +89,35 @@ pub(super) struct Book {
     pub pending: Vec<Entry>,
     /// Slots ever claimed: the watchdog sees from it whether ops are still coming.
     pub claimed: u64,
+    /// The op claimed last, whose event the next op's may pass.
+    last: Option<Ticket>,
 }
 
-struct Slot<E> {
+struct Slot<E: End> {
     word: AtomicU64,
-    event: Mutex<Option<E>>,
+    end: Mutex<Kept<E>>,
+}
+
+/// What a slot keeps of its op's end.
+struct Kept<E: End> {
+    /// The event, until a later op's passes it (a checkpoint's stays).
+    event: Option<E>,
+    mark: Option<E::Mark>,
+    /// The op claimed before this one on the communicator, whose event this one's may pass.
+    prev: Option<Ticket>,
+    checkpoint: bool,
+}
+
+impl<E: End> Kept<E> {
+    const EMPTY: Kept<E> = Kept { event: None, mark: None, prev: None, checkpoint: false };
 }
 
 /// The slots of one communicator (`E`: the op's end, an event).
-pub(super) struct Slots<E> {
+pub(super) struct Slots<E: End> {
     chunks: [OnceLock<Box<[Slot<E>]>>; CHUNKS],
 }
 
-impl<E> Default for Slots<E> {
+impl<E: End> Default for Slots<E> {
     fn default() -> Self {
         Slots { chunks: std::array::from_fn(|_| OnceLock::new()) }
     }
@@ -90,7 +130,7 @@ fn place(idx: u32) -> (usize, usize) {
     (chunk, idx as usize - FIRST * ((1 << chunk) - 1))
 }
 
-impl<E: Clone> Slots<E> {
+impl<E: End> Slots<E> {
     fn slot(&self, idx: u32) -> Option<&Slot<E>> {
         let (chunk, at) = place(idx);
         self.chunks.get(chunk)?.get()?.get(at)
@@ -107,7 +147,7 @@ impl<E: Clone> Slots<E> {
                 let chunk = self.chunks.get(chunk)?;
                 chunk.get_or_init(|| {
                     let len = FIRST << place(idx).0;
-                    (0..len).map(|_| Slot { word: AtomicU64::new(DONE), event: Mutex::new(None) }).collect()
+                    (0..len).map(|_| Slot { word: AtomicU64::new(DONE), end: Mutex::new(Kept::EMPTY) }).collect()
                 });
                 book.made = idx.checked_add(1)?;
                 idx
@@ -115,23 +155,52 @@ impl<E: Clone> Slots<E> {
         };
         let slot = self.slot(idx)?;
         let generation = (slot.word.load(Ordering::Acquire) >> STATE_BITS).wrapping_add(1);
+        *crate::sync::lock_unranked(&slot.end) =
+            Kept { prev: book.last, checkpoint: book.claimed % CHECKPOINT == 0, ..Kept::EMPTY };
         slot.word.store(generation << STATE_BITS | ENQUEUING, Ordering::Release);
         let ticket = Ticket { idx, generation };
         book.pending.push(Entry { ticket, since });
         book.claimed = book.claimed.wrapping_add(1);
+        book.last = Some(ticket);
         Some(ticket)
     }
 
     /// The op of `t` has committed, with `event` its end (`None`: nothing to wait for). A slot
-    /// failed meanwhile stays failed.
+    /// failed meanwhile stays failed. The op claimed before it keeps only its mark from now on
+    /// if `event` passes it (see the module docs).
     pub(super) fn publish(&self, t: Ticket, event: Option<E>) {
         let Some(slot) = self.slot(t.idx) else { return };
-        let to = if event.is_some() { PENDING } else { DONE };
-        if event.is_some() {
-            // Before the state says PENDING: the watchdog reads the event only then.
-            *crate::sync::lock_unranked(&slot.event) = event;
+        let Some(event) = event else {
+            let _ = self.transition(t, ENQUEUING, DONE);
+            return;
+        };
+        let prev = {
+            let mut kept = crate::sync::lock_unranked(&slot.end);
+            if slot.word.load(Ordering::Acquire) >> STATE_BITS != t.generation {
+                return;
+            }
+            kept.mark = Some(event.mark());
+            kept.event = Some(event.clone());
+            kept.prev.take()
+        };
+        // After the event is in place: the watchdog reads it only once the state says PENDING.
+        let _ = self.transition(t, ENQUEUING, PENDING);
+        if let Some(p) = prev {
+            drop(self.passed_by(p, &event));
         }
-        let _ = self.transition(t, ENQUEUING, to);
+    }
+
+    /// Takes `earlier`'s event if `later` passes it and it is pending and no checkpoint: the
+    /// slot keeps its mark. Returns the event, for the caller to drop outside the slot's lock.
+    fn passed_by(&self, earlier: Ticket, later: &E) -> Option<E> {
+        let slot = self.slot(earlier.idx)?;
+        let mut kept = crate::sync::lock_unranked(&slot.end);
+        let word = slot.word.load(Ordering::Acquire);
+        let pending = word == earlier.generation << STATE_BITS | PENDING;
+        match &kept.mark {
+            Some(mark) if pending && !kept.checkpoint && later.covers(mark) => kept.event.take(),
+            _ => None,
+        }
     }
 
     /// The state of `t`'s op: [`DONE`] once its slot has been reused (only a finished op's is).
@@ -156,19 +225,26 @@ impl<E: Clone> Slots<E> {
         slot.word.compare_exchange(old, new, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 
-    /// `f` of `t`'s event, if it has one and the slot is still `t`'s.
-    pub(super) fn with_event<R>(&self, t: Ticket, f: impl FnOnce(&E) -> R) -> Option<R> {
+    /// `f` of what `t`'s slot keeps, if it is still `t`'s.
+    fn with_kept<R>(&self, t: Ticket, f: impl FnOnce(&Kept<E>) -> R) -> Option<R> {
         let slot = self.slot(t.idx)?;
-        let event = crate::sync::lock_unranked(&slot.event);
+        let kept = crate::sync::lock_unranked(&slot.end);
         if slot.word.load(Ordering::Acquire) >> STATE_BITS != t.generation {
             return None;
         }
-        event.as_ref().map(f)
+        Some(f(&kept))
     }
 
-    /// A copy of `t`'s event, to ask the driver about without the communicator's lock.
+    /// A copy of `t`'s event, if its slot still keeps it, to ask the driver about without the
+    /// communicator's lock.
     pub(super) fn event(&self, t: Ticket) -> Option<E> {
-        self.with_event(t, E::clone)
+        self.with_kept(t, |k| k.event.clone()).flatten()
+    }
+
+    /// Whether `t`'s op is known passed without asking the driver (`None`: it has no end yet,
+    /// or its slot is no longer its).
+    pub(super) fn known_done(&self, t: Ticket) -> Option<bool> {
+        self.with_kept(t, |k| k.mark.as_ref().map(E::known_done)).flatten()
     }
 
     /// Drops the settled entries of `book.pending` (done or failed), freeing the done ones'
@@ -178,9 +254,9 @@ impl<E: Clone> Slots<E> {
         pending.retain(|e| match self.state(e.ticket) {
             DONE => {
                 if let Some(slot) = self.slot(e.ticket.idx) {
-                    // Its event goes now: a reused slot gets its own.
-                    let event = crate::sync::lock_unranked(&slot.event).take();
-                    drop(event);
+                    // Its end goes now: a reused slot gets its own.
+                    let kept = std::mem::replace(&mut *crate::sync::lock_unranked(&slot.end), Kept::EMPTY);
+                    drop(kept);
                     free.push(e.ticket.idx);
                 }
                 false
@@ -194,6 +270,20 @@ impl<E: Clone> Slots<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ends as numbers: a larger one passes a smaller one; none is known passed.
+    impl End for u32 {
+        type Mark = u32;
+        fn mark(&self) -> u32 {
+            *self
+        }
+        fn covers(&self, earlier: &u32) -> bool {
+            self >= earlier
+        }
+        fn known_done(_: &u32) -> bool {
+            false
+        }
+    }
 
     #[test]
     fn places_cover_the_chunks_in_order() {
@@ -286,8 +376,51 @@ mod tests {
         for (i, t) in all.iter().enumerate() {
             slots.publish(*t, Some(i as u32));
         }
+        // Each op's event passes the one before: only the checkpoints and the newest keep theirs.
         for (i, t) in all.iter().enumerate() {
-            assert_eq!(slots.event(*t), Some(i as u32));
+            let kept = i as u64 % CHECKPOINT == 0 || i == all.len() - 1;
+            assert_eq!(slots.event(*t), kept.then_some(i as u32), "op {i}");
+            assert_eq!(slots.state(*t), PENDING);
         }
+    }
+
+    #[test]
+    fn an_op_keeps_its_event_until_a_later_op_passes_it() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let now = Instant::now();
+        // The first op is a checkpoint: it keeps its event whatever passes it.
+        let checkpoint = slots.claim(&mut book, now).unwrap();
+        let a = slots.claim(&mut book, now).unwrap();
+        let b = slots.claim(&mut book, now).unwrap();
+        let c = slots.claim(&mut book, now).unwrap();
+        slots.publish(checkpoint, Some(1));
+        slots.publish(a, Some(2));
+        assert_eq!(slots.event(checkpoint), Some(1));
+        assert_eq!(slots.event(a), Some(2), "nothing has passed it yet");
+        // An end that does not pass `a` (another stream, in the real thing) leaves it alone.
+        slots.publish(b, Some(0));
+        assert_eq!(slots.event(a), Some(2));
+        slots.publish(c, Some(5));
+        assert_eq!(slots.event(b), None, "c's end passes b's");
+        assert_eq!(slots.event(c), Some(5));
+        // Each slot still knows its mark.
+        assert_eq!(slots.known_done(b), Some(false));
+        assert_eq!(slots.state(b), PENDING);
+    }
+
+    #[test]
+    fn a_settled_op_is_not_emptied_by_a_late_successor() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let now = Instant::now();
+        let _checkpoint = slots.claim(&mut book, now).unwrap();
+        let a = slots.claim(&mut book, now).unwrap();
+        let b = slots.claim(&mut book, now).unwrap();
+        slots.publish(a, Some(2));
+        assert!(slots.transition(a, PENDING, FAILED));
+        slots.publish(b, Some(3));
+        assert_eq!(slots.event(a), Some(2), "only a pending op's event is taken");
+        assert_eq!(slots.state(a), FAILED);
     }
 }

@@ -5,10 +5,10 @@
 //! have finished.
 
 use super::calls::{self, RawComm};
-use super::slots::{Book, Slots, Ticket, DONE, ENQUEUING, FAILED, PENDING};
+use super::slots::{Book, End, Slots, Ticket, DONE, ENQUEUING, FAILED, PENDING};
 use crate::device::Device;
 use crate::error::{CollectiveFault, Error, Result};
-use crate::track::EventRef;
+use crate::track::{EventRef, PassMark};
 use cudarc::driver::CudaContext;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -52,6 +52,19 @@ impl Watch {
         } else {
             Watch::Unwatched
         }
+    }
+}
+
+impl End for EventRef {
+    type Mark = PassMark;
+    fn mark(&self) -> PassMark {
+        self.pass_mark()
+    }
+    fn covers(&self, earlier: &PassMark) -> bool {
+        earlier.covered_by(self)
+    }
+    fn known_done(mark: &PassMark) -> bool {
+        mark.known_done()
     }
 }
 
@@ -277,7 +290,7 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
     let slots = &shared.slots;
     for e in &st.book.pending {
         // One the GPU is known to have finished keeps its success.
-        let to = if slots.with_event(e.ticket, |ev| ev.known_done()) == Some(true) { DONE } else { FAILED };
+        let to = if slots.known_done(e.ticket) == Some(true) { DONE } else { FAILED };
         if !slots.transition(e.ticket, PENDING, to) {
             slots.transition(e.ticket, ENQUEUING, FAILED);
         }
@@ -296,26 +309,31 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
 const QUERIES: usize = 8;
 
 /// Drops the ops that are over: failed, marked done, or known done without a driver call.
-/// Returns the ops to ask the driver about, without the lock: the newest, then going back
-/// toward the oldest in doubling steps (the 2nd, 4th, 8th ... newest), then the oldest few.
-/// Ops of one stream finish in order, so the first of those seen done makes every earlier op
-/// of its stream known done: each look clears what finished in a few queries, however many
-/// ops came since the last one, and the list stays short whether the host or the GPU is ahead.
+/// Returns the ops to ask the driver about, without the lock, among those whose slots keep
+/// their events (see `slots`): the newest, then going back toward the oldest in doubling steps
+/// (the 2nd, 4th, 8th ... newest), and the oldest few. Ops of one stream finish in order, so
+/// the first of those seen done makes every earlier op of its stream known done: each look
+/// clears what finished in a few queries, however many ops came since the last one, and the
+/// list stays short whether the host or the GPU is ahead.
 fn settle(book: &mut Book, slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
     for e in &book.pending {
-        if slots.with_event(e.ticket, |ev| ev.known_done()) == Some(true) {
+        if slots.known_done(e.ticket) == Some(true) {
             // An op the watchdog failed meanwhile stays failed.
             slots.transition(e.ticket, PENDING, DONE);
         }
     }
     slots.sweep(book);
-    // Ops whose launch has not committed yet have no event to ask about.
-    let n = book.pending.len();
-    let newer = std::iter::successors(Some(1usize), |back| back.checked_mul(2))
-        .take_while(|&back| back <= n.saturating_sub(QUERIES))
-        .map(|back| &book.pending[n - back]);
-    let chosen = newer.chain(book.pending.iter().take(QUERIES));
-    picked.extend(chosen.filter_map(|e| slots.event(e.ticket).map(|ev| (e.ticket, ev))));
+    // Ops whose launch has not committed yet have no event to ask about, nor have those whose
+    // event a later op's passes.
+    picked.extend(book.pending.iter().filter_map(|e| slots.event(e.ticket).map(|ev| (e.ticket, ev))));
+    let n = picked.len();
+    let mut at = 0;
+    picked.retain(|_| {
+        // `back`: 1 for the newest.
+        let back = n - at;
+        at += 1;
+        at <= QUERIES || back.is_power_of_two()
+    });
 }
 
 /// Marks done the ops of `picked` the driver reports done (an op already known done through a
