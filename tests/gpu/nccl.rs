@@ -158,3 +158,38 @@ fn nccl_non_blocking_communicators_reduce_gather_and_shrink() {
         assert_eq!(rk.get(0, &x), vec![2.5f32; 1000]);
     }
 }
+
+/// Collectives in steady state reuse their fence events in place: the communicator's watchdog
+/// keeps the events of few pending ops (a later op of the same stream passes the earlier
+/// ones), so a commit neither takes an event from the device's pool nor creates one, however
+/// long the watchdog waits between looks. One thread drives both ranks as one group per
+/// iteration, a few microseconds per group: thousands of ops pending at each look.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn nccl_collectives_in_steady_state_create_no_events() {
+    let Some(mut rk) = gpu_ranks() else { return };
+    let bufs: Vec<_> = (0..2).map(|r| rk.upload::<f32>(r, &vec![1.0; 2048])).collect();
+    let groups = |rk: &mut Ranks, n: usize| {
+        let mut last = Vec::new();
+        for _ in 0..n {
+            last = cusched::nccl::group(|| {
+                let mut done = Vec::new();
+                for ((h, c), b) in rk.h.iter_mut().zip(&rk.comms).zip(&bufs) {
+                    done.push(h.nccl()?.all_reduce_in_place(c, b, cusched::nccl::ReduceOp::Max)?);
+                }
+                Ok(done)
+            })
+            .unwrap();
+        }
+        for r in cusched::wait_all(last) {
+            r.unwrap();
+        }
+    };
+    groups(&mut rk, 1000);
+    let created = |rk: &Ranks| -> u64 { rk.gpus.iter().map(Device::events_created).sum() };
+    let before = created(&rk);
+    groups(&mut rk, 4000);
+    let made = created(&rk) - before;
+    eprintln!("events created by 4,000 groups of two all-reduces after 1,000 to warm up: {made}");
+    assert!(made <= 40, "{made} events created in steady state (8,000 ops)");
+}
