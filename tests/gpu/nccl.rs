@@ -161,9 +161,10 @@ fn nccl_non_blocking_communicators_reduce_gather_and_shrink() {
 
 /// Collectives in steady state reuse their fence events in place: the communicator's watchdog
 /// keeps the events of few pending ops (a later op of the same stream passes the earlier
-/// ones), so a commit neither takes an event from the device's pool nor creates one, however
-/// long the watchdog waits between looks. One thread drives both ranks as one group per
-/// iteration, a few microseconds per group: thousands of ops pending at each look.
+/// ones), so a commit seldom takes an event from the device's pool and almost never creates
+/// one, however long the watchdog waits between looks. One thread drives both ranks as one
+/// group per iteration, about 20 µs per group: a hundred ops pending at each look. (On two
+/// H100s: 0 to 2 events, where keeping every pending op's event made 38 to 111.)
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn nccl_collectives_in_steady_state_create_no_events() {
@@ -191,5 +192,5 @@ fn nccl_collectives_in_steady_state_create_no_events() {
     groups(&mut rk, 4000);
     let made = created(&rk) - before;
     eprintln!("events created by 4,000 groups of two all-reduces after 1,000 to warm up: {made}");
-    assert!(made <= 40, "{made} events created in steady state (8,000 ops)");
+    assert!(made <= 10, "{made} events created in steady state (8,000 ops)");
 }

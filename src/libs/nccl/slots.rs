@@ -11,11 +11,12 @@
 //!
 //! A slot keeps its op's event only while it may be asked about: once the next op on the
 //! communicator publishes an event that passes it (a later point of the same stream), the
-//! slot keeps only its mark, which reads as passed once a later op is seen passed. Every
-//! [`CHECKPOINT`]th op keeps its event regardless, so that a stream the host stays ahead of
-//! still shows progress well before its newest op ends. The events go back to their streams
+//! slot keeps only its mark, which reads as passed once a later op is seen passed. One op per
+//! [`CHECKPOINT`] keeps its event regardless, so that a stream the host stays ahead of still
+//! shows progress long before its newest op ends. The other events go back to their streams
 //! at once instead of waiting for the watchdog's next look, and the op path reuses them in
-//! place instead of taking one from the device's pool.
+//! place instead of taking one from the device's pool: the checkpoints are few enough (about
+//! one per look of the watchdog) not to fill a stream's recent events.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -33,8 +34,8 @@ pub(super) const FAILED: u64 = 3;
 const STATE_BITS: u32 = 2;
 const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
 
-/// One op in this many keeps its event while pending, whatever comes after it.
-const CHECKPOINT: u64 = 16;
+/// One op per this much time keeps its event while pending, whatever comes after it.
+const CHECKPOINT: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// An op's end as a slot keeps it: an event that can be asked about, and its mark, what the
 /// slot keeps once a later end passes it.
@@ -91,6 +92,8 @@ pub(super) struct Book {
     pub claimed: u64,
     /// The op claimed last, whose event the next op's may pass.
     last: Option<Ticket>,
+    /// When the last checkpoint was claimed.
+    checkpoint_at: Option<Instant>,
 }
 
 struct Slot<E: End> {
@@ -155,8 +158,11 @@ impl<E: End> Slots<E> {
         };
         let slot = self.slot(idx)?;
         let generation = (slot.word.load(Ordering::Acquire) >> STATE_BITS).wrapping_add(1);
-        *crate::sync::lock_unranked(&slot.end) =
-            Kept { prev: book.last, checkpoint: book.claimed % CHECKPOINT == 0, ..Kept::EMPTY };
+        let checkpoint = book.checkpoint_at.is_none_or(|at| since.saturating_duration_since(at) >= CHECKPOINT);
+        if checkpoint {
+            book.checkpoint_at = Some(since);
+        }
+        *crate::sync::lock_unranked(&slot.end) = Kept { prev: book.last, checkpoint, ..Kept::EMPTY };
         slot.word.store(generation << STATE_BITS | ENQUEUING, Ordering::Release);
         let ticket = Ticket { idx, generation };
         book.pending.push(Entry { ticket, since });
@@ -372,16 +378,40 @@ mod tests {
     fn slots_grow_past_the_first_chunk() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let all: Vec<_> = (0..1000).map(|_| slots.claim(&mut book, Instant::now()).unwrap()).collect();
+        let start = Instant::now();
+        // Claimed in the same instant but for the last: only the first is a checkpoint.
+        let mut all: Vec<_> = (0..999).map(|_| slots.claim(&mut book, start).unwrap()).collect();
+        all.push(slots.claim(&mut book, start + CHECKPOINT).unwrap());
         for (i, t) in all.iter().enumerate() {
             slots.publish(*t, Some(i as u32));
         }
-        // Each op's event passes the one before: only the checkpoints and the newest keep theirs.
+        // Each op's event passes the one before: only the checkpoints keep theirs (the first,
+        // and the last, also the newest).
         for (i, t) in all.iter().enumerate() {
-            let kept = i as u64 % CHECKPOINT == 0 || i == all.len() - 1;
+            let kept = i == 0 || i == all.len() - 1;
             assert_eq!(slots.event(*t), kept.then_some(i as u32), "op {i}");
             assert_eq!(slots.state(*t), PENDING);
         }
+    }
+
+    #[test]
+    fn one_op_per_checkpoint_interval_keeps_its_event() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let start = Instant::now();
+        let at =
+            [0, 1, CHECKPOINT.as_micros() as u64, CHECKPOINT.as_micros() as u64 + 1, 3 * CHECKPOINT.as_micros() as u64];
+        let all: Vec<_> = at
+            .iter()
+            .map(|&us| slots.claim(&mut book, start + std::time::Duration::from_micros(us)).unwrap())
+            .collect();
+        for (i, t) in all.iter().enumerate() {
+            slots.publish(*t, Some(i as u32));
+        }
+        let kept: Vec<bool> = all.iter().map(|t| slots.event(*t).is_some()).collect();
+        // The first, the first a checkpoint interval later, the one after the next interval,
+        // which is also the newest.
+        assert_eq!(kept, [true, false, true, false, true]);
     }
 
     #[test]
