@@ -50,6 +50,9 @@ pub(super) trait End: Clone {
     fn known_done(mark: &Self::Mark) -> bool;
 }
 
+/// Pending ops past which a sweep reads every one, not only the settled ones at the front.
+const FULL_SWEEP: usize = 1024;
+
 /// Slots in the first chunk; each later chunk doubles the total.
 const FIRST: usize = 64;
 /// Chunks: `FIRST * (2^CHUNKS - 1)` slots in all, past any number of ops in flight.
@@ -254,22 +257,40 @@ impl<E: End> Slots<E> {
     }
 
     /// Drops the settled entries of `book.pending` (done or failed), freeing the done ones'
-    /// slots for reuse.
+    /// slots for reuse: those before the first unsettled one, which reads only the few slots
+    /// that settled since the last sweep (a communicator's ops mostly finish in order), or
+    /// every one once the list is long (ops of several streams finishing out of order).
     pub(super) fn sweep(&self, book: &mut Book) {
+        let settled = |state: u64| state == DONE || state == FAILED;
+        if book.pending.len() < FULL_SWEEP {
+            let n = book.pending.iter().take_while(|e| settled(self.state(e.ticket))).count();
+            let Book { free, pending, .. } = book;
+            for e in pending.drain(..n) {
+                if self.state(e.ticket) == DONE {
+                    self.free(e.ticket, free);
+                }
+            }
+            return;
+        }
         let Book { free, pending, .. } = book;
         pending.retain(|e| match self.state(e.ticket) {
             DONE => {
-                if let Some(slot) = self.slot(e.ticket.idx) {
-                    // Its end goes now: a reused slot gets its own.
-                    let kept = std::mem::replace(&mut *crate::sync::lock_unranked(&slot.end), Kept::EMPTY);
-                    drop(kept);
-                    free.push(e.ticket.idx);
-                }
+                self.free(e.ticket, free);
                 false
             }
             FAILED => false,
             _ => true,
         });
+    }
+
+    /// Frees the slot of `t`, a done op, for reuse.
+    fn free(&self, t: Ticket, free: &mut Vec<u32>) {
+        if let Some(slot) = self.slot(t.idx) {
+            // Its end goes now: a reused slot gets its own.
+            let kept = std::mem::replace(&mut *crate::sync::lock_unranked(&slot.end), Kept::EMPTY);
+            drop(kept);
+            free.push(t.idx);
+        }
     }
 }
 
@@ -392,6 +413,36 @@ mod tests {
             assert_eq!(slots.event(*t), kept.then_some(i as u32), "op {i}");
             assert_eq!(slots.state(*t), PENDING);
         }
+    }
+
+    #[test]
+    fn a_sweep_frees_the_settled_front_and_everything_settled_once_the_list_is_long() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let now = Instant::now();
+        let all: Vec<_> = (0..4).map(|_| slots.claim(&mut book, now).unwrap()).collect();
+        for (i, t) in all.iter().enumerate() {
+            slots.publish(*t, Some(i as u32));
+        }
+        // The first pending, the others done: nothing behind it goes yet.
+        for t in &all[1..] {
+            assert!(slots.transition(*t, PENDING, DONE));
+        }
+        slots.sweep(&mut book);
+        assert_eq!(book.pending.len(), 4);
+        assert!(slots.transition(all[0], PENDING, FAILED));
+        slots.sweep(&mut book);
+        assert!(book.pending.is_empty());
+        assert_eq!(book.free.len(), 3, "the failed op's slot is not reused");
+        // A long list: one op stays pending at the front, the rest are swept behind it.
+        let stuck = slots.claim(&mut book, now).unwrap();
+        slots.publish(stuck, Some(0));
+        let rest: Vec<_> = (0..FULL_SWEEP).map(|_| slots.claim(&mut book, now).unwrap()).collect();
+        for t in &rest {
+            slots.publish(*t, None);
+        }
+        slots.sweep(&mut book);
+        assert_eq!(book.pending.iter().map(|e| e.ticket).collect::<Vec<_>>(), [stuck]);
     }
 
     #[test]

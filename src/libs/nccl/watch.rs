@@ -308,24 +308,26 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
 /// newer ones [`settle`] picks: a communicator's ops mostly run on one stream, in order.
 const QUERIES: usize = 8;
 
-/// Drops the ops that are over: failed, marked done, or known done without a driver call.
-/// Returns the ops to ask the driver about, without the lock, among those whose slots keep
-/// their events (see `slots`): the newest, then going back toward the oldest in doubling steps
-/// (the 2nd, 4th, 8th ... newest), and the oldest few. Ops of one stream finish in order, so
-/// the first of those seen done makes every earlier op of its stream known done: each look
-/// clears what finished in a few queries, however many ops came since the last one, and the
-/// list stays short whether the host or the GPU is ahead.
-fn settle(book: &mut Book, slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
-    for e in &book.pending {
-        if slots.known_done(e.ticket) == Some(true) {
+/// Marks done the pending ops of `tickets` known done without a driver call, and returns the
+/// ops to ask the driver about among those whose slots keep their events (see `slots`): the
+/// newest, then going back toward the oldest in doubling steps (the 2nd, 4th, 8th ...
+/// newest), and the oldest few. Ops of one stream finish in order, so the first of those seen
+/// done makes every earlier op of its stream known done: each look clears what finished in a
+/// few queries, however many ops came since the last one, and the list stays short whether
+/// the host or the GPU is ahead. Runs without the communicator's lock (every transition is
+/// one atomic step of its slot, and the op path takes the lock for each enqueue), on a copy
+/// of the pending list.
+fn settle(tickets: &[Ticket], slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
+    for &t in tickets {
+        if slots.known_done(t) == Some(true) {
             // An op the watchdog failed meanwhile stays failed.
-            slots.transition(e.ticket, PENDING, DONE);
+            slots.transition(t, PENDING, DONE);
         }
     }
-    slots.sweep(book);
     // Ops whose launch has not committed yet have no event to ask about, nor have those whose
     // event a later op's passes.
-    picked.extend(book.pending.iter().filter_map(|e| slots.event(e.ticket).map(|ev| (e.ticket, ev))));
+    let pending = tickets.iter().filter(|&&t| slots.state(t) == PENDING);
+    picked.extend(pending.filter_map(|&t| slots.event(t).map(|ev| (t, ev))));
     let n = picked.len();
     let mut at = 0;
     picked.retain(|_| {
@@ -351,13 +353,17 @@ fn mark_finished(picked: &[(Ticket, EventRef)], slots: &Slots<EventRef>) {
 /// The watchdog's loop: see the module docs.
 fn watch(shared: &Shared) {
     let slots = &shared.slots;
-    let mut picked = Vec::new();
+    let (mut tickets, mut picked) = (Vec::new(), Vec::new());
     // When an op was last seen coming, to linger on the timer for a while after the last.
     let (mut seen, mut active) = (0u64, Instant::now());
     let mut st = crate::sync::lock_unranked(&shared.state);
     loop {
-        settle(&mut st.book, slots, &mut picked);
+        // The look itself runs without the lock, which the op path takes to enqueue: only the
+        // list of pending ops is copied under it, and the settled ones swept after.
+        tickets.clear();
+        tickets.extend(st.book.pending.iter().map(|e| e.ticket));
         drop(st);
+        settle(&tickets, slots, &mut picked);
         mark_finished(&picked, slots);
         picked.clear();
         st = crate::sync::lock_unranked(&shared.state);
