@@ -348,6 +348,7 @@ impl FenceEvent {
 
     /// This position without its event, for a follower that keeps many positions and asks the
     /// driver about few of them (see [`PassMark`]).
+    #[cfg(feature = "nccl")]
     pub(crate) fn pass_mark(&self) -> PassMark {
         PassMark { pos: self.pos, epoch: self.epoch, pool: self.pool.clone() }
     }
@@ -377,6 +378,7 @@ fn passed(pos: Pos, epoch: u64, pool: &PoolShared) -> bool {
 /// positions keeps the events of a few (a later one of the same stream passes every earlier
 /// one). It holds the position's pool, which keeps its stream's index from passing to another
 /// stream meanwhile.
+#[cfg(feature = "nccl")]
 #[derive(Clone)]
 pub(crate) struct PassMark {
     pos: Pos,
@@ -384,6 +386,7 @@ pub(crate) struct PassMark {
     pool: Arc<PoolShared>,
 }
 
+#[cfg(feature = "nccl")]
 impl PassMark {
     /// Whether a later position of the same stream has been seen done (no driver call).
     pub(crate) fn known_done(&self) -> bool {
@@ -400,6 +403,7 @@ impl PassMark {
     }
 }
 
+#[cfg(feature = "nccl")]
 impl std::fmt::Debug for PassMark {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "mark(stream {}, seq {})", self.pos.stream, self.pos.seq)
