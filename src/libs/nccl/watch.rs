@@ -400,3 +400,54 @@ fn watch(shared: &Shared) {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimConfig;
+    use crate::recorder::LaunchRecorder;
+    use crate::track::StreamId;
+
+    /// Commits a launch on `s` and returns its commit event.
+    fn launch(d: &Device, s: StreamId) -> EventRef {
+        let launched = LaunchRecorder::new_strict(s).launch_event(d, |scope| scope.sim_kernel(|| {})).unwrap();
+        launched.event.expect("a launch commits an event")
+    }
+
+    /// The watchdog's looks, as `watch` takes them, until nothing is pending or `looks` ran out.
+    fn look(book: &mut Book, slots: &Slots<EventRef>, looks: usize) {
+        let mut picked = Vec::new();
+        for _ in 0..looks {
+            settle(book, slots, &mut picked);
+            mark_finished(&picked, slots);
+            picked.clear();
+            slots.sweep(book);
+            if book.pending.is_empty() {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn ops_of_a_replaced_context_settle_also_when_they_keep_only_their_marks() {
+        // A rebuilt context's events never reach the watermarks again: an op whose event a
+        // later op's passed would stay pending until the timeout failed it and aborted its
+        // communicator, where the driver's answer for its own event settles it.
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s = d.default_stream();
+        let (slots, mut book) = (Slots::<EventRef>::default(), Book::default());
+        let now = Instant::now();
+        // The first op is a checkpoint, which keeps its event whatever passes it.
+        let checkpoint = slots.claim(&mut book, now).unwrap();
+        slots.publish(checkpoint, None);
+        let (a, b) = (slots.claim(&mut book, now).unwrap(), slots.claim(&mut book, now).unwrap());
+        slots.publish(a, Some(launch(&d, s)));
+        slots.publish(b, Some(launch(&d, s)));
+        assert!(slots.event(a).is_none(), "b's event passes a's");
+        LaunchRecorder::new_strict(s).named("oob_write").launch(&d, |scope| scope.sim_fault()).unwrap();
+        assert!(matches!(d.synchronize(s), Err(Error::ContextPoisoned { .. })), "the fault poisons the context");
+        look(&mut book, &slots, 8);
+        assert!(book.pending.is_empty(), "still pending: {:?}", book.pending);
+        assert_eq!(slots.state(a), DONE);
+    }
+}
