@@ -390,6 +390,12 @@ impl PassMark {
         passed(self.pos, self.epoch, &self.pool)
     }
 
+    /// Whether the position's device has moved to a new context since: nothing marks it passed
+    /// any more, and its work went to the poisoned context.
+    pub(crate) fn context_replaced(&self) -> bool {
+        self.pool.epoch.load(Ordering::Acquire) != self.epoch
+    }
+
     /// Whether passing `later` passes this position too, and shows through the watermark: it
     /// is this one or a later one of the same stream, in the same context, of a stream that
     /// keeps a watermark (past them, or without a sequence number, a mark never reads passed).

@@ -66,6 +66,9 @@ impl End for EventRef {
     fn known_done(mark: &PassMark) -> bool {
         mark.known_done()
     }
+    fn gone(mark: &PassMark) -> bool {
+        mark.context_replaced()
+    }
 }
 
 /// The communicator handle, `None` once aborted or destroyed.
@@ -308,7 +311,8 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
 /// newer ones [`settle`] picks: a communicator's ops mostly run on one stream, in order.
 const QUERIES: usize = 8;
 
-/// Drops the ops that are over: failed, marked done, or known done without a driver call.
+/// Drops the ops that are over: failed, marked done, known done without a driver call, or of a
+/// replaced context.
 /// Returns the ops to ask the driver about, without the lock, among those whose slots keep
 /// their events (see `slots`): the newest, then going back toward the oldest in doubling steps
 /// (the 2nd, 4th, 8th ... newest), and the oldest few. Ops of one stream finish in order, so
@@ -317,7 +321,9 @@ const QUERIES: usize = 8;
 /// list stays short whether the host or the GPU is ahead.
 fn settle(book: &mut Book, slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
     for e in &book.pending {
-        if slots.known_done(e.ticket) == Some(true) {
+        // One of a replaced context settles as its event's failed query would (see
+        // `mark_finished`): no later op's event marks it passed any more.
+        if slots.known_done(e.ticket) == Some(true) || slots.gone(e.ticket) == Some(true) {
             // An op the watchdog failed meanwhile stays failed.
             slots.transition(e.ticket, PENDING, DONE);
         }
