@@ -393,10 +393,19 @@ impl PassMark {
         passed(self.pos, self.epoch, &self.pool)
     }
 
-    /// Whether passing `later` passes this position too: it is this one or a later one of the
-    /// same stream, in the same context.
+    /// Whether the position's device has moved to a new context since: nothing marks it passed
+    /// any more, and its work went to the poisoned context.
+    pub(crate) fn context_replaced(&self) -> bool {
+        self.pool.epoch.load(Ordering::Acquire) != self.epoch
+    }
+
+    /// Whether passing `later` passes this position too, and shows through the watermark: it
+    /// is this one or a later one of the same stream, in the same context, of a stream that
+    /// keeps a watermark (past them, or without a sequence number, a mark never reads passed).
     pub(crate) fn covered_by(&self, later: &FenceEvent) -> bool {
-        later.pos.stream == self.pos.stream
+        self.pos.seq != 0
+            && (self.pos.stream as usize) < WATERMARKS
+            && later.pos.stream == self.pos.stream
             && later.pos.seq >= self.pos.seq
             && later.epoch == self.epoch
             && Arc::ptr_eq(&later.pool, &self.pool)

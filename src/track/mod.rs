@@ -82,9 +82,9 @@ mod wait;
 pub use buffer::Access;
 pub(crate) use buffer::{BufferKind, BufferOwner, BufferTrack, HolderId, MarkRequest};
 pub(crate) use clock::{Clock, Pos};
-pub(crate) use event::{EventPool, EventRef};
 #[cfg(feature = "nccl")]
 pub(crate) use event::PassMark;
+pub(crate) use event::{EventPool, EventRef};
 pub use order::SubmitOrderCheck;
 pub(crate) use plan::plan_waits;
 pub(crate) use solo::{Cover, Floor, HeldHere, IdUses, Solo};

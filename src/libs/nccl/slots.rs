@@ -48,6 +48,9 @@ pub(super) trait End: Clone {
     fn covers(&self, earlier: &Self::Mark) -> bool;
     /// Whether `mark` is known passed without asking the driver.
     fn known_done(mark: &Self::Mark) -> bool;
+    /// Whether `mark` can no longer be known passed: its context was replaced, so the driver
+    /// would not answer for its event either (its op's completion reports that failure).
+    fn gone(mark: &Self::Mark) -> bool;
 }
 
 /// Pending ops past which a sweep reads every one, not only the settled ones at the front.
@@ -256,6 +259,12 @@ impl<E: End> Slots<E> {
         self.with_kept(t, |k| k.mark.as_ref().map(E::known_done)).flatten()
     }
 
+    /// Whether `t`'s end can no longer be known passed (see [`End::gone`]; `None`: it has no end
+    /// yet, or its slot is no longer its).
+    pub(super) fn gone(&self, t: Ticket) -> Option<bool> {
+        self.with_kept(t, |k| k.mark.as_ref().map(E::gone)).flatten()
+    }
+
     /// Drops the settled entries of `book.pending` (done or failed), freeing the done ones'
     /// slots for reuse: those before the first unsettled one, which reads only the few slots
     /// that settled since the last sweep (a communicator's ops mostly finish in order), or
@@ -308,6 +317,9 @@ mod tests {
             self >= earlier
         }
         fn known_done(_: &u32) -> bool {
+            false
+        }
+        fn gone(_: &u32) -> bool {
             false
         }
     }

@@ -66,6 +66,9 @@ impl End for EventRef {
     fn known_done(mark: &PassMark) -> bool {
         mark.known_done()
     }
+    fn gone(mark: &PassMark) -> bool {
+        mark.context_replaced()
+    }
 }
 
 /// The communicator handle, `None` once aborted or destroyed.
@@ -308,18 +311,20 @@ fn declare(st: &mut State, fault: Error, shared: &Shared) {
 /// newer ones [`settle`] picks: a communicator's ops mostly run on one stream, in order.
 const QUERIES: usize = 8;
 
-/// Marks done the pending ops of `tickets` known done without a driver call, and returns the
-/// ops to ask the driver about among those whose slots keep their events (see `slots`): the
-/// newest, then going back toward the oldest in doubling steps (the 2nd, 4th, 8th ...
-/// newest), and the oldest few. Ops of one stream finish in order, so the first of those seen
-/// done makes every earlier op of its stream known done: each look clears what finished in a
-/// few queries, however many ops came since the last one, and the list stays short whether
-/// the host or the GPU is ahead. Runs without the communicator's lock (every transition is
-/// one atomic step of its slot, and the op path takes the lock for each enqueue), on a copy
-/// of the pending list.
+/// Marks done the pending ops of `tickets` known done without a driver call (or of a replaced
+/// context), and returns the ops to ask the driver about among those whose slots keep their
+/// events (see `slots`): the newest, then going back toward the oldest in doubling steps (the
+/// 2nd, 4th, 8th ... newest), and the oldest few. Ops of one stream finish in order, so the
+/// first of those seen done makes every earlier op of its stream known done: each look clears
+/// what finished in a few queries, however many ops came since the last one, and the list
+/// stays short whether the host or the GPU is ahead. Runs without the communicator's lock
+/// (every transition is one atomic step of its slot, and the op path takes the lock for each
+/// enqueue), on a copy of the pending list.
 fn settle(tickets: &[Ticket], slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
     for &t in tickets {
-        if slots.known_done(t) == Some(true) {
+        // One of a replaced context settles as its event's failed query would (see
+        // `mark_finished`): no later op's event marks it passed any more.
+        if slots.known_done(t) == Some(true) || slots.gone(t) == Some(true) {
             // An op the watchdog failed meanwhile stays failed.
             slots.transition(t, PENDING, DONE);
         }
@@ -404,5 +409,58 @@ fn watch(shared: &Shared) {
         } else {
             shared.wake.wait_timeout(st, POLL).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0)
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::SimConfig;
+    use crate::recorder::LaunchRecorder;
+    use crate::track::StreamId;
+
+    /// Commits a launch on `s` and returns its commit event.
+    fn launch(d: &Device, s: StreamId) -> EventRef {
+        let launched = LaunchRecorder::new_strict(s).launch_event(d, |scope| scope.sim_kernel(|| {})).unwrap();
+        launched.event.expect("a launch commits an event")
+    }
+
+    /// The watchdog's looks, as `watch` takes them, until nothing is pending or `looks` ran out.
+    fn look(book: &mut Book, slots: &Slots<EventRef>, looks: usize) {
+        let (mut tickets, mut picked) = (Vec::new(), Vec::new());
+        for _ in 0..looks {
+            tickets.clear();
+            tickets.extend(book.pending.iter().map(|e| e.ticket));
+            settle(&tickets, slots, &mut picked);
+            mark_finished(&picked, slots);
+            picked.clear();
+            slots.sweep(book);
+            if book.pending.is_empty() {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn ops_of_a_replaced_context_settle_also_when_they_keep_only_their_marks() {
+        // A rebuilt context's events never reach the watermarks again: an op whose event a
+        // later op's passed would stay pending until the timeout failed it and aborted its
+        // communicator, where the driver's answer for its own event settles it.
+        let d = Device::sim(SimConfig::default()).unwrap();
+        let s = d.default_stream();
+        let (slots, mut book) = (Slots::<EventRef>::default(), Book::default());
+        let now = Instant::now();
+        // The first op is a checkpoint, which keeps its event whatever passes it.
+        let checkpoint = slots.claim(&mut book, now).unwrap();
+        slots.publish(checkpoint, None);
+        let (a, b) = (slots.claim(&mut book, now).unwrap(), slots.claim(&mut book, now).unwrap());
+        slots.publish(a, Some(launch(&d, s)));
+        slots.publish(b, Some(launch(&d, s)));
+        assert!(slots.event(a).is_none(), "b's event passes a's");
+        LaunchRecorder::new_strict(s).named("oob_write").launch(&d, |scope| scope.sim_fault()).unwrap();
+        assert!(matches!(d.synchronize(s), Err(Error::ContextPoisoned { .. })), "the fault poisons the context");
+        look(&mut book, &slots, 8);
+        assert!(book.pending.is_empty(), "still pending: {:?}", book.pending);
+        assert_eq!(slots.state(a), DONE);
     }
 }

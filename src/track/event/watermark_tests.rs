@@ -83,3 +83,23 @@ fn a_new_stream_starts_beyond_the_mark_of_its_index() {
         assert!(super::DONE[ev.pos().stream as usize].load(Ordering::Acquire) >= ev.pos().seq);
     }
 }
+
+#[cfg(feature = "nccl")]
+#[test]
+fn a_mark_is_covered_only_where_a_later_position_can_pass_it() {
+    // Past the watermarks a position is never known done: a follower that dropped its event
+    // for such a mark would wait on it forever. Nor is a position that names no sequence.
+    let d = Device::sim(SimConfig::default()).unwrap();
+    let mut later = d.shared.events.take(None).unwrap();
+    let past = super::WATERMARKS as u32 + 5;
+    let Some(e) = std::sync::Arc::get_mut(&mut later) else { panic!("a taken event is its taker's alone") };
+    e.pos = super::Pos { stream: past, seq: 10 };
+    let mark =
+        super::PassMark { pos: super::Pos { stream: past, seq: 5 }, epoch: later.epoch, pool: later.pool.clone() };
+    later.note_done();
+    assert!(!mark.covered_by(&later) || mark.known_done(), "covered by {later:?}, yet never known done");
+    let unset = super::PassMark { pos: super::Pos { stream: 0, seq: 0 }, epoch: later.epoch, pool: later.pool.clone() };
+    let Some(e) = std::sync::Arc::get_mut(&mut later) else { panic!("a taken event is its taker's alone") };
+    e.pos = super::Pos { stream: 0, seq: 10 };
+    assert!(!unset.covered_by(&later), "a position without a sequence number is never known done");
+}
