@@ -281,7 +281,7 @@ impl FenceEvent {
     /// Whether the event's device has moved to a new context since the event was recorded:
     /// its work went to a poisoned context, and nothing can wait on it any more.
     pub(crate) fn context_replaced(&self) -> bool {
-        self.pool.epoch.load(Ordering::Acquire) != self.epoch
+        replaced(self.epoch, &self.pool)
     }
 
     /// The context epoch the event was recorded in.
@@ -363,12 +363,17 @@ impl FenceEvent {
     }
 }
 
+/// Whether `pool`'s device has moved past the context of epoch `epoch`.
+fn replaced(epoch: u64, pool: &PoolShared) -> bool {
+    pool.epoch.load(Ordering::Acquire) != epoch
+}
+
 /// Whether position `pos` of a context of epoch `epoch` is known passed through its stream's
 /// watermark.
 fn passed(pos: Pos, epoch: u64, pool: &PoolShared) -> bool {
     // Positions of a replaced context report its failure from the driver instead.
     pos.seq != 0
-        && pool.epoch.load(Ordering::Acquire) == epoch
+        && !replaced(epoch, pool)
         && DONE.get(pos.stream as usize).is_some_and(|w| pos.seq <= w.load(Ordering::Acquire))
 }
 
@@ -396,7 +401,7 @@ impl PassMark {
     /// Whether the position's device has moved to a new context since: nothing marks it passed
     /// any more, and its work went to the poisoned context.
     pub(crate) fn context_replaced(&self) -> bool {
-        self.pool.epoch.load(Ordering::Acquire) != self.epoch
+        replaced(self.epoch, &self.pool)
     }
 
     /// Whether passing `later` passes this position too, and shows through the watermark: it

@@ -343,6 +343,14 @@ fn settle(tickets: &[Ticket], slots: &Slots<EventRef>, picked: &mut Vec<(Ticket,
     });
 }
 
+/// One look of the watchdog at the pending ops of `tickets` (a copy of its list, taken under
+/// the lock), without the communicator's lock: see [`settle`] and [`mark_finished`].
+fn look(tickets: &[Ticket], slots: &Slots<EventRef>, picked: &mut Vec<(Ticket, EventRef)>) {
+    settle(tickets, slots, picked);
+    mark_finished(picked, slots);
+    picked.clear();
+}
+
 /// Marks done the ops of `picked` the driver reports done (an op already known done through a
 /// later one of its stream costs no query). An event that cannot be queried (its context is
 /// gone) counts as done: its op's completion reports that failure. Called without the
@@ -368,9 +376,7 @@ fn watch(shared: &Shared) {
         tickets.clear();
         tickets.extend(st.book.pending.iter().map(|e| e.ticket));
         drop(st);
-        settle(&tickets, slots, &mut picked);
-        mark_finished(&picked, slots);
-        picked.clear();
+        look(&tickets, slots, &mut picked);
         st = crate::sync::lock_unranked(&shared.state);
         slots.sweep(&mut st.book);
         if st.closing && st.book.pending.is_empty() {
@@ -426,14 +432,12 @@ mod tests {
     }
 
     /// The watchdog's looks, as `watch` takes them, until nothing is pending or `looks` ran out.
-    fn look(book: &mut Book, slots: &Slots<EventRef>, looks: usize) {
+    fn looks(book: &mut Book, slots: &Slots<EventRef>, looks: usize) {
         let (mut tickets, mut picked) = (Vec::new(), Vec::new());
         for _ in 0..looks {
             tickets.clear();
             tickets.extend(book.pending.iter().map(|e| e.ticket));
-            settle(&tickets, slots, &mut picked);
-            mark_finished(&picked, slots);
-            picked.clear();
+            look(&tickets, slots, &mut picked);
             slots.sweep(book);
             if book.pending.is_empty() {
                 return;
@@ -459,7 +463,7 @@ mod tests {
         assert!(slots.event(a).is_none(), "b's event passes a's");
         LaunchRecorder::new_strict(s).named("oob_write").launch(&d, |scope| scope.sim_fault()).unwrap();
         assert!(matches!(d.synchronize(s), Err(Error::ContextPoisoned { .. })), "the fault poisons the context");
-        look(&mut book, &slots, 8);
+        looks(&mut book, &slots, 8);
         assert!(book.pending.is_empty(), "still pending: {:?}", book.pending);
         assert_eq!(slots.state(a), DONE);
     }
