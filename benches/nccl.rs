@@ -6,7 +6,10 @@
 //! each iteration one `nccl::group` of both ranks' `all_reduce_in_place` (tracked ops, fenced,
 //! with completions); the latency again with non-blocking communicators. Raw: NCCL's own
 //! communicators (`ncclCommInitAll`, blocking), `ncclGroupStart`, two `ncclAllReduce` on the
-//! same device buffers, `ncclGroupEnd`, on streams of their own. Bus bandwidth is NCCL's
+//! same device buffers, `ncclGroupEnd`, on streams of their own; for the non-blocking latency,
+//! NCCL's own non-blocking communicators (`ncclCommInitRankConfig` with `blocking = 0`), each
+//! group followed by polling `ncclCommGetAsyncError` until NCCL's launch is done, as their
+//! user must. Bus bandwidth is NCCL's
 //! (`bytes / time * 2 (n - 1) / n`, which for two ranks is the algorithm bandwidth).
 //!
 //! Then the same sizes with one thread per GPU on both sides (each thread enqueues its own
@@ -38,6 +41,9 @@ const REPS: usize = 5;
 /// NCCL's own communicators and streams over both GPUs.
 struct Raw {
     comms: Vec<sys::ncclComm_t>,
+    /// Whether the communicators are blocking; a non-blocking one is polled after each group
+    /// until NCCL has finished its launch, as its user must before the next call.
+    blocking: bool,
     streams: Vec<Arc<CudaStream>>,
     /// One event per stream, for the floor of a tracked collective (see [`Raw::time`]).
     events: Vec<CudaEvent>,
@@ -52,6 +58,45 @@ impl Raw {
         if r != sys::ncclResult_t::ncclSuccess {
             return Err(format!("ncclCommInitAll: {r:?}").into());
         }
+        Raw::with_comms(gpus, comms, true)
+    }
+
+    /// Non-blocking communicators (`ncclConfig_t::blocking = 0`) over `gpus`, made in one group
+    /// as the NCCL guide does it, each rank with its device's context current.
+    fn new_non_blocking(gpus: &[Device]) -> Res<Raw> {
+        let mut id = sys::ncclUniqueId { internal: [0; 128] };
+        // SAFETY: a valid out-pointer.
+        check(unsafe { sys::ncclGetUniqueId(&mut id) }, "ncclGetUniqueId")?;
+        let mut comms = vec![std::ptr::null_mut(); gpus.len()];
+        // SAFETY: the group is ended below whatever happens in it.
+        check(unsafe { sys::ncclGroupStart() }, "ncclGroupStart")?;
+        let mut made = Ok(());
+        for (rank, (g, comm)) in gpus.iter().zip(comms.iter_mut()).enumerate() {
+            let mut cfg = config(false);
+            // SAFETY: no cudarc memory is made from the context; binding it makes it current
+            // for this rank's init, as NCCL requires.
+            let bound: Res<()> = unsafe { g.cuda_context() }
+                .map_err(|e| e.into())
+                .and_then(|c| c.bind_to_thread().map_err(|e| e.into()));
+            made = bound.and_then(|()| {
+                // SAFETY: valid out-pointer and config; the rank's context is current.
+                let r = unsafe { sys::ncclCommInitRankConfig(comm, gpus.len() as i32, id, rank as i32, &mut cfg) };
+                check(r, "ncclCommInitRankConfig")
+            });
+            if made.is_err() {
+                break;
+            }
+        }
+        // SAFETY: ends the group opened above.
+        let ended = check(unsafe { sys::ncclGroupEnd() }, "ncclGroupEnd");
+        made?;
+        ended?;
+        let raw = Raw::with_comms(gpus, comms, false)?;
+        raw.wait_ready()?;
+        Ok(raw)
+    }
+
+    fn with_comms(gpus: &[Device], comms: Vec<sys::ncclComm_t>, blocking: bool) -> Res<Raw> {
         let (mut streams, mut events) = (Vec::with_capacity(gpus.len()), Vec::with_capacity(gpus.len()));
         for g in gpus {
             // SAFETY: 1. the raw side's streams enqueue only its own NCCL calls and event
@@ -62,7 +107,26 @@ impl Raw {
             streams.push(ctx.new_stream()?);
             events.push(ctx.new_event(None)?);
         }
-        Ok(Raw { comms, streams, events })
+        Ok(Raw { comms, blocking, streams, events })
+    }
+
+    /// Polls every communicator until NCCL is done with its last call (non-blocking ones).
+    fn wait_ready(&self) -> Res<()> {
+        if self.blocking {
+            return Ok(());
+        }
+        for &c in &self.comms {
+            loop {
+                let mut state = sys::ncclResult_t::ncclSuccess;
+                // SAFETY: a live communicator and a valid out-pointer.
+                check(unsafe { sys::ncclCommGetAsyncError(c, &mut state) }, "ncclCommGetAsyncError")?;
+                match state {
+                    sys::ncclResult_t::ncclInProgress => std::thread::yield_now(),
+                    s => break check(s, "the communicator's async state")?,
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Seconds per all-reduce of `bufs` (one per GPU), `iters` of them then a synchronize.
@@ -84,6 +148,7 @@ impl Raw {
                 }
                 sys::ncclGroupEnd();
             }
+            self.wait_ready()?;
             if event {
                 for (e, s) in self.events.iter().zip(&self.streams) {
                     e.record(s)?;
@@ -94,6 +159,40 @@ impl Raw {
             s.synchronize()?;
         }
         Ok(t.elapsed().as_secs_f64() / iters as f64)
+    }
+}
+
+/// `r` as an error naming `call` unless it is success (or, for a non-blocking call, in progress).
+fn check(r: sys::ncclResult_t, call: &str) -> Res<()> {
+    match r {
+        sys::ncclResult_t::ncclSuccess | sys::ncclResult_t::ncclInProgress => Ok(()),
+        r => Err(format!("{call}: {r:?}").into()),
+    }
+}
+
+/// The config of a non-blocking communicator (`blocking = false`), every other field left to
+/// NCCL: nccl.h's `NCCL_CONFIG_INITIALIZER`, with undefined ints `INT_MIN` and pointers null.
+fn config(blocking: bool) -> sys::ncclConfig_t {
+    const UNDEF: i32 = i32::MIN;
+    sys::ncclConfig_t {
+        size: std::mem::size_of::<sys::ncclConfig_t>(),
+        magic: 0xcafe_beef,
+        // NCCL_VERSION(2, 28, 0): the layout this struct has.
+        version: 22800,
+        blocking: i32::from(blocking),
+        cgaClusterSize: UNDEF,
+        minCTAs: UNDEF,
+        maxCTAs: UNDEF,
+        netName: std::ptr::null(),
+        splitShare: UNDEF,
+        trafficClass: UNDEF,
+        commName: std::ptr::null(),
+        collnetEnable: UNDEF,
+        CTAPolicy: UNDEF,
+        shrinkShare: UNDEF,
+        nvlsCTAs: UNDEF,
+        nChannelsPerNetPeer: UNDEF,
+        nvlinkCentricSched: UNDEF,
     }
 }
 
@@ -334,7 +433,11 @@ fn main() -> Res<()> {
     // every launch NCCL finishes on a thread of its own.
     drop(comms);
     let nonblocking = Communicator::init_all(&gpus, &CommConfig::default().with_blocking(false))?;
-    println!("non-blocking communicators:");
+    // Raw NCCL on non-blocking communicators too: NCCL finishes each of their launches on a
+    // thread of its own, which its user polls, whoever the user is.
+    drop(raw);
+    let raw = Raw::new_non_blocking(&gpus)?;
+    println!("non-blocking communicators (raw NCCL's non-blocking too):");
     latency(&gpus, &mut h, &nonblocking, &raw)
 }
 

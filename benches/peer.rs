@@ -7,11 +7,15 @@
 //! cross-context path rather than the interconnect. Peer access is enabled for both sides
 //! before timing, so both paths use the same route. It ends with the small-copy goal: a 4 KiB
 //! `copy_to` at most 0.5 µs per copy over raw.
+//!
+//! `--probe-calls` times only the 4 KiB copy, through each driver call that can make it
+//! (`cuMemcpyPeerAsync`, `cuMemcpyAsync` on unified addresses, `cuMemcpyDtoDAsync`), with and
+//! without an event record after each, beside cusched's: whether another call would be cheaper.
 
 mod common;
 
 use common::*;
-use cusched::cudarc::driver::{result, CudaSlice, DevicePtr};
+use cusched::cudarc::driver::{result, sys, CudaSlice, DevicePtr};
 use cusched::{Device, DeviceConfig, GpuRef};
 use std::time::Instant;
 
@@ -42,6 +46,30 @@ fn ours(a: &Device, x: &GpuRef<u8>, y: &GpuRef<u8>, iters: usize) -> Res<f64> {
 /// copy is followed by one `cuEventRecord` on the stream, the one driver call every tracked
 /// op on a device of several streams makes (contract clause 2): the floor of a tracked copy.
 fn raw(a: &Device, b: &Device, x: &CudaSlice<u8>, y: &CudaSlice<u8>, iters: usize, event: bool) -> Res<f64> {
+    raw_with(a, b, x, y, iters, event, Call::Peer)
+}
+
+/// The driver call a raw copy makes.
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    /// `cuMemcpyPeerAsync`, naming both contexts.
+    Peer,
+    /// `cuMemcpyAsync`, the contexts inferred from the pointers (unified addressing).
+    Unified,
+    /// `cuMemcpyDtoDAsync`.
+    DeviceToDevice,
+}
+
+/// [`raw`] with the driver call `call`.
+fn raw_with(
+    a: &Device,
+    b: &Device,
+    x: &CudaSlice<u8>,
+    y: &CudaSlice<u8>,
+    iters: usize,
+    event: bool,
+    call: Call,
+) -> Res<f64> {
     // SAFETY: (1) the raw copies run on one stream of their own and read and write only `x` and
     // `y`, cudarc memory of the raw side, synchronized before the timing ends; (2) memory
     // cusched owns is not touched.
@@ -56,9 +84,18 @@ fn raw(a: &Device, b: &Device, x: &CudaSlice<u8>, y: &CudaSlice<u8>, iters: usiz
     let ev = ca.new_event(None)?;
     let t = Instant::now();
     for _ in 0..iters {
-        // SAFETY: both slices are live allocations of `bytes` bytes in their contexts, not
-        // freed before the synchronize below; nothing else uses them meanwhile.
-        unsafe { result::memcpy_peer_async(cb.cu_ctx(), dst, ca.cu_ctx(), src, bytes, s.cu_stream()) }?;
+        // SAFETY: (1) both slices are live allocations of `bytes` bytes in their contexts, not
+        // freed before the synchronize below; (2) nothing else uses them meanwhile; (3) the
+        // process has unified addressing (every 64-bit CUDA process does), so `cuMemcpyAsync`
+        // and `cuMemcpyDtoDAsync` find each pointer's device from the pointer itself.
+        let copied = unsafe {
+            match call {
+                Call::Peer => result::memcpy_peer_async(cb.cu_ctx(), dst, ca.cu_ctx(), src, bytes, s.cu_stream()),
+                Call::Unified => sys::cuMemcpyAsync(dst, src, bytes, s.cu_stream()).result(),
+                Call::DeviceToDevice => result::memcpy_dtod_async(dst, src, bytes, s.cu_stream()),
+            }
+        };
+        copied?;
         if event {
             // SAFETY: `ev` and `s` are live objects of the bound context `ca`.
             unsafe { result::event::record(ev.cu_event(), s.cu_stream()) }?;
@@ -93,6 +130,9 @@ fn main() -> Res<()> {
     println!("bench-peer: {what}");
     let access = (a.enable_peer_access(&b)?, b.enable_peer_access(&a)?);
     println!("peer access enabled: {} / {}", access.0, access.1);
+    if std::env::args().any(|a| a == "--probe-calls") {
+        return probe_calls(&a, &b);
+    }
     println!(
         "{:>10} {:>7} {:>14} {:>14} {:>12} {:>12} {:>14} {:>10} {:>8}",
         "bytes", "iters", "cusched GB/s", "raw GB/s", "cusched/op", "raw/op", "raw+event/op", "over raw", "ratio"
@@ -181,5 +221,35 @@ fn past_solo(a: &Device, b: &Device) -> Res<()> {
         us(re),
         us(budget)
     );
+    Ok(())
+}
+
+/// `--probe-calls`: the 4 KiB copy through each driver call that can make it, alternating.
+fn probe_calls(a: &Device, b: &Device) -> Res<()> {
+    let bytes = 4usize << 10;
+    let (rx, ry) = raw_pair(a, b, bytes)?;
+    let x = a.alloc_zeros::<u8>(a.default_stream(), bytes)?;
+    let y = b.alloc_zeros::<u8>(b.default_stream(), bytes)?;
+    let calls = [Call::Peer, Call::Unified, Call::DeviceToDevice];
+    for c in calls {
+        raw_with(a, b, &rx, &ry, 3, true, c)?;
+    }
+    ours(a, &x, &y, 3)?;
+    for round in 0..3 {
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); calls.len() * 2 + 1];
+        for _ in 0..REPS {
+            t[0].push(ours(a, &x, &y, 2000)?);
+            for (i, c) in calls.into_iter().enumerate() {
+                t[1 + 2 * i].push(raw_with(a, b, &rx, &ry, 2000, false, c)?);
+                t[2 + 2 * i].push(raw_with(a, b, &rx, &ry, 2000, true, c)?);
+            }
+        }
+        let m: Vec<f64> = t.iter_mut().map(|v| median(v)).collect();
+        print!("round {round}: cusched {}", us(m[0]));
+        for (i, c) in calls.into_iter().enumerate() {
+            print!(" | {c:?} {} (+event {})", us(m[1 + 2 * i]), us(m[2 + 2 * i]));
+        }
+        println!();
+    }
     Ok(())
 }

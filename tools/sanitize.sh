@@ -28,11 +28,66 @@ while (($#)); do
 done
 skip_tests=(gpu_allocation_beyond_device_memory_is_out_of_memory ptx_that_does_not_assemble_is_a_compile_error_with_the_log
   a_global_of_an_unknown_name_is_refused_naming_it)
+# NCCL (the `nccl` module of test-gpu) runs under the sanitizer with NCCL_PROTO=Simple: NCCL's
+# LL and LL128 kernels fail to launch under memcheck (raw NCCL without cusched too), its Simple
+# ones run. Its send/recv kernels fail to launch under memcheck over the peer-to-peer
+# transport, so the tests that pair sends and receives (`nccl_p2p`) run in a second process
+# over the shared-memory transport (NCCL_P2P_DISABLE=1). The steady-state event count is
+# skipped: a timing property that the sanitizer's slowdown breaks. NCCL's own API probes (peer
+# access already enabled, kernels not built for the device), reported with libnccl.so as the
+# innermost host frame, are counted apart: a part passes when they are all its errors.
+skip_tests+=(nccl_collectives_in_steady_state_create_no_events)
+nccl_p2p=(nccl_send_recv_and_all_to_all_match_the_cpu nccl_non_blocking_communicators_reduce_gather_and_shrink)
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 [[ -d $bin ]] || bin=$here/../target/gpu-bundle/bin
 logs=${OUT:-/tmp/gpu-logs}/$tool; mkdir -p "$logs"
 export CUSCHED_REQUIRE_GPU=1 CUSCHED_STRESS_JOBS=${CUSCHED_STRESS_JOBS:-4000} CUSCHED_PIPELINE_CHUNKS=${CUSCHED_PIPELINE_CHUNKS:-4}
+
+# Prints how many errors the sanitizer's log $1 reports in all, and how many of them are not
+# NCCL's own: an API error ("Program hit ...") whose innermost host frame is in libnccl.so is
+# NCCL's; every other report (a memory error above all) counts against the run.
+nccl_own_errors() {
+  awk '
+    /^========= ERROR SUMMARY: [0-9]+ error/ { total = $4 }
+    /========= Program hit/ { pending = 1; next }
+    /^========= [A-Z]/ && !/Saved host backtrace|ERROR SUMMARY|COMPUTE-SANITIZER|Target application/ { pending = 0; next }
+    pending && /Host Frame:/ { if ($0 ~ /libnccl\.so/) nccl++; pending = 0 }
+    END { printf "%d %d\n", total, total - nccl }' "$1"
+}
+
+# Runs part $1 (binary $2, then its tests up to `--`, then VAR=value settings for the run)
+# under the tool; prints its line and counts it.
+run_part() {
+  local part=$1 t=$2; shift 2
+  local names=() env=()
+  while (($#)) && [[ $1 != -- ]]; do names+=("$1"); shift; done
+  shift
+  env=("$@")
+  # `test-gpu.peer.log`: no colons in file names, which some copy tools refuse.
+  local log=$logs/${part//::/.}.log rc summary result total ours
+  env "${env[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 1000000 "$t" --test-threads=1 \
+    --include-ignored --exact "${names[@]}" >"$log" 2>&1
+  rc=$?; n=$((n+1))
+  summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
+  result=$(grep -E "^test result:" "$log" | tail -1)
+  if [[ $part == *::nccl* && $rc == 9 && "$result" == *" 0 failed"* ]]; then
+    read -r total ours < <(nccl_own_errors "$log")
+    if [[ $ours == 0 ]]; then
+      summary="$summary: all NCCL's own API probes (innermost host frame in libnccl.so)"; rc=0
+    else
+      summary="$summary ($ours not NCCL's own)"
+    fi
+  fi
+  # Simulator-only tests never call CUDA, so the sanitizer has nothing to check (and exits
+  # non-zero saying so): count them as passed when their tests passed.
+  if [[ -z "$summary" && "$result" == *" 0 failed"* ]]; then
+    summary="no CUDA calls (simulator only)"; rc=0
+  fi
+  printf '%-36s rc=%s %s | %s\n' "$part" "$rc" "${summary:-no summary}" "${result:-no test result, see $log}"
+  [[ $rc != 0 ]] && bad=$((bad+1))
+  return 0
+}
 
 # Whether part $1 (binary or binary::module) is named in the list that follows.
 named() {
@@ -74,20 +129,14 @@ for t in "$bin"/test-*; do
     else
       mapfile -t names < <(printf '%s\n' "${tests[@]}" | grep "^$g::")
     fi
-    # `test-gpu.peer.log`: no colons in file names, which some copy tools refuse.
-    log=$logs/${part//::/.}.log
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 --include-ignored --exact \
-      "${names[@]}" >"$log" 2>&1
-    rc=$?; n=$((n+1))
-    summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
-    result=$(grep -E "^test result:" "$log" | tail -1)
-    # Simulator-only tests never call CUDA, so the sanitizer has nothing to check (and exits
-    # non-zero saying so): count them as passed when their tests passed.
-    if [[ -z "$summary" && "$result" == *" 0 failed"* ]]; then
-      summary="no CUDA calls (simulator only)"; rc=0
+    if [[ $g == nccl ]]; then
+      mapfile -t p2p < <(printf '%s\n' "${names[@]}" | grep -F "${nccl_p2p[@]/#/-e}")
+      mapfile -t names < <(printf '%s\n' "${names[@]}" | grep -v -F "${nccl_p2p[@]/#/-e}")
+      ((${#names[@]})) && run_part "$part" "$t" "${names[@]}" -- NCCL_PROTO=Simple
+      ((${#p2p[@]})) && run_part "$part.shm" "$t" "${p2p[@]}" -- NCCL_PROTO=Simple NCCL_P2P_DISABLE=1
+    else
+      run_part "$part" "$t" "${names[@]}" --
     fi
-    printf '%-36s rc=%s %s | %s\n' "$part" "$rc" "${summary:-no summary}" "${result:-no test result, see $log}"
-    [[ $rc != 0 ]] && bad=$((bad+1))
   done
 done
 echo "$tool: $n runs, $bad with errors or failures"

@@ -106,6 +106,9 @@ impl Device {
     /// Allocates `len` elements on `stream` without initialising them (their values are
     /// unspecified, but every bit pattern is a valid `T`). The allocation counts as a write on
     /// `stream`, so a first use on another stream waits for it.
+    ///
+    /// On a GPU the memory behind the buffer is a whole number of 16-byte granules: library
+    /// kernels that read a buffer's last partial word or vector whole stay inside it.
     pub fn alloc<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
         self.new_buffer(stream, len, Init::Uninit, false)
     }

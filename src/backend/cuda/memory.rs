@@ -30,15 +30,49 @@ pub(crate) fn device_address<T>(slice: &CudaSlice<T>) -> u64 {
     ptr
 }
 
-/// Allocates `len` elements of `T` on `s` (`cuMemAllocAsync`), freed on `s` when dropped.
+/// Device allocations are whole multiples of this many bytes. Library kernels read in aligned
+/// words and vectors up to 16 bytes wide, and some read a buffer's last partial word whole
+/// (NCCL's send/receive kernel reads 4 bytes of a 3-byte buffer): inside the driver's own
+/// allocation granule, so harmless, but outside an allocation of exactly the bytes asked for,
+/// which compute-sanitizer then reports as an out-of-bounds read. Rounded up, such reads stay
+/// inside the allocation.
+pub(crate) const ALLOC_GRANULE: usize = 16;
+
+/// The bytes an allocation of `bytes` takes: `bytes` rounded up to [`ALLOC_GRANULE`]; `None`
+/// past `usize`.
+pub(crate) fn padded_bytes(bytes: usize) -> Option<usize> {
+    bytes.checked_next_multiple_of(ALLOC_GRANULE)
+}
+
+/// Allocates `len` elements of `T` on `s` (`cuMemAllocAsync`, or `cuMemAlloc` where the
+/// device has no memory pools), in [`padded_bytes`] bytes, freed on `s` when dropped.
 ///
 /// # Safety
 /// The memory is uninitialised: every bit pattern must be a valid `T`, and the caller must
 /// order the allocation before any use on another stream.
 pub(crate) unsafe fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>> {
-    let bytes = len.saturating_mul(std::mem::size_of::<T>());
-    // SAFETY: the caller accepts uninitialised memory (this function's contract).
-    unsafe { s.alloc::<T>(len) }.map_err(|e| alloc_error(s.context(), "cuMemAllocAsync", bytes, e))
+    let ctx = s.context();
+    let too_large = || Error::OutOfMemory { requested: usize::MAX, free: free_memory(ctx) };
+    let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(too_large)?;
+    if bytes == 0 {
+        // SAFETY: an empty allocation holds no `T` (this function's contract covers the rest).
+        return unsafe { s.alloc::<T>(0) }.map_err(|e| alloc_error(ctx, "cuMemAllocAsync", 0, e));
+    }
+    let padded = padded_bytes(bytes).ok_or_else(too_large)?;
+    bind(ctx)?;
+    let (call, made) = if ctx.has_async_alloc() {
+        // SAFETY: `s` is a live stream of the bound context.
+        ("cuMemAllocAsync", unsafe { result::malloc_async(s.cu_stream(), padded) })
+    } else {
+        // SAFETY: the context is bound.
+        ("cuMemAlloc", unsafe { result::malloc_sync(padded) })
+    };
+    let ptr = made.map_err(|e| alloc_error(ctx, call, bytes, e))?;
+    // SAFETY: 1. `ptr` is a fresh allocation of `padded >= len * size_of::<T>()` bytes in `s`'s
+    // context, owned by nothing else; 2. the slice frees it on `s` the way cudarc frees its own
+    // allocations of this context (asynchronously where it has memory pools), whatever its
+    // length; 3. the memory is uninitialised, which the caller accepts (this function's contract).
+    Ok(unsafe { s.upgrade_device_ptr::<T>(ptr, len) })
 }
 
 /// Takes over `slice`, allocated in `ours`'s context on another stream: `ours` waits for the
@@ -248,4 +282,20 @@ pub(crate) fn is_driver_host_memory(ctx: &CudaContext, ptr: *const u8, bytes: us
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_round_up_to_whole_granules_and_refuse_what_cannot_be_rounded() {
+        assert_eq!(padded_bytes(1), Some(16));
+        assert_eq!(padded_bytes(3), Some(16));
+        assert_eq!(padded_bytes(16), Some(16));
+        assert_eq!(padded_bytes(17), Some(32));
+        assert_eq!(padded_bytes(usize::MAX - 15), Some(usize::MAX - 15));
+        assert_eq!(padded_bytes(usize::MAX - 14), None);
+        assert_eq!(padded_bytes(usize::MAX), None);
+    }
 }
