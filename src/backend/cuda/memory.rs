@@ -71,7 +71,9 @@ pub(crate) unsafe fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Re
     // SAFETY: 1. `ptr` is a fresh allocation of `padded >= len * size_of::<T>()` bytes in `s`'s
     // context, owned by nothing else; 2. the slice frees it on `s` the way cudarc frees its own
     // allocations of this context (asynchronously where it has memory pools), whatever its
-    // length; 3. the memory is uninitialised, which the caller accepts (this function's contract).
+    // length; 3. the memory is uninitialised, which the caller accepts (this function's contract);
+    // 4. event tracking is off on every context the crate opens (`open`, `open_fresh`), so the
+    // call makes no event (the one thing in it that could fail).
     Ok(unsafe { s.upgrade_device_ptr::<T>(ptr, len) })
 }
 
