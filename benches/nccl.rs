@@ -140,13 +140,18 @@ impl Raw {
             // buffer of `n` f32 on its communicator's device, used by nothing else until the
             // synchronize below.
             unsafe {
-                sys::ncclGroupStart();
+                check(sys::ncclGroupStart(), "ncclGroupStart")?;
+                let mut reduced = Ok(());
                 for ((&(p, n), &comm), s) in bufs.iter().zip(&self.comms).zip(&self.streams) {
                     let ptr = p as *mut std::ffi::c_void;
                     let t = sys::ncclDataType_t::ncclFloat32;
-                    sys::ncclAllReduce(ptr, ptr, n, t, sys::ncclRedOp_t::ncclSum, comm, s.cu_stream() as _);
+                    let r = sys::ncclAllReduce(ptr, ptr, n, t, sys::ncclRedOp_t::ncclSum, comm, s.cu_stream() as _);
+                    reduced = reduced.and(check(r, "ncclAllReduce"));
                 }
-                sys::ncclGroupEnd();
+                // Ended whatever happened in it: a group left open breaks later calls.
+                let ended = check(sys::ncclGroupEnd(), "ncclGroupEnd");
+                reduced?;
+                ended?;
             }
             self.wait_ready()?;
             if event {
@@ -209,6 +214,8 @@ impl Raw {
     /// each op is followed by one `cuEventRecord` on its rank's stream (the floor, as in
     /// [`Raw::time`]).
     fn time_threads(&self, bufs: &[(u64, usize)], iters: usize, event: bool) -> Res<f64> {
+        // Its threads neither poll nor accept `ncclInProgress`: blocking communicators only.
+        debug_assert!(self.blocking, "time_threads runs on blocking communicators");
         let start = std::sync::Barrier::new(bufs.len() + 1);
         std::thread::scope(|scope| {
             let mut threads = Vec::new();
@@ -249,8 +256,21 @@ impl Raw {
 
 impl Drop for Raw {
     fn drop(&mut self) {
+        if !self.blocking {
+            // A non-blocking communicator is finalized first, every rank before any is waited
+            // for (the ranks meet in it), then polled until done: its destroy would otherwise
+            // leave the teardown to NCCL's thread, which the process's exit may cut short.
+            for &c in &self.comms {
+                // SAFETY: a live communicator with no op pending (each group was waited for).
+                let _ = unsafe { sys::ncclCommFinalize(c) };
+            }
+            if let Err(e) = self.wait_ready() {
+                eprintln!("bench-nccl: finalizing the raw non-blocking communicators: {e}");
+            }
+        }
         for &c in &self.comms {
-            // SAFETY: a live communicator with no op pending (every stream was synchronized).
+            // SAFETY: a live communicator with no op pending (every stream was synchronized),
+            // finalized if non-blocking.
             unsafe { sys::ncclCommDestroy(c) };
         }
     }

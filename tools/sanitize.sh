@@ -28,14 +28,21 @@ while (($#)); do
 done
 skip_tests=(gpu_allocation_beyond_device_memory_is_out_of_memory ptx_that_does_not_assemble_is_a_compile_error_with_the_log
   a_global_of_an_unknown_name_is_refused_naming_it)
-# NCCL (the `nccl` module of test-gpu) runs under the sanitizer with NCCL_PROTO=Simple: NCCL's
-# LL and LL128 kernels fail to launch under memcheck (raw NCCL without cusched too), its Simple
-# ones run. Its send/recv kernels fail to launch under memcheck over the peer-to-peer
-# transport, so the tests that pair sends and receives (`nccl_p2p`) run in a second process
-# over the shared-memory transport (NCCL_P2P_DISABLE=1). The steady-state event count is
-# skipped: a timing property that the sanitizer's slowdown breaks. NCCL's own API probes (peer
-# access already enabled, kernels not built for the device), reported with libnccl.so as the
-# innermost host frame, are counted apart: a part passes when they are all its errors.
+# Device allocations are exact (CUSCHED_EXACT_ALLOCATIONS=1) for every part but NCCL's, so
+# that an access even a byte past a buffer's end is reported: the 16-byte granule allocations
+# otherwise take would hide up to 15 bytes.
+# NCCL (the `nccl` module of test-gpu) keeps the granules: its kernels read a buffer's last
+# partial word whole (4 bytes of a 3-byte buffer in its low-latency all-gather and in
+# send/recv), which memcheck reports against an exact allocation and which ends the kernel.
+# It runs with the settings under which the module was checked clean: NCCL_PROTO=Simple, and
+# the two tests that pair sends and receives (`nccl_p2p`) in a second process over the
+# shared-memory transport (NCCL_P2P_DISABLE=1). NCCL's defaults (its LL and LL128 protocols,
+# the peer-to-peer transport for send/recv) failed only on those whole-word reads before the
+# granules; they have not been run under the sanitizer since. The steady-state event count
+# is skipped: a timing property that the sanitizer's slowdown breaks. NCCL's own API probes
+# (`cudaErrorPeerAccessAlreadyEnabled` and `cudaErrorNoKernelImageForDevice` with libnccl.so
+# as the innermost host frame) are counted apart under memcheck: a part passes when they are
+# all its errors.
 skip_tests+=(nccl_collectives_in_steady_state_create_no_events)
 nccl_p2p=(nccl_send_recv_and_all_to_all_match_the_cpu nccl_non_blocking_communicators_reduce_gather_and_shrink)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,15 +52,19 @@ logs=${OUT:-/tmp/gpu-logs}/$tool; mkdir -p "$logs"
 export CUSCHED_REQUIRE_GPU=1 CUSCHED_STRESS_JOBS=${CUSCHED_STRESS_JOBS:-4000} CUSCHED_PIPELINE_CHUNKS=${CUSCHED_PIPELINE_CHUNKS:-4}
 
 # Prints how many errors the sanitizer's log $1 reports in all, and how many of them are not
-# NCCL's own: an API error ("Program hit ...") whose innermost host frame is in libnccl.so is
-# NCCL's; every other report (a memory error above all) counts against the run.
+# NCCL's own: only `cudaErrorPeerAccessAlreadyEnabled` and `cudaErrorNoKernelImageForDevice`
+# records whose innermost host frame is in libnccl.so are NCCL's; every other report (a memory
+# error above all) counts against the run. Prints `-1 -1` unless the log has exactly one
+# error summary.
 nccl_own_errors() {
   awk '
-    /^========= ERROR SUMMARY: [0-9]+ error/ { total = $4 }
-    /========= Program hit/ { pending = 1; next }
-    /^========= [A-Z]/ && !/Saved host backtrace|ERROR SUMMARY|COMPUTE-SANITIZER|Target application/ { pending = 0; next }
-    pending && /Host Frame:/ { if ($0 ~ /libnccl\.so/) nccl++; pending = 0 }
-    END { printf "%d %d\n", total, total - nccl }' "$1"
+    match($0, /========= ERROR SUMMARY: [0-9]+ errors?$/) {
+      split(substr($0, RSTART), f, " "); total = f[4]; seen++; pending = 0; next
+    }
+    /========= Program hit (cudaErrorPeerAccessAlreadyEnabled|cudaErrorNoKernelImageForDevice) / { pending = 1; next }
+    /========= [A-Z]/ && !/Saved host backtrace|COMPUTE-SANITIZER|Target application/ { pending = 0; next }
+    pending && /Host Frame:/ { if ($0 ~ / in libnccl\.so[.0-9]*$/) nccl++; pending = 0 }
+    END { if (seen != 1) print "-1 -1"; else printf "%d %d\n", total, total - nccl }' "$1"
 }
 
 # Runs part $1 (binary $2, then its tests up to `--`, then VAR=value settings for the run)
@@ -71,9 +82,9 @@ run_part() {
   rc=$?; n=$((n+1))
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
   result=$(grep -E "^test result:" "$log" | tail -1)
-  if [[ $part == *::nccl* && $rc == 9 && "$result" == *" 0 failed"* ]]; then
+  if [[ $tool == memcheck && $part == *::nccl* && $rc == 9 && "$result" == *" 0 failed"* ]]; then
     read -r total ours < <(nccl_own_errors "$log")
-    if [[ $ours == 0 ]]; then
+    if ((total > 0 && ours == 0)); then
       summary="$summary: all NCCL's own API probes (innermost host frame in libnccl.so)"; rc=0
     else
       summary="$summary ($ours not NCCL's own)"
@@ -135,7 +146,7 @@ for t in "$bin"/test-*; do
       ((${#names[@]})) && run_part "$part" "$t" "${names[@]}" -- NCCL_PROTO=Simple
       ((${#p2p[@]})) && run_part "$part.shm" "$t" "${p2p[@]}" -- NCCL_PROTO=Simple NCCL_P2P_DISABLE=1
     else
-      run_part "$part" "$t" "${names[@]}" --
+      run_part "$part" "$t" "${names[@]}" -- CUSCHED_EXACT_ALLOCATIONS=1
     fi
   done
 done

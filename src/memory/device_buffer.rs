@@ -108,7 +108,10 @@ impl Device {
     /// `stream`, so a first use on another stream waits for it.
     ///
     /// On a GPU the memory behind the buffer is a whole number of 16-byte granules: library
-    /// kernels that read a buffer's last partial word or vector whole stay inside it.
+    /// kernels that read a buffer's last partial word or vector whole stay inside it. With
+    /// `CUSCHED_EXACT_ALLOCATIONS=1` in the environment (read once per process), allocations
+    /// are exactly their bytes instead, so that compute-sanitizer reports any access past a
+    /// buffer's end (and those whole-word reads with them).
     pub fn alloc<T: Element>(&self, stream: StreamId, len: usize) -> Result<GpuRef<T>> {
         self.new_buffer(stream, len, Init::Uninit, false)
     }

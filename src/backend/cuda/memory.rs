@@ -32,39 +32,63 @@ pub(crate) fn device_address<T>(slice: &CudaSlice<T>) -> u64 {
 
 /// Device allocations are whole multiples of this many bytes. Library kernels read in aligned
 /// words and vectors up to 16 bytes wide, and some read a buffer's last partial word whole
-/// (NCCL's send/receive kernel reads 4 bytes of a 3-byte buffer): inside the driver's own
-/// allocation granule, so harmless, but outside an allocation of exactly the bytes asked for,
-/// which compute-sanitizer then reports as an out-of-bounds read. Rounded up, such reads stay
-/// inside the allocation.
+/// (NCCL's send/receive and low-latency all-gather kernels read 4 bytes at a 3-byte buffer's
+/// start, and a word ending 1 byte past a 10,007-byte one): inside the driver's own allocation
+/// granule, so harmless, but outside an allocation of exactly the bytes asked for, which
+/// compute-sanitizer then reports as an out-of-bounds read. Rounded up, such reads stay inside
+/// the allocation.
 pub(crate) const ALLOC_GRANULE: usize = 16;
 
-/// The bytes an allocation of `bytes` takes: `bytes` rounded up to [`ALLOC_GRANULE`]; `None`
-/// past `usize`.
-pub(crate) fn padded_bytes(bytes: usize) -> Option<usize> {
-    bytes.checked_next_multiple_of(ALLOC_GRANULE)
+/// The environment variable that, set to `1`, makes allocations exactly the bytes asked for:
+/// compute-sanitizer then reports every access past a buffer's end, the few bytes the granule
+/// would hide included (and a library's whole-word read of a last partial word with them).
+pub(crate) const EXACT_ALLOCATIONS_VAR: &str = "CUSCHED_EXACT_ALLOCATIONS";
+
+/// The granule allocations are rounded to in this process: [`ALLOC_GRANULE`], or 1 where
+/// [`EXACT_ALLOCATIONS_VAR`] is `1` (read once).
+fn granule() -> usize {
+    static GRANULE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *GRANULE.get_or_init(|| {
+        let exact = std::env::var(EXACT_ALLOCATIONS_VAR).is_ok_and(|v| v == "1");
+        if exact {
+            1
+        } else {
+            ALLOC_GRANULE
+        }
+    })
+}
+
+/// The bytes an allocation of `bytes` takes: `bytes` rounded up to `granule`; `None` past
+/// `usize`.
+pub(crate) fn padded_bytes(bytes: usize, granule: usize) -> Option<usize> {
+    bytes.checked_next_multiple_of(granule)
 }
 
 /// Allocates `len` elements of `T` on `s` (`cuMemAllocAsync`, or `cuMemAlloc` where the
-/// device has no memory pools), in [`padded_bytes`] bytes, freed on `s` when dropped.
+/// device has no memory pools), in [`padded_bytes`] bytes (whole [`ALLOC_GRANULE`]s unless
+/// [`EXACT_ALLOCATIONS_VAR`] says otherwise), freed on `s` when dropped.
 ///
 /// # Safety
 /// The memory is uninitialised: every bit pattern must be a valid `T`, and the caller must
 /// order the allocation before any use on another stream.
 pub(crate) unsafe fn alloc<T: DeviceRepr>(s: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T>> {
     let ctx = s.context();
-    let too_large = || Error::OutOfMemory { requested: usize::MAX, free: free_memory(ctx) };
-    let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(too_large)?;
+    let too_large = |requested| Error::OutOfMemory { requested, free: free_memory(ctx) };
+    let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| too_large(usize::MAX))?;
     if bytes == 0 {
         // SAFETY: an empty allocation holds no `T` (this function's contract covers the rest).
         return unsafe { s.alloc::<T>(0) }.map_err(|e| alloc_error(ctx, "cuMemAllocAsync", 0, e));
     }
-    let padded = padded_bytes(bytes).ok_or_else(too_large)?;
+    let padded = padded_bytes(bytes, granule()).ok_or_else(|| too_large(bytes))?;
     bind(ctx)?;
     let (call, made) = if ctx.has_async_alloc() {
-        // SAFETY: `s` is a live stream of the bound context.
+        // SAFETY: 1. `s` is a live stream of the bound context; 2. the memory is uninitialised
+        // and 3. its first use on another stream is ordered after the allocation: both are the
+        // caller's (this function's contract).
         ("cuMemAllocAsync", unsafe { result::malloc_async(s.cu_stream(), padded) })
     } else {
-        // SAFETY: the context is bound.
+        // SAFETY: the memory is uninitialised, which the caller accepts (this function's
+        // contract); the context is bound (above), so it is allocated in `s`'s context.
         ("cuMemAlloc", unsafe { result::malloc_sync(padded) })
     };
     let ptr = made.map_err(|e| alloc_error(ctx, call, bytes, e))?;
@@ -292,12 +316,17 @@ mod tests {
 
     #[test]
     fn allocations_round_up_to_whole_granules_and_refuse_what_cannot_be_rounded() {
-        assert_eq!(padded_bytes(1), Some(16));
-        assert_eq!(padded_bytes(3), Some(16));
-        assert_eq!(padded_bytes(16), Some(16));
-        assert_eq!(padded_bytes(17), Some(32));
-        assert_eq!(padded_bytes(usize::MAX - 15), Some(usize::MAX - 15));
-        assert_eq!(padded_bytes(usize::MAX - 14), None);
-        assert_eq!(padded_bytes(usize::MAX), None);
+        let g = ALLOC_GRANULE;
+        assert_eq!(padded_bytes(1, g), Some(16));
+        assert_eq!(padded_bytes(3, g), Some(16));
+        assert_eq!(padded_bytes(16, g), Some(16));
+        assert_eq!(padded_bytes(17, g), Some(32));
+        assert_eq!(padded_bytes(10_007, g), Some(10_016));
+        assert_eq!(padded_bytes(usize::MAX - 15, g), Some(usize::MAX - 15));
+        assert_eq!(padded_bytes(usize::MAX - 14, g), None);
+        assert_eq!(padded_bytes(usize::MAX, g), None);
+        // Exact allocations (the sanitizer's setting): nothing is rounded.
+        assert_eq!(padded_bytes(3, 1), Some(3));
+        assert_eq!(padded_bytes(usize::MAX, 1), Some(usize::MAX));
     }
 }
