@@ -55,9 +55,7 @@ impl Raw {
         let devs: Vec<i32> = gpus.iter().map(|g| g.ordinal() as i32).collect();
         // SAFETY: `comms` has room for one communicator per device in `devs`.
         let r = unsafe { sys::ncclCommInitAll(comms.as_mut_ptr(), devs.len() as i32, devs.as_ptr()) };
-        if r != sys::ncclResult_t::ncclSuccess {
-            return Err(format!("ncclCommInitAll: {r:?}").into());
-        }
+        check(r, "ncclCommInitAll")?;
         Raw::with_comms(gpus, comms, true)
     }
 
@@ -72,7 +70,7 @@ impl Raw {
         check(unsafe { sys::ncclGroupStart() }, "ncclGroupStart")?;
         let mut made = Ok(());
         for (rank, (g, comm)) in gpus.iter().zip(comms.iter_mut()).enumerate() {
-            let mut cfg = config(false);
+            let mut cfg = non_blocking_config();
             // SAFETY: no cudarc memory is made from the context; binding it makes it current
             // for this rank's init, as NCCL requires.
             let bound: Res<()> = unsafe { g.cuda_context() }
@@ -175,16 +173,17 @@ fn check(r: sys::ncclResult_t, call: &str) -> Res<()> {
     }
 }
 
-/// The config of a non-blocking communicator (`blocking = false`), every other field left to
-/// NCCL: nccl.h's `NCCL_CONFIG_INITIALIZER`, with undefined ints `INT_MIN` and pointers null.
-fn config(blocking: bool) -> sys::ncclConfig_t {
+/// The config of a non-blocking communicator, every other field left to NCCL: nccl.h's
+/// `NCCL_CONFIG_INITIALIZER`, with undefined ints `INT_MIN` and pointers null. (The crate has
+/// its own; the raw side of the bench uses none of the crate's NCCL code.)
+fn non_blocking_config() -> sys::ncclConfig_t {
     const UNDEF: i32 = i32::MIN;
     sys::ncclConfig_t {
         size: std::mem::size_of::<sys::ncclConfig_t>(),
         magic: 0xcafe_beef,
         // NCCL_VERSION(2, 28, 0): the layout this struct has.
         version: 22800,
-        blocking: i32::from(blocking),
+        blocking: 0,
         cgaClusterSize: UNDEF,
         minCTAs: UNDEF,
         maxCTAs: UNDEF,

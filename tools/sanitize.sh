@@ -71,13 +71,13 @@ nccl_own_errors() {
 # under the tool; prints its line and counts it.
 run_part() {
   local part=$1 t=$2; shift 2
-  local names=() env=()
+  local names=() vars=()
   while (($#)) && [[ $1 != -- ]]; do names+=("$1"); shift; done
   shift
-  env=("$@")
+  vars=("$@")
   # `test-gpu.peer.log`: no colons in file names, which some copy tools refuse.
   local log=$logs/${part//::/.}.log rc summary result total ours
-  env "${env[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 1000000 "$t" --test-threads=1 \
+  env "${vars[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 1000000 "$t" --test-threads=1 \
     --include-ignored --exact "${names[@]}" >"$log" 2>&1
   rc=$?; n=$((n+1))
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)

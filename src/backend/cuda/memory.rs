@@ -37,12 +37,12 @@ pub(crate) fn device_address<T>(slice: &CudaSlice<T>) -> u64 {
 /// granule, so harmless, but outside an allocation of exactly the bytes asked for, which
 /// compute-sanitizer then reports as an out-of-bounds read. Rounded up, such reads stay inside
 /// the allocation.
-pub(crate) const ALLOC_GRANULE: usize = 16;
+const ALLOC_GRANULE: usize = 16;
 
 /// The environment variable that, set to `1`, makes allocations exactly the bytes asked for:
 /// compute-sanitizer then reports every access past a buffer's end, the few bytes the granule
 /// would hide included (and a library's whole-word read of a last partial word with them).
-pub(crate) const EXACT_ALLOCATIONS_VAR: &str = "CUSCHED_EXACT_ALLOCATIONS";
+const EXACT_ALLOCATIONS_VAR: &str = "CUSCHED_EXACT_ALLOCATIONS";
 
 /// The granule allocations are rounded to in this process: [`ALLOC_GRANULE`], or 1 where
 /// [`EXACT_ALLOCATIONS_VAR`] is `1` (read once).
@@ -60,7 +60,7 @@ fn granule() -> usize {
 
 /// The bytes an allocation of `bytes` takes: `bytes` rounded up to `granule`; `None` past
 /// `usize`.
-pub(crate) fn padded_bytes(bytes: usize, granule: usize) -> Option<usize> {
+fn padded_bytes(bytes: usize, granule: usize) -> Option<usize> {
     bytes.checked_next_multiple_of(granule)
 }
 
