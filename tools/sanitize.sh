@@ -31,20 +31,15 @@ skip_tests=(gpu_allocation_beyond_device_memory_is_out_of_memory ptx_that_does_n
 # Device allocations are exact (CUSCHED_EXACT_ALLOCATIONS=1) for every part but NCCL's, so
 # that an access even a byte past a buffer's end is reported: the 16-byte granule allocations
 # otherwise take would hide up to 15 bytes.
-# NCCL (the `nccl` module of test-gpu) keeps the granules: its kernels read a buffer's last
-# partial word whole (4 bytes of a 3-byte buffer in its low-latency all-gather and in
-# send/recv), which memcheck reports against an exact allocation and which ends the kernel.
-# It runs with the settings under which the module was checked clean: NCCL_PROTO=Simple, and
-# the two tests that pair sends and receives (`nccl_p2p`) in a second process over the
-# shared-memory transport (NCCL_P2P_DISABLE=1). NCCL's defaults (its LL and LL128 protocols,
-# the peer-to-peer transport for send/recv) failed only on those whole-word reads before the
-# granules; they have not been run under the sanitizer since. The steady-state event count
-# is skipped: a timing property that the sanitizer's slowdown breaks. NCCL's own API probes
-# (`cudaErrorPeerAccessAlreadyEnabled` and `cudaErrorNoKernelImageForDevice` with libnccl.so
-# as the innermost host frame) are counted apart under memcheck: a part passes when they are
-# all its errors.
+# NCCL's parts (the `nccl` module of test-gpu, and test-nccl_processes) keep the granules: its
+# kernels read a buffer's last partial word whole (4 bytes of a 3-byte buffer in its
+# low-latency all-gather and in send/recv), which memcheck reports against an exact
+# allocation and which ends the kernel. They run with NCCL's own defaults (protocols and
+# transports). The steady-state event count is skipped: a timing property that the
+# sanitizer's slowdown breaks. NCCL's own API probes (`cudaErrorPeerAccessAlreadyEnabled` and
+# `cudaErrorNoKernelImageForDevice` with libnccl.so as the innermost host frame) are counted
+# apart under memcheck: an NCCL part passes when they are all its errors.
 skip_tests+=(nccl_collectives_in_steady_state_create_no_events)
-nccl_p2p=(nccl_send_recv_and_all_to_all_match_the_cpu nccl_non_blocking_communicators_reduce_gather_and_shrink)
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 [[ -d $bin ]] || bin=$here/../target/gpu-bundle/bin
@@ -82,7 +77,7 @@ run_part() {
   rc=$?; n=$((n+1))
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
   result=$(grep -E "^test result:" "$log" | tail -1)
-  if [[ $tool == memcheck && $part == *::nccl* && $rc == 9 && "$result" == *" 0 failed"* ]]; then
+  if [[ $tool == memcheck && $part == *nccl* && $rc == 9 && "$result" == *" 0 failed"* ]]; then
     read -r total ours < <(nccl_own_errors "$log")
     if ((total > 0 && ours == 0)); then
       summary="$summary: all NCCL's own API probes (innermost host frame in libnccl.so)"; rc=0
@@ -140,11 +135,8 @@ for t in "$bin"/test-*; do
     else
       mapfile -t names < <(printf '%s\n' "${tests[@]}" | grep "^$g::")
     fi
-    if [[ $g == nccl ]]; then
-      mapfile -t p2p < <(printf '%s\n' "${names[@]}" | grep -F "${nccl_p2p[@]/#/-e}")
-      mapfile -t names < <(printf '%s\n' "${names[@]}" | grep -v -F "${nccl_p2p[@]/#/-e}")
-      ((${#names[@]})) && run_part "$part" "$t" "${names[@]}" -- NCCL_PROTO=Simple
-      ((${#p2p[@]})) && run_part "$part.shm" "$t" "${p2p[@]}" -- NCCL_PROTO=Simple NCCL_P2P_DISABLE=1
+    if [[ $part == *nccl* ]]; then
+      run_part "$part" "$t" "${names[@]}" --
     else
       run_part "$part" "$t" "${names[@]}" -- CUSCHED_EXACT_ALLOCATIONS=1
     fi
