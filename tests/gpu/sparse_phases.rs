@@ -140,6 +140,58 @@ fn spgemm_reuse_compute_refuses_a_structure_written_after_the_setup() {
     d.synchronize(s).unwrap();
 }
 
+/// A solve after a write of A's values alone (no structure change, no `forget`) must solve the
+/// system A holds now: cuSPARSE's analysis keeps what it saw of the values
+/// (`cusparseSpSV_updateMatrix` exists to change them), so a cached analysis run over new
+/// values solves the old system, silently. Both solves, f32 and f64.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn spsv_and_spsm_solve_the_values_a_holds_now() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let other = d.new_stream().unwrap();
+    let (offsets, indices, old) = lower(false);
+    // Another diagonal and other entries left of it: another solution.
+    let new: Vec<f64> =
+        old.iter().enumerate().map(|(k, &x)| if x == 4.0 { 2.0 + (k % 3) as f64 } else { -0.5 }).collect();
+    let b: Vec<f64> = (0..128).map(|k| 1.0 + (k % 7) as f64).collect();
+    let tri = Triangle { fill: Fill::Lower, ..Triangle::default() };
+    let want = |values: &[f64], cols: usize| forward_with(&offsets, &indices, values, &b[..64 * cols], cols);
+    macro_rules! check {
+        ($t:ty, $tol:expr) => {{
+            let cast = |v: &[f64]| v.iter().map(|&x| x as $t).collect::<Vec<$t>>();
+            let (o, i, v) =
+                (d.upload(s, &offsets).unwrap(), d.upload(s, &indices).unwrap(), d.upload(s, &cast(&old)).unwrap());
+            let a = SparseMatrix::csr(64, 64, 127, &o, &i, &v).unwrap();
+            let db = d.upload(s, &cast(&b)).unwrap();
+            let y = d.upload(s, &vec![<$t>::NAN; 128]).unwrap();
+            let close = |got: Vec<$t>, want: Vec<f64>, what: &str| {
+                for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let g = *g as f64;
+                    assert!(
+                        (g - w).abs() <= $tol * w.abs().max(1.0),
+                        "{} {what}: entry {k} is {g}, not {w}",
+                        stringify!($t)
+                    );
+                }
+            };
+            h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
+            close(y.download(s).unwrap()[..64].to_vec(), want(&old, 1), "spsv before the write");
+            let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
+            h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
+            close(y.download(s).unwrap(), want(&old, 2), "spsm before the write");
+            v.copy_from_slice(other, &cast(&new)).unwrap();
+            h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
+            close(y.download(s).unwrap()[..64].to_vec(), want(&new, 1), "spsv after the values' write");
+            let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
+            h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
+            close(y.download(s).unwrap(), want(&new, 2), "spsm after the values' write");
+        }};
+    }
+    check!(f64, 1e-12);
+    check!(f32, 1e-5);
+    d.synchronize(s).unwrap();
+}
+
 /// A 64x64 lower-triangular CSR matrix: 4 on the diagonal and a 1 left of it in every row but
 /// the first, in column `r - 1` (`far` false) or column 0 (`far` true): the same offsets and
 /// number of entries, another structure.
@@ -161,6 +213,13 @@ fn lower(far: bool) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
 /// (column-major).
 fn forward(far: bool, b: &[f64], cols: usize) -> Vec<f64> {
     let (offsets, indices, values) = lower(far);
+    forward_with(&offsets, &indices, &values, b, cols)
+}
+
+/// `L y = b` by forward substitution, `L` the 64x64 lower-triangular CSR matrix of `offsets`,
+/// `indices` and `values` (each row's diagonal entry last), `b` with `cols` columns
+/// (column-major).
+fn forward_with(offsets: &[i32], indices: &[i32], values: &[f64], b: &[f64], cols: usize) -> Vec<f64> {
     let mut y = b.to_vec();
     for k in 0..cols {
         let col = &mut y[k * 64..(k + 1) * 64];

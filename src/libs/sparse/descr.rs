@@ -38,29 +38,32 @@ pub(super) struct DenseKey {
 }
 
 /// A cached triangular-solve analysis: the descriptor, the buffer it keeps using, and the
-/// matrix's structure arrays at the last writes the analysis saw (a solve that finds them
-/// written since analyses anew: see `phases`).
+/// matrix's arrays at the last writes the analysis saw (a solve that finds one written since
+/// analyses anew: see `phases`).
 pub(super) struct Analysis {
     pub(super) descr: Owned<calls::SpSv>,
     pub(super) buffer: GpuRef<u8>,
-    pub(super) structure: Arc<SameInputs>,
+    pub(super) inputs: Arc<SameInputs>,
 }
 
 /// A cached analysis of a triangular solve with several right-hand sides.
 pub(super) struct ManyAnalysis {
     pub(super) descr: Owned<calls::SpSm>,
     pub(super) buffer: GpuRef<u8>,
-    pub(super) structure: Arc<SameInputs>,
+    pub(super) inputs: Arc<SameInputs>,
 }
 
-/// The structure arrays of `a` that op `op`'s analysis is made from (the offsets, or COO's
-/// row indices, and the column indices); closes the device's solo mode (see `phases`).
-pub(super) fn analysed_structure<T: SparseStorage, I: SparseIndex>(
+/// The arrays of `a` that op `op`'s analysis is made from: the offsets (or COO's row
+/// indices), the column indices, and the values, which cuSPARSE's analysis keeps what it saw
+/// of (it has `cusparseSpSV_updateMatrix` to change them); closes the device's solo mode (see
+/// `phases`).
+pub(super) fn analysed_inputs<T: SparseStorage, I: SparseIndex>(
     op: &'static str,
     device: &crate::device::Device,
     a: &SparseMatrix<T, I>,
 ) -> Arc<SameInputs> {
-    Arc::new(SameInputs::new(op, device).input("a.offsets", &a.major).input("a.indices", &a.minor))
+    let inputs = SameInputs::new(op, device).input("a.offsets", &a.major).input("a.indices", &a.minor);
+    Arc::new(inputs.input("a.values", &a.values))
 }
 
 /// What a sparse-vector descriptor is made for: size, nonzeros, buffer ids and types.

@@ -127,7 +127,7 @@ use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
 
 use args::{not_in_matrix, output_access, output_access_if, record_matrix, takes, HostScalars};
-use descr::{analysed_structure, dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
+use descr::{analysed_inputs, dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -327,8 +327,9 @@ impl Sparse {
         self.work.bytes()
     }
 
-    /// Drops the cached descriptors and analyses of `a`. Call it after changing `a`'s values
-    /// in place when it was used in a triangular solve: the analysis depends on them.
+    /// Drops the cached descriptors and analyses of `a`, to give back their memory (an
+    /// analysis keeps a buffer on the device) once `a` is no longer solved with. Solves need
+    /// no call: they analyse `a` anew by themselves after a write of any of its arrays.
     pub fn forget<T: SparseStorage, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
         let key = mat_key(a);
         self.analyses.forget(&self.op, |(k, _, _)| *k == key);

@@ -2,7 +2,7 @@
 
 use super::matrix::ValueType;
 use super::{
-    analysed_structure, calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, takes,
+    analysed_inputs, calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, takes,
     Analysis, DenseMatrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
 };
 use crate::completion::Completion;
@@ -316,11 +316,9 @@ impl Sparse {
     /// them.
     ///
     /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
-    /// later solves with the same matrix run the solve phase only. A solve that finds `A`'s
-    /// offsets or indices written since the analysis (by any thread, on any stream) analyses
-    /// it anew, as cuSPARSE's analysis holds only for the structure it saw. After changing
-    /// only `A`'s values in place, call [`forget`](Self::forget) so the next solve analyses it
-    /// anew.
+    /// later solves with the same matrix run the solve phase only. A solve that finds any of
+    /// `A`'s arrays (offsets, indices or values) written since the analysis (by any thread, on
+    /// any stream) analyses it anew, as cuSPARSE's analysis holds only for the matrix it saw.
     pub fn spsv<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -364,24 +362,24 @@ impl Sparse {
             let bytes = unsafe { calls::spsv_size(h, tri.transpose, s, da, dx, dy, descr.get()) }?;
             let buffer = op.device.alloc_scratch::<u8>(stream, bytes.max(1))?;
             fresh = true;
-            let structure = analysed_structure("spsv", &op.device, a);
-            Ok(Analysis { descr, buffer, structure })
+            let inputs = analysed_inputs("spsv", &op.device, a);
+            Ok(Analysis { descr, buffer, inputs })
         })?;
-        let (descr, buffer, structure) = (analysis.descr.get(), analysis.buffer.clone(), analysis.structure.clone());
+        let (descr, buffer, inputs) = (analysis.descr.get(), analysis.buffer.clone(), analysis.inputs.clone());
         record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
         let buf_ptr = buffer.raw_device_ptr()?;
         let done = self.op.run(rec, Vec::new(), || {
             let s = sc.raw();
-            // Under this launch's marks: the structure the analysis reads, or the one it read.
+            // Under this launch's marks: the matrix the analysis reads, or the one it read.
             if fresh {
-                structure.note()?;
+                inputs.note()?;
             } else {
-                structure.check()?;
+                inputs.check()?;
             }
             // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
             // queried and lives with the analysis in the cache; (5) the analysis was made from
-            // A's structure as it is now (made here, or no write of it committed since: checked
-            // just above, under this launch's marks).
+            // A's arrays as they are now (made here, or no write of them committed since:
+            // checked just above, under this launch's marks).
             unsafe {
                 if fresh {
                     calls::spsv_analysis(h, tri.transpose, s, da, dx, dy, descr, buf_ptr as _)?;
@@ -389,10 +387,10 @@ impl Sparse {
                 calls::spsv_solve(h, tri.transpose, s, da, dx, dy, descr)
             }
         });
-        // The analysis was made from another structure: nothing was enqueued.
+        // The analysis was made from another matrix: nothing was enqueued.
         let stale = !fresh && matches!(done, Err(Error::InputChanged { .. }));
         if (done.is_err() && fresh) || stale {
-            // The analysis never ran, or holds for another structure: make it anew.
+            // The analysis never ran, or holds for another matrix: make it anew.
             let key = mat_key(a);
             self.analyses.forget(&self.op, |(k, t, _)| *k == key && *t == tri);
         }
