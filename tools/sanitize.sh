@@ -31,15 +31,18 @@ skip_tests=(gpu_allocation_beyond_device_memory_is_out_of_memory ptx_that_does_n
 # Device allocations are exact (CUSCHED_EXACT_ALLOCATIONS=1) for every part but NCCL's, so
 # that an access even a byte past a buffer's end is reported: the 16-byte granule allocations
 # otherwise take would hide up to 15 bytes.
-# NCCL's parts (the `nccl` module of test-gpu, and test-nccl_processes) keep the granules: its
-# kernels read a buffer's last partial word whole (4 bytes of a 3-byte buffer in its
-# low-latency all-gather and in send/recv), which memcheck reports against an exact
-# allocation and which ends the kernel. They run with NCCL's own defaults (protocols and
-# transports). The steady-state event count is skipped: a timing property that the
-# sanitizer's slowdown breaks. NCCL's own API probes (`cudaErrorPeerAccessAlreadyEnabled` and
-# `cudaErrorNoKernelImageForDevice` with libnccl.so as the innermost host frame) are counted
-# apart under memcheck: an NCCL part passes when they are all its errors.
+# The `nccl` module of test-gpu keeps the granules (`granule_parts`): NCCL's kernels read a
+# buffer's last partial word whole (4 bytes of a 3-byte buffer in its low-latency all-gather
+# and in send/recv), which memcheck reports against an exact allocation and which ends the
+# kernel. test-nccl_processes passes with exact allocations, so it keeps them. Both run with
+# NCCL's own defaults (protocols and transports). The steady-state event count is skipped: a
+# timing property that the sanitizer's slowdown breaks. NCCL's own API probes
+# (`cudaErrorPeerAccessAlreadyEnabled` and `cudaErrorNoKernelImageForDevice` with libnccl.so
+# as the innermost host frame) are counted apart under memcheck in the parts that run NCCL
+# (`probe_parts`): such a part passes when they are all its errors.
 skip_tests+=(nccl_collectives_in_steady_state_create_no_events)
+granule_parts=(test-gpu::nccl)
+probe_parts=(test-gpu::nccl test-nccl_processes)
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 [[ -d $bin ]] || bin=$here/../target/gpu-bundle/bin
@@ -77,7 +80,7 @@ run_part() {
   rc=$?; n=$((n+1))
   summary=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
   result=$(grep -E "^test result:" "$log" | tail -1)
-  if [[ $tool == memcheck && $part == *nccl* && $rc == 9 && "$result" == *" 0 failed"* ]]; then
+  if [[ $tool == memcheck && $rc == 9 ]] && named "$part" "${probe_parts[@]}" && [[ "$result" == *" 0 failed"* ]]; then
     read -r total ours < <(nccl_own_errors "$log")
     if ((total > 0 && ours == 0)); then
       summary="$summary: all NCCL's own API probes (innermost host frame in libnccl.so)"; rc=0
@@ -135,8 +138,8 @@ for t in "$bin"/test-*; do
     else
       mapfile -t names < <(printf '%s\n' "${tests[@]}" | grep "^$g::")
     fi
-    if [[ $part == *nccl* ]]; then
-      run_part "$part" "$t" "${names[@]}" --
+    if named "$part" "${granule_parts[@]}"; then
+      run_part "$part" "$t" "${names[@]}" -- CUSCHED_EXACT_ALLOCATIONS=0
     else
       run_part "$part" "$t" "${names[@]}" -- CUSCHED_EXACT_ALLOCATIONS=1
     fi

@@ -164,6 +164,7 @@ fn spsv_and_spsm_solve_the_values_a_holds_now() {
             let a = SparseMatrix::csr(64, 64, 127, &o, &i, &v).unwrap();
             let db = d.upload(s, &cast(&b)).unwrap();
             let y = d.upload(s, &vec![<$t>::NAN; 128]).unwrap();
+            let made = h.sparse().unwrap().analyses_made();
             let close = |got: Vec<$t>, want: Vec<f64>, what: &str| {
                 for (k, (g, w)) in got.iter().zip(&want).enumerate() {
                     let g = *g as f64;
@@ -179,12 +180,14 @@ fn spsv_and_spsm_solve_the_values_a_holds_now() {
             let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
             h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
             close(y.download(s).unwrap(), want(&old, 2), "spsm before the write");
+            assert_eq!(h.sparse().unwrap().analyses_made(), made + 2);
             v.copy_from_slice(other, &cast(&new)).unwrap();
             h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
             close(y.download(s).unwrap()[..64].to_vec(), want(&new, 1), "spsv after the values' write");
             let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
             h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
             close(y.download(s).unwrap(), want(&new, 2), "spsm after the values' write");
+            assert_eq!(h.sparse().unwrap().analyses_made(), made + 4, "each solve analysed the new values");
         }};
     }
     check!(f64, 1e-12);

@@ -56,9 +56,9 @@
 //! are sized by the library's own `_bufferSize` query, cached per op and operands, and taken
 //! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
-//! A cached triangular-solve analysis holds for the structure it was made from: a solve that
-//! finds `A`'s offsets or indices written since (checked while it holds its buffers) analyses
-//! `A` anew. Making a matrix's first analysis ends the one-stream mode described below, so
+//! A cached triangular-solve analysis holds for the matrix it was made from: a solve that
+//! finds any of `A`'s arrays (offsets, indices or values) written since (checked while it
+//! holds its buffers) analyses `A` anew. Making a matrix's first analysis ends the one-stream mode described below, so
 //! that writes on that stream are seen too.
 //!
 //! Some ops block the calling thread by the library's nature, documented on each:
@@ -328,8 +328,10 @@ impl Sparse {
     }
 
     /// Drops the cached descriptors and analyses of `a`, to give back their memory (an
-    /// analysis keeps a buffer on the device) once `a` is no longer solved with. Solves need
-    /// no call: they analyse `a` anew by themselves after a write of any of its arrays.
+    /// analysis keeps a buffer on the device) once `a` is no longer solved with. Solves
+    /// analyse `a` anew by themselves after a tracked write of any of its arrays; call this
+    /// after a write cusched does not see (through a raw pointer or raw cudarc), so that the
+    /// next solve does too.
     pub fn forget<T: SparseStorage, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
         let key = mat_key(a);
         self.analyses.forget(&self.op, |(k, _, _)| *k == key);
