@@ -166,14 +166,7 @@ fn spsv_and_spsm_solve_the_values_a_holds_now() {
             let y = d.upload(s, &vec![<$t>::NAN; 128]).unwrap();
             let made = h.sparse().unwrap().analyses_made();
             let close = |got: Vec<$t>, want: Vec<f64>, what: &str| {
-                for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-                    let g = *g as f64;
-                    assert!(
-                        (g - w).abs() <= $tol * w.abs().max(1.0),
-                        "{} {what}: entry {k} is {g}, not {w}",
-                        stringify!($t)
-                    );
-                }
+                assert_close(&got, &want, $tol, &format!("{} {what}", stringify!($t)))
             };
             h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
             close(y.download(s).unwrap()[..64].to_vec(), want(&old, 1), "spsv before the write");
@@ -210,6 +203,15 @@ fn lower(far: bool) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
         offsets.push(indices.len() as i32);
     }
     (offsets, indices, values)
+}
+
+/// Asserts each of `got` within `tol` of `want`'s entry, relative to it (absolute below 1),
+/// naming `what` and the entry otherwise.
+fn assert_close<T: Copy + Into<f64>>(got: &[T], want: &[f64], tol: f64, what: &str) {
+    for (k, (&g, w)) in got.iter().zip(want).enumerate() {
+        let g: f64 = g.into();
+        assert!((g - w).abs() <= tol * w.abs().max(1.0), "{what}: entry {k} is {g}, not {w}");
+    }
 }
 
 /// `L y = b` by forward substitution, `L` as [`lower`] makes it, `b` with `cols` columns
@@ -252,11 +254,7 @@ fn spsv_and_spsm_analyse_anew_after_a_structure_write() {
     let b: Vec<f64> = (0..128).map(|k| 1.0 + (k % 7) as f64).collect();
     let db = d.upload(s, &b).unwrap();
     let y = d.upload(s, &vec![f64::NAN; 128]).unwrap();
-    let close = |got: Vec<f64>, want: Vec<f64>, what: &str| {
-        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{what}: entry {k} is {g}, not {w}");
-        }
-    };
+    let close = |got: Vec<f64>, want: Vec<f64>, what: &str| assert_close(&got, &want, 1e-12, what);
     h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
     close(y.download(s).unwrap()[..64].to_vec(), forward(false, &b[..64], 1), "spsv before the write");
     let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));

@@ -58,8 +58,8 @@
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
 //! A cached triangular-solve analysis holds for the matrix it was made from: a solve that
 //! finds any of `A`'s arrays (offsets, indices or values) written since (checked while it
-//! holds its buffers) analyses `A` anew. Making a matrix's first analysis ends the one-stream mode described below, so
-//! that writes on that stream are seen too.
+//! holds its buffers) analyses `A` anew. Making a matrix's first analysis ends the one-stream
+//! mode described below, so that writes on that stream are seen too.
 //!
 //! Some ops block the calling thread by the library's nature, documented on each:
 //! [`Sparse::spgemm`], [`Sparse::spgemm_reuse`] (making the reusable structure; its
