@@ -5,7 +5,7 @@ use super::host::{HostDense, HostMat};
 use super::{at, blend, span};
 use crate::completion::Completion;
 use crate::error::Result;
-use crate::libs::sparse::{DenseMatrix, Format, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose};
+use crate::libs::sparse::{DenseMatrix, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose};
 use crate::memory::GpuRef;
 use crate::recorder::LaunchRecorder;
 
@@ -133,8 +133,7 @@ impl Sparse {
         let same = a.buf.id() == b.buf.id();
         let (c_off, c_idx, c_val) = (c.major.sim_data()?, c.minor.sim_data()?, c.values.sim_data()?);
         let (rows, cols, nnz) = (c.rows, c.cols, c.nnz);
-        // A CSR C is a BSR one of 1x1 blocks: `nnz` stored blocks, each row-major.
-        let bs = if c.format == Format::Bsr { c.block } else { 1 };
+        // `sddmm` admits CSR outputs only (it refuses BSR, which cuSPARSE does not sample into).
         self.host(rec, move || {
             let av = am.mem.read().to_vec();
             let bv = if same { av.clone() } else { bm.mem.read().to_vec() };
@@ -144,18 +143,14 @@ impl Sparse {
             let ea = |i: usize, l: usize| op_a.value(if op_a.flips() { av[am.at(l, i)] } else { av[am.at(i, l)] });
             let eb = |l: usize, j: usize| op_b.value(if op_b.flips() { bv[bm.at(j, l)] } else { bv[bm.at(l, j)] });
             let mut out = c_val.lock();
-            for br in 0..rows / bs {
-                for p in span("c.offsets", &offsets, br, nnz)? {
-                    let bc = at("c.indices", idx[p], cols / bs)?;
-                    for e in 0..bs * bs {
-                        let (i, j) = (br * bs + e / bs, bc * bs + e % bs);
-                        let mut s = T::zero();
-                        for l in 0..k {
-                            s = s.plus(ea(i, l).times(eb(l, j)));
-                        }
-                        let q = p * bs * bs + e;
-                        out[q] = blend(alpha, s, beta, || out[q]);
+            for i in 0..rows {
+                for p in span("c.offsets", &offsets, i, nnz)? {
+                    let j = at("c.indices", idx[p], cols)?;
+                    let mut s = T::zero();
+                    for l in 0..k {
+                        s = s.plus(ea(i, l).times(eb(l, j)));
                     }
+                    out[p] = blend(alpha, s, beta, || out[p]);
                 }
             }
             Ok(())
