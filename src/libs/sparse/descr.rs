@@ -9,7 +9,7 @@ use super::{
     calls, reuse, DenseMatrix, Format, IndexKind, Sparse, SparseIndex, SparseMatrix, SparseStorage, SparseValue,
     SparseVector,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::libs::dptr;
 use crate::libs::dtype::CudaType;
 use crate::libs::object::Owned;
@@ -38,8 +38,9 @@ pub(super) struct DenseKey {
 }
 
 /// A cached triangular-solve analysis: the descriptor, the buffer it keeps using, and the
-/// matrix's arrays at the last writes the analysis saw (a solve that finds one written since
-/// analyses anew: see `phases`).
+/// matrix's arrays at the last writes the analysis saw (a solve that finds the values alone
+/// written since refreshes them, one that finds the structure written analyses anew: see
+/// [`analysis_step`]).
 pub(super) struct Analysis {
     pub(super) descr: Owned<calls::SpSv>,
     pub(super) buffer: GpuRef<u8>,
@@ -55,15 +56,90 @@ pub(super) struct ManyAnalysis {
 
 /// The arrays of `a` that op `op`'s analysis is made from: the offsets (or COO's row
 /// indices), the column indices, and the values, which cuSPARSE's analysis keeps what it saw
-/// of (it has `cusparseSpSV_updateMatrix` to change them); closes the device's solo mode (see
-/// `phases`).
+/// of (`cusparseSpSV_updateMatrix` and `cusparseSpSM_updateMatrix` change them); closes the
+/// device's solo mode (see `phases`).
 pub(super) fn analysed_inputs<T: SparseStorage, I: SparseIndex>(
     op: &'static str,
     device: &crate::device::Device,
     a: &SparseMatrix<T, I>,
 ) -> Arc<SameInputs> {
     let inputs = SameInputs::new(op, device).input("a.offsets", &a.major).input("a.indices", &a.minor);
-    Arc::new(inputs.input("a.values", &a.values))
+    Arc::new(inputs.input(VALUES, &a.values))
+}
+
+/// The argument name of the one array of `A` an analysis can be brought up to date with.
+const VALUES: &str = "a.values";
+
+/// What a triangular solve enqueues before its solve phase, decided under its launch's marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Step {
+    /// The analysis was made for this solve: it analyses.
+    Analyse,
+    /// No array of `A` was written since the analysis: the solve phase alone.
+    Solve,
+    /// Only `A`'s values were written: the analysis takes them (`updateMatrix`), then the solve.
+    Update,
+}
+
+/// The step of a solve with an analysis of `inputs`, made for this solve (`fresh`) or cached,
+/// decided while the launch holds its marks (no write of `A` can commit between this and the
+/// enqueue), and the positions noted for what the analysis holds after it: a fresh analysis
+/// notes `A`'s arrays; a cached one whose values alone were written takes them where
+/// `updatable`, noting the arrays anew. [`Error::InputChanged`] where the analysis must be made
+/// anew: `A`'s offsets or indices written, or its values where not `updatable`.
+pub(super) fn analysis_step(inputs: &SameInputs, fresh: bool, updatable: bool) -> Result<Step> {
+    if fresh {
+        inputs.note()?;
+        return Ok(Step::Analyse);
+    }
+    let written = inputs.written();
+    if written.none() {
+        return Ok(Step::Solve);
+    }
+    if updatable && written.only(&[VALUES]) {
+        inputs.note_again();
+        return Ok(Step::Update);
+    }
+    written.refuse().map(|()| Step::Solve)
+}
+
+/// Whether a cached analysis of a `format` matrix takes new values in place of a new analysis:
+/// cuSPARSE's `updateMatrix` serves the analyses of its triangular solves, which cusched makes
+/// for CSR and COO matrices (SpSV's Sliced-ELL is not made here), with the one algorithm they
+/// have (`*_ALG_DEFAULT`).
+pub(super) fn updatable(format: Format) -> bool {
+    matches!(format, Format::Csr | Format::Coo)
+}
+
+/// What becomes of a cached analysis after a solve's launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum After {
+    /// It holds for `A` as the launch left it.
+    Keep,
+    /// It was never made (its launch failed): it goes.
+    Forget,
+    /// It holds for another `A`, or failed to take `A`'s new values: it goes, and the solve
+    /// runs again, making it anew (so it cannot come back here).
+    Redo,
+}
+
+/// [`After`] a solve's launch returned `done`, its analysis made for it (`fresh`) or cached,
+/// after the launch decided `step` (`None`: it decided nothing, or refused in deciding).
+pub(super) fn after_solve<R>(done: &Result<R>, fresh: bool, step: Option<Step>) -> After {
+    match done {
+        Ok(_) => After::Keep,
+        Err(_) if fresh => After::Forget,
+        // Refused before enqueueing anything: the analysis holds for another matrix.
+        Err(Error::InputChanged { .. }) if step.is_none() => After::Redo,
+        // The update failed (or the solve after it): the analysis may hold the old values.
+        Err(e) if step == Some(Step::Update) => {
+            log::warn!(
+                "cusched: a cuSPARSE triangular solve after a write of A's values failed ({e}); analysing A anew"
+            );
+            After::Redo
+        }
+        Err(_) => After::Keep,
+    }
 }
 
 /// What a sparse-vector descriptor is made for: size, nonzeros, buffer ids and types.
@@ -170,6 +246,8 @@ impl Sparse {
         self.dense.trim(&self.op);
         self.analyses.trim(&self.op);
         self.many.trim(&self.op);
+        self.sim_analyses.trim(&self.op);
+        self.sim_many.trim(&self.op);
         self.spvecs.trim(&self.op);
         self.sizes.trim(&self.op);
         reuse::trim(&self.op, &mut self.reuses);

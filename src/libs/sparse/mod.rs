@@ -57,9 +57,10 @@
 //! from the stream's shared workspace, declared read-write. Descriptors and analyses are the
 //! library's objects: evicted ones, and all of them when the state is dropped, go to the reaper.
 //! A cached triangular-solve analysis holds for the matrix it was made from: a solve that
-//! finds any of `A`'s arrays (offsets, indices or values) written since (checked while it
-//! holds its buffers) analyses `A` anew. Making a matrix's first analysis ends the one-stream
-//! mode described below, so that writes on that stream are seen too.
+//! finds `A`'s values alone written since (checked while it holds its buffers) hands the
+//! analysis the new values (cuSPARSE's `updateMatrix`), one that finds its offsets or indices
+//! written analyses `A` anew. Making a matrix's first analysis ends the one-stream mode
+//! described below, so that writes on that stream are seen too.
 //!
 //! Some ops block the calling thread by the library's nature, documented on each:
 //! [`Sparse::spgemm`], [`Sparse::spgemm_reuse`] (making the reusable structure; its
@@ -86,8 +87,9 @@
 //! output structures (SpGEMM's sorted column indices, every structural product kept), and the
 //! same blocking steps (SpGEMM, its reusable form, dense → sparse and CSR → BSR wait for the
 //! count before sizing the output). No descriptors, analyses or workspace are made there
-//! ([`descriptors_made`](Sparse::descriptors_made) and [`analyses_made`](Sparse::analyses_made)
-//! stay 0), and a structure that indexes outside its matrix fails the op's completion with
+//! ([`descriptors_made`](Sparse::descriptors_made) stays 0; [`analyses_made`](Sparse::analyses_made)
+//! counts the analyses the GPU would make, by its rules, so that tests of the count run without
+//! a GPU), and a structure that indexes outside its matrix fails the op's completion with
 //! [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the array, where cuSPARSE
 //! would read out of bounds.
 //!
@@ -125,9 +127,13 @@ use crate::error::Result;
 use crate::libs::object::Owned;
 use cache::Cache;
 use calls::{DnMat, DnVec, SpMat, SpVec};
+use std::sync::Arc;
 
 use args::{not_in_matrix, output_access, output_access_if, record_matrix, takes, HostScalars};
-use descr::{analysed_inputs, dense_words, mat_key, mat_words, Analysis, DenseKey, ManyAnalysis, MatKey, SpVecKey};
+use descr::{
+    after_solve, analysed_inputs, analysis_step, dense_words, mat_key, mat_words, updatable, After, Analysis, DenseKey,
+    ManyAnalysis, MatKey, SpVecKey, Step,
+};
 
 /// Whether a sparse operand is used as stored or transposed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -231,6 +237,10 @@ pub struct Sparse {
     dense: Cache<DenseKey, Owned<DnMat>>,
     analyses: Cache<(MatKey, Triangle, u8), Analysis>,
     many: Cache<(MatKey, Triangle, [usize; 4]), ManyAnalysis>,
+    /// On the simulator, in place of `analyses` and `many`: what each analysis the GPU would
+    /// cache was made from, so that the simulator counts analyses as the GPU does.
+    sim_analyses: Cache<(MatKey, Triangle, u8), Arc<phases::SameInputs>>,
+    sim_many: Cache<(MatKey, Triangle, [usize; 4]), Arc<phases::SameInputs>>,
     spvecs: Cache<SpVecKey, Owned<SpVec>>,
     reuses: Vec<reuse::ReuseState>,
     sizes: Cache<(&'static str, Vec<u64>), usize>,
@@ -264,6 +274,8 @@ impl StreamLibrary for Sparse {
             dense: Cache::new(32, "evicted cuSPARSE dense-matrix descriptors"),
             analyses: Cache::new(16, "evicted cuSPARSE triangular-solve analyses"),
             many: Cache::new(16, "evicted cuSPARSE multi-right-hand-side solve analyses"),
+            sim_analyses: Cache::new(16, "the simulator's evicted triangular-solve analyses"),
+            sim_many: Cache::new(16, "the simulator's evicted multi-right-hand-side solve analyses"),
             spvecs: Cache::new(64, "evicted cuSPARSE sparse-vector descriptors"),
             reuses: Vec::new(),
             sizes: Cache::new(256, "cuSPARSE buffer sizes"),
@@ -317,9 +329,12 @@ impl Sparse {
     }
 
     /// Triangular-solve analyses made so far (SpSV: one per matrix and [`Triangle`]; SpSM: one
-    /// per matrix, [`Triangle`] and right-hand-side shape; reused after).
+    /// per matrix, [`Triangle`] and right-hand-side shape; reused after, also after a write of
+    /// the matrix's values alone, which the analysis takes in; made anew after a write of its
+    /// offsets or indices, or once evicted). The simulator makes none but counts the ones the
+    /// GPU would make, by the same rules.
     pub fn analyses_made(&self) -> u64 {
-        self.analyses.made() + self.many.made()
+        self.analyses.made() + self.many.made() + self.sim_analyses.made() + self.sim_many.made()
     }
 
     /// Bytes of the shared workspace.
@@ -328,14 +343,16 @@ impl Sparse {
     }
 
     /// Drops the cached descriptors and analyses of `a`, to give back their memory (an
-    /// analysis keeps a buffer on the device) once `a` is no longer solved with. Solves
-    /// analyse `a` anew by themselves after a tracked write of any of its arrays; call this
-    /// after a write cusched does not see (through a raw pointer or raw cudarc), so that the
-    /// next solve does too.
+    /// analysis keeps a buffer on the device) once `a` is no longer solved with. Solves keep
+    /// up with a tracked write of any of `a`'s arrays by themselves (the analysis takes new
+    /// values, or is made anew for a new structure); call this after a write cusched does not
+    /// see (through a raw pointer or raw cudarc), so that the next solve analyses `a` anew.
     pub fn forget<T: SparseStorage, I: SparseIndex>(&mut self, a: &SparseMatrix<T, I>) {
         let key = mat_key(a);
         self.analyses.forget(&self.op, |(k, _, _)| *k == key);
         self.many.forget(&self.op, |(k, _, _)| *k == key);
+        self.sim_analyses.forget(&self.op, |(k, _, _)| *k == key);
+        self.sim_many.forget(&self.op, |(k, _, _)| *k == key);
         self.mats.forget(&self.op, |k| *k == key);
     }
 

@@ -2,14 +2,17 @@
 
 use super::matrix::ValueType;
 use super::{
-    analysed_inputs, calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, takes,
-    Analysis, DenseMatrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
+    analysed_inputs, calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, takes, After,
+    Analysis, DenseMatrix, Format, HostScalars, Sparse, SparseIndex, SparseMatrix, SparseValue, Step, Transpose,
+    Triangle,
 };
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
 use crate::memory::GpuRef;
 use crate::track::Access;
+use std::cell::Cell;
+use std::ffi::c_void;
 
 /// `(rows, cols)` of `op(A)`.
 pub(super) fn op_shape<T: super::SparseStorage, I: SparseIndex>(
@@ -316,9 +319,15 @@ impl Sparse {
     /// them.
     ///
     /// The analysis is made on the first solve with `A` and `tri` and cached with its buffer:
-    /// later solves with the same matrix run the solve phase only. A solve that finds any of
-    /// `A`'s arrays (offsets, indices or values) written since the analysis (by any thread, on
-    /// any stream) analyses it anew, as cuSPARSE's analysis holds only for the matrix it saw.
+    /// later solves with the same matrix run the solve phase only. cuSPARSE's analysis holds
+    /// for the matrix it saw, so a solve checks `A`'s arrays for writes since (by any thread, on
+    /// any stream, tracked by cusched): after a write of its values alone (offsets and indices
+    /// as analysed), the analysis takes the new values (`cusparseSpSV_updateMatrix`, enqueued
+    /// on this stream before the solve phase) and no new analysis is made
+    /// ([`analyses_made`](Self::analyses_made) stays); after a write of its offsets or indices,
+    /// `A` is analysed anew. Either way the solve solves the system `A` holds when it runs.
+    /// Where the loaded cuSPARSE has no `cusparseSpSV_updateMatrix` (the cuSPARSE of CUDA 12.0), or
+    /// the update fails, the solve analyses `A` anew instead.
     pub fn spsv<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -368,34 +377,37 @@ impl Sparse {
         let (descr, buffer, inputs) = (analysis.descr.get(), analysis.buffer.clone(), analysis.inputs.clone());
         record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
         let buf_ptr = buffer.raw_device_ptr()?;
+        let values = crate::libs::dptr::<T, c_void>(&a.values)?;
+        let updatable = super::updatable(a.format) && calls::has_spsv_update();
+        let step = Cell::new(None);
         let done = self.op.run(rec, Vec::new(), || {
             let s = sc.raw();
-            // Under this launch's marks: the matrix the analysis reads, or the one it read.
-            if fresh {
-                inputs.note()?;
-            } else {
-                inputs.check()?;
-            }
+            // Under this launch's marks: what the analysis holds for A's arrays as they are now.
+            let now = super::analysis_step(&inputs, fresh, updatable)?;
+            step.set(Some(now));
             // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
-            // queried and lives with the analysis in the cache; (5) the analysis was made from
-            // A's arrays as they are now (made here, or no write of them committed since:
-            // checked just above, under this launch's marks).
+            // queried and lives with the analysis in the cache; (5) the solve phase runs an
+            // analysis of A's arrays as they are now: made here, or made from A's offsets and
+            // indices, which no write changed since, and holding the values that the analysis
+            // or the update before it read, which no write changed since either (all checked
+            // just above, under this launch's marks); (6) an update reads A's values array,
+            // declared read, the nonzeros of the structure analysed in its layout and type,
+            // and runs only where the loaded library has the entry point (`updatable`).
             unsafe {
-                if fresh {
-                    calls::spsv_analysis(h, tri.transpose, s, da, dx, dy, descr, buf_ptr as _)?;
+                match now {
+                    Step::Analyse => calls::spsv_analysis(h, tri.transpose, s, da, dx, dy, descr, buf_ptr as _)?,
+                    Step::Update => calls::spsv_update(h, descr, values)?,
+                    Step::Solve => {}
                 }
                 calls::spsv_solve(h, tri.transpose, s, da, dx, dy, descr)
             }
         });
-        // The analysis was made from another matrix: nothing was enqueued.
-        let stale = !fresh && matches!(done, Err(Error::InputChanged { .. }));
-        if (done.is_err() && fresh) || stale {
-            // The analysis never ran, or holds for another matrix: make it anew.
+        let after = super::after_solve(&done, fresh, step.get());
+        if after != After::Keep {
             let key = mat_key(a);
             self.analyses.forget(&self.op, |(k, t, _)| *k == key && *t == tri);
         }
-        if stale {
-            // This solve makes the analysis, so it cannot come back here.
+        if after == After::Redo {
             return self.spsv(tri, alpha, a, x, y);
         }
         self.trim();

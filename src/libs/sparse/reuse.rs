@@ -94,7 +94,7 @@ fn plan_structure<T: SparseValue, I: SparseIndex>(
     // Noted by the setup's first phase and checked by its others; unnoted, every compute is
     // refused.
     if let Some(seen) = setup.noted() {
-        structure.note_with(seen);
+        structure.note_with(&seen);
     }
     structure
 }

@@ -4,13 +4,16 @@
 
 use super::matrix::ValueType;
 use super::{
-    analysed_inputs, calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, DenseMatrix,
-    Format, HostScalars, ManyAnalysis, Sparse, SparseIndex, SparseMatrix, SparseValue, Transpose, Triangle,
+    analysed_inputs, calls, dense_words, mat_key, mat_words, not_in_matrix, output_access, record_matrix, After,
+    DenseMatrix, Format, HostScalars, ManyAnalysis, Sparse, SparseIndex, SparseMatrix, SparseValue, Step, Transpose,
+    Triangle,
 };
 use crate::completion::Completion;
 use crate::error::{Error, Result};
 use crate::libs::{record, validate as check};
 use crate::track::Access;
+use std::cell::Cell;
+use std::ffi::c_void;
 
 /// `(rows, cols)` of `op(M)` for a dense `M`.
 fn dense_op<T: SparseValue>(t: Transpose, m: &DenseMatrix<'_, T>) -> (usize, usize) {
@@ -18,6 +21,12 @@ fn dense_op<T: SparseValue>(t: Transpose, m: &DenseMatrix<'_, T>) -> (usize, usi
         Transpose::No => (m.rows, m.cols),
         Transpose::Yes | Transpose::Conj => (m.cols, m.rows),
     }
+}
+
+/// What an SpSM analysis is made for besides the matrix and triangle: the right-hand sides'
+/// columns, the leading dimensions of `B` and `C`, and their order.
+pub(super) fn rhs_shape<T: SparseValue>(b: &DenseMatrix<'_, T>, ldb: i64, ldc: i64) -> [usize; 4] {
+    [b.cols, ldb as usize, ldc as usize, b.order as usize]
 }
 
 impl Sparse {
@@ -30,9 +39,12 @@ impl Sparse {
     ///
     /// The analysis is made on the first solve with `A`, `tri` and the right-hand sides' shape
     /// (columns, leading dimensions and order) and cached with its buffer: later solves run the
-    /// solve phase only. A solve that finds any of `A`'s arrays (offsets, indices or values)
-    /// written since the analysis (by any thread, on any stream) analyses it anew, as
-    /// cuSPARSE's analysis holds only for the matrix it saw.
+    /// solve phase only. As for [`spsv`](Self::spsv), a solve after a write of `A`'s values
+    /// alone has the analysis take them (`cusparseSpSM_updateMatrix`, before the solve phase on
+    /// this stream) and makes no new analysis; after a write of `A`'s offsets or indices it
+    /// analyses `A` anew; either way it solves the system `A` holds when it runs. Where the
+    /// loaded cuSPARSE has no `cusparseSpSM_updateMatrix` (the cuSPARSE of CUDA 12.3 or earlier), or the update
+    /// fails, the solve analyses `A` anew instead.
     pub fn spsm<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -83,7 +95,7 @@ impl Sparse {
         let s = sc.raw();
         let (op, stream) = (&self.op, self.op.stream);
         let mut fresh = false;
-        let shape = [b.cols, ldb as usize, ldc as usize, b.order as usize];
+        let shape = rhs_shape(&b, ldb, ldc);
         let analysis = self.many.get_or_make((mat_key(a), tri, shape), |_| {
             let descr = calls::spsm_descr()?;
             let p = calls::Spsm { h, t: tri.transpose, s, a: da, b: db, c: dc, d: descr.get() };
@@ -98,34 +110,37 @@ impl Sparse {
         let (descr, buffer, inputs) = (analysis.descr.get(), analysis.buffer.clone(), analysis.inputs.clone());
         record(&mut rec, "analysis buffer", &buffer, Access::ReadWrite)?;
         let buf_ptr = buffer.raw_device_ptr()?;
+        let values = crate::libs::dptr::<T, c_void>(&a.values)?;
+        let updatable = super::updatable(a.format) && calls::has_spsm_update();
+        let step = Cell::new(None);
         let done = self.op.run(rec, Vec::new(), || {
             let p = calls::Spsm { h, t: tri.transpose, s: sc.raw(), a: da, b: db, c: dc, d: descr };
-            // Under this launch's marks: the matrix the analysis reads, or the one it read.
-            if fresh {
-                inputs.note()?;
-            } else {
-                inputs.check()?;
-            }
+            // Under this launch's marks: what the analysis holds for A's arrays as they are now.
+            let now = super::analysis_step(&inputs, fresh, updatable)?;
+            step.set(Some(now));
             // SAFETY: as above; (4) the analysis buffer, declared read-write, holds the size
-            // queried and lives with the analysis in the cache; (5) the analysis was made from
-            // A's arrays as they are now (made here, or no write of them committed since:
-            // checked just above, under this launch's marks).
+            // queried and lives with the analysis in the cache; (5) the solve phase runs an
+            // analysis of A's arrays as they are now: made here, or made from A's offsets and
+            // indices, which no write changed since, and holding the values that the analysis
+            // or the update before it read, which no write changed since either (all checked
+            // just above, under this launch's marks); (6) an update reads A's values array,
+            // declared read, the nonzeros of the structure analysed in its layout and type,
+            // and runs only where the loaded library has the entry point (`updatable`).
             unsafe {
-                if fresh {
-                    calls::spsm_analysis(p, buf_ptr as _)?;
+                match now {
+                    Step::Analyse => calls::spsm_analysis(p, buf_ptr as _)?,
+                    Step::Update => calls::spsm_update(h, descr, values)?,
+                    Step::Solve => {}
                 }
                 calls::spsm_solve(p)
             }
         });
-        // The analysis was made from another matrix: nothing was enqueued.
-        let stale = !fresh && matches!(done, Err(Error::InputChanged { .. }));
-        if (done.is_err() && fresh) || stale {
-            // The analysis never ran, or holds for another matrix: make it anew.
+        let after = super::after_solve(&done, fresh, step.get());
+        if after != After::Keep {
             let key = mat_key(a);
             self.many.forget(&self.op, |(k, t, sh)| *k == key && *t == tri && *sh == shape);
         }
-        if stale {
-            // This solve makes the analysis, so it cannot come back here.
+        if after == After::Redo {
             return self.spsm(tri, alpha, a, b, c);
         }
         self.trim();

@@ -27,6 +27,20 @@ pub(in crate::libs::sparse) fn is_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// Whether the loaded cuSPARSE exports `symbol` (NUL-terminated): entry points NVIDIA added
+/// after cuSPARSE 12.0 are looked up before their first call, as calling a missing one through
+/// cudarc panics. Looked up once per symbol, the answers kept in `found`.
+pub(in crate::libs::sparse) fn has_symbol(found: &std::sync::OnceLock<bool>, symbol: &[u8]) -> bool {
+    *found.get_or_init(|| {
+        if !is_present() {
+            return false;
+        }
+        // SAFETY: (1) the library is present (checked above), so `culib` loads it rather than
+        // panicking; (2) the symbol is only looked up, never called through this pointer.
+        unsafe { sys::culib().get::<unsafe extern "C" fn()>(symbol).is_ok() }
+    })
+}
+
 crate::libs::dtype::cuda_data_type!(pub(in crate::libs::sparse) fn data_type -> sys::cudaDataType);
 
 pub(in crate::libs::sparse) fn index_type(i: IndexKind) -> sys::cusparseIndexType_t {

@@ -239,6 +239,27 @@ pub(in crate::libs::sparse) unsafe fn spsm_solve(p: Spsm) -> Result<()> {
     .check("cusparseSpSM_solve")
 }
 
+/// Whether the loaded cuSPARSE has `cusparseSpSM_updateMatrix` (the cuSPARSE of CUDA 12.4 on).
+pub(in crate::libs::sparse) fn has_spsm_update() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::has_symbol(&FOUND, b"cusparseSpSM_updateMatrix\0")
+}
+
+/// `cusparseSpSM_updateMatrix` with `CUSPARSE_SPSM_UPDATE_GENERAL`: replaces the values `d`'s
+/// analysis holds with `values`, enqueued on the handle's stream; the structure stays the one
+/// analysed. # Safety: the module's contract; `d` was analysed, `values` is a device array of
+/// the analysed matrix's nonzeros (its values array's layout and type), and the library has
+/// the entry point ([`has_spsm_update`]).
+///
+/// NVIDIA: [`cusparseSpSM_updateMatrix`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsm)
+pub(in crate::libs::sparse) unsafe fn spsm_update(h: H, d: SpSm, values: *mut c_void) -> Result<()> {
+    let general = sys::cusparseSpSMUpdate_t::CUSPARSE_SPSM_UPDATE_GENERAL;
+    // SAFETY: (1) the caller keeps the module's contract and the duties above, so `values`
+    // holds as many elements as the analysed matrix's nonzeros; (2) `general` is a value the
+    // call takes, reading the whole values array.
+    unsafe { sys::cusparseSpSM_updateMatrix(h, d.0, values, general) }.check("cusparseSpSM_updateMatrix")
+}
+
 /// `cusparseAxpby`: `y = alpha x + beta y`. # Safety: the module's contract.
 ///
 /// NVIDIA: [`cusparseAxpby`](https://docs.nvidia.com/cuda/cusparse/#cusparseaxpby)

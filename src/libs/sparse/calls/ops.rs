@@ -296,6 +296,27 @@ pub(in crate::libs::sparse) unsafe fn spsv_solve(
         .check("cusparseSpSV_solve")
 }
 
+/// Whether the loaded cuSPARSE has `cusparseSpSV_updateMatrix` (the cuSPARSE of CUDA 12.1 on).
+pub(in crate::libs::sparse) fn has_spsv_update() -> bool {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    super::has_symbol(&FOUND, b"cusparseSpSV_updateMatrix\0")
+}
+
+/// `cusparseSpSV_updateMatrix` with `CUSPARSE_SPSV_UPDATE_GENERAL`: replaces the values `d`'s
+/// analysis holds with `values`, enqueued on the handle's stream; the structure stays the one
+/// analysed. # Safety: the module's contract; `d` was analysed, `values` is a device array of
+/// the analysed matrix's nonzeros (its values array's layout and type), and the library has
+/// the entry point ([`has_spsv_update`]).
+///
+/// NVIDIA: [`cusparseSpSV_updateMatrix`](https://docs.nvidia.com/cuda/cusparse/#cusparsespsv)
+pub(in crate::libs::sparse) unsafe fn spsv_update(h: H, d: SpSv, values: *mut c_void) -> Result<()> {
+    let general = sys::cusparseSpSVUpdate_t::CUSPARSE_SPSV_UPDATE_GENERAL;
+    // SAFETY: (1) the caller keeps the module's contract and the duties above, so `values`
+    // holds as many elements as the analysed matrix's nonzeros; (2) `general` is a value the
+    // call takes, reading the whole values array.
+    unsafe { sys::cusparseSpSV_updateMatrix(h, d.0, values, general) }.check("cusparseSpSV_updateMatrix")
+}
+
 /// The raw arrays of a 32-bit CSR matrix and of its CSC output.
 #[derive(Clone, Copy)]
 pub(in crate::libs::sparse) struct Csr2Csc {
