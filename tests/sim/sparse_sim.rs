@@ -4,7 +4,7 @@
 //! by hand, the blocking ops' sizes, and a malformed structure failing the op's completion.
 
 use crate::common::fixture::fx;
-use crate::common::reference::sparse::{all_index_types, Cx};
+use crate::common::reference::sparse::{all_index_types, solves_after_writes, Cx};
 use crate::common::{sim, Rng};
 use cusched::sparse::{DenseMatrix, Fill, SparseMatrix, SparseVector, Transpose, Triangle};
 use cusched::{Complex, Error};
@@ -27,6 +27,18 @@ fn every_op_in_complex_f32_matches_the_cpu_reference() {
 #[test]
 fn every_op_in_complex_f64_matches_the_cpu_reference() {
     all_index_types::<Complex<f64>>(&mut Cx::new(sim(), Rng::new()));
+}
+
+/// The simulator counts the analyses the GPU would make, by its rules: after a write of `A`'s
+/// values alone the triangular solves take the new values with no new analysis, after a write
+/// of its offsets or indices they analyse anew; either way they solve the system `A` holds.
+#[test]
+fn solves_after_writes_of_a_count_analyses_as_the_gpu_does() {
+    let mut cx = Cx::new(sim(), Rng::new());
+    solves_after_writes::<f32, i32>(&mut cx);
+    solves_after_writes::<f64, i64>(&mut cx);
+    solves_after_writes::<Complex<f32>, i32>(&mut cx);
+    solves_after_writes::<Complex<f64>, i64>(&mut cx);
 }
 
 /// The fixture's 3x4 CSR matrix `[[1 0 0 2] [0 0 0 0] [0 3 4 5]]` through SpMV, SpMM, the

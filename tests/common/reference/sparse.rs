@@ -523,6 +523,160 @@ pub fn solves<T: Val, I: Idx>(cx: &mut Cx) {
     }
 }
 
+/// A triangular matrix's pattern with random values: the diagonal strong, and left of it (for
+/// `Fill::Lower`; mirrored through the anti-diagonal for `Fill::Upper`) columns 0, `r / 2` and
+/// `r - 1` of each row `r`, which leaves rows (from 4 on) with a free column between two stored
+/// ones, where [`moved`] can put an entry.
+fn patterned(cx: &mut Cx, n: usize, fill: Fill, complex: bool) -> Dense {
+    let mut m = Dense { rows: n, cols: n, v: vec![Z; n * n] };
+    for r in 0..n {
+        for c in [0, r / 2, r.saturating_sub(1)].into_iter().filter(|&c| c < r) {
+            let (i, j) = if fill == Fill::Lower { (r, c) } else { (n - 1 - r, n - 1 - c) };
+            m.v[i * n + j] = cx.val(complex);
+        }
+    }
+    for r in 0..n {
+        m.v[r * n + r] = diagonal(cx, complex);
+    }
+    m
+}
+
+/// A strong diagonal entry, so that every solve is well conditioned.
+fn diagonal(cx: &mut Cx, complex: bool) -> C {
+    C(4.0 + cx.rng.f32() as f64, if complex { 0.5 } else { 0.0 })
+}
+
+/// `m`'s arrays as stored in `format` (`"csr"` or `"coo"`), row by row, each row's columns
+/// ascending: the offsets (CSR) or row indices (COO), the column indices and the values.
+fn stored(m: &Dense, format: &str) -> (Vec<usize>, Vec<usize>, Vec<C>) {
+    let (mut off, mut rows, mut cols, mut vals) = (vec![0], Vec::new(), Vec::new(), Vec::new());
+    for r in 0..m.rows {
+        for c in 0..m.cols {
+            if m.at(r, c) != Z {
+                rows.push(r);
+                cols.push(c);
+                vals.push(m.at(r, c));
+            }
+        }
+        off.push(cols.len());
+    }
+    (if format == "csr" { off } else { rows }, cols, vals)
+}
+
+/// The row of stored entry `p`, `major` being the offsets (CSR) or row indices (COO).
+fn row_of(format: &str, major: &[usize], p: usize) -> usize {
+    if format == "csr" {
+        major.partition_point(|&o| o <= p) - 1
+    } else {
+        major[p]
+    }
+}
+
+/// The `n x n` matrix the stored arrays hold.
+fn held(n: usize, format: &str, major: &[usize], minor: &[usize], vals: &[C]) -> Dense {
+    let mut v = vec![Z; n * n];
+    for (p, (&c, &x)) in minor.iter().zip(vals).enumerate() {
+        v[row_of(format, major, p) * n + c] = x;
+    }
+    Dense { rows: n, cols: n, v }
+}
+
+/// `minor` with one off-diagonal entry moved to a free column between its row's neighbours:
+/// another structure of the same triangle, the offsets (or row indices) and the order of the
+/// values unchanged.
+fn moved(n: usize, format: &str, major: &[usize], minor: &[usize]) -> Vec<usize> {
+    let same_row = |p: usize, q: usize| row_of(format, major, p) == row_of(format, major, q);
+    for p in 0..minor.len() {
+        if minor[p] == row_of(format, major, p) {
+            continue;
+        }
+        let lo = if p > 0 && same_row(p - 1, p) { minor[p - 1] + 1 } else { 0 };
+        let hi = if p + 1 < minor.len() && same_row(p + 1, p) { minor[p + 1] } else { n };
+        if let Some(c) = (lo..hi).find(|&c| c != minor[p]) {
+            let mut out = minor.to_vec();
+            out[p] = c;
+            return out;
+        }
+    }
+    panic!("no entry of the pattern can move within its row");
+}
+
+/// New values for the stored entries, the diagonal strong.
+fn new_values(cx: &mut Cx, format: &str, major: &[usize], minor: &[usize], complex: bool) -> Vec<C> {
+    (0..minor.len())
+        .map(|p| if minor[p] == row_of(format, major, p) { diagonal(cx, complex) } else { cx.val(complex) })
+        .collect()
+}
+
+/// SpSV and SpSM (two right-hand columns) with `a`, holding `m`, each against the reference.
+fn solve_both<T: Val, I: Idx>(cx: &mut Cx, a: &SparseMatrix<T, I>, tri: Triangle, alpha: C, m: &Dense, what: &str) {
+    let n = m.rows;
+    let x = cx.random(n, 1, 1.0, T::COMPLEX);
+    let (dx, dy) = (cx.dense_up::<T>(&x, n), cx.dense_up::<T>(&Dense { rows: n, cols: 1, v: vec![Z; n] }, n));
+    cx.h.sparse().unwrap().spsv(tri, T::of(alpha), a, &dx, &dy).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &dy, n, 1, n), &solve(m, tri, alpha, &x), T::TOL * 10.0, &format!("spsv {what}"));
+    let b = cx.random(n, 2, 1.0, T::COMPLEX);
+    let (db, dc) = (cx.dense_up::<T>(&b, n), cx.dense_up::<T>(&Dense { rows: n, cols: 2, v: vec![Z; n * 2] }, n));
+    let (bv, cv) = (DenseMatrix::new(&db, n, 2), DenseMatrix::new(&dc, n, 2));
+    cx.h.sparse().unwrap().spsm(tri, T::of(alpha), a, bv, cv).unwrap().wait().unwrap();
+    cx.check(&dense_down(cx, &dc, n, 2, n), &solve(m, tri, alpha, &b), T::TOL * 10.0, &format!("spsm {what}"));
+}
+
+/// SpSV and SpSM keep their analyses in step with writes of `A`'s arrays between solves (made
+/// on another stream, so that only cusched orders them): after a write of the values alone the
+/// solves solve the new system with no new analysis (`analyses_made` stays), after a write of
+/// the column indices (a new structure), of the offsets or row indices (the same contents
+/// again: a write is a write), or of the indices and values together, each solve analyses anew
+/// and solves the system `A` holds. CSR and COO, each triangle and transpose.
+pub fn solves_after_writes<T: Val, I: Idx>(cx: &mut Cx) {
+    let n = 8;
+    let other = cx.d.new_stream().unwrap();
+    let made = |cx: &mut Cx| cx.h.sparse().unwrap().analyses_made();
+    for fill in [Fill::Lower, Fill::Upper] {
+        for format in ["csr", "coo"] {
+            for transpose in [Transpose::No, Transpose::Yes, Transpose::Conj] {
+                let tri = Triangle { fill, unit_diagonal: false, transpose };
+                let what = format!("{} {:?} {format} {tri:?}", T::NAME, I::KIND);
+                let m = patterned(cx, n, fill, T::COMPLEX);
+                let (major, first, mut vals) = stored(&m, format);
+                let (dmajor, dminor, dvals) = (cx.idx::<I>(&major), cx.idx::<I>(&first), cx.up(&vals_of::<T>(&vals)));
+                let a = if format == "csr" {
+                    SparseMatrix::csr(n, n, first.len(), &dmajor, &dminor, &dvals).unwrap()
+                } else {
+                    SparseMatrix::coo(n, n, first.len(), &dmajor, &dminor, &dvals).unwrap()
+                };
+                let alpha = cx.val(T::COMPLEX);
+                let write_idx = |buf: &GpuRef<I>, v: &[usize]| {
+                    buf.copy_from_slice(other, &v.iter().map(|&x| I::of(x)).collect::<Vec<I>>()).unwrap()
+                };
+                let before = made(cx);
+                let mut minor = first.clone();
+                let step = |cx: &mut Cx, minor: &[usize], vals: &[C], analyses: u64, after: &str| {
+                    solve_both(cx, &a, tri, alpha, &held(n, format, &major, minor, vals), &format!("{what} {after}"));
+                    assert_eq!(made(cx), before + analyses, "{what}: analyses made by the solves {after}");
+                };
+                step(cx, &minor, &vals, 2, "first");
+                vals = new_values(cx, format, &major, &minor, T::COMPLEX);
+                dvals.copy_from_slice(other, &vals_of::<T>(&vals)).unwrap();
+                step(cx, &minor, &vals, 2, "after a write of the values");
+                step(cx, &minor, &vals, 2, "again");
+                minor = moved(n, format, &major, &minor);
+                write_idx(&dminor, &minor);
+                step(cx, &minor, &vals, 4, "after a write of the column indices");
+                vals = new_values(cx, format, &major, &minor, T::COMPLEX);
+                dvals.copy_from_slice(other, &vals_of::<T>(&vals)).unwrap();
+                step(cx, &minor, &vals, 4, "after a write of the values of the new structure");
+                write_idx(&dmajor, &major);
+                step(cx, &minor, &vals, 6, "after a write of the offsets or row indices");
+                vals = new_values(cx, format, &major, &first, T::COMPLEX);
+                write_idx(&dminor, &first);
+                dvals.copy_from_slice(other, &vals_of::<T>(&vals)).unwrap();
+                step(cx, &first, &vals, 8, "after a write of the column indices and values");
+            }
+        }
+    }
+}
+
 pub fn sddmm<T: Val, I: Idx>(cx: &mut Cx) {
     let (m, k, n) = (7, 5, 6);
     let pattern = cx.random(m, n, 0.4, T::COMPLEX);
