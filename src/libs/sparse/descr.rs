@@ -83,10 +83,12 @@ pub(super) enum Step {
 
 /// The step of a solve with an analysis of `inputs`, made for this solve (`fresh`) or cached,
 /// decided while the launch holds its marks (no write of `A` can commit between this and the
-/// enqueue), and the positions noted for what the analysis holds after it: a fresh analysis
-/// notes `A`'s arrays; a cached one whose values alone were written takes them where
-/// `updatable`, noting the arrays anew. [`Error::InputChanged`] where the analysis must be made
-/// anew: `A`'s offsets or indices written, or its values where not `updatable`.
+/// enqueue): a fresh analysis notes `A`'s arrays; a cached one whose values alone were written
+/// takes them where `updatable` ([`Step::Update`]: the caller notes the arrays anew with
+/// [`SameInputs::note_again`] once the update is enqueued, so that an update that never got
+/// there leaves the analysis noted as holding the old values). [`Error::InputChanged`] where
+/// the analysis must be made anew: `A`'s offsets or indices written, or its values where not
+/// `updatable`.
 pub(super) fn analysis_step(inputs: &SameInputs, fresh: bool, updatable: bool) -> Result<Step> {
     if fresh {
         inputs.note()?;
@@ -97,7 +99,6 @@ pub(super) fn analysis_step(inputs: &SameInputs, fresh: bool, updatable: bool) -
         return Ok(Step::Solve);
     }
     if updatable && written.only(&[VALUES]) {
-        inputs.note_again();
         return Ok(Step::Update);
     }
     written.refuse().map(|()| Step::Solve)

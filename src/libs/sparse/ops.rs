@@ -326,8 +326,14 @@ impl Sparse {
     /// on this stream before the solve phase) and no new analysis is made
     /// ([`analyses_made`](Self::analyses_made) stays); after a write of its offsets or indices,
     /// `A` is analysed anew. Either way the solve solves the system `A` holds when it runs.
-    /// Where the loaded cuSPARSE has no `cusparseSpSV_updateMatrix` (the cuSPARSE of CUDA 12.0), or
-    /// the update fails, the solve analyses `A` anew instead.
+    /// Where the loaded cuSPARSE has no `cusparseSpSV_updateMatrix` (the cuSPARSE of CUDA 12.0),
+    /// or the update or the solve after it fails, the solve runs again on a new analysis.
+    ///
+    /// Recorded into a graph, the solve captures the step it would take now (an analysis, an
+    /// update or the solve phase alone), and writes recorded in the same graph are not seen:
+    /// a graph that writes `A`'s values between two solves of `A` replays the second one with
+    /// the values the first one's analysis read. Solve such a system outside the graph, or in a
+    /// graph that does not write `A`.
     pub fn spsv<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -396,7 +402,10 @@ impl Sparse {
             unsafe {
                 match now {
                     Step::Analyse => calls::spsv_analysis(h, tri.transpose, s, da, dx, dy, descr, buf_ptr as _)?,
-                    Step::Update => calls::spsv_update(h, descr, values)?,
+                    Step::Update => {
+                        calls::spsv_update(h, descr, values)?;
+                        inputs.note_again();
+                    }
                     Step::Solve => {}
                 }
                 calls::spsv_solve(h, tri.transpose, s, da, dx, dy, descr)

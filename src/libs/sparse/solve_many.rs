@@ -43,8 +43,10 @@ impl Sparse {
     /// alone has the analysis take them (`cusparseSpSM_updateMatrix`, before the solve phase on
     /// this stream) and makes no new analysis; after a write of `A`'s offsets or indices it
     /// analyses `A` anew; either way it solves the system `A` holds when it runs. Where the
-    /// loaded cuSPARSE has no `cusparseSpSM_updateMatrix` (the cuSPARSE of CUDA 12.3 or earlier), or the update
-    /// fails, the solve analyses `A` anew instead.
+    /// loaded cuSPARSE has no `cusparseSpSM_updateMatrix` (the cuSPARSE of CUDA 12.3 or
+    /// earlier), or the update or the solve after it fails, the solve runs again on a new
+    /// analysis. Recorded into a graph, it captures the step it would take now, as
+    /// [`spsv`](Self::spsv) says.
     pub fn spsm<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -129,7 +131,10 @@ impl Sparse {
             unsafe {
                 match now {
                     Step::Analyse => calls::spsm_analysis(p, buf_ptr as _)?,
-                    Step::Update => calls::spsm_update(h, descr, values)?,
+                    Step::Update => {
+                        calls::spsm_update(h, descr, values)?;
+                        inputs.note_again();
+                    }
                     Step::Solve => {}
                 }
                 calls::spsm_solve(p)

@@ -171,6 +171,10 @@ impl Sparse {
 /// The GPU path's step, under the launch's marks, kept in `step`: the host computes from `A` as
 /// it is either way, so only the account of the analyses follows it.
 fn decide(inputs: &SameInputs, fresh: bool, updatable: bool, step: &Cell<Option<Step>>) -> Result<()> {
-    step.set(Some(analysis_step(inputs, fresh, updatable)?));
+    let now = analysis_step(inputs, fresh, updatable)?;
+    if now == Step::Update {
+        inputs.note_again();
+    }
+    step.set(Some(now));
     Ok(())
 }
