@@ -308,4 +308,28 @@ mod tests {
         let (s0, s1) = (HostScalars::new(1.0f64, 0.0), HostScalars::new(1.0f64, 1.0));
         assert_ne!(s0.words(), s1.words(), "beta");
     }
+
+    /// What becomes of a cached analysis after each outcome of its solve's launch: an analysis
+    /// that may hold values no launch noted (its update or the solve after it failed) never
+    /// stays, and no path that analyses anew can come back for another round.
+    #[test]
+    fn a_solve_keeps_its_analysis_only_where_it_holds_what_was_noted() {
+        let changed = || -> Result<()> {
+            Err(Error::InputChanged { op: "spsv", arg: VALUES, buffer: "buffer #1".into(), what: "" })
+        };
+        let failed = || -> Result<()> { Err(Error::invalid("a", "refused")) };
+        for step in [Step::Analyse, Step::Solve, Step::Update] {
+            assert_eq!(after_solve(&Ok(()), false, Some(step)), After::Keep, "{step:?} succeeded");
+            assert_eq!(after_solve(&Ok(()), true, Some(step)), After::Keep, "{step:?} succeeded, fresh");
+            // A fresh analysis that failed goes, and the error is the caller's: never a new round.
+            assert_eq!(after_solve(&failed(), true, Some(step)), After::Forget, "{step:?} failed, fresh");
+            assert_eq!(after_solve(&changed(), true, None), After::Forget, "fresh, refused");
+        }
+        // Refused before anything was enqueued: the analysis holds for another matrix.
+        assert_eq!(after_solve(&changed(), false, None), After::Redo);
+        // The update (or the solve after it) failed: the analysis may hold the old values.
+        assert_eq!(after_solve(&failed(), false, Some(Step::Update)), After::Redo);
+        // The solve phase alone failed: the analysis still holds what was noted.
+        assert_eq!(after_solve(&failed(), false, Some(Step::Solve)), After::Keep);
+    }
 }
