@@ -158,75 +158,30 @@ fn main() -> Res<()> {
         },
     )?;
     row("SpMV", ours, raw);
-    let (ours, raw) = best_of_3(
-        || {
-            per_call(
-                iters,
-                || {
-                    h.sparse()?.spmm(
-                        Transpose::No,
-                        1.0,
-                        &a,
-                        DenseMatrix::new(&b, rows, ncols),
-                        0.0,
-                        DenseMatrix::new(&c, rows, ncols),
-                    )?;
-                    Ok(())
-                },
-                sync,
-            )
-        },
-        // SAFETY: as above.
-        || {
-            per_call(
-                iters,
-                || {
-                    ok(
-                        unsafe { sys::cusparseSpMM(rh, nt, nt, al, ma as _, mb as _, be, mc, f32t, mm_alg, mmp) },
-                        "SpMM",
-                    )
-                },
-                sync,
-            )
-        },
-    )?;
-    row(&format!("SpMM ({ncols} columns)"), ours, raw);
-    // The same SpMM with both sides on one pair of B and C buffers, each pair in turn: whether a
-    // difference above follows the buffers (where they lie in memory) or the path.
+    // SpMM with each side on its own B and C, then with both sides on one pair, each pair in
+    // turn: whether a difference follows the buffers (where they lie in memory) or the path.
     let (mut sb, mut sc) = (std::ptr::null_mut(), std::ptr::null_mut());
     // SAFETY: out-pointers are valid; `b` and `c` are live device buffers of `rows * ncols`.
     unsafe {
         ok(sys::cusparseCreateDnMat(&mut sb, n, ncols as i64, n, p(&b)?, f32t, col), "cusparseCreateDnMat")?;
         ok(sys::cusparseCreateDnMat(&mut sc, n, ncols as i64, n, p(&c)?, f32t, col), "cusparseCreateDnMat")?;
     }
-    for (name, (ob, oc), (db, dc)) in [("cusched's", (&b, &c), (sb, sc)), ("the raw side's", (&rb, &rc), (mb, mc))] {
-        let (ours, raw) = best_of_3(
-            || {
-                per_call(
-                    iters,
-                    || {
-                        let (bm, cm) = (DenseMatrix::new(ob, rows, ncols), DenseMatrix::new(oc, rows, ncols));
-                        h.sparse()?.spmm(Transpose::No, 1.0, &a, bm, 0.0, cm)?;
-                        Ok(())
-                    },
-                    sync,
-                )
-            },
-            // SAFETY: as above; the descriptors describe live buffers of the shapes given.
-            || {
-                per_call(
-                    iters,
-                    || {
-                        ok(
-                            unsafe { sys::cusparseSpMM(rh, nt, nt, al, ma as _, db as _, be, dc, f32t, mm_alg, mmp) },
-                            "SpMM",
-                        )
-                    },
-                    sync,
-                )
-            },
-        )?;
-        row(&format!("SpMM ({ncols} columns), both on {name} B and C"), ours, raw);
+    let spmm_rows = [
+        ("", (&b, &c), (mb, mc)),
+        (", both on cusched's B and C", (&b, &c), (sb, sc)),
+        (", both on the raw side's B and C", (&rb, &rc), (mb, mc)),
+    ];
+    for (which, (ob, oc), (db, dc)) in spmm_rows {
+        let ours = || -> Res<()> {
+            let (bm, cm) = (DenseMatrix::new(ob, rows, ncols), DenseMatrix::new(oc, rows, ncols));
+            h.sparse()?.spmm(Transpose::No, 1.0, &a, bm, 0.0, cm)?;
+            Ok(())
+        };
+        // SAFETY: as above; the descriptors describe live buffers of the shapes given.
+        let raw =
+            || ok(unsafe { sys::cusparseSpMM(rh, nt, nt, al, ma as _, db as _, be, dc, f32t, mm_alg, mmp) }, "SpMM");
+        let (ours, raw) = interleaved(iters, ours, raw, sync, sync)?;
+        row(&format!("SpMM ({ncols} columns){which}"), ours, raw);
     }
 
     let gemm_iters = (iters / 10).max(2);
