@@ -246,9 +246,11 @@ fn a_callback_waker_or_bounded_wait_moves_a_pending_completion_to_shared_state()
     let cb = tx.clone();
     blocked.on_complete(move |r| cb.send(r.map(|v| v as u64 * 100)).unwrap());
     release.send(()).unwrap();
-    assert_eq!(rx.recv_timeout(LIMIT).unwrap().unwrap(), 100);
-    // The waker sent 0 once woken.
-    assert_eq!(rx.recv_timeout(LIMIT).unwrap().unwrap(), 0);
+    // The callback sends 100 and the waker 0 once woken, in either order: the completion
+    // thread may wake the later future before it runs the earlier op's callback.
+    let mut got = [rx.recv_timeout(LIMIT).unwrap().unwrap(), rx.recv_timeout(LIMIT).unwrap().unwrap()];
+    got.sort_unstable();
+    assert_eq!(got, [0, 100]);
     let Poll::Ready(v) = std::pin::Pin::new(&mut fut).poll(&mut Context::from_waker(&waker(tx))) else {
         panic!("woken but not ready")
     };
