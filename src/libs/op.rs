@@ -111,9 +111,18 @@ impl OpStream {
     /// once, from nothing, and never again.
     #[allow(dead_code)]
     pub(crate) fn refuse_recording(&self, what: &str) -> Result<()> {
+        self.refuse_recording_as(
+            what,
+            "run it outside the recording, or use a form of the op that writes its result to a device buffer",
+        )
+    }
+
+    /// [`refuse_recording`](Self::refuse_recording) with `hint` saying what to do instead.
+    #[allow(dead_code)]
+    pub(crate) fn refuse_recording_as(&self, what: &str, hint: &'static str) -> Result<()> {
         crate::recorder::refuse_if_recording(&self.device.shared, self.stream, || Error::Recording {
             what: format!("{what} ({}) cannot be recorded", self.library),
-            hint: "run it outside the recording, or use a form of the op that writes its result to a device buffer",
+            hint,
         })
     }
 

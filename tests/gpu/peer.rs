@@ -111,6 +111,33 @@ fn pipeline_a_b_a(a: Device, b: Device) {
     }
 }
 
+/// Empty copies, then copies on streams of both devices in turn, each after a slow write on
+/// the other device, past solo mode on both: a copy's commit records its event with the
+/// context its enqueue made current, so a commit that followed a copy on the other device (or
+/// an empty copy, which enqueues nothing) must still record in its own stream's context, and
+/// the slow readers that follow must see every copy's data.
+fn empty_then_alternating_copies(a: Device, b: Device) {
+    let (ka, kb) = (kernels(&a), kernels(&b));
+    let (sa, sb) = (a.new_stream().unwrap(), b.new_stream().unwrap());
+    let (ea, eb) = (a.alloc_zeros::<f32>(sa, 0).unwrap(), b.alloc_zeros::<f32>(sb, 0).unwrap());
+    let x = a.alloc_zeros::<f32>(sa, N).unwrap();
+    let y = b.alloc_zeros::<f32>(sb, N).unwrap();
+    for round in 0..4 {
+        let v = round as f32 + 1.0;
+        ea.copy_to(sa, &eb).unwrap();
+        eb.copy_to(sb, &ea).unwrap();
+        fill(&a, &ka, sa, &x, v, SLOW).unwrap();
+        x.copy_to(sb, &y).unwrap();
+        eb.copy_to(sa, &ea).unwrap();
+        fill(&b, &kb, sb, &y, v + 10.0, SLOW).unwrap();
+        y.copy_to(sa, &x).unwrap();
+        assert!(all_eq(&x.download(a.default_stream()).unwrap(), v + 10.0), "round {round}: B -> A on A's stream");
+        x.copy_to(a.default_stream(), &y).unwrap();
+        ea.copy_to(a.default_stream(), &eb).unwrap();
+        assert!(all_eq(&y.download(sb).unwrap(), v + 10.0), "round {round}: A -> B on A's default stream");
+    }
+}
+
 macro_rules! both_variants {
     ($body:ident, $two:ident, $ctx:ident) => {
         #[test]
@@ -141,6 +168,11 @@ both_variants!(
     gpu_peer_free_after_peer_read_two_contexts
 );
 both_variants!(pipeline_a_b_a, gpu_peer_pipeline_a_b_a_two_gpus, gpu_peer_pipeline_a_b_a_two_contexts);
+both_variants!(
+    empty_then_alternating_copies,
+    gpu_peer_empty_then_alternating_copies_two_gpus,
+    gpu_peer_empty_then_alternating_copies_two_contexts
+);
 
 #[test]
 #[ignore = "needs a CUDA GPU"]

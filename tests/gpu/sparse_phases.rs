@@ -190,6 +190,50 @@ fn spsv_and_spsm_solve_the_values_a_holds_now() {
     d.synchronize(s).unwrap();
 }
 
+/// A triangular solve recorded into a graph is refused with [`Error::Recording`] before
+/// anything is captured, and leaves the device working: cuSPARSE's analysis runs partly on the
+/// host, so a captured analysis (which runs only at replay) left the captured solve nothing to
+/// read, and the process died of SIGFPE inside `cusparseSpSV_solve` while recording. Both
+/// solves; then both eagerly, and a graph of another op, on the same device.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn triangular_solves_are_refused_in_graphs_and_leave_the_device_working() {
+    let Some((d, s, mut h)) = gpu_setup() else { return };
+    let (offsets, indices, values) = lower(false);
+    let b: Vec<f64> = (0..128).map(|k| 1.0 + (k % 7) as f64).collect();
+    let tri = Triangle { fill: Fill::Lower, ..Triangle::default() };
+    let (o, i, v) = (d.upload(s, &offsets).unwrap(), d.upload(s, &indices).unwrap(), d.upload(s, &values).unwrap());
+    let a = SparseMatrix::csr(64, 64, 127, &o, &i, &v).unwrap();
+    let db = d.upload(s, &b).unwrap();
+    let y = d.upload(s, &vec![f64::NAN; 128]).unwrap();
+    let (ar, br, yr) = (a.clone(), db.clone(), y.clone());
+    let err = cusched::Graph::record(&d, move |rec| rec.handles(0)?.sparse()?.spsv(tri, 1.0, &ar, &br, &yr).map(drop));
+    assert!(matches!(err, Err(Error::Recording { .. })), "spsv: {:?}", err.err());
+    let (ar, br, yr) = (a.clone(), db.clone(), y.clone());
+    let err = cusched::Graph::record(&d, move |rec| {
+        let (bm, ym) = (DenseMatrix::new(&br, 64, 2), DenseMatrix::new(&yr, 64, 2));
+        rec.handles(0)?.sparse()?.spsm(tri, 1.0, &ar, bm, ym).map(drop)
+    });
+    assert!(matches!(err, Err(Error::Recording { .. })), "spsm: {:?}", err.err());
+    h.sparse().unwrap().spsv(tri, 1.0, &a, &db, &y).unwrap().wait().unwrap();
+    assert_close(&y.download(s).unwrap()[..64], &forward(false, &b, 1), 1e-12, "spsv after the refusals");
+    let (bm, ym) = (DenseMatrix::new(&db, 64, 2), DenseMatrix::new(&y, 64, 2));
+    h.sparse().unwrap().spsm(tri, 1.0, &a, bm, ym).unwrap().wait().unwrap();
+    assert_close(&y.download(s).unwrap(), &forward(false, &b, 2), 1e-12, "spsm after the refusals");
+    // A graph of another op on the same device records and replays.
+    let (xr, yr) = (db.clone(), y.clone());
+    let exec = cusched::Graph::record(&d, move |rec| {
+        let st = rec.stream(0)?;
+        xr.copy_to(st, &yr)
+    })
+    .unwrap()
+    .instantiate()
+    .unwrap();
+    exec.replay(s).unwrap().wait().unwrap();
+    assert_eq!(y.download(s).unwrap(), b);
+    d.synchronize(s).unwrap();
+}
+
 /// The harness of tests/common/reference/sparse.rs on the GPU: SpSV and SpSM after writes of
 /// A's values (taken by the analyses, none made), column indices, offsets or row indices, and
 /// indices with values (analysed anew), made on another stream between the solves, each

@@ -255,3 +255,26 @@ fn spgemm_reuse_compute_takes_values_written_after_the_setup() {
     assert_eq!(plan.c().values().download(s).unwrap(), [16.0, 26.0]);
     assert!(d.sim_hazards().unwrap().is_empty(), "{:?}", d.sim_hazards());
 }
+
+/// A triangular solve recorded into a graph is refused with [`Error::Recording`], as on the
+/// GPU (where cuSPARSE's analysis must run on the host before the solve), and abandons the
+/// recording: nothing stays lent, and the same solve runs eagerly afterwards.
+#[test]
+fn triangular_solves_are_refused_in_graphs() {
+    let (d, s, _, mut h) = setup();
+    let a = identity(&d, s);
+    let x = d.upload(s, &[1.0f64, 2.0]).unwrap();
+    let y = d.alloc_zeros::<f64>(s, 2).unwrap();
+    let tri = cusched::sparse::Triangle::default();
+    let (ar, xr, yr) = (a.clone(), x.clone(), y.clone());
+    let err = cusched::Graph::record(&d, move |rec| rec.handles(0)?.sparse()?.spsv(tri, 1.0, &ar, &xr, &yr).map(drop));
+    assert!(matches!(err, Err(Error::Recording { .. })), "spsv: {:?}", err.err());
+    let (ar, xr, yr) = (a.clone(), x.clone(), y.clone());
+    let err = cusched::Graph::record(&d, move |rec| {
+        let (b, c) = (DenseMatrix::new(&xr, 2, 1), DenseMatrix::new(&yr, 2, 1));
+        rec.handles(0)?.sparse()?.spsm(tri, 1.0, &ar, b, c).map(drop)
+    });
+    assert!(matches!(err, Err(Error::Recording { .. })), "spsm: {:?}", err.err());
+    h.sparse().unwrap().spsv(tri, 2.0, &a, &x, &y).unwrap().wait().unwrap();
+    assert_eq!(y.download(s).unwrap(), [2.0, 4.0]);
+}

@@ -329,11 +329,10 @@ impl Sparse {
     /// Where the loaded cuSPARSE has no `cusparseSpSV_updateMatrix` (the cuSPARSE of CUDA 12.0),
     /// or the update or the solve after it fails, the solve runs again on a new analysis.
     ///
-    /// Recorded into a graph, the solve captures the step it would take now (an analysis, an
-    /// update or the solve phase alone), and writes recorded in the same graph are not seen:
-    /// a graph that writes `A`'s values between two solves of `A` replays the second one with
-    /// the values the first one's analysis read. Solve such a system outside the graph, or in a
-    /// graph that does not write `A`.
+    /// A solve is not recorded into a graph: on a stream a [`Graph`](crate::Graph) recording
+    /// holds it fails with [`Error::Recording`] and abandons the recording, since cuSPARSE's
+    /// analysis runs partly on the host, where a captured analysis would leave nothing for the
+    /// captured solve. Solve before or after the graph's replays, which order against it.
     pub fn spsv<T: SparseValue, I: SparseIndex>(
         &mut self,
         tri: Triangle,
@@ -355,6 +354,13 @@ impl Sparse {
         check::covers("y", y, Some(n), &format!("{n} solution entries"))?;
         check::distinct("y", x, y)?;
         not_in_matrix("y", y, a)?;
+        // cuSPARSE's analysis leaves data on the host that its solve reads: captured into a
+        // graph, the analysis never runs before the solve is captured, which then reads
+        // nothing (the process dies of a division by zero inside `cusparseSpSV_solve`).
+        self.op.refuse_recording_as(
+            "a cuSPARSE triangular solve, whose analysis must run on the host before its solve",
+            "solve outside the recording, before or after a replay: the graph's replay is one tracked op, so the solve is ordered against it",
+        )?;
         let mut rec = self.op.recorder("spsv");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "x", x, Access::Read)?;

@@ -45,7 +45,7 @@ impl Sparse {
     /// analyses `A` anew; either way it solves the system `A` holds when it runs. Where the
     /// loaded cuSPARSE has no `cusparseSpSM_updateMatrix` (the cuSPARSE of CUDA 12.3 or
     /// earlier), or the update or the solve after it fails, the solve runs again on a new
-    /// analysis. Recorded into a graph, it captures the step it would take now, as
+    /// analysis. It is not recorded into a graph (it fails with [`Error::Recording`]), as
     /// [`spsv`](Self::spsv) says.
     pub fn spsm<T: SparseValue, I: SparseIndex>(
         &mut self,
@@ -82,6 +82,13 @@ impl Sparse {
         }
         check::distinct("c", b.buf, c.buf)?;
         not_in_matrix("c", c.buf, a)?;
+        // cuSPARSE's analysis leaves data on the host that its solve reads: captured into a
+        // graph, the analysis never runs before the solve is captured, which then reads
+        // nothing (the process dies of a division by zero inside `cusparseSpSV_solve`).
+        self.op.refuse_recording_as(
+            "a cuSPARSE triangular solve, whose analysis must run on the host before its solve",
+            "solve outside the recording, before or after a replay: the graph's replay is one tracked op, so the solve is ordered against it",
+        )?;
         let mut rec = self.op.recorder("spsm");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
         record(&mut rec, "b", b.buf, Access::Read)?;
