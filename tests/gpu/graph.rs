@@ -247,6 +247,54 @@ fn ops_that_cannot_be_recorded_fail_typed_and_leave_nothing_capturing() {
     d.shutdown().unwrap();
 }
 
+/// An op whose capture the driver invalidates fails the recording with `Error::Recording`, at
+/// the top level and inside a loop's body, and the failed recording is let go of with the
+/// process and the device working. The driver destroys the graph it was capturing into when
+/// it invalidates a capture: the recording then destroyed that graph again (top level), or
+/// the loop's parent graph, whose WHILE node's body the driver had taken, and the process died
+/// of SIGSEGV in `cuGraphDestroy` (the graph tests, run concurrently, hit it through cuBLAS's
+/// first launch of a kernel inside a capture). Here a pinned host allocation, which a capture
+/// forbids, made inside the op's launch closure invalidates it (each of a new size, so that
+/// the host cache has none to hand out).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_capture_the_driver_invalidates_fails_the_recording_and_the_process_goes_on() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let x = d.upload(s, &[1.0f32; 16]).unwrap();
+    for (round, in_loop) in [(0usize, false), (1, true), (2, false), (3, true)] {
+        let (xr, dd) = (x.clone(), d.clone());
+        let len = (1 << 20) + 4096 * round + 7;
+        // Declares x read-write and, while its capture is open, allocates pinned host memory.
+        let invalidating = move |rec: &mut cusched::Recording<'_>| -> cusched::Result<()> {
+            let mut launch = cusched::LaunchRecorder::new_strict(rec.stream(0)?);
+            launch.read_write(&xr)?;
+            let dd = dd.clone();
+            launch.launch(rec.device(), move |_| dd.alloc_host::<f32>(len).map(drop).or(Ok(())))
+        };
+        let recorded =
+            Graph::record(
+                &d,
+                move |rec| {
+                    if in_loop {
+                        rec.while_loop(|body, _| invalidating(body))
+                    } else {
+                        invalidating(rec)
+                    }
+                },
+            );
+        assert!(matches!(recorded, Err(Error::Recording { .. })), "round {round}: {:?}", recorded.err());
+    }
+    // The device goes on: eager work, and a new recording replayed.
+    x.copy_from_slice(s, &[2.0; 16]).unwrap();
+    let y = d.alloc_zeros::<f32>(s, 16).unwrap();
+    let (xr, yr) = (x.clone(), y.clone());
+    let exec = Graph::record(&d, move |rec| yr.copy_from(rec.stream(0)?, &xr)).unwrap().instantiate().unwrap();
+    exec.replay(s).unwrap().wait().unwrap();
+    assert_eq!(y.download(s).unwrap(), vec![2.0; 16]);
+    d.shutdown().unwrap();
+}
+
 /// `x /= 2`, `count += 1`, and (inside a graph loop) the loop goes on while `x >= 1`. Handle 0:
 /// run eagerly, no condition to set.
 const HALVE: &str = r#"

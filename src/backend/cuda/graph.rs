@@ -8,6 +8,8 @@ use super::CuStream;
 use crate::error::{Error, Result};
 use cudarc::driver::sys;
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// One node of a graph being built. Only meaningful together with its [`RawGraph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,11 +23,20 @@ unsafe impl Send for Node {}
 unsafe impl Sync for Node {}
 
 /// A graph under construction (`CUgraph`), destroyed on drop unless it is the body of a
-/// conditional node (the node owns it).
+/// conditional node (the node owns it), or the driver took the graph tree it belongs to.
+///
+/// A capture into a graph that the driver invalidates (a call the capture forbids ran) ends
+/// with the driver destroying the graph captured into: a top-level graph is then gone, and a
+/// body graph leaves its conditional node, and so the whole tree, dangling (any call on it
+/// then faults in the driver). So a failed capture marks the tree [`gone`](Self::gone), and
+/// nothing touches it again: a gone top-level graph is the driver's, a tree whose body was
+/// taken is left as it is (leaked), never destroyed.
 #[derive(Debug)]
 pub(crate) struct RawGraph {
     graph: sys::CUgraph,
     owned: bool,
+    /// Shared by a graph and the bodies of its conditional nodes, at any depth.
+    gone: Arc<AtomicBool>,
 }
 
 /// A WHILE node added to a graph: the node, the condition handle its body's kernels set, and
@@ -49,7 +60,7 @@ impl RawGraph {
         let mut graph = ptr::null_mut();
         // SAFETY: 1. `graph` is a valid out-pointer. 2. Flags must be 0, as passed.
         super::status("cuGraphCreate", unsafe { sys::cuGraphCreate(&mut graph, 0) })?;
-        Ok(RawGraph { graph, owned: true })
+        Ok(RawGraph { graph, owned: true, gone: Arc::new(AtomicBool::new(false)) })
     }
 
     /// Adds a WHILE conditional node after every node of `after`: its body graph runs as long
@@ -61,6 +72,7 @@ impl RawGraph {
     ///
     /// `ctx` is the context the graph's work belongs to, current on this thread.
     pub(crate) unsafe fn add_while(&self, ctx: sys::CUcontext, after: &[Node]) -> Result<WhileNode> {
+        self.alive()?;
         let mut handle: sys::CUgraphConditionalHandle = 0;
         // SAFETY: 1. `handle` is a valid out-pointer and the graph is live. 2. `ctx` is live
         // (caller). 3. ASSIGN_DEFAULT with 1: every launch starts the loop.
@@ -100,7 +112,8 @@ impl RawGraph {
                 hint: "conditional nodes need CUDA 12.4 or later and a driver that supports them",
             });
         }
-        Ok(WhileNode { node: Node(node), handle, body: RawGraph { graph: body, owned: false } })
+        let body = RawGraph { graph: body, owned: false, gone: self.gone.clone() };
+        Ok(WhileNode { node: Node(node), handle, body })
     }
 
     /// Starts capturing `stream`'s work into this graph: the first node captured depends on
@@ -113,6 +126,7 @@ impl RawGraph {
     /// `stream` is a live stream of the current context, not capturing already, and nothing
     /// else enqueues on it until [`end_capture`](Self::end_capture).
     pub(crate) unsafe fn begin_capture(&self, stream: CuStream, after: &[Node]) -> Result<()> {
+        self.alive()?;
         let deps: Vec<sys::CUgraphNode> = after.iter().map(|n| n.0).collect();
         let deps_ptr = if deps.is_empty() { ptr::null() } else { deps.as_ptr() };
         // SAFETY: 1. `stream` is live and not capturing (caller). 2. `deps` are nodes of this
@@ -140,6 +154,40 @@ impl RawGraph {
     ///
     /// `stream` is capturing into this graph, begun on this thread's current context.
     pub(crate) unsafe fn end_capture(&self, stream: CuStream) -> Result<Vec<Node>> {
+        // SAFETY: the caller's contract is this function's.
+        let ended = unsafe { self.end_capture_inner(stream) };
+        if ended.is_err() {
+            // Whether the driver destroyed the graph or not (an error other than an
+            // invalidated capture), it is not touched again: a leak on an error path, where
+            // touching a destroyed tree would fault.
+            self.gone.store(true, Ordering::Release);
+        }
+        ended
+    }
+
+    /// Whether a failed capture took this graph's tree (see [`RawGraph`]): it may not be
+    /// captured into, instantiated or destroyed any more.
+    pub(crate) fn gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// `Err` once the graph's tree is [`gone`](Self::gone): a recording that failed.
+    fn alive(&self) -> Result<()> {
+        if self.gone() {
+            return Err(Error::Recording {
+                what: "the graph's tree was taken by the driver when a capture into it was invalidated".into(),
+                hint: "record the graph again",
+            });
+        }
+        Ok(())
+    }
+
+    /// [`end_capture`](Self::end_capture)'s driver calls.
+    ///
+    /// # Safety
+    ///
+    /// As for `end_capture`.
+    unsafe fn end_capture_inner(&self, stream: CuStream) -> Result<Vec<Node>> {
         let mut state = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
         let mut id = 0;
         let mut graph = ptr::null_mut();
@@ -179,6 +227,7 @@ impl RawGraph {
     ///
     /// The context the graph's work belongs to is current on this thread.
     pub(crate) unsafe fn instantiate(&self) -> Result<RawExec> {
+        self.alive()?;
         let mut exec = ptr::null_mut();
         // Auto-free on launch: a library may allocate inside its captured work (cuBLAS takes
         // its default workspace with a stream-ordered allocation, which capture turns into a
@@ -196,6 +245,12 @@ impl RawGraph {
 impl Drop for RawGraph {
     fn drop(&mut self) {
         if !self.owned {
+            return;
+        }
+        if self.gone() {
+            log::warn!(
+                "cusched: a graph whose capture the driver invalidated is not destroyed (the driver destroyed the graph captured into; destroying the rest would fault)"
+            );
             return;
         }
         // SAFETY: the graph is owned here and no capture into it is open (a recording ends
@@ -245,6 +300,7 @@ impl RawExec {
     ///
     /// The graph's context is current on this thread.
     pub(crate) unsafe fn update(&mut self, graph: &RawGraph) -> Result<std::result::Result<(), UpdateRefused>> {
+        graph.alive()?;
         // SAFETY: an all-zero result info is a valid out-structure (plain handles and an enum
         // whose zero is `SUCCESS`).
         let mut info: sys::CUgraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
