@@ -78,6 +78,8 @@ mod sparse;
 #[cfg(feature = "cusparse")]
 mod sparse_cross;
 #[cfg(feature = "cusparse")]
+mod sparse_graph;
+#[cfg(feature = "cusparse")]
 mod sparse_layouts;
 #[cfg(feature = "cusparse")]
 mod sparse_mixed;

@@ -278,3 +278,49 @@ fn triangular_solves_are_refused_in_graphs() {
     h.sparse().unwrap().spsv(tri, 2.0, &a, &x, &y).unwrap().wait().unwrap();
     assert_eq!(y.download(s).unwrap(), [2.0, 4.0]);
 }
+
+/// The ops that make their output matrix from a count the GPU makes (and the compressed-format
+/// conversion) are refused in a graph with [`Error::Recording`], as on the GPU, before anything
+/// is recorded: the same ops run eagerly afterwards.
+#[test]
+fn ops_that_size_their_output_on_the_host_are_refused_in_graphs() {
+    let (d, s, _, mut h) = setup();
+    let a = identity(&d, s);
+    let dense = d.upload(s, &[1.0f64, 0.0, 0.0, 2.0]).unwrap();
+    type Op = Box<dyn Fn(&mut cusched::sparse::Sparse) -> cusched::Result<()> + Send + Sync>;
+    let ops: Vec<(&str, Op)> = vec![
+        ("spgemm", {
+            let a = a.clone();
+            Box::new(move |sp| sp.spgemm(1.0, &a, &a).map(drop))
+        }),
+        ("spgemm_reuse", {
+            let a = a.clone();
+            Box::new(move |sp| sp.spgemm_reuse(&a, &a).map(drop))
+        }),
+        ("csr_to_bsr", {
+            let a = a.clone();
+            Box::new(move |sp| sp.csr_to_bsr(&a, 1).map(drop))
+        }),
+        ("convert_compressed", {
+            let a = a.clone();
+            Box::new(move |sp| sp.convert_compressed(&a).map(drop))
+        }),
+        ("dense_to_csr", {
+            let dense = dense.clone();
+            Box::new(move |sp| sp.dense_to_csr::<f64, i32>(DenseMatrix::new(&dense, 2, 2)).map(drop))
+        }),
+        ("dense_to_bsr", {
+            let dense = dense.clone();
+            Box::new(move |sp| sp.dense_to_bsr(DenseMatrix::new(&dense, 2, 2), 1).map(drop))
+        }),
+    ];
+    for (name, op) in ops {
+        let op = Arc::new(op);
+        let recorded = op.clone();
+        let err = cusched::Graph::record(&d, move |rec| recorded(rec.handles(0)?.sparse()?));
+        assert!(matches!(err, Err(Error::Recording { .. })), "{name}: {:?}", err.err());
+        op(h.sparse().unwrap()).unwrap();
+    }
+    let c = h.sparse().unwrap().spgemm(2.0, &a, &a).unwrap().wait().unwrap();
+    assert_eq!(c.values().download(s).unwrap(), [2.0, 2.0]);
+}

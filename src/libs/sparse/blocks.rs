@@ -23,7 +23,8 @@ impl Sparse {
     /// within each row, as the legacy conversion assumes (duplicates add up on the simulator).
     ///
     /// **Blocks** the calling thread until the GPU has counted the blocks:
-    /// `cusparseXcsr2bsrNnz` hands the count to the host, and the output is sized from it.
+    /// `cusparseXcsr2bsrNnz` hands the count to the host, and the output is sized from it. For
+    /// the same reason it is not recorded into a graph ([`Error::Recording`]).
     pub fn csr_to_bsr<T: SparseValue>(
         &mut self,
         a: &SparseMatrix<T, i32>,
@@ -44,7 +45,8 @@ impl Sparse {
     /// through CSR on the stream.
     ///
     /// **Blocks** the calling thread twice: until the GPU has counted the nonzeros, and then the
-    /// blocks (as [`dense_to_csr`](Self::dense_to_csr) and [`csr_to_bsr`](Self::csr_to_bsr) do).
+    /// blocks (as [`dense_to_csr`](Self::dense_to_csr) and [`csr_to_bsr`](Self::csr_to_bsr) do),
+    /// and for the same reason is not recorded into a graph ([`Error::Recording`]).
     pub fn dense_to_bsr<T: SparseValue>(
         &mut self,
         dense: DenseMatrix<'_, T>,
@@ -99,6 +101,7 @@ impl Sparse {
             return Err(Error::invalid("a", format!("is {:?}; csr_to_bsr takes CSR", a.format)));
         }
         let (brows, _) = block_grid("block", a.rows, a.cols, block)?;
+        self.refuse_in_graph("a CSR to BSR conversion, whose output the host sizes from a count the GPU makes,")?;
         // SparseMatrix keeps rows, cols and nnz within i32 for i32 indices; block divides rows.
         let shape = calls::BlockShape { rows: a.rows as i32, cols: a.cols as i32, block: block as i32 };
         let mut rec = self.op.recorder(if name == "csr_to_bsr" { "csr_to_bsr.count" } else { "dense_to_bsr.count" });

@@ -79,7 +79,8 @@ impl Sparse {
 
     /// The same matrix in the other compressed format: CSR in, CSC out, or CSC in, CSR out
     /// (`i32` indices, as `cusparseCsr2cscEx2` takes). The output's buffers are freshly
-    /// allocated; it comes back through the completion. Never blocks.
+    /// allocated; it comes back through the completion. Never blocks. Not recorded into a graph
+    /// ([`Error::Recording`]): recorded, its replay faulted on an H200 (CUDA 13.0).
     pub fn convert_compressed<T: SparseValue>(
         &mut self,
         a: &SparseMatrix<T, i32>,
@@ -90,6 +91,9 @@ impl Sparse {
             Format::Csc => (a.cols, a.rows, Format::Csr),
             other => return Err(Error::invalid("a", format!("is {other:?}; convert_compressed takes CSR or CSC"))),
         };
+        // Recorded, its replay faulted (CUDA_ERROR_ILLEGAL_ADDRESS in `cusparseCsr2cscEx2`'s
+        // work on an H200 with CUDA 13.0's cuSPARSE): refused until that is understood.
+        self.refuse_in_graph("a compressed-format conversion (cusparseCsr2cscEx2)")?;
         let nnz = a.nnz;
         let mut rec = self.op.recorder("csr2csc");
         record_matrix(&mut rec, ["a.offsets", "a.indices", "a.values"], a)?;
@@ -174,7 +178,9 @@ impl Sparse {
     /// freshly allocated, returned through the completion.
     ///
     /// **Blocks** the calling thread until the GPU has counted the nonzeros: cuSPARSE's
-    /// analysis phase hands the count to the host, and the output is sized from it.
+    /// analysis phase hands the count to the host, and the output is sized from it. For the
+    /// same reason it is not recorded into a graph: on a stream a [`Graph`](crate::Graph)
+    /// recording holds it fails with [`Error::Recording`].
     pub fn dense_to_csr<T: SparseValue, I: SparseIndex>(
         &mut self,
         dense: DenseMatrix<'_, T>,
@@ -186,8 +192,8 @@ impl Sparse {
     /// `I` (row indices sorted within each column), freshly allocated, returned through the
     /// completion.
     ///
-    /// **Blocks** the calling thread until the GPU has counted the nonzeros, as
-    /// [`dense_to_csr`](Self::dense_to_csr) does.
+    /// **Blocks** the calling thread until the GPU has counted the nonzeros, and is not recorded
+    /// into a graph, as [`dense_to_csr`](Self::dense_to_csr) says.
     pub fn dense_to_csc<T: SparseValue, I: SparseIndex>(
         &mut self,
         dense: DenseMatrix<'_, T>,
@@ -198,8 +204,8 @@ impl Sparse {
     /// The nonzeros of the dense `dense` (column- or row-major) as a COO matrix with index type
     /// `I`, sorted by row, freshly allocated, returned through the completion.
     ///
-    /// **Blocks** the calling thread until the GPU has counted the nonzeros, as
-    /// [`dense_to_csr`](Self::dense_to_csr) does.
+    /// **Blocks** the calling thread until the GPU has counted the nonzeros, and is not recorded
+    /// into a graph, as [`dense_to_csr`](Self::dense_to_csr) says.
     pub fn dense_to_coo<T: SparseValue, I: SparseIndex>(
         &mut self,
         dense: DenseMatrix<'_, T>,
@@ -236,6 +242,7 @@ impl Sparse {
             Format::Csc => Some(dense.cols),
             _ => None,
         };
+        self.refuse_in_graph("a dense to sparse conversion, whose output the host sizes from a count the GPU makes,")?;
         let mut rec = self.op.recorder(names[0]);
         record(&mut rec, "dense", dense.buf, Access::Read)?;
         let dev = self.op.device.clone();

@@ -317,6 +317,20 @@ impl std::fmt::Debug for Sparse {
 }
 
 impl Sparse {
+    /// Refuses `what`, an op that makes its output matrix, on a stream a graph recording holds
+    /// ([`Error::Recording`](crate::Error::Recording), which abandons the recording), before
+    /// anything is recorded. Most of them size the output from a count the GPU makes: recorded,
+    /// the count never runs, the host sizes the output from nothing, and every replay writes
+    /// the real count's entries past its end.
+    pub(super) fn refuse_in_graph(&self, what: &str) -> Result<()> {
+        self.op.refuse_recording_as(
+            what,
+            "run it outside the recording (before recording, or between replays: a replay is one tracked op, ordered against it) and record the ops that use its output",
+        )
+    }
+}
+
+impl Sparse {
     /// The stream this handle enqueues on.
     pub fn stream(&self) -> crate::track::StreamId {
         self.op.stream

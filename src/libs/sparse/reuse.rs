@@ -167,7 +167,8 @@ impl Sparse {
     ///
     /// **Blocks** the calling thread until the GPU has counted `C`'s nonzeros: cuSPARSE hands
     /// the count to the host only after that phase, and `C`'s buffers are sized from it. Every
-    /// compute after it is asynchronous.
+    /// compute after it is asynchronous. For the same reason it is not recorded into a graph
+    /// ([`Error::Recording`]); a plan's computes are made on the stream that made it.
     pub fn spgemm_reuse<T: SparseValue, I: SparseIndex>(
         &mut self,
         a: &SparseMatrix<T, I>,
@@ -183,6 +184,7 @@ impl Sparse {
                 "use i32 indices, or the one-shot spgemm",
             ));
         }
+        self.refuse_in_graph("a reusable SpGEMM plan, whose product the host sizes from a count the GPU makes,")?;
         let mut rec = self.op.recorder("spgemm_reuse.work_estimation");
         record_factors(&mut rec, a, b)?;
         // After every check of the arguments: a refused op leaves solo mode as it was.

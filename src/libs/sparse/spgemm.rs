@@ -104,7 +104,8 @@ impl Sparse {
     /// **Blocks** the calling thread until the GPU has finished A and B's work estimation and
     /// `C`'s structure: cuSPARSE gives `C`'s number of nonzeros to the host only after that
     /// phase, and `C`'s buffers are sized from it. Do not call it where the thread must not
-    /// wait (a completion callback).
+    /// wait (a completion callback). For the same reason it is not recorded into a graph: on a
+    /// stream a [`Graph`](crate::Graph) recording holds it fails with [`Error::Recording`].
     pub fn spgemm<T: SparseValue, I: SparseIndex>(
         &mut self,
         alpha: T,
@@ -112,6 +113,7 @@ impl Sparse {
         b: &SparseMatrix<T, I>,
     ) -> Result<Completion<SparseMatrix<T, I>>> {
         check_factors(a, b)?;
+        self.refuse_in_graph("SpGEMM, whose product the host sizes from a count the GPU makes,")?;
         let mut rec = self.op.recorder("spgemm.work_estimation");
         record_factors(&mut rec, a, b)?;
         // After every check of the arguments: a refused op leaves solo mode as it was.
