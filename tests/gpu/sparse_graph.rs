@@ -10,7 +10,7 @@
 //! from the eager op is a defect: a recorded `spsv` killed the process with SIGFPE inside
 //! `cusparseSpSV_solve` (the captured analysis never ran, so the solve found cuSPARSE's host
 //! data empty). Ops that learn an output's size on the host (SpGEMM, the dense → sparse
-//! conversions, CSR → BSR) may be refused; where they record, their replays are checked the same
+//! conversions, CSR → BSR) are refused (see [`REFUSED`]); where an op records, its replays are checked the same
 //! way. Each test prints (`--nocapture`) whether its op was recorded or refused.
 
 use crate::common::gpu_setup;
@@ -253,7 +253,7 @@ fn graph_scatter() {
     );
 }
 
-/// Counts the blocks on the host before sizing the output: may be refused.
+/// Counts the blocks on the host before sizing the output: refused ([`REFUSED`]).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn graph_csr_to_bsr() {
@@ -290,7 +290,7 @@ fn graph_bsr_to_csr() {
     );
 }
 
-/// Converts through CSR, whose nonzeros are counted on the host: may be refused.
+/// Converts through CSR, whose nonzeros are counted on the host: refused ([`REFUSED`]).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn graph_dense_to_bsr() {
@@ -376,7 +376,7 @@ fn graph_spmm_mixed() {
     );
 }
 
-/// The one-shot product, which counts `C`'s nonzeros on the host: may be refused.
+/// The one-shot product, which counts `C`'s nonzeros on the host: refused ([`REFUSED`]).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn graph_spgemm() {
@@ -397,7 +397,7 @@ fn graph_spgemm() {
 }
 
 /// The reusable product's setup (blocking: it counts `C`'s nonzeros on the host) and a compute,
-/// both in the recording: may be refused. Where recorded, a replay recomputes from `A`'s
+/// both in the recording: refused ([`REFUSED`]). Where recorded, a replay recomputes from `A`'s
 /// values as they are then. Each side keeps its plan for the test's life.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -426,7 +426,7 @@ fn graph_spgemm_reuse() {
 }
 
 /// The compute step alone. A plan is computed on the `Sparse` state that set it up, and a
-/// graph's branch state exists only inside recordings, where the setup may be refused
+/// graph's branch state exists only inside recordings, where the setup is refused
 /// ([`graph_spgemm_reuse`]): so the compute is recorded with a plan set up eagerly, which must
 /// be refused (as a plan of another state, or as not recordable) without harm, or, if it
 /// records, replay as the eager compute does, `A`'s new values included.
@@ -562,7 +562,7 @@ fn graph_sparse_to_dense() {
     );
 }
 
-/// Counts the nonzeros on the host before sizing the output: may be refused. The new values
+/// Counts the nonzeros on the host before sizing the output: refused ([`REFUSED`]). The new values
 /// between the replays keep the zeros where they were (the count a recording saw).
 #[test]
 #[ignore = "needs a CUDA GPU"]

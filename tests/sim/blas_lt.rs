@@ -357,3 +357,16 @@ fn a_matmul_of_a_matrix_with_itself() {
     });
     assert_eq!(done, [7.0, 10.0, 15.0, 22.0]);
 }
+
+/// An autotune on a stream a graph recording holds is refused with [`Error::Recording`]: its
+/// timed runs would be captured, not run, and its choice would outlive the recording.
+#[test]
+fn autotune_is_refused_in_a_graph_recording() {
+    let f = fixture((9, 0));
+    let s = f.h.stream();
+    let (a, b, d) = (f.d.upload(s, &[1.0f32; 6]).unwrap(), f.d.upload(s, &[1.0f32; 12]).unwrap(), buf::<f32>(&f.d, 8));
+    let err = cusched::Graph::record(&f.d, move |rec| {
+        rec.handles(0)?.blas_lt()?.autotune(&Matmul::new(2, 4, 3, &a, &b, &d), 4).map(drop)
+    });
+    assert!(matches!(err, Err(Error::Recording { .. })), "{:?}", err.err());
+}

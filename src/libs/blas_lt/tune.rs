@@ -80,6 +80,12 @@ impl BlasLt {
         if mm.algorithm.is_some() {
             return Err(Error::invalid("algorithm", "autotune chooses the algorithm: leave it None"));
         }
+        // Recorded, each timed run would be a capture (nothing runs, the timings would measure
+        // recording) and the choice would outlive the recording.
+        self.op.refuse_recording_as(
+            "an autotune, which times runs on the host,",
+            "autotune outside the recording; a matmul recorded after it uses the plan it chose",
+        )?;
         if problem.c_is_d && mm.scale_device.is_some() {
             return Err(Error::invalid(
                 "beta",

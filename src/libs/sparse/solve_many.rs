@@ -84,7 +84,7 @@ impl Sparse {
         not_in_matrix("c", c.buf, a)?;
         // cuSPARSE's analysis leaves data on the host that its solve reads: captured into a
         // graph, the analysis never runs before the solve is captured, which then reads
-        // nothing (the process dies of a division by zero inside `cusparseSpSV_solve`).
+        // nothing (SpSV's died of a division by zero inside `cusparseSpSV_solve`).
         self.op.refuse_recording_as(
             "a cuSPARSE triangular solve, whose analysis must run on the host before its solve",
             "solve outside the recording, before or after a replay: the graph's replay is one tracked op, so the solve is ordered against it",
