@@ -144,7 +144,11 @@ fn reap(item: Retired) {
     }
     drop(after);
     match ctx {
-        Some(ctx) => crate::backend::cuda::drop_bound(&ctx, &what, object),
+        // Some destroys synchronize the whole device, which would invalidate a capture open
+        // on another thread: they wait for it to end.
+        Some(ctx) => crate::backend::cuda::captures::outside_captures(ctx.ordinal(), || {
+            crate::backend::cuda::drop_bound(&ctx, &what, object)
+        }),
         None => {
             if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(object))).is_err() {
                 log::error!("cusched: destroying {what} panicked");

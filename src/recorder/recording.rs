@@ -434,6 +434,10 @@ impl LaunchRecorder {
                 };
                 crate::backend::cuda::bind(stream.context())?;
                 slot.set_capturing(true);
+                // Counted before the recording's lock is taken: a destroy that synchronizes the
+                // device (which would invalidate the capture) runs before or after it, never
+                // during (see `captures`).
+                crate::backend::cuda::captures::opened(stream.context().ordinal());
                 let begun = {
                     let built = crate::sync::lock(&build.built);
                     match built.graph.as_ref() {
@@ -446,6 +450,7 @@ impl LaunchRecorder {
                     }
                 };
                 if let Err(e) = begun {
+                    crate::backend::cuda::captures::closed(stream.context().ordinal());
                     slot.set_capturing(false);
                     return Err(e);
                 }
@@ -614,6 +619,7 @@ impl Reserved {
                         None => Err(no_graph()),
                     }
                 };
+                crate::backend::cuda::captures::closed(stream.context().ordinal());
                 // By index: no check of the device's state stands between the capture's end
                 // and the gate's.
                 if let Some(slot) = device.slot_by_index(self.stream.index) {

@@ -295,6 +295,46 @@ fn a_capture_the_driver_invalidates_fails_the_recording_and_the_process_goes_on(
     d.shutdown().unwrap();
 }
 
+/// cuBLAS handles made and dropped on one thread while another records graphs of cuBLAS ops on
+/// the same device: `cublasDestroy` synchronizes the device, which fails ("operation not
+/// permitted when stream is capturing") and invalidates any capture open in the context, on
+/// any thread. The reaper's destroys wait for open captures now; before, two graph tests run
+/// at once failed one recording with `CUBLAS_STATUS_EXECUTION_FAILED` every run (one test's
+/// dropped graph destroyed its handle while the other captured).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn handles_dropped_on_one_thread_leave_recordings_on_another_whole() {
+    // Bounded, and paced: a destroy synchronizes the device, which takes longer than making a
+    // handle, so a churn at full speed would outrun the reaper and fill the GPU with handles
+    // waiting to be destroyed, gate or no gate.
+    const CHURN: usize = 200;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let x = d.upload(s, &[1.0f32; 64]).unwrap();
+    let dc = d.clone();
+    let churn = std::thread::spawn(move || -> cusched::Result<()> {
+        let st = dc.new_stream()?;
+        for _ in 0..CHURN {
+            let mut h = Handles::new(&dc, st)?;
+            h.blas()?;
+            drop(h);
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+        Ok(())
+    });
+    let mut round = 0;
+    while round < 40 || !churn.is_finished() {
+        let xr = x.clone();
+        let graph = Graph::record(&d, move |rec| rec.handles(0)?.blas()?.scal(64, 1.0f32, Vector::from(&xr)).map(drop));
+        if let Err(e) = graph {
+            panic!("round {round}: {e}");
+        }
+        round += 1;
+    }
+    churn.join().unwrap().unwrap();
+    assert_eq!(x.download(s).unwrap(), vec![1.0; 64]);
+}
+
 /// `x /= 2`, `count += 1`, and (inside a graph loop) the loop goes on while `x >= 1`. Handle 0:
 /// run eagerly, no condition to set.
 const HALVE: &str = r#"

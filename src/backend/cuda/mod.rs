@@ -17,6 +17,7 @@
 //! cudarc's own event tracking is disabled on every context this crate opens: the tracker owns
 //! ordering, and cudarc's single read event per slice cannot express "wait for every reader".
 
+pub(crate) mod captures;
 pub(crate) mod graph;
 #[cfg(any(feature = "curand", feature = "nvrtc"))]
 pub(crate) mod launch;

@@ -87,7 +87,7 @@ impl Drop for LoadedModule {
         let Some(device) = self.device.upgrade() else {
             // The device itself is being dropped (its module cache with it), after its shutdown
             // closed the reaper: destroy here, as the reaper would now.
-            cuda::drop_bound(&ctx, &WHAT, module);
+            cuda::captures::outside_captures(ctx.ordinal(), || cuda::drop_bound(&ctx, &WHAT, module));
             return;
         };
         if device.epoch() != self.epoch {
