@@ -121,7 +121,7 @@ impl OpStream {
     #[allow(dead_code)]
     pub(crate) fn refuse_recording_as(&self, what: &str, hint: &'static str) -> Result<()> {
         crate::recorder::refuse_if_recording(&self.device.shared, self.stream, || Error::Recording {
-            what: format!("{what} ({}) cannot be recorded", self.library),
+            what: format!("{what} cannot be recorded ({})", self.library),
             hint,
         })
     }
@@ -156,7 +156,7 @@ impl OpStream {
         rec: LaunchRecorder,
         enqueue: impl FnOnce() -> Result<Result<R>>,
     ) -> Result<Completion<R>> {
-        self.refuse_recording("a blocking library call whose outcome the host reads")?;
+        self.refuse_recording(HOST_READS_OUTCOME)?;
         let Launched { value, event, trace, .. } = self.launch_cuda(rec, |_| enqueue())?;
         let (completion, shared) = Completion::queued(&self.device.shared);
         if let Some(t) = trace {
@@ -193,6 +193,20 @@ impl OpStream {
         kernel: impl FnOnce() -> R + Send + 'static,
     ) -> Result<Completion<R>> {
         self.run_sim_checked(rec, keep, || Ok(()), kernel)
+    }
+
+    /// [`run_sim`](Self::run_sim) for an op whose result the host reads back (a scalar, status
+    /// words, an outcome): refused in a graph recording as `what`, as its CUDA form is, so that
+    /// a recording tried on the simulator fails where it would fail on a GPU.
+    #[cfg_attr(not(any(feature = "cublas", feature = "cusolver")), allow(dead_code))]
+    pub(crate) fn run_sim_read_back<R: Send + 'static>(
+        &self,
+        what: &str,
+        rec: LaunchRecorder,
+        kernel: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<Completion<R>> {
+        self.refuse_recording(what)?;
+        self.run_sim(rec, Vec::new(), kernel)
     }
 
     /// [`run_sim`](Self::run_sim), running `check` first once the launch holds its buffers
@@ -262,6 +276,17 @@ impl OpStream {
         rec.launch_event(device, |scope| enqueue(scope.bound_cuda_stream()?))
     }
 }
+
+/// What a refused recording names, for an op whose scalar result the GPU writes for the host.
+#[cfg(any(feature = "cublas", feature = "cublaslt"))]
+pub(crate) const HOST_READS_RESULT: &str = "an op whose result the GPU writes for the host to read";
+/// What a refused recording names, for an op whose status words the GPU writes for the host.
+#[cfg(feature = "cusolver")]
+pub(crate) const HOST_READS_STATUS: &str = "an op whose status words the GPU writes for the host to read";
+/// What a refused recording names, for a blocking library call whose outcome the host reads
+/// when it returns.
+#[cfg(feature = "cusolver")]
+pub(crate) const HOST_READS_OUTCOME: &str = "a blocking library call whose outcome the host reads";
 
 /// What a library op returns on the simulator, which has no NVIDIA libraries.
 fn unavailable_on_sim(library: &'static str) -> Error {

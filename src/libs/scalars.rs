@@ -217,7 +217,7 @@ impl OpStream {
         enqueue: impl FnOnce(&Slot, &Arc<cudarc::driver::CudaStream>) -> Result<()>,
         convert: fn(R) -> V,
     ) -> Result<crate::completion::Completion<V>> {
-        self.refuse_recording("an op whose result the GPU writes for the host to read")?;
+        self.refuse_recording(crate::libs::op::HOST_READS_RESULT)?;
         let stream = self.bound_stream()?;
         let slot = self.scalars.take(stream.context())?;
         let crate::recorder::Launched { value: (), event, trace, .. } = self.launch_cuda(rec, |s| enqueue(&slot, s))?;
@@ -248,7 +248,7 @@ impl OpStream {
         enqueue: impl FnOnce(&P) -> Result<()>,
         read: impl FnOnce(P) -> Result<V> + Send + 'static,
     ) -> Result<crate::completion::Completion<V>> {
-        self.refuse_recording("an op whose status words the GPU writes for the host to read")?;
+        self.refuse_recording(crate::libs::op::HOST_READS_STATUS)?;
         let stream = self.bound_stream()?;
         let pinned = prepare(&mut self.scalars, stream.context())?;
         let crate::recorder::Launched { value: (), event, trace, .. } = self.launch_cuda(rec, |_| enqueue(&pinned))?;

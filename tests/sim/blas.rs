@@ -298,3 +298,30 @@ fn int8_gemm_ex_scales_by_integers_and_wraps() {
     let want = 3i32.wrapping_mul(4 * 127 * -128).wrapping_add((-2i32).wrapping_mul(i32::MAX));
     assert_eq!(c.download(s).unwrap(), vec![want; 16]);
 }
+
+/// The reductions whose result the host reads (`dot`, `nrm2`, `asum`, `iamax`) are refused in a
+/// graph recording with `Error::Recording`, as on a GPU (where the result is read from pinned
+/// memory once, at enqueue, never at a replay); an elementwise op records, and the reductions
+/// run outside the recording.
+#[test]
+fn reductions_the_host_reads_are_refused_in_a_graph_recording() {
+    let d = sim();
+    let x = d.upload(d.default_stream(), &[1.0f32, -2.0, 3.0]).unwrap();
+    type Op = fn(&mut cusched::Handles, &cusched::GpuRef<f32>) -> cusched::Result<()>;
+    let ops: [(&str, Op); 4] = [
+        ("dot", |h, x| h.blas()?.dot(3, x.into(), x.into()).map(drop)),
+        ("nrm2", |h, x| h.blas()?.nrm2(3, x.into()).map(drop)),
+        ("asum", |h, x| h.blas()?.asum(3, x.into()).map(drop)),
+        ("iamax", |h, x| h.blas()?.iamax(3, x.into()).map(drop)),
+    ];
+    for (name, op) in ops {
+        let xr = x.clone();
+        let got = cusched::Graph::record(&d, move |rec| op(rec.handles(0)?, &xr));
+        assert!(matches!(got, Err(cusched::Error::Recording { .. })), "{name}: {:?}", got.err());
+    }
+    let xr = x.clone();
+    cusched::Graph::record(&d, move |rec| rec.handles(0)?.blas()?.scal(3, 2.0f32, (&xr).into()).map(drop)).unwrap();
+    let mut h = handles(&d);
+    assert_eq!(h.blas().unwrap().asum(3, (&x).into()).unwrap().wait().unwrap(), 6.0);
+    assert_eq!(h.blas().unwrap().iamax(3, (&x).into()).unwrap().wait().unwrap(), 2);
+}

@@ -336,3 +336,32 @@ fn batched_bias_gradients_reject_strides_and_buffers_that_do_not_hold_every_grad
     // Packed gradients fit.
     lt.matmul(&mm(4).epilogue(Epilogue::BgradB(&grad))).unwrap().wait().unwrap();
 }
+
+/// An amax is read back on the host: a matmul that asks for one is refused in a graph recording
+/// with `Error::Recording`, as on a GPU, while the same matmul without it records; outside a
+/// recording it runs and reports its amax.
+#[test]
+fn a_matmul_asking_for_an_amax_is_refused_in_a_graph_recording() {
+    let d = sim();
+    let (a, b) = (buf::<F8E4M3>(&d, 256), buf::<F8E4M3>(&d, 256));
+    let (d8, c16, one) =
+        (buf::<F8E4M3>(&d, 256), buf::<f16>(&d, 256), d.upload(d.default_stream(), &[1.0f32]).unwrap());
+    for amax in [true, false] {
+        let (a, b, d8, c16, one) = (a.clone(), b.clone(), d8.clone(), c16.clone(), one.clone());
+        let got = cusched::Graph::record(&d, move |rec| {
+            let scales = Fp8Scales { a: &one, b: &one, c: None, d: Some(&one) };
+            let mm = Matmul::new(16, 16, 16, &a, &b, &d8).transpose(Transpose::Yes, Transpose::No);
+            rec.handles(0)?.blas_lt()?.matmul(&mm.with_c(&c16, None).fp8(scales, amax)).map(drop)
+        });
+        match got {
+            Err(Error::Recording { .. }) if amax => {}
+            Ok(_) if !amax => {}
+            other => panic!("amax {amax}: {:?}", other.err()),
+        }
+    }
+    let mut h = Handles::new(&d, d.default_stream()).unwrap();
+    let scales = Fp8Scales { a: &one, b: &one, c: None, d: Some(&one) };
+    let mm = Matmul::new(16, 16, 16, &a, &b, &d8).transpose(Transpose::Yes, Transpose::No);
+    let out = h.blas_lt().unwrap().matmul(&mm.with_c(&c16, None).fp8(scales, true)).unwrap().wait().unwrap();
+    assert_eq!(out.amax_d, Some(0.0));
+}

@@ -1177,3 +1177,19 @@ fn geev_eigenvectors_with_equally_large_components_are_eigenvectors() {
         }
     }
 }
+
+/// cuSOLVER's ops report through status words the host reads: each is refused in a graph
+/// recording with `Error::Recording`, as on a GPU, and runs outside it.
+#[test]
+fn solver_ops_are_refused_in_a_graph_recording() {
+    let fx = fx();
+    let a = fx.upload(&[4.0f64, 1.0, 1.0, 3.0]);
+    let ar = a.clone();
+    let got = cusched::Graph::record(&fx.device, move |rec| {
+        rec.handles(0)?.solver()?.potrf(&Potrf { fill: Fill::Lower, n: 2, a: &ar, lda: None }).map(drop)
+    });
+    assert!(matches!(got, Err(Error::Recording { .. })), "potrf: {:?}", got.err());
+    let mut fx = fx;
+    fx.h.solver().unwrap().potrf(&Potrf { fill: Fill::Lower, n: 2, a: &a, lda: None }).unwrap().wait().unwrap();
+    assert_eq!(down(&fx, &a)[0], 2.0);
+}

@@ -182,3 +182,30 @@ fn complex_csrlsv_rejects_bad_input() {
     });
     accepts(&mut fx, |fx| fx.h.solver_sparse()?.csrlsvchol(sys(3, 6, &v), Stored::Lower, &b, &x, 1e-6, r));
 }
+
+/// `csrlsvqr` and `csrlsvchol` return when their solve is done, and the host reads whether it
+/// met a singular matrix: both are refused in a graph recording with `Error::Recording`, as on
+/// a GPU, and run outside it.
+#[test]
+fn sparse_solves_are_refused_in_a_graph_recording() {
+    use cusched::solver_sparse::{CsrSystem, Reorder, Stored};
+    let mut fx = fx();
+    let (o, i, v) = (fx.upload(&[0i32, 1, 2]), fx.upload(&[0i32, 1]), fx.upload(&[1.0f64, 4.0]));
+    let (b, x) = (fx.upload(&[1.0f64, 8.0]), fx.buf::<f64>(2));
+    for chol in [false, true] {
+        let (o, i, v, b, x) = (o.clone(), i.clone(), v.clone(), b.clone(), x.clone());
+        let got = cusched::Graph::record(&fx.device, move |rec| {
+            let a = CsrSystem { n: 2, nnz: 2, offsets: &o, indices: &i, values: &v };
+            let s = rec.handles(0)?.solver_sparse()?;
+            if chol {
+                s.csrlsvchol(a, Stored::Full, &b, &x, 1e-12, Reorder::None).map(drop)
+            } else {
+                s.csrlsvqr(a, &b, &x, 1e-12, Reorder::None).map(drop)
+            }
+        });
+        assert!(matches!(got, Err(cusched::Error::Recording { .. })), "chol {chol}: {:?}", got.err());
+    }
+    let a = CsrSystem { n: 2, nnz: 2, offsets: &o, indices: &i, values: &v };
+    fx.h.solver_sparse().unwrap().csrlsvchol(a, Stored::Full, &b, &x, 1e-12, Reorder::None).unwrap().wait().unwrap();
+    assert_eq!(x.download(fx.s).unwrap(), [1.0, 2.0]);
+}

@@ -183,7 +183,7 @@ impl Blas {
         let (ni, incx, incy, rec) = self.pair(name, n, x, y, [Access::Read, Access::Read], false)?;
         if self.op.device.is_simulated() {
             let (xm, ym) = (x.buf.sim_data()?, y.buf.sim_data()?);
-            return self.op.run_sim(rec, Vec::new(), move || {
+            return self.op.run_sim_read_back(crate::libs::op::HOST_READS_RESULT, rec, move || {
                 let xs = host::gather(&xm.read(), n, x.inc);
                 let ys = host::gather(&ym.read(), n, y.inc);
                 let sum = xs.iter().zip(&ys).fold(Z::default(), |acc, (a, b)| {
@@ -236,7 +236,7 @@ impl Blas {
         let (ni, incx, rec) = self.single(name, n, x, Access::Read)?;
         if self.op.device.is_simulated() {
             let xm = x.buf.sim_data()?;
-            return self.op.run_sim(rec, Vec::new(), move || {
+            return self.op.run_sim_read_back(crate::libs::op::HOST_READS_RESULT, rec, move || {
                 let xs: Vec<Z> = host::gather(&xm.read(), n, x.inc).iter().map(|v| v.z()).collect();
                 T::Real::from_z(Z::real(match norm {
                     Norm::Two => host::nrm2(&xs.iter().flat_map(|v| [v.re, v.im]).collect::<Vec<f64>>()),
@@ -266,7 +266,9 @@ impl Blas {
         let (ni, incx, rec) = self.single(name, n, x, Access::Read)?;
         if self.op.device.is_simulated() {
             let xm = x.buf.sim_data()?;
-            return self.op.run_sim(rec, Vec::new(), move || host::index_of(&host::gather(&xm.read(), n, x.inc), max));
+            return self.op.run_sim_read_back(crate::libs::op::HOST_READS_RESULT, rec, move || {
+                host::index_of(&host::gather(&xm.read(), n, x.inc), max)
+            });
         }
         // cuBLAS counts from 1 (and returns 0 only for an empty vector, rejected above).
         self.scalar_op(

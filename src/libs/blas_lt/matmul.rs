@@ -247,6 +247,10 @@ impl BlasLt {
         let mut rec = self.op.recorder("matmul");
         record_operands(&mut rec, mm, &problem)?;
         if self.op.device.is_simulated() {
+            // An amax is read back on the host: refused in a recording, as on a GPU.
+            if mm.amax_d || mm.amax_aux {
+                self.op.refuse_recording(crate::libs::op::HOST_READS_RESULT)?;
+            }
             // No plan, workspace or amax stage: the host computation needs none.
             return super::sim::matmul(&self.op, rec, mm, problem);
         }

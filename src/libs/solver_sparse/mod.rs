@@ -319,7 +319,7 @@ impl SolverSparse {
         let (offsets, indices, values) = (a.offsets.sim_data()?, a.indices.sim_data()?, a.values.sim_data()?);
         let (b, x) = (b.sim_data()?, x.sim_data()?);
         let (tol, cholesky): (f64, bool) = (tol.into(), matches!(method, calls::Method::Cholesky));
-        let done = self.op.run_sim(rec, Vec::new(), move || {
+        let done = self.op.run_sim_read_back(crate::libs::op::HOST_READS_OUTCOME, rec, move || {
             let solved = crate::libs::solver::sim::sparse_solve(
                 n,
                 (&offsets.read(), &indices.read(), &values.read()),

@@ -358,7 +358,7 @@ impl Sparse {
         // graph, the analysis never runs before the solve is captured, which then reads
         // nothing (the process dies of a division by zero inside `cusparseSpSV_solve`).
         self.op.refuse_recording_as(
-            "a cuSPARSE triangular solve, whose analysis must run on the host before its solve",
+            "a cuSPARSE triangular solve, whose analysis must run on the host before its solve,",
             "solve outside the recording, before or after a replay: the graph's replay is one tracked op, so the solve is ordered against it",
         )?;
         let mut rec = self.op.recorder("spsv");

@@ -137,13 +137,14 @@ fn outcome(op: &'static str, batch: usize, failures: Vec<NumericalFailure>) -> R
     }
 }
 
-/// Runs `kernel` as the op's simulated kernel; its error becomes the completion's.
+/// Runs `kernel` as the op's simulated kernel; its error becomes the completion's. Refused in a
+/// graph recording, as the GPU's form (which reads status words back) is.
 fn run<V: Send + 'static>(
     op: &OpStream,
     rec: LaunchRecorder,
     kernel: impl FnOnce() -> Result<V> + Send + 'static,
 ) -> Result<Completion<V>> {
-    Ok(op.run_sim(rec, Vec::new(), kernel)?.try_map(|r| r))
+    Ok(op.run_sim_read_back(crate::libs::op::HOST_READS_STATUS, rec, kernel)?.try_map(|r| r))
 }
 
 /// A Jacobi method's tolerance: the settings', or the type's precision for 0.
