@@ -184,7 +184,9 @@ impl DeviceShared {
             drop(crate::sync::lock(&self.shutdown_tx).take());
             self.host_cache.close(&self.reaper);
         }
-        if crate::sync::role::on_device_thread() {
+        // Nor may a thread with a graph capture open, or inside a destroy that keeps captures
+        // from opening: a lane of this device may be waiting for that to end.
+        if crate::sync::role::on_device_thread() || crate::backend::cuda::captures::must_not_join() {
             self.completions.stop();
             return;
         }

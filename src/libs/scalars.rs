@@ -38,10 +38,13 @@ impl Drop for Slab {
             log::error!("cusched: a scalar slab is leaked: its context could not be bound ({e})");
             return;
         }
-        // SAFETY: (1) every `Slot` holds an `Arc<Slab>`, so no slot (and no pending GPU write to
-        // one) outlives this; (2) `host` came from `malloc_host_mapped` in this context, which is
-        // bound, and is freed once, here.
-        unsafe { cuda::memory::free_host(self.host) };
+        // Freeing pinned memory synchronizes the device: kept out of captures (see `captures`).
+        cuda::captures::outside_captures(self.ctx.ordinal(), || {
+            // SAFETY: (1) every `Slot` holds an `Arc<Slab>`, so no slot (and no pending GPU
+            // write to one) outlives this; (2) `host` came from `malloc_host_mapped` in this
+            // context, which is bound, and is freed once, here.
+            unsafe { cuda::memory::free_host(self.host) }
+        });
     }
 }
 
@@ -99,10 +102,13 @@ impl Drop for PinnedArray {
             log::error!("cusched: a pinned scalar array is leaked: its context could not be bound ({e})");
             return;
         }
-        // SAFETY: (1) the last holder drops it after the ops that used it resolved (or, for the
-        // pool's copy, via the reaper after the stream's work); (2) `host` came from
-        // `malloc_host_mapped` in this context, which is bound, and is freed once, here.
-        unsafe { cuda::memory::free_host(self.host) };
+        // Freeing pinned memory synchronizes the device: kept out of captures (see `captures`).
+        cuda::captures::outside_captures(self.ctx.ordinal(), || {
+            // SAFETY: (1) the last holder drops it after the ops that used it resolved (or, for
+            // the pool's copy, via the reaper after the stream's work); (2) `host` came from
+            // `malloc_host_mapped` in this context, which is bound, and is freed once, here.
+            unsafe { cuda::memory::free_host(self.host) }
+        });
     }
 }
 

@@ -433,11 +433,12 @@ impl LaunchRecorder {
                     return Err(Error::WrongBackend { what: "a graph capture", needed: "cuda", actual: "sim" });
                 };
                 crate::backend::cuda::bind(stream.context())?;
-                slot.set_capturing(true);
-                // Counted before the recording's lock is taken: a destroy that synchronizes the
+                // Counted before the stream is marked capturing and the recording's lock is
+                // taken (the count may wait for a destroy): a destroy that synchronizes the
                 // device (which would invalidate the capture) runs before or after it, never
                 // during (see `captures`).
-                crate::backend::cuda::captures::opened(stream.context().ordinal());
+                let counted = crate::backend::cuda::captures::Opened::new(stream.context().ordinal());
+                slot.set_capturing(true);
                 let begun = {
                     let built = crate::sync::lock(&build.built);
                     match built.graph.as_ref() {
@@ -450,10 +451,12 @@ impl LaunchRecorder {
                     }
                 };
                 if let Err(e) = begun {
-                    crate::backend::cuda::captures::closed(stream.context().ordinal());
                     slot.set_capturing(false);
+                    drop(counted);
                     return Err(e);
                 }
+                // Counted closed by `close`, which every admitted op reaches (its drop too).
+                counted.begun();
                 Ok((raw, epoch))
             }
             Mode::Execute => {
