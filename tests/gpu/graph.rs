@@ -335,6 +335,40 @@ fn handles_dropped_on_one_thread_leave_recordings_on_another_whole() {
     assert_eq!(x.download(s).unwrap(), vec![1.0; 64]);
 }
 
+/// A device whose last handle is dropped inside a recorded op, while the op's capture is open
+/// on the same GPU, starts its shutdown without joining its threads: its reaper, destroying a
+/// cuBLAS handle, waits for that very capture to close, so a join would never return.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_device_dropped_inside_a_capture_on_its_gpu_does_not_wait_for_the_capture() {
+    let Some(d) = gpu() else { return };
+    let other = Device::open(d.ordinal()).unwrap();
+    let mut h = Handles::new(&other, other.default_stream()).unwrap();
+    h.blas().unwrap();
+    let x = d.alloc_zeros::<f32>(d.default_stream(), 4).unwrap();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Some((h, other))));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let dd = d.clone();
+    std::thread::spawn(move || {
+        let recorded = Graph::record(&dd, move |rec| {
+            let mut launch = cusched::LaunchRecorder::new_strict(rec.stream(0)?);
+            launch.read_write(&x)?;
+            let held = held.clone();
+            launch.launch(rec.device(), move |_| {
+                // The handle (its cuBLAS handle retired to the other device's reaper), then the
+                // device itself.
+                drop(held.lock().unwrap().take());
+                Ok(())
+            })
+        });
+        let _ = tx.send(recorded.map(drop));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the recording hung: the dropped device waited for the capture it was dropped in");
+    got.unwrap();
+}
+
 /// `x /= 2`, `count += 1`, and (inside a graph loop) the loop goes on while `x >= 1`. Handle 0:
 /// run eagerly, no condition to set.
 const HALVE: &str = r#"
