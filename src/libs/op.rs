@@ -231,10 +231,12 @@ impl OpStream {
         })?;
         let library = self.library;
         if done.recorded.is_some() {
-            // Recorded into a graph: the host computation runs when the graph replays, and
-            // its value belongs to no completion.
+            // Recorded into a graph: the host computation runs when the graph replays. As on
+            // CUDA, where a recorded op's completion resolves at once with what its enqueue
+            // returned, a kernel with nothing to return resolves at once; a value only the
+            // computation makes belongs to no completion.
             return Ok(done.complete(&self.device, keep).try_map(move |()| {
-                Err(Error::Recording {
+                recorded_value::<R>().ok_or_else(|| Error::Recording {
                     what: format!("the {library} op was recorded into a graph, not run: it has no result of its own"),
                     hint: "replay the graph and read its output buffers",
                 })
@@ -287,6 +289,18 @@ pub(crate) const HOST_READS_STATUS: &str = "an op whose status words the GPU wri
 /// when it returns.
 #[cfg(feature = "cusolver")]
 pub(crate) const HOST_READS_OUTCOME: &str = "a blocking library call whose outcome the host reads";
+
+/// What a recorded simulated op's completion resolves with, as its CUDA form's would: `()` for a
+/// kernel that returns nothing, `Ok(())` for one that returns only whether it succeeded; `None`
+/// for a kernel with a value of its own.
+fn recorded_value<R: 'static>() -> Option<R> {
+    let unit: Box<dyn std::any::Any> = Box::new(());
+    if let Ok(v) = unit.downcast::<R>() {
+        return Some(*v);
+    }
+    let ok: Box<dyn std::any::Any> = Box::new(Ok::<(), Error>(()));
+    ok.downcast::<R>().ok().map(|v| *v)
+}
 
 /// What a library op returns on the simulator, which has no NVIDIA libraries.
 fn unavailable_on_sim(library: &'static str) -> Error {

@@ -324,3 +324,34 @@ fn ops_that_size_their_output_on_the_host_are_refused_in_graphs() {
     let c = h.sparse().unwrap().spgemm(2.0, &a, &a).unwrap().wait().unwrap();
     assert_eq!(c.values().download(s).unwrap(), [2.0, 2.0]);
 }
+
+/// A recorded op's completion resolves at once, as on a GPU, with what its enqueue makes: a
+/// conversion's output matrix (which each replay fills), or `()`. So waiting on it inside the
+/// recording works on the simulator as on a GPU, and the matrix it gives holds the replay's
+/// result. (The simulator's completion used to fail with `Error::Recording`, which failed the
+/// recording.)
+#[test]
+fn a_recorded_conversion_resolves_with_its_output_matrix() {
+    let (d, s, _, mut h) = setup();
+    let a = identity(&d, s);
+    let got = Arc::new(Mutex::new(None));
+    let x = d.upload(s, &[3.0f64, 4.0]).unwrap();
+    let y = d.alloc_zeros::<f64>(s, 2).unwrap();
+    let (ar, g, xr, yr) = (a.clone(), got.clone(), x.clone(), y.clone());
+    let graph = cusched::Graph::record(&d, move |rec| {
+        let sp = rec.handles(0)?.sparse()?;
+        let coo = sp.csr_to_coo(&ar)?.wait()?;
+        sp.spmv(cusched::sparse::Transpose::No, 2.0, &ar, &xr, 0.0, &yr)?.wait()?;
+        *g.lock().unwrap() = Some(coo);
+        Ok(())
+    })
+    .unwrap();
+    graph.instantiate().unwrap().replay(s).unwrap().wait().unwrap();
+    assert_eq!(y.download(s).unwrap(), [6.0, 8.0]);
+    let coo = got.lock().unwrap().take().expect("the recording kept the output matrix");
+    let eager = h.sparse().unwrap().csr_to_coo(&a).unwrap().wait().unwrap();
+    for (g, e) in [(coo.offsets(), eager.offsets()), (coo.indices(), eager.indices())] {
+        assert_eq!(g.download(s).unwrap(), e.download(s).unwrap());
+    }
+    assert_eq!(coo.values().download(s).unwrap(), eager.values().download(s).unwrap());
+}
