@@ -19,6 +19,10 @@
 
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::LocalKey;
+
+/// A thread's list of GPU ordinals ([`MINE`], [`HOLDING`]).
+type Gpus = &'static LocalKey<RefCell<Vec<usize>>>;
 
 /// One GPU's captures and destroys.
 #[derive(Clone, Copy, Default)]
@@ -60,15 +64,15 @@ fn state(all: &mut Vec<Gpu>, gpu: usize) -> &mut Gpu {
 }
 
 /// Whether this thread's list `list` holds `gpu` (false during thread teardown).
-fn has(list: &'static std::thread::LocalKey<RefCell<Vec<usize>>>, gpu: usize) -> bool {
+fn has(list: Gpus, gpu: usize) -> bool {
     list.try_with(|l| l.borrow().contains(&gpu)).unwrap_or(false)
 }
 
-fn push(list: &'static std::thread::LocalKey<RefCell<Vec<usize>>>, gpu: usize) {
+fn push(list: Gpus, gpu: usize) {
     let _ = list.try_with(|l| l.borrow_mut().push(gpu));
 }
 
-fn remove(list: &'static std::thread::LocalKey<RefCell<Vec<usize>>>, gpu: usize) {
+fn remove(list: Gpus, gpu: usize) {
     let _ = list.try_with(|l| {
         let mut l = l.borrow_mut();
         if let Some(i) = l.iter().rposition(|&g| g == gpu) {
@@ -102,9 +106,7 @@ impl Opened {
         push(&MINE, gpu);
         Opened { gpu }
     }
-}
 
-impl Opened {
     /// The capture has begun: [`closed`] counts it closed when it ends.
     pub(crate) fn begun(self) {
         std::mem::forget(self);
@@ -169,9 +171,7 @@ pub(crate) fn outside_captures<R>(gpu: usize, destroy: impl FnOnce() -> R) -> R 
 /// from here could wait for ever (one of them may be waiting for this thread's capture to
 /// close, or for this destroy to end, before it can go on).
 pub(crate) fn must_not_join() -> bool {
-    let busy = |list: &'static std::thread::LocalKey<RefCell<Vec<usize>>>| {
-        list.try_with(|l| !l.borrow().is_empty()).unwrap_or(false)
-    };
+    let busy = |list: Gpus| list.try_with(|l| !l.borrow().is_empty()).unwrap_or(false);
     busy(&MINE) || busy(&HOLDING)
 }
 

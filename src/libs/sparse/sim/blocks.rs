@@ -81,41 +81,40 @@ impl Sparse {
         let check = || inputs.map_or(Ok(()), SameInputs::check);
         // The matrix is known now, the kernel fills it: the completion resolves with it as the
         // GPU path's does (a recorded one too).
-        Ok(self
-            .host_checked(rec, check, move || {
-                let e = am.entries()?;
-                let (mut offs, mut idx, mut val) = (vec![0i32], Vec::new(), Vec::new());
-                if to_bsr {
-                    for row in block_rows(&e, am.rows, b) {
-                        for (bc, blk) in row {
-                            idx.push(i32::from_usize(bc));
-                            val.extend(blk);
-                        }
-                        offs.push(i32::from_usize(idx.len()));
+        let done = self.host_checked(rec, check, move || {
+            let e = am.entries()?;
+            let (mut offs, mut idx, mut val) = (vec![0i32], Vec::new(), Vec::new());
+            if to_bsr {
+                for row in block_rows(&e, am.rows, b) {
+                    for (bc, blk) in row {
+                        idx.push(i32::from_usize(bc));
+                        val.extend(blk);
                     }
-                } else {
-                    // BSR's entries come block by block; regrouped by row (stably), each row takes
-                    // its part of every block of its block row, in storage order.
-                    let mut rows: Vec<Vec<(usize, T)>> = vec![Vec::new(); am.rows];
-                    for (r, c, v) in e {
-                        rows[r].push((c, v));
-                    }
-                    for row in rows {
-                        for (c, v) in row {
-                            idx.push(i32::from_usize(c));
-                            val.push(v);
-                        }
-                        offs.push(i32::from_usize(idx.len()));
-                    }
+                    offs.push(i32::from_usize(idx.len()));
                 }
-                // CSR → BSR's block-row offsets are the count's, declared read here.
-                if !to_bsr {
-                    oo.lock()[..offs.len()].copy_from_slice(&offs);
+            } else {
+                // BSR's entries come block by block; regrouped by row (stably), each row takes
+                // its part of every block of its block row, in storage order.
+                let mut rows: Vec<Vec<(usize, T)>> = vec![Vec::new(); am.rows];
+                for (r, c, v) in e {
+                    rows[r].push((c, v));
                 }
-                oi.lock()[..idx.len()].copy_from_slice(&idx);
-                ov.lock()[..val.len()].copy_from_slice(&val);
-                Ok(())
-            })?
-            .map(move |()| out))
+                for row in rows {
+                    for (c, v) in row {
+                        idx.push(i32::from_usize(c));
+                        val.push(v);
+                    }
+                    offs.push(i32::from_usize(idx.len()));
+                }
+            }
+            // CSR → BSR's block-row offsets are the count's, declared read here.
+            if !to_bsr {
+                oo.lock()[..offs.len()].copy_from_slice(&offs);
+            }
+            oi.lock()[..idx.len()].copy_from_slice(&idx);
+            ov.lock()[..val.len()].copy_from_slice(&val);
+            Ok(())
+        })?;
+        Ok(done.map(move |()| out))
     }
 }

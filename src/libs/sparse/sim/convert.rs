@@ -46,32 +46,31 @@ impl Sparse {
         let (rows, nnz, to_coo) = (a.rows, a.nnz, a.format == Format::Csr);
         // The matrix is known now, the kernel fills it: the completion resolves with it as the
         // GPU path's does (a recorded one too).
-        Ok(self
-            .host(rec, move || {
-                let s = src.read().to_vec();
-                let mut d = dst.lock();
-                if to_coo {
-                    for r in 0..rows {
-                        for p in super::span("a.offsets", &s, r, nnz)? {
-                            d[p] = i32::from_usize(r);
-                        }
-                    }
-                } else {
-                    let mut counts = vec![0usize; rows + 1];
-                    for &r in &s[..nnz] {
-                        counts[super::at("a.row_indices", r, rows)? + 1] += 1;
-                    }
-                    for r in 0..rows {
-                        counts[r + 1] += counts[r];
-                    }
-                    for (o, c) in d.iter_mut().zip(&counts) {
-                        *o = i32::from_usize(*c);
+        let done = self.host(rec, move || {
+            let s = src.read().to_vec();
+            let mut d = dst.lock();
+            if to_coo {
+                for r in 0..rows {
+                    for p in super::span("a.offsets", &s, r, nnz)? {
+                        d[p] = i32::from_usize(r);
                     }
                 }
-                drop(d);
-                Ok(())
-            })?
-            .map(move |()| out))
+            } else {
+                let mut counts = vec![0usize; rows + 1];
+                for &r in &s[..nnz] {
+                    counts[super::at("a.row_indices", r, rows)? + 1] += 1;
+                }
+                for r in 0..rows {
+                    counts[r + 1] += counts[r];
+                }
+                for (o, c) in d.iter_mut().zip(&counts) {
+                    *o = i32::from_usize(*c);
+                }
+            }
+            drop(d);
+            Ok(())
+        })?;
+        Ok(done.map(move |()| out))
     }
 
     /// CSR ↔ CSC: the stored entries regrouped by the other dimension (stable, so indices come
