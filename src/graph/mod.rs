@@ -122,6 +122,19 @@ impl Graph {
     ///
     /// An op that cannot be recorded fails with [`Error::Recording`]; the recording is then
     /// abandoned and this returns that error, with nothing left capturing on any stream.
+    ///
+    /// # Waiting inside a recorded op
+    ///
+    /// On CUDA each op is captured on its own, and while its capture is open (its launch
+    /// closure runs) nothing may synchronize its GPU: a synchronization from any thread would
+    /// invalidate the capture. So the destroys that synchronize (library handles, plans and
+    /// generators, modules, pinned memory: normally the reaper's, on its own thread), and
+    /// cuRAND's pseudo-random draws (whose set-up breaks any capture beside it), wait on any
+    /// thread until that GPU's open captures close, and no new capture opens there while such
+    /// a call waits or runs. A launch closure inside a recording must therefore not wait for
+    /// another thread that records on the same GPU, or that uses its libraries: that thread may
+    /// be waiting for this very capture to close, and the two would wait for each other for
+    /// ever. Hand such work over before the recording, or after it.
     pub fn record<F>(device: &Device, record: F) -> Result<Graph>
     where
         F: FnMut(&mut Recording<'_>) -> Result<()> + Send + 'static,

@@ -15,6 +15,11 @@ use super::Status;
 pub(crate) unsafe trait RawObject: Copy {
     /// The destroy call's name, for the log.
     const DESTROY: &'static str;
+    /// Whether destroying it may synchronize the device (a handle, a plan, a generator): such
+    /// a destroy would invalidate a graph capture open on its GPU on any thread, so it waits
+    /// for them to close (see [`crate::backend::cuda::captures`]). Descriptors only free host
+    /// memory.
+    const SYNCHRONIZES: bool = false;
     /// The library's status type.
     type Status: Status;
 
@@ -49,10 +54,19 @@ impl<R: RawObject> Owned<R> {
 
 impl<R: RawObject> Drop for Owned<R> {
     fn drop(&mut self) {
+        let raw = self.0;
         // SAFETY: (1) an `Owned` is made once per object and dropped once; (2) its owner drops
         // it on the reaper, with its context bound, after the work enqueued with it has
         // finished (or, when setting it up failed, before anything was enqueued with it).
-        if let Err(e) = unsafe { self.0.destroy() }.check(R::DESTROY) {
+        let destroy = || unsafe { raw.destroy() };
+        // On the reaper the destroy is inside its gate already, and passes at once; elsewhere
+        // (a setup that failed) it waits for captures open on the bound context's GPU.
+        let status = if R::SYNCHRONIZES {
+            crate::backend::cuda::captures::outside_captures_of_current(destroy)
+        } else {
+            destroy()
+        };
+        if let Err(e) = status.check(R::DESTROY) {
             log::error!("cusched: {e}");
         }
     }

@@ -126,6 +126,18 @@ impl OpStream {
         })
     }
 
+    /// Runs `f` (an op's library calls) while no graph capture is open on the device's GPU,
+    /// opening none meanwhile: for calls that, made beside a capture on any thread, fail and
+    /// invalidate it (see [`crate::backend::cuda::captures`]). At once on a stream lent to a
+    /// graph recording, where the op is captured itself.
+    #[cfg_attr(not(feature = "curand"), allow(dead_code))]
+    pub(crate) fn outside_captures<R>(&self, f: impl FnOnce() -> R) -> R {
+        if self.device.shared.stream(self.stream).is_ok_and(|slot| slot.is_lent()) {
+            return f();
+        }
+        cuda::captures::outside_captures(self.device.ordinal(), f)
+    }
+
     #[cfg_attr(not(all(feature = "cublas", feature = "curand", feature = "cufft")), allow(dead_code))]
     pub(crate) fn unavailable_on_sim(&self) -> Error {
         unavailable_on_sim(self.library)

@@ -23,6 +23,8 @@ mod blas_lt_options;
 mod blas_lt_sim;
 #[cfg(feature = "cublaslt")]
 mod blas_lt_types;
+#[cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft", feature = "curand"))]
+mod captures;
 #[cfg(feature = "nvrtc")]
 mod compose;
 #[cfg(feature = "cudnn")]

@@ -7,6 +7,7 @@ use crate::common::reference::rng as reference;
 use crate::common::sim;
 use cusched::rng::{Generator, Seed};
 use cusched::{Device, Handles, StreamId};
+use cusched::{Error, Graph};
 
 fn setup() -> (Device, StreamId, Handles) {
     let d = sim();
@@ -242,4 +243,31 @@ fn draws_run_under_their_declared_uses() {
     h.rng().unwrap().bits(&Seed::new(Generator::Philox4x32_10, 3), &out).unwrap();
     assert_eq!(out.download(s2).unwrap(), reference::bits(3, 0, 1000));
     assert!(d.sim_hazards().unwrap().is_empty());
+}
+
+/// As on a GPU: in a graph recording a quasi-random draw records and replays the eager draw's
+/// numbers; a pseudo-random one is refused, typed (its state set-up cannot be captured there).
+#[test]
+fn pseudo_random_draws_are_refused_in_a_recording_and_quasi_random_ones_record() {
+    let (d, s, mut h) = setup();
+    for g in Generator::ALL {
+        let seed = Seed::new(g, 11);
+        let eager = d.alloc_zeros::<f32>(s, 256).unwrap();
+        h.rng().unwrap().uniform(&seed, &eager).unwrap().wait().unwrap();
+        let want = eager.download(s).unwrap();
+        let out = d.alloc_zeros::<f32>(s, 256).unwrap();
+        let o = out.clone();
+        let graph = Graph::record(&d, move |rec| rec.handles(0)?.rng()?.uniform(&seed, &o).map(drop));
+        match (g.is_quasi(), graph) {
+            (true, Ok(graph)) => {
+                let exec = graph.instantiate().unwrap();
+                exec.replay(s).unwrap().wait().unwrap();
+                assert_eq!(out.download(s).unwrap(), want, "{g:?}");
+            }
+            (false, Err(Error::Recording { what, .. })) => {
+                assert!(what.contains("pseudo-random"), "{g:?}: {what}")
+            }
+            (_, other) => panic!("{g:?}: {:?}", other.map(drop)),
+        }
+    }
 }

@@ -4,18 +4,21 @@
 //! A `cudaDeviceSynchronize` from any thread, while a stream of its device is capturing, fails
 //! with "operation not permitted when stream is capturing" and invalidates that capture
 //! (thread-local capture mode too), and some libraries synchronize the device when their
-//! handle is destroyed (`cublasDestroy` does; so does freeing pinned memory). So such destroys
-//! wait until no capture is open on their GPU ([`outside_captures`]), and no capture opens
-//! there while one runs or waits ([`Opened::new`] waits for it): a graph dropped on one thread
-//! no longer breaks a recording on another. Captures are short (one op each), so the waits
-//! are too.
+//! handle is destroyed (`cublasDestroy` does; so does freeing pinned memory). Other calls
+//! fail beside a capture and break it the same way: a cuRAND pseudo-random generator's first
+//! draw after its seed or offset is set, which sets up its state (cuRAND of CUDA 13.0), fails
+//! with `CURAND_STATUS_LAUNCH_FAILURE` and invalidates every capture open on the GPU. So such
+//! calls wait until no capture is open on their GPU ([`outside_captures`]), and no capture
+//! opens there while one runs or waits ([`Opened::new`] waits for it): a graph dropped, or a
+//! random draw made, on one thread no longer breaks a recording on another. Captures are
+//! short (one op each), so the waits are too.
 //!
-//! Keyed by GPU: a destroy never waits for a capture on another GPU, and no lock is held while
-//! it runs, so a destroy that drops a device (joining its threads) or synchronizes a GPU whose
-//! work waits for another GPU's (a collective) holds nothing another GPU's captures need. A
-//! thread with a capture open on the GPU, or inside a destroy for it already, destroys at
-//! once: waiting would be waiting for itself. Such a thread must not join a device's threads
-//! either ([`must_not_join`]): one of them may be waiting for it.
+//! Keyed by GPU: a gated call never waits for a capture on another GPU, and no lock is held
+//! while it runs, so a destroy that drops a device (joining its threads) or synchronizes a GPU
+//! whose work waits for another GPU's (a collective) holds nothing another GPU's captures
+//! need. A thread with a capture open on the GPU, or inside a gated call for it already, goes
+//! on at once: waiting would be waiting for itself. Such a thread must not join a device's
+//! threads either ([`must_not_join`]): one of them may be waiting for it.
 
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -34,6 +37,9 @@ struct Gpu {
     waiting: usize,
     /// Destroys running now: no capture opens until they are done.
     running: usize,
+    /// Threads asleep on [`CHANGED`] for this GPU: a change wakes them only if there are any,
+    /// so that an uncontended gate never calls into the kernel.
+    asleep: usize,
 }
 
 /// Each GPU's state, by ordinal. Held only to read or change the counts, never while a
@@ -61,6 +67,15 @@ fn state(all: &mut Vec<Gpu>, gpu: usize) -> &mut Gpu {
         all.resize(gpu + 1, Gpu::default());
     }
     &mut all[gpu]
+}
+
+/// Waits on [`CHANGED`] for a change on `gpu`, counted among its sleepers meanwhile.
+fn sleep(mut all: MutexGuard<'static, Vec<Gpu>>, gpu: usize) -> MutexGuard<'static, Vec<Gpu>> {
+    state(&mut all, gpu).asleep += 1;
+    let mut all = CHANGED.wait(all).unwrap_or_else(PoisonError::into_inner);
+    let g = state(&mut all, gpu);
+    g.asleep = g.asleep.saturating_sub(1);
+    all
 }
 
 /// Whether this thread's list `list` holds `gpu` (false during thread teardown).
@@ -99,7 +114,7 @@ impl Opened {
             let g = state(&mut all, gpu);
             g.waiting > 0 || g.running > 0
         } {
-            all = CHANGED.wait(all).unwrap_or_else(PoisonError::into_inner);
+            all = sleep(all, gpu);
         }
         state(&mut all, gpu).open += 1;
         drop(all);
@@ -125,7 +140,7 @@ pub(crate) fn closed(gpu: usize) {
     let mut all = gpus();
     let g = state(&mut all, gpu);
     g.open = g.open.saturating_sub(1);
-    if g.open == 0 {
+    if g.open == 0 && g.asleep > 0 {
         CHANGED.notify_all();
     }
     drop(all);
@@ -143,7 +158,7 @@ pub(crate) fn outside_captures<R>(gpu: usize, destroy: impl FnOnce() -> R) -> R 
         let mut all = gpus();
         state(&mut all, gpu).waiting += 1;
         while state(&mut all, gpu).open > 0 {
-            all = CHANGED.wait(all).unwrap_or_else(PoisonError::into_inner);
+            all = sleep(all, gpu);
         }
         let g = state(&mut all, gpu);
         g.waiting -= 1;
@@ -157,7 +172,9 @@ pub(crate) fn outside_captures<R>(gpu: usize, destroy: impl FnOnce() -> R) -> R 
             let mut all = gpus();
             let g = state(&mut all, self.0);
             g.running = g.running.saturating_sub(1);
-            CHANGED.notify_all();
+            if g.asleep > 0 {
+                CHANGED.notify_all();
+            }
         }
     }
     push(&HOLDING, gpu);
@@ -165,6 +182,16 @@ pub(crate) fn outside_captures<R>(gpu: usize, destroy: impl FnOnce() -> R) -> R 
     let out = destroy();
     drop(running);
     out
+}
+
+/// [`outside_captures`] for an object of the GPU whose context is current on this thread: for
+/// a destroy made where its GPU is known only by the bound context (a library object dropped
+/// where its setup failed). At once where no context is current.
+pub(crate) fn outside_captures_of_current<R>(destroy: impl FnOnce() -> R) -> R {
+    match super::current_ordinal() {
+        Some(gpu) => outside_captures(gpu, destroy),
+        None => destroy(),
+    }
 }
 
 /// Whether this thread has a capture open or runs a gated destroy: joining a device's threads

@@ -119,6 +119,18 @@ pub(crate) fn open_fresh(ordinal: usize) -> Result<Arc<CudaContext>> {
     Ok(ctx)
 }
 
+/// The ordinal of the GPU whose context is current on this thread; `None` where no context is
+/// current (or the driver cannot say).
+pub(crate) fn current_ordinal() -> Option<usize> {
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: `dev` is a valid out-pointer; the call only reads this thread's current context.
+    if unsafe { sys::cuCtxGetDevice(&mut dev) } != sys::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    let count = result::device::get_count().ok()?;
+    (0..count).find(|&i| result::device::get(i).ok() == Some(dev)).and_then(|i| usize::try_from(i).ok())
+}
+
 /// Makes `ctx` current on the calling thread if it is not already.
 pub(crate) fn bind(ctx: &CudaContext) -> Result<()> {
     if result::ctx::get_current().call("cuCtxGetCurrent")? != Some(ctx.cu_ctx()) {

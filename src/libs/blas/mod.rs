@@ -269,15 +269,27 @@ impl StreamLibrary for Blas {
             // SAFETY: the stream is live in the bound context and outlives the handle: the
             // device keeps its streams until it is dropped, after every lane and `Handles`.
             let handle = unsafe { calls::RawHandle::create(s.cu_stream()) }?;
-            let bytes = workspace_bytes(op.device.compute_capability()?.0);
-            let workspace = op.device.alloc_scratch::<u8>(op.stream, bytes)?;
-            // SAFETY: 1. the workspace is `bytes` bytes of this context's memory, allocated
-            // on the handle's stream (so ordered before its ops) and aligned as every cusched
-            // allocation (256 bytes at least); 2. only this handle's ops use it, all on its
-            // stream; 3. it lives beside the handle and goes to the reaper with it, freed once
-            // the stream's work is done.
-            unsafe { handle.set_workspace(workspace.raw_device_ptr()?, bytes) }?;
-            Some((handle, workspace))
+            let with_workspace = || {
+                let bytes = workspace_bytes(op.device.compute_capability()?.0);
+                let workspace = op.device.alloc_scratch::<u8>(op.stream, bytes)?;
+                // SAFETY: 1. the workspace is `bytes` bytes of this context's memory, allocated
+                // on the handle's stream (so ordered before its ops) and aligned as every
+                // cusched allocation (256 bytes at least); 2. only this handle's ops use it, all
+                // on its stream; 3. it lives beside the handle and goes to the reaper with it,
+                // freed once the stream's work is done.
+                unsafe { handle.set_workspace(workspace.raw_device_ptr()?, bytes) }?;
+                Ok(workspace)
+            };
+            match with_workspace() {
+                Ok(workspace) => Some((handle, workspace)),
+                Err(e) => {
+                    // `cublasDestroy` synchronizes the device: the reaper destroys the handle,
+                    // not this thread (which may be on another thread's op path, beside a
+                    // graph capture that a synchronization would invalidate).
+                    op.retire(Self::LIBRARY.objects, handle);
+                    return Err(e);
+                }
+            }
         };
         Ok(Blas { op, raw, math: MathMode::Default })
     }

@@ -27,11 +27,12 @@ pub(super) fn is_present() -> bool {
 }
 
 macro_rules! raw_object {
-    ($t:ty, $destroy:ident) => {
+    ($t:ty, $destroy:ident, $synchronizes:literal) => {
         // SAFETY: cuBLASLt handles and descriptors may be used from any thread as long as one
         // thread uses them at a time.
         unsafe impl RawObject for $t {
             const DESTROY: &'static str = stringify!($destroy);
+            const SYNCHRONIZES: bool = $synchronizes;
             type Status = sys::cublasStatus_t;
 
             unsafe fn destroy(self) -> sys::cublasStatus_t {
@@ -41,10 +42,10 @@ macro_rules! raw_object {
         }
     };
 }
-raw_object!(sys::cublasLtHandle_t, cublasLtDestroy);
-raw_object!(sys::cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy);
-raw_object!(sys::cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy);
-raw_object!(sys::cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy);
+raw_object!(sys::cublasLtHandle_t, cublasLtDestroy, true);
+raw_object!(sys::cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy, false);
+raw_object!(sys::cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy, false);
+raw_object!(sys::cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy, false);
 
 /// An owned cuBLASLt handle, destroyed on drop.
 pub(crate) struct RawHandle(Owned<Handle>);

@@ -158,6 +158,7 @@ pub(crate) struct PlanHandle(sys::cufftHandle);
 // SAFETY: a cuFFT plan may be used from any thread, one at a time.
 unsafe impl RawObject for PlanHandle {
     const DESTROY: &'static str = "cufftDestroy";
+    const SYNCHRONIZES: bool = true;
     type Status = sys::cufftResult;
 
     /// NVIDIA: [`cufftDestroy`](https://docs.nvidia.com/cuda/cufft/#cufftdestroy)

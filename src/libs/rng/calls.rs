@@ -23,6 +23,7 @@ pub(super) fn is_present() -> bool {
 // SAFETY: a cuRAND generator may be used from any thread, one at a time.
 unsafe impl RawObject for sys::curandGenerator_t {
     const DESTROY: &'static str = "curandDestroyGenerator";
+    const SYNCHRONIZES: bool = true;
     type Status = sys::curandStatus_t;
 
     /// NVIDIA: [`curandDestroyGenerator`](https://docs.nvidia.com/cuda/curand/group__HOST.html)

@@ -5,6 +5,12 @@
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
 //! To draw a continuing sequence, advance `offset` by the count drawn.
 //!
+//! A pseudo-random draw sets up its generator's state (it follows a new seed and offset), and
+//! cuRAND's set-up cannot run beside a graph capture: so such a draw waits for the captures
+//! open on its GPU, on any thread, to close (each is one op), and holds new ones back while it
+//! enqueues. Inside a graph recording a pseudo-random draw is refused ([`Error::Recording`]):
+//! the set-up cannot be captured. Quasi-random draws record as any op.
+//!
 //! On the simulator every draw is computed on the host, as a simulated kernel under the op's
 //! declared uses. Philox4x32-10 gives cuRAND's numbers (bit for bit for raw words and `f32`
 //! uniforms, see [`Generator::Philox4x32_10`]); the other generators give the right
@@ -197,17 +203,21 @@ impl Rng {
             return Err(Error::invalid("lambda", format!("{lambda} must be finite and positive")));
         }
         let n = check_seed(seed, out.len(), false)?;
+        refuse_pseudo_in_recording(&self.op, seed)?;
         let mut rec = self.op.recorder("poisson");
         record(&mut rec, "out", out, Access::Write)?;
         if self.op.device.is_simulated() {
             return self.op.run_sim(rec, Vec::new(), sim::poisson(*seed, out.sim_data()?, lambda));
         }
-        let stream = self.op.bound_stream()?;
-        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
-        self.op.run(rec, Vec::new(), || {
-            // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
-            // generator is set to this stream.
-            unsafe { g.poisson(dptr(out)?, n, lambda) }
+        let (op, generators) = (&self.op, &mut self.generators);
+        set_up_beside_no_capture(op, seed, || {
+            let stream = op.bound_stream()?;
+            let g = generator(op, generators, seed, stream.cu_stream())?;
+            op.run(rec, Vec::new(), || {
+                // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
+                // generator is set to this stream.
+                unsafe { g.poisson(dptr(out)?, n, lambda) }
+            })
         })
     }
 
@@ -218,17 +228,21 @@ impl Rng {
     pub fn bits(&mut self, seed: &Seed, out: &GpuRef<u32>) -> Result<Completion<()>> {
         check_width(seed, false)?;
         let n = check_seed(seed, out.len(), false)?;
+        refuse_pseudo_in_recording(&self.op, seed)?;
         let mut rec = self.op.recorder("bits");
         record(&mut rec, "out", out, Access::Write)?;
         if self.op.device.is_simulated() {
             return self.op.run_sim(rec, Vec::new(), sim::bits(*seed, out.sim_data()?));
         }
-        let stream = self.op.bound_stream()?;
-        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
-        self.op.run(rec, Vec::new(), || {
-            // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
-            // generator is set to this stream, and is a 32-bit one (`check_width`).
-            unsafe { g.bits(dptr(out)?, n) }
+        let (op, generators) = (&self.op, &mut self.generators);
+        set_up_beside_no_capture(op, seed, || {
+            let stream = op.bound_stream()?;
+            let g = generator(op, generators, seed, stream.cu_stream())?;
+            op.run(rec, Vec::new(), || {
+                // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
+                // generator is set to this stream, and is a 32-bit one (`check_width`).
+                unsafe { g.bits(dptr(out)?, n) }
+            })
         })
     }
 
@@ -266,35 +280,69 @@ impl Rng {
             (Draw::Normal { .. }, _) => "normal",
             (Draw::LogNormal { .. }, _) => "log_normal",
         };
+        refuse_pseudo_in_recording(&self.op, seed)?;
         let mut rec = self.op.recorder(name);
         record(&mut rec, "out", out, Access::Write)?;
         if self.op.device.is_simulated() {
             let range = range.map(|(low, high)| (low.into(), high.into()));
             return self.op.run_sim(rec, Vec::new(), sim::draw(*seed, out.sim_data()?, draw, range));
         }
-        let stream = self.op.bound_stream()?;
-        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
         if range.is_some() && self.affine.is_none() {
             self.affine = Some(Affine::load()?);
         }
-        let affine = self.affine.as_ref();
-        self.op.run(rec, Vec::new(), || {
-            let p = out.raw_device_ptr()?;
-            // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by preflight; the
-            // generator runs on this op's stream.
-            unsafe { g.generate(T::KIND, draw, p, n) }?;
-            if let (Some((low, high)), Some(affine)) = (range, affine) {
-                let (scale, shift): (f64, f64) = (high.into() - low.into(), low.into());
-                // SAFETY: the same `n` elements, just written on the same stream.
-                unsafe {
-                    match T::KIND {
-                        FloatKind::F32 => affine.launch::<f32>(stream.cu_stream(), p, n, scale as f32, shift as f32),
-                        FloatKind::F64 => affine.launch::<f64>(stream.cu_stream(), p, n, scale, shift),
-                    }
-                }?;
-            }
-            Ok(())
+        let (op, generators, affine) = (&self.op, &mut self.generators, self.affine.as_ref());
+        set_up_beside_no_capture(op, seed, || {
+            let stream = op.bound_stream()?;
+            let g = generator(op, generators, seed, stream.cu_stream())?;
+            op.run(rec, Vec::new(), || {
+                let p = out.raw_device_ptr()?;
+                // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by preflight; the
+                // generator runs on this op's stream.
+                unsafe { g.generate(T::KIND, draw, p, n) }?;
+                if let (Some((low, high)), Some(affine)) = (range, affine) {
+                    let (scale, shift): (f64, f64) = (high.into() - low.into(), low.into());
+                    // SAFETY: the same `n` elements, just written on the same stream.
+                    unsafe {
+                        match T::KIND {
+                            FloatKind::F32 => {
+                                affine.launch::<f32>(stream.cu_stream(), p, n, scale as f32, shift as f32)
+                            }
+                            FloatKind::F64 => affine.launch::<f64>(stream.cu_stream(), p, n, scale, shift),
+                        }
+                    }?;
+                }
+                Ok(())
+            })
         })
+    }
+}
+
+/// Refuses a pseudo-random draw on a stream lent to a graph recording, on the GPU and the
+/// simulator alike: its state set-up (see [`set_up_beside_no_capture`]) synchronizes the
+/// device, which fails inside a capture, invalidates it, and leaves the failure for the
+/// thread's next cuRAND call (`CURAND_STATUS_PREEXISTING_FAILURE`). Quasi-random draws record.
+fn refuse_pseudo_in_recording(op: &OpStream, seed: &Seed) -> Result<()> {
+    if seed.generator.is_quasi() {
+        return Ok(());
+    }
+    op.refuse_recording_as(
+        &format!("a draw from the pseudo-random generator {:?}", seed.generator),
+        "draw outside the recording (before it, into a buffer the graph reads), or record a quasi-random generator's draw",
+    )
+}
+
+/// Runs `draw` (setting a generator to `seed`, then drawing) where it cannot meet a graph
+/// capture on the GPU, for a pseudo-random generator: after a seed or an offset is set, its
+/// next draw sets up the generator's state, which calls `cudaDeviceSynchronize` (cuRAND of
+/// CUDA 13.0); beside a capture open on any thread that fails, failing the draw with
+/// `CURAND_STATUS_LAUNCH_FAILURE`, and invalidates the capture. Every draw here sets both, so every pseudo-random draw waits for
+/// the GPU's open captures (one op each) and holds new ones back while it enqueues.
+/// Quasi-random generators set up nothing of the kind.
+fn set_up_beside_no_capture<R>(op: &OpStream, seed: &Seed, draw: impl FnOnce() -> R) -> R {
+    if seed.generator.is_quasi() {
+        draw()
+    } else {
+        op.outside_captures(draw)
     }
 }
 

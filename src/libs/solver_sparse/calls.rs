@@ -31,6 +31,7 @@ pub(crate) struct Handle(pub(super) sys::cusolverSpHandle_t);
 // SAFETY: a cuSOLVER handle may be used from any thread, one at a time.
 unsafe impl RawObject for Handle {
     const DESTROY: &'static str = "cusolverSpDestroy";
+    const SYNCHRONIZES: bool = true;
     type Status = sys::cusolverStatus_t;
 
     /// NVIDIA: [`cusolverSpDestroy`](https://docs.nvidia.com/cuda/cusolver/#cusolverspdestroy)

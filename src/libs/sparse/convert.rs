@@ -80,7 +80,9 @@ impl Sparse {
     /// The same matrix in the other compressed format: CSR in, CSC out, or CSC in, CSR out
     /// (`i32` indices, as `cusparseCsr2cscEx2` takes). The output's buffers are freshly
     /// allocated; it comes back through the completion. Never blocks. Not recorded into a graph
-    /// ([`Error::Recording`]): recorded, its replay faulted on an H200 (CUDA 13.0).
+    /// ([`Error::Recording`]): `cusparseCsr2cscEx2` copies a value from the device into the
+    /// caller's stack midway, and captured, that copy becomes a graph node that writes to a
+    /// stack frame long gone at every replay (cuSPARSE of CUDA 13.0).
     pub fn convert_compressed<T: SparseValue>(
         &mut self,
         a: &SparseMatrix<T, i32>,
@@ -91,8 +93,9 @@ impl Sparse {
             Format::Csc => (a.cols, a.rows, Format::Csr),
             other => return Err(Error::invalid("a", format!("is {other:?}; convert_compressed takes CSR or CSC"))),
         };
-        // Recorded, its replay faulted (CUDA_ERROR_ILLEGAL_ADDRESS in `cusparseCsr2cscEx2`'s
-        // work on an H200 with CUDA 13.0's cuSPARSE): refused until that is understood.
+        // Captured, the call leaves a device-to-host copy into its own stack frame in the graph
+        // (tools/probes/csr2csc_capture.c): every replay then writes to dead stack memory
+        // (`cudaErrorIllegalAddress` in plain C as here).
         self.refuse_in_graph("a compressed-format conversion (cusparseCsr2cscEx2)")?;
         let nnz = a.nnz;
         let mut rec = self.op.recorder("csr2csc");

@@ -39,6 +39,7 @@ pub(super) fn is_present() -> bool {
 // SAFETY: a cuBLAS handle may be used from any thread as long as one thread uses it at a time.
 unsafe impl RawObject for H {
     const DESTROY: &'static str = "cublasDestroy";
+    const SYNCHRONIZES: bool = true;
     type Status = sys::cublasStatus_t;
 
     /// NVIDIA: [`cublasDestroy_v2`](https://docs.nvidia.com/cuda/cublas/#cublasdestroy)

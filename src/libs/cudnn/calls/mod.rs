@@ -47,10 +47,11 @@ pub(super) fn is_present() -> bool {
 }
 
 macro_rules! raw_objects {
-    ($($t:ty => $destroy:ident;)*) => {$(
+    ($($t:ty => $destroy:ident $(, $synchronizes:literal)?;)*) => {$(
         // SAFETY: cuDNN's handles and descriptors may be used from any thread, one at a time.
         unsafe impl RawObject for $t {
             const DESTROY: &'static str = stringify!($destroy);
+            $(const SYNCHRONIZES: bool = $synchronizes;)?
             type Status = sys::cudnnStatus_t;
 
             unsafe fn destroy(self) -> sys::cudnnStatus_t {
@@ -61,7 +62,7 @@ macro_rules! raw_objects {
     )*};
 }
 raw_objects! {
-    sys::cudnnHandle_t => cudnnDestroy;
+    sys::cudnnHandle_t => cudnnDestroy, true;
     sys::cudnnTensorDescriptor_t => cudnnDestroyTensorDescriptor;
     sys::cudnnFilterDescriptor_t => cudnnDestroyFilterDescriptor;
     sys::cudnnConvolutionDescriptor_t => cudnnDestroyConvolutionDescriptor;

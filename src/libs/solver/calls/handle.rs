@@ -10,6 +10,7 @@ use cudarc::cusolver::sys;
 // SAFETY: a cuSOLVER handle may be used from any thread, one thread at a time.
 unsafe impl RawObject for Handle {
     const DESTROY: &'static str = "cusolverDnDestroy";
+    const SYNCHRONIZES: bool = true;
     type Status = sys::cusolverStatus_t;
     /// NVIDIA: [`cusolverDnDestroy`](https://docs.nvidia.com/cuda/cusolver/#cusolverdndestroy)
     unsafe fn destroy(self) -> sys::cusolverStatus_t {
@@ -45,6 +46,7 @@ pub(crate) struct BlasHandle(pub(in crate::libs::solver) cudarc::cublas::sys::cu
 // SAFETY: a cuBLAS handle may be used from any thread, one thread at a time.
 unsafe impl RawObject for BlasHandle {
     const DESTROY: &'static str = "cublasDestroy";
+    const SYNCHRONIZES: bool = true;
     type Status = BlasStatus;
     /// NVIDIA: [`cublasDestroy_v2`](https://docs.nvidia.com/cuda/cublas/#cublasdestroy)
     unsafe fn destroy(self) -> BlasStatus {

@@ -61,7 +61,7 @@ pub(in crate::libs::sparse) fn op(t: Transpose) -> sys::cusparseOperation_t {
 pub(in crate::libs::sparse) const BASE: sys::cusparseIndexBase_t = sys::cusparseIndexBase_t::CUSPARSE_INDEX_BASE_ZERO;
 
 macro_rules! raw_object {
-    ($(#[$doc:meta])* $name:ident($raw:ty) => $destroy:ident) => {
+    ($(#[$doc:meta])* $name:ident($raw:ty) => $destroy:ident $(, $synchronizes:literal)?) => {
         $(#[$doc])*
         #[derive(Clone, Copy)]
         pub(crate) struct $name(pub(in crate::libs::sparse) $raw);
@@ -69,6 +69,7 @@ macro_rules! raw_object {
         // SAFETY: cuSPARSE handles and descriptors may be used from any thread, one at a time.
         unsafe impl RawObject for $name {
             const DESTROY: &'static str = stringify!($destroy);
+            $(const SYNCHRONIZES: bool = $synchronizes;)?
             type Status = sys::cusparseStatus_t;
 
             unsafe fn destroy(self) -> sys::cusparseStatus_t {
@@ -81,7 +82,7 @@ macro_rules! raw_object {
 
 raw_object!(
     /// A cuSPARSE handle.
-    Handle(sys::cusparseHandle_t) => cusparseDestroy
+    Handle(sys::cusparseHandle_t) => cusparseDestroy, true
 );
 raw_object!(
     /// A sparse matrix descriptor (host memory only; it points at the matrix's buffers).

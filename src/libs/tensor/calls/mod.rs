@@ -26,11 +26,12 @@ pub(super) fn is_present() -> bool {
 }
 
 macro_rules! raw_objects {
-    ($($t:ty => $destroy:ident;)*) => {$(
+    ($($t:ty => $destroy:ident $(, $synchronizes:literal)?;)*) => {$(
         // SAFETY: cuTENSOR's handles, descriptors and plans may be used from any thread, one at
         // a time.
         unsafe impl RawObject for $t {
             const DESTROY: &'static str = stringify!($destroy);
+            $(const SYNCHRONIZES: bool = $synchronizes;)?
             type Status = sys::cutensorStatus_t;
 
             unsafe fn destroy(self) -> sys::cutensorStatus_t {
@@ -41,7 +42,7 @@ macro_rules! raw_objects {
     )*};
 }
 raw_objects! {
-    sys::cutensorHandle_t => cutensorDestroy;
+    sys::cutensorHandle_t => cutensorDestroy, true;
     sys::cutensorTensorDescriptor_t => cutensorDestroyTensorDescriptor;
     sys::cutensorOperationDescriptor_t => cutensorDestroyOperationDescriptor;
     sys::cutensorPlanPreference_t => cutensorDestroyPlanPreference;
