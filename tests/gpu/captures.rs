@@ -1,8 +1,10 @@
 //! Graph captures beside other work on the GPU: ordinary work on one thread while another
 //! thread's recording has a capture open on the same GPU must neither fail nor invalidate
 //! that capture (a device-wide synchronization from any thread would: a cuRAND pseudo-random
-//! draw's set-up makes one, so it waits for the capture); and cuRAND draws inside a recording
-//! (quasi-random ones record, pseudo-random ones are refused).
+//! draw's set-up makes one, so it waits for the capture), and neither must an op of each
+//! optional library built (cuSPARSE, cuSOLVER, cuBLASLt, cuDNN, cuTENSOR, NCCL) on handles made
+//! beside the capture; and cuRAND draws inside a recording (quasi-random ones record,
+//! pseudo-random ones are refused).
 
 use crate::common::*;
 use cusched::blas::Vector;
@@ -79,7 +81,6 @@ fn ordinary_work_on_another_thread_leaves_a_recording_whole() {
     let kernels = std::sync::atomic::AtomicUsize::new(0);
     let x = d.alloc_zeros::<f32>(st, 4).unwrap();
     d.synchronize(st).unwrap();
-    let mut broken = Vec::new();
     let mut works: Vec<Work<'_>> = vec![
         (
             "upload and download",
@@ -149,8 +150,123 @@ fn ordinary_work_on_another_thread_leaves_a_recording_whole() {
         ),
         ("a stream synchronized", Box::new(|_| d.synchronize(st))),
     ];
+    assert_each_leaves_a_recording_whole(&d, &x, &mut h, &mut works);
+}
+
+/// The library ops of the features built, each on handles made beside the capture: making a
+/// library's handle (or plan, or communicator) is where a device-wide synchronization or an
+/// allocation that a capture forbids would hide, so none is made before.
+#[cfg(any(
+    feature = "cusparse",
+    feature = "cusolver",
+    feature = "cublaslt",
+    feature = "cudnn",
+    feature = "cutensor",
+    feature = "nccl"
+))]
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn library_ops_on_another_thread_leave_a_recording_whole() {
+    let Some(d) = gpu() else { return };
+    // As nccl.rs's tests do before NCCL is loaded, NVLink multicast off for the process: set
+    // before this test's threads start.
+    #[cfg(feature = "nccl")]
+    std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    let st = d.new_stream().unwrap();
+    let mut h = Handles::new(&d, st).unwrap();
+    let x = d.alloc_zeros::<f32>(st, 4).unwrap();
+    d.synchronize(st).unwrap();
+    let mut works: Vec<Work<'_>> = Vec::new();
+    #[cfg(feature = "cusparse")]
+    works.push((
+        "new handles: a cuSPARSE CSR SpMV",
+        Box::new(|_| {
+            use cusched::sparse::{SparseMatrix, Transpose};
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let s = h.stream();
+            let (o, i, v) = (d.upload(s, &[0i32, 1, 2])?, d.upload(s, &[0i32, 1])?, d.upload(s, &[2.0f32; 2])?);
+            let a = SparseMatrix::csr(2, 2, 2, &o, &i, &v)?;
+            let (x, y) = (d.upload(s, &[1.0f32; 2])?, d.alloc_zeros::<f32>(s, 2)?);
+            h.sparse()?.spmv(Transpose::No, 1.0, &a, &x, 0.0, &y)?.wait()
+        }),
+    ));
+    #[cfg(feature = "cusolver")]
+    works.push((
+        "new handles: a cuSOLVER potrf",
+        Box::new(|_| {
+            use cusched::solver::{Fill, Potrf};
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let a = d.upload(h.stream(), &[4.0f64, 1.0, 1.0, 3.0])?;
+            h.solver()?.potrf(&Potrf { fill: Fill::Lower, n: 2, a: &a, lda: None })?.wait()
+        }),
+    ));
+    #[cfg(feature = "cusolver")]
+    works.push((
+        "new handles: a cuSOLVER sparse csrlsvqr",
+        Box::new(|_| {
+            use cusched::solver_sparse::{CsrSystem, Reorder};
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let s = h.stream();
+            let (o, i, v) = (d.upload(s, &[0i32, 1, 2])?, d.upload(s, &[0i32, 1])?, d.upload(s, &[2.0f64; 2])?);
+            let (b, x) = (d.upload(s, &[1.0f64; 2])?, d.alloc_zeros::<f64>(s, 2)?);
+            let a = CsrSystem { n: 2, nnz: 2, offsets: &o, indices: &i, values: &v };
+            h.solver_sparse()?.csrlsvqr(a, &b, &x, 1e-12, Reorder::None)?.wait()
+        }),
+    ));
+    #[cfg(feature = "cublaslt")]
+    works.push((
+        "new handles: a cuBLASLt f32 matmul",
+        Box::new(|_| {
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let s = h.stream();
+            let (a, b, c) = (d.upload(s, &[1.0f32; 4])?, d.upload(s, &[1.0f32; 4])?, d.alloc_zeros::<f32>(s, 4)?);
+            h.blas_lt()?.matmul(&cusched::blas_lt::Matmul::new(2, 2, 2, &a, &b, &c))?.wait().map(drop)
+        }),
+    ));
+    #[cfg(feature = "cudnn")]
+    works.push((
+        "new handles: a cuDNN ReLU forward",
+        Box::new(|_| {
+            use cusched::cudnn::{Activation, ActivationMode, Shape, TensorView};
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let s = h.stream();
+            let (x, y) = (d.upload(s, &[-1.0f32, 1.0, -2.0, 2.0])?, d.alloc_zeros::<f32>(s, 4)?);
+            let t = |b| TensorView::new(b, Shape::nchw(1, 1, 2, 2));
+            h.cudnn()?.activation_forward(&Activation::new(ActivationMode::Relu), &t(&x), &t(&y))?.wait()
+        }),
+    ));
+    #[cfg(feature = "cutensor")]
+    works.push((
+        "new handles: a cuTENSOR contraction",
+        Box::new(|_| {
+            use cusched::tensor::{Contraction, TensorRef};
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let s = h.stream();
+            let (a, b, c) = (d.upload(s, &[1.0f32; 4])?, d.upload(s, &[1.0f32; 4])?, d.alloc_zeros::<f32>(s, 4)?);
+            let t = |buf| TensorRef::new(buf, &[2, 2]);
+            h.tensor()?.contract(&Contraction::new("ik,kj->ij", t(&a), t(&b), t(&c)))?.wait()
+        }),
+    ));
+    #[cfg(feature = "nccl")]
+    works.push((
+        "new handles: a one-rank NCCL communicator and all-reduce",
+        Box::new(|_| {
+            use cusched::nccl::{CommConfig, Communicator, ReduceOp};
+            let comm = Communicator::init_all(std::slice::from_ref(&d), &CommConfig::default())?.remove(0);
+            let mut h = Handles::new(&d, d.new_stream()?)?;
+            let x = d.upload(h.stream(), &[1.0f32; 64])?;
+            h.nccl()?.all_reduce_in_place(&comm, &x, ReduceOp::Sum)?.wait()
+        }),
+    ));
+    assert_each_leaves_a_recording_whole(&d, &x, &mut h, &mut works);
+}
+
+/// Runs every work, each beside a capture of its own on `x`, before failing: one run then
+/// names every work that failed or broke its recording, not just the first.
+fn assert_each_leaves_a_recording_whole(d: &Device, x: &GpuRef<f32>, h: &mut Handles, works: &mut [Work<'_>]) {
+    let mut broken = Vec::new();
     for (what, work) in works.iter_mut() {
-        let (recorded, took, worked) = beside_a_capture(&d, &x, || work(&mut h));
+        let (recorded, took, worked) = beside_a_capture(d, x, || work(h));
         if let Err(e) = worked {
             broken.push(format!("{what}: the work itself failed: {e}"));
         }
