@@ -45,6 +45,8 @@ mod faults;
 mod fft;
 #[cfg(all(feature = "nvrtc", feature = "cublas", feature = "cufft"))]
 mod graph;
+#[cfg(any(feature = "cublaslt", feature = "cudnn", feature = "cutensor"))]
+mod graph_libs;
 #[cfg(feature = "nvrtc")]
 mod hazards;
 #[cfg(feature = "nvrtc")]
