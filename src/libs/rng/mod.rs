@@ -143,8 +143,12 @@ impl Rng {
     /// Leave the generator's stream and ordering as they are; its seed, offset and dimensions
     /// you may change, as cusched sets them again before each of its draws. The generator
     /// stays this `Rng`'s, valid while it lives, except an MTGP32 one: the next MTGP32 draw or
-    /// call here replaces it with a fresh generator. On the simulator it fails with
-    /// [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the draws do there.
+    /// call here replaces it with a fresh generator. A pseudo-random generator's first draw
+    /// after its seed or offset is set synchronizes the device, which breaks any graph
+    /// capture open on that GPU (cusched's own draws wait for them to close): make such a draw
+    /// outside recordings, and not while another thread records on the GPU. On the simulator
+    /// it fails with [`Error::LibraryUnavailable`](crate::Error::LibraryUnavailable), as the
+    /// draws do there.
     pub fn curand_generator(&mut self, seed: &Seed) -> Result<cudarc::curand::sys::curandGenerator_t> {
         check_generator(seed)?;
         let stream = self.op.bound_stream()?;
