@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
 use crate::track::Access;
 use calls::RawGenerator;
+use cudarc::driver::CudaStream;
 use std::collections::HashMap;
 
 mod sealed {
@@ -213,10 +214,8 @@ impl Rng {
         if self.op.device.is_simulated() {
             return self.op.run_sim(rec, Vec::new(), sim::poisson(*seed, out.sim_data()?, lambda));
         }
-        let (op, generators) = (&self.op, &mut self.generators);
-        set_up_beside_no_capture(op, seed, || {
-            let stream = op.bound_stream()?;
-            let g = generator(op, generators, seed, stream.cu_stream())?;
+        let op = &self.op;
+        with_generator(op, &mut self.generators, seed, |_, g| {
             op.run(rec, Vec::new(), || {
                 // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
                 // generator is set to this stream.
@@ -238,10 +237,8 @@ impl Rng {
         if self.op.device.is_simulated() {
             return self.op.run_sim(rec, Vec::new(), sim::bits(*seed, out.sim_data()?));
         }
-        let (op, generators) = (&self.op, &mut self.generators);
-        set_up_beside_no_capture(op, seed, || {
-            let stream = op.bound_stream()?;
-            let g = generator(op, generators, seed, stream.cu_stream())?;
+        let op = &self.op;
+        with_generator(op, &mut self.generators, seed, |_, g| {
             op.run(rec, Vec::new(), || {
                 // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
                 // generator is set to this stream, and is a 32-bit one (`check_width`).
@@ -261,12 +258,13 @@ impl Rng {
         if self.op.device.is_simulated() {
             return self.op.run_sim(rec, Vec::new(), sim::bits64(*seed, out.sim_data()?));
         }
-        let stream = self.op.bound_stream()?;
-        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
-        self.op.run(rec, Vec::new(), || {
-            // SAFETY: `out` is a live device buffer of `n` u64s, fenced by preflight; the
-            // generator is set to this stream, and is a 64-bit Sobol one (`check_width`).
-            unsafe { g.bits64(dptr(out)?, n) }
+        let op = &self.op;
+        with_generator(op, &mut self.generators, seed, |_, g| {
+            op.run(rec, Vec::new(), || {
+                // SAFETY: `out` is a live device buffer of `n` u64s, fenced by preflight; the
+                // generator is set to this stream, and is a 64-bit Sobol one (`check_width`).
+                unsafe { g.bits64(dptr(out)?, n) }
+            })
         })
     }
 
@@ -294,14 +292,12 @@ impl Rng {
         if range.is_some() && self.affine.is_none() {
             self.affine = Some(Affine::load()?);
         }
-        let (op, generators, affine) = (&self.op, &mut self.generators, self.affine.as_ref());
-        set_up_beside_no_capture(op, seed, || {
-            let stream = op.bound_stream()?;
-            let g = generator(op, generators, seed, stream.cu_stream())?;
+        let (op, affine) = (&self.op, self.affine.as_ref());
+        with_generator(op, &mut self.generators, seed, |stream, g| {
             op.run(rec, Vec::new(), || {
                 let p = out.raw_device_ptr()?;
-                // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by preflight; the
-                // generator runs on this op's stream.
+                // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by
+                // preflight; the generator runs on this op's stream.
                 unsafe { g.generate(T::KIND, draw, p, n) }?;
                 if let (Some((low, high)), Some(affine)) = (range, affine) {
                     let (scale, shift): (f64, f64) = (high.into() - low.into(), low.into());
@@ -322,7 +318,7 @@ impl Rng {
 }
 
 /// Refuses a pseudo-random draw on a stream lent to a graph recording, on the GPU and the
-/// simulator alike: its state set-up (see [`set_up_beside_no_capture`]) synchronizes the
+/// simulator alike: its state set-up (see [`with_generator`]) synchronizes the
 /// device, which fails inside a capture, invalidates it, and leaves the failure for the
 /// thread's next cuRAND call (`CURAND_STATUS_PREEXISTING_FAILURE`). Quasi-random draws record.
 fn refuse_pseudo_in_recording(op: &OpStream, seed: &Seed) -> Result<()> {
@@ -335,18 +331,28 @@ fn refuse_pseudo_in_recording(op: &OpStream, seed: &Seed) -> Result<()> {
     )
 }
 
-/// Runs `draw` (setting a generator to `seed`, then drawing) where it cannot meet a graph
-/// capture on the GPU, for a pseudo-random generator: after a seed or an offset is set, its
-/// next draw sets up the generator's state, which calls `cudaDeviceSynchronize` (cuRAND of
-/// CUDA 13.0); beside a capture open on any thread that fails, failing the draw with
-/// `CURAND_STATUS_LAUNCH_FAILURE`, and invalidates the capture. Every draw here sets both, so every pseudo-random draw waits for
-/// the GPU's open captures (one op each) and holds new ones back while it enqueues.
-/// Quasi-random generators set up nothing of the kind.
-fn set_up_beside_no_capture<R>(op: &OpStream, seed: &Seed, draw: impl FnOnce() -> R) -> R {
+/// Runs `enqueue` (a draw) with the op's stream bound and the generator of `seed` set to it.
+/// For a pseudo-random generator, outside the GPU's graph captures: after a seed or an offset
+/// is set, its next draw sets up the generator's state, which calls `cudaDeviceSynchronize`
+/// (cuRAND of CUDA 13.0); beside a capture open on any thread that fails the draw with
+/// `CURAND_STATUS_LAUNCH_FAILURE` and invalidates the capture. Every draw here sets both, so
+/// every pseudo-random draw waits for the GPU's open captures (one op each) and holds new ones
+/// back while it enqueues. Quasi-random generators set up nothing of the kind.
+fn with_generator<R>(
+    op: &OpStream,
+    generators: &mut HashMap<Generator, RawGenerator>,
+    seed: &Seed,
+    enqueue: impl FnOnce(&CudaStream, &mut RawGenerator) -> Result<R>,
+) -> Result<R> {
+    let set_up_and_enqueue = || {
+        let stream = op.bound_stream()?;
+        let g = generator(op, generators, seed, stream.cu_stream())?;
+        enqueue(&stream, g)
+    };
     if seed.generator.is_quasi() {
-        draw()
+        set_up_and_enqueue()
     } else {
-        op.outside_captures(draw)
+        op.outside_captures(set_up_and_enqueue)
     }
 }
 
