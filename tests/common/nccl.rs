@@ -86,10 +86,12 @@ impl Ranks {
         b.download(self.h[r].stream()).unwrap()
     }
 
-    /// Runs `op` on every rank (from this thread, in one group) and waits for all.
+    /// Runs `op` on every rank (from this thread, in one group) and waits for all. A lone
+    /// rank's op is called outside any group, as the one thread that drives it would.
     pub fn each(&mut self, mut op: impl FnMut(&mut Handles, &Communicator, usize) -> Result<Completion<()>>) {
         let (h, comms) = (&mut self.h, &self.comms);
-        let done = nccl::group(|| (0..comms.len()).map(|r| op(&mut h[r], &comms[r], r)).collect::<Result<Vec<_>>>());
+        let mut all = || (0..comms.len()).map(|r| op(&mut h[r], &comms[r], r)).collect::<Result<Vec<_>>>();
+        let done = if comms.len() == 1 { all() } else { nccl::group(all) };
         wait(done.unwrap());
     }
 

@@ -61,6 +61,8 @@ mod module_globals;
 mod modules;
 #[cfg(feature = "nccl")]
 mod nccl;
+#[cfg(feature = "nccl")]
+mod nccl_one_rank;
 #[cfg(feature = "nvrtc")]
 mod nvrtc;
 #[cfg(feature = "nvrtc")]

@@ -117,12 +117,87 @@ fn run_jobs(mut jobs: Vec<SimJob>) {
 
 type CudaOp = (Communicator, Few<Call>, DType, Option<[u8; 8]>, RawStream);
 
+/// One CUDA op outside a group on `stream` (the op path of a collective called on its own):
+/// [`enqueue_cuda`] for one op, without its lists. Returns the op watched.
+pub(super) fn enqueue_one(
+    comm: Communicator,
+    calls: &[Call],
+    dtype: DType,
+    premul: Option<[u8; 8]>,
+    stream: RawStream,
+) -> Result<Watched> {
+    let Backend::Cuda(cc) = &comm.inner.backend else {
+        return Err(Error::invalid("comm", "the communicator's backend is not its stream's"));
+    };
+    let mut st = cc.lock();
+    let raw = st.raw()?;
+    let plain = premul.is_none() && calls.len() == 1;
+    let timeout = comm.inner.config.timeout;
+    let result = in_group(cc.blocking(), plain, &[raw], timeout, |made| {
+        enqueue_op(&comm, raw, calls, dtype, premul, stream, made)
+    });
+    match result {
+        Ok(()) => {
+            let watch = cc.watch_locked(&mut st);
+            drop(st);
+            Ok(Watched { comm: Some(comm), watch })
+        }
+        Err(e) => {
+            if must_abort(&e) {
+                cc.declare_locked(&mut st, e.clone());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Runs `enqueue` (which lists the PreMulSum ops it makes in `made`) as one NCCL group on the
+/// locked communicators `raws`: between `ncclGroupStart` and `ncclGroupEnd`, except one
+/// `plain` call on blocking communicators (NCCL groups a lone call inside: an explicit group
+/// only adds its bookkeeping twice). NCCL's background launch on non-blocking communicators
+/// is awaited, bounded by `timeout`; then the ops made are destroyed. The first failure wins:
+/// the enqueue's, the group's end, the wait.
+fn in_group(
+    blocking: bool,
+    plain: bool,
+    raws: &[RawComm],
+    timeout: std::time::Duration,
+    enqueue: impl FnOnce(&mut Few<(RawComm, calls::RawOp)>) -> Result<()>,
+) -> Result<()> {
+    let grouped = !(blocking && plain);
+    if grouped {
+        calls::group_start()?;
+    }
+    let mut made: Few<(RawComm, calls::RawOp)> = Few::new();
+    let enqueued = enqueue(&mut made);
+    // Ends the group whatever happened in it: a group left open breaks later calls.
+    let ended = if grouped { calls::group_end() } else { Ok(()) };
+    // Blocking communicators are done when their calls return; non-blocking ones finish the
+    // launch in the background, polled here.
+    let ready = if blocking {
+        Ok(())
+    } else {
+        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
+        calls::wait_ready(raws, "ncclGroupEnd", deadline)
+    };
+    for (raw, op) in made {
+        // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
+        // returned (the group has ended).
+        unsafe { calls::destroy_op(op, raw) };
+    }
+    enqueued.and(ended).and(ready)
+}
+
+/// Whether a communicator that failed (or stayed in progress) mid-launch with `e` is in an
+/// unknown state, and is aborted, so that whatever it launched returns. A rejected argument
+/// launched nothing.
+fn must_abort(e: &Error) -> bool {
+    !matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. })
+}
+
 /// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
-/// calls enqueued between `ncclGroupStart` and `ncclGroupEnd` (a single call on a blocking
-/// communicator is left to group itself), and NCCL's background launch on non-blocking
-/// communicators awaited, bounded by the communicators' timeout (a communicator that does not
-/// get there is aborted). Each op's watch record is made under the same lock, so that the
-/// communicator is locked once per launch.
+/// calls enqueued by [`in_group`]. Each op's watch record is made under the same lock, so that
+/// the communicator is locked once per launch.
 fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
     let mut comms: Few<&Communicator> = ops.iter().map(|o| &o.0).collect();
     comms.sort_by_key(|c| c.inner.uid);
@@ -144,40 +219,16 @@ fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
     for (c, ..) in &ops {
         raw_of(c.inner.uid, &locked)?;
     }
-    // One plain call on a blocking communicator is its own group (NCCL groups it inside):
-    // an explicit group around it only adds NCCL's group bookkeeping twice.
-    let grouped = !(all_blocking && matches!(ops.as_slice(), [(_, calls, _, None, _)] if calls.len() == 1));
-    if grouped {
-        calls::group_start()?;
-    }
-    let mut made_ops: Few<(RawComm, calls::RawOp)> = Few::new();
-    let mut failed = None;
-    for (comm, calls, dtype, premul, stream) in &ops {
-        let outcome = raw_of(comm.inner.uid, &locked)
-            .and_then(|raw| enqueue_op(comm, raw, calls, *dtype, *premul, *stream, &mut made_ops));
-        if let Err(e) = outcome {
-            failed = Some(e);
-            break;
+    let plain = matches!(ops.as_slice(), [(_, calls, _, None, _)] if calls.len() == 1);
+    let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
+    let raws: Few<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
+    let result = in_group(all_blocking, plain, &raws, timeout, |made| {
+        for (comm, calls, dtype, premul, stream) in &ops {
+            let raw = raw_of(comm.inner.uid, &locked)?;
+            enqueue_op(comm, raw, calls, *dtype, *premul, *stream, made)?;
         }
-    }
-    // Ends the group whatever happened in it: a group left open breaks later calls.
-    let ended = if grouped { calls::group_end() } else { Ok(()) };
-    // Blocking communicators are done when their calls return; non-blocking ones finish the
-    // launch in the background, polled here.
-    let ready = if all_blocking {
         Ok(())
-    } else {
-        let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
-        let raws: Few<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
-        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
-        calls::wait_ready(&raws, "ncclGroupEnd", deadline)
-    };
-    for (raw, op) in made_ops {
-        // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
-        // returned (the group has ended).
-        unsafe { calls::destroy_op(op, raw) };
-    }
-    let result = failed.map_or(ended, Err).and(ready);
+    });
     if result.is_ok() {
         let watches: Few<Watch> = ops
             .iter()
@@ -192,9 +243,7 @@ fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
         return result;
     }
     if let Err(e) = &result {
-        // A communicator that failed (or stayed in progress) mid-launch is in an unknown state:
-        // aborted, so that whatever it launched returns.
-        if !matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. }) {
+        if must_abort(e) {
             for (uid, st) in &mut locked {
                 if let Some(c) = comms.iter().find(|c| c.inner.uid == *uid) {
                     if let Backend::Cuda(cc) = &c.inner.backend {

@@ -11,7 +11,7 @@
 
 use super::calls::Call;
 use super::comm::Communicator;
-use super::enqueue::{enqueue_all, Watched};
+use super::enqueue::{enqueue_all, enqueue_one, Watched};
 use super::sim::SimRank;
 use super::DType;
 use crate::completion::{Completion, KeepAlive, Shared, Verdict};
@@ -205,15 +205,22 @@ fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
 }
 
 /// Launches a CUDA op outside a group, and makes its completion only now, in place: the op
-/// path allocates nothing for it (see [`launch_all`] for the verdict it carries).
+/// path allocates nothing for it (see [`launch_all`] for the verdict it carries). What
+/// [`nest`] and [`enqueue_all`] do for a group, for one op, without their lists.
 fn launch_one(mut launch: Launch<&Device>) -> Result<Completion<()>> {
     let device = launch.device;
-    let (mut entered, mut watched) = (Few::new(), Few::new());
-    let launched = nest(std::slice::from_mut(&mut launch), &mut entered, &mut watched)?;
-    let Some(Launched { event, trace, .. }) = launched.into_iter().next() else {
-        return Err(Error::invalid("comm", "the op was not launched"));
+    let Some((comm, Work::Cuda { calls, dtype, premul })) = launch.op.take() else {
+        return Err(Error::invalid("comm", "the op is not a CUDA op to launch"));
     };
-    let watched = watched.into_iter().next().and_then(|w| w.publish(event.clone()));
+    let stream = launch.rec.stream();
+    refuse_recorded(device, stream)?;
+    let mut watched = None;
+    let launched = launch.rec.launch_event_in_place(device, |scope| {
+        watched = Some(enqueue_one(comm, &calls, dtype, premul, cuda_target(scope)?)?);
+        Ok(())
+    })?;
+    let Launched { event, trace, .. } = launched;
+    let watched = watched.and_then(|w| w.publish(event.clone()));
     Ok(match (watched, event) {
         (Some((comm, watch)), Some(event)) => {
             let verdict = Verdict::new(comm.inner, watch.token());
@@ -311,12 +318,7 @@ fn nest<D: Borrow<Device>, L: std::borrow::BorrowMut<Launch<D>>>(
     };
     let device = (*device).borrow();
     let stream = rec.stream();
-    // NCCL's own capture support aside, a collective's completion and the watchdog's timeout
-    // stand on its events, which a recorded op does not have.
-    crate::recorder::refuse_if_recording(&device.shared, stream, || crate::error::Error::Recording {
-        what: format!("an NCCL collective on {stream}, which a graph recording holds"),
-        hint: "run collectives outside the graph, between its replays",
-    })?;
+    refuse_recorded(device, stream)?;
     let launched = rec.launch_event_in_place(device, |scope| {
         entered.push((comm, work, target(scope, stream)?));
         nest(rest, entered, watched)
@@ -326,13 +328,28 @@ fn nest<D: Borrow<Device>, L: std::borrow::BorrowMut<Launch<D>>>(
     Ok(inner)
 }
 
+/// Refuses a collective on `stream` while a graph recording holds it: NCCL's own capture
+/// support aside, a collective's completion and the watchdog's timeout stand on its events,
+/// which a recorded op does not have.
+fn refuse_recorded(device: &Device, stream: StreamId) -> Result<()> {
+    crate::recorder::refuse_if_recording(&device.shared, stream, || Error::Recording {
+        what: format!("an NCCL collective on {stream}, which a graph recording holds"),
+        hint: "run collectives outside the graph, between its replays",
+    })
+}
+
 fn target(scope: &LaunchScope<'_>, stream: StreamId) -> Result<Target> {
     match scope.sim_enqueuer() {
         Ok(s) => Ok(Target::Sim(stream, s)),
-        // SAFETY: 1. the stream is used for the op's NCCL calls only, which touch the buffers
-        // as the recorder declared them; 2. they are enqueued (and NCCL's background launch
-        // awaited) in the innermost launch, before this launch's closure returns; 3. no cudarc
-        // memory is made from it.
-        Err(_) => Ok(Target::Cuda(unsafe { scope.cuda_stream() }?.cu_stream() as super::calls::RawStream)),
+        Err(_) => cuda_target(scope).map(Target::Cuda),
     }
+}
+
+/// The CUDA stream of a launch's op.
+fn cuda_target(scope: &LaunchScope<'_>) -> Result<super::calls::RawStream> {
+    // SAFETY: 1. the stream is used for the op's NCCL calls only, which touch the buffers as
+    // the recorder declared them; 2. they are enqueued (and NCCL's background launch awaited)
+    // before the closure of `scope`'s launch returns (in a group, by the innermost launch,
+    // which runs inside it); 3. no cudarc memory is made from it.
+    Ok(unsafe { scope.cuda_stream() }?.cu_stream() as super::calls::RawStream)
 }

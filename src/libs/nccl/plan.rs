@@ -44,15 +44,46 @@ pub(super) fn collective<T: NcclType>(sim: bool, coll: Coll, bufs: &CollBufs<'_,
         }
     };
     let (send, recv, count) = (addr(&bufs.send)?, addr(&bufs.recv)?, bufs.count);
+    let coll = if nranks == 1 { lone_rank_reduction(coll) } else { coll };
     let (op, premul) = raw_op::<T>(coll);
-    let call = match coll {
+    let call = |send: u64, recv: u64, count: usize| match coll {
         Coll::AllReduce(_) => Call::AllReduce { send, recv, count, op },
         Coll::Reduce(_, root) => Call::Reduce { send, recv, count, op, root: root as i32 },
         Coll::Broadcast(root) => Call::Broadcast { send, recv, count, root: root as i32 },
         Coll::AllGather => Call::AllGather { send, recv, count },
         Coll::ReduceScatter(_) => Call::ReduceScatter { send, recv, count, op },
     };
-    Ok(Work::Cuda { calls: smallvec::smallvec![call], dtype: T::DTYPE, premul })
+    let tail = count % LONE_RANK_VECTOR;
+    let calls = if nranks == 1 && premul.is_some() && count > LONE_RANK_VECTOR && tail != 0 {
+        // A lone rank's PreMulSum: the whole vectors, then the tail on its own (see
+        // `lone_rank_reduction`).
+        let main = count - tail;
+        let at = |base: u64| if base == 0 { Ok(0) } else { offset::<T>(base, main) };
+        smallvec::smallvec![call(send, recv, main), call(at(send)?, at(recv)?, tail)]
+    } else {
+        smallvec::smallvec![call(send, recv, count)]
+    };
+    Ok(Work::Cuda { calls, dtype: T::DTYPE, premul })
+}
+
+/// A lone rank's PreMulSum runs as two calls: the largest multiple of this many elements, then
+/// the rest (see [`lone_rank_reduction`]).
+const LONE_RANK_VECTOR: usize = 16;
+
+/// `coll` as a lone rank runs it on CUDA. NCCL 2.28's one-rank path leaves the last few
+/// elements of an `Avg` out of place, and of a `PreMulSum` in place or out of place, unwritten
+/// once the count is large (its last `count % 4` elements, seen on an H200 for f64 from 65,537
+/// elements and for f32 and i32 from 100,003; `tools/probes/nccl_lone_rank_tail.c` shows it in
+/// plain C), while counts up to 1,001 come out whole. Over one rank an average is the input itself, so it runs as a sum (NCCL's
+/// one-rank copy); a PreMulSum is split into whole 16-element vectors and a tail of fewer, each
+/// its own call (see [`collective`]).
+fn lone_rank_reduction(coll: Coll) -> Coll {
+    match coll {
+        Coll::AllReduce(ReduceOp::Avg) => Coll::AllReduce(ReduceOp::Sum),
+        Coll::Reduce(ReduceOp::Avg, root) => Coll::Reduce(ReduceOp::Sum, root),
+        Coll::ReduceScatter(ReduceOp::Avg) => Coll::ReduceScatter(ReduceOp::Sum),
+        other => other,
+    }
 }
 
 /// The reduction of `coll` as NCCL takes it: a built-in op, or a PreMulSum scalar (the op is
