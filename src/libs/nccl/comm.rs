@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct CommConfig {
-    /// How long an op may stay pending (from its enqueue until the GPU finishes it) before the
-    /// communicator's watchdog declares its peers gone: it aborts the communicator and the op
-    /// resolves with [`CollectiveFault::Timeout`]. Count the work queued before the op on its
-    /// stream in it. Default: 5 minutes.
+    /// How long an op may stay pending (from its enqueue until the GPU finishes it, as the
+    /// communicator's watchdog sees it: its looks, every 2 ms while ops are pending, may find
+    /// the op up to one look late) before the watchdog declares its peers gone: it aborts the
+    /// communicator and the op resolves with [`CollectiveFault::Timeout`]. Count the work
+    /// queued before the op on its stream in it. Default: 5 minutes.
     pub timeout: Duration,
     /// How long making a non-blocking communicator waits for every rank to join (a blocking
     /// one waits inside NCCL until they have joined, or one of them has failed). Default: 5

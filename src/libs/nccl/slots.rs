@@ -11,12 +11,16 @@
 //!
 //! A slot keeps its op's event only while it may be asked about: once the next op on the
 //! communicator publishes an event that passes it (a later point of the same stream), the
-//! slot keeps only its mark, which reads as passed once a later op is seen passed. One op per
-//! [`CHECKPOINT`] keeps its event regardless, so that a stream the host stays ahead of still
-//! shows progress long before its newest op ends. The other events go back to their streams
-//! at once instead of waiting for the watchdog's next look, and the op path reuses them in
-//! place instead of taking one from the device's pool: the checkpoints are few enough (about
-//! one per look of the watchdog) not to fill a stream's recent events.
+//! slot keeps only its mark, which reads as passed once a later op is seen passed. The first op
+//! claimed after each look of the watchdog keeps its event regardless (a checkpoint), so that a
+//! stream the host stays ahead of still shows progress long before its newest op ends. The
+//! other events go back to their streams at once instead of waiting for the watchdog's next
+//! look, and the op path reuses them in place instead of taking one from the device's pool:
+//! the checkpoints are few enough (one per look) not to fill a stream's recent events.
+//!
+//! The op path reads no clock: an op's age, which the watchdog's timeout is measured on,
+//! counts from the first look that finds it pending ([`Book::looked`]), at most one look
+//! after its claim.
 //!
 //! The price: an op that kept only its mark is known finished only once a later op of its
 //! stream is seen finished. If the communicator faults while that later op is pending (its
@@ -40,9 +44,6 @@ pub(super) const FAILED: u64 = 3;
 
 const STATE_BITS: u32 = 2;
 const STATE_MASK: u64 = (1 << STATE_BITS) - 1;
-
-/// One op per this much time keeps its event while pending, whatever comes after it.
-const CHECKPOINT: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// An op's end as a slot keeps it: an event that can be asked about, and its mark, what the
 /// slot keeps once a later end passes it.
@@ -87,11 +88,12 @@ impl Ticket {
     }
 }
 
-/// A claimed slot the watchdog follows: its ticket and when it was claimed.
+/// A claimed slot the watchdog follows: its ticket, and since when it has been pending as the
+/// watchdog's looks know it (`None` until the first look after its claim).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
     pub ticket: Ticket,
-    pub since: Instant,
+    pub since: Option<Instant>,
 }
 
 /// The bookkeeping of the slots, kept under the communicator's lock.
@@ -105,8 +107,25 @@ pub(super) struct Book {
     pub claimed: u64,
     /// The op claimed last, whose event the next op's may pass.
     last: Option<Ticket>,
-    /// When the last checkpoint was claimed.
-    checkpoint_at: Option<Instant>,
+    /// Whether an op claimed since the watchdog's last look is a checkpoint already.
+    checkpointed: bool,
+}
+
+impl Book {
+    /// A look of the watchdog, at `now`: the ops claimed since the last one are pending from
+    /// now on, and the next op claimed is a checkpoint.
+    pub(super) fn looked(&mut self, now: Instant) {
+        // Claims append: the ones not seen yet are the newest.
+        for e in self.pending.iter_mut().rev().take_while(|e| e.since.is_none()) {
+            e.since = Some(now);
+        }
+        self.checkpointed = false;
+    }
+
+    /// When the oldest pending op was first seen pending.
+    pub(super) fn oldest(&self) -> Option<Instant> {
+        self.pending.iter().filter_map(|e| e.since).min()
+    }
 }
 
 struct Slot<E: End> {
@@ -154,7 +173,7 @@ impl<E: End> Slots<E> {
 
     /// Claims a slot for an op enqueued now (`None` only when every slot is taken, which no
     /// process reaches: the op then goes unwatched).
-    pub(super) fn claim(&self, book: &mut Book, since: Instant) -> Option<Ticket> {
+    pub(super) fn claim(&self, book: &mut Book) -> Option<Ticket> {
         let idx = match book.free.pop() {
             Some(i) => i,
             None => {
@@ -171,14 +190,11 @@ impl<E: End> Slots<E> {
         };
         let slot = self.slot(idx)?;
         let generation = (slot.word.load(Ordering::Acquire) >> STATE_BITS).wrapping_add(1);
-        let checkpoint = book.checkpoint_at.is_none_or(|at| since.saturating_duration_since(at) >= CHECKPOINT);
-        if checkpoint {
-            book.checkpoint_at = Some(since);
-        }
+        let checkpoint = !std::mem::replace(&mut book.checkpointed, true);
         *crate::sync::lock_unranked(&slot.end) = Kept { prev: book.last, checkpoint, ..Kept::EMPTY };
         slot.word.store(generation << STATE_BITS | ENQUEUING, Ordering::Release);
         let ticket = Ticket { idx, generation };
-        book.pending.push(Entry { ticket, since });
+        book.pending.push(Entry { ticket, since: None });
         book.claimed = book.claimed.wrapping_add(1);
         book.last = Some(ticket);
         Some(ticket)
@@ -350,20 +366,19 @@ mod tests {
     fn a_reused_slot_reads_done_for_its_old_op_and_its_own_state_for_the_new_one() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let now = Instant::now();
-        let first = slots.claim(&mut book, now).unwrap();
+        let first = slots.claim(&mut book).unwrap();
         assert_eq!(slots.state(first), ENQUEUING);
         slots.publish(first, Some(7));
         assert_eq!(slots.state(first), PENDING);
         assert_eq!(slots.event(first), Some(7));
         // Not reused while pending.
         slots.sweep(&mut book);
-        let second = slots.claim(&mut book, now).unwrap();
+        let second = slots.claim(&mut book).unwrap();
         assert_ne!(first.idx, second.idx);
         assert!(slots.transition(first, PENDING, DONE));
         slots.sweep(&mut book);
         assert_eq!(book.pending.len(), 1);
-        let third = slots.claim(&mut book, now).unwrap();
+        let third = slots.claim(&mut book).unwrap();
         assert_eq!(third.idx, first.idx, "the done op's slot is reused");
         assert_ne!(third.generation, first.generation);
         // The old op's completion still reads success, whatever the new op goes through.
@@ -376,7 +391,7 @@ mod tests {
         assert_eq!(slots.state(third), FAILED);
         // A failed op's slot is never handed out again.
         slots.sweep(&mut book);
-        let fourth = slots.claim(&mut book, now).unwrap();
+        let fourth = slots.claim(&mut book).unwrap();
         assert_ne!(fourth.idx, third.idx);
         assert_eq!(slots.state(third), FAILED);
     }
@@ -391,11 +406,11 @@ mod tests {
     fn a_slot_failed_before_its_launch_committed_stays_failed() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let t = slots.claim(&mut book, Instant::now()).unwrap();
+        let t = slots.claim(&mut book).unwrap();
         assert!(slots.transition(t, ENQUEUING, FAILED));
         slots.publish(t, Some(1));
         assert_eq!(slots.state(t), FAILED);
-        let u = slots.claim(&mut book, Instant::now()).unwrap();
+        let u = slots.claim(&mut book).unwrap();
         slots.publish(u, None);
         assert_eq!(slots.state(u), DONE);
     }
@@ -405,7 +420,7 @@ mod tests {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
         for i in 0..10_000 {
-            let t = slots.claim(&mut book, Instant::now()).unwrap();
+            let t = slots.claim(&mut book).unwrap();
             slots.publish(t, Some(i));
             assert!(slots.transition(t, PENDING, DONE));
             slots.sweep(&mut book);
@@ -418,10 +433,11 @@ mod tests {
     fn slots_grow_past_the_first_chunk() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let start = Instant::now();
-        // Claimed in the same instant but for the last: only the first is a checkpoint.
-        let mut all: Vec<_> = (0..999).map(|_| slots.claim(&mut book, start).unwrap()).collect();
-        all.push(slots.claim(&mut book, start + CHECKPOINT).unwrap());
+        // Claimed with no look of the watchdog between them but before the last: only the
+        // first and the last are checkpoints.
+        let mut all: Vec<_> = (0..999).map(|_| slots.claim(&mut book).unwrap()).collect();
+        book.looked(Instant::now());
+        all.push(slots.claim(&mut book).unwrap());
         for (i, t) in all.iter().enumerate() {
             slots.publish(*t, Some(i as u32));
         }
@@ -438,8 +454,7 @@ mod tests {
     fn a_sweep_frees_the_settled_front_and_everything_settled_once_the_list_is_long() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let now = Instant::now();
-        let all: Vec<_> = (0..4).map(|_| slots.claim(&mut book, now).unwrap()).collect();
+        let all: Vec<_> = (0..4).map(|_| slots.claim(&mut book).unwrap()).collect();
         for (i, t) in all.iter().enumerate() {
             slots.publish(*t, Some(i as u32));
         }
@@ -454,9 +469,9 @@ mod tests {
         assert!(book.pending.is_empty());
         assert_eq!(book.free.len(), 3, "the failed op's slot is not reused");
         // A long list: one op stays pending at the front, the rest are swept behind it.
-        let stuck = slots.claim(&mut book, now).unwrap();
+        let stuck = slots.claim(&mut book).unwrap();
         slots.publish(stuck, Some(0));
-        let rest: Vec<_> = (0..FULL_SWEEP).map(|_| slots.claim(&mut book, now).unwrap()).collect();
+        let rest: Vec<_> = (0..FULL_SWEEP).map(|_| slots.claim(&mut book).unwrap()).collect();
         for t in &rest {
             slots.publish(*t, None);
         }
@@ -465,35 +480,53 @@ mod tests {
     }
 
     #[test]
-    fn one_op_per_checkpoint_interval_keeps_its_event() {
+    fn the_first_op_after_each_look_keeps_its_event() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let start = Instant::now();
-        let at =
-            [0, 1, CHECKPOINT.as_micros() as u64, CHECKPOINT.as_micros() as u64 + 1, 3 * CHECKPOINT.as_micros() as u64];
-        let all: Vec<_> = at
-            .iter()
-            .map(|&us| slots.claim(&mut book, start + std::time::Duration::from_micros(us)).unwrap())
-            .collect();
+        let mut all = Vec::new();
+        // Claims, and the watchdog's looks before each: the first claim, the first after a
+        // look (two looks in a row count as one), and the newest keep their events.
+        for looks in [0, 0, 2, 0, 1, 0, 0] {
+            for _ in 0..looks {
+                book.looked(Instant::now());
+            }
+            all.push(slots.claim(&mut book).unwrap());
+        }
         for (i, t) in all.iter().enumerate() {
             slots.publish(*t, Some(i as u32));
         }
         let kept: Vec<bool> = all.iter().map(|t| slots.event(*t).is_some()).collect();
-        // The first, the first a checkpoint interval later, the one after the next interval,
-        // which is also the newest.
-        assert_eq!(kept, [true, false, true, false, true]);
+        assert_eq!(kept, [true, false, true, false, true, false, true]);
+    }
+
+    #[test]
+    fn an_ops_age_counts_from_the_first_look_that_finds_it() {
+        let slots = Slots::<u32>::default();
+        let mut book = Book::default();
+        let start = Instant::now();
+        let a = slots.claim(&mut book).unwrap();
+        assert_eq!(book.oldest(), None, "not seen by a look yet");
+        book.looked(start);
+        let b = slots.claim(&mut book).unwrap();
+        let later = start + std::time::Duration::from_millis(2);
+        book.looked(later);
+        let since: Vec<_> = book.pending.iter().map(|e| (e.ticket, e.since)).collect();
+        assert_eq!(since, [(a, Some(start)), (b, Some(later))]);
+        assert_eq!(book.oldest(), Some(start));
+        slots.publish(a, None);
+        slots.sweep(&mut book);
+        assert_eq!(book.oldest(), Some(later));
     }
 
     #[test]
     fn an_op_keeps_its_event_until_a_later_op_passes_it() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let now = Instant::now();
         // The first op is a checkpoint: it keeps its event whatever passes it.
-        let checkpoint = slots.claim(&mut book, now).unwrap();
-        let a = slots.claim(&mut book, now).unwrap();
-        let b = slots.claim(&mut book, now).unwrap();
-        let c = slots.claim(&mut book, now).unwrap();
+        let checkpoint = slots.claim(&mut book).unwrap();
+        let a = slots.claim(&mut book).unwrap();
+        let b = slots.claim(&mut book).unwrap();
+        let c = slots.claim(&mut book).unwrap();
         slots.publish(checkpoint, Some(1));
         slots.publish(a, Some(2));
         assert_eq!(slots.event(checkpoint), Some(1));
@@ -513,10 +546,9 @@ mod tests {
     fn a_settled_op_is_not_emptied_by_a_late_successor() {
         let slots = Slots::<u32>::default();
         let mut book = Book::default();
-        let now = Instant::now();
-        let _checkpoint = slots.claim(&mut book, now).unwrap();
-        let a = slots.claim(&mut book, now).unwrap();
-        let b = slots.claim(&mut book, now).unwrap();
+        let _checkpoint = slots.claim(&mut book).unwrap();
+        let a = slots.claim(&mut book).unwrap();
+        let b = slots.claim(&mut book).unwrap();
         slots.publish(a, Some(2));
         assert!(slots.transition(a, PENDING, FAILED));
         slots.publish(b, Some(3));

@@ -180,7 +180,7 @@ impl CudaComm {
             // It went to a communicator that faulted before it could be followed.
             return Watch::Failed;
         }
-        let watch = match self.shared.slots.claim(&mut st.book, Instant::now()) {
+        let watch = match self.shared.slots.claim(&mut st.book) {
             Some(t) => Watch::Slot(t),
             None => Watch::Unwatched,
         };
@@ -379,6 +379,7 @@ fn watch(shared: &Shared) {
         look(&tickets, slots, &mut picked);
         st = crate::sync::lock_unranked(&shared.state);
         slots.sweep(&mut st.book);
+        st.book.looked(Instant::now());
         if st.closing && st.book.pending.is_empty() {
             if let Some(Raw(raw)) = st.raw.take() {
                 if let Some(ctx) = &shared.ctx {
@@ -389,7 +390,7 @@ fn watch(shared: &Shared) {
             return;
         }
         if let (Some(raw), false) = (st.raw.as_ref().map(|r| r.0), st.book.pending.is_empty()) {
-            let oldest = st.book.pending.iter().map(|e| e.since).min();
+            let oldest = st.book.oldest();
             let fault = match calls::async_state(raw) {
                 Err(e) => Some(e),
                 Ok(_) if oldest.is_some_and(|t| t.elapsed() > shared.timeout) => Some(Error::Collective {
@@ -453,11 +454,10 @@ mod tests {
         let d = Device::sim(SimConfig::default()).unwrap();
         let s = d.default_stream();
         let (slots, mut book) = (Slots::<EventRef>::default(), Book::default());
-        let now = Instant::now();
         // The first op is a checkpoint, which keeps its event whatever passes it.
-        let checkpoint = slots.claim(&mut book, now).unwrap();
+        let checkpoint = slots.claim(&mut book).unwrap();
         slots.publish(checkpoint, None);
-        let (a, b) = (slots.claim(&mut book, now).unwrap(), slots.claim(&mut book, now).unwrap());
+        let (a, b) = (slots.claim(&mut book).unwrap(), slots.claim(&mut book).unwrap());
         slots.publish(a, Some(launch(&d, s)));
         slots.publish(b, Some(launch(&d, s)));
         assert!(slots.event(a).is_none(), "b's event passes a's");
