@@ -394,3 +394,113 @@ fn the_other_generators_match_the_simulator_in_distribution() {
         }
     }
 }
+
+/// One draw of `n` values of kind `k` (0 to 9: uniform, uniform in a range and normal in `f32`,
+/// uniform in `f64`, log-normal in `f32`, normal and log-normal in `f64`, Poisson, raw bits,
+/// raw 64-bit bits) from `seed`, as bit patterns; `None` where the generator does not draw
+/// that kind.
+fn draw_bits(d: &Device, s: cusched::StreamId, h: &mut Handles, seed: &Seed, k: usize, n: usize) -> Option<Vec<u64>> {
+    let wide = matches!(seed.generator, Generator::Sobol64 | Generator::ScrambledSobol64);
+    let rng = h.rng().unwrap();
+    let f32s = |v: Vec<f32>| v.into_iter().map(|x| u64::from(x.to_bits())).collect();
+    let f64s = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();
+    Some(match k {
+        0 | 1 | 2 | 4 => {
+            let out = d.upload(s, &vec![f32::NAN; n]).unwrap();
+            match k {
+                0 => rng.uniform(seed, &out),
+                1 => rng.uniform_range(seed, &out, -2.0, 3.0),
+                2 => rng.normal(seed, &out, 1.0, 2.0),
+                _ => rng.log_normal(seed, &out, 0.5, 0.25),
+            }
+            .unwrap()
+            .wait()
+            .unwrap();
+            f32s(out.download(s).unwrap())
+        }
+        3 | 5 | 6 => {
+            let out = d.upload(s, &vec![f64::NAN; n]).unwrap();
+            match k {
+                3 => rng.uniform(seed, &out),
+                5 => rng.normal(seed, &out, -1.0, 0.5),
+                _ => rng.log_normal(seed, &out, 0.0, 1.0),
+            }
+            .unwrap()
+            .wait()
+            .unwrap();
+            f64s(out.download(s).unwrap())
+        }
+        7 | 8 if !wide => {
+            let out = d.upload(s, &vec![u32::MAX; n]).unwrap();
+            match k {
+                7 => rng.poisson(seed, &out, 3.5),
+                _ => rng.bits(seed, &out),
+            }
+            .unwrap()
+            .wait()
+            .unwrap();
+            out.download(s).unwrap().into_iter().map(u64::from).collect()
+        }
+        9 if wide => {
+            let out = d.upload(s, &vec![u64::MAX; n]).unwrap();
+            rng.bits64(seed, &out).unwrap().wait().unwrap();
+            out.download(s).unwrap()
+        }
+        _ => return None,
+    })
+}
+
+/// A draw that continues where its generator's last draw ended (the same seed, the offset
+/// advanced by the count drawn) gives the numbers a fresh generator set to that offset draws:
+/// every generator with offsets, every kind of draw, even and odd counts. (cusched leaves the
+/// generator as it is where cuRAND continues exactly, which skips its state set-up, and sets
+/// it again elsewhere.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let seed = Rng::new().next();
+    for g in Generator::ALL.into_iter().filter(|&g| g != Generator::Mtgp32) {
+        for (n1, n2) in [(1024, 1024), (1000, 1024), (6, 10), (4096, 6)] {
+            let (mut on, mut fresh) = (Handles::new(&d, s).unwrap(), Handles::new(&d, s).unwrap());
+            for k in 0..10 {
+                let at = |o: usize| Seed::new(g, seed).at(o as u64);
+                if draw_bits(&d, s, &mut on, &at(0), k, n1).is_none() {
+                    continue;
+                }
+                let continued = draw_bits(&d, s, &mut on, &at(n1), k, n2);
+                let set = draw_bits(&d, s, &mut fresh, &at(n1), k, n2);
+                assert_eq!(continued, set, "{g:?}, draw {k}: {n2} values after {n1}");
+            }
+        }
+    }
+}
+
+/// A pseudo-random draw that continues its generator's last one sets no state up, so it does
+/// not synchronize the device: it returns while a long kernel still runs on another stream.
+/// (A draw at a new seed or offset still waits for it: cuRAND's set-up synchronizes.)
+#[test]
+#[ignore = "needs a CUDA GPU"]
+#[cfg(feature = "nvrtc")]
+fn a_continuing_pseudo_random_draw_does_not_wait_for_other_streams() {
+    use crate::common::slow::{fill, kernels, N, SLOW};
+    use std::time::{Duration, Instant};
+    let Some(d) = gpu() else { return };
+    let (s, busy) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let k = kernels(&d);
+    let x = d.alloc_zeros::<f32>(busy, N).unwrap();
+    let mut h = Handles::new(&d, s).unwrap();
+    for g in [Generator::Philox4x32_10, Generator::Xorwow, Generator::Mrg32k3a] {
+        let out = d.alloc_zeros::<f32>(s, 1024).unwrap();
+        h.rng().unwrap().uniform(&Seed::new(g, 5), &out).unwrap().wait().unwrap();
+        // About 200 ms on an H100.
+        fill(&d, &k, busy, &x, 1.0, 20 * SLOW).unwrap();
+        let start = Instant::now();
+        let next = h.rng().unwrap().uniform(&Seed::new(g, 5).at(1024), &out).unwrap();
+        let took = start.elapsed();
+        d.synchronize(busy).unwrap();
+        next.wait().unwrap();
+        assert!(took < Duration::from_millis(100), "{g:?}: the continuing draw waited {took:?} for another stream");
+    }
+}

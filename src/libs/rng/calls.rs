@@ -33,8 +33,52 @@ unsafe impl RawObject for sys::curandGenerator_t {
     }
 }
 
-/// An owned cuRAND generator, destroyed on drop.
-pub(crate) struct RawGenerator(Owned<sys::curandGenerator_t>);
+/// An owned cuRAND generator, destroyed on drop, with where its sequence stands.
+///
+/// Setting a pseudo-random generator's seed or offset makes its next draw set up its state,
+/// which synchronizes the device (`cudaDeviceSynchronize`, cuRAND of CUDA 13.0): the host waits
+/// for every stream's work. A draw that asks for exactly where the generator's last draw left
+/// it (the same seed, the offset advanced by the count drawn) needs no set-up, for the draws
+/// whose consumption of the sequence cuRAND keeps exact: there the generator is left as it is.
+pub(crate) struct RawGenerator {
+    raw: Owned<sys::curandGenerator_t>,
+    kind: Generator,
+    /// The seed and offset of the sequence's next value: set by a reset, advanced by a draw
+    /// that consumes exactly its count, `None` once unknown.
+    at: Option<(u64, u64)>,
+}
+
+/// What a draw took from its generator's sequence, for [`RawGenerator::drew`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Drawn {
+    Uniform32,
+    Uniform64,
+    /// Normal or log-normal values, of either width.
+    Normal,
+    Poisson,
+    Bits,
+}
+
+impl Drawn {
+    /// Whether `kind`, after drawing `n` values this way from offset `o`, stands exactly at
+    /// offset `o + n` of its sequence: what a fresh generator set there would draw next. Found
+    /// on an H200 with cuRAND of CUDA 13.0 by drawing on and comparing with a fresh generator
+    /// set to the advanced offset, for counts of 1 to 4,096, even and odd (GPU test
+    /// `rng::continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets`): Philox
+    /// continues exactly after every draw but Poisson counts (whose method changes with the
+    /// mean); XORWOW and MRG32k3a after `f32` uniforms and raw bits only (their normal draws
+    /// make values in pairs, and XORWOW's `f64` uniforms were off after a large draw).
+    fn continues_exactly(self, kind: Generator) -> bool {
+        match kind {
+            Generator::Philox4x32_10 => self != Drawn::Poisson,
+            Generator::Default | Generator::Xorwow | Generator::Mrg32k3a => {
+                matches!(self, Drawn::Uniform32 | Drawn::Bits)
+            }
+            // MTGP32 has no offsets; the quasi-random generators set up nothing that waits.
+            _ => false,
+        }
+    }
+}
 
 impl RawGenerator {
     /// `curandCreateGenerator` of `kind` in the current context, then `curandSetStream`, and
@@ -50,7 +94,7 @@ impl RawGenerator {
         let mut g = std::ptr::null_mut();
         // SAFETY: `g` is a valid out-pointer.
         unsafe { sys::curandCreateGenerator(&mut g, rng_type(kind)) }.check("curandCreateGenerator")?;
-        let raw = RawGenerator(Owned::new(g));
+        let raw = RawGenerator { raw: Owned::new(g), kind, at: None };
         // SAFETY: a live generator; the caller vouches for the stream.
         unsafe { sys::curandSetStream(g, stream as _) }.check("curandSetStream")?;
         if kind == Generator::Philox4x32_10 {
@@ -71,15 +115,40 @@ impl RawGenerator {
         Ok(raw)
     }
 
+    /// Whether the generator stands exactly at `seed` already (a pseudo-random one whose last
+    /// draw ended there): [`reset`](Self::reset) then sets nothing, and the next draw sets
+    /// nothing up.
+    pub(super) fn continues(&self, seed: &Seed) -> bool {
+        !seed.generator.is_quasi() && self.at == Some((seed.seed, seed.offset))
+    }
+
+    /// Forgets where the sequence stands (the raw generator was handed out): the next draw
+    /// resets it.
+    pub(super) fn forget_position(&mut self) {
+        self.at = None;
+    }
+
+    /// Records a draw of `n` values (`drawn`) that succeeded (`ok`): the sequence stands `n`
+    /// further if the draw consumes exactly that much, else nowhere known.
+    fn drew(&mut self, drawn: Drawn, n: usize, ok: bool) {
+        let exact = ok && drawn.continues_exactly(self.kind);
+        self.at = self.at.filter(|_| exact).and_then(|(seed, o)| Some((seed, o.checked_add(u64::try_from(n).ok()?)?)));
+    }
+
     /// Sets the generator to `seed`: its seed (pseudo-random) or dimensions (quasi-random),
-    /// and its offset (all but MTGP32, which has none). These only set generator state,
-    /// applied at the next generate call on the generator's stream.
+    /// and its offset (all but MTGP32, which has none), unless it [`continues`](Self::continues)
+    /// there. These only set generator state, applied at the next generate call on the
+    /// generator's stream.
     ///
     /// NVIDIA: [`curandSetQuasiRandomGeneratorDimensions`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
     /// [`curandSetPseudoRandomGeneratorSeed`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
     /// [`curandSetGeneratorOffset`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     pub(super) fn reset(&mut self, seed: &Seed) -> Result<()> {
-        let g = self.0.get();
+        if self.continues(seed) {
+            return Ok(());
+        }
+        self.at = None;
+        let g = self.raw.get();
         // SAFETY: a live generator, used by this thread only (`&mut self`).
         unsafe {
             if seed.generator.is_quasi() {
@@ -92,6 +161,7 @@ impl RawGenerator {
                 sys::curandSetGeneratorOffset(g, seed.offset).check("curandSetGeneratorOffset")?;
             }
         }
+        self.at = Some((seed.seed, seed.offset));
         Ok(())
     }
 
@@ -108,7 +178,7 @@ impl RawGenerator {
     /// `out` is a live device buffer of the current context holding `n` elements of `kind`,
     /// fenced on the generator's stream.
     pub(super) unsafe fn generate(&mut self, kind: FloatKind, draw: Draw, out: u64, n: usize) -> Result<()> {
-        let g = self.0.get();
+        let g = self.raw.get();
         let (f32p, f64p) = (out as *mut f32, out as *mut f64);
         // SAFETY: the caller vouches for the buffer; `kind` picks the entry point of its type.
         let status = unsafe {
@@ -129,12 +199,19 @@ impl RawGenerator {
                 }
             }
         };
-        status.check("curandGenerate")
+        let drawn = match (kind, draw) {
+            (FloatKind::F32, Draw::Uniform) => Drawn::Uniform32,
+            (FloatKind::F64, Draw::Uniform) => Drawn::Uniform64,
+            (_, Draw::Normal { .. } | Draw::LogNormal { .. }) => Drawn::Normal,
+        };
+        let checked = status.check("curandGenerate");
+        self.drew(drawn, n, checked.is_ok());
+        checked
     }
 
     /// The raw generator.
     pub(super) fn get(&self) -> sys::curandGenerator_t {
-        self.0.get()
+        self.raw.get()
     }
 
     /// `curandGeneratePoisson`: `n` counts of mean `lambda` at `out`.
@@ -146,7 +223,10 @@ impl RawGenerator {
     /// generator's stream.
     pub(super) unsafe fn poisson(&mut self, out: *mut u32, n: usize, lambda: f64) -> Result<()> {
         // SAFETY: a live generator; the caller vouches for the buffer.
-        unsafe { sys::curandGeneratePoisson(self.0.get(), out, n, lambda) }.check("curandGeneratePoisson")
+        let checked =
+            unsafe { sys::curandGeneratePoisson(self.raw.get(), out, n, lambda) }.check("curandGeneratePoisson");
+        self.drew(Drawn::Poisson, n, checked.is_ok());
+        checked
     }
 
     /// `curandGenerate`: `n` raw 32-bit values at `out`. cuRAND refuses it for the 64-bit
@@ -159,7 +239,9 @@ impl RawGenerator {
     /// generator's stream.
     pub(super) unsafe fn bits(&mut self, out: *mut u32, n: usize) -> Result<()> {
         // SAFETY: a live generator; the caller vouches for the buffer.
-        unsafe { sys::curandGenerate(self.0.get(), out, n) }.check("curandGenerate")
+        let checked = unsafe { sys::curandGenerate(self.raw.get(), out, n) }.check("curandGenerate");
+        self.drew(Drawn::Bits, n, checked.is_ok());
+        checked
     }
 
     /// `curandGenerateLongLong`: `n` raw 64-bit values at `out`. cuRAND accepts it only for the
@@ -172,7 +254,9 @@ impl RawGenerator {
     /// generator's stream.
     pub(super) unsafe fn bits64(&mut self, out: *mut u64, n: usize) -> Result<()> {
         // SAFETY: a live generator; the caller vouches for the buffer.
-        unsafe { sys::curandGenerateLongLong(self.0.get(), out, n) }.check("curandGenerateLongLong")
+        let checked = unsafe { sys::curandGenerateLongLong(self.raw.get(), out, n) }.check("curandGenerateLongLong");
+        self.drew(Drawn::Bits, n, checked.is_ok());
+        checked
     }
 }
 

@@ -5,11 +5,18 @@
 //! them, so the same `Seed` always gives the same numbers, whatever ran before on the handle.
 //! To draw a continuing sequence, advance `offset` by the count drawn.
 //!
-//! A pseudo-random draw sets up its generator's state (it follows a new seed and offset), and
-//! cuRAND's set-up cannot run beside a graph capture: so such a draw waits for the captures
-//! open on its GPU, on any thread, to close (each is one op), and holds new ones back while it
-//! enqueues. Inside a graph recording a pseudo-random draw is refused ([`Error::Recording`]):
-//! the set-up cannot be captured. Quasi-random draws record as any op.
+//! A pseudo-random draw at a new seed or offset sets up its generator's state, and cuRAND's
+//! set-up synchronizes the device: the call returns only once every stream's work has finished
+//! (20 µs a draw when idle, for XORWOW 250 µs; see `bench-rng`). It also cannot run beside a
+//! graph capture: so such a draw waits for the captures open on its GPU, on any thread, to
+//! close (each is one op), and holds new ones back while it enqueues. A draw that continues
+//! where the handle's last draw from that generator ended (the same seed, the offset advanced
+//! by the count drawn) leaves the generator as it is and sets nothing up, where cuRAND's
+//! sequence continues exactly: every draw but Poisson from [`Generator::Philox4x32_10`], `f32`
+//! uniforms (with or without bounds) and raw bits from XORWOW and MRG32k3a. Draw continuing
+//! sequences from those to keep the host and the other streams running. Inside a graph
+//! recording a pseudo-random draw is refused ([`Error::Recording`]): the set-up cannot be
+//! captured. Quasi-random draws set nothing up, and record as any op.
 //!
 //! On the simulator every draw is computed on the host, as a simulated kernel under the op's
 //! declared uses. Philox4x32-10 gives cuRAND's numbers (bit for bit for raw words and `f32`
@@ -153,7 +160,10 @@ impl Rng {
     pub fn curand_generator(&mut self, seed: &Seed) -> Result<cudarc::curand::sys::curandGenerator_t> {
         check_generator(seed)?;
         let stream = self.op.bound_stream()?;
-        generator(&self.op, &mut self.generators, seed, stream.cu_stream()).map(|g| g.get())
+        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
+        // The caller may draw with it: where its sequence stands is no longer known.
+        g.forget_position();
+        Ok(g.get())
     }
 
     /// Fills `out` with uniform values in `(0, 1]`.
@@ -332,24 +342,26 @@ fn refuse_pseudo_in_recording(op: &OpStream, seed: &Seed) -> Result<()> {
 }
 
 /// Runs `enqueue` (a draw) with the op's stream bound and the generator of `seed` set to it.
-/// For a pseudo-random generator, outside the GPU's graph captures: after a seed or an offset
-/// is set, its next draw sets up the generator's state, which calls `cudaDeviceSynchronize`
+/// For a pseudo-random generator set to a new seed or offset, outside the GPU's graph captures:
+/// its next draw then sets up the generator's state, which calls `cudaDeviceSynchronize`
 /// (cuRAND of CUDA 13.0); beside a capture open on any thread that fails the draw with
-/// `CURAND_STATUS_LAUNCH_FAILURE` and invalidates the capture. Every draw here sets both, so
-/// every pseudo-random draw waits for the GPU's open captures (one op each) and holds new ones
-/// back while it enqueues. Quasi-random generators set up nothing of the kind.
+/// `CURAND_STATUS_LAUNCH_FAILURE` and invalidates the capture. So such a draw waits for the
+/// GPU's open captures (one op each) and holds new ones back while it enqueues. A draw that
+/// continues where the generator's last draw ended (see `calls::RawGenerator`) sets nothing
+/// and sets up nothing, as quasi-random generators never do.
 fn with_generator<R>(
     op: &OpStream,
     generators: &mut HashMap<Generator, RawGenerator>,
     seed: &Seed,
     enqueue: impl FnOnce(&CudaStream, &mut RawGenerator) -> Result<R>,
 ) -> Result<R> {
+    let continuing = generators.get(&seed.generator).is_some_and(|g| g.continues(seed));
     let set_up_and_enqueue = || {
         let stream = op.bound_stream()?;
         let g = generator(op, generators, seed, stream.cu_stream())?;
         enqueue(&stream, g)
     };
-    if seed.generator.is_quasi() {
+    if seed.generator.is_quasi() || continuing {
         set_up_and_enqueue()
     } else {
         op.outside_captures(set_up_and_enqueue)
