@@ -138,7 +138,10 @@ fn ordinary_work_on_another_thread_leaves_a_recording_whole() {
         ),
         ("a cuRAND Philox generator made and run", draw(&d, st, Seed::new(Generator::Philox4x32_10, 7))),
         ("a warm cuRAND Philox generator run", draw(&d, st, Seed::new(Generator::Philox4x32_10, 8))),
+        // Where the last draw ended: nothing set, nothing set up, and no wait for the capture.
+        ("a continuing cuRAND Philox draw", draw(&d, st, Seed::new(Generator::Philox4x32_10, 8).at(4096))),
         ("a cuRAND XORWOW generator made and run", draw(&d, st, Seed::new(Generator::Xorwow, 7))),
+        ("a continuing cuRAND XORWOW draw", draw(&d, st, Seed::new(Generator::Xorwow, 7).at(4096))),
         ("a cuRAND Sobol32 generator made and run", draw(&d, st, Seed::new(Generator::Sobol32, 7))),
         (
             "a module compiled and loaded",

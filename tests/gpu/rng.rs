@@ -401,6 +401,10 @@ fn the_other_generators_match_the_simulator_in_distribution() {
 /// that kind.
 fn draw_bits(d: &Device, s: cusched::StreamId, h: &mut Handles, seed: &Seed, k: usize, n: usize) -> Option<Vec<u64>> {
     let wide = matches!(seed.generator, Generator::Sobol64 | Generator::ScrambledSobol64);
+    if matches!(k, 2 | 4 | 5 | 6) && !seed.generator.is_quasi() && n % 2 == 1 {
+        // Pseudo-random normals come in pairs.
+        return None;
+    }
     let rng = h.rng().unwrap();
     let f32s = |v: Vec<f32>| v.into_iter().map(|x| u64::from(x.to_bits())).collect();
     let f64s = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();
@@ -450,28 +454,70 @@ fn draw_bits(d: &Device, s: cusched::StreamId, h: &mut Handles, seed: &Seed, k: 
     })
 }
 
+/// Draws `k1` of `n1` values at `start`, then `k2` of `n2` where it ended on the same handle
+/// (`on`), and `k2` there on `fresh`, whose generator is set to that offset: the two must be
+/// equal. (`fresh`'s last draw never ends at `start + n1`: its generator is set again.)
+#[allow(clippy::too_many_arguments)]
+fn assert_continues(
+    d: &Device,
+    s: cusched::StreamId,
+    (on, fresh): (&mut Handles, &mut Handles),
+    seed: Seed,
+    (k1, n1): (usize, usize),
+    (k2, n2): (usize, usize),
+) {
+    let at = |o: u64| seed.at(o);
+    if draw_bits(d, s, on, &seed, k1, n1).is_none() {
+        return;
+    }
+    let next = seed.offset + n1 as u64;
+    let continued = draw_bits(d, s, on, &at(next), k2, n2);
+    let set = draw_bits(d, s, fresh, &at(next), k2, n2);
+    let g = seed.generator;
+    assert_eq!(continued, set, "{g:?}: draw {k2} of {n2} after draw {k1} of {n1} from offset {}", seed.offset);
+}
+
 /// A draw that continues where its generator's last draw ended (the same seed, the offset
 /// advanced by the count drawn) gives the numbers a fresh generator set to that offset draws:
-/// every generator with offsets, every kind of draw, even and odd counts. (cusched leaves the
-/// generator as it is where cuRAND continues exactly, which skips its state set-up, and sets
-/// it again elsewhere.)
+/// every generator with offsets, every kind of draw, counts from 1 to 1,048,581, odd and even,
+/// from odd and even offsets. (cusched leaves the generator as it is where cuRAND continues
+/// exactly, which skips its state set-up, and sets it again elsewhere.)
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets() {
     let Some(d) = gpu() else { return };
     let s = d.new_stream().unwrap();
     let seed = Rng::new().next();
+    let counts = [(1024, 1024), (1000, 1024), (6, 10), (4096, 6), (1, 7), (7, 3), (3, 1_048_579), (1_048_581, 9)];
     for g in Generator::ALL.into_iter().filter(|&g| g != Generator::Mtgp32) {
-        for (n1, n2) in [(1024, 1024), (1000, 1024), (6, 10), (4096, 6)] {
-            let (mut on, mut fresh) = (Handles::new(&d, s).unwrap(), Handles::new(&d, s).unwrap());
-            for k in 0..10 {
-                let at = |o: usize| Seed::new(g, seed).at(o as u64);
-                if draw_bits(&d, s, &mut on, &at(0), k, n1).is_none() {
-                    continue;
+        let (mut on, mut fresh) = (Handles::new(&d, s).unwrap(), Handles::new(&d, s).unwrap());
+        for (n1, n2) in counts {
+            for start in [0, 5] {
+                for k in 0..10 {
+                    let seed = Seed::new(g, seed).at(start);
+                    assert_continues(&d, s, (&mut on, &mut fresh), seed, (k, n1), (k, n2));
                 }
-                let continued = draw_bits(&d, s, &mut on, &at(n1), k, n2);
-                let set = draw_bits(&d, s, &mut fresh, &at(n1), k, n2);
-                assert_eq!(continued, set, "{g:?}, draw {k}: {n2} values after {n1}");
+            }
+        }
+    }
+}
+
+/// A draw of any kind continues one of any other kind as a fresh generator would draw it at
+/// the advanced offset (a uniform after raw bits, a normal after a uniform, ...).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_draw_of_any_kind_continues_one_of_any_other_kind() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let seed = Rng::new().next();
+    for g in Generator::ALL.into_iter().filter(|&g| g != Generator::Mtgp32) {
+        let (mut on, mut fresh) = (Handles::new(&d, s).unwrap(), Handles::new(&d, s).unwrap());
+        for (n1, n2) in [(1000, 24), (7, 4)] {
+            for k1 in 0..10 {
+                for k2 in (0..10).filter(|&k2| k2 != k1) {
+                    let seed = Seed::new(g, seed).at(3);
+                    assert_continues(&d, s, (&mut on, &mut fresh), seed, (k1, n1), (k2, n2));
+                }
             }
         }
     }
@@ -503,4 +549,36 @@ fn a_continuing_pseudo_random_draw_does_not_wait_for_other_streams() {
         next.wait().unwrap();
         assert!(took < Duration::from_millis(100), "{g:?}: the continuing draw waited {took:?} for another stream");
     }
+}
+
+/// A generator handed out raw may be drawn on by its caller between cusched's draws, so
+/// cusched sets it again before every later draw: a draw at the offset where cusched's last
+/// draw ended gives the numbers of a fresh generator there, whatever the caller drew.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_generator_handed_out_raw_is_set_again_before_every_draw() {
+    use cusched::cudarc::curand::sys;
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let (mut h, mut fresh) = (Handles::new(&d, s).unwrap(), Handles::new(&d, s).unwrap());
+    let seed = Seed::new(Generator::Philox4x32_10, Rng::new().next());
+    let g = h.rng().unwrap().curand_generator(&seed).unwrap();
+    let first = draw_bits(&d, s, &mut h, &seed, 0, 1024);
+    // The caller's own draw on the raw generator, between cusched's.
+    let theirs = d.alloc_zeros::<u32>(s, 512).unwrap();
+    let p = theirs.raw_device_ptr().unwrap();
+    let mut rec = cusched::LaunchRecorder::new_strict(s);
+    rec.write(&theirs).unwrap();
+    let status = raw_launch(&d, rec, |_| {
+        // SAFETY: 1. `g` is the live Philox generator of `h`'s `Rng` (which outlives the
+        // launch), made in this device's context, current here, and set to this launch's
+        // stream; 2. `p` is the address of `theirs`, which holds 512 u32s and is declared
+        // written on the recorder; 3. `curandGenerate` writes exactly 512 u32s there, enqueued
+        // on the generator's stream.
+        unsafe { sys::curandGenerate(g, p as *mut u32, 512) }
+    });
+    assert_eq!(status, sys::curandStatus_t::CURAND_STATUS_SUCCESS);
+    let next = seed.at(1024);
+    assert!(first.is_some());
+    assert_eq!(draw_bits(&d, s, &mut h, &next, 0, 1024), draw_bits(&d, s, &mut fresh, &next, 0, 1024));
 }

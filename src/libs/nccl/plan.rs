@@ -72,11 +72,11 @@ const LONE_RANK_VECTOR: usize = 16;
 
 /// `coll` as a lone rank runs it on CUDA. NCCL 2.28's one-rank path leaves the last few
 /// elements of an `Avg` out of place, and of a `PreMulSum` in place or out of place, unwritten
-/// once the count is large (its last `count % 4` elements, seen on an H200 for f64 from 65,537
-/// elements and for f32 and i32 from 100,003; `tools/probes/nccl_lone_rank_tail.c` shows it in
-/// plain C), while counts up to 1,001 come out whole. Over one rank an average is the input itself, so it runs as a sum (NCCL's
-/// one-rank copy); a PreMulSum is split into whole 16-element vectors and a tail of fewer, each
-/// its own call (see [`collective`]).
+/// once the count is large (its last `count % 4` elements, seen on an H200 for f64 from
+/// 65,537 elements and for f32 and i32 from 100,003; `tools/probes/nccl_lone_rank_tail.c`
+/// shows it in plain C), while counts up to 1,001 come out whole. Over one rank an average is
+/// the input itself, so it runs as a sum (NCCL's one-rank copy); a PreMulSum is split into
+/// whole 16-element vectors and a tail of fewer, each its own call (see [`collective`]).
 fn lone_rank_reduction(coll: Coll) -> Coll {
     match coll {
         Coll::AllReduce(ReduceOp::Avg) => Coll::AllReduce(ReduceOp::Sum),

@@ -440,6 +440,7 @@ mod tests {
             tickets.extend(book.pending.iter().map(|e| e.ticket));
             look(&tickets, slots, &mut picked);
             slots.sweep(book);
+            book.looked(Instant::now());
             if book.pending.is_empty() {
                 return;
             }

@@ -43,9 +43,15 @@ unsafe impl RawObject for sys::curandGenerator_t {
 pub(crate) struct RawGenerator {
     raw: Owned<sys::curandGenerator_t>,
     kind: Generator,
-    /// The seed and offset of the sequence's next value: set by a reset, advanced by a draw
-    /// that consumes exactly its count, `None` once unknown.
+    /// Where the sequence stands (seed and offset of its next value) after the last draw, when
+    /// that draw consumed exactly its count from a known start; `None` once unknown.
     at: Option<(u64, u64)>,
+    /// Where the next draw starts: set by [`reset`](Self::reset), taken by the draw. A reset
+    /// whose draw never came leaves it set and `at` unknown, so its pending set-up is done by
+    /// a later draw that resets again (and waits for captures), never by a continuing one.
+    from: Option<(u64, u64)>,
+    /// Handed out raw: its caller may draw on it, so where it stands is never known again.
+    lent: bool,
 }
 
 /// What a draw took from its generator's sequence, for [`RawGenerator::drew`].
@@ -53,24 +59,29 @@ pub(crate) struct RawGenerator {
 pub(super) enum Drawn {
     Uniform32,
     Uniform64,
-    /// Normal or log-normal values, of either width.
-    Normal,
+    /// Normal or log-normal `f32` values.
+    Normal32,
+    /// Normal or log-normal `f64` values.
+    Normal64,
     Poisson,
     Bits,
 }
 
 impl Drawn {
     /// Whether `kind`, after drawing `n` values this way from offset `o`, stands exactly at
-    /// offset `o + n` of its sequence: what a fresh generator set there would draw next. Found
-    /// on an H200 with cuRAND of CUDA 13.0 by drawing on and comparing with a fresh generator
-    /// set to the advanced offset, for counts of 1 to 4,096, even and odd (GPU test
-    /// `rng::continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets`): Philox
-    /// continues exactly after every draw but Poisson counts (whose method changes with the
-    /// mean); XORWOW and MRG32k3a after `f32` uniforms and raw bits only (their normal draws
-    /// make values in pairs, and XORWOW's `f64` uniforms were off after a large draw).
+    /// offset `o + n` of its sequence: what a fresh generator set there would draw next, of any
+    /// kind. Found on an H200 with cuRAND of CUDA 13.0 by drawing on and comparing with a fresh
+    /// generator set to the advanced offset (GPU tests
+    /// `rng::continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets`, counts from 1
+    /// to 1,048,581, odd and even, at odd and even offsets, and
+    /// `rng::a_draw_of_any_kind_continues_one_of_any_other_kind`): Philox continues exactly
+    /// after `f32` uniforms, normals and log-normals and raw bits (not after `f64` draws of a
+    /// million values; Poisson counts were exact at a mean of 3.5, but their method changes
+    /// with the mean); XORWOW and MRG32k3a after `f32` uniforms and raw bits only (their normal
+    /// draws make values in pairs, and XORWOW's `f64` uniforms were off after a large draw).
     fn continues_exactly(self, kind: Generator) -> bool {
         match kind {
-            Generator::Philox4x32_10 => self != Drawn::Poisson,
+            Generator::Philox4x32_10 => matches!(self, Drawn::Uniform32 | Drawn::Normal32 | Drawn::Bits),
             Generator::Default | Generator::Xorwow | Generator::Mrg32k3a => {
                 matches!(self, Drawn::Uniform32 | Drawn::Bits)
             }
@@ -94,7 +105,7 @@ impl RawGenerator {
         let mut g = std::ptr::null_mut();
         // SAFETY: `g` is a valid out-pointer.
         unsafe { sys::curandCreateGenerator(&mut g, rng_type(kind)) }.check("curandCreateGenerator")?;
-        let raw = RawGenerator { raw: Owned::new(g), kind, at: None };
+        let raw = RawGenerator { raw: Owned::new(g), kind, at: None, from: None, lent: false };
         // SAFETY: a live generator; the caller vouches for the stream.
         unsafe { sys::curandSetStream(g, stream as _) }.check("curandSetStream")?;
         if kind == Generator::Philox4x32_10 {
@@ -119,20 +130,23 @@ impl RawGenerator {
     /// draw ended there): [`reset`](Self::reset) then sets nothing, and the next draw sets
     /// nothing up.
     pub(super) fn continues(&self, seed: &Seed) -> bool {
-        !seed.generator.is_quasi() && self.at == Some((seed.seed, seed.offset))
+        !self.lent && !seed.generator.is_quasi() && self.at == Some((seed.seed, seed.offset))
     }
 
-    /// Forgets where the sequence stands (the raw generator was handed out): the next draw
-    /// resets it.
-    pub(super) fn forget_position(&mut self) {
+    /// Hands the generator out raw (`Rng::curand_generator`): from now on every draw resets
+    /// it, whatever its caller draws on it meanwhile.
+    pub(super) fn lend(&mut self) {
+        self.lent = true;
         self.at = None;
     }
 
-    /// Records a draw of `n` values (`drawn`) that succeeded (`ok`): the sequence stands `n`
-    /// further if the draw consumes exactly that much, else nowhere known.
+    /// Records a draw of `n` values (`drawn`) that succeeded (`ok`) or not: the sequence
+    /// stands `n` past the draw's start if the draw consumes exactly that much, else nowhere
+    /// known.
     fn drew(&mut self, drawn: Drawn, n: usize, ok: bool) {
-        let exact = ok && drawn.continues_exactly(self.kind);
-        self.at = self.at.filter(|_| exact).and_then(|(seed, o)| Some((seed, o.checked_add(u64::try_from(n).ok()?)?)));
+        let exact = ok && !self.lent && drawn.continues_exactly(self.kind);
+        let from = self.from.take().filter(|_| exact);
+        self.at = from.and_then(|(seed, o)| Some((seed, o.checked_add(u64::try_from(n).ok()?)?)));
     }
 
     /// Sets the generator to `seed`: its seed (pseudo-random) or dimensions (quasi-random),
@@ -145,9 +159,10 @@ impl RawGenerator {
     /// [`curandSetGeneratorOffset`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
     pub(super) fn reset(&mut self, seed: &Seed) -> Result<()> {
         if self.continues(seed) {
+            self.from = self.at;
             return Ok(());
         }
-        self.at = None;
+        (self.at, self.from) = (None, None);
         let g = self.raw.get();
         // SAFETY: a live generator, used by this thread only (`&mut self`).
         unsafe {
@@ -161,7 +176,7 @@ impl RawGenerator {
                 sys::curandSetGeneratorOffset(g, seed.offset).check("curandSetGeneratorOffset")?;
             }
         }
-        self.at = Some((seed.seed, seed.offset));
+        self.from = Some((seed.seed, seed.offset));
         Ok(())
     }
 
@@ -202,7 +217,8 @@ impl RawGenerator {
         let drawn = match (kind, draw) {
             (FloatKind::F32, Draw::Uniform) => Drawn::Uniform32,
             (FloatKind::F64, Draw::Uniform) => Drawn::Uniform64,
-            (_, Draw::Normal { .. } | Draw::LogNormal { .. }) => Drawn::Normal,
+            (FloatKind::F32, Draw::Normal { .. } | Draw::LogNormal { .. }) => Drawn::Normal32,
+            (FloatKind::F64, Draw::Normal { .. } | Draw::LogNormal { .. }) => Drawn::Normal64,
         };
         let checked = status.check("curandGenerate");
         self.drew(drawn, n, checked.is_ok());

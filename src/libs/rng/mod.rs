@@ -12,9 +12,11 @@
 //! close (each is one op), and holds new ones back while it enqueues. A draw that continues
 //! where the handle's last draw from that generator ended (the same seed, the offset advanced
 //! by the count drawn) leaves the generator as it is and sets nothing up, where cuRAND's
-//! sequence continues exactly: every draw but Poisson from [`Generator::Philox4x32_10`], `f32`
-//! uniforms (with or without bounds) and raw bits from XORWOW and MRG32k3a. Draw continuing
-//! sequences from those to keep the host and the other streams running. Inside a graph
+//! sequence continues exactly: after `f32` uniforms (with or without bounds), `f32` normals and
+//! log-normals and raw bits from [`Generator::Philox4x32_10`], and after `f32` uniforms and raw
+//! bits from XORWOW and MRG32k3a (not from a generator handed out by
+//! [`Rng::curand_generator`], which is set before every draw). Draw continuing sequences from
+//! those to keep the host and the other streams running. Inside a graph
 //! recording a pseudo-random draw is refused ([`Error::Recording`]): the set-up cannot be
 //! captured. Quasi-random draws set nothing up, and record as any op.
 //!
@@ -161,8 +163,8 @@ impl Rng {
         check_generator(seed)?;
         let stream = self.op.bound_stream()?;
         let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
-        // The caller may draw with it: where its sequence stands is no longer known.
-        g.forget_position();
+        // The caller may draw with it: where its sequence stands is never known again.
+        g.lend();
         Ok(g.get())
     }
 
