@@ -21,9 +21,12 @@
 //! floor of a tracked collective; `vs floor` is cusched against it.
 //!
 //! `bench-nccl` needs NCCL on the loader path (`. tools/cuda-libs-env`); it sets
-//! `NCCL_NVLS_ENABLE=0`. With one GPU it runs every table on one-rank communicators: nothing
-//! crosses a link and the GPU has next to nothing to do, so each op costs its host enqueue,
-//! and cusched's time over raw's is its op path around NCCL's call (the goal needs two GPUs).
+//! `NCCL_NVLS_ENABLE=0`. With one GPU it runs every table on two contexts of it
+//! (`Device::open` and `Device::open_isolated`), each with a one-rank communicator of its own
+//! (raw NCCL's made in the same contexts): nothing crosses a link and the GPU has next to
+//! nothing to do, so each op costs its host enqueue, and cusched's time over raw's is its op
+//! path around NCCL's call, with what two GPUs add to it on the host (a group's two contexts,
+//! two threads' shared state); the goal needs two GPUs. `--single` runs one context alone.
 //! Compare with `python3 benches/torch_allreduce.py` on the same GPUs. The goal: at least
 //! 0.98x raw NCCL's bus bandwidth from 1 MiB up.
 
@@ -50,15 +53,40 @@ struct Raw {
     streams: Vec<Arc<CudaStream>>,
     /// One event per stream, for the floor of a tracked collective (see [`Raw::time`]).
     events: Vec<CudaEvent>,
+    /// Whether the communicators are one-rank ones on contexts of one GPU, each made current
+    /// before its call (NCCL would otherwise run it in the GPU's primary context).
+    contexts_of_one_gpu: bool,
 }
 
 impl Raw {
-    fn new(gpus: &[Device]) -> Res<Raw> {
+    fn new(gpus: &[Device], one_rank_each: bool) -> Res<Raw> {
+        if one_rank_each {
+            return Raw::one_rank_each(gpus);
+        }
         let mut comms = vec![std::ptr::null_mut(); gpus.len()];
         let devs: Vec<i32> = gpus.iter().map(|g| g.ordinal() as i32).collect();
         // SAFETY: `comms` has room for one communicator per device in `devs`.
         let r = unsafe { sys::ncclCommInitAll(comms.as_mut_ptr(), devs.len() as i32, devs.as_ptr()) };
         check(r, "ncclCommInitAll")?;
+        Raw::with_comms(gpus, comms, true)
+    }
+
+    /// A blocking one-rank communicator on each of `gpus` (contexts of one GPU), each made with
+    /// its device's context current, as cusched makes its own.
+    fn one_rank_each(gpus: &[Device]) -> Res<Raw> {
+        let mut comms = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            let mut id = sys::ncclUniqueId { internal: [0; 128] };
+            // SAFETY: a valid out-pointer.
+            check(unsafe { sys::ncclGetUniqueId(&mut id) }, "ncclGetUniqueId")?;
+            // SAFETY: no cudarc memory is made from the context; binding it makes it current for
+            // the rank's init, as NCCL requires.
+            unsafe { g.cuda_context() }?.bind_to_thread()?;
+            let mut comm = std::ptr::null_mut();
+            // SAFETY: a valid out-pointer; the device's context is current.
+            check(unsafe { sys::ncclCommInitRank(&mut comm, 1, id, 0) }, "ncclCommInitRank")?;
+            comms.push(comm);
+        }
         Raw::with_comms(gpus, comms, true)
     }
 
@@ -97,6 +125,19 @@ impl Raw {
         Ok(raw)
     }
 
+    /// One `Raw` over the communicators of `each` (all blocking or all not).
+    fn merged(each: Vec<Raw>) -> Raw {
+        let blocking = each.iter().all(|r| r.blocking);
+        let mut all =
+            Raw { comms: Vec::new(), blocking, streams: Vec::new(), events: Vec::new(), contexts_of_one_gpu: true };
+        for mut r in each {
+            all.comms.append(&mut r.comms);
+            all.streams.append(&mut r.streams);
+            all.events.append(&mut r.events);
+        }
+        all
+    }
+
     fn with_comms(gpus: &[Device], comms: Vec<sys::ncclComm_t>, blocking: bool) -> Res<Raw> {
         let (mut streams, mut events) = (Vec::with_capacity(gpus.len()), Vec::with_capacity(gpus.len()));
         for g in gpus {
@@ -108,7 +149,7 @@ impl Raw {
             streams.push(ctx.new_stream()?);
             events.push(ctx.new_event(None)?);
         }
-        Ok(Raw { comms, blocking, streams, events })
+        Ok(Raw { comms, blocking, streams, events, contexts_of_one_gpu: false })
     }
 
     /// Polls every communicator until NCCL is done with its last call (non-blocking ones).
@@ -144,6 +185,10 @@ impl Raw {
                 check(sys::ncclGroupStart(), "ncclGroupStart")?;
                 let mut reduced = Ok(());
                 for ((&(p, n), &comm), s) in bufs.iter().zip(&self.comms).zip(&self.streams) {
+                    if self.contexts_of_one_gpu {
+                        // Each communicator runs in its own context of the GPU: current for its call.
+                        reduced = reduced.and(s.context().bind_to_thread().map_err(|e| e.into()));
+                    }
                     let ptr = p as *mut std::ffi::c_void;
                     let t = sys::ncclDataType_t::ncclFloat32;
                     let r = sys::ncclAllReduce(ptr, ptr, n, t, sys::ncclRedOp_t::ncclSum, comm, s.cu_stream() as _);
@@ -226,6 +271,7 @@ impl Raw {
                 let (comm, start) = (RankComm(comm), &start);
                 threads.push(scope.spawn(move || -> Result<(), String> {
                     let comm = comm;
+                    s.context().bind_to_thread().map_err(|e| e.to_string())?;
                     start.wait();
                     let ptr = p as *mut std::ffi::c_void;
                     for _ in 0..iters {
@@ -335,22 +381,42 @@ fn main() -> Res<()> {
         config.spin = std::time::Duration::from_micros(us.parse()?);
     }
     let only: Option<usize> = flag("--bytes").map(|b| b.parse()).transpose()?;
-    let gpus = match (Device::open_with(0, config.clone()), Device::open_with(1, config)) {
-        (Ok(a), Ok(b)) => vec![a, b],
-        // One GPU: one-rank communicators, whose ops move nothing between GPUs. The host's
-        // cost per op, cusched's op path around NCCL's own call, is still measured side by
-        // side; the bandwidth goal is not (it needs two GPUs).
-        (Ok(a), Err(e)) => {
+    let single = std::env::args().any(|a| a == "--single");
+    let (gpus, one_rank_each) = match (Device::open_with(0, config.clone()), Device::open_with(1, config.clone())) {
+        (Ok(a), Ok(b)) => (vec![a, b], false),
+        // One GPU: one-rank communicators, whose ops move nothing between GPUs, on two contexts
+        // (or one, `--single`). The host's cost per op, cusched's op path around NCCL's own
+        // call, is still measured side by side; the bandwidth goal is not (it needs two GPUs).
+        (Ok(a), Err(e)) if single => {
             println!("bench-nccl: one GPU ({e}): one rank, the op path's host cost only, not the goal");
-            vec![a]
+            (vec![a], false)
+        }
+        (Ok(a), Err(e)) => {
+            println!(
+                "bench-nccl: one GPU ({e}): a one-rank communicator on each of two contexts, the op path's host \
+                 cost only, not the goal"
+            );
+            (vec![a, Device::open_isolated(0, config)?], true)
         }
         (Err(e), _) => {
             println!("bench-nccl: skipped, needs a GPU ({e})");
             return Ok(());
         }
     };
-    let comms = Communicator::init_all(&gpus, &CommConfig::default())?;
-    let raw = Raw::new(&gpus)?;
+    let init = |config: &CommConfig| -> cusched::Result<Vec<Communicator>> {
+        if !one_rank_each {
+            return Communicator::init_all(&gpus, config);
+        }
+        let each: Vec<Vec<Communicator>> = gpus
+            .iter()
+            .map(|g| Communicator::init_all(std::slice::from_ref(g), config))
+            .collect::<cusched::Result<_>>()?;
+        Ok(each.into_iter().flatten().collect())
+    };
+    let comms = init(&CommConfig::default())?;
+    let raw = Raw::new(&gpus, one_rank_each)?;
+    // Ranks per communicator, for the bus bandwidth.
+    let ranks = if one_rank_each { 1 } else { gpus.len() };
     let mut h: Vec<Handles> = gpus.iter().map(|g| Handles::new(g, g.new_stream()?)).collect::<cusched::Result<_>>()?;
     if let Some(secs) = std::env::args().skip_while(|a| a != "--profile").nth(1) {
         return profile(&gpus, &mut h, &comms, secs.parse()?);
@@ -397,7 +463,7 @@ fn main() -> Res<()> {
             t_event.push(raw.time(&ptrs, iters, true)?);
         }
         let (o, r, re) = (median(&mut t_ours), median(&mut t_raw), median(&mut t_event));
-        let busbw = |t: f64| bus_bandwidth(bytes, gpus.len(), t);
+        let busbw = |t: f64| bus_bandwidth(bytes, ranks, t);
         println!(
             "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>14} {:>8} {:>12}",
             bytes,
@@ -439,7 +505,7 @@ fn main() -> Res<()> {
             t_event.push(raw.time_threads(&ptrs, iters, true)?);
         }
         let (o, r, re) = (median(&mut t_ours), median(&mut t_raw), median(&mut t_event));
-        let busbw = |t: f64| bus_bandwidth(bytes, gpus.len(), t);
+        let busbw = |t: f64| bus_bandwidth(bytes, ranks, t);
         println!(
             "{:>12} {:>6} {:>11.2} GB/s {:>11.2} GB/s {:>12} {:>12} {:>14} {:>8} {:>12}",
             bytes,
@@ -461,11 +527,16 @@ fn main() -> Res<()> {
     // The same latency with non-blocking communicators (`CommConfig::blocking = false`), whose
     // every launch NCCL finishes on a thread of its own.
     drop(comms);
-    let nonblocking = Communicator::init_all(&gpus, &CommConfig::default().with_blocking(false))?;
+    let nonblocking = init(&CommConfig::default().with_blocking(false))?;
     // Raw NCCL on non-blocking communicators too: NCCL finishes each of their launches on a
     // thread of its own, which its user polls, whoever the user is.
     drop(raw);
-    let raw = Raw::new_non_blocking(&gpus)?;
+    let raw = if one_rank_each {
+        let each: Vec<Raw> = gpus.iter().map(|g| Raw::new_non_blocking(std::slice::from_ref(g))).collect::<Res<_>>()?;
+        Raw::merged(each)
+    } else {
+        Raw::new_non_blocking(&gpus)?
+    };
     println!("non-blocking communicators (raw NCCL's non-blocking too):");
     latency(&gpus, &mut h, &nonblocking, &raw)
 }

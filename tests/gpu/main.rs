@@ -69,6 +69,8 @@ mod nvrtc;
 mod peer;
 #[cfg(feature = "curand")]
 mod rng;
+#[cfg(feature = "curand")]
+mod rng_continuing;
 #[cfg(feature = "cusolver")]
 mod solver;
 #[cfg(feature = "cusolver")]

@@ -142,12 +142,30 @@ pub(super) fn enqueue_one(
             drop(st);
             Ok(Watched { comm: Some(comm), watch })
         }
-        Err(e) => {
-            if must_abort(&e) {
-                cc.declare_locked(&mut st, e.clone());
+        Err(Failed { error, abort }) => {
+            if abort {
+                cc.declare_locked(&mut st, error.clone());
             }
-            Err(e)
+            Err(error)
         }
+    }
+}
+
+/// A launch that failed: its error, and whether its communicators are in an unknown state
+/// and are aborted, so that whatever they launched returns.
+struct Failed {
+    error: Error,
+    abort: bool,
+}
+
+impl Failed {
+    /// `error`, the first failure of a launch whose wait for NCCL's background launch
+    /// succeeded (or was not needed) if `waited`. A rejected argument launched nothing; any
+    /// other failure, and any failed wait (the communicator is still in progress, or failed),
+    /// leaves the communicators in an unknown state.
+    fn after(error: Error, waited: bool) -> Failed {
+        let rejected = matches!(error, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. });
+        Failed { abort: !rejected || !waited, error }
     }
 }
 
@@ -155,18 +173,20 @@ pub(super) fn enqueue_one(
 /// locked communicators `raws`: between `ncclGroupStart` and `ncclGroupEnd`, except one
 /// `plain` call on blocking communicators (NCCL groups a lone call inside: an explicit group
 /// only adds its bookkeeping twice). NCCL's background launch on non-blocking communicators
-/// is awaited, bounded by `timeout`; then the ops made are destroyed. The first failure wins:
-/// the enqueue's, the group's end, the wait.
+/// is awaited, bounded by `timeout`; then the ops made are destroyed, unless that wait
+/// failed: a communicator still in progress (or failed) takes no call but its abort, which
+/// the caller then makes and which frees its ops with it. The first failure wins: the
+/// enqueue's, the group's end, the wait.
 fn in_group(
     blocking: bool,
     plain: bool,
     raws: &[RawComm],
     timeout: std::time::Duration,
     enqueue: impl FnOnce(&mut Few<(RawComm, calls::RawOp)>) -> Result<()>,
-) -> Result<()> {
+) -> std::result::Result<(), Failed> {
     let grouped = !(blocking && plain);
     if grouped {
-        calls::group_start()?;
+        calls::group_start().map_err(|e| Failed::after(e, true))?;
     }
     let mut made: Few<(RawComm, calls::RawOp)> = Few::new();
     let enqueued = enqueue(&mut made);
@@ -180,19 +200,15 @@ fn in_group(
         let deadline = Instant::now().checked_add(timeout).unwrap_or_else(Instant::now);
         calls::wait_ready(raws, "ncclGroupEnd", deadline)
     };
-    for (raw, op) in made {
-        // SAFETY: `op` was made on `raw`, locked by this thread, and the calls given it have
-        // returned (the group has ended).
-        unsafe { calls::destroy_op(op, raw) };
+    if ready.is_ok() {
+        for (raw, op) in made {
+            // SAFETY: `op` was made on `raw`, locked by this thread; the calls given it have
+            // returned (the group has ended) and the communicator is ready for the next call.
+            unsafe { calls::destroy_op(op, raw) };
+        }
     }
-    enqueued.and(ended).and(ready)
-}
-
-/// Whether a communicator that failed (or stayed in progress) mid-launch with `e` is in an
-/// unknown state, and is aborted, so that whatever it launched returns. A rejected argument
-/// launched nothing.
-fn must_abort(e: &Error) -> bool {
-    !matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. })
+    let waited = ready.is_ok();
+    enqueued.and(ended).and(ready).map_err(|e| Failed::after(e, waited))
 }
 
 /// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
@@ -229,7 +245,7 @@ fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
         }
         Ok(())
     });
-    if result.is_ok() {
+    let Err(Failed { error, abort }) = result else {
         let watches: Few<Watch> = ops
             .iter()
             .map(|(comm, ..)| match (&comm.inner.backend, locked.iter_mut().find(|(u, _)| *u == comm.inner.uid)) {
@@ -240,20 +256,18 @@ fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
         drop(locked);
         drop(comms);
         watched.extend(ops.into_iter().zip(watches).map(|(op, watch)| Watched { comm: Some(op.0), watch }));
-        return result;
-    }
-    if let Err(e) = &result {
-        if must_abort(e) {
-            for (uid, st) in &mut locked {
-                if let Some(c) = comms.iter().find(|c| c.inner.uid == *uid) {
-                    if let Backend::Cuda(cc) = &c.inner.backend {
-                        cc.declare_locked(st, e.clone());
-                    }
+        return Ok(());
+    };
+    if abort {
+        for (uid, st) in &mut locked {
+            if let Some(c) = comms.iter().find(|c| c.inner.uid == *uid) {
+                if let Backend::Cuda(cc) = &c.inner.backend {
+                    cc.declare_locked(st, error.clone());
                 }
             }
         }
     }
-    result
+    Err(error)
 }
 
 /// One op's calls on `raw` (`comm`'s) and `stream`, its PreMulSum op made first (and listed in
