@@ -344,9 +344,10 @@ pub enum Error {
     /// A collective or a communicator call failed: NCCL reported an error (synchronously, or
     /// asynchronously on the communicator), or a collective made no progress within the
     /// communicator's timeout (a peer that died or stopped answering). Unless `fault` is
-    /// [`CollectiveFault::InvalidArgument`], the communicator is aborted: every op still
-    /// pending on it fails with this error, later ops fail at once, and the device stays
-    /// usable. Make a new communicator to go on.
+    /// [`CollectiveFault::InvalidArgument`] raised by the call itself (an argument NCCL rejected
+    /// before launching anything), the communicator is aborted: every op still pending on it
+    /// fails with this error, later ops fail at once, and the device stays usable. Make a new
+    /// communicator to go on.
     #[error("{call} failed: {fault} ({detail})")]
     Collective {
         /// The NCCL entry point (`"ncclAllReduce"`), or the cusched step that gave up

@@ -63,7 +63,8 @@ impl Device {
     /// Opens CUDA device `ordinal` on a context of its own instead of the primary context that
     /// [`Device::open`] shares with every other user of the GPU in the process. Two such devices
     /// on one GPU are two contexts: work of one cannot poison the other, and copies between
-    /// them are peer copies.
+    /// them are peer copies. (Libraries that use the primary context themselves may not work
+    /// on such a context: NCCL's sends and receives do not; see the `nccl` module.)
     pub fn open_isolated(ordinal: usize, config: DeviceConfig) -> Result<Device> {
         let ctx = peer::open_isolated(ordinal)?;
         Ok(Device::owned(DeviceShared::new(ordinal, BackendCtx::Cuda(ctx), config, None)?))

@@ -49,6 +49,8 @@ pub struct Ranks {
     pub gpus: Vec<Device>,
     pub comms: Vec<Communicator>,
     pub h: Vec<Handles>,
+    /// Whether [`each`](Self::each) calls a lone rank's op inside a group too.
+    pub grouped: bool,
 }
 
 pub fn ranks(n: usize) -> Ranks {
@@ -65,7 +67,7 @@ impl Ranks {
     pub fn new(gpus: Vec<Device>, config: CommConfig) -> Ranks {
         let comms = Communicator::init_all(&gpus, &config).unwrap();
         let h = gpus.iter().map(|g| Handles::new(g, g.new_stream().unwrap()).unwrap()).collect();
-        Ranks { gpus, comms, h }
+        Ranks { gpus, comms, h, grouped: false }
     }
 
     /// Rank `r`'s input: `len` small values that differ per rank and position.
@@ -87,11 +89,12 @@ impl Ranks {
     }
 
     /// Runs `op` on every rank (from this thread, in one group) and waits for all. A lone
-    /// rank's op is called outside any group, as the one thread that drives it would.
+    /// rank's op is called outside any group, as the one thread that drives it would, unless
+    /// [`grouped`](Self::grouped).
     pub fn each(&mut self, mut op: impl FnMut(&mut Handles, &Communicator, usize) -> Result<Completion<()>>) {
         let (h, comms) = (&mut self.h, &self.comms);
         let mut all = || (0..comms.len()).map(|r| op(&mut h[r], &comms[r], r)).collect::<Result<Vec<_>>>();
-        let done = if comms.len() == 1 { all() } else { nccl::group(all) };
+        let done = if comms.len() == 1 && !self.grouped { all() } else { nccl::group(all) };
         wait(done.unwrap());
     }
 

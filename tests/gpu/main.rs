@@ -62,6 +62,8 @@ mod modules;
 #[cfg(feature = "nccl")]
 mod nccl;
 #[cfg(feature = "nccl")]
+mod nccl_groups;
+#[cfg(feature = "nccl")]
 mod nccl_one_rank;
 #[cfg(feature = "nvrtc")]
 mod nvrtc;

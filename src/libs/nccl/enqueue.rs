@@ -3,7 +3,7 @@
 
 use super::calls::{self, Call, RawComm, RawStream};
 use super::comm::{Backend, Communicator};
-use super::launch::{Entered, Few, SimBody, Slot, Target, Work};
+use super::launch::{Few, SimBody, Slot, Target, Work};
 use super::watch::{State, Watch};
 use super::DType;
 use crate::device::StreamId;
@@ -30,6 +30,15 @@ impl Watched {
         }
         Some((comm, self.watch))
     }
+
+    /// An op enqueued whose launch failed afterwards (its commit): its work runs on, and
+    /// nothing would follow it. Its communicator is aborted with `e`, which fails its pending
+    /// ops and makes whatever it launched return.
+    pub(super) fn abandon(self, e: &Error) {
+        if let Some(Backend::Cuda(c)) = self.comm.as_ref().map(|c| &c.inner.backend) {
+            c.declare(e.clone());
+        }
+    }
 }
 
 impl Drop for Watched {
@@ -40,38 +49,68 @@ impl Drop for Watched {
     }
 }
 
-/// Enqueues every entered op: the simulated ones one kernel per stream, the CUDA ones as one
-/// NCCL group, whose ops `watched` gets, in the order entered, once they are enqueued.
-pub(super) fn enqueue_all(entered: Few<Entered>, watched: &mut Few<Watched>) -> Result<()> {
-    let mut cuda: Few<CudaOp> = Few::new();
-    let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
-    for (comm, work, target) in entered {
-        match (work, target, &comm.inner.backend) {
-            (Work::Sim { collective, body, slot }, Target::Sim(stream, enq), Backend::Sim(rank)) => {
-                // Taken in the order the ops were called: every rank's collectives meet in it.
-                let seq = if collective { rank.next_seq() } else { 0 };
-                let job = SimJob { comm: comm.clone(), seq, body, slot };
-                match sim.iter_mut().find(|(s, ..)| *s == stream) {
-                    Some((_, kernel, jobs)) => {
-                        kernel.merge(enq);
-                        jobs.push(job);
-                    }
-                    None => sim.push((stream, enq, vec![job])),
-                }
-            }
-            (Work::Cuda { calls, dtype, premul }, Target::Cuda(stream), Backend::Cuda(_)) => {
-                cuda.push((comm, calls, dtype, premul, stream));
+/// Enqueues every op of a launch (`works[i]` on `targets[i]`; a launch never mixes simulated
+/// and CUDA ops): the simulated ones one kernel per stream (their work taken), the CUDA ones as
+/// one NCCL group. `watched` gets an entry per op, in order: the CUDA op's watch once
+/// enqueued, `None` for a simulated one.
+pub(super) fn enqueue_all(
+    works: &mut [&mut Option<(Communicator, Work)>],
+    targets: Few<Target>,
+    watched: &mut Few<Option<Watched>>,
+) -> Result<()> {
+    if matches!(targets.first(), Some(Target::Sim(..))) {
+        return enqueue_sim(works, targets, watched);
+    }
+    let mut cuda: Few<CudaOp<'_>> = Few::new();
+    for (work, target) in works.iter().zip(targets) {
+        match (work.as_ref(), target) {
+            (Some((comm, Work::Cuda { calls, dtype, premul })), Target::Cuda(stream))
+                if matches!(comm.inner.backend, Backend::Cuda(_)) =>
+            {
+                cuda.push((comm, calls, *dtype, *premul, stream));
             }
             _ => return Err(Error::invalid("comm", "the communicator's backend is not its stream's")),
+        }
+    }
+    enqueue_cuda(&cuda, watched)
+}
+
+/// The simulated ops of a launch, one kernel per stream, their work taken.
+fn enqueue_sim(
+    works: &mut [&mut Option<(Communicator, Work)>],
+    targets: Few<Target>,
+    watched: &mut Few<Option<Watched>>,
+) -> Result<()> {
+    // Every op is checked before any takes its rank's next sequence number: the ranks' numbers
+    // must stay in step.
+    let simulated = |(work, target): (&&mut Option<(Communicator, Work)>, &Target)| matches!((work.as_ref(), target), (Some((c, Work::Sim { .. })), Target::Sim(..)) if matches!(c.inner.backend, Backend::Sim(_)));
+    if !works.iter().zip(&targets).all(simulated) {
+        return Err(Error::invalid("comm", "the communicator's backend is not its stream's"));
+    }
+    let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
+    // A simulated op has no watch: its kernel's outcome is its verdict.
+    watched.extend(works.iter().map(|_| None));
+    for (work, target) in works.iter_mut().zip(targets) {
+        let (Some((comm, Work::Sim { collective, body, slot })), Target::Sim(stream, enq)) = (work.take(), target)
+        else {
+            continue;
+        };
+        let Backend::Sim(rank) = &comm.inner.backend else { continue };
+        // Taken in the order the ops were called: every rank's collectives meet in it.
+        let seq = if collective { rank.next_seq() } else { 0 };
+        let job = SimJob { comm, seq, body, slot };
+        match sim.iter_mut().find(|(s, ..)| *s == stream) {
+            Some((_, kernel, jobs)) => {
+                kernel.merge(enq);
+                jobs.push(job);
+            }
+            None => sim.push((stream, enq, vec![job])),
         }
     }
     for (_, kernel, jobs) in sim {
         kernel.run(move || run_jobs(jobs));
     }
-    if cuda.is_empty() {
-        return Ok(());
-    }
-    enqueue_cuda(cuda, watched)
+    Ok(())
 }
 
 /// A simulated op of a group, in its stream's kernel.
@@ -115,7 +154,9 @@ fn run_jobs(mut jobs: Vec<SimJob>) {
     });
 }
 
-type CudaOp = (Communicator, Few<Call>, DType, Option<[u8; 8]>, RawStream);
+/// A CUDA op of a group, borrowed from where the group queued it: its communicator, calls,
+/// element type, PreMulSum scalar and stream.
+type CudaOp<'a> = (&'a Communicator, &'a [Call], DType, Option<[u8; 8]>, RawStream);
 
 /// One CUDA op outside a group on `stream` (the op path of a collective called on its own):
 /// [`enqueue_cuda`] for one op, without its lists. Returns the op watched.
@@ -159,13 +200,16 @@ struct Failed {
 }
 
 impl Failed {
-    /// `error`, the first failure of a launch whose wait for NCCL's background launch
-    /// succeeded (or was not needed) if `waited`. A rejected argument launched nothing; any
-    /// other failure, and any failed wait (the communicator is still in progress, or failed),
-    /// leaves the communicators in an unknown state.
-    fn after(error: Error, waited: bool) -> Failed {
-        let rejected = matches!(error, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. });
-        Failed { abort: !rejected || !waited, error }
+    /// A launch's first failure, `error`, aborting the communicators unless every failure of
+    /// its steps (`enqueued`, `ended`) was a rejected argument, which launched nothing, and its
+    /// wait for NCCL (`waited`) succeeded: any other failure, and any failed wait (the
+    /// communicator still in progress, or failed), leaves them in an unknown state.
+    fn first_of(error: Error, steps: [&Result<()>; 2], waited: bool) -> Failed {
+        let rejected = |r: &&Result<()>| match r {
+            Err(e) => matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. }),
+            Ok(()) => true,
+        };
+        Failed { abort: !waited || !steps.iter().all(rejected), error }
     }
 }
 
@@ -186,7 +230,10 @@ fn in_group(
 ) -> std::result::Result<(), Failed> {
     let grouped = !(blocking && plain);
     if grouped {
-        calls::group_start().map_err(|e| Failed::after(e, true))?;
+        if let Err(e) = calls::group_start() {
+            let failed = Err(e.clone());
+            return Err(Failed::first_of(e, [&failed, &Ok(())], true));
+        }
     }
     let mut made: Few<(RawComm, calls::RawOp)> = Few::new();
     let enqueued = enqueue(&mut made);
@@ -207,15 +254,17 @@ fn in_group(
             unsafe { calls::destroy_op(op, raw) };
         }
     }
-    let waited = ready.is_ok();
-    enqueued.and(ended).and(ready).map_err(|e| Failed::after(e, waited))
+    match enqueued.as_ref().and(ended.as_ref()).and(ready.as_ref()) {
+        Ok(()) => Ok(()),
+        Err(first) => Err(Failed::first_of(first.clone(), [&enqueued, &ended], ready.is_ok())),
+    }
 }
 
 /// The CUDA ops of a launch, as one NCCL group: every communicator locked (in one order), its
 /// calls enqueued by [`in_group`]. Each op's watch record is made under the same lock, so that
 /// the communicator is locked once per launch.
-fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
-    let mut comms: Few<&Communicator> = ops.iter().map(|o| &o.0).collect();
+fn enqueue_cuda(ops: &[CudaOp<'_>], watched: &mut Few<Option<Watched>>) -> Result<()> {
+    let mut comms: Few<&Communicator> = ops.iter().map(|o| o.0).collect();
     comms.sort_by_key(|c| c.inner.uid);
     comms.dedup_by_key(|c| c.inner.uid);
     let mut locked: Few<(u64, MutexGuard<'_, State>)> = Few::new();
@@ -232,16 +281,16 @@ fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
             .find(|(u, _)| *u == uid)
             .map_or_else(|| Err(Error::invalid("comm", "not locked")), |(_, s)| s.raw())
     };
-    for (c, ..) in &ops {
+    for (c, ..) in ops {
         raw_of(c.inner.uid, &locked)?;
     }
-    let plain = matches!(ops.as_slice(), [(_, calls, _, None, _)] if calls.len() == 1);
+    let plain = matches!(ops, [(_, calls, _, None, _)] if calls.len() == 1);
     let timeout = ops.iter().map(|o| o.0.inner.config.timeout).min().unwrap_or_default();
     let raws: Few<RawComm> = locked.iter().filter_map(|(_, s)| s.raw().ok()).collect();
     let result = in_group(all_blocking, plain, &raws, timeout, |made| {
-        for (comm, calls, dtype, premul, stream) in &ops {
+        for &(comm, calls, dtype, premul, stream) in ops {
             let raw = raw_of(comm.inner.uid, &locked)?;
-            enqueue_op(comm, raw, calls, *dtype, *premul, *stream, made)?;
+            enqueue_op(comm, raw, calls, dtype, premul, stream, made)?;
         }
         Ok(())
     });
@@ -254,8 +303,7 @@ fn enqueue_cuda(ops: Few<CudaOp>, watched: &mut Few<Watched>) -> Result<()> {
             })
             .collect();
         drop(locked);
-        drop(comms);
-        watched.extend(ops.into_iter().zip(watches).map(|(op, watch)| Watched { comm: Some(op.0), watch }));
+        watched.extend(ops.iter().zip(watches).map(|(op, watch)| Some(Watched { comm: Some(op.0.clone()), watch })));
         return Ok(());
     };
     if abort {
@@ -316,4 +364,35 @@ fn enqueue_op(
         unsafe { calls::enqueue(call, dtype, raw, stream) }?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CollectiveFault;
+
+    fn fault(fault: CollectiveFault) -> Result<()> {
+        Err(Error::Collective { call: "ncclGroupEnd", fault, detail: String::new() })
+    }
+
+    fn aborts(steps: [&Result<()>; 2], waited: bool) -> bool {
+        let first = steps.iter().find_map(|r| r.as_ref().err()).cloned().unwrap_or_else(|| Error::invalid("x", "y"));
+        Failed::first_of(first, steps, waited).abort
+    }
+
+    /// A rejected argument launched nothing: the communicator goes on, unless another step
+    /// failed too or the wait did.
+    #[test]
+    fn only_a_rejected_argument_with_a_good_wait_spares_the_communicator() {
+        let rejected = fault(CollectiveFault::InvalidArgument);
+        assert!(!aborts([&rejected, &Ok(())], true));
+        assert!(!aborts([&rejected, &rejected], true));
+        assert!(aborts([&rejected, &fault(CollectiveFault::Internal)], true));
+        assert!(aborts([&Ok(()), &fault(CollectiveFault::Cuda)], true));
+        assert!(aborts([&fault(CollectiveFault::System), &Ok(())], true));
+        // The wait failed (a timeout, or an asynchronous error of any kind): NCCL may still be
+        // in progress, which allows no call but the abort.
+        assert!(aborts([&Ok(()), &Ok(())], false));
+        assert!(aborts([&rejected, &Ok(())], false));
+    }
 }

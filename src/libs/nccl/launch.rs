@@ -6,8 +6,10 @@
 //! queued op together. A launch nests the ops' launches in each other's enqueue closures, so
 //! that every op is preflighted (fenced, its buffers held) before anything is enqueued, the
 //! innermost enqueues them all (between `ncclGroupStart` and `ncclGroupEnd` on CUDA), and each
-//! op commits as its closure returns, even when the group failed (contract 4). An op is one
-//! recorded launch on its own stream, whatever the group holds.
+//! op commits as its closure returns, even when the group failed (contract 4), leaving what
+//! its launch returned in its place; the ops are then finished (their completions given
+//! their events) in the order they were called. An op is one recorded launch on its own
+//! stream, whatever the group holds.
 
 use super::calls::Call;
 use super::comm::Communicator;
@@ -19,7 +21,6 @@ use crate::device::{Device, StreamId};
 use crate::error::{Error, Result};
 use crate::recorder::{LaunchRecorder, LaunchScope, Launched, SimEnqueuer};
 use smallvec::SmallVec;
-use std::borrow::Borrow;
 use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 
@@ -48,7 +49,8 @@ pub(super) type Holder = Arc<dyn std::any::Any + Send + Sync>;
 /// An op, validated and recorded, not yet launched.
 pub(super) struct Planned {
     launch: Launch<Device>,
-    fill: Arc<Shared<()>>,
+    /// The caller's completion, until the op is finished or abandoned.
+    fill: Option<Arc<Shared<()>>>,
     /// Handles to the op's buffers, kept until the GPU is done with the op: a buffer dropped
     /// between the op's call and its group's launch must not be freed before it. (A CUDA op
     /// outside a group is launched in its call, under the caller's borrow, without a `Planned`.)
@@ -92,8 +94,9 @@ thread_local! {
 /// fails, which then fails the buffers every op of the group writes. Ops of one group must
 /// not use one buffer in conflicting ways (NCCL runs them in any order): that is refused
 /// with [`Error::WouldDeadlock`] for buffers on different streams. When `f` fails, nothing is
-/// enqueued, and the queued ops' completions resolve with its error. Groups nest: an inner
-/// group's ops launch with the outer one.
+/// enqueued, and the queued ops' completions resolve with its error. An op whose launch
+/// fails after the group was enqueued (its commit) aborts its communicator, whose work would
+/// otherwise run on unfollowed. Groups nest: an inner group's ops launch with the outer one.
 ///
 /// ```
 /// use cusched::{nccl::{self, Communicator, CommConfig}, Device, Handles, SimConfig};
@@ -152,8 +155,8 @@ pub fn group<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
 
 /// Resolves the completions of ops that were never launched with `e`.
 fn abandon<'a>(ops: impl IntoIterator<Item = &'a mut Planned>, e: &Error) {
-    for op in ops {
-        op.fill.enqueued(Err(e.clone()), None, Vec::new());
+    for fill in ops.into_iter().filter_map(|op| op.fill.take()) {
+        fill.enqueued(Err(e.clone()), None, Vec::new());
     }
 }
 
@@ -174,8 +177,11 @@ pub(super) fn submit(
     let (completion, fill) = Completion::queued(&device.shared);
     let completion = finished(completion, &work);
     let keep = if in_group || matches!(work, Work::Sim { .. }) { keep() } else { Few::new() };
-    let mut op =
-        Planned { launch: Launch { rec, device: device.internal(), op: Some((comm.clone(), work)) }, fill, keep };
+    let mut op = Planned {
+        launch: Launch { rec, device: device.internal(), op: Some((comm.clone(), work)) },
+        fill: Some(fill),
+        keep,
+    };
     if !in_group {
         return launch_all(std::slice::from_mut(&mut op)).map(|()| completion);
     }
@@ -188,7 +194,7 @@ pub(super) fn submit(
 
 /// The caller's completion: on the simulator, the op's event and then the kernel's outcome. A
 /// CUDA op's completion is the op's own: its value is decided when its event is passed (see
-/// [`launch_all`]).
+/// [`finish`]).
 fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
     match work {
         Work::Sim { slot, .. } => {
@@ -205,8 +211,8 @@ fn finished(completion: Completion<()>, work: &Work) -> Completion<()> {
 }
 
 /// Launches a CUDA op outside a group, and makes its completion only now, in place: the op
-/// path allocates nothing for it (see [`launch_all`] for the verdict it carries). What
-/// [`nest`] and [`enqueue_all`] do for a group, for one op, without their lists.
+/// path allocates nothing for it (see [`finish`] for the verdict it carries). What [`enter`]
+/// and [`enqueue_all`] do for a group, for one op, without their lists.
 fn launch_one(mut launch: Launch<&Device>) -> Result<Completion<()>> {
     let device = launch.device;
     let Some((comm, Work::Cuda { calls, dtype, premul })) = launch.op.take() else {
@@ -218,8 +224,18 @@ fn launch_one(mut launch: Launch<&Device>) -> Result<Completion<()>> {
     let launched = launch.rec.launch_event_in_place(device, |scope| {
         watched = Some(enqueue_one(comm, &calls, dtype, premul, cuda_target(scope)?)?);
         Ok(())
-    })?;
-    let Launched { event, trace, .. } = launched;
+    });
+    let Launched { event, trace, .. } = match (launched, watched.take()) {
+        (Ok(launched), w) => {
+            watched = w;
+            launched
+        }
+        (Err(e), Some(w)) => {
+            w.abandon(&e);
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
     let watched = watched.and_then(|w| w.publish(event.clone()));
     Ok(match (watched, event) {
         (Some((comm, watch)), Some(event)) => {
@@ -239,55 +255,34 @@ fn launch_all(ops: &mut [Planned]) -> Result<()> {
         abandon(ops.iter_mut(), &e);
         return Err(e);
     }
-    // The recorders stay where the group queued them (a recorder is large to copy): `nest`
-    // takes each op's communicator and work only.
-    let mut entered: Few<Entered> = Few::new();
-    let mut watched: Few<Watched> = Few::new();
-    let mut launches: Few<&mut Launch<Device>> = ops.iter_mut().map(|op| &mut op.launch).collect();
-    let result = nest(&mut launches, &mut entered, &mut watched);
-    drop(launches);
-    match result {
-        Ok(mut launched) => {
-            launched.reverse();
-            // The CUDA ops, in the order launched (all of them or none: one group never mixes).
-            let mut watched = watched.into_iter();
-            for (l, op) in launched.into_iter().zip(ops.iter_mut()) {
-                let (fill, keep) = (&op.fill, std::mem::take(&mut op.keep));
-                let Launched { event, trace, .. } = l;
-                if let Some(t) = trace {
-                    fill.set_trace(t);
-                }
-                match (watched.next().and_then(|w| w.publish(event.clone())), event) {
-                    // The watchdog fails the op (before aborting the communicator, which is what
-                    // lets its kernels return) when its peers are gone: the value is read once
-                    // the op's event is passed, by whoever resolves the completion.
-                    //
-                    // The buffers need no keeping past this point: the op's uses are committed,
-                    // so a buffer dropped now is freed after the op, like after any tracked op.
-                    // Nor does the verdict hold anything the GPU uses, so the completion thread
-                    // watches the op only if asked to (a callback, a waker): a collective costs
-                    // it no registration and no event polling, which on the op path is time
-                    // in the driver's locks that small collectives, bound by their host
-                    // enqueue, pay in full.
-                    (Some((comm, watch)), Some(event)) => {
-                        drop(keep);
-                        fill.enqueued_verdict(Ok(()), Verdict::new(comm.inner, watch.token()), event);
-                    }
-                    (_, event) => fill.enqueued(Ok(()), event, keep.into_iter().map(boxed).collect()),
-                }
-            }
-            Ok(())
-        }
-        Err(e) => {
-            abandon(ops.iter_mut(), &e);
-            Err(e)
+    // The recorders stay where the group queued them (a recorder is large to copy): each
+    // level borrows its op's recorder, the innermost every op's work, and each launch leaves
+    // what it returns in its op's place in `done`.
+    let mut levels: Few<(&mut LaunchRecorder, &Device)> = Few::new();
+    let mut works: Few<&mut Option<(Communicator, Work)>> = Few::new();
+    for op in ops.iter_mut() {
+        let Launch { rec, device, op } = &mut op.launch;
+        levels.push((rec, &*device));
+        works.push(op);
+    }
+    let mut done: Few<Option<Launched<()>>> = levels.iter().map(|_| None).collect();
+    let (mut targets, mut watched) = (Few::new(), Few::new());
+    let result = enter(&mut levels, &mut works, &mut targets, &mut watched, &mut done);
+    drop((levels, works));
+    // In the order the ops were called, which is the order their watches were claimed in, so
+    // that each publish can release the event of the op claimed before it (see `slots`).
+    let mut watched = watched.into_iter();
+    for (op, launched) in ops.iter_mut().zip(done) {
+        match (launched, watched.next().flatten(), &result) {
+            (Some(launched), watched, _) => finish(op, launched, watched),
+            (None, Some(watched), Err(e)) => watched.abandon(e),
+            (None, ..) => {}
         }
     }
-}
-
-/// A buffer's handle as a completion keeps it.
-fn boxed(h: Holder) -> KeepAlive {
-    Box::new(h)
+    if let Err(e) = &result {
+        abandon(ops.iter_mut(), e);
+    }
+    result
 }
 
 /// Where an entered op enqueues.
@@ -298,34 +293,59 @@ pub(super) enum Target {
     Sim(StreamId, SimEnqueuer),
 }
 
-/// An op whose launch has been entered (preflighted), to enqueue.
-pub(super) type Entered = (Communicator, Work, Target);
-
-/// Enters the next op's launch (preflight), and inside it the rest; the innermost enqueues
-/// them all. Returns the launches innermost first.
-fn nest<D: Borrow<Device>, L: std::borrow::BorrowMut<Launch<D>>>(
-    ops: &mut [L],
-    entered: &mut Few<Entered>,
-    watched: &mut Few<Watched>,
-) -> Result<Few<Launched<()>>> {
-    let Some((first, rest)) = ops.split_first_mut() else {
-        enqueue_all(std::mem::take(entered), watched)?;
-        return Ok(Few::new());
+/// Enters the first level's launch (preflight), and inside it the rest; the innermost
+/// enqueues every op (`works`, on `targets`), each op's watch landing in `watched` at its
+/// index. Each level leaves what its launch returned in its place in `done`.
+fn enter(
+    levels: &mut [(&mut LaunchRecorder, &Device)],
+    works: &mut [&mut Option<(Communicator, Work)>],
+    targets: &mut Few<Target>,
+    watched: &mut Few<Option<Watched>>,
+    done: &mut [Option<Launched<()>>],
+) -> Result<()> {
+    let (Some(((rec, device), rest)), Some((here, inner))) = (levels.split_first_mut(), done.split_first_mut()) else {
+        return enqueue_all(works, std::mem::take(targets), watched);
     };
-    let Launch { rec, device, op } = first.borrow_mut();
-    let Some((comm, work)) = op.take() else {
-        return Err(Error::invalid("comm", "the op was launched already"));
-    };
-    let device = (*device).borrow();
     let stream = rec.stream();
     refuse_recorded(device, stream)?;
-    let launched = rec.launch_event_in_place(device, |scope| {
-        entered.push((comm, work, target(scope, stream)?));
-        nest(rest, entered, watched)
-    })?;
-    let Launched { value: mut inner, event, trace, recorded } = launched;
-    inner.push(Launched { value: (), event, trace, recorded });
-    Ok(inner)
+    *here = Some(rec.launch_event_in_place(device, |scope| {
+        targets.push(target(scope, stream)?);
+        enter(rest, works, targets, watched, inner)
+    })?);
+    Ok(())
+}
+
+/// Gives a launched op's completion its event (and, on CUDA, the verdict of its watch, which
+/// it publishes first).
+fn finish(op: &mut Planned, launched: Launched<()>, watched: Option<Watched>) {
+    let Launched { event, trace, .. } = launched;
+    let Some(fill) = op.fill.take() else { return };
+    if let Some(t) = trace {
+        fill.set_trace(t);
+    }
+    let keep = std::mem::take(&mut op.keep);
+    match (watched.and_then(|w| w.publish(event.clone())), event) {
+        // The watchdog fails the op (before aborting the communicator, which is what lets its
+        // kernels return) when its peers are gone: the value is read once the op's event is
+        // passed, by whoever resolves the completion.
+        //
+        // The buffers need no keeping past this point: the op's uses are committed, so a
+        // buffer dropped now is freed after the op, like after any tracked op. Nor does the
+        // verdict hold anything the GPU uses, so the completion thread watches the op only if
+        // asked to (a callback, a waker): a collective costs it no registration and no event
+        // polling, which on the op path is time in the driver's locks that small collectives,
+        // bound by their host enqueue, pay in full.
+        (Some((comm, watch)), Some(event)) => {
+            drop(keep);
+            fill.enqueued_verdict(Ok(()), Verdict::new(comm.inner, watch.token()), event);
+        }
+        (_, event) => fill.enqueued(Ok(()), event, keep.into_iter().map(boxed).collect()),
+    }
+}
+
+/// A buffer's handle as a completion keeps it.
+fn boxed(h: Holder) -> KeepAlive {
+    Box::new(h)
 }
 
 /// Refuses a collective on `stream` while a graph recording holds it: NCCL's own capture
@@ -348,8 +368,9 @@ fn target(scope: &LaunchScope<'_>, stream: StreamId) -> Result<Target> {
 /// The CUDA stream of a launch's op.
 fn cuda_target(scope: &LaunchScope<'_>) -> Result<super::calls::RawStream> {
     // SAFETY: 1. the stream is used for the op's NCCL calls only, which touch the buffers as
-    // the recorder declared them; 2. they are enqueued (and NCCL's background launch awaited)
-    // before the closure of `scope`'s launch returns (in a group, by the innermost launch,
-    // which runs inside it); 3. no cudarc memory is made from it.
+    // the recorder declared them; 2. they are enqueued before the closure of `scope`'s launch
+    // returns (in a group, by the innermost launch, which runs inside it), with NCCL's
+    // background launch on a non-blocking communicator awaited or, where that wait failed,
+    // the communicator aborted, which ends it; 3. no cudarc memory is made from it.
     Ok(unsafe { scope.cuda_stream() }?.cu_stream() as super::calls::RawStream)
 }

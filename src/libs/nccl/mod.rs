@@ -46,6 +46,12 @@
 //! an op enqueued alone would wait for the others until the timeout. The simulator does not
 //! need it; ranks on their own threads (lanes, processes) do not either.
 //!
+//! Make communicators on devices opened with [`Device::open`](crate::Device::open), on the
+//! GPU's primary context, which NCCL uses itself: on a context of its own
+//! ([`Device::open_isolated`](crate::Device::open_isolated), or the one a device makes after
+//! its context was poisoned), NCCL 2.28 runs collectives, but a send to the rank itself fails
+//! inside `ncclGroupEnd` ("invalid resource handle"), which aborts the communicator.
+//!
 //! # Faults
 //!
 //! Communicators are blocking by default (NCCL's calls return once launched, at raw NCCL's
