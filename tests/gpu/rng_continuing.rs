@@ -160,6 +160,72 @@ fn a_continuing_pseudo_random_draw_does_not_wait_for_other_streams() {
         next.wait().unwrap();
         assert!(took < Duration::from_millis(100), "{g:?}: the continuing draw waited {took:?} for another stream");
     }
+    // Poisson counts after Poisson counts of the same mean, as a simulation draws them.
+    for (g, lambda) in [(Generator::Philox4x32_10, 50_000.0), (Generator::Xorwow, 50.0), (Generator::Mrg32k3a, 1_000.0)]
+    {
+        let out = d.alloc_zeros::<u32>(s, 1024).unwrap();
+        h.rng().unwrap().poisson(&Seed::new(g, 5), &out, lambda).unwrap().wait().unwrap();
+        fill(&d, &k, busy, &x, 1.0, 20 * SLOW).unwrap();
+        let start = Instant::now();
+        let next = h.rng().unwrap().poisson(&Seed::new(g, 5).at(1024), &out, lambda).unwrap();
+        let took = start.elapsed();
+        d.synchronize(busy).unwrap();
+        next.wait().unwrap();
+        assert!(
+            took < Duration::from_millis(100),
+            "{g:?}: the continuing Poisson draw waited {took:?} for another stream"
+        );
+    }
+}
+
+/// `n` Poisson counts of mean `lambda` from `seed` on `h`.
+fn poisson(d: &Device, s: cusched::StreamId, h: &mut Handles, seed: &Seed, lambda: f64, n: usize) -> Vec<u32> {
+    let out = d.upload(s, &vec![u32::MAX; n]).unwrap();
+    h.rng().unwrap().poisson(seed, &out, lambda).unwrap().wait().unwrap();
+    out.download(s).unwrap()
+}
+
+/// Poisson counts continue where the last Poisson draw ended as a fresh generator set there
+/// draws them, at every mean, for every generator with offsets: cusched continues Philox's
+/// after means up to 100,000 and XORWOW's and MRG32k3a's after means up to 1,000 (where
+/// cuRAND makes them in pairs beyond, it sets the generator again), and a uniform draw
+/// continues them too.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn poisson_draws_continue_at_every_mean() {
+    let Some(d) = gpu() else { return };
+    let s = d.new_stream().unwrap();
+    let seed = Rng::new().next();
+    let counts = [(7, 5), (1000, 1024), (4096, 6), (3, 1_048_579), (1_048_581, 9), (8, 1_048_576)];
+    let lambdas = [0.1, 3.5, 64.0, 1_000.0, 1_500.0, 2_000.0, 100_000.0, 200_000.0];
+    let far = 1 << 40;
+    for g in [Generator::Philox4x32_10, Generator::Xorwow, Generator::Mrg32k3a, Generator::Default] {
+        // `fresh` draws the reference at each offset: its last draw, one value far away, never
+        // ends there, so its generator is set again.
+        let (mut on, mut fresh) = (Handles::new(&d, s).unwrap(), Handles::new(&d, s).unwrap());
+        for lambda in lambdas {
+            for (n1, n2) in counts {
+                for start in [0, 5] {
+                    let first = Seed::new(g, seed).at(start);
+                    let next = first.at(start + n1 as u64);
+                    poisson(&d, s, &mut on, &first, lambda, n1);
+                    let continued = poisson(&d, s, &mut on, &next, lambda, n2);
+                    poisson(&d, s, &mut fresh, &first.at(far), lambda, 1);
+                    let set = poisson(&d, s, &mut fresh, &next, lambda, n2);
+                    let what = format!("{g:?}: {n2} counts of mean {lambda} after {n1} from offset {start}");
+                    assert!(continued == set, "{what}");
+                    // A uniform draw continuing the counts.
+                    let after = next.at(start + (n1 + n2) as u64);
+                    let u = d.upload(s, &[f32::NAN; 5]).unwrap();
+                    on.rng().unwrap().uniform(&after, &u).unwrap().wait().unwrap();
+                    poisson(&d, s, &mut fresh, &first.at(far), lambda, 1);
+                    let v = d.upload(s, &[f32::NAN; 5]).unwrap();
+                    fresh.rng().unwrap().uniform(&after, &v).unwrap().wait().unwrap();
+                    assert_eq!(u.download(s).unwrap(), v.download(s).unwrap(), "{what}, then 5 uniforms");
+                }
+            }
+        }
+    }
 }
 
 /// A generator handed out raw may be drawn on by its caller between cusched's draws, so

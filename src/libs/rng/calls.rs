@@ -63,27 +63,53 @@ pub(super) enum Drawn {
     Normal32,
     /// Normal or log-normal `f64` values.
     Normal64,
-    Poisson,
+    /// Poisson counts of a mean up to [`Drawn::SMALL_MEAN`].
+    PoissonSmall,
+    /// Poisson counts of a mean over [`Drawn::SMALL_MEAN`], up to [`Drawn::LARGE_MEAN`].
+    PoissonLarge,
+    /// Poisson counts of a larger mean.
+    PoissonHuge,
     Bits,
 }
 
 impl Drawn {
+    /// The largest Poisson mean after which XORWOW and MRG32k3a were found to continue exactly.
+    pub(super) const SMALL_MEAN: f64 = 1_000.0;
+    /// The largest Poisson mean after which Philox4x32-10 was found to continue exactly.
+    pub(super) const LARGE_MEAN: f64 = 100_000.0;
+
+    /// What a Poisson draw of mean `lambda` took.
+    pub(super) fn poisson(lambda: f64) -> Drawn {
+        if lambda <= Self::SMALL_MEAN {
+            Drawn::PoissonSmall
+        } else if lambda <= Self::LARGE_MEAN {
+            Drawn::PoissonLarge
+        } else {
+            Drawn::PoissonHuge
+        }
+    }
+
     /// Whether `kind`, after drawing `n` values this way from offset `o`, stands exactly at
     /// offset `o + n` of its sequence: what a fresh generator set there would draw next, of any
     /// kind. Found on an H200 with cuRAND of CUDA 13.0 by drawing on and comparing with a fresh
     /// generator set to the advanced offset (GPU tests
-    /// `rng::continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets`, counts from 1
-    /// to 1,048,581, odd and even, at odd and even offsets, and
-    /// `rng::a_draw_of_any_kind_continues_one_of_any_other_kind`): Philox continues exactly
-    /// after `f32` uniforms, normals and log-normals and raw bits (not after `f64` draws of a
-    /// million values; Poisson counts were exact at a mean of 3.5, but their method changes
-    /// with the mean); XORWOW and MRG32k3a after `f32` uniforms and raw bits only (their normal
-    /// draws make values in pairs, and XORWOW's `f64` uniforms were off after a large draw).
+    /// `rng_continuing::continuing_draws_give_the_numbers_of_fresh_draws_at_their_offsets`,
+    /// counts from 1 to 1,048,581, odd and even, at odd and even offsets,
+    /// `rng_continuing::a_draw_of_any_kind_continues_one_of_any_other_kind` and
+    /// `rng_continuing::poisson_draws_continue_at_every_mean`): Philox continues exactly after
+    /// `f32` uniforms, normals and log-normals, raw bits and Poisson counts of means up to
+    /// 100,000 (not after `f64` draws of a million values); XORWOW and MRG32k3a after `f32`
+    /// uniforms, raw bits and Poisson counts of means up to 1,000 (their normal draws make
+    /// values in pairs, as do their Poisson draws of means of 2,000 and more, and XORWOW's
+    /// `f64` uniforms were off after a large draw).
     fn continues_exactly(self, kind: Generator) -> bool {
         match kind {
-            Generator::Philox4x32_10 => matches!(self, Drawn::Uniform32 | Drawn::Normal32 | Drawn::Bits),
+            Generator::Philox4x32_10 => matches!(
+                self,
+                Drawn::Uniform32 | Drawn::Normal32 | Drawn::Bits | Drawn::PoissonSmall | Drawn::PoissonLarge
+            ),
             Generator::Default | Generator::Xorwow | Generator::Mrg32k3a => {
-                matches!(self, Drawn::Uniform32 | Drawn::Bits)
+                matches!(self, Drawn::Uniform32 | Drawn::Bits | Drawn::PoissonSmall)
             }
             // MTGP32 has no offsets; the quasi-random generators set up nothing that waits.
             _ => false,
@@ -241,7 +267,7 @@ impl RawGenerator {
         // SAFETY: a live generator; the caller vouches for the buffer.
         let checked =
             unsafe { sys::curandGeneratePoisson(self.raw.get(), out, n, lambda) }.check("curandGeneratePoisson");
-        self.drew(Drawn::Poisson, n, checked.is_ok());
+        self.drew(Drawn::poisson(lambda), n, checked.is_ok());
         checked
     }
 

@@ -13,8 +13,9 @@
 //! where the handle's last draw from that generator ended (the same seed, the offset advanced
 //! by the count drawn) leaves the generator as it is and sets nothing up, where cuRAND's
 //! sequence continues exactly: after `f32` uniforms (with or without bounds), `f32` normals and
-//! log-normals and raw bits from [`Generator::Philox4x32_10`], and after `f32` uniforms and raw
-//! bits from XORWOW and MRG32k3a (not from a generator handed out by
+//! log-normals, raw bits and Poisson counts of means up to 100,000 from
+//! [`Generator::Philox4x32_10`], and after `f32` uniforms, raw bits and Poisson counts of means
+//! up to 1,000 from XORWOW and MRG32k3a (not from a generator handed out by
 //! [`Rng::curand_generator`], which is set before every draw). Draw continuing sequences from
 //! those to keep the host and the other streams running. Inside a graph
 //! recording a pseudo-random draw is refused ([`Error::Recording`]): the set-up cannot be
