@@ -22,8 +22,8 @@ pub enum CollectiveFault {
     InvalidUsage,
     /// The op made no progress within the communicator's timeout: a peer stopped answering.
     Timeout,
-    /// The communicator had been aborted before (by its watchdog after a fault, or by
-    /// `Communicator::abort`).
+    /// The communicator had been aborted before (by its watchdog after a fault, by
+    /// `Communicator::abort`, or after an op it had enqueued failed to launch).
     Aborted,
 }
 

@@ -66,6 +66,14 @@ fn draw<'a>(d: &'a Device, st: cusched::StreamId, seed: Seed) -> WorkFn<'a> {
     })
 }
 
+/// 4,096 Poisson counts of mean `lambda` from `seed`.
+fn poisson<'a>(d: &'a Device, st: cusched::StreamId, seed: Seed, lambda: f64) -> WorkFn<'a> {
+    Box::new(move |h| {
+        let x = d.alloc_zeros::<u32>(st, 4096)?;
+        h.rng()?.poisson(&seed, &x, lambda)?.wait()
+    })
+}
+
 const KERNEL: &str = r#"
 extern "C" __global__ void KERNEL_NAME(float* x) { x[threadIdx.x] += 1.0f; }
 "#;
@@ -142,6 +150,15 @@ fn ordinary_work_on_another_thread_leaves_a_recording_whole() {
         ("a continuing cuRAND Philox draw", draw(&d, st, Seed::new(Generator::Philox4x32_10, 8).at(4096))),
         ("a cuRAND XORWOW generator made and run", draw(&d, st, Seed::new(Generator::Xorwow, 7))),
         ("a continuing cuRAND XORWOW draw", draw(&d, st, Seed::new(Generator::Xorwow, 7).at(4096))),
+        ("a cuRAND Philox Poisson draw", poisson(&d, st, Seed::new(Generator::Philox4x32_10, 9), 50.0)),
+        (
+            "a continuing cuRAND Philox Poisson draw",
+            poisson(&d, st, Seed::new(Generator::Philox4x32_10, 9).at(4096), 50.0),
+        ),
+        (
+            "a cuRAND Philox Poisson draw at a new mean where the last ended",
+            poisson(&d, st, Seed::new(Generator::Philox4x32_10, 9).at(8192), 500.0),
+        ),
         ("a cuRAND Sobol32 generator made and run", draw(&d, st, Seed::new(Generator::Sobol32, 7))),
         (
             "a module compiled and loaded",

@@ -36,7 +36,16 @@ impl Watched {
     /// ops and makes whatever it launched return.
     pub(super) fn abandon(self, e: &Error) {
         if let Some(Backend::Cuda(c)) = self.comm.as_ref().map(|c| &c.inner.backend) {
-            c.declare(e.clone());
+            // As a collective's fault, which is what the communicator's later ops report.
+            let fault = match e {
+                Error::Collective { .. } => e.clone(),
+                e => Error::Collective {
+                    call: "the op's launch",
+                    fault: crate::CollectiveFault::Aborted,
+                    detail: format!("the op was enqueued, then its launch failed: {e}"),
+                },
+            };
+            c.declare(fault);
         }
     }
 }

@@ -52,6 +52,19 @@ pub(crate) struct RawGenerator {
     from: Option<(u64, u64)>,
     /// Handed out raw: its caller may draw on it, so where it stands is never known again.
     lent: bool,
+    /// The mean of the last draw, if it was a Poisson draw that succeeded: cuRAND sets up its
+    /// tables for a mean, which only a Poisson draw of the same mean finds in place.
+    poisson_mean: Option<f64>,
+}
+
+/// The draw a generator is set for, where it decides whether the draw may continue the last
+/// one without a set-up.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Next {
+    /// Poisson counts of this mean: they continue only a Poisson draw of the same mean.
+    Poisson(f64),
+    /// Any other draw.
+    Other,
 }
 
 /// What a draw took from its generator's sequence, for [`RawGenerator::drew`].
@@ -131,7 +144,7 @@ impl RawGenerator {
         let mut g = std::ptr::null_mut();
         // SAFETY: `g` is a valid out-pointer.
         unsafe { sys::curandCreateGenerator(&mut g, rng_type(kind)) }.check("curandCreateGenerator")?;
-        let raw = RawGenerator { raw: Owned::new(g), kind, at: None, from: None, lent: false };
+        let raw = RawGenerator { raw: Owned::new(g), kind, at: None, from: None, lent: false, poisson_mean: None };
         // SAFETY: a live generator; the caller vouches for the stream.
         unsafe { sys::curandSetStream(g, stream as _) }.check("curandSetStream")?;
         if kind == Generator::Philox4x32_10 {
@@ -153,10 +166,14 @@ impl RawGenerator {
     }
 
     /// Whether the generator stands exactly at `seed` already (a pseudo-random one whose last
-    /// draw ended there): [`reset`](Self::reset) then sets nothing, and the next draw sets
-    /// nothing up.
-    pub(super) fn continues(&self, seed: &Seed) -> bool {
-        !self.lent && !seed.generator.is_quasi() && self.at == Some((seed.seed, seed.offset))
+    /// draw ended there) for `next`: [`reset`](Self::reset) then sets nothing, and the next
+    /// draw sets nothing up.
+    pub(super) fn continues(&self, seed: &Seed, next: Next) -> bool {
+        let ready = match next {
+            Next::Poisson(mean) => self.poisson_mean == Some(mean),
+            Next::Other => true,
+        };
+        ready && !self.lent && !seed.generator.is_quasi() && self.at == Some((seed.seed, seed.offset))
     }
 
     /// Hands the generator out raw (`Rng::curand_generator`): from now on every draw resets
@@ -170,6 +187,7 @@ impl RawGenerator {
     /// stands `n` past the draw's start if the draw consumes exactly that much, else nowhere
     /// known.
     fn drew(&mut self, drawn: Drawn, n: usize, ok: bool) {
+        self.poisson_mean = None;
         let exact = ok && !self.lent && drawn.continues_exactly(self.kind);
         let from = self.from.take().filter(|_| exact);
         self.at = from.and_then(|(seed, o)| Some((seed, o.checked_add(u64::try_from(n).ok()?)?)));
@@ -183,8 +201,8 @@ impl RawGenerator {
     /// NVIDIA: [`curandSetQuasiRandomGeneratorDimensions`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
     /// [`curandSetPseudoRandomGeneratorSeed`](https://docs.nvidia.com/cuda/curand/group__HOST.html),
     /// [`curandSetGeneratorOffset`](https://docs.nvidia.com/cuda/curand/group__HOST.html)
-    pub(super) fn reset(&mut self, seed: &Seed) -> Result<()> {
-        if self.continues(seed) {
+    pub(super) fn reset(&mut self, seed: &Seed, next: Next) -> Result<()> {
+        if self.continues(seed, next) {
             self.from = self.at;
             return Ok(());
         }
@@ -268,6 +286,7 @@ impl RawGenerator {
         let checked =
             unsafe { sys::curandGeneratePoisson(self.raw.get(), out, n, lambda) }.check("curandGeneratePoisson");
         self.drew(Drawn::poisson(lambda), n, checked.is_ok());
+        self.poisson_mean = checked.is_ok().then_some(lambda);
         checked
     }
 

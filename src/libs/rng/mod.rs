@@ -15,9 +15,10 @@
 //! sequence continues exactly: after `f32` uniforms (with or without bounds), `f32` normals and
 //! log-normals, raw bits and Poisson counts of means up to 100,000 from
 //! [`Generator::Philox4x32_10`], and after `f32` uniforms, raw bits and Poisson counts of means
-//! up to 1,000 from XORWOW and MRG32k3a (not from a generator handed out by
-//! [`Rng::curand_generator`], which is set before every draw). Draw continuing sequences from
-//! those to keep the host and the other streams running. Inside a graph
+//! up to 1,000 from XORWOW, MRG32k3a and the default generator; a Poisson draw continues only
+//! a Poisson draw of the same mean (cuRAND sets up its tables per mean); none from a generator
+//! handed out by [`Rng::curand_generator`], which is set before every draw. Draw continuing
+//! sequences from those to keep the host and the other streams running. Inside a graph
 //! recording a pseudo-random draw is refused ([`Error::Recording`]): the set-up cannot be
 //! captured. Quasi-random draws set nothing up, and record as any op.
 //!
@@ -44,7 +45,7 @@ use crate::device::StreamId;
 use crate::error::{Error, Result};
 use crate::memory::{Element, GpuRef};
 use crate::track::Access;
-use calls::RawGenerator;
+use calls::{Next, RawGenerator};
 use cudarc::driver::CudaStream;
 use std::collections::HashMap;
 
@@ -163,7 +164,7 @@ impl Rng {
     pub fn curand_generator(&mut self, seed: &Seed) -> Result<cudarc::curand::sys::curandGenerator_t> {
         check_generator(seed)?;
         let stream = self.op.bound_stream()?;
-        let g = generator(&self.op, &mut self.generators, seed, stream.cu_stream())?;
+        let g = generator(&self.op, &mut self.generators, seed, Next::Other, stream.cu_stream())?;
         // The caller may draw with it: where its sequence stands is never known again.
         g.lend();
         Ok(g.get())
@@ -228,7 +229,7 @@ impl Rng {
             return self.op.run_sim(rec, Vec::new(), sim::poisson(*seed, out.sim_data()?, lambda));
         }
         let op = &self.op;
-        with_generator(op, &mut self.generators, seed, |_, g| {
+        with_generator(op, &mut self.generators, seed, Next::Poisson(lambda), |_, g| {
             op.run(rec, Vec::new(), || {
                 // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
                 // generator is set to this stream.
@@ -251,7 +252,7 @@ impl Rng {
             return self.op.run_sim(rec, Vec::new(), sim::bits(*seed, out.sim_data()?));
         }
         let op = &self.op;
-        with_generator(op, &mut self.generators, seed, |_, g| {
+        with_generator(op, &mut self.generators, seed, Next::Other, |_, g| {
             op.run(rec, Vec::new(), || {
                 // SAFETY: `out` is a live device buffer of `n` u32s, fenced by preflight; the
                 // generator is set to this stream, and is a 32-bit one (`check_width`).
@@ -272,7 +273,7 @@ impl Rng {
             return self.op.run_sim(rec, Vec::new(), sim::bits64(*seed, out.sim_data()?));
         }
         let op = &self.op;
-        with_generator(op, &mut self.generators, seed, |_, g| {
+        with_generator(op, &mut self.generators, seed, Next::Other, |_, g| {
             op.run(rec, Vec::new(), || {
                 // SAFETY: `out` is a live device buffer of `n` u64s, fenced by preflight; the
                 // generator is set to this stream, and is a 64-bit Sobol one (`check_width`).
@@ -306,7 +307,7 @@ impl Rng {
             self.affine = Some(Affine::load()?);
         }
         let (op, affine) = (&self.op, self.affine.as_ref());
-        with_generator(op, &mut self.generators, seed, |stream, g| {
+        with_generator(op, &mut self.generators, seed, Next::Other, |stream, g| {
             op.run(rec, Vec::new(), || {
                 let p = out.raw_device_ptr()?;
                 // SAFETY: `p` is a live device buffer of `n` elements of T, fenced by
@@ -356,12 +357,13 @@ fn with_generator<R>(
     op: &OpStream,
     generators: &mut HashMap<Generator, RawGenerator>,
     seed: &Seed,
+    next: Next,
     enqueue: impl FnOnce(&CudaStream, &mut RawGenerator) -> Result<R>,
 ) -> Result<R> {
-    let continuing = generators.get(&seed.generator).is_some_and(|g| g.continues(seed));
+    let continuing = generators.get(&seed.generator).is_some_and(|g| g.continues(seed, next));
     let set_up_and_enqueue = || {
         let stream = op.bound_stream()?;
-        let g = generator(op, generators, seed, stream.cu_stream())?;
+        let g = generator(op, generators, seed, next, stream.cu_stream())?;
         enqueue(&stream, g)
     };
     if seed.generator.is_quasi() || continuing {
@@ -378,6 +380,7 @@ fn generator<'a>(
     op: &OpStream,
     generators: &'a mut HashMap<Generator, RawGenerator>,
     seed: &Seed,
+    next: Next,
     stream: crate::backend::cuda::CuStream,
 ) -> Result<&'a mut RawGenerator> {
     if seed.generator == Generator::Mtgp32 {
@@ -395,6 +398,6 @@ fn generator<'a>(
             e.insert(unsafe { RawGenerator::create(seed.generator, stream) }?)
         }
     };
-    g.reset(seed)?;
+    g.reset(seed, next)?;
     Ok(g)
 }
