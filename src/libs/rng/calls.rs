@@ -335,3 +335,27 @@ fn rng_type(g: Generator) -> sys::curandRngType_t {
         Generator::ScrambledSobol64 => R::CURAND_RNG_QUASI_SCRAMBLED_SOBOL64,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Poisson draw's mean picks what it took; the boundaries belong to the lower class.
+    #[test]
+    fn a_poisson_draws_mean_decides_whether_its_generator_continues() {
+        assert_eq!(Drawn::poisson(0.1), Drawn::PoissonSmall);
+        assert_eq!(Drawn::poisson(Drawn::SMALL_MEAN), Drawn::PoissonSmall);
+        assert_eq!(Drawn::poisson(1_000.5), Drawn::PoissonLarge);
+        assert_eq!(Drawn::poisson(Drawn::LARGE_MEAN), Drawn::PoissonLarge);
+        assert_eq!(Drawn::poisson(100_000.5), Drawn::PoissonHuge);
+        assert_eq!(Drawn::poisson(f64::NAN), Drawn::PoissonHuge);
+        let philox = Generator::Philox4x32_10;
+        assert!(Drawn::PoissonLarge.continues_exactly(philox));
+        assert!(!Drawn::PoissonHuge.continues_exactly(philox));
+        for g in [Generator::Xorwow, Generator::Mrg32k3a, Generator::Default] {
+            assert!(Drawn::PoissonSmall.continues_exactly(g));
+            assert!(!Drawn::PoissonLarge.continues_exactly(g));
+        }
+        assert!(!Drawn::PoissonSmall.continues_exactly(Generator::Mtgp32));
+    }
+}
