@@ -90,23 +90,27 @@ fn enqueue_sim(
     targets: Few<Target>,
     watched: &mut Few<Option<Watched>>,
 ) -> Result<()> {
-    // Every op is checked before any takes its rank's next sequence number: the ranks' numbers
-    // must stay in step.
-    let simulated = |(work, target): (&&mut Option<(Communicator, Work)>, &Target)| matches!((work.as_ref(), target), (Some((c, Work::Sim { .. })), Target::Sim(..)) if matches!(c.inner.backend, Backend::Sim(_)));
-    if !works.iter().zip(&targets).all(simulated) {
-        return Err(Error::invalid("comm", "the communicator's backend is not its stream's"));
-    }
-    let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
-    // A simulated op has no watch: its kernel's outcome is its verdict.
-    watched.extend(works.iter().map(|_| None));
+    let mut taken = Vec::with_capacity(works.len());
     for (work, target) in works.iter_mut().zip(targets) {
-        let (Some((comm, Work::Sim { collective, body, slot })), Target::Sim(stream, enq)) = (work.take(), target)
-        else {
-            continue;
+        match (work.take(), target) {
+            (Some((comm, Work::Sim { collective, body, slot })), Target::Sim(stream, enq))
+                if matches!(comm.inner.backend, Backend::Sim(_)) =>
+            {
+                taken.push((comm, collective, body, slot, stream, enq));
+            }
+            _ => return Err(Error::invalid("comm", "the communicator's backend is not its stream's")),
+        }
+    }
+    // A simulated op has no watch: its kernel's outcome is its verdict.
+    watched.extend(taken.iter().map(|_| None));
+    let mut sim: Vec<(StreamId, SimEnqueuer, Vec<SimJob>)> = Vec::new();
+    // Only now, every op checked, does each take its rank's next sequence number (in the order
+    // the ops were called: every rank's collectives meet in it), so the ranks stay in step.
+    for (comm, collective, body, slot, stream, enq) in taken {
+        let seq = match &comm.inner.backend {
+            Backend::Sim(rank) if collective => rank.next_seq(),
+            _ => 0,
         };
-        let Backend::Sim(rank) = &comm.inner.backend else { continue };
-        // Taken in the order the ops were called: every rank's collectives meet in it.
-        let seq = if collective { rank.next_seq() } else { 0 };
         let job = SimJob { comm, seq, body, slot };
         match sim.iter_mut().find(|(s, ..)| *s == stream) {
             Some((_, kernel, jobs)) => {
@@ -214,12 +218,14 @@ impl Failed {
     /// wait for NCCL (`waited`) succeeded: any other failure, and any failed wait (the
     /// communicator still in progress, or failed), leaves them in an unknown state.
     fn first_of(error: Error, steps: [&Result<()>; 2], waited: bool) -> Failed {
-        let rejected = |r: &&Result<()>| match r {
-            Err(e) => matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. }),
-            Ok(()) => true,
-        };
-        Failed { abort: !waited || !steps.iter().all(rejected), error }
+        let launched_nothing = |r: &&Result<()>| r.as_ref().err().is_none_or(rejected);
+        Failed { abort: !waited || !steps.iter().all(launched_nothing), error }
     }
+}
+
+/// Whether `e` is an argument NCCL rejected, which launched nothing.
+fn rejected(e: &Error) -> bool {
+    matches!(e, Error::Collective { fault: crate::CollectiveFault::InvalidArgument, .. })
 }
 
 /// Runs `enqueue` (which lists the PreMulSum ops it makes in `made`) as one NCCL group on the
@@ -239,9 +245,8 @@ fn in_group(
 ) -> std::result::Result<(), Failed> {
     let grouped = !(blocking && plain);
     if grouped {
-        if let Err(e) = calls::group_start() {
-            let failed = Err(e.clone());
-            return Err(Failed::first_of(e, [&failed, &Ok(())], true));
+        if let Err(error) = calls::group_start() {
+            return Err(Failed { abort: !rejected(&error), error });
         }
     }
     let mut made: Few<(RawComm, calls::RawOp)> = Few::new();

@@ -225,16 +225,14 @@ fn launch_one(mut launch: Launch<&Device>) -> Result<Completion<()>> {
         watched = Some(enqueue_one(comm, &calls, dtype, premul, cuda_target(scope)?)?);
         Ok(())
     });
-    let Launched { event, trace, .. } = match (launched, watched.take()) {
-        (Ok(launched), w) => {
-            watched = w;
-            launched
-        }
-        (Err(e), Some(w)) => {
-            w.abandon(&e);
+    let Launched { event, trace, .. } = match launched {
+        Ok(launched) => launched,
+        Err(e) => {
+            if let Some(w) = watched {
+                w.abandon(&e);
+            }
             return Err(e);
         }
-        (Err(e), None) => return Err(e),
     };
     let watched = watched.and_then(|w| w.publish(event.clone()));
     Ok(match (watched, event) {
